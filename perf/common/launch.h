@@ -1,0 +1,30 @@
+// How a perf tool finds its peers.
+//
+// Launched by braidrun, torchrun, mpirun or srun, a process is rank RANK of WORLD_SIZE processes (the first complete
+// pair of WORLD_SIZE/RANK, OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK, PMI_SIZE/PMI_RANK, SLURM_NTASKS/SLURM_PROCID)
+// and runs -t ranks as threads: global rank = RANK * t + thread, nranks = WORLD_SIZE * t. Rendezvous is NCCL's own:
+// unless NCCL_COMM_ID is already set, it is set to MASTER_ADDR:MASTER_PORT (default 127.0.0.1:29500); every process
+// then calls ncclGetUniqueId (which derives the id from that address) and global rank 0's ncclCommInitRank starts
+// the root listener there. Without those variables there is one process, and the id comes from ncclGetUniqueId in
+// the main thread.
+#pragma once
+
+#include <string>
+
+namespace braid::perf {
+
+struct LaunchInfo {
+  int worldSize = 1;            // processes
+  int procRank = 0;             // this process
+  std::string source;           // the variables it came from ("WORLD_SIZE/RANK"), empty for a single process
+  std::string commId;           // NCCL_COMM_ID used for the rendezvous, empty for a single process
+  bool commIdFromUser = false;  // NCCL_COMM_ID was set before we started
+};
+
+// Reads the launcher's environment. Returns false (with *error) when the variables are present but malformed.
+bool detectLaunch(LaunchInfo* info, std::string* error);
+
+// For a multi-process launch: sets NCCL_COMM_ID from MASTER_ADDR/MASTER_PORT when it is not set already.
+void prepareRendezvous(LaunchInfo* info);
+
+}  // namespace braid::perf

@@ -1,0 +1,297 @@
+#include "perf/common/options.h"
+
+#include <getopt.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace braid::perf {
+namespace {
+
+void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
+  std::fprintf(out,
+               "Usage: %s [options]\n"
+               "Runs %s over NCCL communicators on host memory, nccl-tests style.\n"
+               "Ranks: this process runs -t ranks as threads; under braidrun, torchrun, mpirun or srun (WORLD_SIZE/"
+               "RANK,\n"
+               "OMPI_COMM_WORLD_SIZE/RANK, PMI_SIZE/RANK or SLURM_NTASKS/PROCID set) every process runs -t ranks.\n"
+               "Options (sizes accept K, M, G suffixes = 2^10, 2^20, 2^30):\n"
+               "  -t,--nthreads <n>        ranks (threads) per process [1]\n"
+               "  -g,--ngpus <n>           GPUs per thread; must be 1 on host memory [1]\n"
+               "  -b,--minbytes <size>     smallest message [32M]\n"
+               "  -e,--maxbytes <size>     largest message [32M]\n"
+               "  -i,--stepbytes <size>    additive size step [1M]\n"
+               "  -f,--stepfactor <n>      multiplicative size step (overrides -i when > 1)\n"
+               "  -n,--iters <n>           timed iterations per size [20]\n"
+               "  -w,--warmup_iters <n>    untimed iterations per size [1]\n"
+               "  -m,--agg_iters <n>       operations aggregated in one group per iteration [1]\n"
+               "  -N,--run_cycles <n>      repeat the sweep n times, 0 = forever [1]\n"
+               "  -p,--parallel_init <0/1> accepted for compatibility (ranks always initialize concurrently) [0]\n"
+               "  -c,--check <n>           correctness-check iterations per size, 0 = off [1]\n"
+               "%s%s"
+               "  -d,--datatype <type>     int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
+               "                           f8e4m3 f8e5m2, or all [float]\n"
+               "  -z,--blocking <0>        only 0: host operations complete before the call returns [0]\n"
+               "  -y,--stream_null <0/1>   accepted; host operations always use the NULL stream [0]\n"
+               "  -T,--timeout <sec>       give up (exit status 3) when the test runs longer than this [off]\n"
+               "  -G,--cudagraph <0>       only 0 on host memory [0]\n"
+               "  -C,--report_cputime <0/1> accepted; on host memory issue and completion coincide [0]\n"
+               "  -a,--average <0-3>       time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max [1]\n"
+               "  -u,--unalign <n>         misalign buffers by n elements [0]\n"
+               "  -J,--output_file <file>  also write the results as JSON\n"
+               "  -h,--help                this text\n"
+               "Exit status: 0 success, 1 wrong results (or bandwidth below NCCL_TESTS_MIN_BW), 2 usage or NCCL\n"
+               "error, 3 timeout.\n",
+               tool, tool, hasOp ? "  -o,--op <op>             sum prod max min avg, or all [sum]\n" : "",
+               hasRoot ? "  -r,--root <rank>         root rank of the collective [0]\n" : "");
+}
+
+bool parseInt(const char* text, long minValue, long maxValue, int* out) {
+  if (text == nullptr || *text == '\0') return false;
+  errno = 0;
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 0);
+  if (errno != 0 || *end != '\0' || v < minValue || v > maxValue) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+template <typename Info>
+bool parseList(const char* text, const Info* (*all)(size_t*), const Info* (*find)(const char*),
+               std::vector<const Info*>* out) {
+  out->clear();
+  if (std::strcmp(text, "all") == 0) {
+    size_t n = 0;
+    const Info* items = all(&n);
+    for (size_t i = 0; i < n; ++i) out->push_back(&items[i]);
+    return true;
+  }
+  // A comma-separated list is accepted too ("float,half").
+  std::string s(text);
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    const std::string name = s.substr(start, comma - start);
+    const Info* item = find(name.c_str());
+    if (item == nullptr) return false;
+    out->push_back(item);
+    start = comma + 1;
+  }
+  return !out->empty();
+}
+
+const struct option kLongOptions[] = {
+    {"nthreads", required_argument, nullptr, 't'},
+    {"ngpus", required_argument, nullptr, 'g'},
+    {"minbytes", required_argument, nullptr, 'b'},
+    {"maxbytes", required_argument, nullptr, 'e'},
+    {"stepbytes", required_argument, nullptr, 'i'},
+    {"stepfactor", required_argument, nullptr, 'f'},
+    {"iters", required_argument, nullptr, 'n'},
+    {"agg_iters", required_argument, nullptr, 'm'},
+    {"warmup_iters", required_argument, nullptr, 'w'},
+    {"run_cycles", required_argument, nullptr, 'N'},
+    {"parallel_init", required_argument, nullptr, 'p'},
+    {"check", required_argument, nullptr, 'c'},
+    {"op", required_argument, nullptr, 'o'},
+    {"datatype", required_argument, nullptr, 'd'},
+    {"root", required_argument, nullptr, 'r'},
+    {"blocking", required_argument, nullptr, 'z'},
+    {"stream_null", required_argument, nullptr, 'y'},
+    {"timeout", required_argument, nullptr, 'T'},
+    {"cudagraph", required_argument, nullptr, 'G'},
+    {"report_cputime", required_argument, nullptr, 'C'},
+    {"average", required_argument, nullptr, 'a'},
+    {"unalign", required_argument, nullptr, 'u'},
+    {"output_file", required_argument, nullptr, 'J'},
+    {"help", no_argument, nullptr, 'h'},
+    {nullptr, 0, nullptr, 0},
+};
+
+}  // namespace
+
+bool parseSize(const char* text, size_t* out) {
+  if (text == nullptr || *text == '\0' || *text == '-') return false;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno != 0 || end == text) return false;
+  unsigned shift = 0;
+  switch (*end) {
+    case '\0':
+      break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      break;
+    default:
+      return false;
+  }
+  if (*end != '\0' && end[1] != '\0') return false;
+  if (shift != 0 && v > (static_cast<unsigned long long>(SIZE_MAX) >> shift)) return false;
+  *out = static_cast<size_t>(v) << shift;
+  return true;
+}
+
+bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool hasRoot, PerfOptions* opts,
+                  int* exitStatus) {
+  *exitStatus = 2;
+  auto bad = [&](const char* what, const char* value) {
+    std::fprintf(stderr, "%s: invalid %s '%s' (see -h)\n", toolName, what, value ? value : "");
+    return false;
+  };
+  opterr = 0;
+  optind = 1;
+  int c;
+  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:u:J:h", kLongOptions, nullptr)) !=
+         -1) {
+    const char* arg = optarg;
+    switch (c) {
+      case 't':
+        if (!parseInt(arg, 1, 4096, &opts->nThreads)) return bad("thread count (-t)", arg);
+        break;
+      case 'g':
+        if (!parseInt(arg, 1, 4096, &opts->nGpus)) return bad("GPU count (-g)", arg);
+        break;
+      case 'b':
+        if (!parseSize(arg, &opts->minBytes)) return bad("size (-b)", arg);
+        break;
+      case 'e':
+        if (!parseSize(arg, &opts->maxBytes)) return bad("size (-e)", arg);
+        break;
+      case 'i':
+        if (!parseSize(arg, &opts->stepBytes)) return bad("size step (-i)", arg);
+        break;
+      case 'f': {
+        int f = 0;
+        if (!parseInt(arg, 1, INT_MAX, &f)) return bad("step factor (-f)", arg);
+        opts->stepFactor = static_cast<size_t>(f);
+        break;
+      }
+      case 'n':
+        if (!parseInt(arg, 1, INT_MAX, &opts->iters)) return bad("iteration count (-n)", arg);
+        break;
+      case 'm':
+        if (!parseInt(arg, 1, INT_MAX, &opts->aggIters)) return bad("aggregation count (-m)", arg);
+        break;
+      case 'w':
+        if (!parseInt(arg, 0, INT_MAX, &opts->warmupIters)) return bad("warm-up count (-w)", arg);
+        break;
+      case 'N':
+        if (!parseInt(arg, 0, INT_MAX, &opts->runCycles)) return bad("cycle count (-N)", arg);
+        break;
+      case 'p':
+        if (!parseInt(arg, 0, 1, &opts->parallelInit)) return bad("parallel init flag (-p)", arg);
+        break;
+      case 'c':
+        if (!parseInt(arg, 0, INT_MAX, &opts->check)) return bad("check count (-c)", arg);
+        break;
+      case 'o':
+        if (!parseList<OpInfo>(arg, allOps, findOp, &opts->ops)) return bad("reduction op (-o)", arg);
+        break;
+      case 'd':
+        if (!parseList<TypeInfo>(arg, allTypes, findType, &opts->types)) return bad("datatype (-d)", arg);
+        break;
+      case 'r':
+        if (!parseInt(arg, 0, INT_MAX, &opts->root)) return bad("root (-r)", arg);
+        break;
+      case 'z':
+        if (!parseInt(arg, 0, 3, &opts->blocking)) return bad("blocking mode (-z)", arg);
+        break;
+      case 'y':
+        if (!parseInt(arg, 0, 1, &opts->streamNull)) return bad("stream_null flag (-y)", arg);
+        break;
+      case 'T':
+        if (!parseInt(arg, 0, INT_MAX, &opts->timeoutSec)) return bad("timeout (-T)", arg);
+        break;
+      case 'G':
+        if (!parseInt(arg, 0, INT_MAX, &opts->cudaGraph)) return bad("CUDA graph count (-G)", arg);
+        break;
+      case 'C':
+        if (!parseInt(arg, 0, 1, &opts->reportCpuTime)) return bad("report_cputime flag (-C)", arg);
+        break;
+      case 'a':
+        if (!parseInt(arg, 0, 3, &opts->average)) return bad("average mode (-a)", arg);
+        break;
+      case 'u':
+        if (!parseInt(arg, 0, 1 << 20, &opts->unalign)) return bad("unalign count (-u)", arg);
+        break;
+      case 'J':
+        if (arg == nullptr || *arg == '\0') return bad("output file (-J)", arg);
+        opts->jsonFile = arg;
+        break;
+      case 'h':
+        printUsage(stdout, toolName, hasOp, hasRoot);
+        *exitStatus = 0;
+        return false;
+      default:
+        if (optopt != 0) {
+          std::fprintf(stderr, "%s: option -%c is unknown or needs a value (see -h)\n", toolName, optopt);
+        } else {
+          std::fprintf(stderr, "%s: option '%s' is unknown or needs a value (see -h)\n", toolName, argv[optind - 1]);
+        }
+        return false;
+    }
+  }
+  if (optind < argc) return bad("argument", argv[optind]);
+
+  // What the host build cannot do is refused, not silently ignored.
+  if (opts->nGpus != 1) {
+    std::fprintf(stderr,
+                 "%s: -g %d: ranks run on host memory here, one per thread; use -t for more ranks per process "
+                 "(-g must be 1)\n",
+                 toolName, opts->nGpus);
+    return false;
+  }
+  if (opts->blocking != 0) {
+    std::fprintf(stderr, "%s: -z %d is not supported on host memory (operations complete before returning); use -z 0\n",
+                 toolName, opts->blocking);
+    return false;
+  }
+  if (opts->cudaGraph != 0) {
+    std::fprintf(stderr, "%s: -G %d: CUDA graphs need device buffers; use -G 0\n", toolName, opts->cudaGraph);
+    return false;
+  }
+  if (opts->minBytes > opts->maxBytes) {
+    std::fprintf(stderr, "%s: minimum size %zu (-b) is larger than maximum size %zu (-e)\n", toolName, opts->minBytes,
+                 opts->maxBytes);
+    return false;
+  }
+  if (opts->types.empty()) opts->types.push_back(findType("float"));
+  if (opts->ops.empty()) opts->ops.push_back(findOp("sum"));
+  if (!hasOp) opts->ops.resize(1);  // data movement: one pass, reported as redop "none"
+  return true;
+}
+
+std::vector<size_t> sweepSizes(const PerfOptions& opts) {
+  std::vector<size_t> sizes;
+  size_t size = opts.minBytes;
+  while (size <= opts.maxBytes) {
+    sizes.push_back(size);
+    size_t next;
+    if (opts.stepFactor > 1) {
+      if (size > SIZE_MAX / opts.stepFactor) break;
+      next = size * opts.stepFactor;
+    } else {
+      if (size > SIZE_MAX - opts.stepBytes) break;
+      next = size + opts.stepBytes;
+    }
+    if (next <= size) break;  // 0 * factor, or a zero step: one size only
+    size = next;
+  }
+  return sizes;
+}
+
+}  // namespace braid::perf

@@ -1,0 +1,50 @@
+// Command-line options of the perf tools: nccl-tests' flags (short and long forms) and defaults.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "perf/common/data_types.h"
+
+namespace braid::perf {
+
+struct PerfOptions {
+  int nThreads = 1;                    // -t: ranks (threads) per process
+  int nGpus = 1;                       // -g: GPUs per thread; the host build accepts only 1
+  size_t minBytes = 32 << 20;          // -b
+  size_t maxBytes = 32 << 20;          // -e
+  size_t stepBytes = 1 << 20;          // -i: additive step (used when no -f > 1)
+  size_t stepFactor = 1;               // -f: multiplicative step; > 1 selects it
+  int iters = 20;                      // -n
+  int warmupIters = 1;                 // -w
+  int aggIters = 1;                    // -m: ops per iteration, grouped in ncclGroupStart/End
+  int runCycles = 1;                   // -N: repeat the whole sweep; 0 = forever
+  int parallelInit = 0;                // -p: accepted; ranks always initialize concurrently here
+  int check = 1;                       // -c: correctness-check iterations per size (0: #wrong is N/A)
+  int root = 0;                        // -r: root of rooted collectives
+  int blocking = 0;                    // -z: only 0 (host operations complete on return anyway)
+  int streamNull = 0;                  // -y: accepted; host operations always use the NULL stream
+  int timeoutSec = 0;                  // -T: abort the whole test after this many seconds (0: off)
+  int cudaGraph = 0;                   // -G: only 0 in the host build
+  int reportCpuTime = 0;               // -C: accepted; on the host, issue time and completion time coincide
+  int average = 1;                     // -a: time reduction across ranks: 0 rank 0, 1 mean, 2 min, 3 max
+  int unalign = 0;                     // -u: misalign buffers by this many elements
+  std::string jsonFile;                // -J: write the results as JSON to this file
+  std::vector<const TypeInfo*> types;  // -d (default float; "all")
+  std::vector<const OpInfo*> ops;      // -o (default sum; "all")
+};
+
+// Parses argv into *opts and returns true when the test should run. Otherwise it has printed the usage (-h) or the
+// reason the command line is wrong, and the program should exit with *exitStatus (0 for -h, 2 for a bad line).
+bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool hasRoot, PerfOptions* opts,
+                  int* exitStatus);
+
+// "1048576", "4K", "32M", "8G" (powers of two) -> bytes; false on junk or overflow.
+bool parseSize(const char* text, size_t* out);
+
+// The sizes the sweep visits, in order.
+std::vector<size_t> sweepSizes(const PerfOptions& opts);
+
+}  // namespace braid::perf

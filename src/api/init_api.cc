@@ -1,0 +1,334 @@
+// Communicator lifetime, queries and errors.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "braid_build_config.h"
+#include "src/api/api.h"
+#include "src/common/params.h"
+#include "src/core/group.h"
+
+namespace braid {
+
+Status checkNotNull(const void* p, const char* fn, const char* arg) {
+  if (p == nullptr) return invalidArgument("%s is NULL", arg);
+  return Status::ok();
+}
+
+Status notSupported(const char* fn, const char* why) {
+  return invalidUsage("%s is not supported by braid yet%s%s", fn, why[0] ? ": " : "", why);
+}
+
+namespace {
+
+constexpr unsigned kConfigMagic = 0xcafebeef;
+
+Result<CommConfig> parseConfig(const ncclConfig_t* config) {
+  CommConfig c;
+  if (config == nullptr) return c;
+  if (config->magic != kConfigMagic) {
+    return invalidArgument("config->magic=0x%x: the ncclConfig_t was not initialised with NCCL_CONFIG_INITIALIZER",
+                           config->magic);
+  }
+  if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)) {
+    return invalidArgument("config->size=%zu is too small for an ncclConfig_t", config->size);
+  }
+  if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
+    if (config->blocking != 0 && config->blocking != 1) {
+      return invalidArgument("config->blocking=%d must be 0 or 1", config->blocking);
+    }
+    c.blocking = config->blocking;
+  }
+  auto field = [&](size_t off) { return config->size >= off + sizeof(int); };
+  if (field(offsetof(ncclConfig_t, minCTAs)) && config->minCTAs != NCCL_CONFIG_UNDEF_INT) {
+    if (config->minCTAs < 1 || config->minCTAs > 64) {
+      return invalidArgument("config->minCTAs=%d must be in 1..64", config->minCTAs);
+    }
+    c.minChannels = config->minCTAs;
+  }
+  if (field(offsetof(ncclConfig_t, maxCTAs)) && config->maxCTAs != NCCL_CONFIG_UNDEF_INT) {
+    if (config->maxCTAs < 1 || config->maxCTAs > 64) {
+      return invalidArgument("config->maxCTAs=%d must be in 1..64", config->maxCTAs);
+    }
+    c.maxChannels = config->maxCTAs;
+  }
+  if (config->size >= offsetof(ncclConfig_t, commName) + sizeof(char*) && config->commName != nullptr) {
+    c.commName = config->commName;
+  }
+  if (field(offsetof(ncclConfig_t, splitShare)) && config->splitShare != NCCL_CONFIG_UNDEF_INT) {
+    c.splitShare = config->splitShare;
+  }
+  return c;
+}
+
+Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank, const ncclConfig_t* config,
+                int device) {
+  BRAID_RETURN_IF_ERROR(checkNotNull(out, "ncclCommInitRank", "comm"));
+  *out = nullptr;
+  if (nranks < 1) return invalidArgument("nranks=%d must be at least 1", nranks);
+  if (rank < 0 || rank >= nranks) return invalidArgument("rank=%d is out of range for nranks=%d", rank, nranks);
+  BRAID_ASSIGN_OR_RETURN(CommConfig cfg, parseConfig(config));
+  BRAID_ASSIGN_OR_RETURN(UniqueIdInfo id, decodeUniqueId(commId.internal));
+  auto comm = std::make_shared<Communicator>();
+  ncclComm* handle = registerComm(comm);
+  *out = handle;
+  auto job = [comm, id, nranks, rank, cfg, device]() -> Status {
+    Status st = comm->init(id, nranks, rank, cfg, device);
+    comm->asyncError().store(static_cast<int>(st.code()));
+    if (!st.isOk()) BRAID_WARN("ncclCommInitRank: rank %d: %s", rank, st.message().c_str());
+    return st;
+  };
+  if (cfg.blocking == 0) {
+    comm->asyncError().store(ncclInProgress);
+    comm->initThread = std::thread(job);
+    return Status(Code::kInProgress, "");
+  }
+  if (inGroup()) {
+    comm->asyncError().store(ncclInProgress);
+    groupAddJob(job);
+    return Status::ok();
+  }
+  Status st = comm->init(id, nranks, rank, cfg, device);
+  if (!st.isOk()) {
+    retireComm(handle);
+    *out = nullptr;
+  }
+  return st;
+}
+
+}  // namespace
+}  // namespace braid
+
+using namespace braid;
+
+BRAID_API(ncclResult_t, ncclGetVersion, int* version) {
+  return apiCall("ncclGetVersion", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(version, "ncclGetVersion", "version"));
+    *version = NCCL_VERSION_CODE;
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
+  return apiCall("ncclGetUniqueId", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(uniqueId, "ncclGetUniqueId", "uniqueId"));
+    BRAID_ASSIGN_OR_RETURN(UniqueIdInfo info, createUniqueId());
+    encodeUniqueId(info, uniqueId->internal);
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return apiCall("ncclCommInitRank", [&]() { return initRank(comm, nranks, commId, rank, nullptr, -1); });
+}
+
+BRAID_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+          ncclConfig_t* config) {
+  return apiCall("ncclCommInitRankConfig", [&]() { return initRank(comm, nranks, commId, rank, config, -1); });
+}
+
+BRAID_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
+          ncclUniqueId* commIds, ncclConfig_t* config) {
+  return apiCall("ncclCommInitRankScalable", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(commIds, "ncclCommInitRankScalable", "commIds"));
+    if (nId != 1) {
+      return notSupported("ncclCommInitRankScalable with nId != 1",
+                          "pass a single unique id (nId=1); several roots are not implemented");
+    }
+    return initRank(newcomm, nranks, commIds[0], myrank, config, -1);
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
+  return apiCall("ncclCommInitAll", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(comms, "ncclCommInitAll", "comm"));
+    if (ndev < 1) return invalidArgument("ndev=%d must be at least 1", ndev);
+    BRAID_ASSIGN_OR_RETURN(UniqueIdInfo info, createUniqueId(/*useEnv=*/false));
+    ncclUniqueId id;
+    encodeUniqueId(info, id.internal);
+    groupStart();
+    Status first;
+    for (int i = 0; i < ndev; ++i) {
+      Status st = initRank(&comms[i], ndev, id, i, nullptr, devlist ? devlist[i] : -1);
+      if (first.isOk() && !st.isOk()) first = st;
+    }
+    Status end = groupEnd();
+    if (first.isOk()) first = end;
+    if (!first.isOk()) {
+      for (int i = 0; i < ndev; ++i) {
+        if (comms[i] != nullptr) retireComm(comms[i]);
+        comms[i] = nullptr;
+      }
+    }
+    return first;
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+          ncclConfig_t* config) {
+  return apiCall("ncclCommSplit", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto parent, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(newcomm, "ncclCommSplit", "newcomm"));
+    *newcomm = nullptr;
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+      return invalidArgument("color=%d must be non-negative or NCCL_SPLIT_NOCOLOR", color);
+    }
+    CommConfig cfg = parent->config();
+    if (config != nullptr) {
+      BRAID_ASSIGN_OR_RETURN(cfg, parseConfig(config));
+    }
+    std::unique_ptr<Communicator> child;
+    BRAID_RETURN_IF_ERROR(parent->split(color, key, cfg, &child));
+    if (child) *newcomm = registerComm(std::shared_ptr<Communicator>(std::move(child)));
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+          ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  return apiCall("ncclCommShrink", [&]() { return notSupported("ncclCommShrink", "use ncclCommSplit"); });
+}
+
+BRAID_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+  return apiCall("ncclCommRevoke", [&]() { return notSupported("ncclCommRevoke", "use ncclCommAbort"); });
+}
+
+BRAID_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  return apiCall("ncclCommFinalize", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    // Host operations complete before their call returns, so nothing is outstanding: finalizing only closes the
+    // communicator to new operations.
+    c->finalized.store(true);
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  return apiCall("ncclCommDestroy", [&]() -> Status {
+    if (comm == nullptr) return Status::ok();  // like NCCL: destroying NULL is a no-op
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    (void)c;
+    std::shared_ptr<Communicator> owned = retireComm(comm);
+    owned.reset();  // the last reference (unless a call is still running on another thread) frees it here
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+  return apiCall("ncclCommAbort", [&]() -> Status {
+    if (comm == nullptr) return Status::ok();
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    // Any thread blocked in this communicator sees the flag within milliseconds, marks its FIFOs aborted so its
+    // peers fail too, and returns; the communicator is freed when the last such call has left.
+    c->abortFlag().store(true);
+    retireComm(comm);
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+  return apiCall("ncclCommGetAsyncError", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(asyncError, "ncclCommGetAsyncError", "asyncError"));
+    int v = c->asyncError().load();
+    if (v == ncclInProgress && c->initThread.joinable()) {
+      // Non-blocking init still running: report InProgress until the thread has stored its result.
+    }
+    *asyncError = static_cast<ncclResult_t>(v);
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+  return apiCall("ncclCommCount", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(count, "ncclCommCount", "count"));
+    *count = c->nranks();
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+  return apiCall("ncclCommCuDevice", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(device, "ncclCommCuDevice", "device"));
+    *device = c->device();
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+  return apiCall("ncclCommUserRank", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(rank, "ncclCommUserRank", "rank"));
+    *rank = c->rank();
+    return Status::ok();
+  });
+}
+
+BRAID_API(const char*, ncclGetErrorString, ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the braid developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+BRAID_API(const char*, ncclGetLastError, ncclComm_t comm) {
+  thread_local std::string text;
+  text = lastErrorText();
+  return text.c_str();
+}
+
+BRAID_API(void, ncclResetDebugInit) { logReinit(); }
+
+BRAID_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+  return apiCall("ncclMemAlloc", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(ptr, "ncclMemAlloc", "ptr"));
+    // Host build: page-aligned host memory (what a host communicator's buffers are).
+    void* p = nullptr;
+    if (posix_memalign(&p, 4096, size == 0 ? 1 : size) != 0) {
+      return systemError("ncclMemAlloc: cannot allocate size=%zu bytes of host memory", size);
+    }
+    *ptr = p;
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclMemFree, void* ptr) {
+  return apiCall("ncclMemFree", [&]() -> Status {
+    free(ptr);
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  return apiCall("ncclCommRegister", [&]() {
+    return notSupported("ncclCommRegister", "buffer registration comes with the CUDA backend");
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+  return apiCall("ncclCommDeregister", [&]() {
+    return notSupported("ncclCommDeregister", "buffer registration comes with the CUDA backend");
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+          int winFlags) {
+  return apiCall("ncclCommWindowRegister", [&]() {
+    return notSupported("ncclCommWindowRegister", "symmetric windows come with the CUDA backend");
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
+  return apiCall("ncclCommWindowDeregister", [&]() {
+    return notSupported("ncclCommWindowDeregister", "symmetric windows come with the CUDA backend");
+  });
+}

@@ -1,0 +1,303 @@
+#include "src/backends/cpu/reduce.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "src/common/host_device.h"
+
+// Every step rounds on its own: x * scalar + y must not become one fused multiply-add when the build enables FMA
+// (GCC's default for C++ is -ffp-contract=fast).
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace braid {
+namespace {
+
+// ---- Arithmetic per element type. Each traits class has storage type S, divisor type D and add/mul/max/min/div. ----
+
+template <typename T>
+struct IntTraits {
+  using S = T;
+  using D = T;
+  // Wrap-around arithmetic in an unsigned type at least as wide as unsigned int (no promotion to signed int).
+  using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+  static BRAID_FORCE_INLINE S add(S a, S b) { return static_cast<S>(static_cast<W>(a) + static_cast<W>(b)); }
+  static BRAID_FORCE_INLINE S mul(S a, S b) { return static_cast<S>(static_cast<W>(a) * static_cast<W>(b)); }
+  static BRAID_FORCE_INLINE S max(S a, S b) { return a < b ? b : a; }
+  static BRAID_FORCE_INLINE S min(S a, S b) { return b < a ? b : a; }
+  static BRAID_FORCE_INLINE S div(S a, D d) { return static_cast<S>(a / d); }  // d >= 1, so no INT_MIN / -1
+  static BRAID_FORCE_INLINE D divisor(int n) { return static_cast<D>(n); }
+};
+
+template <typename T>
+struct FloatTraits {
+  using S = T;
+  using D = T;
+  static BRAID_FORCE_INLINE S add(S a, S b) { return a + b; }
+  static BRAID_FORCE_INLINE S mul(S a, S b) { return a * b; }
+  // fmax/fmin semantics (a NaN operand loses unless both are NaN), written so GCC vectorizes it.
+  static BRAID_FORCE_INLINE S max(S a, S b) { return (b > a || a != a) ? b : a; }
+  static BRAID_FORCE_INLINE S min(S a, S b) { return (b < a || a != a) ? b : a; }
+  static BRAID_FORCE_INLINE S div(S a, D d) { return a / d; }
+  static BRAID_FORCE_INLINE D divisor(int n) { return static_cast<D>(n); }
+};
+
+// Narrow floats: widen to float, operate, round back (RNE) after every step. For half/bf16/fp8 a float operation
+// followed by that rounding equals the correctly rounded narrow operation (float has >= 2p+2 bits for each).
+template <typename T, float (*kToF)(T), T (*kFromF)(float)>
+struct NarrowTraits {
+  using S = T;
+  using D = float;
+  static BRAID_FORCE_INLINE S add(S a, S b) { return kFromF(kToF(a) + kToF(b)); }
+  static BRAID_FORCE_INLINE S mul(S a, S b) { return kFromF(kToF(a) * kToF(b)); }
+  static BRAID_FORCE_INLINE S max(S a, S b) {
+    const float fa = kToF(a), fb = kToF(b);
+    return (fb > fa || fa != fa) ? b : a;
+  }
+  static BRAID_FORCE_INLINE S min(S a, S b) {
+    const float fa = kToF(a), fb = kToF(b);
+    return (fb < fa || fa != fa) ? b : a;
+  }
+  static BRAID_FORCE_INLINE S div(S a, D d) { return kFromF(kToF(a) / d); }
+  static BRAID_FORCE_INLINE D divisor(int n) { return static_cast<D>(n); }
+};
+
+using HalfTraits = NarrowTraits<uint16_t, halfToFloat, floatToHalf>;
+using Bf16Traits = NarrowTraits<uint16_t, bf16ToFloat, floatToBf16>;
+using E4m3Traits = NarrowTraits<uint8_t, fp8e4m3ToFloat, floatToFp8e4m3>;
+using E5m2Traits = NarrowTraits<uint8_t, fp8e5m2ToFloat, floatToFp8e5m2>;
+
+template <class Tr>
+struct Params {
+  typename Tr::S scalar;
+  typename Tr::D divisor;
+};
+
+template <class Tr>
+Params<Tr> makeParams(const ReduceOp& op) {
+  Params<Tr> p;
+  std::memcpy(&p.scalar, &op.scalar, sizeof(p.scalar));  // low bytes on a little-endian host
+  p.divisor = Tr::divisor(op.nranks < 1 ? 1 : op.nranks);
+  return p;
+}
+
+// ---- Element functions. ----
+
+// The binary step: peer (op) pre(local), then the optional post-op.
+template <class Tr, OpKind kKind, bool kPost>
+struct Combine {
+  using S = typename Tr::S;
+  static BRAID_FORCE_INLINE S apply(S p, S l, const Params<Tr>& prm) {
+    S r;
+    if constexpr (kKind == OpKind::kProd) {
+      r = Tr::mul(p, l);
+    } else if constexpr (kKind == OpKind::kMax) {
+      r = Tr::max(p, l);
+    } else if constexpr (kKind == OpKind::kMin) {
+      r = Tr::min(p, l);
+    } else if constexpr (kKind == OpKind::kPreMulSum) {
+      r = Tr::add(p, Tr::mul(l, prm.scalar));
+    } else {  // kSum, kAvg
+      r = Tr::add(p, l);
+    }
+    if constexpr (kPost) r = Tr::div(r, prm.divisor);
+    return r;
+  }
+};
+
+// The unary steps.
+template <class Tr>
+struct PreMul {
+  using S = typename Tr::S;
+  static BRAID_FORCE_INLINE S apply(S x, const Params<Tr>& prm) { return Tr::mul(x, prm.scalar); }
+};
+template <class Tr>
+struct PostDiv {
+  using S = typename Tr::S;
+  static BRAID_FORCE_INLINE S apply(S x, const Params<Tr>& prm) { return Tr::div(x, prm.divisor); }
+};
+
+// ---- Loops. Byte pointers plus memcpy loads/stores: any alignment, and GCC still vectorizes them. ----
+
+template <typename S>
+BRAID_FORCE_INLINE S load(const unsigned char* p, size_t i) {
+  S v;
+  std::memcpy(&v, p + i * sizeof(S), sizeof(S));
+  return v;
+}
+template <typename S>
+BRAID_FORCE_INLINE void store(unsigned char* p, size_t i, S v) {
+  std::memcpy(p + i * sizeof(S), &v, sizeof(S));
+}
+
+template <class F, class Tr>
+void binaryDistinct(unsigned char* __restrict d, const unsigned char* __restrict p, const unsigned char* __restrict l,
+                    size_t n, Params<Tr> prm) {
+  using S = typename Tr::S;
+  for (size_t i = 0; i < n; ++i) store<S>(d, i, F::apply(load<S>(p, i), load<S>(l, i), prm));
+}
+template <class F, class Tr>
+void binaryDstIsPeer(unsigned char* __restrict d, const unsigned char* __restrict l, size_t n, Params<Tr> prm) {
+  using S = typename Tr::S;
+  for (size_t i = 0; i < n; ++i) store<S>(d, i, F::apply(load<S>(d, i), load<S>(l, i), prm));
+}
+template <class F, class Tr>
+void binaryDstIsLocal(unsigned char* __restrict d, const unsigned char* __restrict p, size_t n, Params<Tr> prm) {
+  using S = typename Tr::S;
+  for (size_t i = 0; i < n; ++i) store<S>(d, i, F::apply(load<S>(p, i), load<S>(d, i), prm));
+}
+// All three the same buffer, or a (disallowed) partial overlap: forward element order, no aliasing assumptions.
+template <class F, class Tr>
+void binaryAny(unsigned char* d, const unsigned char* p, const unsigned char* l, size_t n, Params<Tr> prm) {
+  using S = typename Tr::S;
+  for (size_t i = 0; i < n; ++i) store<S>(d, i, F::apply(load<S>(p, i), load<S>(l, i), prm));
+}
+
+template <class F, class Tr>
+void unaryDistinct(unsigned char* __restrict d, const unsigned char* __restrict s, size_t n, Params<Tr> prm) {
+  using S = typename Tr::S;
+  for (size_t i = 0; i < n; ++i) store<S>(d, i, F::apply(load<S>(s, i), prm));
+}
+template <class F, class Tr>
+void unaryInPlace(unsigned char* __restrict d, size_t n, Params<Tr> prm) {
+  using S = typename Tr::S;
+  for (size_t i = 0; i < n; ++i) store<S>(d, i, F::apply(load<S>(d, i), prm));
+}
+template <class F, class Tr>
+void unaryAny(unsigned char* d, const unsigned char* s, size_t n, Params<Tr> prm) {
+  using S = typename Tr::S;
+  for (size_t i = 0; i < n; ++i) store<S>(d, i, F::apply(load<S>(s, i), prm));
+}
+
+inline bool overlaps(const unsigned char* a, const unsigned char* b, size_t bytes) {
+  return a < b + bytes && b < a + bytes;
+}
+
+template <class F, class Tr>
+void runBinary(void* dst, const void* peer, const void* local, size_t n, const Params<Tr>& prm) {
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* p = static_cast<const unsigned char*>(peer);
+  const auto* l = static_cast<const unsigned char*>(local);
+  const size_t bytes = n * sizeof(typename Tr::S);
+  if (d == p && d != l && !overlaps(d, l, bytes)) {
+    binaryDstIsPeer<F, Tr>(d, l, n, prm);
+  } else if (d == l && d != p && !overlaps(d, p, bytes)) {
+    binaryDstIsLocal<F, Tr>(d, p, n, prm);
+  } else if (!overlaps(d, p, bytes) && !overlaps(d, l, bytes)) {
+    binaryDistinct<F, Tr>(d, p, l, n, prm);  // peer == local is fine here: both are only read
+  } else {
+    binaryAny<F, Tr>(d, p, l, n, prm);
+  }
+}
+
+template <class F, class Tr>
+void runUnary(void* dst, const void* src, size_t n, const Params<Tr>& prm) {
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  const size_t bytes = n * sizeof(typename Tr::S);
+  if (d == s) {
+    unaryInPlace<F, Tr>(d, n, prm);
+  } else if (!overlaps(d, s, bytes)) {
+    unaryDistinct<F, Tr>(d, s, n, prm);
+  } else {
+    unaryAny<F, Tr>(d, s, n, prm);
+  }
+}
+
+void plainCopy(void* dst, const void* src, size_t bytes) {
+  if (dst == src || bytes == 0) return;
+  std::memmove(dst, src, bytes);  // memmove is memcpy-speed when the buffers do not overlap
+}
+
+bool wantsPost(const ReduceOp& op, bool post) { return post && op.kind == OpKind::kAvg && op.nranks > 1; }
+
+// ---- Per-type entry points. ----
+
+template <class Tr>
+void reduceT(const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post) {
+  const Params<Tr> prm = makeParams<Tr>(op);
+  switch (op.kind) {
+    case OpKind::kProd:
+      return runBinary<Combine<Tr, OpKind::kProd, false>, Tr>(dst, peer, local, n, prm);
+    case OpKind::kMax:
+      return runBinary<Combine<Tr, OpKind::kMax, false>, Tr>(dst, peer, local, n, prm);
+    case OpKind::kMin:
+      return runBinary<Combine<Tr, OpKind::kMin, false>, Tr>(dst, peer, local, n, prm);
+    case OpKind::kPreMulSum:
+      return runBinary<Combine<Tr, OpKind::kPreMulSum, false>, Tr>(dst, peer, local, n, prm);
+    case OpKind::kAvg:
+      if (wantsPost(op, post)) return runBinary<Combine<Tr, OpKind::kAvg, true>, Tr>(dst, peer, local, n, prm);
+      [[fallthrough]];
+    case OpKind::kSum:
+    default:
+      return runBinary<Combine<Tr, OpKind::kSum, false>, Tr>(dst, peer, local, n, prm);
+  }
+}
+
+template <class Tr>
+void copyLocalT(const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
+  if (op.kind == OpKind::kPreMulSum) return runUnary<PreMul<Tr>, Tr>(dst, src, n, makeParams<Tr>(op));
+  if (wantsPost(op, post)) return runUnary<PostDiv<Tr>, Tr>(dst, src, n, makeParams<Tr>(op));
+  plainCopy(dst, src, n * sizeof(typename Tr::S));
+}
+
+template <class Tr>
+void copyPostT(const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
+  if (wantsPost(op, post)) return runUnary<PostDiv<Tr>, Tr>(dst, src, n, makeParams<Tr>(op));
+  plainCopy(dst, src, n * sizeof(typename Tr::S));
+}
+
+// Calls fn.template operator()<Traits>() for op's dtype.
+template <class Fn>
+void dispatchType(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::kInt8:
+      return fn(IntTraits<int8_t>{});
+    case DType::kUint8:
+      return fn(IntTraits<uint8_t>{});
+    case DType::kInt32:
+      return fn(IntTraits<int32_t>{});
+    case DType::kUint32:
+      return fn(IntTraits<uint32_t>{});
+    case DType::kInt64:
+      return fn(IntTraits<int64_t>{});
+    case DType::kUint64:
+      return fn(IntTraits<uint64_t>{});
+    case DType::kFloat16:
+      return fn(HalfTraits{});
+    case DType::kFloat32:
+      return fn(FloatTraits<float>{});
+    case DType::kFloat64:
+      return fn(FloatTraits<double>{});
+    case DType::kBfloat16:
+      return fn(Bf16Traits{});
+    case DType::kFp8E4M3:
+      return fn(E4m3Traits{});
+    case DType::kFp8E5M2:
+      return fn(E5m2Traits{});
+    default:
+      return;  // callers validate the dtype; an invalid one does nothing
+  }
+}
+
+}  // namespace
+
+void reduceInto(const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post) {
+  if (n == 0) return;
+  dispatchType(op.dtype, [&](auto tr) { reduceT<decltype(tr)>(op, dst, peer, local, n, post); });
+}
+
+void copyLocal(const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
+  if (n == 0) return;
+  dispatchType(op.dtype, [&](auto tr) { copyLocalT<decltype(tr)>(op, dst, src, n, post); });
+}
+
+void copyPost(const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
+  if (n == 0) return;
+  dispatchType(op.dtype, [&](auto tr) { copyPostT<decltype(tr)>(op, dst, src, n, post); });
+}
+
+}  // namespace braid

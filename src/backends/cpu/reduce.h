@@ -1,0 +1,41 @@
+// Host reduction kernels: the element-wise combining functions the CPU backend's primitives run.
+//
+// An operation is pre -> combine -> post:
+//   pre(x)     = x * scalar for kPreMulSum, identity otherwise;
+//   combine    = + for kSum/kAvg/kPreMulSum, * for kProd, max/min for kMax/kMin;
+//   post(x)    = x / nranks for kAvg (integers: C truncating division; floats: a correctly rounded division of the
+//                already rounded sum), identity otherwise.
+// Integers wrap on overflow. Narrow floats (half, bf16, fp8) are widened to float, combined, and rounded back to
+// nearest-even after every step (pre, combine and post each round), which mirrors per-hop rounding in a pipeline.
+// kMax/kMin on floats follow fmax/fmin: a NaN operand is ignored unless both are NaN.
+//
+// Buffers: any alignment (memcpy-based access); n may be 0; dst may be exactly the same buffer as peer and/or local
+// (src for the copies) but must not partially overlap them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/common/dtype.h"
+
+namespace braid {
+
+enum class OpKind : uint8_t { kSum, kProd, kMax, kMin, kAvg, kPreMulSum };
+
+struct ReduceOp {
+  OpKind kind = OpKind::kSum;
+  DType dtype = DType::kFloat32;
+  uint64_t scalar = 0;  // kPreMulSum: the scalar's bytes in dtype's own format (little-endian, low bytes)
+  int nranks = 1;       // kAvg: the divisor applied by the post-op (values < 1 are treated as 1)
+};
+
+// dst[i] = peer[i] (op) pre(local[i]); if post, dst[i] = post(dst[i]).
+void reduceInto(const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post);
+
+// dst[i] = pre(src[i]); if post, dst[i] = post(dst[i]). Used when a rank's own input enters the pipeline.
+void copyLocal(const ReduceOp& op, void* dst, const void* src, size_t n, bool post);
+
+// dst[i] = post(src[i]), or a plain copy when post is false or the op has no post-op.
+void copyPost(const ReduceOp& op, void* dst, const void* src, size_t n, bool post);
+
+}  // namespace braid

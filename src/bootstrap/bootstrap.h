@@ -1,0 +1,83 @@
+// Out-of-band bootstrap: the unique id, the root rendezvous, and tagged point-to-point messages between ranks
+// over TCP, from which allgather and barrier are built.
+//
+// ncclGetUniqueId starts a root listener thread and encodes its address plus a random magic in the 128-byte id
+// (or, with NCCL_COMM_ID, the fixed address and a magic derived from it; rank 0 then starts the root at init).
+// Each rank opens its own listener, sends (magic, rank, nranks, listener address) to the root, and receives every
+// rank's listener address. From then on ranks talk directly; a connection that does not present the magic is
+// refused and logged without disturbing anyone.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "src/common/socket.h"
+#include "src/common/status.h"
+
+namespace braid {
+
+constexpr size_t kUniqueIdBytes = 128;
+
+// The decoded content of an ncclUniqueId.
+struct UniqueIdInfo {
+  uint64_t magic = 0;
+  SocketAddress root;
+  bool fromEnv = false;  // NCCL_COMM_ID: rank 0 must start the root itself
+};
+
+void encodeUniqueId(const UniqueIdInfo& info, char out[kUniqueIdBytes]);
+Result<UniqueIdInfo> decodeUniqueId(const char in[kUniqueIdBytes]);
+
+// ncclGetUniqueId: starts a root listener (unless useEnv and NCCL_COMM_ID is set) and returns its id.
+Result<UniqueIdInfo> createUniqueId(bool useEnv = true);
+
+// Starts the root rendezvous thread listening on info.root (used for NCCL_COMM_ID by rank 0).
+Status startRoot(const UniqueIdInfo& info);
+
+class Bootstrap {
+ public:
+  // Rendezvous through the root; blocks until every rank has arrived, the deadline passes, or abort is set.
+  static Result<std::unique_ptr<Bootstrap>> create(const UniqueIdInfo& id, int rank, int nranks,
+                                                   const std::atomic<bool>* abort, double timeoutSec);
+  ~Bootstrap();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+
+  // Tagged messages; messages from one peer with one tag arrive in order. recv requires the exact size.
+  Status send(int peer, uint32_t tag, const void* data, size_t size);
+  Status recv(int peer, uint32_t tag, void* data, size_t size);
+  // data holds nranks slots of `bytes`; this rank's slot is filled in; on return all are.
+  Status allGather(void* data, size_t bytes);
+  Status barrier();
+
+  void setTimeout(double seconds) { timeoutSec_ = seconds; }
+
+ private:
+  Bootstrap() = default;
+  WaitContext waitContext() const;
+  Result<const Socket*> outgoing(int peer);
+  Status acceptUntil(int peer, const WaitContext& wait);
+  Status readFrame(int peer, const WaitContext& wait);
+
+  int rank_ = 0;
+  int nranks_ = 0;
+  uint64_t magic_ = 0;
+  double timeoutSec_ = 60;
+  const std::atomic<bool>* abort_ = nullptr;
+  Socket listener_;
+  std::vector<SocketAddress> peers_;
+  std::vector<Socket> out_;
+  std::vector<Socket> in_;
+  std::map<std::pair<int, uint32_t>, std::deque<std::vector<char>>> unexpected_;
+  uint32_t collTag_ = 0;
+  std::mutex mu_;
+};
+
+}  // namespace braid

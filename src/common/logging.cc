@@ -1,0 +1,186 @@
+#include "src/common/logging.h"
+
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "src/common/params.h"
+#include "src/common/status.h"
+
+namespace braid {
+namespace {
+
+struct LogState {
+  std::mutex mu;
+  bool initialized = false;
+  LogLevel level = LogLevel::kNone;
+  uint64_t subsys = kLogInit | kLogBootstrap | kLogEnv;
+  FILE* file = stdout;
+  bool ownsFile = false;
+  char host[64] = "";
+  std::chrono::steady_clock::time_point start;
+  std::string lastError;
+};
+
+LogState& state() {
+  static LogState* s = new LogState();  // never destroyed: logging may run during static destruction
+  return *s;
+}
+
+thread_local int tlsDevice = 0;
+
+LogLevel parseLevel(const std::string& text) {
+  if (strcasecmp(text.c_str(), "VERSION") == 0) return LogLevel::kVersion;
+  if (strcasecmp(text.c_str(), "WARN") == 0) return LogLevel::kWarn;
+  if (strcasecmp(text.c_str(), "INFO") == 0) return LogLevel::kInfo;
+  if (strcasecmp(text.c_str(), "ABORT") == 0) return LogLevel::kAbort;
+  if (strcasecmp(text.c_str(), "TRACE") == 0) return LogLevel::kTrace;
+  return LogLevel::kNone;
+}
+
+uint64_t parseSubsys(const std::string& text) {
+  static const struct {
+    const char* name;
+    uint64_t bit;
+  } kNames[] = {{"INIT", kLogInit},   {"COLL", kLogColl},       {"P2P", kLogP2p},          {"SHM", kLogShm},
+                {"NET", kLogNet},     {"GRAPH", kLogGraph},     {"TUNING", kLogTuning},    {"ENV", kLogEnv},
+                {"ALLOC", kLogAlloc}, {"CALL", kLogCall},       {"PROXY", kLogProxy},      {"NVLS", kLogNvls},
+                {"BOOTSTRAP", kLogBootstrap}, {"REG", kLogReg}, {"PROFILE", kLogProfile}, {"RAS", kLogRas},
+                {"ALLOC_HOST", kLogAllocHost}, {"DESTROY", kLogDestroy}, {"ALL", kLogAll}};
+  std::string s = text;
+  bool invert = !s.empty() && s[0] == '^';
+  if (invert) s = s.substr(1);
+  uint64_t mask = 0;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    std::string tok = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    for (const auto& n : kNames) {
+      if (strcasecmp(tok.c_str(), n.name) == 0) mask |= n.bit;
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return invert ? ~mask : mask;
+}
+
+std::string expandFileName(const std::string& pattern, const char* host) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size()) {
+      char c = pattern[i + 1];
+      if (c == 'h') {
+        out += host;
+        ++i;
+        continue;
+      }
+      if (c == 'p') {
+        out += std::to_string(getpid());
+        ++i;
+        continue;
+      }
+      if (c == '%') {
+        out += '%';
+        ++i;
+        continue;
+      }
+    }
+    out += pattern[i];
+  }
+  return out;
+}
+
+// Caller holds s.mu.
+void initLocked(LogState& s) {
+  if (s.initialized) return;
+  s.initialized = true;
+  s.start = std::chrono::steady_clock::now();
+  gethostname(s.host, sizeof(s.host) - 1);
+  char* dot = strchr(s.host, '.');
+  if (dot != nullptr) *dot = '\0';
+  s.level = parseLevel(params::Debug());
+  ParamValue sub = lookupParam(params::kDebugSubsys);
+  s.subsys = parseSubsys(sub.text);
+  std::string file = params::DebugFile();
+  if (s.ownsFile && s.file != nullptr) fclose(s.file);
+  s.file = stdout;
+  s.ownsFile = false;
+  if (!file.empty() && s.level > LogLevel::kNone) {
+    std::string path = expandFileName(file, s.host);
+    FILE* f = fopen(path.c_str(), "w");
+    if (f != nullptr) {
+      setvbuf(f, nullptr, _IOLBF, 0);
+      s.file = f;
+      s.ownsFile = true;
+    }
+  }
+}
+
+}  // namespace
+
+void logReinit() {
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.initialized = false;
+  initLocked(s);
+}
+
+bool logEnabled(LogLevel level, uint64_t subsys) {
+  LogState& s = state();
+  if (!s.initialized) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    initLocked(s);
+  }
+  if (level == LogLevel::kWarn) return s.level >= LogLevel::kWarn;
+  return s.level >= level && (s.subsys & subsys) != 0;
+}
+
+void logSetThreadDevice(int dev) { tlsDevice = dev; }
+
+void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string msg = strVPrintf(fmt, ap);
+  va_end(ap);
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  initLocked(s);
+  if (level == LogLevel::kWarn) s.lastError = msg;
+  bool enabled = (level == LogLevel::kWarn) ? s.level >= LogLevel::kWarn
+                                            : (s.level >= level && (s.subsys & subsys) != 0);
+  if (!enabled) return;
+  long tid = syscall(SYS_gettid);
+  const char* base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  if (level == LogLevel::kWarn) {
+    fprintf(s.file, "\n%s:%d:%ld [%d] %s:%d NCCL WARN %s\n", s.host, getpid(), tid, tlsDevice, base, line,
+            msg.c_str());
+  } else if (level == LogLevel::kTrace) {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s.start).count();
+    fprintf(s.file, "%s:%d:%ld [%d] %f %s:%d NCCL TRACE %s\n", s.host, getpid(), tid, tlsDevice, ms, base, line,
+            msg.c_str());
+  } else {
+    fprintf(s.file, "%s:%d:%ld [%d] NCCL INFO %s\n", s.host, getpid(), tid, tlsDevice, msg.c_str());
+  }
+  fflush(s.file);
+}
+
+std::string lastErrorText() {
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.lastError;
+}
+
+void setLastErrorText(const std::string& text) {
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.lastError = text;
+}
+
+}  // namespace braid

@@ -1,0 +1,67 @@
+// The one logger. Lines follow NCCL's format so users' log tooling keeps working:
+//   INFO:  "host:pid:tid [dev] NCCL INFO msg"
+//   WARN:  "\nhost:pid:tid [dev] file.cc:123 NCCL WARN msg"
+//   TRACE: "host:pid:tid [dev] <ms> func:line NCCL TRACE msg"
+// Controlled by NCCL_DEBUG (VERSION, WARN, INFO, ABORT, TRACE), NCCL_DEBUG_SUBSYS (comma list, ^ excludes) and
+// NCCL_DEBUG_FILE (%h host, %p pid). Every WARN text is also kept as the process's last error (ncclGetLastError).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace braid {
+
+enum class LogLevel : int { kNone = 0, kVersion = 1, kWarn = 2, kInfo = 3, kAbort = 4, kTrace = 5 };
+
+// Bit values are NCCL's ncclDebugLogSubSys.
+enum LogSubsys : uint64_t {
+  kLogInit = 0x1,
+  kLogColl = 0x2,
+  kLogP2p = 0x4,
+  kLogShm = 0x8,
+  kLogNet = 0x10,
+  kLogGraph = 0x20,
+  kLogTuning = 0x40,
+  kLogEnv = 0x80,
+  kLogAlloc = 0x100,
+  kLogCall = 0x200,
+  kLogProxy = 0x400,
+  kLogNvls = 0x800,
+  kLogBootstrap = 0x1000,
+  kLogReg = 0x2000,
+  kLogProfile = 0x4000,
+  kLogRas = 0x8000,
+  kLogAllocHost = 0x10000,
+  kLogDestroy = 0x20000,
+  kLogAll = ~uint64_t(0),
+};
+
+void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+// True when a message at this level/subsystem would be written (cheap; use to skip building expensive text).
+bool logEnabled(LogLevel level, uint64_t subsys);
+
+// Re-reads NCCL_DEBUG* (ncclResetDebugInit). Safe to call at any time.
+void logReinit();
+
+// Device number printed in "[dev]" for messages logged by this thread.
+void logSetThreadDevice(int dev);
+
+// The text of the most recent WARN of this process (ncclGetLastError); empty when none.
+std::string lastErrorText();
+void setLastErrorText(const std::string& text);
+
+}  // namespace braid
+
+#define BRAID_WARN(...) ::braid::logMessage(::braid::LogLevel::kWarn, ::braid::kLogAll, __FILE__, __LINE__, __VA_ARGS__)
+#define BRAID_INFO(subsys, ...)                                                            \
+  do {                                                                                     \
+    if (::braid::logEnabled(::braid::LogLevel::kInfo, (subsys)))                           \
+      ::braid::logMessage(::braid::LogLevel::kInfo, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
+#define BRAID_TRACE(subsys, ...)                                                            \
+  do {                                                                                      \
+    if (::braid::logEnabled(::braid::LogLevel::kTrace, (subsys)))                           \
+      ::braid::logMessage(::braid::LogLevel::kTrace, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)

@@ -1,0 +1,42 @@
+// Every knob braid reads, declared once: BRAID_PARAM(Ident, type, "ENV_NAME", "default", "documentation").
+// NCCL's names for what NCCL has; BRAID_* for ours. Included several times with different BRAID_PARAM definitions.
+// No include guard on purpose.
+
+// Logging (read by src/common/logging.cc).
+BRAID_PARAM(Debug, kString, "NCCL_DEBUG", "", "Log level: VERSION, WARN, INFO, ABORT or TRACE (unset: nothing).")
+BRAID_PARAM(DebugSubsys, kString, "NCCL_DEBUG_SUBSYS", "INIT,BOOTSTRAP,ENV",
+            "Comma list of subsystems logged at INFO/TRACE (INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALLOC, "
+            "CALL, PROXY, BOOTSTRAP, ALL); a leading ^ excludes the listed ones.")
+BRAID_PARAM(DebugFile, kString, "NCCL_DEBUG_FILE", "", "Log file instead of stdout; %h is the host name, %p the pid.")
+
+// Configuration files (read by the registry itself).
+BRAID_PARAM(ConfFile, kString, "NCCL_CONF_FILE", "", "KEY=VALUE file read instead of ~/.nccl.conf.")
+
+// Bootstrap.
+BRAID_PARAM(CommId, kString, "NCCL_COMM_ID", "",
+            "ip:port (or [ipv6]:port, host:port) of a fixed bootstrap root; rank 0 listens there.")
+BRAID_PARAM(SocketIfname, kString, "NCCL_SOCKET_IFNAME", "",
+            "Interfaces for bootstrap sockets: comma list of prefixes, '=' for exact names, '^' to exclude.")
+BRAID_PARAM(SocketFamily, kString, "NCCL_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to restrict bootstrap addresses.")
+BRAID_PARAM(HostId, kString, "NCCL_HOSTID", "", "Host identity used to group ranks into nodes (default: boot id).")
+BRAID_PARAM(Timeout, kInt, "BRAID_TIMEOUT", "60",
+            "Seconds a rank waits for a peer without progress before failing with ncclRemoteError (bootstrap and "
+            "collectives). 0 waits forever (still abortable).")
+
+// Channels, buffers and execution.
+BRAID_PARAM(BuffSize, kInt, "NCCL_BUFFSIZE", "4194304",
+            "Bytes of the Simple-protocol FIFO of each connector (one per channel, peer and direction).")
+BRAID_PARAM(MinNChannels, kInt, "NCCL_MIN_NCHANNELS", "",
+            "Lower bound on channels (worker threads) per communicator.")
+BRAID_PARAM(MaxNChannels, kInt, "NCCL_MAX_NCHANNELS", "",
+            "Upper bound on channels (worker threads) per communicator.")
+BRAID_PARAM(CpuChannels, kInt, "BRAID_CPU_NCHANNELS", "2",
+            "Channels of a host communicator before the NCCL_MIN/MAX_NCHANNELS bounds apply.")
+BRAID_PARAM(InlineBytes, kInt, "BRAID_INLINE_BYTES", "262144",
+            "Operations whose total bytes are below this run on the calling thread instead of the channel workers.")
+BRAID_PARAM(SpinCount, kInt, "BRAID_SPIN_COUNT", "2000",
+            "Idle polls before a waiting rank starts yielding its core.")
+
+// Transports.
+BRAID_PARAM(ShmDisable, kInt, "NCCL_SHM_DISABLE", "0", "1 disables the shared-memory transport between processes.")
+BRAID_PARAM(ShmDir, kString, "BRAID_SHM_DIR", "/dev/shm", "Directory that backs shared-memory segments.")

@@ -1,0 +1,70 @@
+// TCP helpers for the bootstrap: addresses, interface selection, and sockets whose every blocking call has a
+// deadline and polls an abort flag.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "src/common/status.h"
+#include "src/common/wait.h"
+
+namespace braid {
+
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+
+  int family() const { return storage.ss_family; }
+  uint16_t port() const;
+  void setPort(uint16_t port);
+  std::string toString() const;  // "1.2.3.4:5678" or "[::1]:5678"
+};
+
+// Parses "ip:port", "[ipv6]:port" or "host:port" (NCCL_COMM_ID syntax).
+Result<SocketAddress> parseSocketAddress(const std::string& text);
+
+// Picks the address bootstrap sockets bind to: the first interface matching NCCL_SOCKET_IFNAME's syntax
+// ("eth,ib" prefixes, "=eth0" exact, "^docker" excludes) and NCCL_SOCKET_FAMILY; by default the first interface
+// that is up and not loopback/docker, falling back to loopback. The port is 0.
+Result<SocketAddress> findBootstrapInterface(std::string* ifName);
+
+// True when `name` matches an NCCL_SOCKET_IFNAME-style spec.
+bool matchInterfaceSpec(const std::string& spec, const std::string& name);
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket() { close(); }
+  Socket(Socket&& o) noexcept : fd_(o.fd_), peer_(o.peer_) { o.fd_ = -1; }
+  Socket& operator=(Socket&& o) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void close();
+  const std::string& peerName() const { return peer_; }
+
+  // Binds and listens on addr (port 0 = ephemeral); *bound receives the real address.
+  static Result<Socket> listen(const SocketAddress& addr, SocketAddress* bound);
+  // Accepts one connection. Fails at the deadline or when aborted.
+  Result<Socket> accept(const WaitContext& wait) const;
+  // Connects, retrying refused connections until the deadline (the peer may not be listening yet).
+  static Result<Socket> connect(const SocketAddress& addr, const WaitContext& wait);
+
+  Status sendAll(const void* data, size_t size, const WaitContext& wait) const;
+  Status recvAll(void* data, size_t size, const WaitContext& wait) const;
+  // Waits until readable; returns false at timeoutMs.
+  Result<bool> pollReadable(int timeoutMs) const;
+
+ private:
+  int fd_ = -1;
+  std::string peer_;
+};
+
+}  // namespace braid

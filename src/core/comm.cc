@@ -1,0 +1,412 @@
+#include "src/core/comm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "src/common/logging.h"
+#include "src/common/params.h"
+
+namespace braid {
+namespace {
+
+constexpr uint32_t kTagConnect = 0x10000;
+constexpr uint32_t kTagSplit = 0x20000;
+constexpr int kMaxChannels = 64;
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// What every rank tells every other rank at init.
+struct InitExchange {
+  PeerInfo peer;
+  int64_t nChannels;
+  int64_t buffSize;
+};
+
+int64_t clampChannels(int64_t n, int64_t lo, int64_t hi) {
+  if (lo > 0) n = std::max(n, lo);
+  if (hi > 0) n = std::min(n, hi);
+  return std::max<int64_t>(1, std::min<int64_t>(n, kMaxChannels));
+}
+
+}  // namespace
+
+uint64_t localHostHash() {
+  std::string id = params::HostId();
+  if (id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    std::string boot;
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::getline(in, boot);
+    id = std::string(host) + boot;
+  }
+  return fnv1a(id);
+}
+
+struct Communicator::Plan {
+  // Per channel, the connectors the pending ops need that do not exist yet.
+  std::vector<std::pair<int, int>> sendNeeds;  // (channel, peer)
+  std::vector<std::pair<int, int>> recvNeeds;
+  size_t totalBytes = 0;
+};
+
+Communicator::Communicator() = default;
+
+Communicator::~Communicator() {
+  if (initThread.joinable()) initThread.join();
+  // Workers first: they may hold pointers into the connectors.
+  for (Channel& ch : channels_) ch.worker.reset();
+}
+
+Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const CommConfig& config, int device) {
+  rank_ = rank;
+  nranks_ = nranks;
+  device_ = device;
+  config_ = config;
+  logSetThreadDevice(device);
+  timeoutSec_ = static_cast<double>(params::Timeout());
+  spinCount_ = static_cast<int>(std::max<int64_t>(1, params::SpinCount()));
+  inlineBytes_ = static_cast<size_t>(std::max<int64_t>(0, params::InlineBytes()));
+
+  BRAID_ASSIGN_OR_RETURN(int64_t buffSize, getIntParam(params::kBuffSize));
+  if (buffSize < kFifoSlots * 64) {
+    return invalidArgument("NCCL_BUFFSIZE=%lld is too small: at least %d bytes are needed", (long long)buffSize,
+                           kFifoSlots * 64);
+  }
+  BRAID_ASSIGN_OR_RETURN(int64_t minCh, getIntParam(params::kMinNChannels));
+  BRAID_ASSIGN_OR_RETURN(int64_t maxCh, getIntParam(params::kMaxNChannels));
+  BRAID_ASSIGN_OR_RETURN(int64_t cpuCh, getIntParam(params::kCpuChannels));
+  if (config.minChannels > 0) minCh = std::max<int64_t>(minCh, config.minChannels);
+  if (config.maxChannels > 0) maxCh = maxCh > 0 ? std::min<int64_t>(maxCh, config.maxChannels) : config.maxChannels;
+  int64_t nch = clampChannels(cpuCh, minCh, maxCh);
+
+  if (id.fromEnv && rank == 0) BRAID_RETURN_IF_ERROR(startRoot(id).withContext("starting the NCCL_COMM_ID root"));
+  BRAID_ASSIGN_OR_RETURN(bootstrap_, Bootstrap::create(id, rank, nranks, &abort_, timeoutSec_));
+
+  InitExchange mine{};
+  mine.peer.rank = rank;
+  mine.peer.hostHash = localHostHash();
+  mine.peer.pid = getpid();
+  gethostname(mine.peer.hostname, sizeof(mine.peer.hostname) - 1);
+  mine.nChannels = nch;
+  mine.buffSize = buffSize;
+  std::vector<InitExchange> all(static_cast<size_t>(nranks));
+  all[static_cast<size_t>(rank)] = mine;
+  BRAID_RETURN_IF_ERROR(bootstrap_->allGather(all.data(), sizeof(InitExchange)).withContext("init allgather"));
+  // Every rank must build identical schedules: agree on the smallest channel count and buffer size.
+  for (const InitExchange& e : all) {
+    peers_.push_back(e.peer);
+    nch = std::min(nch, e.nChannels);
+    buffSize = std::min(buffSize, e.buffSize);
+  }
+  slotBytes_ = static_cast<size_t>(buffSize) / kFifoSlots / 64 * 64;
+  ring_.resize(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) ring_[static_cast<size_t>(r)] = r;
+  channels_.resize(static_cast<size_t>(nch));
+  for (int c = 0; c < nch; ++c) channels_[static_cast<size_t>(c)].worker = std::make_unique<ChannelWorker>(c);
+
+  if (logEnabled(LogLevel::kInfo, kLogInit)) {
+    int nLocal = 0;
+    for (const PeerInfo& p : peers_) nLocal += p.hostHash == mine.peer.hostHash;
+    BRAID_INFO(kLogInit, "comm %p rank %d nRanks %d nNodes %d localRanks %d - host memory, %d channels, ring order 0..%d",
+               static_cast<void*>(this), rank, nranks, nranks / std::max(1, nLocal), nLocal, nChannels(), nranks - 1);
+    BRAID_INFO(kLogInit | kLogAlloc,
+               "comm %p rank %d FIFO memory bound %zu bytes (NCCL_BUFFSIZE %lld x (%d channels + %d peers)), mapped "
+               "lazily at first use",
+               static_cast<void*>(this), rank, fifoMemoryBound(), (long long)buffSize, nChannels(), nranks);
+    BRAID_INFO(kLogInit, "comm %p rank %d nranks %d cudaDev %d - Init COMPLETE", static_cast<void*>(this), rank,
+               nranks, device);
+  }
+  return Status::ok();
+}
+
+size_t Communicator::fifoMemoryBound() const {
+  // A rank owns the receive FIFOs: one per channel from the ring predecessor, plus one per peer (itself
+  // included) for point-to-point traffic, which uses a single channel per pair.
+  return slotBytes_ * kFifoSlots * (channels_.size() + static_cast<size_t>(nranks_));
+}
+
+ExecContext Communicator::execContext() const {
+  ExecContext ctx;
+  ctx.rank = rank_;
+  ctx.abort = &abort_;
+  ctx.timeoutSec = timeoutSec_;
+  ctx.spinCount = spinCount_;
+  return ctx;
+}
+
+// ---- reduction operators -----------------------------------------------------------------------------------------
+
+Result<ReduceOp> Communicator::resolveOp(int op, DType dtype) const {
+  ReduceOp r;
+  r.dtype = dtype;
+  r.nranks = nranks_;
+  switch (op) {
+    case 0: r.kind = OpKind::kSum; return r;
+    case 1: r.kind = OpKind::kProd; return r;
+    case 2: r.kind = OpKind::kMax; return r;
+    case 3: r.kind = OpKind::kMin; return r;
+    case 4: r.kind = OpKind::kAvg; return r;
+    default: break;
+  }
+  std::lock_guard<std::mutex> lock(opsMu_);
+  size_t idx = static_cast<size_t>(op) - 5;
+  if (op < 5 || idx >= userOps_.size() || !userOps_[idx].live) {
+    return invalidArgument("op=%d is not a valid reduction operator (0..4 or one made by ncclRedOpCreatePreMulSum "
+                           "on this communicator)",
+                           op);
+  }
+  const UserRedOp& u = userOps_[idx];
+  if (u.dtype != dtype) {
+    return invalidArgument("op=%d was created for datatype %s but the collective uses %s", op, dtypeName(u.dtype),
+                           dtypeName(dtype));
+  }
+  r.kind = OpKind::kPreMulSum;
+  r.scalar = 0;
+  if (u.immediate) {
+    r.scalar = u.scalarBits;
+  } else {
+    memcpy(&r.scalar, u.scalarPtr, dtypeSize(dtype));
+  }
+  return r;
+}
+
+Result<int> Communicator::createPreMulSum(const void* scalar, DType dtype, bool immediate) {
+  UserRedOp u;
+  u.live = true;
+  u.dtype = dtype;
+  u.immediate = immediate;
+  if (immediate) {
+    memcpy(&u.scalarBits, scalar, dtypeSize(dtype));
+  } else {
+    u.scalarPtr = scalar;
+  }
+  std::lock_guard<std::mutex> lock(opsMu_);
+  for (size_t i = 0; i < userOps_.size(); ++i) {
+    if (!userOps_[i].live) {
+      userOps_[i] = u;
+      return static_cast<int>(i) + 5;
+    }
+  }
+  userOps_.push_back(u);
+  return static_cast<int>(userOps_.size()) + 4;
+}
+
+Status Communicator::destroyOp(int op) {
+  std::lock_guard<std::mutex> lock(opsMu_);
+  if (op < 5) return invalidArgument("op=%d is a built-in operator; only ops from ncclRedOpCreatePreMulSum can be destroyed", op);
+  size_t idx = static_cast<size_t>(op) - 5;
+  if (idx >= userOps_.size() || !userOps_[idx].live) {
+    return invalidArgument("op=%d was not created on this communicator or was already destroyed", op);
+  }
+  userOps_[idx].live = false;
+  return Status::ok();
+}
+
+// ---- planning and execution ----------------------------------------------------------------------------------------
+
+namespace {
+
+// Channels used by a collective of `bytes`: small operations stay on one channel (more would only add latency).
+int channelsFor(size_t bytes, int nChannels) {
+  constexpr size_t kMinBytesPerChannel = 64 * 1024;
+  size_t n = std::max<size_t>(1, bytes / kMinBytesPerChannel);
+  return static_cast<int>(std::min<size_t>(n, static_cast<size_t>(nChannels)));
+}
+
+// Point-to-point traffic between two ranks uses one channel, the same on both sides.
+int p2pChannel(int src, int dst, int nChannels) { return (src + dst) % nChannels; }
+
+size_t unitBytes(const PendingOp& op) { return op.count * dtypeSize(op.dtype); }
+
+}  // namespace
+
+Status Communicator::buildPlan(Plan* plan) {
+  for (Channel& ch : channels_) ch.work.items.clear();
+  // Collectives first, then point-to-point, as NCCL schedules a group: p2p order relative to collectives within a
+  // group may differ between ranks without changing the result.
+  std::vector<const PendingOp*> ordered;
+  for (const PendingOp& op : pending_) {
+    if (op.kind != CollKind::kSend && op.kind != CollKind::kRecv) ordered.push_back(&op);
+  }
+  for (const PendingOp& op : pending_) {
+    if (op.kind == CollKind::kSend || op.kind == CollKind::kRecv) ordered.push_back(&op);
+  }
+  std::map<std::pair<int, int>, bool> needSend, needRecv;
+  for (const PendingOp* op : ordered) {
+    const size_t elemSize = dtypeSize(op->dtype);
+    const size_t chunkElems = slotBytes_ / elemSize;
+    const size_t align = std::max<size_t>(1, 256 / elemSize);
+    plan->totalBytes += unitBytes(*op) * (op->kind == CollKind::kAllGather || op->kind == CollKind::kReduceScatter
+                                              ? static_cast<size_t>(nranks_)
+                                              : 1);
+    std::vector<std::pair<int, Program>> progs;  // (channel, program)
+    if (op->kind == CollKind::kSend || op->kind == CollKind::kRecv) {
+      bool isSend = op->kind == CollKind::kSend;
+      int peer = op->root;
+      int c = isSend ? p2pChannel(rank_, peer, nChannels()) : p2pChannel(peer, rank_, nChannels());
+      progs.emplace_back(c, buildP2pProgram(isSend, peer, 0, op->count, chunkElems));
+    } else {
+      int nch = channelsFor(unitBytes(*op), nChannels());
+      for (int c = 0; c < nch; ++c) {
+        RingParams rp{op->kind, ring_, rank_, op->root, op->count, 0, 0, chunkElems};
+        channelRange(op->count, nch, c, align, &rp.begin, &rp.end);
+        BRAID_ASSIGN_OR_RETURN(Program prog, buildRingProgram(rp));
+        progs.emplace_back(c, std::move(prog));
+      }
+    }
+    for (auto& [c, prog] : progs) {
+      Channel& ch = channels_[static_cast<size_t>(c)];
+      WorkItem w;
+      w.prog = std::move(prog);
+      w.input = static_cast<const char*>(op->sendbuff);
+      w.output = static_cast<char*>(op->recvbuff);
+      w.elemSize = elemSize;
+      w.op = op->op;
+      for (const Step& s : w.prog.steps) {
+        if (s.sendPeer >= 0 && ch.send.find(s.sendPeer) == ch.send.end()) needSend[{c, s.sendPeer}] = true;
+        if (s.recvPeer >= 0 && ch.recv.find(s.recvPeer) == ch.recv.end()) needRecv[{c, s.recvPeer}] = true;
+      }
+      ch.work.items.push_back(std::move(w));
+    }
+  }
+  for (const auto& e : needSend) plan->sendNeeds.push_back(e.first);
+  for (const auto& e : needRecv) plan->recvNeeds.push_back(e.first);
+  return Status::ok();
+}
+
+// Phase 0 creates receive FIFOs and sends their descriptions; phase 1 receives descriptions and attaches. All comms
+// of a group finish phase 0 before any starts phase 1, so one thread can connect several ranks of one clique.
+Status Communicator::connect(const std::vector<std::pair<int, int>>& sendNeeds,
+                             const std::vector<std::pair<int, int>>& recvNeeds, int phase) {
+  const PeerInfo& self = peers_[static_cast<size_t>(rank_)];
+  if (phase == 0) {
+    for (const auto& [c, peer] : recvNeeds) {
+      BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(self, peers_[static_cast<size_t>(peer)]));
+      BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(self, peers_[static_cast<size_t>(peer)], slotBytes_));
+      BRAID_RETURN_IF_ERROR(bootstrap_->send(peer, kTagConnect + static_cast<uint32_t>(c), setup.blob,
+                                             kConnectBlobBytes));
+      BRAID_INFO(kLogInit | kLogShm, "Channel %02d : %d[%d] -> %d[%d] via %s", c, peer, -1, rank_, device_, t->name());
+      channels_[static_cast<size_t>(c)].recv[peer] = std::move(setup.connector);
+    }
+    return Status::ok();
+  }
+  for (const auto& [c, peer] : sendNeeds) {
+    char blob[kConnectBlobBytes];
+    BRAID_RETURN_IF_ERROR(bootstrap_->recv(peer, kTagConnect + static_cast<uint32_t>(c), blob, kConnectBlobBytes)
+                              .withContext(strPrintf("connecting channel %d to rank %d", c, peer)));
+    BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(self, peers_[static_cast<size_t>(peer)]));
+    BRAID_ASSIGN_OR_RETURN(auto conn, t->connectSend(self, peers_[static_cast<size_t>(peer)], blob));
+    channels_[static_cast<size_t>(c)].send[peer] = std::move(conn);
+  }
+  return Status::ok();
+}
+
+Status Communicator::launch(const std::vector<Communicator*>& comms) {
+  Status result = launchImpl(comms);
+  for (Communicator* comm : comms) {
+    comm->pending_.clear();
+    for (Channel& ch : comm->channels_) ch.work.items.clear();
+    // A failed operation leaves FIFOs in an unknown state: the communicator is unusable from now on.
+    if (!result.isOk()) comm->asyncError_.store(static_cast<int>(result.code()));
+  }
+  return result;
+}
+
+Status Communicator::launchImpl(const std::vector<Communicator*>& comms) {
+  std::vector<Plan> plans(comms.size());
+  for (size_t i = 0; i < comms.size(); ++i) BRAID_RETURN_IF_ERROR(comms[i]->buildPlan(&plans[i]));
+  for (int phase = 0; phase < 2; ++phase) {
+    for (size_t i = 0; i < comms.size(); ++i) {
+      BRAID_RETURN_IF_ERROR(comms[i]->connect(plans[i].sendNeeds, plans[i].recvNeeds, phase));
+    }
+  }
+  // Resolve connectors for every step, then run.
+  bool useWorkers = false;
+  std::vector<ChannelWork*> inlineWork;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    Communicator* comm = comms[i];
+    for (Channel& ch : comm->channels_) {
+      for (WorkItem& w : ch.work.items) {
+        w.sendConn.assign(w.prog.steps.size(), nullptr);
+        w.recvConn.assign(w.prog.steps.size(), nullptr);
+        for (size_t s = 0; s < w.prog.steps.size(); ++s) {
+          const Step& st = w.prog.steps[s];
+          if (st.sendPeer >= 0) w.sendConn[s] = ch.send.at(st.sendPeer).get();
+          if (st.recvPeer >= 0) w.recvConn[s] = ch.recv.at(st.recvPeer).get();
+        }
+      }
+      ch.work.prepare();
+      if (!ch.work.items.empty()) inlineWork.push_back(&ch.work);
+    }
+    if (plans[i].totalBytes >= comm->inlineBytes_ && comm->nChannels() > 1) useWorkers = true;
+  }
+  Status result;
+  if (!useWorkers) {
+    // Small groups: the caller drives everything (a hand-off to a worker would cost more than the work).
+    ExecContext ctx = comms.front()->execContext();
+    result = runChannels(inlineWork, ctx);
+  } else {
+    for (Communicator* comm : comms) {
+      for (Channel& ch : comm->channels_) {
+        if (!ch.work.items.empty()) ch.worker->post(&ch.work, comm->execContext());
+      }
+    }
+    for (Communicator* comm : comms) {
+      for (Channel& ch : comm->channels_) {
+        if (ch.work.items.empty()) continue;
+        Status st = ch.worker->wait();
+        if (result.isOk() && !st.isOk()) result = st;
+      }
+    }
+  }
+  return result;
+}
+
+// ---- split -------------------------------------------------------------------------------------------------------
+
+Status Communicator::split(int color, int key, const CommConfig& config, std::unique_ptr<Communicator>* out) {
+  struct Entry {
+    int color;
+    int key;
+  };
+  std::vector<Entry> all(static_cast<size_t>(nranks_));
+  all[static_cast<size_t>(rank_)] = Entry{color, key};
+  BRAID_RETURN_IF_ERROR(bootstrap_->allGather(all.data(), sizeof(Entry)).withContext("ncclCommSplit allgather"));
+  out->reset();
+  if (color < 0) return Status::ok();  // NCCL_SPLIT_NOCOLOR
+  std::vector<int> members;
+  for (int r = 0; r < nranks_; ++r) {
+    if (all[static_cast<size_t>(r)].color == color) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+    return all[static_cast<size_t>(a)].key < all[static_cast<size_t>(b)].key;
+  });
+  int newRank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  char idBytes[kUniqueIdBytes];
+  if (newRank == 0) {
+    BRAID_ASSIGN_OR_RETURN(UniqueIdInfo id, createUniqueId(/*useEnv=*/false));
+    encodeUniqueId(id, idBytes);
+    for (size_t i = 1; i < members.size(); ++i) {
+      BRAID_RETURN_IF_ERROR(bootstrap_->send(members[i], kTagSplit, idBytes, sizeof(idBytes)));
+    }
+  } else {
+    BRAID_RETURN_IF_ERROR(bootstrap_->recv(members[0], kTagSplit, idBytes, sizeof(idBytes)));
+  }
+  BRAID_ASSIGN_OR_RETURN(UniqueIdInfo id, decodeUniqueId(idBytes));
+  auto child = std::make_unique<Communicator>();
+  BRAID_RETURN_IF_ERROR(child->init(id, static_cast<int>(members.size()), newRank, config, device_));
+  BRAID_INFO(kLogInit, "comm %p split from comm %p: color %d key %d -> rank %d of %zu", static_cast<void*>(child.get()),
+             static_cast<void*>(this), color, key, newRank, members.size());
+  *out = std::move(child);
+  return Status::ok();
+}
+
+}  // namespace braid

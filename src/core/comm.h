@@ -1,0 +1,130 @@
+// The communicator: who the ranks are, how to reach them (lazily connected FIFOs per channel and peer), the channel
+// workers, user-created reduction ops, and the lifecycle flags (initialising, finalized, aborted).
+//
+// Deliberately narrow: algorithms see RingParams, the executor sees WorkItems and an ExecContext, transports see
+// PeerInfo. Nothing below src/core takes a Communicator.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/ring/ring.h"
+#include "src/backends/cpu/executor.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/common/dtype.h"
+#include "src/common/status.h"
+#include "transports/transport.h"
+
+namespace braid {
+
+struct CommConfig {
+  int blocking = 1;
+  int minChannels = -1;  // config.minCTAs
+  int maxChannels = -1;  // config.maxCTAs
+  int splitShare = 0;
+  std::string commName;
+};
+
+// One queued operation of the current group (validated at call time, run at group end).
+struct PendingOp {
+  CollKind kind;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;  // the unit count (see RingParams)
+  DType dtype;
+  ReduceOp op;
+  int root;  // root for rooted collectives, peer for send/recv
+};
+
+// A user-created reduction operator (ncclRedOpCreatePreMulSum).
+struct UserRedOp {
+  bool live = false;
+  DType dtype = DType::kFloat32;
+  bool immediate = true;     // ncclScalarHostImmediate: scalar captured at creation
+  uint64_t scalarBits = 0;   // immediate value
+  const void* scalarPtr = nullptr;  // ncclScalarDevice: read at each launch (host memory on host comms)
+};
+
+class Communicator {
+ public:
+  Communicator();
+  ~Communicator();
+
+  // Collective over nranks ranks sharing `id`. Blocks until the rendezvous completes, fails, or abort is set.
+  Status init(const UniqueIdInfo& id, int nranks, int rank, const CommConfig& config, int device);
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  int device() const { return device_; }
+  int nChannels() const { return static_cast<int>(channels_.size()); }
+  const CommConfig& config() const { return config_; }
+  const PeerInfo& peer(int r) const { return peers_[static_cast<size_t>(r)]; }
+  Bootstrap* bootstrap() { return bootstrap_.get(); }
+
+  // Lifecycle.
+  std::atomic<bool>& abortFlag() { return abort_; }
+  std::atomic<int>& asyncError() { return asyncError_; }  // an ncclResult_t value
+  std::atomic<bool> finalized{false};
+  std::thread initThread;  // non-blocking or grouped init runs here
+
+  // Group support: ops queued since the outermost ncclGroupStart.
+  std::vector<PendingOp>& pending() { return pending_; }
+
+  // Plans and executes the pending ops of several communicators together (the work of ncclGroupEnd).
+  static Status launch(const std::vector<Communicator*>& comms);
+
+  // Reduction operators.
+  Result<ReduceOp> resolveOp(int op, DType dtype) const;
+  Result<int> createPreMulSum(const void* scalar, DType dtype, bool immediate);
+  Status destroyOp(int op);
+
+  // Memory this communicator may map for FIFOs: buffer size x channels x peers (an upper bound).
+  size_t fifoMemoryBound() const;
+
+  // Split: collective over this communicator.
+  Status split(int color, int key, const CommConfig& config, std::unique_ptr<Communicator>* out);
+
+ private:
+  struct Channel {
+    std::map<int, std::unique_ptr<Connector>> send;  // by peer rank
+    std::map<int, std::unique_ptr<Connector>> recv;
+    std::unique_ptr<ChannelWorker> worker;
+    ChannelWork work;
+  };
+  struct Plan;
+
+  Status buildPlan(Plan* plan);
+  static Status launchImpl(const std::vector<Communicator*>& comms);
+  Status connect(const std::vector<std::pair<int, int>>& sendNeeds, const std::vector<std::pair<int, int>>& recvNeeds,
+                 int phase);
+  ExecContext execContext() const;
+
+  int rank_ = 0;
+  int nranks_ = 0;
+  int device_ = -1;
+  CommConfig config_;
+  size_t slotBytes_ = 0;
+  double timeoutSec_ = 60;
+  int spinCount_ = 2000;
+  size_t inlineBytes_ = 0;
+  std::vector<PeerInfo> peers_;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::vector<Channel> channels_;
+  std::vector<int> ring_;
+  std::vector<PendingOp> pending_;
+  std::vector<UserRedOp> userOps_;
+  mutable std::mutex opsMu_;
+  std::atomic<bool> abort_{false};
+  std::atomic<int> asyncError_{0};
+  uint32_t connectTag_ = 0;
+};
+
+// Host identity: NCCL_HOSTID if set, else hostname + boot id.
+uint64_t localHostHash();
+
+}  // namespace braid

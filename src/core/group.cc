@@ -1,0 +1,100 @@
+#include "src/core/group.h"
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace braid {
+namespace {
+
+std::mutex& registryMutex() {
+  static std::mutex m;
+  return m;
+}
+
+struct GroupState {
+  int depth = 0;
+  std::vector<std::shared_ptr<Communicator>> comms;
+  std::vector<std::function<Status()>> jobs;
+  Status error;
+};
+
+thread_local GroupState tlsGroup;
+
+}  // namespace
+
+ncclComm* registerComm(std::shared_ptr<Communicator> comm) {
+  auto* h = new ncclComm();  // never deleted: see the tombstone note in group.h
+  std::lock_guard<std::mutex> lock(registryMutex());
+  h->impl = std::move(comm);
+  h->live = true;
+  return h;
+}
+
+Result<std::shared_ptr<Communicator>> lookupComm(const ncclComm* handle, const char* argName) {
+  if (handle == nullptr) return invalidArgument("%s is NULL", argName);
+  std::lock_guard<std::mutex> lock(registryMutex());
+  if (!handle->live || !handle->impl) {
+    return invalidArgument("%s=%p was destroyed or aborted (use after ncclCommDestroy/ncclCommAbort)", argName,
+                           static_cast<const void*>(handle));
+  }
+  return handle->impl;
+}
+
+std::shared_ptr<Communicator> retireComm(ncclComm* handle) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  if (handle == nullptr || !handle->live) return nullptr;
+  handle->live = false;
+  return std::move(handle->impl);
+}
+
+void groupStart() { ++tlsGroup.depth; }
+bool inGroup() { return tlsGroup.depth > 0; }
+int groupDepth() { return tlsGroup.depth; }
+
+void groupAddComm(const std::shared_ptr<Communicator>& comm) {
+  auto& v = tlsGroup.comms;
+  if (std::find(v.begin(), v.end(), comm) == v.end()) v.push_back(comm);
+}
+
+void groupAddJob(std::function<Status()> job) { tlsGroup.jobs.push_back(std::move(job)); }
+
+void groupRecordError(const Status& st) {
+  if (tlsGroup.error.isOk() && !st.isOk()) tlsGroup.error = st;
+}
+
+Status groupEnd() {
+  GroupState& g = tlsGroup;
+  if (g.depth <= 0) return invalidUsage("ncclGroupEnd called without a matching ncclGroupStart");
+  if (--g.depth > 0) return Status::ok();
+  std::vector<std::function<Status()>> jobs = std::move(g.jobs);
+  std::vector<std::shared_ptr<Communicator>> comms = std::move(g.comms);
+  Status error = g.error;
+  g.jobs.clear();
+  g.comms.clear();
+  g.error = Status();
+
+  // Grouped inits rendezvous with each other, so they must run concurrently.
+  if (!jobs.empty()) {
+    std::vector<Status> results(jobs.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < jobs.size(); ++i) threads.emplace_back([&, i] { results[i] = jobs[i](); });
+    for (auto& t : threads) t.join();
+    for (const Status& st : results) {
+      if (error.isOk() && !st.isOk()) error = st;
+    }
+  }
+  if (!error.isOk()) {
+    for (auto& c : comms) c->pending().clear();
+    return error;
+  }
+  std::vector<Communicator*> raw;
+  for (auto& c : comms) {
+    if (!c->pending().empty()) raw.push_back(c.get());
+  }
+  if (raw.empty()) return Status::ok();
+  return Communicator::launch(raw);
+}
+
+}  // namespace braid

@@ -1,0 +1,84 @@
+// Every collective x datatype x op x count x in-place, with ranks as threads of this process.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "tests/common/coll_check.h"
+#include "tests/common/harness.h"
+
+namespace braid_test {
+namespace {
+
+const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,    ncclUint32,
+                                    ncclInt64,   ncclUint64,  ncclFloat16,  ncclFloat32,
+                                    ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+const ncclRedOp_t kAllOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg, ncclNumOps /* premulsum */};
+const Coll kAllColls[] = {Coll::kAllReduce, Coll::kBroadcast, Coll::kBcast,    Coll::kReduce,  Coll::kAllGather,
+                          Coll::kReduceScatter, Coll::kAlltoAll, Coll::kGather, Coll::kScatter, Coll::kSendRecv};
+
+std::vector<CollCase> sweep(int n, const std::vector<size_t>& counts) {
+  std::vector<CollCase> cases;
+  for (Coll coll : kAllColls) {
+    for (ncclDataType_t t : kAllTypes) {
+      for (ncclRedOp_t op : kAllOps) {
+        if (!collHasOp(coll) && op != ncclSum) continue;
+        for (size_t count : counts) {
+          for (bool inPlace : {false, true}) {
+            if (coll == Coll::kSendRecv && inPlace) continue;
+            int root = static_cast<int>((count + static_cast<size_t>(op)) % static_cast<size_t>(n));
+            cases.push_back(CollCase{coll, t, op, count, inPlace, root});
+          }
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+void runSweep(int n, const std::vector<CollCase>& cases) {
+  std::mutex mu;
+  std::vector<std::string> failures;
+  auto results = runThreads(n, [&](int rank, ncclComm_t comm) {
+    for (const CollCase& c : cases) {
+      std::string err = runCase(c, rank, n, comm);
+      if (!err.empty()) {
+        std::lock_guard<std::mutex> lock(mu);
+        failures.push_back(err);
+        if (err.rfind("call failed", 0) == 0) return ncclInternalError;
+      }
+    }
+    return ncclSuccess;
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(results[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+  for (size_t i = 0; i < failures.size() && i < 20; ++i) ADD_FAILURE() << failures[i];
+  EXPECT_TRUE(failures.empty()) << failures.size() << " failures";
+}
+
+class ThreadRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(ThreadRanks, EveryCollectiveTypeOpCountInPlace) { runSweep(GetParam(), sweep(GetParam(), {0, 1, 7, 1023})); }
+
+TEST_P(ThreadRanks, LargeCount) {
+  // 1M+3 elements: several tiles, several channels, a ragged last tile; every collective, the widest and the
+  // narrowest types, and every op on float.
+  const int n = GetParam();
+  std::vector<CollCase> cases;
+  const size_t big = (1u << 20) + 3;
+  for (Coll coll : kAllColls) {
+    for (ncclDataType_t t : {ncclFloat32, ncclInt8, ncclBfloat16, ncclFloat8e4m3, ncclFloat64}) {
+      for (ncclRedOp_t op : kAllOps) {
+        if (!collHasOp(coll) && op != ncclSum) continue;
+        if (t != ncclFloat32 && op != ncclSum && op != ncclAvg) continue;
+        cases.push_back(CollCase{coll, t, op, big, false, n - 1});
+        if (coll != Coll::kSendRecv && t == ncclFloat32) cases.push_back(CollCase{coll, t, op, big, true, 0});
+      }
+    }
+  }
+  runSweep(n, cases);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ThreadRanks, ::testing::Values(1, 2, 3, 4, 5, 7, 8));
+
+}  // namespace
+}  // namespace braid_test

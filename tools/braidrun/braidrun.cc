@@ -1,0 +1,308 @@
+// braidrun: starts N local processes of one command as the ranks of a job, torchrun style.
+//
+//   braidrun -np N [--master-port P] [--] cmd args...
+//
+// Each child gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT (a free port
+// unless --master-port is given); its output goes straight to braidrun's stdout/stderr. Each child leads its own
+// process group; SIGINT and SIGTERM sent to braidrun are forwarded to every group. When a child exits with a non-zero
+// status or dies from a signal, braidrun reports it, sends SIGTERM to the others, and SIGKILL to those still alive
+// 5 s later. braidrun's exit status is that first failure's (128 + signal number for a signal), 0 when every rank
+// succeeded. Children also get SIGTERM if braidrun itself dies.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char* kMasterAddr = "127.0.0.1";
+constexpr auto kKillGrace = std::chrono::seconds(5);
+constexpr long kPollNanoseconds = 100 * 1000 * 1000;
+constexpr int kMaxProcesses = 4096;
+
+struct Options {
+  int nprocs = 0;
+  int masterPort = 0;  // 0: pick a free one
+  std::vector<char*> command;
+};
+
+struct Child {
+  pid_t pid = -1;
+  int rank = 0;
+  bool running = false;
+};
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "Usage: braidrun -np N [--master-port P] [--] command [args...]\n"
+               "Starts N local processes of command as ranks 0..N-1 with RANK, WORLD_SIZE, LOCAL_RANK,\n"
+               "LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT set (a free port unless given).\n"
+               "SIGINT/SIGTERM are forwarded to the ranks. If a rank fails, the others are terminated (SIGTERM,\n"
+               "then SIGKILL after 5 s) and braidrun exits with the failed rank's status (128+N for signal N).\n");
+}
+
+bool parseInt(const char* text, int minValue, int maxValue, int* out) {
+  if (text == nullptr || *text == '\0') return false;
+  errno = 0;
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v < minValue || v > maxValue) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+// Returns -1 to continue, otherwise the exit status.
+int parseArgs(int argc, char** argv, Options* opts) {
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      const std::string prefix = std::string(name) + "=";
+      if (arg.compare(0, prefix.size(), prefix) == 0) return argv[i] + prefix.size();
+      if (i + 1 >= argc) return nullptr;
+      return argv[++i];
+    };
+    auto is = [&](const char* name) { return arg == name || arg.rfind(std::string(name) + "=", 0) == 0; };
+    if (arg == "--") {
+      ++i;
+      break;
+    } else if (arg == "-h" || arg == "--help") {
+      usage(stdout);
+      return 0;
+    } else if (is("-np") || is("--np") || is("-n") || is("--nproc")) {
+      const std::string name = arg.substr(0, arg.find('='));
+      if (!parseInt(value(name.c_str()), 1, kMaxProcesses, &opts->nprocs)) {
+        std::fprintf(stderr, "braidrun: %s needs a process count between 1 and %d\n", name.c_str(), kMaxProcesses);
+        return 2;
+      }
+    } else if (is("--master-port") || is("--master_port")) {
+      const std::string name = arg.substr(0, arg.find('='));
+      if (!parseInt(value(name.c_str()), 1, 65535, &opts->masterPort)) {
+        std::fprintf(stderr, "braidrun: --master-port needs a port between 1 and 65535\n");
+        return 2;
+      }
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      std::fprintf(stderr, "braidrun: unknown option '%s' (put -- before the command if it is the command's)\n",
+                   arg.c_str());
+      return 2;
+    } else {
+      break;
+    }
+  }
+  for (; i < argc; ++i) opts->command.push_back(argv[i]);
+  opts->command.push_back(nullptr);
+  if (opts->nprocs == 0 || opts->command.size() < 2) {
+    usage(stderr);
+    return 2;
+  }
+  return -1;
+}
+
+// A port nobody listens on right now (bound to port 0 and released; the ranks' root binds it again at once).
+int findFreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  inet_pton(AF_INET, kMasterAddr, &addr.sin_addr);
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+std::string signalName(int sig) {
+  struct Named {
+    int sig;
+    const char* name;
+  };
+  static const Named kNames[] = {
+      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"},
+      {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"},
+      {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"}, {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"},
+      {SIGCHLD, "SIGCHLD"}, {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"}, {SIGTTIN, "SIGTTIN"},
+      {SIGTTOU, "SIGTTOU"}, {SIGURG, "SIGURG"},   {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},
+  };
+  for (const Named& n : kNames) {
+    if (n.sig == sig) return n.name;
+  }
+  return "SIG" + std::to_string(sig);
+}
+
+void onSigchld(int) {}  // SIGCHLD must not be ignored, or finished children could not be waited for
+
+class Launcher {
+ public:
+  explicit Launcher(const Options& opts) : opts_(opts) {}
+
+  int run() {
+    int port = opts_.masterPort;
+    if (port == 0) port = findFreePort();
+    if (port <= 0) {
+      std::fprintf(stderr, "braidrun: cannot find a free TCP port on %s: %s\n", kMasterAddr, std::strerror(errno));
+      return 1;
+    }
+    port_ = std::to_string(port);
+
+    // Signals are taken synchronously with sigtimedwait; children get the original mask back before exec.
+    struct sigaction sa {};
+    sa.sa_handler = onSigchld;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_NOCLDSTOP;
+    sigaction(SIGCHLD, &sa, nullptr);
+    sigemptyset(&handled_);
+    sigaddset(&handled_, SIGCHLD);
+    sigaddset(&handled_, SIGINT);
+    sigaddset(&handled_, SIGTERM);
+    sigprocmask(SIG_BLOCK, &handled_, &originalMask_);
+    std::fflush(stdout);
+    std::fflush(stderr);
+
+    const pid_t self = getpid();
+    children_.resize(static_cast<size_t>(opts_.nprocs));
+    for (int rank = 0; rank < opts_.nprocs && !terminating_; ++rank) {
+      Child& c = children_[static_cast<size_t>(rank)];
+      c.rank = rank;
+      c.pid = fork();
+      if (c.pid < 0) {
+        std::fprintf(stderr, "braidrun: cannot start rank %d: %s\n", rank, std::strerror(errno));
+        recordFailure(1);
+        startTermination();
+        break;
+      }
+      if (c.pid == 0) execChild(rank, self);
+      setpgid(c.pid, c.pid);  // also here, so the group exists before any signal is sent to it
+      c.running = true;
+      ++running_;
+    }
+    superviseUntilDone();
+    return exitStatus_;
+  }
+
+ private:
+  [[noreturn]] void execChild(int rank, pid_t parent) {
+    // Each rank leads its own process group, so a signal reaches whatever it started (a wrapper script's
+    // children too), and it is terminated if braidrun itself dies.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
+    signal(SIGCHLD, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &originalMask_, nullptr);
+    const std::string n = std::to_string(opts_.nprocs);
+    const std::string r = std::to_string(rank);
+    setenv("RANK", r.c_str(), 1);
+    setenv("WORLD_SIZE", n.c_str(), 1);
+    setenv("LOCAL_RANK", r.c_str(), 1);
+    setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
+    setenv("MASTER_ADDR", kMasterAddr, 1);
+    setenv("MASTER_PORT", port_.c_str(), 1);
+    execvp(opts_.command[0], opts_.command.data());
+    std::fprintf(stderr, "braidrun: rank %d: cannot run %s: %s\n", rank, opts_.command[0], std::strerror(errno));
+    std::fflush(stderr);
+    _exit(127);
+  }
+
+  void signalRunning(int sig) {
+    for (const Child& c : children_) {
+      if (c.running) kill(-c.pid, sig);
+    }
+  }
+
+  void recordFailure(int status) {
+    if (!failed_) {
+      failed_ = true;
+      exitStatus_ = status;
+    }
+  }
+
+  void startTermination() {
+    if (terminating_) return;
+    terminating_ = true;
+    signalRunning(SIGTERM);
+    killDeadline_ = std::chrono::steady_clock::now() + kKillGrace;
+  }
+
+  void reap() {
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      for (Child& c : children_) {
+        if (!c.running || c.pid != pid) continue;
+        c.running = false;
+        --running_;
+        int code = 0;
+        if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+          code = WEXITSTATUS(status);
+          if (!failed_) {
+            std::fprintf(stderr, "braidrun: rank %d (pid %d) exited with status %d\n", c.rank, static_cast<int>(pid),
+                         code);
+          }
+        } else if (WIFSIGNALED(status)) {
+          code = 128 + WTERMSIG(status);
+          if (!failed_) {
+            std::fprintf(stderr, "braidrun: rank %d (pid %d) killed by signal %s\n", c.rank, static_cast<int>(pid),
+                         signalName(WTERMSIG(status)).c_str());
+          }
+        }
+        if (code != 0) {
+          recordFailure(code);
+          startTermination();
+        }
+      }
+    }
+  }
+
+  void superviseUntilDone() {
+    bool killed = false;
+    while (running_ > 0) {
+      timespec timeout{0, kPollNanoseconds};
+      const int sig = sigtimedwait(&handled_, nullptr, &timeout);
+      if (sig == SIGINT || sig == SIGTERM) signalRunning(sig);
+      reap();
+      if (terminating_ && !killed && running_ > 0 && std::chrono::steady_clock::now() >= killDeadline_) {
+        std::fprintf(stderr, "braidrun: %d rank(s) still running %lld s after SIGTERM; sending SIGKILL\n", running_,
+                     static_cast<long long>(kKillGrace.count()));
+        signalRunning(SIGKILL);
+        killed = true;
+      }
+    }
+  }
+
+  const Options& opts_;
+  std::string port_;
+  std::vector<Child> children_;
+  int running_ = 0;
+  bool failed_ = false;
+  bool terminating_ = false;
+  int exitStatus_ = 0;
+  std::chrono::steady_clock::time_point killDeadline_;
+  sigset_t handled_;
+  sigset_t originalMask_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opts;
+  const int parsed = parseArgs(argc, argv, &opts);
+  if (parsed >= 0) return parsed;
+  return Launcher(opts).run();
+}

@@ -1,0 +1,220 @@
+// Host shared-memory transports: "inproc" for ranks that are threads of one process (anonymous memory shared by
+// pointer, no system calls on the data path) and "shm" for ranks that are processes on one host (a file in
+// /dev/shm, unlinked as soon as the sender has mapped it so a crash leaves nothing behind).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+
+#include "src/common/logging.h"
+#include "src/common/params.h"
+#include "transports/transport.h"
+
+namespace braid {
+
+bool Connector::peerAlive() const {
+  if (!crossProcess_ || peer_.pid <= 0) return true;
+  return !(kill(peer_.pid, 0) != 0 && errno == ESRCH);
+}
+
+namespace {
+
+constexpr size_t kCtrlBytes = 4096;
+
+size_t segmentBytes(size_t slotBytes) { return kCtrlBytes + slotBytes * kFifoSlots; }
+
+FifoCtrl* initCtrl(void* base, size_t slotBytes) {
+  auto* ctrl = new (base) FifoCtrl();
+  ctrl->tail.store(0, std::memory_order_relaxed);
+  ctrl->head.store(0, std::memory_order_relaxed);
+  ctrl->senderAborted.store(0, std::memory_order_relaxed);
+  ctrl->receiverAborted.store(0, std::memory_order_relaxed);
+  ctrl->slotBytes = slotBytes;
+  ctrl->nslots = kFifoSlots;
+  return ctrl;
+}
+
+std::shared_ptr<void> mapping(void* base, size_t bytes) {
+  return std::shared_ptr<void>(base, [bytes](void* p) { munmap(p, bytes); });
+}
+
+struct Blob {
+  char kind[8];  // "inproc" or "shm"
+  uint64_t bytes;
+  uint64_t slotBytes;
+  uint64_t id;
+  char name[200];
+};
+static_assert(sizeof(Blob) <= kConnectBlobBytes, "blob too large");
+
+// ---------------------------------------------------------------------------------------------------------------
+class InprocTransport : public Transport {
+ public:
+  const char* name() const override { return "inproc"; }
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
+    return self.hostHash == peer.hostHash && self.pid == peer.pid;
+  }
+
+  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes) override {
+    size_t bytes = segmentBytes(slotBytes);
+    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return errnoError(errno, "mmap of %zu bytes for an in-process FIFO", bytes);
+    std::shared_ptr<void> mem = mapping(base, bytes);
+    FifoCtrl* ctrl = initCtrl(base, slotBytes);
+    RecvSetup setup;
+    setup.connector = std::make_unique<Connector>(mem, ctrl, static_cast<char*>(base) + kCtrlBytes, false, peer,
+                                                  false);
+    Blob b{};
+    strcpy(b.kind, "inproc");
+    b.bytes = bytes;
+    b.slotBytes = slotBytes;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      b.id = ++nextId_;
+      pending_[b.id] = mem;
+    }
+    memcpy(setup.blob, &b, sizeof(b));
+    return setup;
+  }
+
+  Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer,
+                                                 const char* blob) override {
+    Blob b;
+    memcpy(&b, blob, sizeof(b));
+    if (strcmp(b.kind, "inproc") != 0) return internalError("inproc transport got a \"%.8s\" blob", b.kind);
+    std::shared_ptr<void> mem;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = pending_.find(b.id);
+      if (it == pending_.end()) return internalError("inproc FIFO %llu not found", (unsigned long long)b.id);
+      mem = std::move(it->second);
+      pending_.erase(it);
+    }
+    auto* base = static_cast<char*>(mem.get());
+    return std::make_unique<Connector>(mem, reinterpret_cast<FifoCtrl*>(base), base + kCtrlBytes, true, peer, false);
+  }
+
+ private:
+  std::mutex mu_;
+  uint64_t nextId_ = 0;
+  std::map<uint64_t, std::shared_ptr<void>> pending_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+class ShmTransport : public Transport {
+ public:
+  const char* name() const override { return "shm"; }
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
+    return self.hostHash == peer.hostHash && params::ShmDisable() != 1;
+  }
+
+  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes) override {
+    size_t bytes = segmentBytes(slotBytes);
+    std::string dir = params::ShmDir();
+    Blob b{};
+    strcpy(b.kind, "shm");
+    b.bytes = bytes;
+    b.slotBytes = slotBytes;
+    uint64_t seq;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      seq = ++nextId_;
+    }
+    snprintf(b.name, sizeof(b.name), "%s/braid-%d-%d-%d-%llu", dir.c_str(), static_cast<int>(getpid()), self.rank,
+             peer.rank, static_cast<unsigned long long>(seq));
+    int fd = open(b.name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return errnoError(errno, "cannot create shared-memory segment %s (BRAID_SHM_DIR=%s)", b.name, dir.c_str());
+    }
+    // Reserve the pages now: a full /dev/shm must fail here with a clear message, not later with SIGBUS.
+    int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (rc != 0) {
+      close(fd);
+      unlink(b.name);
+      if (rc == ENOSPC) {
+        return systemError(
+            "%s is full: a shared-memory segment of %zu bytes for the FIFO from rank %d to rank %d does not fit. "
+            "Remedies: enlarge %s (docker run --shm-size=1g, or mount -o remount,size=...), lower NCCL_BUFFSIZE "
+            "(now %zu bytes per connector), or set NCCL_SHM_DISABLE=1",
+            dir.c_str(), bytes, peer.rank, self.rank, dir.c_str(), slotBytes * kFifoSlots);
+      }
+      return errnoError(rc, "posix_fallocate of %zu bytes on %s", bytes, b.name);
+    }
+    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+      int err = errno;
+      unlink(b.name);
+      return errnoError(err, "mmap of shared-memory segment %s (%zu bytes)", b.name, bytes);
+    }
+    std::string path = b.name;
+    // The creator unlinks too, in case the sender never attached (it failed before connecting).
+    std::shared_ptr<void> mem(base, [bytes, path](void* p) {
+      munmap(p, bytes);
+      unlink(path.c_str());
+    });
+    FifoCtrl* ctrl = initCtrl(base, slotBytes);
+    RecvSetup setup;
+    setup.connector = std::make_unique<Connector>(mem, ctrl, static_cast<char*>(base) + kCtrlBytes, false, peer,
+                                                  true);
+    memcpy(setup.blob, &b, sizeof(b));
+    BRAID_INFO(kLogShm, "shm: rank %d created %s (%zu bytes) for FIFO from rank %d", self.rank, b.name, bytes,
+               peer.rank);
+    return setup;
+  }
+
+  Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer,
+                                                 const char* blob) override {
+    Blob b;
+    memcpy(&b, blob, sizeof(b));
+    if (strcmp(b.kind, "shm") != 0) return internalError("shm transport got a \"%.8s\" blob", b.kind);
+    int fd = open(b.name, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return errnoError(errno, "cannot open shared-memory segment %s of rank %d", b.name, peer.rank);
+    void* base = mmap(nullptr, b.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) return errnoError(errno, "mmap of shared-memory segment %s of rank %d", b.name, peer.rank);
+    // Both ends have it mapped now; the name is no longer needed, so a crash of either leaves nothing in /dev/shm.
+    unlink(b.name);
+    std::shared_ptr<void> mem = mapping(base, b.bytes);
+    auto* cbase = static_cast<char*>(base);
+    return std::make_unique<Connector>(mem, reinterpret_cast<FifoCtrl*>(cbase), cbase + kCtrlBytes, true, peer, true);
+  }
+
+ private:
+  std::mutex mu_;
+  uint64_t nextId_ = 0;
+};
+
+}  // namespace
+
+const std::vector<Transport*>& hostTransports() {
+  static InprocTransport inproc;
+  static ShmTransport shm;
+  static const std::vector<Transport*> all = {&inproc, &shm};
+  return all;
+}
+
+Result<Transport*> selectTransport(const PeerInfo& self, const PeerInfo& peer) {
+  for (Transport* t : hostTransports()) {
+    if (t->canConnect(self, peer)) return t;
+  }
+  if (self.hostHash == peer.hostHash) {
+    return invalidUsage(
+        "no transport connects rank %d and rank %d on host %s: NCCL_SHM_DISABLE=1 disables the only transport "
+        "between processes of one host (the network transport is not built yet)",
+        self.rank, peer.rank, self.hostname);
+  }
+  return invalidUsage(
+      "rank %d (host %s) and rank %d (host %s) are on different hosts; braid has no network transport yet "
+      "(a later issue adds sockets, libfabric and verbs)",
+      self.rank, self.hostname, peer.rank, peer.hostname);
+}
+
+}  // namespace braid

@@ -1,0 +1,109 @@
+// Transports set up connectors; they never know the algorithm.
+//
+// A connector is one direction of one (channel, peer) link: a FIFO of kFifoSlots slots owned by the receiver, plus
+// head/tail counters (Simple protocol). The sender fills slot tail % kFifoSlots and publishes it by bumping tail
+// (release); the receiver consumes slot head % kFifoSlots and returns it by bumping head. The same memory layout
+// serves ranks that are threads of one process (heap memory, no kernel involvement) and ranks that are processes
+// on one host (a /dev/shm segment), so the executor above is one piece of code.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/common/status.h"
+
+namespace braid {
+
+constexpr int kFifoSlots = 8;          // NCCL_STEPS
+constexpr size_t kConnectBlobBytes = 256;  // like NCCL's CONNECT_SIZE
+
+// Shared control block at the start of every connector segment. Counters sit on their own cache lines.
+struct alignas(64) FifoCtrl {
+  std::atomic<uint64_t> tail;  // slots published by the sender
+  char pad0[56];
+  std::atomic<uint64_t> head;  // slots released by the receiver
+  char pad1[56];
+  std::atomic<uint32_t> senderAborted;    // set when the sending rank aborts or fails
+  std::atomic<uint32_t> receiverAborted;  // set when the receiving rank aborts or fails
+  uint64_t slotBytes;
+  uint32_t nslots;
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process counters need lock-free atomics");
+
+// Who is on the other end, for transport choice and for naming a dead or failed peer in errors.
+struct PeerInfo {
+  int rank = -1;
+  uint64_t hostHash = 0;
+  pid_t pid = 0;
+  char hostname[64] = {};
+};
+
+class Connector {
+ public:
+  Connector(std::shared_ptr<void> mem, FifoCtrl* ctrl, char* slots, bool isSend, const PeerInfo& peer,
+            bool crossProcess)
+      : mem_(std::move(mem)), ctrl_(ctrl), slots_(slots), isSend_(isSend), peer_(peer), crossProcess_(crossProcess) {}
+
+  size_t slotBytes() const { return ctrl_->slotBytes; }
+  const PeerInfo& peer() const { return peer_; }
+  bool isSend() const { return isSend_; }
+
+  // Sender side.
+  bool sendReady() const { return ctrl_->head.load(std::memory_order_acquire) + kFifoSlots > step_; }
+  char* sendSlot() const { return slots_ + (step_ % kFifoSlots) * ctrl_->slotBytes; }
+  void sendPost() { ctrl_->tail.store(++step_, std::memory_order_release); }
+
+  // Receiver side.
+  bool recvReady() const { return ctrl_->tail.load(std::memory_order_acquire) > step_; }
+  const char* recvSlot() const { return slots_ + (step_ % kFifoSlots) * ctrl_->slotBytes; }
+  void recvPost() { ctrl_->head.store(++step_, std::memory_order_release); }
+
+  // Failure signalling between the two ends.
+  void markAborted() { (isSend_ ? ctrl_->senderAborted : ctrl_->receiverAborted).store(1, std::memory_order_release); }
+  bool peerAborted() const {
+    return (isSend_ ? ctrl_->receiverAborted : ctrl_->senderAborted).load(std::memory_order_acquire) != 0;
+  }
+  // For a peer in another process: false once that process no longer exists.
+  bool peerAlive() const;
+
+ private:
+  std::shared_ptr<void> mem_;  // keeps the segment mapped while this end uses it
+  FifoCtrl* ctrl_;
+  char* slots_;
+  bool isSend_;
+  PeerInfo peer_;
+  bool crossProcess_;
+  uint64_t step_ = 0;
+};
+
+// The receiver's half of a connection under construction: its connector plus the blob the sender attaches with.
+struct RecvSetup {
+  std::unique_ptr<Connector> connector;
+  char blob[kConnectBlobBytes] = {};
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
+  // Receiver: allocates the FIFO (slotBytes per slot) and describes it in blob.
+  virtual Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes) = 0;
+  // Sender: attaches to the receiver's FIFO.
+  virtual Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer,
+                                                         const char* blob) = 0;
+};
+
+// Transports in the order they are tried for each peer (p2p, shm, net as they exist).
+const std::vector<Transport*>& hostTransports();
+
+// The first transport that can connect self and peer, or an error that says why none can.
+Result<Transport*> selectTransport(const PeerInfo& self, const PeerInfo& peer);
+
+}  // namespace braid
