@@ -99,8 +99,8 @@ uint64_t hashString(const std::string& s) {
 }
 
 // The root: collects one hello per rank, then sends everyone the table of listener addresses.
-void rootMain(Socket listener, uint64_t magic) {
-  WaitContext wait = WaitContext::withTimeout(nullptr, timeoutSeconds());
+void rootMain(Socket listener, uint64_t magic, double timeoutSec) {
+  WaitContext wait = WaitContext::withTimeout(nullptr, timeoutSec);
   int nranks = -1;
   std::vector<Socket> conns;
   std::vector<PackedAddr> table;
@@ -189,7 +189,8 @@ Status startRoot(const UniqueIdInfo& info) {
   SocketAddress bound;
   BRAID_ASSIGN_OR_RETURN(Socket listener, Socket::listen(info.root, &bound));
   BRAID_INFO(kLogBootstrap, "bootstrap root listening on %s", bound.toString().c_str());
-  std::thread(rootMain, std::move(listener), info.magic).detach();
+  // Knobs are read here, not in the thread: a fork() while the thread held the registry lock would hang the child.
+  std::thread(rootMain, std::move(listener), info.magic, timeoutSeconds()).detach();
   return Status::ok();
 }
 
@@ -208,7 +209,8 @@ Result<UniqueIdInfo> createUniqueId(bool useEnv) {
   BRAID_ASSIGN_OR_RETURN(Socket listener, Socket::listen(addr, &info.root));
   info.magic = randomMagic();
   BRAID_INFO(kLogBootstrap, "bootstrap root on %s listening on %s", ifName.c_str(), info.root.toString().c_str());
-  std::thread(rootMain, std::move(listener), info.magic).detach();
+  // Knobs are read here, not in the thread: a fork() while the thread held the registry lock would hang the child.
+  std::thread(rootMain, std::move(listener), info.magic, timeoutSeconds()).detach();
   return info;
 }
 

@@ -14,6 +14,9 @@
 //   fp8 e4m3 (the "fn" variant: bias 7, no infinities, max 448, NaN is S.1111.111 only):
 //     saturating, like CUDA's __NV_SATFINITE: a finite value that rounds beyond 448 becomes +-448, and +-inf also
 //     becomes +-448. NaN becomes S.1111.111 with the input's sign. (RNE already sends [448, 464] to 448.)
+// FP environment: FTZ/DAZ do not change any result. The float -> half/fp8 path rounds subnormal results with one FP
+// addition, so it assumes the default round-to-nearest mode (always true on the device; on the host unless someone
+// called fesetround). Everything else is integer arithmetic.
 #pragma once
 
 #include <cstddef>
@@ -120,7 +123,9 @@ BRAID_HOST_DEVICE BRAID_FORCE_INLINE float bitsFloat(uint32_t u) {
 
 // All-ones when c, else zero; and a branch-free select built on it (compilers keep and/or as and/or, where a ?: on
 // data-dependent conditions may come back as a mispredicting branch).
-BRAID_HOST_DEVICE BRAID_FORCE_INLINE uint32_t maskIf(bool c) { return 0u - static_cast<uint32_t>(c); }
+BRAID_HOST_DEVICE BRAID_FORCE_INLINE uint32_t maskIf(bool c) {
+  return 0u - static_cast<uint32_t>(c);
+}
 BRAID_HOST_DEVICE BRAID_FORCE_INLINE uint32_t pick(bool c, uint32_t ifTrue, uint32_t ifFalse) {
   const uint32_t m = maskIf(c);
   return (ifTrue & m) | (ifFalse & ~m);
@@ -200,7 +205,9 @@ BRAID_HOST_DEVICE BRAID_FORCE_INLINE float narrowToFloat(uint32_t h) {
 }  // namespace detail
 
 // IEEE binary16.
-BRAID_HOST_DEVICE BRAID_FORCE_INLINE float halfToFloat(uint16_t h) { return detail::narrowToFloat<5, 10, false>(h); }
+BRAID_HOST_DEVICE BRAID_FORCE_INLINE float halfToFloat(uint16_t h) {
+  return detail::narrowToFloat<5, 10, false>(h);
+}
 BRAID_HOST_DEVICE BRAID_FORCE_INLINE uint16_t floatToHalf(float f) {
   return static_cast<uint16_t>(detail::floatToNarrow<5, 10, false>(f));
 }
@@ -216,13 +223,17 @@ BRAID_HOST_DEVICE BRAID_FORCE_INLINE uint16_t floatToBf16(float f) {
 }
 
 // fp8 e4m3fn: bias 7, max 448, no inf, NaN = S.1111.111. Saturating (see the policy above).
-BRAID_HOST_DEVICE BRAID_FORCE_INLINE float fp8e4m3ToFloat(uint8_t h) { return detail::narrowToFloat<4, 3, true>(h); }
+BRAID_HOST_DEVICE BRAID_FORCE_INLINE float fp8e4m3ToFloat(uint8_t h) {
+  return detail::narrowToFloat<4, 3, true>(h);
+}
 BRAID_HOST_DEVICE BRAID_FORCE_INLINE uint8_t floatToFp8e4m3(float f) {
   return static_cast<uint8_t>(detail::floatToNarrow<4, 3, true>(f));
 }
 
 // fp8 e5m2: bias 15, max 57344, IEEE-like inf and NaN.
-BRAID_HOST_DEVICE BRAID_FORCE_INLINE float fp8e5m2ToFloat(uint8_t h) { return detail::narrowToFloat<5, 2, false>(h); }
+BRAID_HOST_DEVICE BRAID_FORCE_INLINE float fp8e5m2ToFloat(uint8_t h) {
+  return detail::narrowToFloat<5, 2, false>(h);
+}
 BRAID_HOST_DEVICE BRAID_FORCE_INLINE uint8_t floatToFp8e5m2(float f) {
   return static_cast<uint8_t>(detail::floatToNarrow<5, 2, false>(f));
 }

@@ -1,5 +1,6 @@
 #include "src/common/logging.h"
 
+#include <pthread.h>
 #include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <new>
 
 #include "src/common/params.h"
 #include "src/common/status.h"
@@ -29,7 +31,11 @@ struct LogState {
 };
 
 LogState& state() {
-  static LogState* s = new LogState();  // never destroyed: logging may run during static destruction
+  static LogState* s = [] {
+    // A child forked while another thread was logging must not inherit a locked mutex.
+    pthread_atfork(nullptr, nullptr, [] { new (&state().mu) std::mutex(); });
+    return new LogState();  // never destroyed: logging may run during static destruction
+  }();
   return *s;
 }
 

@@ -1,5 +1,6 @@
 #include "src/common/params.h"
 
+#include <pthread.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <new>
 
 namespace braid {
 
@@ -25,8 +27,12 @@ struct FileValues {
 };
 
 std::mutex& filesMutex() {
-  static std::mutex m;
-  return m;
+  static std::mutex* m = [] {
+    // A child forked while another thread held the lock would otherwise deadlock on its first knob.
+    pthread_atfork(nullptr, nullptr, [] { new (&filesMutex()) std::mutex(); });
+    return new std::mutex();
+  }();
+  return *m;
 }
 
 FileValues& fileValues() {

@@ -254,6 +254,9 @@ Status Socket::sendAll(const void* data, size_t size, const WaitContext& wait) c
       size -= static_cast<size_t>(n);
       continue;
     }
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+      return remoteError("connection to %s lost: the peer exited, failed or aborted", peer_.c_str());
+    }
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       return errnoError(errno, "send() to %s", peer_.c_str());
     }
@@ -275,6 +278,9 @@ Status Socket::recvAll(void* data, size_t size, const WaitContext& wait) const {
       continue;
     }
     if (n == 0) return remoteError("connection closed by %s (the peer exited or failed)", peer_.c_str());
+    if (errno == ECONNRESET) {
+      return remoteError("connection to %s lost: the peer exited, failed or aborted", peer_.c_str());
+    }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       return errnoError(errno, "recv() from %s", peer_.c_str());
     }

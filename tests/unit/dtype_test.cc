@@ -63,14 +63,30 @@ struct Format {
   }
 };
 
-float halfTo(uint32_t c) { return halfToFloat(static_cast<uint16_t>(c)); }
-uint32_t halfFrom(float f) { return floatToHalf(f); }
-float bf16To(uint32_t c) { return bf16ToFloat(static_cast<uint16_t>(c)); }
-uint32_t bf16From(float f) { return floatToBf16(f); }
-float e4m3To(uint32_t c) { return fp8e4m3ToFloat(static_cast<uint8_t>(c)); }
-uint32_t e4m3From(float f) { return floatToFp8e4m3(f); }
-float e5m2To(uint32_t c) { return fp8e5m2ToFloat(static_cast<uint8_t>(c)); }
-uint32_t e5m2From(float f) { return floatToFp8e5m2(f); }
+float halfTo(uint32_t c) {
+  return halfToFloat(static_cast<uint16_t>(c));
+}
+uint32_t halfFrom(float f) {
+  return floatToHalf(f);
+}
+float bf16To(uint32_t c) {
+  return bf16ToFloat(static_cast<uint16_t>(c));
+}
+uint32_t bf16From(float f) {
+  return floatToBf16(f);
+}
+float e4m3To(uint32_t c) {
+  return fp8e4m3ToFloat(static_cast<uint8_t>(c));
+}
+uint32_t e4m3From(float f) {
+  return floatToFp8e4m3(f);
+}
+float e5m2To(uint32_t c) {
+  return fp8e5m2ToFloat(static_cast<uint8_t>(c));
+}
+uint32_t e5m2From(float f) {
+  return floatToFp8e5m2(f);
+}
 
 const Format kHalf{"half", 5, 10, false, halfTo, halfFrom};
 const Format kBf16{"bf16", 8, 7, false, bf16To, bf16From};
@@ -94,7 +110,8 @@ class RefEncoder {
 
   uint32_t encode(float x) const {
     const uint32_t sign = std::signbit(x) ? f_.signBit() : 0;
-    if (std::isnan(x)) return sign | (f_.finiteOnly ? (f_.codeCount() / 2 - 1) : f_.infCode() | (1u << (f_.manBits - 1)));
+    if (std::isnan(x))
+      return sign | (f_.finiteOnly ? (f_.codeCount() / 2 - 1) : f_.infCode() | (1u << (f_.manBits - 1)));
     const double a = std::fabs(static_cast<double>(x));
     if (a > maxFinite_) {
       if (f_.finiteOnly) return sign | codes_.back();
@@ -236,8 +253,8 @@ TEST(DType, SizesAndNames) {
   EXPECT_EQ(static_cast<int>(DType::kFp8E5M2), 11);
   EXPECT_EQ(static_cast<int>(DType::kCount), 12);
   const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-  const char* names[] = {"int8",  "uint8",  "int32",    "uint32", "int64",  "uint64",
-                         "half",  "float",  "double",   "bfloat16", "f8e4m3", "f8e5m2"};
+  const char* names[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
+                         "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
   for (int i = 0; i < static_cast<int>(DType::kCount); ++i) {
     EXPECT_EQ(dtypeSize(static_cast<DType>(i)), sizes[i]);
     EXPECT_STREQ(dtypeName(static_cast<DType>(i)), names[i]);
@@ -251,14 +268,14 @@ TEST(DType, HalfKnownValues) {
   EXPECT_EQ(floatToHalf(-2.0f), 0xc000);
   EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
   EXPECT_EQ(floatToHalf(65519.996f), 0x7bff);
-  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);  // tie above max rounds to even = inf
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);                          // tie above max rounds to even = inf
   EXPECT_EQ(floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie -> even (down)
   EXPECT_EQ(floatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie -> even (up)
   EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -24)), 0x0001);             // smallest subnormal
   EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -25)), 0x0000);             // tie with zero -> zero
   EXPECT_EQ(floatToHalf(std::nextafter(std::ldexp(1.0f, -25), 1.0f)), 0x0001);
   EXPECT_EQ(floatToHalf(std::ldexp(3.0f, -26)), 0x0001);
-  EXPECT_EQ(floatToHalf(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 units: tie -> even (2)
+  EXPECT_EQ(floatToHalf(std::ldexp(3.0f, -25)), 0x0002);     // 1.5 units: tie -> even (2)
   EXPECT_EQ(floatToHalf(std::ldexp(1023.5f, -24)), 0x0400);  // rounds up from the top subnormal to min normal
   EXPECT_EQ(halfToFloat(0x0001), std::ldexp(1.0f, -24));
   EXPECT_EQ(halfToFloat(0x03ff), std::ldexp(1023.0f, -24));
@@ -269,13 +286,13 @@ TEST(DType, HalfKnownValues) {
 
 TEST(DType, Bf16KnownValues) {
   EXPECT_EQ(floatToBf16(1.0f), 0x3f80);
-  EXPECT_EQ(floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);      // tie -> even
-  EXPECT_EQ(floatToBf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);  // tie -> even
+  EXPECT_EQ(floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);        // tie -> even
+  EXPECT_EQ(floatToBf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);    // tie -> even
   EXPECT_EQ(floatToBf16(std::numeric_limits<float>::max()), 0x7f80);  // overflows to inf
   EXPECT_EQ(floatToBf16(-std::numeric_limits<float>::infinity()), 0xff80);
   EXPECT_EQ(floatToBf16(std::numeric_limits<float>::denorm_min()), 0x0000);  // 2^-149 < half of 2^-133
-  EXPECT_EQ(floatToBf16(floatOf(0x00010000u)), 0x0001);                     // bf16's smallest subnormal
-  EXPECT_EQ(floatToBf16(floatOf(0x00018000u)), 0x0002);                     // tie -> even
+  EXPECT_EQ(floatToBf16(floatOf(0x00010000u)), 0x0001);                      // bf16's smallest subnormal
+  EXPECT_EQ(floatToBf16(floatOf(0x00018000u)), 0x0002);                      // tie -> even
   EXPECT_EQ(bf16ToFloat(0x0001), floatOf(0x00010000u));
   EXPECT_EQ(floatToBf16(std::numeric_limits<float>::quiet_NaN()), 0x7fc0);
 }
@@ -321,7 +338,7 @@ TEST(DType, Fp8E5m2KnownValues) {
 TEST(DType, Fp8RoundsTheExactFloatValue) {
   const float x = 1.125f + std::ldexp(1.0f, -14);  // below half's resolution at 1.125 (2^-10)
   EXPECT_EQ(floatToHalf(x), floatToHalf(1.125f));
-  EXPECT_EQ(floatToFp8e5m2(x), 0x3d);  // nearest e5m2 is 1.25, not the tie-to-even 1.0
+  EXPECT_EQ(floatToFp8e5m2(x), 0x3d);               // nearest e5m2 is 1.25, not the tie-to-even 1.0
   const float y = 1.0625f + std::ldexp(1.0f, -20);  // just above the e4m3 midpoint between 1.0 and 1.125
   EXPECT_EQ(floatToFp8e4m3(y), 0x39);
 }
@@ -364,7 +381,9 @@ TEST(DType, HalfMatchesCompilerFloat16) {
   }
 }
 #else
-TEST(DType, HalfMatchesCompilerFloat16) { GTEST_SKIP() << "compiler has no _Float16"; }
+TEST(DType, HalfMatchesCompilerFloat16) {
+  GTEST_SKIP() << "compiler has no _Float16";
+}
 #endif
 
 }  // namespace

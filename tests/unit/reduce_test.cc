@@ -24,7 +24,8 @@
 namespace braid {
 namespace {
 
-constexpr OpKind kAllOps[] = {OpKind::kSum, OpKind::kProd, OpKind::kMax, OpKind::kMin, OpKind::kAvg, OpKind::kPreMulSum};
+constexpr OpKind kAllOps[] = {OpKind::kSum, OpKind::kProd, OpKind::kMax,
+                              OpKind::kMin, OpKind::kAvg,  OpKind::kPreMulSum};
 constexpr size_t kSizes[] = {0, 1, 7, 1023, 4099};
 constexpr int kNranks = 3;
 
@@ -216,8 +217,7 @@ uint64_t refReduce(DType t, OpKind k, uint64_t p, uint64_t l, uint64_t s, bool p
   }
 }
 
-// pre(x) alone, and post(x) alone, expressed through refReduce with the op's identity as the peer operand where one
-// exists; written out directly instead to stay obviously right.
+// pre(x) alone and post(x) alone, for copyLocal / copyPost.
 uint64_t refPre(DType t, OpKind k, uint64_t x, uint64_t s) {
   if (k != OpKind::kPreMulSum) return x;
   switch (t) {
@@ -280,7 +280,9 @@ bool isNanBits(DType t, uint64_t b) {
 }
 
 // Bitwise equality, except that any NaN matches any NaN (payload and sign of a NaN result are not specified).
-bool sameElement(DType t, uint64_t a, uint64_t b) { return a == b || (isNanBits(t, a) && isNanBits(t, b)); }
+bool sameElement(DType t, uint64_t a, uint64_t b) {
+  return a == b || (isNanBits(t, a) && isNanBits(t, b));
+}
 
 // ---- Inputs. ----
 
@@ -339,7 +341,9 @@ uint64_t getElem(const unsigned char* p, size_t i, size_t sz) {
   std::memcpy(&v, p + i * sz, sz);
   return v;
 }
-void setElem(unsigned char* p, size_t i, size_t sz, uint64_t v) { std::memcpy(p + i * sz, &v, sz); }
+void setElem(unsigned char* p, size_t i, size_t sz, uint64_t v) {
+  std::memcpy(p + i * sz, &v, sz);
+}
 
 enum class Alias { kNone, kDstIsPeer, kDstIsLocal };
 
@@ -432,9 +436,9 @@ TEST_P(ReduceTest, CopyLocalAndCopyPostMatchReference) {
                                              : refPost(c.dtype, c.op, src[i], post);
             const uint64_t got = getElem(dst, i, sz);
             ASSERT_TRUE(sameElement(c.dtype, got, want))
-                << (which == 0 ? "copyLocal " : "copyPost ") << dtypeName(c.dtype) << " " << opName(c.op)
-                << " n=" << n << " inPlace=" << inPlace << " post=" << post << " i=" << i << std::hex << ": src 0x"
-                << src[i] << " got 0x" << got << " want 0x" << want;
+                << (which == 0 ? "copyLocal " : "copyPost ") << dtypeName(c.dtype) << " " << opName(c.op) << " n=" << n
+                << " inPlace=" << inPlace << " post=" << post << " i=" << i << std::hex << ": src 0x" << src[i]
+                << " got 0x" << got << " want 0x" << want;
           }
         }
       }

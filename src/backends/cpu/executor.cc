@@ -131,19 +131,22 @@ std::string describePeer(const Connector* c) {
 }
 
 Status checkPeers(const std::vector<ChannelWork*>& works, const ExecContext& ctx, bool timedOut) {
-  for (ChannelWork* cw : works) {
-    for (const WorkItem& w : cw->items) {
-      if (w.done) continue;
-      for (size_t i = 0; i < w.recvConn.size(); ++i) {
-        for (Connector* c : {w.recvConn[i], w.sendConn[i]}) {
-          if (c == nullptr) continue;
-          if (c->peerAborted()) {
-            return remoteError("rank %d: peer %s aborted or failed during the operation", ctx.rank,
-                               describePeer(c).c_str());
-          }
-          if (!c->peerAlive()) {
-            return remoteError("rank %d: peer %s exited (process no longer exists) during the operation", ctx.rank,
-                               describePeer(c).c_str());
+  // A dead process is the root cause to report; an aborted peer may only be reacting to it.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (ChannelWork* cw : works) {
+      for (const WorkItem& w : cw->items) {
+        if (w.done) continue;
+        for (size_t i = 0; i < w.recvConn.size(); ++i) {
+          for (Connector* c : {w.recvConn[i], w.sendConn[i]}) {
+            if (c == nullptr) continue;
+            if (pass == 0 && !c->peerAlive()) {
+              return remoteError("rank %d: peer %s exited (process no longer exists) during the operation", ctx.rank,
+                                 describePeer(c).c_str());
+            }
+            if (pass == 1 && c->peerAborted()) {
+              return remoteError("rank %d: peer %s aborted or failed during the operation", ctx.rank,
+                                 describePeer(c).c_str());
+            }
           }
         }
       }

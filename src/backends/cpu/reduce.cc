@@ -6,7 +6,7 @@
 #include "src/common/host_device.h"
 
 // Every step rounds on its own: x * scalar + y must not become one fused multiply-add when the build enables FMA
-// (GCC's default for C++ is -ffp-contract=fast).
+// (GCC contracts across statements by default, -ffp-contract=fast, even in ISO C++ modes).
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -212,7 +212,9 @@ void plainCopy(void* dst, const void* src, size_t bytes) {
   std::memmove(dst, src, bytes);  // memmove is memcpy-speed when the buffers do not overlap
 }
 
-bool wantsPost(const ReduceOp& op, bool post) { return post && op.kind == OpKind::kAvg && op.nranks > 1; }
+bool wantsPost(const ReduceOp& op, bool post) {
+  return post && op.kind == OpKind::kAvg && op.nranks > 1;
+}
 
 // ---- Per-type entry points. ----
 

@@ -1,0 +1,401 @@
+// Communicator semantics through the C API: creation paths, split, groups, abort, queries, bad input, and the
+// functions that are declared but not supported yet.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/common/coll_check.h"
+#include "tests/common/harness.h"
+
+namespace braid_test {
+namespace {
+
+std::string lastError() { return ncclGetLastError(nullptr); }
+
+TEST(Api, VersionMatchesHeader) {
+  int v = 0;
+  ASSERT_EQ(ncclGetVersion(&v), ncclSuccess);
+  EXPECT_EQ(v, NCCL_VERSION_CODE);
+  EXPECT_EQ(NCCL_VERSION_CODE, NCCL_VERSION(2, 28, 9));
+  EXPECT_EQ(ncclGetVersion(nullptr), ncclInvalidArgument);
+}
+
+TEST(Api, ErrorStrings) {
+  for (int r = 0; r < ncclNumResults; ++r) {
+    EXPECT_NE(std::string(ncclGetErrorString(static_cast<ncclResult_t>(r))), "unknown result code") << r;
+  }
+  EXPECT_EQ(std::string(ncclGetErrorString(ncclSuccess)), "no error");
+}
+
+TEST(Api, InitAllAndQueries) {
+  const int n = 3;
+  ncclComm_t comms[n];
+  const int devs[n] = {5, 6, 7};
+  ASSERT_EQ(ncclCommInitAll(comms, n, devs), ncclSuccess);
+  for (int i = 0; i < n; ++i) {
+    int count = 0, rank = -1, dev = -2;
+    EXPECT_EQ(ncclCommCount(comms[i], &count), ncclSuccess);
+    EXPECT_EQ(ncclCommUserRank(comms[i], &rank), ncclSuccess);
+    EXPECT_EQ(ncclCommCuDevice(comms[i], &dev), ncclSuccess);
+    EXPECT_EQ(count, n);
+    EXPECT_EQ(rank, i);
+    EXPECT_EQ(dev, devs[i]);
+  }
+  // One thread drives all three ranks in one group.
+  std::vector<std::vector<float>> bufs(n, std::vector<float>(1000));
+  for (int i = 0; i < n; ++i) {
+    for (size_t j = 0; j < 1000; ++j) bufs[i][j] = static_cast<float>(i + j % 3);
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);  // nested
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(ncclAllReduce(bufs[i].data(), bufs[i].data(), 1000, ncclFloat, ncclSum, comms[i], nullptr), ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  for (int i = 0; i < n; ++i) {
+    for (size_t j = 0; j < 1000; ++j) ASSERT_EQ(bufs[i][j], static_cast<float>(0 + 1 + 2 + 3 * (j % 3)));
+  }
+  for (int i = 0; i < n; ++i) EXPECT_EQ(ncclCommDestroy(comms[i]), ncclSuccess);
+}
+
+TEST(Api, GroupedSendRecvAllPairsNeverDeadlocks) {
+  // Every rank sends 3 MB (more than a FIFO) to every rank, all in one group, from one thread per rank.
+  const int n = 4;
+  const size_t count = 3 << 18;
+  auto res = runThreads(n, [&](int rank, ncclComm_t comm) {
+    std::vector<std::vector<int32_t>> send(n, std::vector<int32_t>(count)), recv(n, std::vector<int32_t>(count));
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < count; ++i) send[p][i] = static_cast<int32_t>(rank * 1000000 + p * 1000 + i % 1000);
+    }
+    ncclGroupStart();
+    for (int p = n - 1; p >= 0; --p) ncclSend(send[p].data(), count, ncclInt32, p, comm, nullptr);
+    for (int p = 0; p < n; ++p) ncclRecv(recv[p].data(), count, ncclInt32, p, comm, nullptr);
+    ncclResult_t r = ncclGroupEnd();
+    if (r != ncclSuccess) return r;
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < count; ++i) {
+        if (recv[p][i] != static_cast<int32_t>(p * 1000000 + rank * 1000 + i % 1000)) return ncclInternalError;
+      }
+    }
+    return ncclSuccess;
+  });
+  for (auto r : res) EXPECT_EQ(r, ncclSuccess);
+}
+
+TEST(Api, NonBlockingInit) {
+  const int n = 2;
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::vector<ncclComm_t> comms(n);
+  std::vector<std::thread> threads;
+  std::atomic<int> inProgressSeen{0};
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      ncclResult_t res = ncclCommInitRankConfig(&comms[r], n, id, r, &config);
+      if (res == ncclInProgress) ++inProgressSeen;
+      ncclResult_t state = ncclInProgress;
+      while (state == ncclInProgress) {
+        ASSERT_EQ(ncclCommGetAsyncError(comms[r], &state), ncclSuccess);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      EXPECT_EQ(state, ncclSuccess);
+      std::vector<double> x(10, r + 1.0);
+      EXPECT_EQ(ncclAllReduce(x.data(), x.data(), 10, ncclDouble, ncclMax, comms[r], nullptr), ncclSuccess);
+      EXPECT_EQ(x[9], 2.0);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(inProgressSeen.load(), n);
+  for (auto c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+TEST(Api, SplitWithNoColor) {
+  const int n = 5;
+  auto res = runThreads(n, [&](int rank, ncclComm_t comm) {
+    // Even ranks form one comm ordered by descending rank; rank 3 opts out; 1 is alone.
+    int color = rank == 3 ? NCCL_SPLIT_NOCOLOR : rank % 2;
+    ncclComm_t sub = nullptr;
+    ncclResult_t r = ncclCommSplit(comm, color, -rank, &sub, nullptr);
+    if (r != ncclSuccess) return r;
+    if (rank == 3) return sub == nullptr ? ncclSuccess : ncclInternalError;
+    int count = 0, subRank = 0;
+    ncclCommCount(sub, &count);
+    ncclCommUserRank(sub, &subRank);
+    int wantCount = rank % 2 == 0 ? 3 : 1;
+    int wantRank = rank % 2 == 0 ? (4 - rank) / 2 : 0;
+    if (count != wantCount || subRank != wantRank) return ncclInternalError;
+    int v = rank, out = -1;
+    r = ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, sub, nullptr);
+    if (r != ncclSuccess) return r;
+    if (out != (rank % 2 == 0 ? 0 + 2 + 4 : 1)) return ncclInternalError;
+    return ncclCommDestroy(sub);
+  });
+  for (auto r : res) EXPECT_EQ(r, ncclSuccess);
+}
+
+TEST(Api, CommIdFromEnvironment) {
+  // NCCL_COMM_ID: no unique id travels between ranks; rank 0 starts the root at that address.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  std::string commId = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  setenv("NCCL_COMM_ID", commId.c_str(), 1);
+  const int n = 3;
+  std::vector<ncclResult_t> res(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ncclUniqueId id;
+      ncclComm_t comm = nullptr;
+      res[r] = ncclGetUniqueId(&id);
+      if (res[r] == ncclSuccess) res[r] = ncclCommInitRank(&comm, n, id, r);
+      int v = 1, out = 0;
+      if (res[r] == ncclSuccess) res[r] = ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, nullptr);
+      if (res[r] == ncclSuccess && out != n) res[r] = ncclInternalError;
+      if (comm) ncclCommDestroy(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  unsetenv("NCCL_COMM_ID");
+  for (auto r : res) EXPECT_EQ(r, ncclSuccess);
+}
+
+TEST(Api, BootstrapRefusesWrongMagic) {
+  // A stranger connects to the root port and sends garbage; the ranks still rendezvous.
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  // The id stores the root's address family, port and IP after a 16-byte header (see bootstrap.cc).
+  uint16_t family, port;
+  memcpy(&family, id.internal + 16, 2);
+  memcpy(&port, id.internal + 18, 2);
+  ASSERT_EQ(family, AF_INET);
+  sockaddr_in root{};
+  root.sin_family = AF_INET;
+  root.sin_port = htons(port);
+  memcpy(&root.sin_addr, id.internal + 20, 4);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&root), sizeof(root)), 0);
+  char junk[64];
+  memset(junk, 0x5a, sizeof(junk));
+  ASSERT_EQ(write(fd, junk, sizeof(junk)), static_cast<ssize_t>(sizeof(junk)));
+  const int n = 2;
+  std::vector<ncclResult_t> res(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      res[r] = ncclCommInitRank(&comm, n, id, r);
+      if (comm) ncclCommDestroy(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  close(fd);
+  for (auto r : res) EXPECT_EQ(r, ncclSuccess);
+  EXPECT_NE(lastError().find("refused connection"), std::string::npos) << lastError();
+}
+
+TEST(Api, AbortFromAnotherThreadUnblocksACollective) {
+  // Rank 1 never joins the all-reduce; rank 0 is stuck until another thread aborts its communicator.
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  std::thread t1([&] { ASSERT_EQ(ncclCommInitRank(&comms[1], 2, id, 1), ncclSuccess); });
+  ASSERT_EQ(ncclCommInitRank(&comms[0], 2, id, 0), ncclSuccess);
+  t1.join();
+  // Connect first (one successful all-reduce), so the abort below interrupts data movement, not connection setup.
+  {
+    std::vector<float> w(1 << 20, 1.0f), v(1 << 20, 1.0f);
+    std::thread other([&] { EXPECT_EQ(ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat, ncclSum, comms[1], nullptr), ncclSuccess); });
+    EXPECT_EQ(ncclAllReduce(w.data(), w.data(), w.size(), ncclFloat, ncclSum, comms[0], nullptr), ncclSuccess);
+    other.join();
+  }
+  std::atomic<bool> returned{false};
+  ncclResult_t stuck = ncclSuccess;
+  std::thread worker([&] {
+    std::vector<float> x(1 << 20, 1.0f);
+    stuck = ncclAllReduce(x.data(), x.data(), x.size(), ncclFloat, ncclSum, comms[0], nullptr);
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(returned.load());
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(ncclCommAbort(comms[0]), ncclSuccess);
+  worker.join();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(stuck, ncclSuccess);
+  EXPECT_LT(secs, 5.0);
+  // The peer now sees rank 0's abort instead of hanging.
+  std::vector<float> y(1 << 20, 1.0f);
+  ncclResult_t peer = ncclAllReduce(y.data(), y.data(), y.size(), ncclFloat, ncclSum, comms[1], nullptr);
+  EXPECT_EQ(peer, ncclRemoteError);
+  EXPECT_NE(lastError().find("rank 0"), std::string::npos) << lastError();
+  EXPECT_EQ(ncclCommDestroy(comms[1]), ncclSuccess);
+  // The aborted handle is dead.
+  int count = 0;
+  EXPECT_EQ(ncclCommCount(comms[0], &count), ncclInvalidArgument);
+}
+
+TEST(Api, FinalizeThenDestroy) {
+  auto res = runThreads(2, [](int rank, ncclComm_t comm) {
+    ncclResult_t r = ncclCommFinalize(comm);
+    if (r != ncclSuccess) return r;
+    int x = 0;
+    // After finalize, new operations are refused.
+    if (ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, nullptr) != ncclInvalidUsage) return ncclInternalError;
+    return ncclSuccess;
+  });
+  for (auto r : res) EXPECT_EQ(r, ncclSuccess);
+}
+
+// ---- bad input -------------------------------------------------------------------------------------------------
+
+struct BadInputCase {
+  const char* what;
+  std::function<ncclResult_t(ncclComm_t comm, float* buf)> call;
+  ncclResult_t expected;
+  const char* mentions;
+};
+
+TEST(Api, BadInputGetsANamedError) {
+  float dummy = 0;
+  ncclComm_t dead = nullptr;
+  {
+    ncclComm_t c[1];
+    ASSERT_EQ(ncclCommInitAll(c, 1, nullptr), ncclSuccess);
+    dead = c[0];
+    ASSERT_EQ(ncclCommDestroy(dead), ncclSuccess);
+  }
+  const std::vector<BadInputCase> cases = {
+      {"null comm", [](ncclComm_t, float* b) { return ncclAllReduce(b, b, 4, ncclFloat, ncclSum, nullptr, nullptr); },
+       ncclInvalidArgument, "comm is NULL"},
+      {"null sendbuff", [](ncclComm_t c, float* b) { return ncclAllReduce(nullptr, b, 4, ncclFloat, ncclSum, c, nullptr); },
+       ncclInvalidArgument, "sendbuff is NULL"},
+      {"null recvbuff", [](ncclComm_t c, float* b) { return ncclAllGather(b, nullptr, 1, ncclFloat, c, nullptr); },
+       ncclInvalidArgument, "recvbuff is NULL"},
+      {"negative count",
+       [](ncclComm_t c, float* b) { return ncclAllReduce(b, b, static_cast<size_t>(-5), ncclFloat, ncclSum, c, nullptr); },
+       ncclInvalidArgument, "count=18446744073709551611 (-5 as a signed value)"},
+      {"overflowing count",
+       [](ncclComm_t c, float* b) { return ncclAllGather(b, b, SIZE_MAX / 4, ncclFloat, c, nullptr); },
+       ncclInvalidArgument, "too large"},
+      {"bad datatype",
+       [](ncclComm_t c, float* b) { return ncclAllReduce(b, b, 1, static_cast<ncclDataType_t>(12), ncclSum, c, nullptr); },
+       ncclInvalidArgument, "datatype=12"},
+      {"bad op",
+       [](ncclComm_t c, float* b) { return ncclAllReduce(b, b, 1, ncclFloat, static_cast<ncclRedOp_t>(9), c, nullptr); },
+       ncclInvalidArgument, "op=9"},
+      {"bad root", [](ncclComm_t c, float* b) { return ncclBroadcast(b, b, 1, ncclFloat, 2, c, nullptr); },
+       ncclInvalidArgument, "root=2"},
+      {"negative root", [](ncclComm_t c, float* b) { return ncclReduce(b, b, 1, ncclFloat, ncclSum, -1, c, nullptr); },
+       ncclInvalidArgument, "root=-1"},
+      {"bad peer", [](ncclComm_t c, float* b) { return ncclSend(b, 1, ncclFloat, 7, c, nullptr); }, ncclInvalidArgument,
+       "peer=7"},
+      {"wrong in-place offset (all-gather)",
+       [](ncclComm_t c, float* b) { return ncclAllGather(b + 1, b, 2, ncclFloat, c, nullptr); }, ncclInvalidArgument,
+       "sendbuff == recvbuff + rank * sendcount"},
+      {"wrong in-place offset (reduce-scatter)",
+       [](ncclComm_t c, float* b) { return ncclReduceScatter(b, b + 1, 2, ncclFloat, ncclSum, c, nullptr); },
+       ncclInvalidArgument, "recvbuff == sendbuff + rank * recvcount"},
+      {"partial overlap (all-reduce)",
+       [](ncclComm_t c, float* b) { return ncclAllReduce(b, b + 1, 4, ncclFloat, ncclSum, c, nullptr); },
+       ncclInvalidArgument, "overlaps"},
+      {"non-null stream",
+       [](ncclComm_t c, float* b) {
+         return ncclAllReduce(b, b, 1, ncclFloat, ncclSum, c, reinterpret_cast<cudaStream_t>(0x1234));
+       },
+       ncclInvalidUsage, "stream=0x1234"},
+      {"use after destroy",
+       [dead](ncclComm_t, float* b) { return ncclAllReduce(b, b, 1, ncclFloat, ncclSum, dead, nullptr); },
+       ncclInvalidArgument, "was destroyed"},
+      {"bad config magic",
+       [](ncclComm_t, float*) {
+         ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+         cfg.magic = 0;
+         ncclUniqueId id;
+         ncclGetUniqueId(&id);
+         ncclComm_t out;
+         return ncclCommInitRankConfig(&out, 1, id, 0, &cfg);
+       },
+       ncclInvalidArgument, "NCCL_CONFIG_INITIALIZER"},
+      {"bad rank", [](ncclComm_t, float*) {
+         ncclUniqueId id;
+         ncclGetUniqueId(&id);
+         ncclComm_t out;
+         return ncclCommInitRank(&out, 2, id, 2);
+       }, ncclInvalidArgument, "rank=2"},
+      {"destroy unknown op", [](ncclComm_t c, float*) { return ncclRedOpDestroy(static_cast<ncclRedOp_t>(42), c); },
+       ncclInvalidArgument, "op=42"},
+  };
+  auto res = runThreads(2, [&](int rank, ncclComm_t comm) {
+    if (rank != 0) return ncclSuccess;  // single-rank checks; rank 1 only keeps the clique alive
+    float buf[64] = {};
+    for (const auto& c : cases) {
+      ncclResult_t r = c.call(comm, buf);
+      std::string text = lastError();
+      EXPECT_EQ(r, c.expected) << c.what << ": " << text;
+      EXPECT_NE(text.find(c.mentions), std::string::npos) << c.what << ": last error \"" << text << "\"";
+    }
+    return ncclSuccess;
+  });
+  for (auto r : res) EXPECT_EQ(r, ncclSuccess);
+  (void)dummy;
+}
+
+TEST(Api, UnsupportedFunctionsSayWhich) {
+  ncclComm_t c[1];
+  ASSERT_EQ(ncclCommInitAll(c, 1, nullptr), ncclSuccess);
+  void* handle = nullptr;
+  ncclWindow_t win = nullptr;
+  ncclComm_t out = nullptr;
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  int excl = 0;
+  ncclUniqueId ids[2];
+  struct {
+    const char* name;
+    ncclResult_t r;
+  } calls[] = {
+      {"ncclCommShrink", ncclCommShrink(c[0], &excl, 1, &out, nullptr, 0)},
+      {"ncclCommRevoke", ncclCommRevoke(c[0], 0)},
+      {"ncclCommRegister", ncclCommRegister(c[0], &excl, 4, &handle)},
+      {"ncclCommDeregister", ncclCommDeregister(c[0], handle)},
+      {"ncclCommWindowRegister", ncclCommWindowRegister(c[0], &excl, 4, &win, 0)},
+      {"ncclCommWindowDeregister", ncclCommWindowDeregister(c[0], win)},
+      {"ncclGroupSimulateEnd", ncclGroupSimulateEnd(&sim)},
+      {"ncclCommInitRankScalable", ncclCommInitRankScalable(&out, 1, 0, 2, ids, nullptr)},
+  };
+  for (const auto& call : calls) {
+    EXPECT_EQ(call.r, ncclInvalidUsage) << call.name;
+  }
+  // The last one's message names it and says it is not supported.
+  EXPECT_NE(lastError().find("ncclCommInitRankScalable with nId != 1 is not supported"), std::string::npos)
+      << lastError();
+  EXPECT_EQ(ncclCommDestroy(c[0]), ncclSuccess);
+}
+
+TEST(Api, MemAllocIsHostMemory) {
+  void* p = nullptr;
+  ASSERT_EQ(ncclMemAlloc(&p, 1 << 20), ncclSuccess);
+  memset(p, 1, 1 << 20);
+  EXPECT_EQ(ncclMemFree(p), ncclSuccess);
+}
+
+}  // namespace
+}  // namespace braid_test

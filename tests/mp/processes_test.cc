@@ -1,0 +1,147 @@
+// Ranks as processes (fork + the shared-memory transport): collectives, kill -9 of one rank, segment cleanup, and a
+// full /dev/shm.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/common/coll_check.h"
+#include "tests/common/harness.h"
+
+namespace braid_test {
+namespace {
+
+// Segments this test's children left in dir (names carry the creating pid).
+std::vector<std::string> leftoverSegments(const std::string& dir, const std::vector<pid_t>& pids) {
+  std::vector<std::string> found;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return found;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    for (pid_t p : pids) {
+      if (name.rfind("braid-" + std::to_string(p) + "-", 0) == 0) found.push_back(name);
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+class ProcessRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(ProcessRanks, Collectives) {
+  const int n = GetParam();
+  std::vector<CollCase> cases;
+  const Coll colls[] = {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce,  Coll::kAllGather, Coll::kReduceScatter,
+                        Coll::kAlltoAll,  Coll::kGather,    Coll::kScatter, Coll::kSendRecv};
+  struct TypeOp {
+    ncclDataType_t t;
+    ncclRedOp_t op;
+  };
+  const TypeOp typeOps[] = {{ncclFloat32, ncclSum}, {ncclInt8, ncclMax},        {ncclBfloat16, ncclAvg},
+                            {ncclUint64, ncclProd}, {ncclFloat8e5m2, ncclNumOps}, {ncclFloat16, ncclMin}};
+  for (Coll c : colls) {
+    for (const TypeOp& to : typeOps) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{(1 << 20) + 3}}) {
+        if (count > 1023 && to.t != ncclFloat32 && to.t != ncclBfloat16) continue;
+        for (bool inPlace : {false, true}) {
+          if (c == Coll::kSendRecv && inPlace) continue;
+          cases.push_back(CollCase{c, to.t, collHasOp(c) ? to.op : ncclSum, count, inPlace, (n - 1) % n});
+        }
+      }
+    }
+  }
+  std::vector<pid_t> pids;
+  auto status = runProcesses(
+      n,
+      [&](int rank, ncclComm_t comm) {
+        for (const CollCase& c : cases) {
+          std::string err = runCase(c, rank, n, comm);
+          if (!err.empty()) {
+            fprintf(stderr, "rank %d: %s\n", rank, err.c_str());
+            return 1;
+          }
+        }
+        return 0;
+      },
+      120, &pids);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
+  EXPECT_TRUE(leftoverSegments("/dev/shm", pids).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ProcessRanks, ::testing::Values(2, 3, 4));
+
+TEST(Processes, KillNineOneRankOthersGetRemoteError) {
+  // Rank 1 is killed mid-collective; the others must fail with ncclRemoteError naming rank 1, well before the
+  // BRAID_TIMEOUT deadline, because a dead peer process is detected directly.
+  const int n = 3;
+  std::vector<pid_t> pids;
+  auto t0 = std::chrono::steady_clock::now();
+  auto status = runProcesses(
+      n,
+      [&](int rank, ncclComm_t comm) {
+        std::vector<float> x(4 << 20, 1.0f);
+        for (int iter = 0; iter < 100000; ++iter) {
+          ncclResult_t r = ncclAllReduce(x.data(), x.data(), x.size(), ncclFloat, ncclSum, comm, nullptr);
+          if (r != ncclSuccess) {
+            std::string text = ncclGetLastError(comm);
+            fprintf(stderr, "rank %d: %s\n", rank, text.c_str());
+            return r == ncclRemoteError && text.find("rank 1") != std::string::npos ? 42 : 43;
+          }
+          for (float& v : x) v = 1.0f;
+        }
+        return 0;
+      },
+      60, &pids, [](const std::vector<pid_t>& p) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        kill(p[1], SIGKILL);
+      });
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(status[0], 42);
+  EXPECT_EQ(status[1], 128 + SIGKILL);
+  EXPECT_EQ(status[2], 42);
+  EXPECT_LT(secs, 30.0);
+  // The dead rank's segments were unlinked when they were attached; nothing is left behind.
+  EXPECT_TRUE(leftoverSegments("/dev/shm", pids).empty());
+}
+
+TEST(Processes, FullShmNamesTheDirectoryAndSize) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
+  char dir[] = "/tmp/braid-shm-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  if (mount("tmpfs", dir, "tmpfs", 0, "size=1m") != 0) {
+    rmdir(dir);
+    GTEST_SKIP() << "cannot mount tmpfs here";
+  }
+  setenv("BRAID_SHM_DIR", dir, 1);
+  setenv("NCCL_BUFFSIZE", "8388608", 1);
+  auto status = runProcesses(2, [&](int rank, ncclComm_t comm) {
+    float x[4] = {1, 2, 3, 4};
+    ncclResult_t r = ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, nullptr);
+    std::string text = ncclGetLastError(comm);
+    fprintf(stderr, "rank %d: %s\n", rank, text.c_str());
+    if (r == ncclSuccess) return 1;
+    // The rank that hit the full directory names it and the size; its peer reports a remote failure.
+    if (text.find("is full") != std::string::npos && text.find(dir) != std::string::npos &&
+        text.find("8392704 bytes") != std::string::npos) {
+      return 42;
+    }
+    return r == ncclRemoteError ? 43 : 44;
+  });
+  unsetenv("BRAID_SHM_DIR");
+  unsetenv("NCCL_BUFFSIZE");
+  umount(dir);
+  rmdir(dir);
+  EXPECT_TRUE(status[0] == 42 || status[1] == 42) << status[0] << " " << status[1];
+  EXPECT_TRUE(status[0] == 42 || status[0] == 43) << status[0];
+  EXPECT_TRUE(status[1] == 42 || status[1] == 43) << status[1];
+}
+
+}  // namespace
+}  // namespace braid_test

@@ -1,0 +1,63 @@
+// braid-info: the library version, how it was built, and every knob with its value and where the value came from.
+// It links braid_core (the registry is internal) rather than the public library.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "braid_build_config.h"
+#include "src/common/params.h"
+#include "transports/transport.h"
+
+namespace {
+
+void usage() {
+  printf(
+      "usage: braid-info [-c] [-h]\n"
+      "  (no flag)  version, build configuration, knobs and the FIFO memory bound formula\n"
+      "  -c         knobs only, one per line: NAME=VALUE (source)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool knobsOnly = false;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "-c") == 0) {
+      knobsOnly = true;
+    } else {
+      usage();
+      return strcmp(argv[i], "-h") == 0 ? 0 : 2;
+    }
+  }
+  if (knobsOnly) {
+    for (const braid::ParamDef* p : braid::allParams()) {
+      braid::ParamValue v = braid::lookupParam(*p);
+      printf("%s=%s (%s)\n", p->name, v.text.c_str(), v.source.c_str());
+    }
+    return 0;
+  }
+  printf("braid %s (NCCL API 2.28.9)\n", BRAID_VERSION_STRING);
+  printf("build: hwloc=%s cuda-toolkit=%s (CUDA backend not built yet) ibverbs=%s libfabric=%s mpi=%s\n",
+         BRAID_BUILD_HWLOC, BRAID_BUILD_CUDA,
+         BRAID_BUILD_IBVERBS, BRAID_BUILD_LIBFABRIC, BRAID_BUILD_MPI);
+  printf("transports (in the order tried):");
+  for (braid::Transport* t : braid::hostTransports()) printf(" %s", t->name());
+  printf("\n\nknobs:\n");
+  for (const braid::ParamDef* p : braid::allParams()) {
+    braid::ParamValue v = braid::lookupParam(*p);
+    printf("  %-22s = %-14s [%s]\n      %s\n", p->name, v.text.empty() ? "(unset)" : v.text.c_str(), v.source.c_str(),
+           p->doc);
+  }
+  // The same bound the communicator logs at INFO: one receive FIFO per channel (ring) plus one per peer (p2p).
+  long long buff = braid::params::BuffSize();
+  long long ch = braid::params::CpuChannels();
+  long long minCh = braid::params::MinNChannels(), maxCh = braid::params::MaxNChannels();
+  if (minCh > 0 && ch < minCh) ch = minCh;
+  if (maxCh > 0 && ch > maxCh) ch = maxCh;
+  if (ch < 1) ch = 1;
+  printf("\nFIFO memory per rank (upper bound, mapped lazily at first use):\n");
+  printf("  NCCL_BUFFSIZE x (channels + nranks) = %lld x (%lld + N) bytes\n", buff, ch);
+  for (int n : {2, 4, 8}) printf("  N=%d: %lld bytes\n", n, buff * (ch + n));
+  return 0;
+}
