@@ -206,10 +206,9 @@ BRAID_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
 BRAID_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   return apiCall("ncclCommDestroy", [&]() -> Status {
     if (comm == nullptr) return Status::ok();  // like NCCL: destroying NULL is a no-op
-    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
-    (void)c;
-    std::shared_ptr<Communicator> owned = retireComm(comm);
-    owned.reset();  // the last reference (unless a call is still running on another thread) frees it here
+    BRAID_RETURN_IF_ERROR(lookupComm(comm, "comm").status());
+    // Dropping the last reference frees the communicator here, unless a call still runs on another thread.
+    retireComm(comm).reset();
     return Status::ok();
   });
 }
@@ -230,11 +229,8 @@ BRAID_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* as
   return apiCall("ncclCommGetAsyncError", [&]() -> Status {
     BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
     BRAID_RETURN_IF_ERROR(checkNotNull(asyncError, "ncclCommGetAsyncError", "asyncError"));
-    int v = c->asyncError().load();
-    if (v == ncclInProgress && c->initThread.joinable()) {
-      // Non-blocking init still running: report InProgress until the thread has stored its result.
-    }
-    *asyncError = static_cast<ncclResult_t>(v);
+    // ncclInProgress while a non-blocking init runs; afterwards its result, or the error that broke the comm.
+    *asyncError = static_cast<ncclResult_t>(c->asyncError().load());
     return Status::ok();
   });
 }

@@ -60,7 +60,14 @@ struct Communicator::Plan {
 Communicator::Communicator() = default;
 
 Communicator::~Communicator() {
-  if (initThread.joinable()) initThread.join();
+  if (initThread.joinable()) {
+    // A non-blocking init thread holds a reference; if it drops the last one, it is the thread running this.
+    if (initThread.get_id() == std::this_thread::get_id()) {
+      initThread.detach();
+    } else {
+      initThread.join();
+    }
+  }
   // Workers first: they may hold pointers into the connectors.
   for (Channel& ch : channels_) ch.worker.reset();
 }
