@@ -399,3 +399,44 @@ TEST(Api, MemAllocIsHostMemory) {
 
 }  // namespace
 }  // namespace braid_test
+
+namespace braid_test {
+namespace {
+
+TEST(Api, DebugFileGetsNcclFormatLines) {
+  char path[] = "/tmp/braid-log-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::string pattern = std::string(path) + ".%p";
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT,ALLOC", 1);
+  setenv("NCCL_DEBUG_FILE", pattern.c_str(), 1);
+  ncclResetDebugInit();
+  ncclComm_t c[2];
+  ASSERT_EQ(ncclCommInitAll(c, 2, nullptr), ncclSuccess);
+  for (auto comm : c) ncclCommDestroy(comm);
+  unsetenv("NCCL_DEBUG");
+  unsetenv("NCCL_DEBUG_SUBSYS");
+  unsetenv("NCCL_DEBUG_FILE");
+  ncclResetDebugInit();
+  std::string file = std::string(path) + "." + std::to_string(getpid());
+  FILE* f = fopen(file.c_str(), "r");
+  ASSERT_NE(f, nullptr) << file;
+  std::string text;
+  char line[4096];
+  while (fgets(line, sizeof(line), f)) text += line;
+  fclose(f);
+  unlink(file.c_str());
+  unlink(path);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string prefix = std::string(host) + ":" + std::to_string(getpid()) + ":";
+  EXPECT_NE(text.find(prefix), std::string::npos) << text;
+  EXPECT_NE(text.find("NCCL INFO comm "), std::string::npos) << text;
+  EXPECT_NE(text.find("Init COMPLETE"), std::string::npos) << text;
+  EXPECT_NE(text.find("FIFO memory bound"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace braid_test

@@ -75,7 +75,7 @@ TEST_P(ProcessRanks, Collectives) {
   EXPECT_TRUE(leftoverSegments("/dev/shm", pids).empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, ProcessRanks, ::testing::Values(2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(Ranks, ProcessRanks, ::testing::Values(1, 2, 3, 4, 5, 7, 8));
 
 TEST(Processes, KillNineOneRankOthersGetRemoteError) {
   // Rank 1 is killed mid-collective; the others must fail with ncclRemoteError naming rank 1, well before the
