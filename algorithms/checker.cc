@@ -3,8 +3,8 @@
 #include "transports/transport.h"
 
 #include <deque>
-#include <tuple>
 #include <map>
+#include <tuple>
 
 namespace braid {
 namespace {
@@ -116,8 +116,8 @@ Status checkSchedule(const CheckSpec& spec) {
       std::vector<Val> data(cnt);
       if (in != nullptr) {
         if (in->front().size() != cnt) {
-          return internalError("rank %d step %s expects %zu elements, slot from rank %d has %zu", r,
-                               stepOpName(s.op), cnt, s.recvPeer, in->front().size());
+          return internalError("rank %d step %s expects %zu elements, slot from rank %d has %zu", r, stepOpName(s.op),
+                               cnt, s.recvPeer, in->front().size());
         }
         data = std::move(in->front());
         in->pop_front();
@@ -161,8 +161,8 @@ Status checkSchedule(const CheckSpec& spec) {
   }
 
   const uint64_t all = n >= 64 ? ~0ull : (1ull << n) - 1;
-  const bool isReduction = spec.kind == CollKind::kAllReduce || spec.kind == CollKind::kReduce ||
-                           spec.kind == CollKind::kReduceScatter;
+  const bool isReduction =
+      spec.kind == CollKind::kAllReduce || spec.kind == CollKind::kReduce || spec.kind == CollKind::kReduceScatter;
   for (int r = 0; r < n; ++r) {
     const RankState& st = ranks[static_cast<size_t>(r)];
     if (spec.kind == CollKind::kReduce && r != spec.root) continue;
@@ -171,8 +171,14 @@ Status checkSchedule(const CheckSpec& spec) {
       want.valid = true;
       switch (spec.kind) {
         case CollKind::kAllReduce:
-        case CollKind::kReduce: want.mask = all; want.elem = static_cast<int64_t>(i); break;
-        case CollKind::kBroadcast: want.mask = 1ull << spec.root; want.elem = static_cast<int64_t>(i); break;
+        case CollKind::kReduce:
+          want.mask = all;
+          want.elem = static_cast<int64_t>(i);
+          break;
+        case CollKind::kBroadcast:
+          want.mask = 1ull << spec.root;
+          want.elem = static_cast<int64_t>(i);
+          break;
         case CollKind::kAllGather:
           want.mask = 1ull << (i / spec.count);
           want.elem = static_cast<int64_t>(i % spec.count);
@@ -181,7 +187,8 @@ Status checkSchedule(const CheckSpec& spec) {
           want.mask = all;
           want.elem = static_cast<int64_t>(static_cast<size_t>(r) * spec.count + i);
           break;
-        default: return internalError("checker: unsupported collective");
+        default:
+          return internalError("checker: unsupported collective");
       }
       const Val& got = st.output[i];
       bool ok = got.valid && got.mask == want.mask && got.elem == want.elem && !got.dup && !got.mixed &&

@@ -8,16 +8,26 @@ namespace braid {
 
 const char* stepOpName(StepOp op) {
   switch (op) {
-    case StepOp::kSend: return "send";
-    case StepOp::kSendFromOutput: return "sendFromOutput";
-    case StepOp::kCopySend: return "copySend";
-    case StepOp::kRecv: return "recv";
-    case StepOp::kRecvSend: return "recvSend";
-    case StepOp::kRecvCopySend: return "recvCopySend";
-    case StepOp::kRecvReduceSend: return "recvReduceSend";
-    case StepOp::kRecvReduceCopy: return "recvReduceCopy";
-    case StepOp::kRecvReduceCopySend: return "recvReduceCopySend";
-    case StepOp::kCopy: return "copy";
+    case StepOp::kSend:
+      return "send";
+    case StepOp::kSendFromOutput:
+      return "sendFromOutput";
+    case StepOp::kCopySend:
+      return "copySend";
+    case StepOp::kRecv:
+      return "recv";
+    case StepOp::kRecvSend:
+      return "recvSend";
+    case StepOp::kRecvCopySend:
+      return "recvCopySend";
+    case StepOp::kRecvReduceSend:
+      return "recvReduceSend";
+    case StepOp::kRecvReduceCopy:
+      return "recvReduceCopy";
+    case StepOp::kRecvReduceCopySend:
+      return "recvReduceCopySend";
+    case StepOp::kCopy:
+      return "copy";
   }
   return "?";
 }
@@ -29,8 +39,10 @@ bool stepRecvs(StepOp op) {
     case StepOp::kRecvCopySend:
     case StepOp::kRecvReduceSend:
     case StepOp::kRecvReduceCopy:
-    case StepOp::kRecvReduceCopySend: return true;
-    default: return false;
+    case StepOp::kRecvReduceCopySend:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -42,8 +54,10 @@ bool stepSends(StepOp op) {
     case StepOp::kRecvSend:
     case StepOp::kRecvCopySend:
     case StepOp::kRecvReduceSend:
-    case StepOp::kRecvReduceCopySend: return true;
-    default: return false;
+    case StepOp::kRecvReduceCopySend:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -54,8 +68,10 @@ bool stepReadsInput(StepOp op) {
     case StepOp::kRecvReduceSend:
     case StepOp::kRecvReduceCopy:
     case StepOp::kRecvReduceCopySend:
-    case StepOp::kCopy: return true;
-    default: return false;
+    case StepOp::kCopy:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -66,8 +82,10 @@ bool stepWritesOutput(StepOp op) {
     case StepOp::kRecvCopySend:
     case StepOp::kRecvReduceCopy:
     case StepOp::kRecvReduceCopySend:
-    case StepOp::kCopy: return true;
-    default: return false;
+    case StepOp::kCopy:
+      return true;
+    default:
+      return false;
   }
 }
 

@@ -54,10 +54,10 @@ enum class Layout : uint8_t { kTiled, kStrided };
 
 struct Program {
   Layout layout = Layout::kStrided;
-  size_t begin = 0;       // first element of this channel's part of the unit
-  size_t end = 0;         // one past the last
-  size_t chunkElems = 0;  // elements per block per tile (at most one FIFO slot)
-  int nblocks = 1;        // blocks per tile (kTiled)
+  size_t begin = 0;           // first element of this channel's part of the unit
+  size_t end = 0;             // one past the last
+  size_t chunkElems = 0;      // elements per block per tile (at most one FIFO slot)
+  int nblocks = 1;            // blocks per tile (kTiled)
   size_t stride[2] = {0, 0};  // kStrided: element distance between blocks in the input [0] and output [1]
   std::vector<Step> steps;    // executed in order, once per tile
 

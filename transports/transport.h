@@ -20,7 +20,7 @@
 
 namespace braid {
 
-constexpr int kFifoSlots = 8;          // NCCL_STEPS
+constexpr int kFifoSlots = 8;              // NCCL_STEPS
 constexpr size_t kConnectBlobBytes = 256;  // like NCCL's CONNECT_SIZE
 
 // Shared control block at the start of every connector segment. Counters sit on their own cache lines.

@@ -6,13 +6,20 @@ namespace braid {
 
 const char* collKindName(CollKind kind) {
   switch (kind) {
-    case CollKind::kAllReduce: return "AllReduce";
-    case CollKind::kBroadcast: return "Broadcast";
-    case CollKind::kReduce: return "Reduce";
-    case CollKind::kAllGather: return "AllGather";
-    case CollKind::kReduceScatter: return "ReduceScatter";
-    case CollKind::kSend: return "Send";
-    case CollKind::kRecv: return "Recv";
+    case CollKind::kAllReduce:
+      return "AllReduce";
+    case CollKind::kBroadcast:
+      return "Broadcast";
+    case CollKind::kReduce:
+      return "Reduce";
+    case CollKind::kAllGather:
+      return "AllGather";
+    case CollKind::kReduceScatter:
+      return "ReduceScatter";
+    case CollKind::kSend:
+      return "Send";
+    case CollKind::kRecv:
+      return "Recv";
   }
   return "?";
 }
@@ -119,7 +126,8 @@ Result<Program> buildRingProgram(const RingParams& p) {
       return prog;
     }
     case CollKind::kSend:
-    case CollKind::kRecv: break;
+    case CollKind::kRecv:
+      break;
   }
   return internalError("%s is not a ring collective", collKindName(p.kind));
 }

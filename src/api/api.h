@@ -10,9 +10,9 @@
 #include "src/common/status.h"
 
 // Defines pnccl<name> with default visibility and nccl<name> as a weak alias of it, so tools can interpose either.
-#define BRAID_API(ret, name, ...)                                                                           \
-  extern "C" __attribute__((visibility("default"))) ret p##name(__VA_ARGS__);                            \
-  extern "C" __attribute__((visibility("default"), weak, alias("p" #name))) ret name(__VA_ARGS__);       \
+#define BRAID_API(ret, name, ...)                                                                  \
+  extern "C" __attribute__((visibility("default"))) ret p##name(__VA_ARGS__);                      \
+  extern "C" __attribute__((visibility("default"), weak, alias("p" #name))) ret name(__VA_ARGS__); \
   ret p##name(__VA_ARGS__)
 
 namespace braid {

@@ -48,8 +48,8 @@ Status enqueue(const CollArgs& a) {
                         static_cast<void*>(a.comm));
   }
   if (asyncErr != ncclSuccess) {
-    return invalidUsage("comm=%p is unusable after an earlier error (%d); destroy or abort it", static_cast<void*>(a.comm),
-                        asyncErr);
+    return invalidUsage("comm=%p is unusable after an earlier error (%d); destroy or abort it",
+                        static_cast<void*>(a.comm), asyncErr);
   }
   if (comm->finalized.load()) {
     return invalidUsage("comm=%p was finalized with ncclCommFinalize; only ncclCommDestroy may follow",
@@ -78,7 +78,8 @@ Status enqueue(const CollArgs& a) {
     return invalidArgument("peer=%d is out of range for a communicator of %d ranks", a.root, n);
   }
   // A negative count cast to size_t, or one whose byte size overflows, is rejected before any arithmetic uses it.
-  const size_t blocks = (a.kind == CollKind::kAllGather || a.kind == CollKind::kReduceScatter) ? static_cast<size_t>(n) : 1;
+  const size_t blocks =
+      (a.kind == CollKind::kAllGather || a.kind == CollKind::kReduceScatter) ? static_cast<size_t>(n) : 1;
   if (a.count > static_cast<size_t>(PTRDIFF_MAX) / es / blocks) {
     return invalidArgument("count=%zu (%lld as a signed value) is negative or too large for datatype %s", a.count,
                            static_cast<long long>(a.count), dtypeName(dtype));
@@ -99,14 +100,14 @@ Status enqueue(const CollArgs& a) {
       case CollKind::kAllReduce:
       case CollKind::kReduce:
         if (!(a.kind == CollKind::kReduce && rank != a.root)) {
-          BRAID_RETURN_IF_ERROR(checkInPlace("in-place", a.sendbuff, bytes, a.recvbuff, bytes, a.recvbuff,
-                                             "sendbuff == recvbuff"));
+          BRAID_RETURN_IF_ERROR(
+              checkInPlace("in-place", a.sendbuff, bytes, a.recvbuff, bytes, a.recvbuff, "sendbuff == recvbuff"));
         }
         break;
       case CollKind::kBroadcast:
         if (rank == a.root) {
-          BRAID_RETURN_IF_ERROR(checkInPlace("in-place", a.sendbuff, bytes, a.recvbuff, bytes, a.recvbuff,
-                                             "sendbuff == recvbuff"));
+          BRAID_RETURN_IF_ERROR(
+              checkInPlace("in-place", a.sendbuff, bytes, a.recvbuff, bytes, a.recvbuff, "sendbuff == recvbuff"));
         }
         break;
       case CollKind::kAllGather:
@@ -119,12 +120,13 @@ Status enqueue(const CollArgs& a) {
                                            static_cast<const char*>(a.sendbuff) + static_cast<size_t>(rank) * bytes,
                                            "recvbuff == sendbuff + rank * recvcount"));
         break;
-      default: break;
+      default:
+        break;
     }
   }
-  BRAID_INFO(kLogColl, "%s: opCount comm %p rank %d sendbuff %p recvbuff %p count %zu datatype %d op %d root %d",
-             a.fn, static_cast<void*>(a.comm), rank, a.sendbuff, a.recvbuff, a.count, static_cast<int>(a.datatype),
-             a.op, a.root);
+  BRAID_INFO(kLogColl, "%s: opCount comm %p rank %d sendbuff %p recvbuff %p count %zu datatype %d op %d root %d", a.fn,
+             static_cast<void*>(a.comm), rank, a.sendbuff, a.recvbuff, a.count, static_cast<int>(a.datatype), a.op,
+             a.root);
   if (a.count == 0) return Status::ok();  // nothing moves; NCCL accepts and ignores it
   comm->pending().push_back(PendingOp{a.kind, a.sendbuff, a.recvbuff, a.count, dtype, op, a.root});
   groupAddComm(comm);
@@ -145,8 +147,8 @@ ncclResult_t collective(const CollArgs& a) {
 }
 
 // All-to-all, gather and scatter are groups of sends and receives, as NCCL builds them.
-Status p2pPattern(const char* fn, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                  int root, ncclComm_t comm, cudaStream_t stream, bool sendsAll, bool recvsAll, bool rooted) {
+Status p2pPattern(const char* fn, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                  ncclComm_t comm, cudaStream_t stream, bool sendsAll, bool recvsAll, bool rooted) {
   BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
   const int n = c->nranks();
   const int rank = c->rank();
@@ -215,16 +217,16 @@ BRAID_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t
       CollArgs{"ncclReduce", CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream});
 }
 
-BRAID_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
-          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+BRAID_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+          ncclComm_t comm, cudaStream_t stream) {
   return collective(
       CollArgs{"ncclAllGather", CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, -1, 0, comm, stream});
 }
 
 BRAID_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return collective(CollArgs{"ncclReduceScatter", CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype,
-                             op, 0, comm, stream});
+  return collective(CollArgs{"ncclReduceScatter", CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op,
+                             0, comm, stream});
 }
 
 BRAID_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -293,8 +295,8 @@ BRAID_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
     if (residence != ncclScalarHostImmediate && residence != ncclScalarDevice) {
       return invalidArgument("residence=%d is not a valid ncclScalarResidence_t", static_cast<int>(residence));
     }
-    BRAID_ASSIGN_OR_RETURN(int id, c->createPreMulSum(scalar, static_cast<DType>(datatype),
-                                                      residence == ncclScalarHostImmediate));
+    BRAID_ASSIGN_OR_RETURN(
+        int id, c->createPreMulSum(scalar, static_cast<DType>(datatype), residence == ncclScalarHostImmediate));
     *op = static_cast<ncclRedOp_t>(id);
     return Status::ok();
   });

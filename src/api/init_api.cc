@@ -164,8 +164,7 @@ BRAID_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int*
   });
 }
 
-BRAID_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-          ncclConfig_t* config) {
+BRAID_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   return apiCall("ncclCommSplit", [&]() -> Status {
     BRAID_ASSIGN_OR_RETURN(auto parent, lookupComm(comm, "comm"));
     BRAID_RETURN_IF_ERROR(checkNotNull(newcomm, "ncclCommSplit", "newcomm"));
@@ -264,15 +263,24 @@ BRAID_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
 
 BRAID_API(const char*, ncclGetErrorString, ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the braid developers";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the braid developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
   }
 }
 
@@ -282,7 +290,9 @@ BRAID_API(const char*, ncclGetLastError, ncclComm_t comm) {
   return text.c_str();
 }
 
-BRAID_API(void, ncclResetDebugInit) { logReinit(); }
+BRAID_API(void, ncclResetDebugInit) {
+  logReinit();
+}
 
 BRAID_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   return apiCall("ncclMemAlloc", [&]() -> Status {
@@ -305,9 +315,8 @@ BRAID_API(ncclResult_t, ncclMemFree, void* ptr) {
 }
 
 BRAID_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  return apiCall("ncclCommRegister", [&]() {
-    return notSupported("ncclCommRegister", "buffer registration comes with the CUDA backend");
-  });
+  return apiCall("ncclCommRegister",
+                 [&]() { return notSupported("ncclCommRegister", "buffer registration comes with the CUDA backend"); });
 }
 
 BRAID_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {

@@ -79,7 +79,9 @@ SocketAddress unpack(const PackedAddr& p) {
   return a;
 }
 
-double timeoutSeconds() { return static_cast<double>(params::Timeout()); }
+double timeoutSeconds() {
+  return static_cast<double>(params::Timeout());
+}
 
 uint64_t randomMagic() {
   uint64_t m = 0;
@@ -109,8 +111,8 @@ void rootMain(Socket listener, uint64_t magic, double timeoutSec) {
   while (nranks < 0 || arrived < nranks) {
     Result<Socket> c = listener.accept(wait);
     if (!c.isOk()) {
-      BRAID_WARN("bootstrap root on %s: %s; %d of %d ranks arrived", "listener", c.status().message().c_str(),
-                 arrived, nranks);
+      BRAID_WARN("bootstrap root on %s: %s; %d of %d ranks arrived", "listener", c.status().message().c_str(), arrived,
+                 nranks);
       return;
     }
     Socket s = c.take();
@@ -130,8 +132,8 @@ void rootMain(Socket listener, uint64_t magic, double timeoutSec) {
       table.resize(static_cast<size_t>(nranks));
     }
     if (hello.nranks != nranks && error.empty()) {
-      error = strPrintf("rank %d called init with nranks=%d but another rank used nranks=%d", hello.rank,
-                        hello.nranks, nranks);
+      error = strPrintf("rank %d called init with nranks=%d but another rank used nranks=%d", hello.rank, hello.nranks,
+                        nranks);
     }
     if (hello.rank < 0 || hello.rank >= nranks) {
       if (error.empty()) error = strPrintf("rank %d is out of range for nranks=%d", hello.rank, nranks);
@@ -230,7 +232,8 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdInfo& id, int
   const bool rootIsLoopback =
       (id.root.family() == AF_INET &&
        (ntohl(reinterpret_cast<const sockaddr_in*>(&id.root.storage)->sin_addr.s_addr) >> 24) == 127) ||
-      (id.root.family() == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&id.root.storage)->sin6_addr));
+      (id.root.family() == AF_INET6 &&
+       IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&id.root.storage)->sin6_addr));
   if (rootIsLoopback) {
     local = id.root;
     local.setPort(0);
@@ -263,7 +266,9 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdInfo& id, int
 
 Bootstrap::~Bootstrap() = default;
 
-WaitContext Bootstrap::waitContext() const { return WaitContext::withTimeout(abort_, timeoutSec_); }
+WaitContext Bootstrap::waitContext() const {
+  return WaitContext::withTimeout(abort_, timeoutSec_);
+}
 
 Result<const Socket*> Bootstrap::outgoing(int peer) {
   Socket& s = out_[static_cast<size_t>(peer)];
@@ -297,7 +302,8 @@ Status Bootstrap::acceptUntil(int peer, const WaitContext& wait) {
 Status Bootstrap::readFrame(int peer, const WaitContext& wait) {
   const Socket& s = in_[static_cast<size_t>(peer)];
   FrameHeader h{};
-  BRAID_RETURN_IF_ERROR(s.recvAll(&h, sizeof(h), wait).withContext(strPrintf("bootstrap: receiving from rank %d", peer)));
+  BRAID_RETURN_IF_ERROR(
+      s.recvAll(&h, sizeof(h), wait).withContext(strPrintf("bootstrap: receiving from rank %d", peer)));
   std::vector<char> data(h.size);
   BRAID_RETURN_IF_ERROR(s.recvAll(data.data(), h.size, wait));
   unexpected_[{peer, h.tag}].push_back(std::move(data));

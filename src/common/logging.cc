@@ -54,11 +54,25 @@ uint64_t parseSubsys(const std::string& text) {
   static const struct {
     const char* name;
     uint64_t bit;
-  } kNames[] = {{"INIT", kLogInit},   {"COLL", kLogColl},       {"P2P", kLogP2p},          {"SHM", kLogShm},
-                {"NET", kLogNet},     {"GRAPH", kLogGraph},     {"TUNING", kLogTuning},    {"ENV", kLogEnv},
-                {"ALLOC", kLogAlloc}, {"CALL", kLogCall},       {"PROXY", kLogProxy},      {"NVLS", kLogNvls},
-                {"BOOTSTRAP", kLogBootstrap}, {"REG", kLogReg}, {"PROFILE", kLogProfile}, {"RAS", kLogRas},
-                {"ALLOC_HOST", kLogAllocHost}, {"DESTROY", kLogDestroy}, {"ALL", kLogAll}};
+  } kNames[] = {{"INIT", kLogInit},
+                {"COLL", kLogColl},
+                {"P2P", kLogP2p},
+                {"SHM", kLogShm},
+                {"NET", kLogNet},
+                {"GRAPH", kLogGraph},
+                {"TUNING", kLogTuning},
+                {"ENV", kLogEnv},
+                {"ALLOC", kLogAlloc},
+                {"CALL", kLogCall},
+                {"PROXY", kLogProxy},
+                {"NVLS", kLogNvls},
+                {"BOOTSTRAP", kLogBootstrap},
+                {"REG", kLogReg},
+                {"PROFILE", kLogProfile},
+                {"RAS", kLogRas},
+                {"ALLOC_HOST", kLogAllocHost},
+                {"DESTROY", kLogDestroy},
+                {"ALL", kLogAll}};
   std::string s = text;
   bool invert = !s.empty() && s[0] == '^';
   if (invert) s = s.substr(1);
@@ -147,7 +161,9 @@ bool logEnabled(LogLevel level, uint64_t subsys) {
   return s.level >= level && (s.subsys & subsys) != 0;
 }
 
-void logSetThreadDevice(int dev) { tlsDevice = dev; }
+void logSetThreadDevice(int dev) {
+  tlsDevice = dev;
+}
 
 void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, const char* fmt, ...) {
   va_list ap;
@@ -158,15 +174,14 @@ void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, con
   std::lock_guard<std::mutex> lock(s.mu);
   initLocked(s);
   if (level == LogLevel::kWarn) s.lastError = msg;
-  bool enabled = (level == LogLevel::kWarn) ? s.level >= LogLevel::kWarn
-                                            : (s.level >= level && (s.subsys & subsys) != 0);
+  bool enabled =
+      (level == LogLevel::kWarn) ? s.level >= LogLevel::kWarn : (s.level >= level && (s.subsys & subsys) != 0);
   if (!enabled) return;
   long tid = syscall(SYS_gettid);
   const char* base = strrchr(file, '/');
   base = base ? base + 1 : file;
   if (level == LogLevel::kWarn) {
-    fprintf(s.file, "\n%s:%d:%ld [%d] %s:%d NCCL WARN %s\n", s.host, getpid(), tid, tlsDevice, base, line,
-            msg.c_str());
+    fprintf(s.file, "\n%s:%d:%ld [%d] %s:%d NCCL WARN %s\n", s.host, getpid(), tid, tlsDevice, base, line, msg.c_str());
   } else if (level == LogLevel::kTrace) {
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s.start).count();
     fprintf(s.file, "%s:%d:%ld [%d] %f %s:%d NCCL TRACE %s\n", s.host, getpid(), tid, tlsDevice, ms, base, line,

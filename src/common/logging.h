@@ -55,13 +55,13 @@ void setLastErrorText(const std::string& text);
 }  // namespace braid
 
 #define BRAID_WARN(...) ::braid::logMessage(::braid::LogLevel::kWarn, ::braid::kLogAll, __FILE__, __LINE__, __VA_ARGS__)
-#define BRAID_INFO(subsys, ...)                                                            \
-  do {                                                                                     \
-    if (::braid::logEnabled(::braid::LogLevel::kInfo, (subsys)))                           \
+#define BRAID_INFO(subsys, ...)                                                                 \
+  do {                                                                                          \
+    if (::braid::logEnabled(::braid::LogLevel::kInfo, (subsys)))                                \
       ::braid::logMessage(::braid::LogLevel::kInfo, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
-#define BRAID_TRACE(subsys, ...)                                                            \
-  do {                                                                                      \
-    if (::braid::logEnabled(::braid::LogLevel::kTrace, (subsys)))                           \
+#define BRAID_TRACE(subsys, ...)                                                                 \
+  do {                                                                                           \
+    if (::braid::logEnabled(::braid::LogLevel::kTrace, (subsys)))                                \
       ::braid::logMessage(::braid::LogLevel::kTrace, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)

@@ -142,14 +142,16 @@ Result<int64_t> getIntParam(const ParamDef& def) {
 }
 
 namespace params {
-#define BRAID_PARAM_kInt(ident)                                        \
-  int64_t ident() {                                                    \
-    Result<int64_t> r = getIntParam(k##ident);                         \
-    if (r.isOk()) return r.value();                                    \
-    return strtoll(k##ident.defaultValue, nullptr, 0);                 \
+#define BRAID_PARAM_kInt(ident)                        \
+  int64_t ident() {                                    \
+    Result<int64_t> r = getIntParam(k##ident);         \
+    if (r.isOk()) return r.value();                    \
+    return strtoll(k##ident.defaultValue, nullptr, 0); \
   }
-#define BRAID_PARAM_kString(ident) \
-  std::string ident() { return lookupParam(k##ident).text; }
+#define BRAID_PARAM_kString(ident)     \
+  std::string ident() {                \
+    return lookupParam(k##ident).text; \
+  }
 #define BRAID_PARAM(ident, type, name, def, doc) BRAID_PARAM_##type(ident)
 #include "src/common/param_list.h"
 #undef BRAID_PARAM

@@ -18,7 +18,7 @@ namespace braid {
 enum class ParamType { kInt, kString };
 
 struct ParamDef {
-  const char* name;          // environment variable, e.g. "NCCL_BUFFSIZE"
+  const char* name;  // environment variable, e.g. "NCCL_BUFFSIZE"
   ParamType type;
   const char* defaultValue;  // textual default ("" = unset)
   const char* doc;

@@ -25,13 +25,13 @@ std::string strPrintf(const char* fmt, ...) {
   return s;
 }
 
-#define BRAID_DEFINE_ERROR_CTOR(fn, code)    \
-  Status fn(const char* fmt, ...) {          \
-    va_list ap;                              \
-    va_start(ap, fmt);                       \
-    std::string s = strVPrintf(fmt, ap);     \
-    va_end(ap);                              \
-    return Status(code, std::move(s));       \
+#define BRAID_DEFINE_ERROR_CTOR(fn, code) \
+  Status fn(const char* fmt, ...) {       \
+    va_list ap;                           \
+    va_start(ap, fmt);                    \
+    std::string s = strVPrintf(fmt, ap);  \
+    va_end(ap);                           \
+    return Status(code, std::move(s));    \
   }
 
 BRAID_DEFINE_ERROR_CTOR(invalidArgument, Code::kInvalidArgument)

@@ -59,7 +59,7 @@ Status errnoError(int err, const char* fmt, ...) __attribute__((format(printf, 2
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}          // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
   bool isOk() const { return status_.isOk(); }
@@ -79,9 +79,9 @@ class [[nodiscard]] Result {
 #define BRAID_CONCAT(a, b) BRAID_CONCAT_INNER(a, b)
 
 // Propagates a failed Status to the caller.
-#define BRAID_RETURN_IF_ERROR(expr)                 \
-  do {                                              \
-    ::braid::Status braid_status_ = (expr);         \
+#define BRAID_RETURN_IF_ERROR(expr)                  \
+  do {                                               \
+    ::braid::Status braid_status_ = (expr);          \
     if (!braid_status_.isOk()) return braid_status_; \
   } while (0)
 

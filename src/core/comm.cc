@@ -122,14 +122,15 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   if (logEnabled(LogLevel::kInfo, kLogInit)) {
     int nLocal = 0;
     for (const PeerInfo& p : peers_) nLocal += p.hostHash == mine.peer.hostHash;
-    BRAID_INFO(kLogInit, "comm %p rank %d nRanks %d nNodes %d localRanks %d - host memory, %d channels, ring order 0..%d",
+    BRAID_INFO(kLogInit,
+               "comm %p rank %d nRanks %d nNodes %d localRanks %d - host memory, %d channels, ring order 0..%d",
                static_cast<void*>(this), rank, nranks, nranks / std::max(1, nLocal), nLocal, nChannels(), nranks - 1);
     BRAID_INFO(kLogInit | kLogAlloc,
                "comm %p rank %d FIFO memory bound %zu bytes (NCCL_BUFFSIZE %lld x (%d channels + %d peers)), mapped "
                "lazily at first use",
                static_cast<void*>(this), rank, fifoMemoryBound(), (long long)buffSize, nChannels(), nranks);
-    BRAID_INFO(kLogInit, "comm %p rank %d nranks %d cudaDev %d - Init COMPLETE", static_cast<void*>(this), rank,
-               nranks, device);
+    BRAID_INFO(kLogInit, "comm %p rank %d nranks %d cudaDev %d - Init COMPLETE", static_cast<void*>(this), rank, nranks,
+               device);
   }
   return Status::ok();
 }
@@ -156,19 +157,31 @@ Result<ReduceOp> Communicator::resolveOp(int op, DType dtype) const {
   r.dtype = dtype;
   r.nranks = nranks_;
   switch (op) {
-    case 0: r.kind = OpKind::kSum; return r;
-    case 1: r.kind = OpKind::kProd; return r;
-    case 2: r.kind = OpKind::kMax; return r;
-    case 3: r.kind = OpKind::kMin; return r;
-    case 4: r.kind = OpKind::kAvg; return r;
-    default: break;
+    case 0:
+      r.kind = OpKind::kSum;
+      return r;
+    case 1:
+      r.kind = OpKind::kProd;
+      return r;
+    case 2:
+      r.kind = OpKind::kMax;
+      return r;
+    case 3:
+      r.kind = OpKind::kMin;
+      return r;
+    case 4:
+      r.kind = OpKind::kAvg;
+      return r;
+    default:
+      break;
   }
   std::lock_guard<std::mutex> lock(opsMu_);
   size_t idx = static_cast<size_t>(op) - 5;
   if (op < 5 || idx >= userOps_.size() || !userOps_[idx].live) {
-    return invalidArgument("op=%d is not a valid reduction operator (0..4 or one made by ncclRedOpCreatePreMulSum "
-                           "on this communicator)",
-                           op);
+    return invalidArgument(
+        "op=%d is not a valid reduction operator (0..4 or one made by ncclRedOpCreatePreMulSum "
+        "on this communicator)",
+        op);
   }
   const UserRedOp& u = userOps_[idx];
   if (u.dtype != dtype) {
@@ -208,7 +221,8 @@ Result<int> Communicator::createPreMulSum(const void* scalar, DType dtype, bool 
 
 Status Communicator::destroyOp(int op) {
   std::lock_guard<std::mutex> lock(opsMu_);
-  if (op < 5) return invalidArgument("op=%d is a built-in operator; only ops from ncclRedOpCreatePreMulSum can be destroyed", op);
+  if (op < 5)
+    return invalidArgument("op=%d is a built-in operator; only ops from ncclRedOpCreatePreMulSum can be destroyed", op);
   size_t idx = static_cast<size_t>(op) - 5;
   if (idx >= userOps_.size() || !userOps_[idx].live) {
     return invalidArgument("op=%d was not created on this communicator or was already destroyed", op);
@@ -229,9 +243,13 @@ int channelsFor(size_t bytes, int nChannels) {
 }
 
 // Point-to-point traffic between two ranks uses one channel, the same on both sides.
-int p2pChannel(int src, int dst, int nChannels) { return (src + dst) % nChannels; }
+int p2pChannel(int src, int dst, int nChannels) {
+  return (src + dst) % nChannels;
+}
 
-size_t unitBytes(const PendingOp& op) { return op.count * dtypeSize(op.dtype); }
+size_t unitBytes(const PendingOp& op) {
+  return op.count * dtypeSize(op.dtype);
+}
 
 }  // namespace
 
@@ -251,9 +269,9 @@ Status Communicator::buildPlan(Plan* plan) {
     const size_t elemSize = dtypeSize(op->dtype);
     const size_t chunkElems = slotBytes_ / elemSize;
     const size_t align = std::max<size_t>(1, 256 / elemSize);
-    plan->totalBytes += unitBytes(*op) * (op->kind == CollKind::kAllGather || op->kind == CollKind::kReduceScatter
-                                              ? static_cast<size_t>(nranks_)
-                                              : 1);
+    plan->totalBytes +=
+        unitBytes(*op) *
+        (op->kind == CollKind::kAllGather || op->kind == CollKind::kReduceScatter ? static_cast<size_t>(nranks_) : 1);
     std::vector<std::pair<int, Program>> progs;  // (channel, program)
     if (op->kind == CollKind::kSend || op->kind == CollKind::kRecv) {
       bool isSend = op->kind == CollKind::kSend;
@@ -298,8 +316,8 @@ Status Communicator::connect(const std::vector<std::pair<int, int>>& sendNeeds,
     for (const auto& [c, peer] : recvNeeds) {
       BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(self, peers_[static_cast<size_t>(peer)]));
       BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(self, peers_[static_cast<size_t>(peer)], slotBytes_));
-      BRAID_RETURN_IF_ERROR(bootstrap_->send(peer, kTagConnect + static_cast<uint32_t>(c), setup.blob,
-                                             kConnectBlobBytes));
+      BRAID_RETURN_IF_ERROR(
+          bootstrap_->send(peer, kTagConnect + static_cast<uint32_t>(c), setup.blob, kConnectBlobBytes));
       BRAID_INFO(kLogInit | kLogShm, "Channel %02d : %d[%d] -> %d[%d] via %s", c, peer, -1, rank_, device_, t->name());
       channels_[static_cast<size_t>(c)].recv[peer] = std::move(setup.connector);
     }
@@ -393,9 +411,8 @@ Status Communicator::split(int color, int key, const CommConfig& config, std::un
   for (int r = 0; r < nranks_; ++r) {
     if (all[static_cast<size_t>(r)].color == color) members.push_back(r);
   }
-  std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
-    return all[static_cast<size_t>(a)].key < all[static_cast<size_t>(b)].key;
-  });
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return all[static_cast<size_t>(a)].key < all[static_cast<size_t>(b)].key; });
   int newRank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
   char idBytes[kUniqueIdBytes];
   if (newRank == 0) {

@@ -45,8 +45,8 @@ struct PendingOp {
 struct UserRedOp {
   bool live = false;
   DType dtype = DType::kFloat32;
-  bool immediate = true;     // ncclScalarHostImmediate: scalar captured at creation
-  uint64_t scalarBits = 0;   // immediate value
+  bool immediate = true;            // ncclScalarHostImmediate: scalar captured at creation
+  uint64_t scalarBits = 0;          // immediate value
   const void* scalarPtr = nullptr;  // ncclScalarDevice: read at each launch (host memory on host comms)
 };
 

@@ -49,16 +49,24 @@ std::shared_ptr<Communicator> retireComm(ncclComm* handle) {
   return std::move(handle->impl);
 }
 
-void groupStart() { ++tlsGroup.depth; }
-bool inGroup() { return tlsGroup.depth > 0; }
-int groupDepth() { return tlsGroup.depth; }
+void groupStart() {
+  ++tlsGroup.depth;
+}
+bool inGroup() {
+  return tlsGroup.depth > 0;
+}
+int groupDepth() {
+  return tlsGroup.depth;
+}
 
 void groupAddComm(const std::shared_ptr<Communicator>& comm) {
   auto& v = tlsGroup.comms;
   if (std::find(v.begin(), v.end(), comm) == v.end()) v.push_back(comm);
 }
 
-void groupAddJob(std::function<Status()> job) { tlsGroup.jobs.push_back(std::move(job)); }
+void groupAddJob(std::function<Status()> job) {
+  tlsGroup.jobs.push_back(std::move(job));
+}
 
 void groupRecordError(const Status& st) {
   if (tlsGroup.error.isOk() && !st.isOk()) tlsGroup.error = st;

@@ -9,12 +9,14 @@
 namespace braid_test {
 
 const char* collName(Coll c) {
-  static const char* names[] = {"AllReduce", "Broadcast", "Bcast",    "Reduce",  "AllGather",
-                                "ReduceScatter", "AlltoAll", "Gather", "Scatter", "SendRecv"};
+  static const char* names[] = {"AllReduce",     "Broadcast", "Bcast",  "Reduce",  "AllGather",
+                                "ReduceScatter", "AlltoAll",  "Gather", "Scatter", "SendRecv"};
   return names[static_cast<int>(c)];
 }
 
-bool collHasOp(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter; }
+bool collHasOp(Coll c) {
+  return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;
+}
 
 namespace {
 
@@ -32,12 +34,23 @@ std::string runCase(const CollCase& c, int rank, int n, ncclComm_t comm) {
   const size_t nn = static_cast<size_t>(n);
   size_t sendElems = cnt, recvElems = cnt;
   switch (c.coll) {
-    case Coll::kAllGather: recvElems = cnt * nn; break;
-    case Coll::kReduceScatter: sendElems = cnt * nn; break;
-    case Coll::kAlltoAll: sendElems = recvElems = cnt * nn; break;
-    case Coll::kGather: recvElems = cnt * nn; break;
-    case Coll::kScatter: sendElems = cnt * nn; break;
-    default: break;
+    case Coll::kAllGather:
+      recvElems = cnt * nn;
+      break;
+    case Coll::kReduceScatter:
+      sendElems = cnt * nn;
+      break;
+    case Coll::kAlltoAll:
+      sendElems = recvElems = cnt * nn;
+      break;
+    case Coll::kGather:
+      recvElems = cnt * nn;
+      break;
+    case Coll::kScatter:
+      sendElems = cnt * nn;
+      break;
+    default:
+      break;
   }
   // One allocation holds both buffers so the in-place layouts can be expressed; +1 element guards.
   std::vector<char> recvStore((recvElems + 1) * es + 64), sendStore((sendElems + 1) * es + 64);
@@ -81,7 +94,8 @@ std::string runCase(const CollCase& c, int rank, int n, ncclComm_t comm) {
           sendPtr = recv + static_cast<size_t>(rank) * cnt * es;
         }
         break;
-      default: break;
+      default:
+        break;
     }
   }
   void* recvPtr = recv;
@@ -90,18 +104,34 @@ std::string runCase(const CollCase& c, int rank, int n, ncclComm_t comm) {
 
   ncclResult_t res = ncclSuccess;
   switch (c.coll) {
-    case Coll::kAllReduce: res = ncclAllReduce(sendPtr, recvPtr, cnt, c.type, op, comm, nullptr); break;
-    case Coll::kBroadcast: res = ncclBroadcast(sendPtr, recvPtr, cnt, c.type, c.root, comm, nullptr); break;
+    case Coll::kAllReduce:
+      res = ncclAllReduce(sendPtr, recvPtr, cnt, c.type, op, comm, nullptr);
+      break;
+    case Coll::kBroadcast:
+      res = ncclBroadcast(sendPtr, recvPtr, cnt, c.type, c.root, comm, nullptr);
+      break;
     case Coll::kBcast:
       if (rank == c.root) memcpy(recv, send, cnt * es);
       res = ncclBcast(recvPtr, cnt, c.type, c.root, comm, nullptr);
       break;
-    case Coll::kReduce: res = ncclReduce(sendPtr, recvPtr, cnt, c.type, op, c.root, comm, nullptr); break;
-    case Coll::kAllGather: res = ncclAllGather(sendPtr, recvPtr, cnt, c.type, comm, nullptr); break;
-    case Coll::kReduceScatter: res = ncclReduceScatter(sendPtr, recvPtr, cnt, c.type, op, comm, nullptr); break;
-    case Coll::kAlltoAll: res = ncclAlltoAll(sendPtr, recvPtr, cnt, c.type, comm, nullptr); break;
-    case Coll::kGather: res = ncclGather(sendPtr, recvPtr, cnt, c.type, c.root, comm, nullptr); break;
-    case Coll::kScatter: res = ncclScatter(sendPtr, recvPtr, cnt, c.type, c.root, comm, nullptr); break;
+    case Coll::kReduce:
+      res = ncclReduce(sendPtr, recvPtr, cnt, c.type, op, c.root, comm, nullptr);
+      break;
+    case Coll::kAllGather:
+      res = ncclAllGather(sendPtr, recvPtr, cnt, c.type, comm, nullptr);
+      break;
+    case Coll::kReduceScatter:
+      res = ncclReduceScatter(sendPtr, recvPtr, cnt, c.type, op, comm, nullptr);
+      break;
+    case Coll::kAlltoAll:
+      res = ncclAlltoAll(sendPtr, recvPtr, cnt, c.type, comm, nullptr);
+      break;
+    case Coll::kGather:
+      res = ncclGather(sendPtr, recvPtr, cnt, c.type, c.root, comm, nullptr);
+      break;
+    case Coll::kScatter:
+      res = ncclScatter(sendPtr, recvPtr, cnt, c.type, c.root, comm, nullptr);
+      break;
     case Coll::kSendRecv: {
       // A ring shift: send to rank+1, receive from rank-1, grouped so neither blocks the other.
       ncclGroupStart();
@@ -138,7 +168,8 @@ std::string runCase(const CollCase& c, int rank, int n, ncclComm_t comm) {
       wrong = countWrong(c.type, out, cnt, [&](size_t i) { return expectMove(c.root, i); });
       break;
     case Coll::kAllGather:
-      wrong = countWrong(c.type, out, cnt * nn, [&](size_t i) { return expectMove(static_cast<int>(i / cnt), i % cnt); });
+      wrong =
+          countWrong(c.type, out, cnt * nn, [&](size_t i) { return expectMove(static_cast<int>(i / cnt), i % cnt); });
       break;
     case Coll::kAlltoAll:
       // Block j of my output came from rank j's send block `rank`.
@@ -148,10 +179,12 @@ std::string runCase(const CollCase& c, int rank, int n, ncclComm_t comm) {
       break;
     case Coll::kGather:
       if (rank != c.root) return "";
-      wrong = countWrong(c.type, out, cnt * nn, [&](size_t i) { return expectMove(static_cast<int>(i / cnt), i % cnt); });
+      wrong =
+          countWrong(c.type, out, cnt * nn, [&](size_t i) { return expectMove(static_cast<int>(i / cnt), i % cnt); });
       break;
     case Coll::kScatter:
-      wrong = countWrong(c.type, out, cnt, [&](size_t i) { return expectMove(c.root, static_cast<size_t>(rank) * cnt + i); });
+      wrong = countWrong(c.type, out, cnt,
+                         [&](size_t i) { return expectMove(c.root, static_cast<size_t>(rank) * cnt + i); });
       break;
     case Coll::kSendRecv:
       wrong = countWrong(c.type, out, cnt, [&](size_t i) { return expectMove((rank + n - 1) % n, i); });

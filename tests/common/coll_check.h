@@ -8,8 +8,18 @@
 
 namespace braid_test {
 
-enum class Coll { kAllReduce, kBroadcast, kBcast, kReduce, kAllGather, kReduceScatter, kAlltoAll, kGather, kScatter,
-                  kSendRecv };
+enum class Coll {
+  kAllReduce,
+  kBroadcast,
+  kBcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAlltoAll,
+  kGather,
+  kScatter,
+  kSendRecv
+};
 const char* collName(Coll c);
 bool collHasOp(Coll c);
 

@@ -35,7 +35,8 @@ std::vector<ncclResult_t> runThreads(int n, const std::function<ncclResult_t(int
 }
 
 std::vector<int> runProcesses(int n, const std::function<int(int, ncclComm_t)>& fn, double timeoutSec,
-                              std::vector<pid_t>* pidsOut, const std::function<void(const std::vector<pid_t>&)>& whileRunning) {
+                              std::vector<pid_t>* pidsOut,
+                              const std::function<void(const std::vector<pid_t>&)>& whileRunning) {
   ncclUniqueId id;
   std::vector<int> status(static_cast<size_t>(n), -1);
   if (ncclGetUniqueId(&id) != ncclSuccess) return status;
@@ -82,8 +83,12 @@ std::vector<int> runProcesses(int n, const std::function<int(int, ncclComm_t)>& 
   return status;
 }
 
-size_t typeSize(ncclDataType_t t) { return braid::dtypeSize(static_cast<braid::DType>(t)); }
-const char* typeName(ncclDataType_t t) { return braid::dtypeName(static_cast<braid::DType>(t)); }
+size_t typeSize(ncclDataType_t t) {
+  return braid::dtypeSize(static_cast<braid::DType>(t));
+}
+const char* typeName(ncclDataType_t t) {
+  return braid::dtypeName(static_cast<braid::DType>(t));
+}
 
 const char* opName(ncclRedOp_t op) {
   static const char* names[] = {"sum", "prod", "max", "min", "avg"};
@@ -93,12 +98,15 @@ const char* opName(ncclRedOp_t op) {
 static bool isSigned(ncclDataType_t t) {
   return t == ncclInt8 || t == ncclInt32 || t == ncclInt64 || t >= ncclFloat16;
 }
-static bool isFloat(ncclDataType_t t) { return t >= ncclFloat16; }
+static bool isFloat(ncclDataType_t t) {
+  return t >= ncclFloat16;
+}
 
 double inputValue(ncclRedOp_t op, ncclDataType_t t, int rank, size_t i) {
   const size_t r = static_cast<size_t>(rank);
   switch (op) {
-    case ncclProd: return ((i * 3 + r) % 5 == 0) ? 2.0 : 1.0;  // products stay tiny powers of two
+    case ncclProd:
+      return ((i * 3 + r) % 5 == 0) ? 2.0 : 1.0;  // products stay tiny powers of two
     case ncclMax:
     case ncclMin: {
       // e5m2 is exact for integers up to 8 only.
@@ -114,12 +122,18 @@ double inputValue(ncclRedOp_t op, ncclDataType_t t, int rank, size_t i) {
 
 static double roundToType(ncclDataType_t t, double v) {
   switch (t) {
-    case ncclFloat16: return braid::halfToFloat(braid::floatToHalf(static_cast<float>(v)));
-    case ncclBfloat16: return braid::bf16ToFloat(braid::floatToBf16(static_cast<float>(v)));
-    case ncclFloat8e4m3: return braid::fp8e4m3ToFloat(braid::floatToFp8e4m3(static_cast<float>(v)));
-    case ncclFloat8e5m2: return braid::fp8e5m2ToFloat(braid::floatToFp8e5m2(static_cast<float>(v)));
-    case ncclFloat32: return static_cast<float>(v);
-    default: return v;
+    case ncclFloat16:
+      return braid::halfToFloat(braid::floatToHalf(static_cast<float>(v)));
+    case ncclBfloat16:
+      return braid::bf16ToFloat(braid::floatToBf16(static_cast<float>(v)));
+    case ncclFloat8e4m3:
+      return braid::fp8e4m3ToFloat(braid::floatToFp8e4m3(static_cast<float>(v)));
+    case ncclFloat8e5m2:
+      return braid::fp8e5m2ToFloat(braid::floatToFp8e5m2(static_cast<float>(v)));
+    case ncclFloat32:
+      return static_cast<float>(v);
+    default:
+      return v;
   }
 }
 
@@ -129,10 +143,18 @@ double expectedReduce(ncclRedOp_t op, ncclDataType_t t, int nranks, size_t i, do
   for (int r = 1; r < nranks; ++r) {
     double v = inputValue(op, t, r, i);
     switch (op) {
-      case ncclProd: acc *= v; break;
-      case ncclMax: acc = std::max(acc, v); break;
-      case ncclMin: acc = std::min(acc, v); break;
-      default: acc += op >= ncclNumOps ? v * premulScalar : v; break;
+      case ncclProd:
+        acc *= v;
+        break;
+      case ncclMax:
+        acc = std::max(acc, v);
+        break;
+      case ncclMin:
+        acc = std::min(acc, v);
+        break;
+      default:
+        acc += op >= ncclNumOps ? v * premulScalar : v;
+        break;
     }
   }
   if (op == ncclAvg) {
@@ -149,19 +171,66 @@ double expectedReduce(ncclRedOp_t op, ncclDataType_t t, int nranks, size_t i, do
 void storeValue(ncclDataType_t t, void* dst, size_t i, double v) {
   char* p = static_cast<char*>(dst);
   switch (t) {
-    case ncclInt8: { int8_t x = static_cast<int8_t>(v); memcpy(p + i, &x, 1); break; }
-    case ncclUint8: { uint8_t x = static_cast<uint8_t>(v); memcpy(p + i, &x, 1); break; }
-    case ncclInt32: { int32_t x = static_cast<int32_t>(v); memcpy(p + 4 * i, &x, 4); break; }
-    case ncclUint32: { uint32_t x = static_cast<uint32_t>(v); memcpy(p + 4 * i, &x, 4); break; }
-    case ncclInt64: { int64_t x = static_cast<int64_t>(v); memcpy(p + 8 * i, &x, 8); break; }
-    case ncclUint64: { uint64_t x = static_cast<uint64_t>(v); memcpy(p + 8 * i, &x, 8); break; }
-    case ncclFloat16: { uint16_t x = braid::floatToHalf(static_cast<float>(v)); memcpy(p + 2 * i, &x, 2); break; }
-    case ncclBfloat16: { uint16_t x = braid::floatToBf16(static_cast<float>(v)); memcpy(p + 2 * i, &x, 2); break; }
-    case ncclFloat32: { float x = static_cast<float>(v); memcpy(p + 4 * i, &x, 4); break; }
-    case ncclFloat64: memcpy(p + 8 * i, &v, 8); break;
-    case ncclFloat8e4m3: { uint8_t x = braid::floatToFp8e4m3(static_cast<float>(v)); memcpy(p + i, &x, 1); break; }
-    case ncclFloat8e5m2: { uint8_t x = braid::floatToFp8e5m2(static_cast<float>(v)); memcpy(p + i, &x, 1); break; }
-    default: break;
+    case ncclInt8: {
+      int8_t x = static_cast<int8_t>(v);
+      memcpy(p + i, &x, 1);
+      break;
+    }
+    case ncclUint8: {
+      uint8_t x = static_cast<uint8_t>(v);
+      memcpy(p + i, &x, 1);
+      break;
+    }
+    case ncclInt32: {
+      int32_t x = static_cast<int32_t>(v);
+      memcpy(p + 4 * i, &x, 4);
+      break;
+    }
+    case ncclUint32: {
+      uint32_t x = static_cast<uint32_t>(v);
+      memcpy(p + 4 * i, &x, 4);
+      break;
+    }
+    case ncclInt64: {
+      int64_t x = static_cast<int64_t>(v);
+      memcpy(p + 8 * i, &x, 8);
+      break;
+    }
+    case ncclUint64: {
+      uint64_t x = static_cast<uint64_t>(v);
+      memcpy(p + 8 * i, &x, 8);
+      break;
+    }
+    case ncclFloat16: {
+      uint16_t x = braid::floatToHalf(static_cast<float>(v));
+      memcpy(p + 2 * i, &x, 2);
+      break;
+    }
+    case ncclBfloat16: {
+      uint16_t x = braid::floatToBf16(static_cast<float>(v));
+      memcpy(p + 2 * i, &x, 2);
+      break;
+    }
+    case ncclFloat32: {
+      float x = static_cast<float>(v);
+      memcpy(p + 4 * i, &x, 4);
+      break;
+    }
+    case ncclFloat64:
+      memcpy(p + 8 * i, &v, 8);
+      break;
+    case ncclFloat8e4m3: {
+      uint8_t x = braid::floatToFp8e4m3(static_cast<float>(v));
+      memcpy(p + i, &x, 1);
+      break;
+    }
+    case ncclFloat8e5m2: {
+      uint8_t x = braid::floatToFp8e5m2(static_cast<float>(v));
+      memcpy(p + i, &x, 1);
+      break;
+    }
+    default:
+      break;
   }
 }
 

@@ -20,7 +20,9 @@
 namespace braid_test {
 namespace {
 
-std::string lastError() { return ncclGetLastError(nullptr); }
+std::string lastError() {
+  return ncclGetLastError(nullptr);
+}
 
 TEST(Api, VersionMatchesHeader) {
   int v = 0;
@@ -223,7 +225,9 @@ TEST(Api, AbortFromAnotherThreadUnblocksACollective) {
   // Connect first (one successful all-reduce), so the abort below interrupts data movement, not connection setup.
   {
     std::vector<float> w(1 << 20, 1.0f), v(1 << 20, 1.0f);
-    std::thread other([&] { EXPECT_EQ(ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat, ncclSum, comms[1], nullptr), ncclSuccess); });
+    std::thread other([&] {
+      EXPECT_EQ(ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat, ncclSum, comms[1], nullptr), ncclSuccess);
+    });
     EXPECT_EQ(ncclAllReduce(w.data(), w.data(), w.size(), ncclFloat, ncclSum, comms[0], nullptr), ncclSuccess);
     other.join();
   }
@@ -286,21 +290,28 @@ TEST(Api, BadInputGetsANamedError) {
   const std::vector<BadInputCase> cases = {
       {"null comm", [](ncclComm_t, float* b) { return ncclAllReduce(b, b, 4, ncclFloat, ncclSum, nullptr, nullptr); },
        ncclInvalidArgument, "comm is NULL"},
-      {"null sendbuff", [](ncclComm_t c, float* b) { return ncclAllReduce(nullptr, b, 4, ncclFloat, ncclSum, c, nullptr); },
+      {"null sendbuff",
+       [](ncclComm_t c, float* b) { return ncclAllReduce(nullptr, b, 4, ncclFloat, ncclSum, c, nullptr); },
        ncclInvalidArgument, "sendbuff is NULL"},
       {"null recvbuff", [](ncclComm_t c, float* b) { return ncclAllGather(b, nullptr, 1, ncclFloat, c, nullptr); },
        ncclInvalidArgument, "recvbuff is NULL"},
       {"negative count",
-       [](ncclComm_t c, float* b) { return ncclAllReduce(b, b, static_cast<size_t>(-5), ncclFloat, ncclSum, c, nullptr); },
+       [](ncclComm_t c, float* b) {
+         return ncclAllReduce(b, b, static_cast<size_t>(-5), ncclFloat, ncclSum, c, nullptr);
+       },
        ncclInvalidArgument, "count=18446744073709551611 (-5 as a signed value)"},
       {"overflowing count",
        [](ncclComm_t c, float* b) { return ncclAllGather(b, b, SIZE_MAX / 4, ncclFloat, c, nullptr); },
        ncclInvalidArgument, "too large"},
       {"bad datatype",
-       [](ncclComm_t c, float* b) { return ncclAllReduce(b, b, 1, static_cast<ncclDataType_t>(12), ncclSum, c, nullptr); },
+       [](ncclComm_t c, float* b) {
+         return ncclAllReduce(b, b, 1, static_cast<ncclDataType_t>(12), ncclSum, c, nullptr);
+       },
        ncclInvalidArgument, "datatype=12"},
       {"bad op",
-       [](ncclComm_t c, float* b) { return ncclAllReduce(b, b, 1, ncclFloat, static_cast<ncclRedOp_t>(9), c, nullptr); },
+       [](ncclComm_t c, float* b) {
+         return ncclAllReduce(b, b, 1, ncclFloat, static_cast<ncclRedOp_t>(9), c, nullptr);
+       },
        ncclInvalidArgument, "op=9"},
       {"bad root", [](ncclComm_t c, float* b) { return ncclBroadcast(b, b, 1, ncclFloat, 2, c, nullptr); },
        ncclInvalidArgument, "root=2"},
@@ -335,12 +346,14 @@ TEST(Api, BadInputGetsANamedError) {
          return ncclCommInitRankConfig(&out, 1, id, 0, &cfg);
        },
        ncclInvalidArgument, "NCCL_CONFIG_INITIALIZER"},
-      {"bad rank", [](ncclComm_t, float*) {
+      {"bad rank",
+       [](ncclComm_t, float*) {
          ncclUniqueId id;
          ncclGetUniqueId(&id);
          ncclComm_t out;
          return ncclCommInitRank(&out, 2, id, 2);
-       }, ncclInvalidArgument, "rank=2"},
+       },
+       ncclInvalidArgument, "rank=2"},
       {"destroy unknown op", [](ncclComm_t c, float*) { return ncclRedOpDestroy(static_cast<ncclRedOp_t>(42), c); },
        ncclInvalidArgument, "op=42"},
   };

@@ -10,12 +10,12 @@
 namespace braid_test {
 namespace {
 
-const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,    ncclUint32,
-                                    ncclInt64,   ncclUint64,  ncclFloat16,  ncclFloat32,
+const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
+                                    ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
                                     ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 const ncclRedOp_t kAllOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg, ncclNumOps /* premulsum */};
-const Coll kAllColls[] = {Coll::kAllReduce, Coll::kBroadcast, Coll::kBcast,    Coll::kReduce,  Coll::kAllGather,
-                          Coll::kReduceScatter, Coll::kAlltoAll, Coll::kGather, Coll::kScatter, Coll::kSendRecv};
+const Coll kAllColls[] = {Coll::kAllReduce,     Coll::kBroadcast, Coll::kBcast,  Coll::kReduce,  Coll::kAllGather,
+                          Coll::kReduceScatter, Coll::kAlltoAll,  Coll::kGather, Coll::kScatter, Coll::kSendRecv};
 
 std::vector<CollCase> sweep(int n, const std::vector<size_t>& counts) {
   std::vector<CollCase> cases;
@@ -57,7 +57,9 @@ void runSweep(int n, const std::vector<CollCase>& cases) {
 
 class ThreadRanks : public ::testing::TestWithParam<int> {};
 
-TEST_P(ThreadRanks, EveryCollectiveTypeOpCountInPlace) { runSweep(GetParam(), sweep(GetParam(), {0, 1, 7, 1023})); }
+TEST_P(ThreadRanks, EveryCollectiveTypeOpCountInPlace) {
+  runSweep(GetParam(), sweep(GetParam(), {0, 1, 7, 1023}));
+}
 
 TEST_P(ThreadRanks, LargeCount) {
   // 1M+3 elements: several tiles, several channels, a ragged last tile; every collective, the widest and the

@@ -44,7 +44,7 @@ TEST_P(ProcessRanks, Collectives) {
     ncclDataType_t t;
     ncclRedOp_t op;
   };
-  const TypeOp typeOps[] = {{ncclFloat32, ncclSum}, {ncclInt8, ncclMax},        {ncclBfloat16, ncclAvg},
+  const TypeOp typeOps[] = {{ncclFloat32, ncclSum}, {ncclInt8, ncclMax},          {ncclBfloat16, ncclAvg},
                             {ncclUint64, ncclProd}, {ncclFloat8e5m2, ncclNumOps}, {ncclFloat16, ncclMin}};
   for (Coll c : colls) {
     for (const TypeOp& to : typeOps) {
@@ -98,7 +98,8 @@ TEST(Processes, KillNineOneRankOthersGetRemoteError) {
         }
         return 0;
       },
-      60, &pids, [](const std::vector<pid_t>& p) {
+      60, &pids,
+      [](const std::vector<pid_t>& p) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1500));
         kill(p[1], SIGKILL);
       });

@@ -39,8 +39,7 @@ int main(int argc, char** argv) {
   }
   printf("braid %s (NCCL API 2.28.9)\n", BRAID_VERSION_STRING);
   printf("build: hwloc=%s cuda-toolkit=%s (CUDA backend not built yet) ibverbs=%s libfabric=%s mpi=%s\n",
-         BRAID_BUILD_HWLOC, BRAID_BUILD_CUDA,
-         BRAID_BUILD_IBVERBS, BRAID_BUILD_LIBFABRIC, BRAID_BUILD_MPI);
+         BRAID_BUILD_HWLOC, BRAID_BUILD_CUDA, BRAID_BUILD_IBVERBS, BRAID_BUILD_LIBFABRIC, BRAID_BUILD_MPI);
   printf("transports (in the order tried):");
   for (braid::Transport* t : braid::hostTransports()) printf(" %s", t->name());
   printf("\n\nknobs:\n");

@@ -28,7 +28,9 @@ namespace {
 
 constexpr size_t kCtrlBytes = 4096;
 
-size_t segmentBytes(size_t slotBytes) { return kCtrlBytes + slotBytes * kFifoSlots; }
+size_t segmentBytes(size_t slotBytes) {
+  return kCtrlBytes + slotBytes * kFifoSlots;
+}
 
 FifoCtrl* initCtrl(void* base, size_t slotBytes) {
   auto* ctrl = new (base) FifoCtrl();
@@ -69,8 +71,7 @@ class InprocTransport : public Transport {
     std::shared_ptr<void> mem = mapping(base, bytes);
     FifoCtrl* ctrl = initCtrl(base, slotBytes);
     RecvSetup setup;
-    setup.connector = std::make_unique<Connector>(mem, ctrl, static_cast<char*>(base) + kCtrlBytes, false, peer,
-                                                  false);
+    setup.connector = std::make_unique<Connector>(mem, ctrl, static_cast<char*>(base) + kCtrlBytes, false, peer, false);
     Blob b{};
     strcpy(b.kind, "inproc");
     b.bytes = bytes;
@@ -162,8 +163,7 @@ class ShmTransport : public Transport {
     });
     FifoCtrl* ctrl = initCtrl(base, slotBytes);
     RecvSetup setup;
-    setup.connector = std::make_unique<Connector>(mem, ctrl, static_cast<char*>(base) + kCtrlBytes, false, peer,
-                                                  true);
+    setup.connector = std::make_unique<Connector>(mem, ctrl, static_cast<char*>(base) + kCtrlBytes, false, peer, true);
     memcpy(setup.blob, &b, sizeof(b));
     BRAID_INFO(kLogShm, "shm: rank %d created %s (%zu bytes) for FIFO from rank %d", self.rank, b.name, bytes,
                peer.rank);

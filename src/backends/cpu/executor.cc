@@ -19,7 +19,9 @@ inline void cpuRelax() {
 #endif
 }
 
-bool opIsPlainCopy(const ReduceOp& op) { return op.kind != OpKind::kPreMulSum && op.kind != OpKind::kAvg; }
+bool opIsPlainCopy(const ReduceOp& op) {
+  return op.kind != OpKind::kPreMulSum && op.kind != OpKind::kAvg;
+}
 
 // Executes the current step of `w` if its slots are ready. Returns true when it did.
 bool tryStep(WorkItem& w) {
@@ -41,20 +43,32 @@ bool tryStep(WorkItem& w) {
 
   if (n > 0) {
     switch (s.op) {
-      case StepOp::kSend: copyLocal(w.op, ss, in, n, false); break;
-      case StepOp::kSendFromOutput: memcpy(ss, out, bytes); break;
+      case StepOp::kSend:
+        copyLocal(w.op, ss, in, n, false);
+        break;
+      case StepOp::kSendFromOutput:
+        memcpy(ss, out, bytes);
+        break;
       case StepOp::kCopySend:
         copyLocal(w.op, ss, in, n, false);
         if (out != in) memcpy(out, ss, bytes);
         break;
-      case StepOp::kRecv: memcpy(out, rs, bytes); break;
-      case StepOp::kRecvSend: memcpy(ss, rs, bytes); break;
+      case StepOp::kRecv:
+        memcpy(out, rs, bytes);
+        break;
+      case StepOp::kRecvSend:
+        memcpy(ss, rs, bytes);
+        break;
       case StepOp::kRecvCopySend:
         memcpy(out, rs, bytes);
         memcpy(ss, rs, bytes);
         break;
-      case StepOp::kRecvReduceSend: reduceInto(w.op, ss, rs, in, n, false); break;
-      case StepOp::kRecvReduceCopy: reduceInto(w.op, out, rs, in, n, true); break;
+      case StepOp::kRecvReduceSend:
+        reduceInto(w.op, ss, rs, in, n, false);
+        break;
+      case StepOp::kRecvReduceCopy:
+        reduceInto(w.op, out, rs, in, n, true);
+        break;
       case StepOp::kRecvReduceCopySend:
         reduceInto(w.op, out, rs, in, n, true);
         memcpy(ss, out, bytes);
