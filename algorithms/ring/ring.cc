@@ -31,13 +31,27 @@ void channelRange(size_t count, int nChannels, int channel, size_t align, size_t
   *end = std::min(count, *begin + per);
 }
 
+namespace {
+
+// Where `rank` sits in the ring, or -1.
+int ringPosition(const std::vector<int>& ring, int rank) {
+  for (size_t i = 0; i < ring.size(); ++i) {
+    if (ring[i] == rank) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
 Result<Program> buildRingProgram(const RingParams& p) {
   const int n = static_cast<int>(p.ring.size());
-  int pos = -1;
-  for (int i = 0; i < n; ++i) {
-    if (p.ring[static_cast<size_t>(i)] == p.rank) pos = i;
-  }
+  const int pos = ringPosition(p.ring, p.rank);
   if (pos < 0) return internalError("rank %d is not in the ring", p.rank);
+  const bool rooted = p.kind == CollKind::kBroadcast || p.kind == CollKind::kReduce;
+  const int rootPos = ringPosition(p.ring, p.root);
+  if (rooted && rootPos < 0) return internalError("root %d is not in the ring", p.root);
+  // Hops from the root to this rank along the ring (rooted collectives only).
+  const int rootDist = ((pos - rootPos) % n + n) % n;
   if (p.chunkElems == 0) return internalError("ring chunk of 0 elements");
   auto at = [&](int k) { return p.ring[static_cast<size_t>(((pos + k) % n + n) % n)]; };
   const int next = at(1);
@@ -74,14 +88,9 @@ Result<Program> buildRingProgram(const RingParams& p) {
     case CollKind::kBroadcast: {
       // A chain from the root: root copies and sends, the others forward, the last one keeps.
       prog.layout = Layout::kStrided;
-      int rootPos = -1;
-      for (int i = 0; i < n; ++i) {
-        if (p.ring[static_cast<size_t>(i)] == p.root) rootPos = i;
-      }
-      int dist = ((pos - rootPos) % n + n) % n;
-      if (dist == 0) {
+      if (rootDist == 0) {
         add(StepOp::kCopySend, 0, next, prev);
-      } else if (dist == n - 1) {
+      } else if (rootDist == n - 1) {
         add(StepOp::kRecv, 0, next, prev);
       } else {
         add(StepOp::kRecvCopySend, 0, next, prev);
@@ -91,14 +100,9 @@ Result<Program> buildRingProgram(const RingParams& p) {
     case CollKind::kReduce: {
       // A chain ending at the root: the rank after the root starts, the root finishes.
       prog.layout = Layout::kStrided;
-      int rootPos = -1;
-      for (int i = 0; i < n; ++i) {
-        if (p.ring[static_cast<size_t>(i)] == p.root) rootPos = i;
-      }
-      int dist = ((pos - rootPos) % n + n) % n;
-      if (dist == 1) {
+      if (rootDist == 1) {
         add(StepOp::kSend, 0, next, prev);
-      } else if (dist == 0) {
+      } else if (rootDist == 0) {
         add(StepOp::kRecvReduceCopy, 0, next, prev);
       } else {
         add(StepOp::kRecvReduceSend, 0, next, prev);

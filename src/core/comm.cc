@@ -156,24 +156,11 @@ Result<ReduceOp> Communicator::resolveOp(int op, DType dtype) const {
   ReduceOp r;
   r.dtype = dtype;
   r.nranks = nranks_;
-  switch (op) {
-    case 0:
-      r.kind = OpKind::kSum;
-      return r;
-    case 1:
-      r.kind = OpKind::kProd;
-      return r;
-    case 2:
-      r.kind = OpKind::kMax;
-      return r;
-    case 3:
-      r.kind = OpKind::kMin;
-      return r;
-    case 4:
-      r.kind = OpKind::kAvg;
-      return r;
-    default:
-      break;
+  // Built-in ops 0..4 (sum, prod, max, min, avg) are OpKind's first five values.
+  static_assert(static_cast<int>(OpKind::kAvg) == 4, "OpKind must follow ncclRedOp_t for built-in ops");
+  if (op >= 0 && op <= 4) {
+    r.kind = static_cast<OpKind>(op);
+    return r;
   }
   std::lock_guard<std::mutex> lock(opsMu_);
   size_t idx = static_cast<size_t>(op) - 5;
