@@ -4,7 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The perf tools' baselines (Open MPI, Gloo) and plots (gnuplot) come from Debian too; BRAID_MINIMAL=1 skips them.
 packages=(build-essential cmake pkg-config python3 libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev)
+if [ "${BRAID_MINIMAL:-0}" != 1 ]; then
+  packages+=(libopenmpi-dev openmpi-bin libgloo-dev gnuplot-nox)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

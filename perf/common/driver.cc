@@ -1,4 +1,5 @@
 // The shared driver of the perf tools: ranks as threads (and processes), buffers, timing, checking, output.
+// The library measured is a Backend (braid, or an MPI/Gloo baseline); nothing here calls a library directly.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "perf/common/backend.h"
 #include "perf/common/collective.h"
 #include "perf/common/data_types.h"
 #include "perf/common/launch.h"
@@ -30,17 +32,20 @@ constexpr int kStatusWrong = 1;
 constexpr int kStatusError = 2;
 constexpr int kStatusTimeout = 3;
 
-// State shared by the rank threads of this process.
+using Clock = std::chrono::steady_clock;
+
+// State shared by the driver threads of this process.
 struct Shared {
   const CollectiveSpec* spec = nullptr;
   PerfOptions opts;
   LaunchInfo launch;
   RunInfo info;
-  ncclUniqueId id;
+  std::unique_ptr<Backend> backend;
   int nranks = 1;
+  int ranksPerThread = 1;  // -g
   std::vector<size_t> sizes;
   size_t sendBufferBytes = 0;  // per rank, unalignment included
-  size_t recvBufferBytes = 0;
+  size_t recvBufferBytes = 0;  // per rank: large enough for either shape, since in place shares it
   std::atomic<int> status{0};
 
   std::mutex mu;
@@ -54,13 +59,11 @@ struct Shared {
   }
 };
 
-// A failed NCCL call ends the process (as nccl-tests does): the other ranks are blocked in collectives with this
-// one and would only time out. braidrun, mpirun or srun then stop the other processes.
-[[noreturn]] void failNccl(const Shared& s, int rank, const char* what, ncclResult_t result, ncclComm_t comm) {
-  const char* last = ncclGetLastError(comm);
+// A failed library call ends the process (as nccl-tests does): the other ranks are blocked in collectives with
+// this one and would only time out. braidrun, mpirun or srun then stop the other processes.
+[[noreturn]] void fail(const Shared& s, int rank, const std::string& message) {
   std::fflush(stdout);
-  std::fprintf(stderr, "%s: rank %d: %s failed: %s%s%s\n", s.spec->name, rank, what, ncclGetErrorString(result),
-               last != nullptr && *last != '\0' ? ": " : "", last != nullptr ? last : "");
+  std::fprintf(stderr, "%s: rank %d: %s\n", s.spec->name, rank, message.c_str());
   std::fflush(stderr);
   std::_Exit(kStatusError);
 }
@@ -82,25 +85,40 @@ Buffer allocateBuffer(size_t bytes) {
   return Buffer(p);
 }
 
-class RankRunner {
+// One rank's buffers.
+struct RankBuffers {
+  int rank = 0;
+  Buffer send;
+  Buffer recv;
+  Buffer expected;
+};
+
+// One driver thread: the -g ranks it drives, through one backend.
+class ThreadRunner {
  public:
-  RankRunner(Shared& shared, int thread) : s_(shared), rank_(shared.launch.procRank * shared.opts.nThreads + thread) {}
+  ThreadRunner(Shared& shared, int thread)
+      : s_(shared), firstRank_((shared.launch.procRank * shared.opts.nThreads + thread) * shared.ranksPerThread) {}
 
   void run() {
-    check(ncclCommInitRank(&comm_, s_.nranks, s_.id, rank_), "ncclCommInitRank");
-    int device = -1;
-    check(ncclCommCuDevice(comm_, &device), "ncclCommCuDevice");
-    const std::vector<std::string> lines = gatherDeviceLines(device);
+    std::string error;
+    comms_ = s_.backend->connect(firstRank_, s_.ranksPerThread, s_.nranks, &error);
+    if (!comms_) fail(s_, firstRank_, error);
+    refuseUnsupported();
+    const std::vector<std::string> lines = gatherDeviceLines();
     if (isReporter()) printDevicesAndTableHeader(stdout, lines);
 
-    send_ = allocateBuffer(s_.sendBufferBytes);
-    recv_ = allocateBuffer(s_.recvBufferBytes);
-    expected_ = allocateBuffer(s_.recvBufferBytes);
-    if (!send_ || !recv_ || !expected_) {
-      std::fprintf(stderr, "%s: rank %d: cannot allocate %zu + 2 x %zu bytes of buffers\n", s_.spec->name, rank_,
-                   s_.sendBufferBytes, s_.recvBufferBytes);
-      std::fflush(stderr);
-      std::_Exit(kStatusError);
+    for (int i = 0; i < s_.ranksPerThread; ++i) {
+      RankBuffers b;
+      b.rank = firstRank_ + i;
+      b.send = allocateBuffer(s_.sendBufferBytes);
+      b.recv = allocateBuffer(s_.recvBufferBytes);
+      b.expected = allocateBuffer(s_.recvBufferBytes);
+      if (!b.send || !b.recv || !b.expected) {
+        fail(s_, b.rank,
+             "cannot allocate " + std::to_string(s_.sendBufferBytes) + " + 2 x " + std::to_string(s_.recvBufferBytes) +
+                 " bytes of buffers (lower -e)");
+      }
+      ranks_.push_back(std::move(b));
     }
 
     const PerfOptions& o = s_.opts;
@@ -123,30 +141,63 @@ class RankRunner {
     if (wrongTotal != 0) s_.raiseStatus(kStatusWrong);
     if (isReporter()) finishReport(rows, wrongTotal, avgBusBw);
 
-    check(ncclCommDestroy(comm_), "ncclCommDestroy");
-    comm_ = nullptr;
+    if (!comms_->close(&error)) fail(s_, firstRank_, error);
+    comms_.reset();
   }
 
  private:
-  bool isReporter() const { return rank_ == 0; }
+  bool isReporter() const { return firstRank_ == 0; }
 
-  void check(ncclResult_t r, const char* what) {
-    if (r != ncclSuccess) failNccl(s_, rank_, what, r, comm_);
+  void check(bool ok, const std::string& error) {
+    if (!ok) fail(s_, firstRank_, error);
+  }
+
+  // Every rank decides the same way, so a refusal ends every process with the same message and nothing hangs.
+  void refuseUnsupported() {
+    for (const TypeInfo* type : s_.opts.types) {
+      for (const OpInfo* op : s_.opts.ops) {
+        std::string why;
+        if (!comms_->supports(s_.spec->kind, *type, *op, &why)) {
+          if (isReporter()) {
+            std::fprintf(stderr, "%s: --baseline %s: %s\n", s_.spec->name, s_.backend->name(), why.c_str());
+          }
+          std::fflush(stderr);
+          std::_Exit(kStatusError);
+        }
+      }
+    }
+  }
+
+  // The in-place all-reduce the driver uses for its own bookkeeping, over this thread's ranks.
+  void bookkeepingAllReduce(std::vector<std::vector<char>>& perRank, size_t count, ncclDataType_t type,
+                            ncclRedOp_t op) {
+    std::vector<void*> bufs;
+    for (auto& v : perRank) bufs.push_back(v.data());
+    std::string error;
+    check(comms_->allReduce(bufs, count, type, op, &error), error);
+  }
+
+  void barrier() {
+    std::vector<std::vector<char>> one(static_cast<size_t>(s_.ranksPerThread), std::vector<char>(1, 0));
+    bookkeepingAllReduce(one, 1, ncclUint8, ncclSum);
   }
 
   // Every rank's "#  Rank ..." line, in rank order. Gathered with an all-reduce (a sum of byte strings, each zero
   // outside its owner's slot), so the driver's bookkeeping needs no collective but all-reduce.
-  std::vector<std::string> gatherDeviceLines(int device) {
+  std::vector<std::string> gatherDeviceLines() {
     char host[256] = {0};
     if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
-    const std::string mine = deviceLine(rank_, static_cast<int>(getpid()), host, device);
-    std::vector<char> slots(kDeviceLineBytes * static_cast<size_t>(s_.nranks), 0);
-    std::memcpy(&slots[kDeviceLineBytes * rank_], mine.data(), std::min(mine.size(), kDeviceLineBytes - 1));
-    check(ncclAllReduce(slots.data(), slots.data(), slots.size(), ncclUint8, ncclSum, comm_, nullptr),
-          "ncclAllReduce (device lines)");
+    std::vector<std::vector<char>> slots(static_cast<size_t>(s_.ranksPerThread),
+                                         std::vector<char>(kDeviceLineBytes * static_cast<size_t>(s_.nranks), 0));
+    for (int i = 0; i < s_.ranksPerThread; ++i) {
+      const int rank = firstRank_ + i;
+      const std::string mine = deviceLine(rank, static_cast<int>(getpid()), host, comms_->device(i));
+      std::memcpy(&slots[i][kDeviceLineBytes * rank], mine.data(), std::min(mine.size(), kDeviceLineBytes - 1));
+    }
+    bookkeepingAllReduce(slots, slots[0].size(), ncclUint8, ncclSum);
     std::vector<std::string> lines;
     for (int r = 0; r < s_.nranks; ++r) {
-      const char* slot = &slots[kDeviceLineBytes * r];
+      const char* slot = &slots[0][kDeviceLineBytes * r];
       lines.emplace_back(slot, strnlen(slot, kDeviceLineBytes));
     }
     return lines;
@@ -154,20 +205,28 @@ class RankRunner {
 
   // The time per operation reported for all ranks (-a: 0 rank 0's, 1 mean, 2 min, 3 max).
   double reduceTime(double seconds) {
-    double v = seconds;
     ncclRedOp_t op = ncclSum;
-    if (s_.opts.average == 0 && rank_ != 0) v = 0;
     if (s_.opts.average == 2) op = ncclMin;
     if (s_.opts.average == 3) op = ncclMax;
-    check(ncclAllReduce(&v, &v, 1, ncclFloat64, op, comm_, nullptr), "ncclAllReduce (time)");
-    if (s_.opts.average == 1) v /= s_.nranks;
-    return v;
+    std::vector<std::vector<char>> v(static_cast<size_t>(s_.ranksPerThread), std::vector<char>(sizeof(double)));
+    for (int i = 0; i < s_.ranksPerThread; ++i) {
+      const double mine = s_.opts.average == 0 && firstRank_ + i != 0 ? 0.0 : seconds;
+      std::memcpy(v[i].data(), &mine, sizeof(mine));
+    }
+    bookkeepingAllReduce(v, 1, ncclFloat64, op);
+    double result = 0;
+    std::memcpy(&result, v[0].data(), sizeof(result));
+    if (s_.opts.average == 1) result /= s_.nranks;
+    return result;
   }
 
-  int64_t sumOverRanks(int64_t value) {
-    int64_t v = value;
-    check(ncclAllReduce(&v, &v, 1, ncclInt64, ncclSum, comm_, nullptr), "ncclAllReduce (#wrong)");
-    return v;
+  int64_t sumOverRanks(const std::vector<int64_t>& perRank) {
+    std::vector<std::vector<char>> v(perRank.size(), std::vector<char>(sizeof(int64_t)));
+    for (size_t i = 0; i < perRank.size(); ++i) std::memcpy(v[i].data(), &perRank[i], sizeof(int64_t));
+    bookkeepingAllReduce(v, 1, ncclInt64, ncclSum);
+    int64_t total = 0;
+    std::memcpy(&total, v[0].data(), sizeof(total));
+    return total;
   }
 
   RowResult measureRow(const TypeInfo& type, const OpInfo& op, size_t bytes, uint64_t seed) {
@@ -183,50 +242,82 @@ class RankRunner {
     return row;
   }
 
+  // nccl-tests' buffer placement: out of place, separate buffers; in place, one buffer holding both, the smaller
+  // side at rank * offset elements into the larger one.
+  RunArgs argsFor(RankBuffers& b, const TypeInfo& type, const OpInfo& op, const CollCounts& counts, bool inPlace) {
+    const size_t ts = type.size;
+    const size_t rank = static_cast<size_t>(b.rank);
+    char* send = b.send.get() + s_.opts.unalign * ts;
+    char* recv = b.recv.get() + s_.opts.unalign * ts;
+    RunArgs a;
+    if (inPlace) {
+      send = recv;
+      if (counts.sendInPlaceOffset != 0) send = recv + counts.sendInPlaceOffset * rank * ts;
+      if (counts.recvInPlaceOffset != 0) recv = send + counts.recvInPlaceOffset * rank * ts;
+    }
+    a.send = send;
+    a.recv = recv;
+    a.inPlace = inPlace;
+    a.counts = counts;
+    a.type = &type;
+    a.op = &op;
+    a.root = s_.opts.root;
+    a.rank = b.rank;
+    a.nranks = s_.nranks;
+    return a;
+  }
+
   PlacementResult measure(const TypeInfo& type, const OpInfo& op, const CollCounts& counts, uint64_t seed,
                           bool inPlace) {
     const PerfOptions& o = s_.opts;
     const CollectiveSpec& spec = *s_.spec;
     const size_t ts = type.size;
-    char* send = send_.get() + o.unalign * ts;
-    char* recv = recv_.get() + o.unalign * ts;
-    char* sendPtr = inPlace ? recv + counts.sendInPlaceOffset * ts : send;
-
-    DataCtx ctx;
-    ctx.type = &type;
-    ctx.op = op.op;
-    ctx.root = o.root;
-    ctx.rank = rank_;
-    ctx.nranks = s_.nranks;
-    ctx.counts = counts;
+    std::vector<RunArgs> args;
+    std::vector<DataCtx> ctxs;
+    for (RankBuffers& b : ranks_) {
+      args.push_back(argsFor(b, type, op, counts, inPlace));
+      DataCtx ctx;
+      ctx.type = &type;
+      ctx.op = op.op;
+      ctx.root = o.root;
+      ctx.rank = b.rank;
+      ctx.nranks = s_.nranks;
+      ctx.counts = counts;
+      ctxs.push_back(ctx);
+    }
     auto prepare = [&](uint64_t dataSeed) {
-      ctx.seed = dataSeed;
-      poison(recv, counts.recvCount * ts);
-      spec.initInput(ctx, sendPtr);
+      for (size_t i = 0; i < ranks_.size(); ++i) {
+        ctxs[i].seed = dataSeed;
+        poison(args[i].recv, counts.recvCount * ts);
+        spec.initInput(ctxs[i], const_cast<void*>(args[i].send));
+      }
     };
-
-    RunArgs args;
-    args.send = sendPtr;
-    args.recv = recv;
-    args.counts = counts;
-    args.type = type.type;
-    args.op = op.op;
-    args.root = o.root;
-    args.comm = comm_;
-    args.stream = nullptr;
+    std::string error;
+    auto runOnce = [&]() { check(comms_->run(spec.kind, args, &error), error); };
     auto iteration = [&]() {
-      if (o.aggIters > 1) check(ncclGroupStart(), "ncclGroupStart");
-      for (int a = 0; a < o.aggIters; ++a) check(spec.run(args), spec.name);
-      if (o.aggIters > 1) check(ncclGroupEnd(), "ncclGroupEnd");
+      if (o.aggIters > 1) check(comms_->groupStart(&error), error);
+      for (int a = 0; a < o.aggIters; ++a) runOnce();
+      if (o.aggIters > 1) check(comms_->groupEnd(&error), error);
+      if (o.blocking == 1) barrier();  // after the group: a barrier inside it would be fused with the ops
     };
 
     prepare(combineSeed(seed, 0));
     for (int w = 0; w < o.warmupIters; ++w) iteration();
-    const auto start = std::chrono::steady_clock::now();
-    for (int it = 0; it < o.iters; ++it) iteration();
-    const auto end = std::chrono::steady_clock::now();
-    const double perOp = std::chrono::duration<double>(end - start).count() /
-                         (static_cast<double>(o.iters) * static_cast<double>(o.aggIters));
+    double elapsed = 0;
+    if (o.blocking == 3) {
+      // Barrier after each iteration, outside the timed span.
+      for (int it = 0; it < o.iters; ++it) {
+        const auto start = Clock::now();
+        iteration();
+        elapsed += std::chrono::duration<double>(Clock::now() - start).count();
+        barrier();
+      }
+    } else {
+      const auto start = Clock::now();
+      for (int it = 0; it < o.iters; ++it) iteration();
+      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    }
+    const double perOp = elapsed / (static_cast<double>(o.iters) * static_cast<double>(o.aggIters));
 
     PlacementResult result;
     const double seconds = reduceTime(perOp);
@@ -234,13 +325,16 @@ class RankRunner {
     result.algBw = static_cast<double>(spec.algBytes(counts, ts, s_.nranks)) / 1e9 / seconds;
     result.busBw = result.algBw * spec.busBwFactor(s_.nranks);
 
-    if (o.check > 0) {
-      int64_t wrong = 0;
+    if (o.check > 0 && (spec.checkInPlace || !inPlace)) {
+      std::vector<int64_t> wrong(ranks_.size(), 0);
       for (int c = 0; c < o.check; ++c) {
         prepare(combineSeed(seed, 100 + static_cast<uint64_t>(c)));
-        check(spec.run(args), spec.name);
-        const size_t n = spec.initExpected(ctx, expected_.get());
-        wrong += static_cast<int64_t>(countMismatches(type, recv, expected_.get(), n));
+        runOnce();
+        for (size_t i = 0; i < ranks_.size(); ++i) {
+          const size_t n = spec.initExpected(ctxs[i], ranks_[i].expected.get());
+          if (injectWrong_ == ranks_[i].rank && n > 0) corruptFirst(args[i].recv, ranks_[i].expected.get(), ts);
+          wrong[i] += static_cast<int64_t>(countMismatches(type, args[i].recv, ranks_[i].expected.get(), n));
+        }
       }
       result.wrong = sumOverRanks(wrong);
       result.checked = true;
@@ -267,12 +361,23 @@ class RankRunner {
     }
   }
 
+  // Test hook (BRAID_PERF_INJECT_WRONG=<rank>): that rank's first result element is made wrong before each check,
+  // so tests can see the #wrong count, the FAILED footer and the exit status work.
+  static int injectWrongRank() {
+    const char* v = std::getenv("BRAID_PERF_INJECT_WRONG");
+    return v != nullptr && *v != '\0' ? std::atoi(v) : -1;
+  }
+  static void corruptFirst(void* result, const void* expected, size_t typeSize) {
+    auto* r = static_cast<unsigned char*>(result);
+    std::memcpy(r, expected, typeSize);
+    r[0] ^= 0x01;
+  }
+
   Shared& s_;
-  const int rank_;
-  ncclComm_t comm_ = nullptr;
-  Buffer send_;
-  Buffer recv_;
-  Buffer expected_;
+  const int firstRank_;
+  const int injectWrong_ = injectWrongRank();
+  std::unique_ptr<ThreadComms> comms_;
+  std::vector<RankBuffers> ranks_;
 };
 
 // Per-rank buffer sizes: the largest any swept size needs for any selected type, plus the misalignment.
@@ -282,8 +387,25 @@ void sizeBuffers(Shared& s) {
       const CollCounts c = s.spec->counts(bytes, type->size, s.nranks);
       const size_t extra = static_cast<size_t>(s.opts.unalign) * type->size;
       s.sendBufferBytes = std::max(s.sendBufferBytes, c.sendCount * type->size + extra);
-      s.recvBufferBytes = std::max(s.recvBufferBytes, c.recvCount * type->size + extra);
+      s.recvBufferBytes = std::max(s.recvBufferBytes, std::max(c.sendCount, c.recvCount) * type->size + extra);
     }
+  }
+}
+
+// Waits for the driver threads, honouring -T.
+void waitForThreads(Shared& s) {
+  std::unique_lock<std::mutex> lock(s.mu);
+  auto allDone = [&]() { return s.finishedThreads == s.opts.nThreads; };
+  if (s.opts.timeoutSec > 0) {
+    if (!s.done.wait_for(lock, std::chrono::seconds(s.opts.timeoutSec), allDone)) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "%s: Test timeout: not finished after %d s (-T); exiting\n", s.spec->name,
+                   s.opts.timeoutSec);
+      std::fflush(stderr);
+      std::_Exit(kStatusTimeout);
+    }
+  } else {
+    s.done.wait(lock, allDone);
   }
 }
 
@@ -296,15 +418,35 @@ int runPerf(const CollectiveSpec& spec, int argc, char** argv) {
   if (!parseOptions(argc, argv, spec.name, spec.hasOp, spec.hasRoot, &s.opts, &exitStatus)) return exitStatus;
 
   std::string error;
+  s.backend = makeBackend(s.opts.baseline, &error);
+  if (!s.backend) {
+    std::fprintf(stderr, "%s: %s\n", spec.name, error.c_str());
+    return kStatusError;
+  }
+  const Backend& backend = *s.backend;
+  if (backend.maxRanksPerThread() != 0 && s.opts.nGpus > backend.maxRanksPerThread()) {
+    std::fprintf(stderr, "%s: --baseline %s drives one rank per thread; use -g 1\n", spec.name, backend.name());
+    return kStatusError;
+  }
+  if (backend.maxThreadsPerProcess() != 0 && s.opts.nThreads > backend.maxThreadsPerProcess()) {
+    std::fprintf(stderr, "%s: --baseline %s runs one rank per process; use -t 1 and more processes\n", spec.name,
+                 backend.name());
+    return kStatusError;
+  }
   if (!detectLaunch(&s.launch, &error)) {
     std::fprintf(stderr, "%s: %s\n", spec.name, error.c_str());
     return kStatusError;
   }
-  prepareRendezvous(&s.launch);
-  const long long nranks = static_cast<long long>(s.launch.worldSize) * s.opts.nThreads;
+  s.ranksPerThread = s.opts.nGpus;
+  const long long perProcess = static_cast<long long>(s.opts.nThreads) * s.opts.nGpus;
+  if (perProcess > INT_MAX || !s.backend->startProcess(&s.launch, static_cast<int>(perProcess), &error)) {
+    std::fprintf(stderr, "%s: %s\n", spec.name, error.empty() ? "too many ranks per process" : error.c_str());
+    return kStatusError;
+  }
+  const long long nranks = static_cast<long long>(s.launch.worldSize) * perProcess;
   if (nranks > INT_MAX) {
-    std::fprintf(stderr, "%s: %d processes x %d threads is too many ranks\n", spec.name, s.launch.worldSize,
-                 s.opts.nThreads);
+    std::fprintf(stderr, "%s: %d processes x %lld ranks is too many ranks\n", spec.name, s.launch.worldSize,
+                 perProcess);
     return kStatusError;
   }
   s.nranks = static_cast<int>(nranks);
@@ -316,8 +458,9 @@ int runPerf(const CollectiveSpec& spec, int argc, char** argv) {
   sizeBuffers(s);
 
   int libraryVersion = 0;
-  if (ncclResult_t r = ncclGetVersion(&libraryVersion); r != ncclSuccess) failNccl(s, -1, "ncclGetVersion", r, nullptr);
+  if (ncclResult_t r = ncclGetVersion(&libraryVersion); r != ncclSuccess) fail(s, -1, "ncclGetVersion failed");
   s.info.tool = spec.name;
+  s.info.library = backend.name();
   s.info.headerVersion = NCCL_VERSION_CODE;
   s.info.libraryVersion = libraryVersion;
   s.info.nranks = s.nranks;
@@ -325,36 +468,19 @@ int runPerf(const CollectiveSpec& spec, int argc, char** argv) {
   s.info.opts = &s.opts;
   if (s.launch.procRank == 0) printHeader(stdout, s.info);
 
-  // One process: this id is handed to the threads. Several: NCCL_COMM_ID is set, every process derives the same id.
-  if (ncclResult_t r = ncclGetUniqueId(&s.id); r != ncclSuccess) {
-    failNccl(s, s.launch.procRank * s.opts.nThreads, "ncclGetUniqueId", r, nullptr);
-  }
-
   std::vector<std::thread> threads;
   threads.reserve(static_cast<size_t>(s.opts.nThreads));
   for (int t = 0; t < s.opts.nThreads; ++t) {
     threads.emplace_back([&s, t]() {
-      RankRunner(s, t).run();
+      ThreadRunner(s, t).run();
       std::lock_guard<std::mutex> lock(s.mu);
       ++s.finishedThreads;
       s.done.notify_all();
     });
   }
-  {
-    std::unique_lock<std::mutex> lock(s.mu);
-    auto allDone = [&]() { return s.finishedThreads == s.opts.nThreads; };
-    if (s.opts.timeoutSec > 0) {
-      if (!s.done.wait_for(lock, std::chrono::seconds(s.opts.timeoutSec), allDone)) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: Test timeout: not finished after %d s (-T); exiting\n", spec.name, s.opts.timeoutSec);
-        std::fflush(stderr);
-        std::_Exit(kStatusTimeout);
-      }
-    } else {
-      s.done.wait(lock, allDone);
-    }
-  }
+  waitForThreads(s);
   for (std::thread& t : threads) t.join();
+  s.backend->finishProcess();
   std::fflush(stdout);
   return s.status.load();
 }

@@ -38,6 +38,15 @@ const char* envOr(const char* name, const char* fallback) {
   return v != nullptr && *v != '\0' ? v : fallback;
 }
 
+// The first host of a Slurm hostlist ("node[03-05,9],gpu1" -> "node03"): rank 0's host under srun's default
+// block distribution.
+std::string firstSlurmHost(const std::string& list) {
+  const size_t end = list.find_first_of(",[");
+  if (end == std::string::npos || list[end] == ',') return list.substr(0, end);
+  const size_t digits = list.find_first_not_of("0123456789", end + 1);
+  return list.substr(0, end) + list.substr(end + 1, (digits == std::string::npos ? list.size() : digits) - end - 1);
+}
+
 }  // namespace
 
 bool detectLaunch(LaunchInfo* info, std::string* error) {
@@ -72,7 +81,11 @@ void prepareRendezvous(LaunchInfo* info) {
     info->commIdFromUser = true;
     return;
   }
-  std::string addr = envOr("MASTER_ADDR", kDefaultMasterAddr);
+  std::string addr = envOr("MASTER_ADDR", "");
+  if (addr.empty() && info->source.rfind("SLURM", 0) == 0) {
+    addr = firstSlurmHost(envOr("SLURM_STEP_NODELIST", envOr("SLURM_JOB_NODELIST", "")));
+  }
+  if (addr.empty()) addr = kDefaultMasterAddr;
   if (addr.find(':') != std::string::npos && addr.front() != '[') addr = "[" + addr + "]";  // IPv6 literal
   info->commId = addr + ":" + envOr("MASTER_PORT", kDefaultMasterPort);
   setenv("NCCL_COMM_ID", info->commId.c_str(), 1);

@@ -3,9 +3,11 @@
 // Launched by braidrun, torchrun, mpirun or srun, a process is rank RANK of WORLD_SIZE processes (the first complete
 // pair of WORLD_SIZE/RANK, OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK, PMI_SIZE/PMI_RANK, SLURM_NTASKS/SLURM_PROCID)
 // and runs -t ranks as threads: global rank = RANK * t + thread, nranks = WORLD_SIZE * t. Rendezvous is NCCL's own:
-// unless NCCL_COMM_ID is already set, it is set to MASTER_ADDR:MASTER_PORT (default 127.0.0.1:29500); every process
+// unless NCCL_COMM_ID is already set, it is set to MASTER_ADDR:MASTER_PORT (default 127.0.0.1:29500; under srun
+// without MASTER_ADDR, the first host of SLURM_STEP_NODELIST, where rank 0 runs); every process
 // then calls ncclGetUniqueId (which derives the id from that address) and global rank 0's ncclCommInitRank starts
-// the root listener there. Without those variables there is one process, and the id comes from ncclGetUniqueId in
+// the root listener there. In an MPI build under mpirun (Open MPI, MPICH/PMI) the id is broadcast with MPI instead,
+// as in nccl-tests' MPI build, so a hostfile alone spans hosts. Without those variables there is one process, and the id comes from ncclGetUniqueId in
 // the main thread.
 #pragma once
 

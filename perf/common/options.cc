@@ -20,7 +20,7 @@ void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
                "OMPI_COMM_WORLD_SIZE/RANK, PMI_SIZE/RANK or SLURM_NTASKS/PROCID set) every process runs -t ranks.\n"
                "Options (sizes accept K, M, G suffixes = 2^10, 2^20, 2^30):\n"
                "  -t,--nthreads <n>        ranks (threads) per process [1]\n"
-               "  -g,--ngpus <n>           GPUs per thread; must be 1 on host memory [1]\n"
+               "  -g,--ngpus <n>           ranks (GPUs) per thread, driven in one NCCL group [1]\n"
                "  -b,--minbytes <size>     smallest message [32M]\n"
                "  -e,--maxbytes <size>     largest message [32M]\n"
                "  -i,--stepbytes <size>    additive size step [1M]\n"
@@ -34,7 +34,9 @@ void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
                "%s%s"
                "  -d,--datatype <type>     int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
                "                           f8e4m3 f8e5m2, or all [float]\n"
-               "  -z,--blocking <0>        only 0: host operations complete before the call returns [0]\n"
+               "  -z,--blocking <0-3>      1 barrier after each op, 2 sync only, 3 barrier per iteration\n"
+               "                           (excluded from the time) [0]\n"
+               "  -R,--local_register <0>  only 0: braid has no buffer registration yet [0]\n"
                "  -y,--stream_null <0/1>   accepted; host operations always use the NULL stream [0]\n"
                "  -T,--timeout <sec>       give up (exit status 3) when the test runs longer than this [off]\n"
                "  -G,--cudagraph <0>       only 0 on host memory [0]\n"
@@ -42,6 +44,8 @@ void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
                "  -a,--average <0-3>       time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max [1]\n"
                "  -u,--unalign <n>         misalign buffers by n elements [0]\n"
                "  -J,--output_file <file>  also write the results as JSON\n"
+               "  --baseline <lib>         measure braid (default), or MPI's or Gloo's own collectives with the\n"
+               "                           same sizes, table and check: braid, mpi (start with mpirun), gloo\n"
                "  -h,--help                this text\n"
                "Exit status: 0 success, 1 wrong results (or bandwidth below NCCL_TESTS_MIN_BW), 2 usage or NCCL\n"
                "error, 3 timeout.\n",
@@ -108,6 +112,8 @@ const struct option kLongOptions[] = {
     {"average", required_argument, nullptr, 'a'},
     {"unalign", required_argument, nullptr, 'u'},
     {"output_file", required_argument, nullptr, 'J'},
+    {"local_register", required_argument, nullptr, 'R'},
+    {"baseline", required_argument, nullptr, 'B'},
     {"help", no_argument, nullptr, 'h'},
     {nullptr, 0, nullptr, 0},
 };
@@ -155,7 +161,7 @@ bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool 
   opterr = 0;
   optind = 1;
   int c;
-  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:u:J:h", kLongOptions, nullptr)) !=
+  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:u:J:R:h", kLongOptions, nullptr)) !=
          -1) {
     const char* arg = optarg;
     switch (c) {
@@ -232,6 +238,13 @@ bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool 
         if (arg == nullptr || *arg == '\0') return bad("output file (-J)", arg);
         opts->jsonFile = arg;
         break;
+      case 'R':
+        if (!parseInt(arg, 0, 2, &opts->localRegister)) return bad("registration mode (-R)", arg);
+        break;
+      case 'B':
+        if (arg == nullptr || *arg == '\0') return bad("baseline (--baseline)", arg);
+        opts->baseline = arg;
+        break;
       case 'h':
         printUsage(stdout, toolName, hasOp, hasRoot);
         *exitStatus = 0;
@@ -248,16 +261,10 @@ bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool 
   if (optind < argc) return bad("argument", argv[optind]);
 
   // What the host build cannot do is refused, not silently ignored.
-  if (opts->nGpus != 1) {
+  if (opts->localRegister != 0) {
     std::fprintf(stderr,
-                 "%s: -g %d: ranks run on host memory here, one per thread; use -t for more ranks per process "
-                 "(-g must be 1)\n",
-                 toolName, opts->nGpus);
-    return false;
-  }
-  if (opts->blocking != 0) {
-    std::fprintf(stderr, "%s: -z %d is not supported on host memory (operations complete before returning); use -z 0\n",
-                 toolName, opts->blocking);
+                 "%s: -R %d: braid has no buffer registration (ncclCommRegister) yet; use -R 0\n", toolName,
+                 opts->localRegister);
     return false;
   }
   if (opts->cudaGraph != 0) {

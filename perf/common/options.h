@@ -12,7 +12,7 @@ namespace braid::perf {
 
 struct PerfOptions {
   int nThreads = 1;                    // -t: ranks (threads) per process
-  int nGpus = 1;                       // -g: GPUs per thread; the host build accepts only 1
+  int nGpus = 1;                       // -g: GPUs (ranks) per thread, driven in one group as nccl-tests does
   size_t minBytes = 32 << 20;          // -b
   size_t maxBytes = 32 << 20;          // -e
   size_t stepBytes = 1 << 20;          // -i: additive step (used when no -f > 1)
@@ -24,7 +24,7 @@ struct PerfOptions {
   int parallelInit = 0;                // -p: accepted; ranks always initialize concurrently here
   int check = 1;                       // -c: correctness-check iterations per size (0: #wrong is N/A)
   int root = 0;                        // -r: root of rooted collectives
-  int blocking = 0;                    // -z: only 0 (host operations complete on return anyway)
+  int blocking = 0;                    // -z: 1 barrier after each op, 2 sync only, 3 barrier per iteration
   int streamNull = 0;                  // -y: accepted; host operations always use the NULL stream
   int timeoutSec = 0;                  // -T: abort the whole test after this many seconds (0: off)
   int cudaGraph = 0;                   // -G: only 0 in the host build
@@ -32,6 +32,8 @@ struct PerfOptions {
   int average = 1;                     // -a: time reduction across ranks: 0 rank 0, 1 mean, 2 min, 3 max
   int unalign = 0;                     // -u: misalign buffers by this many elements
   std::string jsonFile;                // -J: write the results as JSON to this file
+  int localRegister = 0;               // -R: buffer registration; only 0 (braid has no ncclCommRegister yet)
+  std::string baseline = "braid";      // --baseline: braid, mpi or gloo
   std::vector<const TypeInfo*> types;  // -d (default float; "all")
   std::vector<const OpInfo*> ops;      // -o (default sum; "all")
 };

@@ -83,6 +83,8 @@ void printHeader(FILE* out, const RunInfo& info) {
   std::fprintf(out, "# nccl-tests version braid-perf nccl-headers=%d nccl-library=%d\n", info.headerVersion,
                info.libraryVersion);
   std::fprintf(out, "# Collective test starting: %s\n", info.tool);
+  // Baselines say so in a comment line, which table parsers skip like every other '#' line.
+  if (std::strcmp(info.library, "braid") != 0) std::fprintf(out, "# Baseline: %s collectives\n", info.library);
   std::fprintf(out,
                "# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d agg iters: "
                "%d validation: %d graph: %d unalign: %d\n",
@@ -141,6 +143,7 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
   const PerfOptions& o = *info.opts;
   std::fprintf(f, "{\n");
   std::fprintf(f, "  \"tool\": %s,\n", jsonString(info.tool).c_str());
+  std::fprintf(f, "  \"library\": %s,\n", jsonString(info.library).c_str());
   std::fprintf(f, "  \"nccl_headers\": %d,\n  \"nccl_library\": %d,\n", info.headerVersion, info.libraryVersion);
   std::fprintf(f, "  \"nranks\": %d,\n  \"nprocs\": %d,\n  \"nthreads\": %d,\n  \"ngpus\": %d,\n", info.nranks,
                info.nprocs, o.nThreads, o.nGpus);

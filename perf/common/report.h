@@ -30,6 +30,7 @@ struct RowResult {
 
 struct RunInfo {
   const char* tool = "";
+  const char* library = "braid";  // the backend measured: braid, mpi, gloo
   int headerVersion = 0;
   int libraryVersion = 0;
   int nranks = 1;

@@ -173,6 +173,14 @@ Status p2pPattern(const char* fn, const void* sendbuff, void* recvbuff, size_t c
   if (count > 0 && recvbuff == nullptr && (!gather || rank == root)) {
     return invalidArgument("recvbuff is NULL with count=%zu", count);
   }
+  // Every rank's block is read by one peer while another peer's block lands on it: an all-to-all whose buffers
+  // overlap (in place) reads from a snapshot taken now, which the caller may not modify until completion anyway.
+  if (sendsAll && recvsAll && count > 0) {
+    const char* s = static_cast<const char*>(sendbuff);
+    const char* r = static_cast<const char*>(recvbuff);
+    const size_t total = bytes * static_cast<size_t>(n);
+    if (s < r + total && r < s + total) sendbuff = c->stageCopy(sendbuff, total);
+  }
   auto sendAt = [&](int peer) { return static_cast<const char*>(sendbuff) + (sendsAll ? bytes * peer : 0); };
   auto recvAt = [&](int peer) { return static_cast<char*>(recvbuff) + (recvsAll ? bytes * peer : 0); };
   auto p2p = [&](CollKind kind, const void* s, void* r, int peer) {

@@ -321,10 +321,21 @@ Status Communicator::connect(const std::vector<std::pair<int, int>>& sendNeeds,
   return Status::ok();
 }
 
+const void* Communicator::stageCopy(const void* src, size_t bytes) {
+  staging_.push_back(std::make_unique<char[]>(bytes));
+  std::memcpy(staging_.back().get(), src, bytes);
+  return staging_.back().get();
+}
+
+void Communicator::clearPending() {
+  pending_.clear();
+  staging_.clear();
+}
+
 Status Communicator::launch(const std::vector<Communicator*>& comms) {
   Status result = launchImpl(comms);
   for (Communicator* comm : comms) {
-    comm->pending_.clear();
+    comm->clearPending();
     for (Channel& ch : comm->channels_) ch.work.items.clear();
     // A failed operation leaves FIFOs in an unknown state: the communicator is unusable from now on.
     if (!result.isOk()) comm->asyncError_.store(static_cast<int>(result.code()));

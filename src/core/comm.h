@@ -75,6 +75,12 @@ class Communicator {
   // Group support: ops queued since the outermost ncclGroupStart.
   std::vector<PendingOp>& pending() { return pending_; }
 
+  // A snapshot of `bytes` bytes at `src` that lives until the group's operations complete (or are dropped): lets
+  // an operation read a buffer it also overwrites, as an in-place all-to-all does.
+  const void* stageCopy(const void* src, size_t bytes);
+  // Drops the queued ops and their staging copies.
+  void clearPending();
+
   // Plans and executes the pending ops of several communicators together (the work of ncclGroupEnd).
   static Status launch(const std::vector<Communicator*>& comms);
 
@@ -117,6 +123,7 @@ class Communicator {
   std::vector<Channel> channels_;
   std::vector<int> ring_;
   std::vector<PendingOp> pending_;
+  std::vector<std::unique_ptr<char[]>> staging_;
   std::vector<UserRedOp> userOps_;
   mutable std::mutex opsMu_;
   std::atomic<bool> abort_{false};

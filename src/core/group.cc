@@ -94,7 +94,7 @@ Status groupEnd() {
     }
   }
   if (!error.isOk()) {
-    for (auto& c : comms) c->pending().clear();
+    for (auto& c : comms) c->clearPending();
     return error;
   }
   std::vector<Communicator*> raw;

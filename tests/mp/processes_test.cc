@@ -77,6 +77,29 @@ TEST_P(ProcessRanks, Collectives) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ProcessRanks, ::testing::Values(1, 2, 3, 4, 5, 7, 8));
 
+// Regression: an in-place all-to-all whose blocks exceed the FIFOs overwrote blocks before they were sent
+// (found by alltoall_perf between processes at 16 MB). Whether the receive overtakes the send depends on timing,
+// so the case runs several times after out-of-place rounds, as the perf tool ran it.
+TEST(Processes, InPlaceAlltoAllLargerThanTheFifos) {
+  const size_t perPeer = size_t{2} << 20;  // 8 MB of floats per block, 2 x NCCL_BUFFSIZE
+  for (int n : {2, 3}) {
+    auto status = runProcesses(n, [&](int rank, ncclComm_t comm) {
+      for (int round = 0; round < 4; ++round) {
+        for (bool inPlace : {false, true}) {
+          std::string err =
+              runCase(CollCase{Coll::kAlltoAll, ncclFloat32, ncclSum, perPeer, inPlace, 0}, rank, n, comm);
+          if (!err.empty()) {
+            fprintf(stderr, "rank %d round %d: %s\n", rank, round, err.c_str());
+            return 1;
+          }
+        }
+      }
+      return 0;
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << n << " ranks, rank " << r;
+  }
+}
+
 TEST(Processes, KillNineOneRankOthersGetRemoteError) {
   // Rank 1 is killed mid-collective; the others must fail with ncclRemoteError naming rank 1, well before the
   // BRAID_TIMEOUT deadline, because a dead peer process is detected directly.

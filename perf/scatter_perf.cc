@@ -1,0 +1,48 @@
+// scatter_perf: nccl-tests' scatter benchmark and checker, on braid's shared perf driver.
+#include "perf/common/collective.h"
+
+namespace {
+
+using braid::perf::CollCounts;
+using braid::perf::DataCtx;
+
+CollCounts counts(size_t bytes, size_t typeSize, int nranks) {
+  const size_t n = static_cast<size_t>(nranks);
+  CollCounts c;
+  c.recvCount = c.paramCount = bytes / typeSize / n;
+  c.sendCount = c.recvCount * n;
+  c.recvInPlaceOffset = c.recvCount;  // in place, each rank's output is its own block of the root's input
+  return c;
+}
+
+size_t algBytes(const CollCounts& c, size_t typeSize, int nranks) {
+  return c.paramCount * typeSize * static_cast<size_t>(nranks);
+}
+
+double busBwFactor(int nranks) { return nranks > 0 ? static_cast<double>(nranks - 1) / nranks : 0.0; }
+
+void input(const DataCtx& ctx, void* send) {
+  braid::perf::fillInput(ctx.dataSpec(), ctx.rank, 0, ctx.counts.sendCount, send);
+}
+
+// Block `rank` of the root's input.
+size_t expected(const DataCtx& ctx, void* out) {
+  const size_t block = ctx.counts.paramCount;
+  braid::perf::fillInput(ctx.dataSpec(), ctx.root, static_cast<size_t>(ctx.rank) * block, block, out);
+  return block;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  braid::perf::CollectiveSpec spec;
+  spec.name = "scatter_perf";
+  spec.kind = braid::perf::CollKind::kScatter;
+  spec.hasRoot = true;
+  spec.counts = counts;
+  spec.algBytes = algBytes;
+  spec.busBwFactor = busBwFactor;
+  spec.initInput = input;
+  spec.initExpected = expected;
+  return braid::perf::runPerf(spec, argc, argv);
+}

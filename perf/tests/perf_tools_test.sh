@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Tests of the perf tools, by running them: every <coll>_perf at 1, 2 and 4 ranks, the flags, and the MPI and Gloo
+# baselines when the build has them. Each run must exit as expected and print one nccl-tests table with the
+# expected number of data rows, 0 in every checked #wrong column (N/A only where the tool defines no in-place
+# result) and nccl-tests' footer.
+#
+# Usage: perf/tests/perf_tools_test.sh BUILD_DIR braid|flags|gloo|mpi
+set -u
+
+if [ $# -ne 2 ]; then
+  echo "usage: $0 BUILD_DIR braid|flags|gloo|mpi" >&2
+  exit 2
+fi
+build=$1
+mode=$2
+perfdir=$build/perf
+braidrun=$build/tools/braidrun/braidrun
+tools="all_reduce all_gather reduce_scatter alltoall broadcast reduce sendrecv gather scatter"
+for t in $tools; do
+  if [ ! -x "$perfdir/${t}_perf" ]; then
+    echo "FAIL: $perfdir/${t}_perf not built" >&2
+    exit 1
+  fi
+done
+
+timeout_s=${PERF_TEST_TIMEOUT:-180}
+failures=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out=$tmp/out
+err=$tmp/err
+
+# rows_for MIN MAX FACTOR: how many sizes the sweep visits.
+rows_for() {
+  local s=$1 n=0
+  while [ "$s" -le "$2" ]; do
+    n=$((n + 1))
+    s=$((s * $3))
+  done
+  echo "$n"
+}
+
+report() {  # report NAME PROBLEMS RC
+  if [ -n "$2" ]; then
+    echo "FAIL: $1: exit status $3; $2"
+    sed 's/^/    out: /' "$out" | tail -n 40
+    sed 's/^/    err: /' "$err" | tail -n 20
+    failures=$((failures + 1))
+  else
+    echo "ok: $1"
+  fi
+}
+
+# check NAME TOOL EXPECTED_ROWS WANT_RC COMMAND...: runs COMMAND and checks its table. WANT_RC 1 expects wrong values
+# (#wrong > 0 somewhere and the FAILED footer).
+check() {
+  local name=$1 tool=$2 expected=$3 want_rc=$4
+  shift 4
+  timeout "$timeout_s" "$@" >"$out" 2>"$err"
+  local rc=$?
+  local na_ok=0
+  [ "$tool" = sendrecv_perf ] && na_ok=1
+  local problems
+  problems=$(awk -v expected="$expected" -v tool="$tool" -v want="$want_rc" -v na_ok="$na_ok" '
+    /^#/ {
+      if ($0 ~ /^# Out of bounds values : 0 OK$/) footer_ok = 1
+      if ($0 ~ /^# Out of bounds values : [1-9][0-9]* FAILED$/) footer_failed = 1
+      if ($0 == "# Collective test concluded: " tool) concluded = 1
+      if ($0 == "# Collective test starting: " tool) headers++
+      if ($0 ~ /^#       size         count      type   redop    root     time   algbw   busbw  #wrong/) tables++
+      next
+    }
+    NF == 13 && $1 ~ /^[0-9]+$/ {
+      rows++
+      if ($9 != "0") wrong++
+      if ($13 != "0" && !(na_ok && $13 == "N/A")) wrong++
+      next
+    }
+    { other++ }
+    END {
+      if (rows != expected) printf "expected %d data rows, got %d; ", expected, rows
+      if (want == 0 && wrong) printf "%d #wrong cells != 0; ", wrong
+      if (want == 0 && !footer_ok) printf "no \"# Out of bounds values : 0 OK\"; "
+      if (want == 1 && (!wrong || !footer_failed)) printf "wrong values were not reported; "
+      if (!concluded) printf "no \"# Collective test concluded: %s\"; ", tool
+      if (headers != 1 || tables != 1) printf "%d headers and %d tables (want 1 each); ", headers, tables
+      if (other) printf "%d unexpected output lines; ", other
+    }' "$out")
+  if [ "$rc" -ne "$want_rc" ]; then problems="exit status $rc, want $want_rc; $problems"; fi
+  report "$name" "$problems" "$rc"
+}
+
+# refuse NAME PATTERN COMMAND...: COMMAND must exit with status 2 and print PATTERN (a grep -E) on stderr.
+refuse() {
+  local name=$1 pattern=$2
+  shift 2
+  timeout "$timeout_s" "$@" >"$out" 2>"$err"
+  local rc=$?
+  local problems=""
+  [ "$rc" -eq 2 ] || problems="exit status $rc, want 2; "
+  grep -Eq -- "$pattern" "$err" || problems="${problems}stderr lacks /$pattern/; "
+  report "$name" "$problems" "$rc"
+}
+
+launcher() {  # launcher NP: sets L to the prefix that starts NP ranks as processes (braidrun; none for 1)
+  if [ "$1" -eq 1 ]; then L=(); else L=("$braidrun" -np "$1" --); fi
+}
+
+args=(-b 8 -e 1M -f 32 -c 1 -n 2 -w 1)
+L2=("$braidrun" -np 2 --)
+rows=$(rows_for 8 1048576 32)
+
+case "$mode" in
+  braid)
+    for t in $tools; do
+      for np in 1 2 4; do
+        launcher "$np"
+        check "${t}_perf, $np ranks" "${t}_perf" "$rows" 0 "${L[@]}" "$perfdir/${t}_perf" "${args[@]}" -r $((np - 1))
+      done
+    done
+    # Ranks as threads (-t) and several ranks per thread in one group (-g), across processes.
+    check "all_reduce_perf -t 2 x 2 processes" all_reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/all_reduce_perf" "${args[@]}" -t 2
+    check "alltoall_perf -g 2 x 2 processes" alltoall_perf "$rows" 0 "${L2[@]}" "$perfdir/alltoall_perf" "${args[@]}" -g 2
+    check "reduce_scatter_perf -t 2 -g 2" reduce_scatter_perf "$rows" 0 "$perfdir/reduce_scatter_perf" "${args[@]}" -t 2 -g 2
+    # Every datatype and op (fp8 included), 3 ranks: 12 types x 5 ops x sizes.
+    check "all types and ops, -t 3" all_reduce_perf $((12 * 5 * $(rows_for 8 4096 8))) 0 \
+      "$perfdir/all_reduce_perf" -b 8 -e 4K -f 8 -c 1 -n 1 -w 0 -d all -o all -t 3
+    check "reduce_scatter all types, -t 3" reduce_scatter_perf $((12 * $(rows_for 96 4096 8))) 0 \
+      "$perfdir/reduce_scatter_perf" -b 96 -e 4K -f 8 -c 1 -n 1 -w 0 -d all -o avg -t 3
+    ;;
+  flags)
+    p=$perfdir/all_reduce_perf
+    check "-N 2 repeats the sweep" all_reduce_perf $((2 * rows)) 0 "$p" "${args[@]}" -t 2 -N 2
+    check "-m 3 aggregates" all_reduce_perf "$rows" 0 "$p" "${args[@]}" -t 2 -m 3
+    check "-z 1 barrier per op" all_reduce_perf "$rows" 0 "$p" "${args[@]}" -t 2 -z 1
+    check "-z 3 barrier per iteration" all_reduce_perf "$rows" 0 "$p" "${args[@]}" -t 2 -z 3
+    check "-u 1 -a 3" all_reduce_perf "$rows" 0 "$p" "${args[@]}" -t 2 -u 1 -a 3
+    check "-i additive step" all_reduce_perf 4 0 "$p" -b 1K -e 4K -i 1K -c 1 -n 1 -t 2
+    timeout "$timeout_s" "$p" -b 1K -e 1K -c 0 -n 1 -t 2 >"$out" 2>"$err"
+    rc=$?
+    problems=""
+    [ "$rc" -eq 0 ] || problems="exit status $rc; "
+    grep -Eq '^ +1024 +256 +float +sum +-1 .* N/A .* N/A$' "$out" || problems="${problems}no row with #wrong N/A"
+    report "-c 0: #wrong N/A" "$problems" "$rc"
+    # An injected wrong value (test hook) must be counted and give exit status 1.
+    check "wrong values give exit status 1" all_reduce_perf "$rows" 1 env BRAID_PERF_INJECT_WRONG=1 "$p" "${args[@]}" -t 2
+    # JSON output parses and carries every row.
+    check "-J writes JSON" all_reduce_perf "$rows" 0 "$p" "${args[@]}" -t 2 -J "$tmp/r.json"
+    if command -v python3 >/dev/null; then
+      python3 - "$tmp/r.json" "$rows" <<'PY' || report "-J content" "bad JSON" 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["tool"] == "all_reduce_perf" and d["library"] == "braid" and d["nranks"] == 2, d
+assert len(d["results"]) == int(sys.argv[2]) and d["status"] == "OK" and d["wrong_total"] == 0
+assert all(r["out_of_place"]["wrong"] == 0 and r["in_place"]["time_us"] > 0 for r in d["results"])
+PY
+    fi
+    refuse "-R 1 refused" "no buffer registration" "$p" -R 1
+    refuse "unknown baseline" "--baseline 'bogus' is unknown" "$p" --baseline bogus
+    refuse "unknown datatype" "invalid datatype \(-d\) 'float17'" "$p" -d float17
+    refuse "root out of range" "root 3 \(-r\) is not a rank below 2" "$perfdir/broadcast_perf" -t 2 -r 3
+    refuse "bad size" "invalid size \(-b\) '12Q'" "$p" -b 12Q
+    timeout "$timeout_s" "$p" -h >"$out" 2>"$err"
+    rc=$?
+    grep -q -- "--baseline" "$out" && [ "$rc" -eq 0 ] || report "-h" "usage text missing --baseline or status $rc" "$rc"
+    ;;
+  gloo)
+    if ! "$perfdir/all_reduce_perf" --baseline gloo -b 8 -e 8 -n 1 >"$out" 2>"$err"; then
+      if grep -q "no Gloo" "$err"; then echo "SKIP: this build has no Gloo"; exit 0; fi
+    fi
+    for t in $tools; do
+      for np in 2 4; do
+        launcher "$np"
+        check "${t}_perf --baseline gloo, $np ranks" "${t}_perf" "$rows" 0 \
+          "${L[@]}" "$perfdir/${t}_perf" --baseline gloo "${args[@]}" -r $((np - 1))
+      done
+    done
+    refuse "gloo refuses bfloat16" "Gloo has no datatype for bfloat16" \
+      "${L2[@]}" "$perfdir/all_reduce_perf" --baseline gloo -d bfloat16 -b 8 -e 8
+    ;;
+  mpi)
+    if ! command -v mpirun >/dev/null; then echo "SKIP: no mpirun"; exit 0; fi
+    if ! "$perfdir/all_reduce_perf" --baseline mpi -b 8 -e 8 -n 1 >"$out" 2>"$err"; then
+      if grep -q "no MPI" "$err"; then echo "SKIP: this build has no MPI"; exit 0; fi
+    fi
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    # Containers often forbid the cross-memory-attach single copy; shared memory still works without it.
+    export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+    mpi=(mpirun --bind-to none)
+    for t in $tools; do
+      for np in 1 2 4; do
+        check "${t}_perf --baseline mpi, $np ranks" "${t}_perf" "$rows" 0 \
+          "${mpi[@]}" -np "$np" "$perfdir/${t}_perf" --baseline mpi "${args[@]}" -r $((np - 1))
+      done
+    done
+    # braid itself under mpirun: the unique id travels by MPI_Bcast, no MASTER_ADDR needed.
+    check "braid under mpirun, 3 ranks" all_reduce_perf "$rows" 0 "${mpi[@]}" -np 3 "$perfdir/all_reduce_perf" "${args[@]}"
+    refuse "mpi refuses avg" "MPI has no reduction op avg" "${mpi[@]}" -np 2 "$perfdir/all_reduce_perf" --baseline mpi -o avg
+    ;;
+  *)
+    echo "unknown mode '$mode' (braid, flags, gloo, mpi)" >&2
+    exit 2
+    ;;
+esac
+
+if [ "$failures" -ne 0 ]; then
+  echo "perf_tools_test $mode: $failures failure(s)"
+  exit 1
+fi
+echo "perf_tools_test $mode: all passed"
