@@ -35,7 +35,8 @@ BRAID_PARAM(CpuChannels, kInt, "BRAID_CPU_NCHANNELS", "2",
 BRAID_PARAM(InlineBytes, kInt, "BRAID_INLINE_BYTES", "262144",
             "Operations whose total bytes are below this run on the calling thread instead of the channel workers.")
 BRAID_PARAM(SpinCount, kInt, "BRAID_SPIN_COUNT", "2000",
-            "Idle polls before a waiting rank starts yielding its core.")
+            "Idle polls before a waiting rank starts yielding its core (20 when not set and this host has more "
+            "ranks than usable CPUs).")
 
 // Transports.
 BRAID_PARAM(ShmDisable, kInt, "NCCL_SHM_DISABLE", "0", "1 disables the shared-memory transport between processes.")

@@ -63,7 +63,9 @@ TEST_P(ThreadRanks, EveryCollectiveTypeOpCountInPlace) {
 
 TEST_P(ThreadRanks, LargeCount) {
   // 1M+3 elements: several tiles, several channels, a ragged last tile; every collective, the widest and the
-  // narrowest types, and every op on float.
+  // narrowest types, and every op on float. Two channels are pinned: by default a small machine gets one channel
+  // per rank, and the multi-channel paths must be covered there too.
+  setenv("BRAID_CPU_NCHANNELS", "2", 1);
   const int n = GetParam();
   std::vector<CollCase> cases;
   const size_t big = (1u << 20) + 3;
@@ -78,6 +80,7 @@ TEST_P(ThreadRanks, LargeCount) {
     }
   }
   runSweep(n, cases);
+  unsetenv("BRAID_CPU_NCHANNELS");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ThreadRanks, ::testing::Values(1, 2, 3, 4, 5, 7, 8));

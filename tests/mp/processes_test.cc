@@ -36,6 +36,8 @@ std::vector<std::string> leftoverSegments(const std::string& dir, const std::vec
 class ProcessRanks : public ::testing::TestWithParam<int> {};
 
 TEST_P(ProcessRanks, Collectives) {
+  // Two channels pinned, so the multi-channel paths run even where the default would pick one per rank.
+  setenv("BRAID_CPU_NCHANNELS", "2", 1);
   const int n = GetParam();
   std::vector<CollCase> cases;
   const Coll colls[] = {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce,  Coll::kAllGather, Coll::kReduceScatter,
@@ -71,6 +73,7 @@ TEST_P(ProcessRanks, Collectives) {
         return 0;
       },
       120, &pids);
+  unsetenv("BRAID_CPU_NCHANNELS");
   for (int r = 0; r < n; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
   EXPECT_TRUE(leftoverSegments("/dev/shm", pids).empty());
 }
