@@ -12,10 +12,14 @@ CollCounts counts(size_t bytes, size_t typeSize, int /*nranks*/) {
   return c;
 }
 
-size_t algBytes(const CollCounts& c, size_t typeSize, int /*nranks*/) { return c.paramCount * typeSize; }
+size_t algBytes(const CollCounts& c, size_t typeSize, int /*nranks*/) {
+  return c.paramCount * typeSize;
+}
 
 // Every rank sends and receives (n-1)/n of the buffer in the reduce-scatter and again in the all-gather phase.
-double busBwFactor(int nranks) { return nranks > 0 ? 2.0 * (nranks - 1) / nranks : 0.0; }
+double busBwFactor(int nranks) {
+  return nranks > 0 ? 2.0 * (nranks - 1) / nranks : 0.0;
+}
 
 void input(const DataCtx& ctx, void* send) {
   braid::perf::fillInput(ctx.dataSpec(), ctx.rank, 0, ctx.counts.sendCount, send);

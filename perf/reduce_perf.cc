@@ -12,9 +12,13 @@ CollCounts counts(size_t bytes, size_t typeSize, int /*nranks*/) {
   return c;
 }
 
-size_t algBytes(const CollCounts& c, size_t typeSize, int /*nranks*/) { return c.paramCount * typeSize; }
+size_t algBytes(const CollCounts& c, size_t typeSize, int /*nranks*/) {
+  return c.paramCount * typeSize;
+}
 
-double busBwFactor(int /*nranks*/) { return 1.0; }
+double busBwFactor(int /*nranks*/) {
+  return 1.0;
+}
 
 void input(const DataCtx& ctx, void* send) {
   braid::perf::fillInput(ctx.dataSpec(), ctx.rank, 0, ctx.counts.sendCount, send);

@@ -19,7 +19,9 @@ size_t algBytes(const CollCounts& c, size_t typeSize, int nranks) {
   return c.paramCount * typeSize * static_cast<size_t>(nranks);
 }
 
-double busBwFactor(int nranks) { return nranks > 0 ? static_cast<double>(nranks - 1) / nranks : 0.0; }
+double busBwFactor(int nranks) {
+  return nranks > 0 ? static_cast<double>(nranks - 1) / nranks : 0.0;
+}
 
 void input(const DataCtx& ctx, void* send) {
   braid::perf::fillInput(ctx.dataSpec(), ctx.rank, 0, ctx.counts.sendCount, send);

@@ -44,30 +44,47 @@ using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 template <typename T>
 ReduceFn reduceFnFor(ncclRedOp_t op) {
   switch (op) {
-    case ncclSum: return &gloo::sum<T>;
-    case ncclProd: return &gloo::product<T>;
-    case ncclMax: return &gloo::max<T>;
-    case ncclMin: return &gloo::min<T>;
-    default: return nullptr;
+    case ncclSum:
+      return &gloo::sum<T>;
+    case ncclProd:
+      return &gloo::product<T>;
+    case ncclMax:
+      return &gloo::max<T>;
+    case ncclMin:
+      return &gloo::min<T>;
+    default:
+      return nullptr;
   }
 }
 
 ReduceFn reduceFn(ncclDataType_t type, ncclRedOp_t op) {
   switch (type) {
-    case ncclInt8: return reduceFnFor<int8_t>(op);
-    case ncclUint8: return reduceFnFor<uint8_t>(op);
-    case ncclInt32: return reduceFnFor<int32_t>(op);
-    case ncclUint32: return reduceFnFor<uint32_t>(op);
-    case ncclInt64: return reduceFnFor<int64_t>(op);
-    case ncclUint64: return reduceFnFor<uint64_t>(op);
-    case ncclFloat16: return reduceFnFor<gloo::float16>(op);
-    case ncclFloat32: return reduceFnFor<float>(op);
-    case ncclFloat64: return reduceFnFor<double>(op);
-    default: return nullptr;
+    case ncclInt8:
+      return reduceFnFor<int8_t>(op);
+    case ncclUint8:
+      return reduceFnFor<uint8_t>(op);
+    case ncclInt32:
+      return reduceFnFor<int32_t>(op);
+    case ncclUint32:
+      return reduceFnFor<uint32_t>(op);
+    case ncclInt64:
+      return reduceFnFor<int64_t>(op);
+    case ncclUint64:
+      return reduceFnFor<uint64_t>(op);
+    case ncclFloat16:
+      return reduceFnFor<gloo::float16>(op);
+    case ncclFloat32:
+      return reduceFnFor<float>(op);
+    case ncclFloat64:
+      return reduceFnFor<double>(op);
+    default:
+      return nullptr;
   }
 }
 
-bool glooHasType(ncclDataType_t type) { return reduceFn(type, ncclSum) != nullptr; }
+bool glooHasType(ncclDataType_t type) {
+  return reduceFn(type, ncclSum) != nullptr;
+}
 
 // Gloo's option setters are templates on the element type; bytes are all they keep, so one byte-sized stand-in
 // type per element size is enough for data movement.
@@ -90,15 +107,33 @@ void setTyped(Opts& o, const void* in, void* out, size_t elems) {
 template <typename Opts>
 void setTypedBuffers(Opts& o, ncclDataType_t type, const void* in, void* out, size_t elems) {
   switch (type) {
-    case ncclInt8: setTyped<int8_t>(o, in, out, elems); break;
-    case ncclUint8: setTyped<uint8_t>(o, in, out, elems); break;
-    case ncclInt32: setTyped<int32_t>(o, in, out, elems); break;
-    case ncclUint32: setTyped<uint32_t>(o, in, out, elems); break;
-    case ncclInt64: setTyped<int64_t>(o, in, out, elems); break;
-    case ncclUint64: setTyped<uint64_t>(o, in, out, elems); break;
-    case ncclFloat16: setTyped<gloo::float16>(o, in, out, elems); break;
-    case ncclFloat32: setTyped<float>(o, in, out, elems); break;
-    default: setTyped<double>(o, in, out, elems); break;
+    case ncclInt8:
+      setTyped<int8_t>(o, in, out, elems);
+      break;
+    case ncclUint8:
+      setTyped<uint8_t>(o, in, out, elems);
+      break;
+    case ncclInt32:
+      setTyped<int32_t>(o, in, out, elems);
+      break;
+    case ncclUint32:
+      setTyped<uint32_t>(o, in, out, elems);
+      break;
+    case ncclInt64:
+      setTyped<int64_t>(o, in, out, elems);
+      break;
+    case ncclUint64:
+      setTyped<uint64_t>(o, in, out, elems);
+      break;
+    case ncclFloat16:
+      setTyped<gloo::float16>(o, in, out, elems);
+      break;
+    case ncclFloat32:
+      setTyped<float>(o, in, out, elems);
+      break;
+    default:
+      setTyped<double>(o, in, out, elems);
+      break;
   }
 }
 
@@ -282,8 +317,8 @@ class GlooComms final : public ThreadComms {
       work = static_cast<char*>(scratch(total * ts));
       std::memcpy(work, a.send, total * ts);
     }
-    const auto key = std::make_tuple(static_cast<void*>(work), total, static_cast<int>(a.type->type),
-                                     static_cast<int>(a.op->op));
+    const auto key =
+        std::make_tuple(static_cast<void*>(work), total, static_cast<int>(a.type->type), static_cast<int>(a.op->op));
     auto it = reduceScatters_.find(key);
     if (it == reduceScatters_.end()) {
       it = reduceScatters_.emplace(key, makeReduceScatter(a, work, total)).first;
@@ -299,26 +334,42 @@ class GlooComms final : public ThreadComms {
     const std::vector<int> recvElems(static_cast<size_t>(a.nranks), static_cast<int>(a.counts.paramCount));
     const gloo::ReductionFunction<T>* fn = nullptr;
     switch (a.op->op) {
-      case ncclProd: fn = gloo::ReductionFunction<T>::product; break;
-      case ncclMax: fn = gloo::ReductionFunction<T>::max; break;
-      case ncclMin: fn = gloo::ReductionFunction<T>::min; break;
-      default: fn = gloo::ReductionFunction<T>::sum; break;
+      case ncclProd:
+        fn = gloo::ReductionFunction<T>::product;
+        break;
+      case ncclMax:
+        fn = gloo::ReductionFunction<T>::max;
+        break;
+      case ncclMin:
+        fn = gloo::ReductionFunction<T>::min;
+        break;
+      default:
+        fn = gloo::ReductionFunction<T>::sum;
+        break;
     }
-    return std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(ctx_, ptrs, static_cast<int>(total), recvElems,
-                                                                   fn);
+    return std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(ctx_, ptrs, static_cast<int>(total), recvElems, fn);
   }
 
   std::unique_ptr<gloo::Algorithm> makeReduceScatter(const RunArgs& a, char* work, size_t total) {
     switch (a.type->type) {
-      case ncclInt8: return makeReduceScatterT<int8_t>(a, work, total);
-      case ncclUint8: return makeReduceScatterT<uint8_t>(a, work, total);
-      case ncclInt32: return makeReduceScatterT<int32_t>(a, work, total);
-      case ncclUint32: return makeReduceScatterT<uint32_t>(a, work, total);
-      case ncclInt64: return makeReduceScatterT<int64_t>(a, work, total);
-      case ncclUint64: return makeReduceScatterT<uint64_t>(a, work, total);
-      case ncclFloat16: return makeReduceScatterT<gloo::float16>(a, work, total);
-      case ncclFloat32: return makeReduceScatterT<float>(a, work, total);
-      default: return makeReduceScatterT<double>(a, work, total);
+      case ncclInt8:
+        return makeReduceScatterT<int8_t>(a, work, total);
+      case ncclUint8:
+        return makeReduceScatterT<uint8_t>(a, work, total);
+      case ncclInt32:
+        return makeReduceScatterT<int32_t>(a, work, total);
+      case ncclUint32:
+        return makeReduceScatterT<uint32_t>(a, work, total);
+      case ncclInt64:
+        return makeReduceScatterT<int64_t>(a, work, total);
+      case ncclUint64:
+        return makeReduceScatterT<uint64_t>(a, work, total);
+      case ncclFloat16:
+        return makeReduceScatterT<gloo::float16>(a, work, total);
+      case ncclFloat32:
+        return makeReduceScatterT<float>(a, work, total);
+      default:
+        return makeReduceScatterT<double>(a, work, total);
     }
   }
 
@@ -377,6 +428,8 @@ class GlooBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> makeGlooBackend() { return std::make_unique<GlooBackend>(); }
+std::unique_ptr<Backend> makeGlooBackend() {
+  return std::make_unique<GlooBackend>();
+}
 
 }  // namespace braid::perf

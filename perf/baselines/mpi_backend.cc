@@ -52,25 +52,39 @@ bool startMpi(std::string* error) {
 
 MPI_Datatype mpiType(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: return MPI_INT8_T;
-    case ncclUint8: return MPI_UINT8_T;
-    case ncclInt32: return MPI_INT32_T;
-    case ncclUint32: return MPI_UINT32_T;
-    case ncclInt64: return MPI_INT64_T;
-    case ncclUint64: return MPI_UINT64_T;
-    case ncclFloat32: return MPI_FLOAT;
-    case ncclFloat64: return MPI_DOUBLE;
-    default: return MPI_DATATYPE_NULL;
+    case ncclInt8:
+      return MPI_INT8_T;
+    case ncclUint8:
+      return MPI_UINT8_T;
+    case ncclInt32:
+      return MPI_INT32_T;
+    case ncclUint32:
+      return MPI_UINT32_T;
+    case ncclInt64:
+      return MPI_INT64_T;
+    case ncclUint64:
+      return MPI_UINT64_T;
+    case ncclFloat32:
+      return MPI_FLOAT;
+    case ncclFloat64:
+      return MPI_DOUBLE;
+    default:
+      return MPI_DATATYPE_NULL;
   }
 }
 
 MPI_Op mpiOp(ncclRedOp_t op) {
   switch (op) {
-    case ncclSum: return MPI_SUM;
-    case ncclProd: return MPI_PROD;
-    case ncclMax: return MPI_MAX;
-    case ncclMin: return MPI_MIN;
-    default: return MPI_OP_NULL;
+    case ncclSum:
+      return MPI_SUM;
+    case ncclProd:
+      return MPI_PROD;
+    case ncclMax:
+      return MPI_MAX;
+    case ncclMin:
+      return MPI_MIN;
+    default:
+      return MPI_OP_NULL;
   }
 }
 
@@ -163,9 +177,9 @@ class MpiComms final : public ThreadComms {
 
   bool allReduce(const std::vector<void*>& bufs, size_t count, ncclDataType_t type, ncclRedOp_t op,
                  std::string* error) override {
-    return mpiCheck(MPI_Allreduce(MPI_IN_PLACE, bufs[0], static_cast<int>(count), mpiType(type), mpiOp(op),
-                                  MPI_COMM_WORLD),
-                    "MPI_Allreduce (bookkeeping)", error);
+    return mpiCheck(
+        MPI_Allreduce(MPI_IN_PLACE, bufs[0], static_cast<int>(count), mpiType(type), mpiOp(op), MPI_COMM_WORLD),
+        "MPI_Allreduce (bookkeeping)", error);
   }
 
   int device(size_t) const override { return -1; }
@@ -226,6 +240,8 @@ void mpiFinalizeIfStarted() {
   if (gStartedMpi && !finalized) MPI_Finalize();
 }
 
-std::unique_ptr<Backend> makeMpiBackend() { return std::make_unique<MpiBackend>(); }
+std::unique_ptr<Backend> makeMpiBackend() {
+  return std::make_unique<MpiBackend>();
+}
 
 }  // namespace braid::perf

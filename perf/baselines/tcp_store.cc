@@ -8,9 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <thread>
@@ -24,7 +24,9 @@ constexpr char kSet = 'S';
 constexpr char kGet = 'G';
 constexpr uint32_t kMaxField = 64u << 20;
 
-[[noreturn]] void fail(const std::string& what) { throw std::runtime_error("TcpStore: " + what); }
+[[noreturn]] void fail(const std::string& what) {
+  throw std::runtime_error("TcpStore: " + what);
+}
 
 void writeAll(int fd, const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
@@ -230,7 +232,9 @@ std::vector<char> TcpStore::get(const std::string& key) {
   return std::vector<char>(value.begin(), value.end());
 }
 
-void TcpStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+void TcpStore::wait(const std::vector<std::string>& keys) {
+  wait(keys, timeout_);
+}
 
 void TcpStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) {
   for (const std::string& k : keys) (void)get(k);

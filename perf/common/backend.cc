@@ -38,7 +38,9 @@ std::unique_ptr<Backend> makeBackend(const std::string& name, std::string* error
 }
 
 #ifndef BRAID_PERF_WITH_MPI
-bool mpiLaunchDetected() { return false; }
+bool mpiLaunchDetected() {
+  return false;
+}
 bool mpiBroadcastFromRoot(void*, size_t, std::string* error) {
   *error = "this build has no MPI";
   return false;

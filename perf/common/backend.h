@@ -16,7 +16,17 @@
 
 namespace braid::perf {
 
-enum class CollKind { kAllReduce, kAllGather, kReduceScatter, kAlltoAll, kBroadcast, kReduce, kSendRecv, kGather, kScatter };
+enum class CollKind {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAlltoAll,
+  kBroadcast,
+  kReduce,
+  kSendRecv,
+  kGather,
+  kScatter
+};
 
 // Buffer shapes of one operation, in elements.
 struct CollCounts {

@@ -96,8 +96,7 @@ class BraidComms final : public ThreadComms {
         return check(ncclBroadcast(a.send, a.recv, c.paramCount, t, a.root, comm, nullptr), "ncclBroadcast", comm,
                      error);
       case CollKind::kReduce:
-        return check(ncclReduce(a.send, a.recv, c.paramCount, t, op, a.root, comm, nullptr), "ncclReduce", comm,
-                     error);
+        return check(ncclReduce(a.send, a.recv, c.paramCount, t, op, a.root, comm, nullptr), "ncclReduce", comm, error);
       case CollKind::kGather:
         return check(ncclGather(a.send, a.recv, c.paramCount, t, a.root, comm, nullptr), "ncclGather", comm, error);
       case CollKind::kScatter:
@@ -176,6 +175,8 @@ class BraidBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> makeBraidBackend() { return std::make_unique<BraidBackend>(); }
+std::unique_ptr<Backend> makeBraidBackend() {
+  return std::make_unique<BraidBackend>();
+}
 
 }  // namespace braid::perf

@@ -29,9 +29,9 @@ struct DataCtx {
 struct CollectiveSpec {
   const char* name = nullptr;  // the tool's name, printed in the header and footer ("all_reduce_perf")
   CollKind kind = CollKind::kAllReduce;
-  bool hasOp = false;          // reduction collectives: -o is meaningful, "redop" column shows it (else "none")
-  bool hasRoot = false;        // rooted collectives: -r is meaningful, "root" column shows it (else -1)
-  bool checkInPlace = true;    // false: the in-place result is not defined (sendrecv), #wrong shows N/A
+  bool hasOp = false;        // reduction collectives: -o is meaningful, "redop" column shows it (else "none")
+  bool hasRoot = false;      // rooted collectives: -r is meaningful, "root" column shows it (else -1)
+  bool checkInPlace = true;  // false: the in-place result is not defined (sendrecv), #wrong shows N/A
   // Buffer shapes for a message of `bytes` bytes (nccl-tests' sizing: the table's "size" column is
   // max(sendCount, recvCount) * typeSize).
   CollCounts (*counts)(size_t bytes, size_t typeSize, int nranks) = nullptr;

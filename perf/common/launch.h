@@ -7,8 +7,8 @@
 // without MASTER_ADDR, the first host of SLURM_STEP_NODELIST, where rank 0 runs); every process
 // then calls ncclGetUniqueId (which derives the id from that address) and global rank 0's ncclCommInitRank starts
 // the root listener there. In an MPI build under mpirun (Open MPI, MPICH/PMI) the id is broadcast with MPI instead,
-// as in nccl-tests' MPI build, so a hostfile alone spans hosts. Without those variables there is one process, and the id comes from ncclGetUniqueId in
-// the main thread.
+// as in nccl-tests' MPI build, so a hostfile alone spans hosts. Without those variables there is one process, and the
+// id comes from ncclGetUniqueId in the main thread.
 #pragma once
 
 #include <string>

@@ -262,8 +262,7 @@ bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool 
 
   // What the host build cannot do is refused, not silently ignored.
   if (opts->localRegister != 0) {
-    std::fprintf(stderr,
-                 "%s: -R %d: braid has no buffer registration (ncclCommRegister) yet; use -R 0\n", toolName,
+    std::fprintf(stderr, "%s: -R %d: braid has no buffer registration (ncclCommRegister) yet; use -R 0\n", toolName,
                  opts->localRegister);
     return false;
   }

@@ -26,10 +26,8 @@ BRAID_PARAM(Timeout, kInt, "BRAID_TIMEOUT", "60",
 // Channels, buffers and execution.
 BRAID_PARAM(BuffSize, kInt, "NCCL_BUFFSIZE", "4194304",
             "Bytes of the Simple-protocol FIFO of each connector (one per channel, peer and direction).")
-BRAID_PARAM(MinNChannels, kInt, "NCCL_MIN_NCHANNELS", "",
-            "Lower bound on channels (worker threads) per communicator.")
-BRAID_PARAM(MaxNChannels, kInt, "NCCL_MAX_NCHANNELS", "",
-            "Upper bound on channels (worker threads) per communicator.")
+BRAID_PARAM(MinNChannels, kInt, "NCCL_MIN_NCHANNELS", "", "Lower bound on channels (worker threads) per communicator.")
+BRAID_PARAM(MaxNChannels, kInt, "NCCL_MAX_NCHANNELS", "", "Upper bound on channels (worker threads) per communicator.")
 BRAID_PARAM(CpuChannels, kInt, "BRAID_CPU_NCHANNELS", "2",
             "Channels of a host communicator before the NCCL_MIN/MAX_NCHANNELS bounds apply.")
 BRAID_PARAM(InlineBytes, kInt, "BRAID_INLINE_BYTES", "262144",
