@@ -79,8 +79,24 @@ class BraidComms final : public ThreadComms {
   }
 
   static bool issue(CollKind kind, const RunArgs& a, ncclComm_t comm, std::string* error) {
+    if (a.op->op != kMulSumOp) return issueWith(kind, a, a.op->op, comm, error);
+    // nccl-tests' mulsum: a pre-multiplied sum created for each call with this rank's scalar.
+    alignas(8) unsigned char scalar[8] = {0};
+    storeScalar(*a.type, premulScalar(a.rank), scalar);
+    ncclRedOp_t op;
+    if (!check(ncclRedOpCreatePreMulSum(&op, scalar, a.type->type, ncclScalarHostImmediate, comm),
+               "ncclRedOpCreatePreMulSum", comm, error)) {
+      return false;
+    }
+    const bool ok = issueWith(kind, a, op, comm, error);
+    std::string destroyError;
+    const bool destroyed = check(ncclRedOpDestroy(op, comm), "ncclRedOpDestroy", comm, &destroyError);
+    if (ok && !destroyed) *error = destroyError;
+    return ok && destroyed;
+  }
+
+  static bool issueWith(CollKind kind, const RunArgs& a, ncclRedOp_t op, ncclComm_t comm, std::string* error) {
     const ncclDataType_t t = a.type->type;
-    const ncclRedOp_t op = a.op->op;
     const CollCounts& c = a.counts;
     switch (kind) {
       case CollKind::kAllReduce:

@@ -25,7 +25,7 @@ const TypeInfo kTypes[] = {
 };
 
 const OpInfo kOps[] = {
-    {"sum", ncclSum}, {"prod", ncclProd}, {"max", ncclMax}, {"min", ncclMin}, {"avg", ncclAvg},
+    {"sum", ncclSum}, {"prod", ncclProd}, {"max", ncclMax}, {"min", ncclMin}, {"avg", ncclAvg}, {"mulsum", kMulSumOp},
 };
 
 // How values are drawn for one (type, op, nranks).
@@ -50,6 +50,13 @@ Pattern patternFor(const DataSpec& spec) {
       p.window = n;
       p.maxMag = t.maxExactInt;
       break;
+    case kMulSumOp: {  // additive, each live value scaled by up to 2: half the range
+      const uint64_t half = t.maxExactInt / 2 > 0 ? t.maxExactInt / 2 : 1;
+      p.kind = Pattern::kAdd;
+      p.window = n < half ? n : half;
+      p.maxMag = t.maxExactInt / (2 * p.window);
+      break;
+    }
     default:  // sum, avg, and anything else additive
       p.kind = Pattern::kAdd;
       p.window = n < t.maxExactInt ? n : t.maxExactInt;
@@ -210,6 +217,14 @@ uint32_t encodeNarrowFloat(const TypeInfo& type, double x) {
   return signBit | static_cast<uint32_t>(bits);
 }
 
+int premulScalar(int rank) {
+  return 1 + (rank & 1);
+}
+
+void storeScalar(const TypeInfo& type, int64_t value, void* out) {
+  store(type, out, 0, static_cast<uint64_t>(value));
+}
+
 void fillInput(const DataSpec& spec, int rank, size_t first, size_t count, void* buf) {
   const TypeInfo& t = *spec.type;
   const Pattern p = patternFor(spec);
@@ -257,8 +272,9 @@ void fillReduced(const DataSpec& spec, size_t first, size_t count, void* buf) {
         intAcc *= v;  // two's complement product modulo 2^64; exact by construction
         floatAcc *= asDouble(v);
       } else {
-        intAcc += v;
-        floatAcc += asDouble(v);
+        const uint64_t scale = spec.op == kMulSumOp ? static_cast<uint64_t>(premulScalar(static_cast<int>(r))) : 1;
+        intAcc += v * scale;
+        floatAcc += asDouble(v) * static_cast<double>(scale);
       }
     }
     if (spec.op == ncclAvg) {

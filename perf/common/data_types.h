@@ -41,9 +41,17 @@ struct TypeInfo {
 };
 
 struct OpInfo {
-  const char* name;  // "sum", "prod", "max", "min", "avg"
-  ncclRedOp_t op;
+  const char* name;  // "sum", "prod", "max", "min", "avg", "mulsum"
+  ncclRedOp_t op;    // kMulSumOp for mulsum: the library creates the real op per call
 };
+
+// nccl-tests' "mulsum": a sum with each rank's input pre-multiplied by premulScalar(rank), through
+// ncclRedOpCreatePreMulSum. Inputs use half the exact range so every scaled partial sum stays exact.
+constexpr ncclRedOp_t kMulSumOp = ncclNumOps;
+int premulScalar(int rank);  // 1 or 2: a power of two, so scaling is exact in every type
+
+// Writes the integer `value` as one element of `type` (the pre-multiplication scalar's representation).
+void storeScalar(const TypeInfo& type, int64_t value, void* out);
 
 // All datatypes in nccl-tests' "all" order; nullptr when the name is unknown.
 const TypeInfo* allTypes(size_t* count);

@@ -123,8 +123,9 @@ case "$mode" in
     check "alltoall_perf -g 2 x 2 processes" alltoall_perf "$rows" 0 "${L2[@]}" "$perfdir/alltoall_perf" "${args[@]}" -g 2
     check "reduce_scatter_perf -t 2 -g 2" reduce_scatter_perf "$rows" 0 "$perfdir/reduce_scatter_perf" "${args[@]}" -t 2 -g 2
     # Every datatype and op (fp8 included), 3 ranks: 12 types x 5 ops x sizes.
-    check "all types and ops, -t 3" all_reduce_perf $((12 * 5 * $(rows_for 8 4096 8))) 0 \
+    check "all types and ops (mulsum too), -t 3" all_reduce_perf $((12 * 6 * $(rows_for 8 4096 8))) 0 \
       "$perfdir/all_reduce_perf" -b 8 -e 4K -f 8 -c 1 -n 1 -w 0 -d all -o all -t 3
+    check "reduce_perf mulsum, 4 ranks" reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/reduce_perf" "${args[@]}" -t 2 -o mulsum -r 3
     check "reduce_scatter all types, -t 3" reduce_scatter_perf $((12 * $(rows_for 96 4096 8))) 0 \
       "$perfdir/reduce_scatter_perf" -b 96 -e 4K -f 8 -c 1 -n 1 -w 0 -d all -o avg -t 3
     ;;
@@ -160,6 +161,7 @@ PY
     refuse "unknown datatype" "invalid datatype \(-d\) 'float17'" "$p" -d float17
     refuse "root out of range" "root 3 \(-r\) is not a rank below 2" "$perfdir/broadcast_perf" -t 2 -r 3
     refuse "bad size" "invalid size \(-b\) '12Q'" "$p" -b 12Q
+    refuse "-I named as not implemented" "-I \(per-iteration timing\) is not implemented" "$p" -I 1
     timeout "$timeout_s" "$p" -h >"$out" 2>"$err"
     rc=$?
     grep -q -- "--baseline" "$out" && [ "$rc" -eq 0 ] || report "-h" "usage text missing --baseline or status $rc" "$rc"
