@@ -4,11 +4,11 @@
 # expected number of data rows, 0 in every checked #wrong column (N/A only where the tool defines no in-place
 # result) and nccl-tests' footer.
 #
-# Usage: perf/tests/perf_tools_test.sh BUILD_DIR braid|flags|gloo|mpi
+# Usage: perf/tests/perf_tools_test.sh BUILD_DIR braid|flags|braidrun|gloo|mpi
 set -u
 
 if [ $# -ne 2 ]; then
-  echo "usage: $0 BUILD_DIR braid|flags|gloo|mpi" >&2
+  echo "usage: $0 BUILD_DIR braid|flags|braidrun|gloo|mpi" >&2
   exit 2
 fi
 build=$1
@@ -166,6 +166,45 @@ PY
     rc=$?
     grep -q -- "--baseline" "$out" && [ "$rc" -eq 0 ] || report "-h" "usage text missing --baseline or status $rc" "$rc"
     ;;
+  braidrun)
+    # Environment: each rank sees torchrun's variables.
+    timeout "$timeout_s" "$braidrun" -np 3 -- sh -c 'echo "env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT"' >"$out" 2>"$err"
+    rc=$?
+    problems=""
+    [ "$rc" -eq 0 ] || problems="exit status $rc; "
+    for r in 0 1 2; do
+      grep -Eq "^env $r 3 $r 3 127\.0\.0\.1 [0-9]+$" "$out" || problems="${problems}no env line for rank $r; "
+    done
+    [ "$(awk '{print $7}' "$out" | sort -u | wc -l)" -eq 1 ] || problems="${problems}ranks disagree on MASTER_PORT; "
+    report "braidrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT" "$problems" "$rc"
+    # A failing rank: the others (sleeping) are stopped at once and its status is braidrun's.
+    start=$(date +%s)
+    timeout "$timeout_s" "$braidrun" -np 3 -- sh -c 'if [ "$RANK" = 1 ]; then exit 7; fi; exec sleep 60' >"$out" 2>"$err"
+    rc=$?
+    took=$(($(date +%s) - start))
+    problems=""
+    [ "$rc" -eq 7 ] || problems="exit status $rc, want 7; "
+    [ "$took" -lt 30 ] || problems="${problems}took ${took}s, the others were not stopped; "
+    grep -Eq "rank 1 \(pid [0-9]+\) exited with status 7" "$err" || problems="${problems}failed rank not named; "
+    report "braidrun names a failed rank and stops the others" "$problems" "$rc"
+    # A rank killed by a signal: 128 + signal number, and the signal named.
+    timeout "$timeout_s" "$braidrun" -np 2 -- sh -c 'if [ "$RANK" = 0 ]; then kill -9 $$; fi; exec sleep 60' >"$out" 2>"$err"
+    rc=$?
+    problems=""
+    [ "$rc" -eq 137 ] || problems="exit status $rc, want 137; "
+    grep -Eq "rank 0 \(pid [0-9]+\) killed by signal" "$err" || problems="${problems}signal not named; "
+    report "braidrun reports a rank killed by SIGKILL" "$problems" "$rc"
+    # SIGTERM to braidrun reaches every rank.
+    "$braidrun" -np 2 -- sh -c 'trap "echo term $RANK; exit 0" TERM; sleep 60 & wait' >"$out" 2>"$err" &
+    pid=$!
+    sleep 1
+    kill -TERM "$pid"
+    wait "$pid"
+    rc=$?
+    problems=""
+    for r in 0 1; do grep -q "^term $r$" "$out" || problems="${problems}rank $r did not get SIGTERM; "; done
+    report "braidrun forwards SIGTERM" "$problems" "$rc"
+    ;;
   gloo)
     if ! "$perfdir/all_reduce_perf" --baseline gloo -b 8 -e 8 -n 1 >"$out" 2>"$err"; then
       if grep -q "no Gloo" "$err"; then echo "SKIP: this build has no Gloo"; exit 0; fi
@@ -200,7 +239,7 @@ PY
     refuse "mpi refuses avg" "MPI has no reduction op avg" "${mpi[@]}" -np 2 "$perfdir/all_reduce_perf" --baseline mpi -o avg
     ;;
   *)
-    echo "unknown mode '$mode' (braid, flags, gloo, mpi)" >&2
+    echo "unknown mode '$mode' (braid, flags, braidrun, gloo, mpi)" >&2
     exit 2
     ;;
 esac
