@@ -94,6 +94,10 @@ std::string runCase(const CollCase& c, int rank, int n, ncclComm_t comm) {
           sendPtr = recv + static_cast<size_t>(rank) * cnt * es;
         }
         break;
+      case Coll::kAlltoAll:  // one buffer: each block is sent from and received into the same place
+        memcpy(recv, send, static_cast<size_t>(n) * cnt * es);
+        sendPtr = recv;
+        break;
       default:
         break;
     }
