@@ -2,7 +2,23 @@
 // (BRAID_PERF_WITH_MPI, BRAID_PERF_WITH_GLOO); asking for a missing one is an error that says how to get it.
 #include "perf/common/backend.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
 namespace braid::perf {
+
+void* Backend::allocate(size_t bytes) {
+  constexpr size_t kAlign = 4096;
+  const size_t rounded = std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  void* p = std::aligned_alloc(kAlign, rounded);
+  if (p != nullptr) std::memset(p, 0, rounded);
+  return p;
+}
+
+void Backend::release(void* p) {
+  std::free(p);
+}
 
 std::string availableBackends() {
   std::string s = "braid";

@@ -84,6 +84,10 @@ class Backend {
   virtual int maxRanksPerThread() const { return 0; }
   virtual int maxThreadsPerProcess() const { return 0; }
   virtual void finishProcess() {}
+  // The perf buffers: braid uses ncclMemAlloc, as nccl-tests does (on host memory that is memory peers can map);
+  // the baselines use plain page-aligned memory. Returns zeroed memory or nullptr.
+  virtual void* allocate(size_t bytes);
+  virtual void release(void* p);
 };
 
 // "braid" (the default), "mpi" or "gloo"; nullptr with *error when the name is unknown or this build lacks it.

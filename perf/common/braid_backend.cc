@@ -185,6 +185,14 @@ class BraidBackend final : public Backend {
 
   void finishProcess() override { mpiFinalizeIfStarted(); }
 
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (ncclMemAlloc(&p, bytes) != ncclSuccess) return nullptr;
+    std::memset(p, 0, bytes);  // touch every page before anything is timed
+    return p;
+  }
+  void release(void* p) override { (void)ncclMemFree(p); }
+
  private:
   ncclUniqueId id_{};
 };

@@ -72,17 +72,17 @@ inline uint64_t combineSeed(uint64_t a, uint64_t b) {
   return (a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2)));
 }
 
-struct AlignedFree {
-  void operator()(char* p) const { std::free(p); }
+// Buffers come from the backend (ncclMemAlloc for braid) and go back to it.
+struct BackendFree {
+  Backend* backend = nullptr;
+  void operator()(char* p) const { backend->release(p); }
 };
-using Buffer = std::unique_ptr<char, AlignedFree>;
+using Buffer = std::unique_ptr<char, BackendFree>;
 
-Buffer allocateBuffer(size_t bytes) {
+Buffer allocateBuffer(Backend* backend, size_t bytes) {
   const size_t rounded =
       std::max<size_t>(kBufferAlignment, (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
-  char* p = static_cast<char*>(std::aligned_alloc(kBufferAlignment, rounded));
-  if (p != nullptr) std::memset(p, 0, rounded);  // touch every page before anything is timed
-  return Buffer(p);
+  return Buffer(static_cast<char*>(backend->allocate(rounded)), BackendFree{backend});
 }
 
 // One rank's buffers.
@@ -110,9 +110,9 @@ class ThreadRunner {
     for (int i = 0; i < s_.ranksPerThread; ++i) {
       RankBuffers b;
       b.rank = firstRank_ + i;
-      b.send = allocateBuffer(s_.sendBufferBytes);
-      b.recv = allocateBuffer(s_.recvBufferBytes);
-      b.expected = allocateBuffer(s_.recvBufferBytes);
+      b.send = allocateBuffer(s_.backend.get(), s_.sendBufferBytes);
+      b.recv = allocateBuffer(s_.backend.get(), s_.recvBufferBytes);
+      b.expected = allocateBuffer(s_.backend.get(), s_.recvBufferBytes);
       if (!b.send || !b.recv || !b.expected) {
         fail(s_, b.rank,
              "cannot allocate " + std::to_string(s_.sendBufferBytes) + " + 2 x " + std::to_string(s_.recvBufferBytes) +

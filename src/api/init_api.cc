@@ -6,6 +6,7 @@
 #include "braid_build_config.h"
 #include "src/api/api.h"
 #include "src/common/params.h"
+#include "src/common/shareable_mem.h"
 #include "src/core/group.h"
 
 namespace braid {
@@ -297,19 +298,20 @@ BRAID_API(void, ncclResetDebugInit) {
 BRAID_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   return apiCall("ncclMemAlloc", [&]() -> Status {
     BRAID_RETURN_IF_ERROR(checkNotNull(ptr, "ncclMemAlloc", "ptr"));
-    // Host build: page-aligned host memory (what a host communicator's buffers are).
-    void* p = nullptr;
-    if (posix_memalign(&p, 4096, size == 0 ? 1 : size) != 0) {
-      return systemError("ncclMemAlloc: cannot allocate size=%zu bytes of host memory", size);
-    }
-    *ptr = p;
+    // Host build: page-aligned, zeroed host memory that the other processes of a communicator can map, so
+    // collectives on it load and store peers' buffers directly (no copy through a FIFO).
+    bool shareable = false;
+    Result<void*> p = allocShareable(size, &shareable);
+    if (!p.isOk()) return p.status().withContext(strPrintf("ncclMemAlloc size=%zu", size));
+    *ptr = p.take();
+    if (!shareable) BRAID_INFO(kLogAlloc, "ncclMemAlloc: memfd unavailable, %zu bytes of private memory", size);
     return Status::ok();
   });
 }
 
 BRAID_API(ncclResult_t, ncclMemFree, void* ptr) {
   return apiCall("ncclMemFree", [&]() -> Status {
-    free(ptr);
+    if (ptr != nullptr && !freeShareable(ptr)) free(ptr);  // private memory when memfd was unavailable
     return Status::ok();
   });
 }

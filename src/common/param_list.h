@@ -32,6 +32,12 @@ BRAID_PARAM(CpuChannels, kInt, "BRAID_CPU_NCHANNELS", "2",
             "Channels of a host communicator before the NCCL_MIN/MAX_NCHANNELS bounds apply.")
 BRAID_PARAM(InlineBytes, kInt, "BRAID_INLINE_BYTES", "262144",
             "Operations whose total bytes are below this run on the calling thread instead of the channel workers.")
+BRAID_PARAM(Direct, kInt, "BRAID_DIRECT", "1",
+            "1: all-reduce, reduce-scatter and all-gather among ranks of one host run NVLS-style (direct loads and "
+            "stores over shared memory); 0: always the ring.")
+BRAID_PARAM(DirectStageBytes, kInt, "BRAID_DIRECT_STAGE_BYTES", "65536",
+            "Direct collectives whose input is at most this many bytes per rank are staged through the shared "
+            "segment (any buffers, one barrier); larger ones work on the buffers themselves.")
 BRAID_PARAM(SpinCount, kInt, "BRAID_SPIN_COUNT", "2000",
             "Idle polls before a waiting rank starts yielding its core (20 when not set and this host has more "
             "ranks than usable CPUs).")

@@ -166,6 +166,15 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     BRAID_INFO(kLogInit, "comm %p rank %d: %d local ranks on %d CPUs, spinning %d times before yielding (%s)",
                static_cast<void*>(this), rank, nLocal, cpus, spinCount_, params::kSpinCount.name);
   }
+  if (params::Direct() != 0) {
+    BRAID_ASSIGN_OR_RETURN(int64_t stageBytes, getIntParam(params::kDirectStageBytes));
+    BRAID_ASSIGN_OR_RETURN(direct_, DirectGroup::create(bootstrap_.get(), peers_, rank,
+                                                        static_cast<size_t>(std::max<int64_t>(0, stageBytes))));
+    if (direct_) {
+      BRAID_INFO(kLogInit, "comm %p rank %d: direct (NVLS-style) collectives on, inputs up to %zu bytes staged",
+                 static_cast<void*>(this), rank, direct_->stageBytes());
+    }
+  }
   if (logEnabled(LogLevel::kInfo, kLogInit)) {
     BRAID_INFO(kLogInit,
                "comm %p rank %d nRanks %d nNodes %d localRanks %d - host memory, %d channels, ring order 0..%d",
@@ -377,8 +386,95 @@ void Communicator::clearPending() {
   staging_.clear();
 }
 
+namespace {
+
+bool directKind(CollKind kind, DirectCollective* out) {
+  switch (kind) {
+    case CollKind::kAllReduce:
+      *out = DirectCollective::kAllReduceOneShot;  // the shot is chosen at run time
+      return true;
+    case CollKind::kReduceScatter:
+      *out = DirectCollective::kReduceScatter;
+      return true;
+    case CollKind::kAllGather:
+      *out = DirectCollective::kAllGather;
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
+  // Which queued ops each communicator runs directly. Collectives are queued in the same order on every rank, so
+  // every rank picks the same ones; p2p ops (which may differ per rank) never take this path.
+  struct Job {
+    Communicator* comm;
+    std::vector<size_t> ops;  // indices into pending_
+    std::vector<bool> ran;
+  };
+  std::vector<Job> jobs;
+  size_t rounds = 0;
+  for (Communicator* c : comms) {
+    if (!c->direct_) continue;
+    Job j{c, {}, {}};
+    for (size_t i = 0; i < c->pending_.size(); ++i) {
+      DirectCollective dc;
+      if (directKind(c->pending_[i].kind, &dc)) j.ops.push_back(i);
+    }
+    if (j.ops.empty()) continue;
+    j.ran.assign(j.ops.size(), false);
+    rounds = std::max(rounds, j.ops.size());
+    jobs.push_back(std::move(j));
+  }
+  auto request = [](const Communicator* c, size_t i) {
+    const PendingOp& op = c->pending_[i];
+    DirectRequest r;
+    directKind(op.kind, &r.coll);
+    r.send = op.sendbuff;
+    r.recv = op.recvbuff;
+    r.count = op.count;
+    r.op = op.op;
+    return r;
+  };
+  // Phase by phase across communicators: posts never block, so one thread may drive several ranks of a clique.
+  for (size_t k = 0; k < rounds; ++k) {
+    for (Job& j : jobs) {
+      if (k < j.ops.size())
+        BRAID_RETURN_IF_ERROR(j.comm->direct_->post(request(j.comm, j.ops[k]), j.comm->execContext()));
+    }
+    for (Job& j : jobs) {
+      if (k >= j.ops.size()) continue;
+      bool ran = false;
+      BRAID_RETURN_IF_ERROR(j.comm->direct_->execute(request(j.comm, j.ops[k]), j.comm->execContext(), &ran));
+      j.ran[k] = ran;
+    }
+    for (Job& j : jobs) {
+      if (k < j.ops.size()) j.comm->direct_->finishPost();
+    }
+    for (Job& j : jobs) {
+      if (k < j.ops.size()) BRAID_RETURN_IF_ERROR(j.comm->direct_->finishWait(j.comm->execContext()));
+    }
+  }
+  for (Job& j : jobs) {
+    std::vector<PendingOp> rest;
+    size_t next = 0;
+    for (size_t i = 0; i < j.comm->pending_.size(); ++i) {
+      const bool isDirect = next < j.ops.size() && j.ops[next] == i;
+      if (isDirect && j.ran[next++]) continue;
+      rest.push_back(j.comm->pending_[i]);
+    }
+    j.comm->pending_.swap(rest);
+  }
+  return Status::ok();
+}
+
 Status Communicator::launch(const std::vector<Communicator*>& comms) {
-  Status result = launchImpl(comms);
+  Status result = launchDirect(comms);
+  bool anyLeft = false;
+  for (Communicator* c : comms) anyLeft = anyLeft || !c->pending_.empty();
+  if (result.isOk() && anyLeft) result = launchImpl(comms);
   for (Communicator* comm : comms) {
     comm->clearPending();
     for (Channel& ch : comm->channels_) ch.work.items.clear();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "algorithms/ring/ring.h"
+#include "src/backends/cpu/direct_exec.h"
 #include "src/backends/cpu/executor.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/common/dtype.h"
@@ -106,6 +107,8 @@ class Communicator {
 
   Status buildPlan(Plan* plan);
   static Status launchImpl(const std::vector<Communicator*>& comms);
+  // Runs the queued operations the direct (NVLS-style) path takes and removes them from pending_.
+  static Status launchDirect(const std::vector<Communicator*>& comms);
   Status connect(const std::vector<std::pair<int, int>>& sendNeeds, const std::vector<std::pair<int, int>>& recvNeeds,
                  int phase);
   ExecContext execContext() const;
@@ -124,6 +127,7 @@ class Communicator {
   std::vector<int> ring_;
   std::vector<PendingOp> pending_;
   std::vector<std::unique_ptr<char[]>> staging_;
+  std::unique_ptr<DirectGroup> direct_;  // null when the ranks cannot share memory or BRAID_DIRECT=0
   std::vector<UserRedOp> userOps_;
   mutable std::mutex opsMu_;
   std::atomic<bool> abort_{false};

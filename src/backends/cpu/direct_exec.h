@@ -1,0 +1,82 @@
+// The CPU backend's NVLS-style ("direct") collectives: the local ranks of a communicator share one control
+// segment, publish their buffers there, and each rank loads from and stores to its peers' buffers directly
+// (algorithms/direct builds the steps). Small operations stage their inputs in the segment, so they work on any
+// buffers; larger ones work in place on the user's buffers when every rank can reach every other rank's (threads
+// of one process, or ncclMemAlloc memory across processes), and otherwise fall back to the ring.
+//
+// One operation = post (publish buffers; non-blocking), execute (wait for every rank's post, then run this rank's
+// steps), finish (signal done; then wait until every rank is done, so no peer still reads a buffer its owner may
+// reuse). Posts never block, so one thread can drive several ranks of one communicator phase by phase.
+// Waits spin briefly, then yield, then sleep on a futex; each checks abort, the deadline and peers' liveness.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "algorithms/direct/direct.h"
+#include "src/backends/cpu/executor.h"
+#include "src/backends/cpu/reduce.h"
+#include "src/common/shareable_mem.h"
+#include "src/common/status.h"
+#include "transports/transport.h"
+
+namespace braid {
+
+class Bootstrap;
+
+// One direct collective, as the communicator queued it.
+struct DirectRequest {
+  DirectCollective coll = DirectCollective::kAllReduceTwoShot;  // all-reduce (shot chosen here), RS or AG
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // NCCL's count: all-reduce elements, RS/AG per-rank elements
+  ReduceOp op;
+};
+
+class DirectGroup {
+ public:
+  // Collective over the communicator's bootstrap: rank 0 creates the segment, every rank maps it. Returns nullptr
+  // (not an error) when the ranks cannot share memory (not all on one host, or /proc/<pid>/fd is not reachable).
+  static Result<std::unique_ptr<DirectGroup>> create(Bootstrap* bootstrap, const std::vector<PeerInfo>& peers, int rank,
+                                                     size_t stageBytes);
+  ~DirectGroup();
+
+  // Phases of one operation (see the file comment). execute() sets *ran = false when the buffers turned out not
+  // to be reachable by every rank; the caller then runs the operation another way (finish() is still required).
+  Status post(const DirectRequest& req, const ExecContext& ctx);
+  Status execute(const DirectRequest& req, const ExecContext& ctx, bool* ran);
+  void finishPost();
+  Status finishWait(const ExecContext& ctx);
+
+  // Bytes of input a rank may stage in the segment (the small-operation path).
+  size_t stageBytes() const { return stageBytes_; }
+  // Whether `req` takes the staged path (decided from sizes only, so every rank agrees).
+  bool staged(const DirectRequest& req, int nranks) const;
+
+ private:
+  struct Slot;
+  DirectGroup() = default;
+  Slot& slot(int r) const;
+  char* stage(int r, uint32_t gen) const;
+  Status waitAll(bool done, uint32_t gen, const ExecContext& ctx) const;
+  Status runSteps(const std::vector<DirectStep>& steps, const std::vector<const char*>& srcs,
+                  const std::vector<char*>& dsts, const DirectRequest& req);
+
+  int rank_ = 0;
+  int nranks_ = 0;
+  std::vector<PeerInfo> peers_;
+  size_t stageBytes_ = 0;
+  size_t slotBytes_ = 0;
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+  int ownFd_ = -1;  // rank 0 keeps the memfd open while the communicator lives
+  uint32_t gen_ = 0;
+  bool needEndWait_ = false;
+  PeerMappings mappings_;
+  std::vector<char> tile_;
+};
+
+}  // namespace braid

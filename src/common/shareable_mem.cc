@@ -1,0 +1,134 @@
+#include "src/common/shareable_mem.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+
+namespace braid {
+namespace {
+
+struct Allocation {
+  size_t bytes = 0;
+  int fd = -1;
+  uint64_t ino = 0;
+};
+
+// Live shareable allocations by base address.
+std::mutex gAllocMu;
+std::map<uintptr_t, Allocation>& allocations() {
+  static auto* m = new std::map<uintptr_t, Allocation>();  // never destroyed: frees may run during exit
+  return *m;
+}
+
+size_t roundToPage(size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+}
+
+}  // namespace
+
+Result<void*> allocShareable(size_t bytes, bool* shareable) {
+  *shareable = false;
+  const size_t rounded = roundToPage(bytes);
+  const int fd = memfd_create("braid-buffer", MFD_CLOEXEC);
+  if (fd >= 0) {
+    struct stat st {};
+    void* p = MAP_FAILED;
+    if (ftruncate(fd, static_cast<off_t>(rounded)) == 0 && fstat(fd, &st) == 0) {
+      p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    if (p != MAP_FAILED) {
+      std::lock_guard<std::mutex> lock(gAllocMu);
+      allocations()[reinterpret_cast<uintptr_t>(p)] = Allocation{rounded, fd, static_cast<uint64_t>(st.st_ino)};
+      *shareable = true;
+      return p;
+    }
+    close(fd);
+  }
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, rounded) != 0) {
+    return systemError("cannot allocate %zu bytes of host memory", bytes);
+  }
+  return p;
+}
+
+bool freeShareable(void* p) {
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lock(gAllocMu);
+    auto it = allocations().find(reinterpret_cast<uintptr_t>(p));
+    if (it == allocations().end()) return false;
+    a = it->second;
+    allocations().erase(it);
+  }
+  munmap(p, a.bytes);
+  close(a.fd);
+  return true;
+}
+
+MemHandle describeBuffer(const void* p, size_t bytes) {
+  MemHandle h;
+  h.pid = static_cast<int32_t>(getpid());
+  h.addr = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(gAllocMu);
+  auto& all = allocations();
+  auto it = all.upper_bound(h.addr);
+  if (it == all.begin()) return h;
+  --it;
+  const uintptr_t base = it->first;
+  if (h.addr + bytes > base + it->second.bytes) return h;
+  h.fd = it->second.fd;
+  h.ino = it->second.ino;
+  h.offset = h.addr - base;
+  h.allocBytes = it->second.bytes;
+  return h;
+}
+
+Result<void*> mapPeerFd(int32_t pid, int32_t fd, uint64_t ino, size_t bytes) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", static_cast<int>(pid), static_cast<int>(fd));
+  const int local = open(path, O_RDWR | O_CLOEXEC);
+  if (local < 0) return errnoError(errno, "cannot open %s (the memory of process %d)", path, static_cast<int>(pid));
+  struct stat st {};
+  if (fstat(local, &st) != 0 || static_cast<uint64_t>(st.st_ino) != ino) {
+    close(local);
+    return internalError("%s is no longer the shared allocation it was (process %d freed it?)", path,
+                         static_cast<int>(pid));
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, local, 0);
+  const int err = errno;
+  close(local);
+  if (p == MAP_FAILED) return errnoError(err, "mmap of %zu bytes of process %d's memory", bytes, static_cast<int>(pid));
+  return p;
+}
+
+PeerMappings::~PeerMappings() {
+  for (auto& kv : maps_) munmap(kv.second.base, kv.second.bytes);
+}
+
+Result<char*> PeerMappings::resolve(const MemHandle& h) {
+  if (h.pid == static_cast<int32_t>(getpid())) return reinterpret_cast<char*>(h.addr);
+  if (h.fd < 0) {
+    return invalidUsage("a buffer of process %d is private memory; only ncclMemAlloc buffers can be reached directly",
+                        static_cast<int>(h.pid));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto key = std::make_pair(h.pid, h.ino);
+  auto it = maps_.find(key);
+  if (it == maps_.end() || it->second.bytes < h.allocBytes) {
+    if (it != maps_.end()) {
+      munmap(it->second.base, it->second.bytes);
+      maps_.erase(it);
+    }
+    BRAID_ASSIGN_OR_RETURN(void* base, mapPeerFd(h.pid, h.fd, h.ino, h.allocBytes));
+    it = maps_.emplace(key, Mapping{base, h.allocBytes}).first;
+  }
+  return static_cast<char*>(it->second.base) + h.offset;
+}
+
+}  // namespace braid

@@ -1,0 +1,66 @@
+// Host memory that other processes of the job can map: what ncclMemAlloc returns on host communicators.
+//
+// An allocation is a memfd mapped MAP_SHARED. A peer process maps it through /proc/<pid>/fd/<fd> (same user), so
+// collectives on such buffers read and write peers' buffers directly, with no copy through a FIFO (the host
+// counterpart of NCCL's registered or symmetric buffers). Memory from malloc stays private; collectives then use
+// the FIFO path. A memfd needs no /dev/shm space and leaves nothing behind when the process dies.
+//
+// Thread safety: every function may be called from any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "src/common/status.h"
+
+namespace braid {
+
+// Where a buffer lives, as another process of this host can find it. Plain data: it travels between processes.
+struct MemHandle {
+  int32_t pid = 0;      // the owning process
+  int32_t fd = -1;      // its memfd in that process; -1: private memory, reachable only from the same process
+  uint64_t ino = 0;     // the memfd's inode, so a reused fd number is never mistaken for the allocation
+  uint64_t addr = 0;    // the buffer's address in the owner's address space
+  uint64_t offset = 0;  // the buffer's offset in the memfd
+  uint64_t allocBytes = 0;
+};
+
+// Allocates `bytes` of shareable, page-aligned, zeroed memory (memfd); falls back to private memory when memfd is
+// unavailable (then *shareable is false).
+Result<void*> allocShareable(size_t bytes, bool* shareable);
+// Frees memory from allocShareable; false when `p` did not come from it.
+bool freeShareable(void* p);
+// Describes [p, p + bytes) for peers. A buffer inside one shareable allocation gets its memfd; any other buffer a
+// handle with fd -1 (usable only by threads of this process).
+MemHandle describeBuffer(const void* p, size_t bytes);
+
+// One process's mappings of its peers' shareable allocations, cached until destroyed.
+class PeerMappings {
+ public:
+  PeerMappings() = default;
+  ~PeerMappings();
+  PeerMappings(const PeerMappings&) = delete;
+  PeerMappings& operator=(const PeerMappings&) = delete;
+
+  // The local address of the buffer `h` describes: the address itself within this process, otherwise a mapping of
+  // the owner's memfd. An error names the owner's pid when the memory cannot be reached.
+  Result<char*> resolve(const MemHandle& h);
+
+ private:
+  struct Mapping {
+    void* base = nullptr;
+    size_t bytes = 0;
+  };
+  std::mutex mu_;
+  std::map<std::pair<int32_t, uint64_t>, Mapping> maps_;  // by (pid, inode)
+};
+
+// Maps a peer's memfd [0, bytes) read-write; used for the collectives' shared control segment too.
+Result<void*> mapPeerFd(int32_t pid, int32_t fd, uint64_t ino, size_t bytes);
+
+}  // namespace braid
