@@ -28,6 +28,31 @@ double moveValue(ncclDataType_t t, int r, size_t i) {
 
 }  // namespace
 
+// Heap memory, or ncclMemAlloc memory (which other processes of the communicator can map).
+class TestBuffer {
+ public:
+  TestBuffer(size_t bytes, bool memAlloc) : memAlloc_(memAlloc) {
+    if (memAlloc_) {
+      void* p = nullptr;
+      if (ncclMemAlloc(&p, bytes) == ncclSuccess) data_ = static_cast<char*>(p);
+    } else {
+      heap_.resize(bytes);
+      data_ = heap_.data();
+    }
+  }
+  ~TestBuffer() {
+    if (memAlloc_ && data_ != nullptr) ncclMemFree(data_);
+  }
+  TestBuffer(const TestBuffer&) = delete;
+  TestBuffer& operator=(const TestBuffer&) = delete;
+  char* data() { return data_; }
+
+ private:
+  bool memAlloc_;
+  std::vector<char> heap_;
+  char* data_ = nullptr;
+};
+
 std::string runCase(const CollCase& c, int rank, int n, ncclComm_t comm) {
   const size_t es = typeSize(c.type);
   const size_t cnt = c.count;
@@ -53,7 +78,8 @@ std::string runCase(const CollCase& c, int rank, int n, ncclComm_t comm) {
       break;
   }
   // One allocation holds both buffers so the in-place layouts can be expressed; +1 element guards.
-  std::vector<char> recvStore((recvElems + 1) * es + 64), sendStore((sendElems + 1) * es + 64);
+  TestBuffer recvStore((recvElems + 1) * es + 64, c.memAlloc), sendStore((sendElems + 1) * es + 64, c.memAlloc);
+  if (recvStore.data() == nullptr || sendStore.data() == nullptr) return "cannot allocate the test buffers";
   char* recv = recvStore.data() + 64;
   char* send = sendStore.data() + 64;
   ncclRedOp_t op = c.op;

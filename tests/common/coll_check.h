@@ -30,6 +30,7 @@ struct CollCase {
   size_t count;
   bool inPlace;
   int root;
+  bool memAlloc = false;  // buffers from ncclMemAlloc (peers can map them: the direct path) instead of the heap
 };
 
 // Runs the case on this rank; returns an empty string on success, else what went wrong.

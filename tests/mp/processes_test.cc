@@ -101,6 +101,47 @@ TEST(Processes, InPlaceAlltoAllWithSkewedRanks) {
   }
 }
 
+// The direct (NVLS-style) path across processes: with ncclMemAlloc buffers every rank loads and stores its peers'
+// buffers; when one rank's buffers are private (heap) every rank must agree to fall back to the ring. Both give
+// exact results, for every size class (staged, direct, streaming stores), in and out of place.
+TEST(Processes, DirectCollectivesOnSharedAndPrivateBuffers) {
+  for (int n : {2, 3, 4}) {
+    for (int privateRank : {-1, n - 1}) {
+      auto status = runProcesses(n, [&](int rank, ncclComm_t comm) {
+        const Coll colls[] = {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather};
+        for (Coll coll : colls) {
+          for (size_t count : {size_t{5}, size_t{40000}, size_t{(1 << 20) + 3}}) {
+            for (bool inPlace : {false, true}) {
+              for (ncclRedOp_t op : {ncclSum, ncclNumOps}) {
+                if (op != ncclSum && coll == Coll::kAllGather) continue;
+                CollCase c{coll, ncclFloat32, op, count, inPlace, 0, rank != privateRank};
+                std::string err = runCase(c, rank, n, comm);
+                if (!err.empty()) {
+                  fprintf(stderr, "rank %d (private rank %d): %s\n", rank, privateRank, err.c_str());
+                  return 1;
+                }
+              }
+            }
+          }
+        }
+        // bf16 avg through the staged and the direct path: rounding must not depend on the path's chunking.
+        for (size_t count : {size_t{999}, size_t{300001}}) {
+          std::string err =
+              runCase(CollCase{Coll::kAllReduce, ncclBfloat16, ncclAvg, count, false, 0, true}, rank, n, comm);
+          if (!err.empty()) {
+            fprintf(stderr, "rank %d: %s\n", rank, err.c_str());
+            return 1;
+          }
+        }
+        return 0;
+      });
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(status[static_cast<size_t>(r)], 0) << n << " ranks, private rank " << privateRank << ", rank " << r;
+      }
+    }
+  }
+}
+
 TEST(Processes, KillNineOneRankOthersGetRemoteError) {
   // Rank 1 is killed mid-collective; the others must fail with ncclRemoteError naming rank 1, well before the
   // BRAID_TIMEOUT deadline, because a dead peer process is detected directly.

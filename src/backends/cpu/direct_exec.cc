@@ -259,6 +259,9 @@ Status DirectGroup::execute(const DirectRequest& req, const ExecContext& ctx, bo
   std::vector<const char*> srcs(static_cast<size_t>(n), nullptr);
   std::vector<char*> dsts(static_cast<size_t>(n), nullptr);
   std::vector<DirectStep> steps;
+  const char* what = req.coll == DirectCollective::kReduceScatter ? "reduce-scatter"
+                     : req.coll == DirectCollective::kAllGather   ? "all-gather"
+                                                                  : "one-shot all-reduce";
   if (staged(req, n)) {
     // Inputs are in the segment; each rank writes only its own output.
     for (int p = 0; p < n; ++p) srcs[static_cast<size_t>(p)] = stage(p, gen);
@@ -282,7 +285,11 @@ Status DirectGroup::execute(const DirectRequest& req, const ExecContext& ctx, bo
       samePid = samePid && s.send.pid == slot(0).send.pid;
       shareable = shareable && s.send.fd >= 0 && s.recv.fd >= 0;
     }
-    if (!samePid && !shareable) return Status::ok();  // the caller runs the ring; finish() still follows
+    if (!samePid && !shareable) {
+      BRAID_INFO(kLogColl, "rank %d: op %u: buffers of some rank are private memory (not ncclMemAlloc): ring", rank_,
+                 gen);
+      return Status::ok();  // the caller runs the ring; finish() still follows
+    }
     for (int p = 0; p < n; ++p) {
       BRAID_ASSIGN_OR_RETURN(char* s, mappings_.resolve(slot(p).send));
       BRAID_ASSIGN_OR_RETURN(char* d, mappings_.resolve(slot(p).recv));
@@ -292,8 +299,11 @@ Status DirectGroup::execute(const DirectRequest& req, const ExecContext& ctx, bo
     const DirectCollective c =
         req.coll == DirectCollective::kAllReduceOneShot ? DirectCollective::kAllReduceTwoShot : req.coll;
     steps = buildDirectProgram(c, n, rank_, req.count);
+    if (c == DirectCollective::kAllReduceTwoShot) what = "two-shot all-reduce";
     needEndWait_ = true;
   }
+  BRAID_INFO(kLogColl, "rank %d: op %u: direct %s of %zu elements, %s", rank_, gen, what, req.count,
+             needEndWait_ ? "on the buffers" : "staged");
   BRAID_RETURN_IF_ERROR(runSteps(steps, srcs, dsts, req));
   *ran = true;
   return Status::ok();
