@@ -118,6 +118,13 @@ case "$mode" in
         check "${t}_perf, $np ranks" "${t}_perf" "$rows" 0 "${L[@]}" "$perfdir/${t}_perf" "${args[@]}" -r $((np - 1))
       done
     done
+    # Each algorithm forced (NCCL_ALGO), across processes on ncclMemAlloc buffers: exact either way.
+    for algo in ring nvls; do
+      for t in all_reduce reduce_scatter all_gather; do
+        check "${t}_perf NCCL_ALGO=$algo, 3 ranks" "${t}_perf" "$rows" 0 env NCCL_ALGO=$algo \
+          "$braidrun" -np 3 -- "$perfdir/${t}_perf" "${args[@]}"
+      done
+    done
     # Ranks as threads (-t) and several ranks per thread in one group (-g), across processes.
     check "all_reduce_perf -t 2 x 2 processes" all_reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/all_reduce_perf" "${args[@]}" -t 2
     check "alltoall_perf -g 2 x 2 processes" alltoall_perf "$rows" 0 "${L2[@]}" "$perfdir/alltoall_perf" "${args[@]}" -g 2

@@ -127,6 +127,7 @@ Status enqueue(const CollArgs& a) {
   BRAID_INFO(kLogColl, "%s: opCount comm %p rank %d sendbuff %p recvbuff %p count %zu datatype %d op %d root %d", a.fn,
              static_cast<void*>(a.comm), rank, a.sendbuff, a.recvbuff, a.count, static_cast<int>(a.datatype), a.op,
              a.root);
+  BRAID_RETURN_IF_ERROR(comm->checkAlgorithms(a.kind));
   if (a.count == 0) return Status::ok();  // nothing moves; NCCL accepts and ignores it
   comm->pending().push_back(PendingOp{a.kind, a.sendbuff, a.recvbuff, a.count, dtype, op, a.root});
   groupAddComm(comm);

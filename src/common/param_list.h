@@ -32,6 +32,11 @@ BRAID_PARAM(CpuChannels, kInt, "BRAID_CPU_NCHANNELS", "2",
             "Channels of a host communicator before the NCCL_MIN/MAX_NCHANNELS bounds apply.")
 BRAID_PARAM(InlineBytes, kInt, "BRAID_INLINE_BYTES", "262144",
             "Operations whose total bytes are below this run on the calling thread instead of the channel workers.")
+BRAID_PARAM(Algo, kString, "NCCL_ALGO", "",
+            "Algorithms allowed, NCCL's grammar: 'ring,nvls', '^nvls', 'allreduce:nvls;broadcast:ring'. braid "
+            "implements Ring and NVLS (direct, on one host); the others are known names that leave nothing here.")
+BRAID_PARAM(Proto, kString, "NCCL_PROTO", "",
+            "Protocols allowed, NCCL's grammar (LL, LL128, Simple); the host backend runs Simple.")
 BRAID_PARAM(Direct, kInt, "BRAID_DIRECT", "1",
             "1: all-reduce, reduce-scatter and all-gather among ranks of one host run NVLS-style (direct loads and "
             "stores over shared memory); 0: always the ring.")

@@ -166,6 +166,8 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     BRAID_INFO(kLogInit, "comm %p rank %d: %d local ranks on %d CPUs, spinning %d times before yielding (%s)",
                static_cast<void*>(this), rank, nLocal, cpus, spinCount_, params::kSpinCount.name);
   }
+  BRAID_ASSIGN_OR_RETURN(algoFilter_, parseFilter(params::Algo(), algoNames(), params::kAlgo.name));
+  BRAID_ASSIGN_OR_RETURN(protoFilter_, parseFilter(params::Proto(), protoNames(), params::kProto.name));
   if (params::Direct() != 0) {
     BRAID_ASSIGN_OR_RETURN(int64_t stageBytes, getIntParam(params::kDirectStageBytes));
     BRAID_ASSIGN_OR_RETURN(direct_, DirectGroup::create(bootstrap_.get(), peers_, rank,
@@ -388,6 +390,31 @@ void Communicator::clearPending() {
 
 namespace {
 
+bool filterColl(CollKind kind, FilterColl* out) {
+  switch (kind) {
+    case CollKind::kAllReduce:
+      *out = FilterColl::kAllReduce;
+      return true;
+    case CollKind::kBroadcast:
+      *out = FilterColl::kBroadcast;
+      return true;
+    case CollKind::kReduce:
+      *out = FilterColl::kReduce;
+      return true;
+    case CollKind::kAllGather:
+      *out = FilterColl::kAllGather;
+      return true;
+    case CollKind::kReduceScatter:
+      *out = FilterColl::kReduceScatter;
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr int kRingAlgo = static_cast<int>(AlgoId::kRing);
+constexpr int kNvlsAlgo = static_cast<int>(AlgoId::kNvls);
+
 bool directKind(CollKind kind, DirectCollective* out) {
   switch (kind) {
     case CollKind::kAllReduce:
@@ -406,6 +433,27 @@ bool directKind(CollKind kind, DirectCollective* out) {
 
 }  // namespace
 
+Status Communicator::checkAlgorithms(CollKind kind) const {
+  FilterColl fc;
+  if (!filterColl(kind, &fc)) return Status::ok();
+  DirectCollective dc;
+  const bool nvls = direct_ != nullptr && directKind(kind, &dc);
+  if (!algoFilter_.allows(fc, kRingAlgo) && !(nvls && algoFilter_.allows(fc, kNvlsAlgo))) {
+    return invalidUsage(
+        "NCCL_ALGO=\"%s\" leaves no algorithm for %s on this communicator: braid implements Ring%s here (Tree, "
+        "PAT, CollNet and NVLSTree are not built yet%s)",
+        algoFilter_.setting.c_str(), filterCollName(fc), nvls ? " and NVLS" : "",
+        direct_ == nullptr ? "; NVLS needs every rank on one host, sharing memory" : "");
+  }
+  if (!protoFilter_.allows(fc, static_cast<int>(ProtoId::kSimple))) {
+    return invalidUsage(
+        "NCCL_PROTO=\"%s\" leaves no protocol for %s: the host backend runs Simple only (LL and LL128 are not "
+        "wired into it yet)",
+        protoFilter_.setting.c_str(), filterCollName(fc));
+  }
+  return Status::ok();
+}
+
 Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
   // Which queued ops each communicator runs directly. Collectives are queued in the same order on every rank, so
   // every rank picks the same ones; p2p ops (which may differ per rank) never take this path.
@@ -421,7 +469,9 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     Job j{c, {}, {}};
     for (size_t i = 0; i < c->pending_.size(); ++i) {
       DirectCollective dc;
-      if (directKind(c->pending_[i].kind, &dc)) j.ops.push_back(i);
+      FilterColl fc;
+      const CollKind kind = c->pending_[i].kind;
+      if (directKind(kind, &dc) && filterColl(kind, &fc) && c->algoFilter_.allows(fc, kNvlsAlgo)) j.ops.push_back(i);
     }
     if (j.ops.empty()) continue;
     j.ran.assign(j.ops.size(), false);
@@ -447,7 +497,16 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     for (Job& j : jobs) {
       if (k >= j.ops.size()) continue;
       bool ran = false;
+      const PendingOp& op = j.comm->pending_[j.ops[k]];
       BRAID_RETURN_IF_ERROR(j.comm->direct_->execute(request(j.comm, j.ops[k]), j.comm->execContext(), &ran));
+      FilterColl fc;
+      if (!ran && filterColl(op.kind, &fc) && !j.comm->algoFilter_.allows(fc, kRingAlgo)) {
+        // Every rank reaches this same decision from the same published buffers.
+        return invalidUsage(
+            "NCCL_ALGO=\"%s\" allows only NVLS for %s, which needs every rank's buffers reachable by every "
+            "other rank: allocate them with ncclMemAlloc (or run the ranks as threads of one process)",
+            j.comm->algoFilter_.setting.c_str(), filterCollName(fc));
+      }
       j.ran[k] = ran;
     }
     for (Job& j : jobs) {
@@ -479,7 +538,10 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
     comm->clearPending();
     for (Channel& ch : comm->channels_) ch.work.items.clear();
     // A failed operation leaves FIFOs in an unknown state: the communicator is unusable from now on.
-    if (!result.isOk()) comm->asyncError_.store(static_cast<int>(result.code()));
+    if (!result.isOk()) {
+      comm->asyncError_.store(static_cast<int>(result.code()));
+      if (comm->direct_) comm->direct_->markAborted();
+    }
   }
   return result;
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "algorithms/ring/ring.h"
+#include "algorithms/selector/algo_filter.h"
 #include "src/backends/cpu/direct_exec.h"
 #include "src/backends/cpu/executor.h"
 #include "src/bootstrap/bootstrap.h"
@@ -82,6 +83,10 @@ class Communicator {
   // Drops the queued ops and their staging copies.
   void clearPending();
 
+  // Whether NCCL_ALGO / NCCL_PROTO leave an algorithm and protocol braid implements for `kind` on this
+  // communicator; an error names the setting and what is missing. Send/receive always pass.
+  Status checkAlgorithms(CollKind kind) const;
+
   // Plans and executes the pending ops of several communicators together (the work of ncclGroupEnd).
   static Status launch(const std::vector<Communicator*>& comms);
 
@@ -128,6 +133,8 @@ class Communicator {
   std::vector<PendingOp> pending_;
   std::vector<std::unique_ptr<char[]>> staging_;
   std::unique_ptr<DirectGroup> direct_;  // null when the ranks cannot share memory or BRAID_DIRECT=0
+  Filter algoFilter_;                    // NCCL_ALGO
+  Filter protoFilter_;                   // NCCL_PROTO
   std::vector<UserRedOp> userOps_;
   mutable std::mutex opsMu_;
   std::atomic<bool> abort_{false};

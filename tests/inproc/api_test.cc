@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -449,6 +450,72 @@ TEST(Api, DebugFileGetsNcclFormatLines) {
   EXPECT_NE(text.find("NCCL INFO comm "), std::string::npos) << text;
   EXPECT_NE(text.find("Init COMPLETE"), std::string::npos) << text;
   EXPECT_NE(text.find("FIFO memory bound"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace braid_test
+
+namespace braid_test {
+namespace {
+
+// NCCL_ALGO / NCCL_PROTO: an unknown name fails init; a setting that leaves nothing braid implements fails the
+// collective with a message naming it; forcing Ring or NVLS gives exact results either way.
+TEST(Api, AlgoAndProtoSettings) {
+  float b[4] = {1, 2, 3, 4};
+  {
+    setenv("NCCL_ALGO", "ring,bogus", 1);
+    ncclComm_t c[1];
+    EXPECT_EQ(ncclCommInitAll(c, 1, nullptr), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("unknown name 'bogus'"), std::string::npos)
+        << ncclGetLastError(nullptr);
+  }
+  struct Refused {
+    const char* env;
+    const char* value;
+    const char* mentions;
+  };
+  const Refused refused[] = {{"NCCL_ALGO", "tree", "leaves no algorithm for allreduce"},
+                             {"NCCL_ALGO", "allreduce:nvls", "NVLS needs every rank on one host"},
+                             {"NCCL_PROTO", "LL,LL128", "runs Simple only"}};
+  for (const Refused& r : refused) {
+    unsetenv("NCCL_ALGO");
+    unsetenv("NCCL_PROTO");
+    setenv(r.env, r.value, 1);
+    ncclComm_t c[1];
+    ASSERT_EQ(ncclCommInitAll(c, 1, nullptr), ncclSuccess) << r.value;
+    EXPECT_EQ(ncclAllReduce(b, b, 4, ncclFloat, ncclSum, c[0], nullptr), ncclInvalidUsage) << r.value;
+    EXPECT_NE(std::string(ncclGetLastError(c[0])).find(r.mentions), std::string::npos) << ncclGetLastError(c[0]);
+    // Other collectives are unaffected by a per-collective setting.
+    if (std::string(r.value) == "allreduce:nvls") {
+      EXPECT_EQ(ncclBroadcast(b, b, 4, ncclFloat, 0, c[0], nullptr), ncclSuccess);
+    }
+    EXPECT_EQ(ncclCommDestroy(c[0]), ncclSuccess);
+  }
+  unsetenv("NCCL_PROTO");
+  for (const char* algo :
+       {"ring", "nvls,ring", "allreduce:nvls;allgather:nvls;reducescatter:nvls;broadcast:ring", "^nvls"}) {
+    setenv("NCCL_ALGO", algo, 1);
+    const int n = 3;
+    std::mutex mu;
+    std::vector<std::string> failures;
+    auto results = runThreads(n, [&](int rank, ncclComm_t comm) {
+      for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather}) {
+        for (size_t count : {size_t{7}, size_t{300001}}) {
+          for (bool inPlace : {false, true}) {
+            std::string err = runCase(CollCase{coll, ncclFloat32, ncclSum, count, inPlace, 0}, rank, n, comm);
+            if (!err.empty()) {
+              std::lock_guard<std::mutex> lock(mu);
+              failures.push_back(std::string(algo) + ": " + err);
+            }
+          }
+        }
+      }
+      return ncclSuccess;
+    });
+    for (ncclResult_t r : results) EXPECT_EQ(r, ncclSuccess) << algo;
+    EXPECT_TRUE(failures.empty()) << failures.front();
+  }
+  unsetenv("NCCL_ALGO");
 }
 
 }  // namespace

@@ -210,6 +210,34 @@ Status DirectGroup::post(const DirectRequest& req, const ExecContext& /*ctx*/) {
   return Status::ok();
 }
 
+void DirectGroup::markAborted() {
+  Slot& mine = slot(rank_);
+  mine.aborted.store(1, std::memory_order_seq_cst);
+  // Wake sleepers on both counters: they re-check the aborted flags.
+  futexWakeAll(&mine.posted);
+  futexWakeAll(&mine.done);
+}
+
+Status DirectGroup::peerFailure(const ExecContext& ctx) const {
+  // A peer that died without marking itself aborted is the cause; peers that failed because of it mark
+  // themselves aborted before they exit, so report the silent death first.
+  for (int q = 0; q < nranks_; ++q) {
+    const pid_t pid = peers_[static_cast<size_t>(q)].pid;
+    if (q == rank_ || pid == getpid() || slot(q).aborted.load(std::memory_order_acquire) != 0) continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+      return remoteError("rank %d: peer rank %d (pid %d on %s) died during a direct collective", ctx.rank, q,
+                         static_cast<int>(pid), peers_[static_cast<size_t>(q)].hostname);
+    }
+  }
+  for (int q = 0; q < nranks_; ++q) {
+    if (q != rank_ && slot(q).aborted.load(std::memory_order_acquire) != 0) {
+      return remoteError("rank %d: peer rank %d (%s) failed and abandoned the direct collective", ctx.rank, q,
+                         peers_[static_cast<size_t>(q)].hostname);
+    }
+  }
+  return Status::ok();
+}
+
 Status DirectGroup::waitAll(bool done, uint32_t gen, const ExecContext& ctx) const {
   auto start = Clock::now();
   for (int p = 0; p < nranks_; ++p) {
@@ -224,15 +252,7 @@ Status DirectGroup::waitAll(bool done, uint32_t gen, const ExecContext& ctx) con
         slot(rank_).aborted.store(1, std::memory_order_release);
         return invalidUsage("rank %d: operation interrupted by ncclCommAbort", ctx.rank);
       }
-      if (s.aborted.load(std::memory_order_acquire) != 0) {
-        return remoteError("rank %d: peer rank %d (%s) aborted its direct collective", ctx.rank, p,
-                           peers_[static_cast<size_t>(p)].hostname);
-      }
-      const pid_t pid = peers_[static_cast<size_t>(p)].pid;
-      if (pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH) {
-        return remoteError("rank %d: peer rank %d (pid %d on %s) died during a direct collective", ctx.rank, p,
-                           static_cast<int>(pid), peers_[static_cast<size_t>(p)].hostname);
-      }
+      BRAID_RETURN_IF_ERROR(peerFailure(ctx));
       if (ctx.timeoutSec > 0 && Clock::now() - start > std::chrono::duration<double>(ctx.timeoutSec)) {
         return remoteError("rank %d: peer rank %d did not reach direct collective %u within BRAID_TIMEOUT=%g s",
                            ctx.rank, p, gen, ctx.timeoutSec);

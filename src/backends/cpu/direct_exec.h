@@ -51,6 +51,9 @@ class DirectGroup {
   void finishPost();
   Status finishWait(const ExecContext& ctx);
 
+  // Tells the peers this rank gave up on the communicator (an operation failed), so their waits end at once.
+  void markAborted();
+
   // Bytes of input a rank may stage in the segment (the small-operation path).
   size_t stageBytes() const { return stageBytes_; }
   // Whether `req` takes the staged path (decided from sizes only, so every rank agrees).
@@ -62,6 +65,7 @@ class DirectGroup {
   Slot& slot(int r) const;
   char* stage(int r, uint32_t gen) const;
   Status waitAll(bool done, uint32_t gen, const ExecContext& ctx) const;
+  Status peerFailure(const ExecContext& ctx) const;
   Status runSteps(const std::vector<DirectStep>& steps, const std::vector<const char*>& srcs,
                   const std::vector<char*>& dsts, const DirectRequest& req);
 
