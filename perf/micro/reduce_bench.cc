@@ -21,6 +21,20 @@ void bmMemcpy(benchmark::State& state) {
 }
 BENCHMARK(bmMemcpy);
 
+// The copy bound of host collectives: each thread copies its own 64 MB buffers (far beyond the caches). With 2
+// threads, the aggregate rate C2 bounds a 2-process direct all-reduce at busbw = C2 / 2 (each rank reads and
+// writes as many bytes as one copy of the vector; docs/perf.md).
+void bmMemcpyLarge(benchmark::State& state) {
+  constexpr size_t kLarge = 64 << 20;
+  std::vector<char> a(kLarge, 1), b(kLarge, 2);
+  for (auto _ : state) {
+    memcpy(b.data(), a.data(), kLarge);
+    benchmark::DoNotOptimize(b.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kLarge));
+}
+BENCHMARK(bmMemcpyLarge)->Threads(1)->Threads(2)->UseRealTime();
+
 void bmReduce(benchmark::State& state) {
   braid::ReduceOp op;
   op.dtype = static_cast<braid::DType>(state.range(0));
