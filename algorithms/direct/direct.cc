@@ -17,6 +17,13 @@ void sliceOf(size_t count, int nranks, int rank, size_t* begin, size_t* len) {
 
 std::vector<DirectStep> buildDirectProgram(DirectCollective coll, int nranks, int rank, size_t count) {
   std::vector<DirectStep> steps;
+  buildDirectProgram(coll, nranks, rank, count, &steps);
+  return steps;
+}
+
+void buildDirectProgram(DirectCollective coll, int nranks, int rank, size_t count, std::vector<DirectStep>* out) {
+  std::vector<DirectStep>& steps = *out;
+  steps.clear();
   switch (coll) {
     case DirectCollective::kAllReduceOneShot:
       // Every rank reduces the whole vector for itself: one read of each peer, no second pass.
@@ -41,7 +48,6 @@ std::vector<DirectStep> buildDirectProgram(DirectCollective coll, int nranks, in
       }
       break;
   }
-  return steps;
 }
 
 bool directNeedsDistinctBuffers(DirectCollective coll) {

@@ -31,6 +31,8 @@ struct DirectStep {
 // The steps of `rank` for one operation. `count` is NCCL's count argument: all-reduce's element count,
 // reduce-scatter's and all-gather's per-rank count.
 std::vector<DirectStep> buildDirectProgram(DirectCollective coll, int nranks, int rank, size_t count);
+// The same into *out (cleared first), so a caller on the latency path can reuse its storage.
+void buildDirectProgram(DirectCollective coll, int nranks, int rank, size_t count, std::vector<DirectStep>* out);
 
 // Whether in-place buffers are safe for the collective: one-shot all-reduce reads every rank's whole send buffer
 // while others write theirs, so it needs out-of-place buffers on every rank (or staged inputs).

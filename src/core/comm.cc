@@ -415,6 +415,14 @@ bool filterColl(CollKind kind, FilterColl* out) {
 constexpr int kRingAlgo = static_cast<int>(AlgoId::kRing);
 constexpr int kNvlsAlgo = static_cast<int>(AlgoId::kNvls);
 
+// Every rank reaches this same decision from the same published buffers.
+Status nvlsOnlyError(const Filter& algo, FilterColl fc) {
+  return invalidUsage(
+      "NCCL_ALGO=\"%s\" allows only NVLS for %s, which needs every rank's buffers reachable by every other "
+      "rank: allocate them with ncclMemAlloc (or run the ranks as threads of one process)",
+      algo.setting.c_str(), filterCollName(fc));
+}
+
 bool directKind(CollKind kind, DirectCollective* out) {
   switch (kind) {
     case CollKind::kAllReduce:
@@ -455,6 +463,29 @@ Status Communicator::checkAlgorithms(CollKind kind) const {
 }
 
 Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
+  // The latency path: one communicator with one queued collective, no bookkeeping allocations.
+  if (comms.size() == 1 && comms[0]->direct_ && comms[0]->pending_.size() == 1) {
+    Communicator* c = comms[0];
+    const PendingOp& op = c->pending_[0];
+    DirectRequest r;
+    FilterColl fc;
+    if (!directKind(op.kind, &r.coll) || !filterColl(op.kind, &fc) || !c->algoFilter_.allows(fc, kNvlsAlgo)) {
+      return Status::ok();
+    }
+    r.send = op.sendbuff;
+    r.recv = op.recvbuff;
+    r.count = op.count;
+    r.op = op.op;
+    const ExecContext ctx = c->execContext();
+    bool ran = false;
+    BRAID_RETURN_IF_ERROR(c->direct_->post(r, ctx));
+    BRAID_RETURN_IF_ERROR(c->direct_->execute(r, ctx, &ran));
+    if (!ran && !c->algoFilter_.allows(fc, kRingAlgo)) return nvlsOnlyError(c->algoFilter_, fc);
+    c->direct_->finishPost();
+    BRAID_RETURN_IF_ERROR(c->direct_->finishWait(ctx));
+    if (ran) c->pending_.clear();
+    return Status::ok();
+  }
   // Which queued ops each communicator runs directly. Collectives are queued in the same order on every rank, so
   // every rank picks the same ones; p2p ops (which may differ per rank) never take this path.
   struct Job {
@@ -501,11 +532,7 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
       BRAID_RETURN_IF_ERROR(j.comm->direct_->execute(request(j.comm, j.ops[k]), j.comm->execContext(), &ran));
       FilterColl fc;
       if (!ran && filterColl(op.kind, &fc) && !j.comm->algoFilter_.allows(fc, kRingAlgo)) {
-        // Every rank reaches this same decision from the same published buffers.
-        return invalidUsage(
-            "NCCL_ALGO=\"%s\" allows only NVLS for %s, which needs every rank's buffers reachable by every "
-            "other rank: allocate them with ncclMemAlloc (or run the ranks as threads of one process)",
-            j.comm->algoFilter_.setting.c_str(), filterCollName(fc));
+        return nvlsOnlyError(j.comm->algoFilter_, fc);
       }
       j.ran[k] = ran;
     }

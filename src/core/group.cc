@@ -8,11 +8,6 @@
 namespace braid {
 namespace {
 
-std::mutex& registryMutex() {
-  static std::mutex m;
-  return m;
-}
-
 struct GroupState {
   int depth = 0;
   std::vector<std::shared_ptr<Communicator>> comms;
@@ -26,7 +21,7 @@ thread_local GroupState tlsGroup;
 
 ncclComm* registerComm(std::shared_ptr<Communicator> comm) {
   auto* h = new ncclComm();  // never deleted: see the tombstone note in group.h
-  std::lock_guard<std::mutex> lock(registryMutex());
+  std::lock_guard<std::mutex> lock(h->mu);
   h->impl = std::move(comm);
   h->live = true;
   return h;
@@ -34,7 +29,7 @@ ncclComm* registerComm(std::shared_ptr<Communicator> comm) {
 
 Result<std::shared_ptr<Communicator>> lookupComm(const ncclComm* handle, const char* argName) {
   if (handle == nullptr) return invalidArgument("%s is NULL", argName);
-  std::lock_guard<std::mutex> lock(registryMutex());
+  std::lock_guard<std::mutex> lock(const_cast<ncclComm*>(handle)->mu);
   if (!handle->live || !handle->impl) {
     return invalidArgument("%s=%p was destroyed or aborted (use after ncclCommDestroy/ncclCommAbort)", argName,
                            static_cast<const void*>(handle));
@@ -43,8 +38,9 @@ Result<std::shared_ptr<Communicator>> lookupComm(const ncclComm* handle, const c
 }
 
 std::shared_ptr<Communicator> retireComm(ncclComm* handle) {
-  std::lock_guard<std::mutex> lock(registryMutex());
-  if (handle == nullptr || !handle->live) return nullptr;
+  if (handle == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(handle->mu);
+  if (!handle->live) return nullptr;
   handle->live = false;
   return std::move(handle->impl);
 }
@@ -97,12 +93,18 @@ Status groupEnd() {
     for (auto& c : comms) c->clearPending();
     return error;
   }
-  std::vector<Communicator*> raw;
+  // Thread-local scratch keeps the per-call path free of allocations.
+  thread_local std::vector<Communicator*> raw;
+  raw.clear();
   for (auto& c : comms) {
     if (!c->pending().empty()) raw.push_back(c.get());
   }
-  if (raw.empty()) return Status::ok();
-  return Communicator::launch(raw);
+  Status result = raw.empty() ? Status::ok() : Communicator::launch(raw);
+  if (g.comms.empty()) {  // hand the storage back for the next group
+    comms.clear();
+    g.comms.swap(comms);
+  }
+  return result;
 }
 
 }  // namespace braid

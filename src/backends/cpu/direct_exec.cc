@@ -239,7 +239,7 @@ Status DirectGroup::peerFailure(const ExecContext& ctx) const {
 }
 
 Status DirectGroup::waitAll(bool done, uint32_t gen, const ExecContext& ctx) const {
-  auto start = Clock::now();
+  Clock::time_point start{};  // read only once a wait leaves the spinning phase
   for (int p = 0; p < nranks_; ++p) {
     Slot& s = slot(p);
     std::atomic<uint32_t>& word = done ? s.done : s.posted;
@@ -248,6 +248,7 @@ Status DirectGroup::waitAll(bool done, uint32_t gen, const ExecContext& ctx) con
     for (int i = 0; i < ctx.spinCount && !reached(word.load(std::memory_order_acquire), gen); ++i) cpuRelax();
     int rounds = 0;
     while (!reached(word.load(std::memory_order_acquire), gen)) {
+      if (start == Clock::time_point{}) start = Clock::now();
       if (ctx.abort != nullptr && ctx.abort->load(std::memory_order_relaxed)) {
         slot(rank_).aborted.store(1, std::memory_order_release);
         return invalidUsage("rank %d: operation interrupted by ncclCommAbort", ctx.rank);
@@ -276,9 +277,12 @@ Status DirectGroup::execute(const DirectRequest& req, const ExecContext& ctx, bo
   const uint32_t gen = gen_;
   BRAID_RETURN_IF_ERROR(waitAll(false, gen, ctx));
   const int n = nranks_;
-  std::vector<const char*> srcs(static_cast<size_t>(n), nullptr);
-  std::vector<char*> dsts(static_cast<size_t>(n), nullptr);
-  std::vector<DirectStep> steps;
+  srcs_.assign(static_cast<size_t>(n), nullptr);
+  dsts_.assign(static_cast<size_t>(n), nullptr);
+  std::vector<const char*>& srcs = srcs_;
+  std::vector<char*>& dsts = dsts_;
+  std::vector<DirectStep>& steps = steps_;
+  steps.clear();
   const char* what = req.coll == DirectCollective::kReduceScatter ? "reduce-scatter"
                      : req.coll == DirectCollective::kAllGather   ? "all-gather"
                                                                   : "one-shot all-reduce";
@@ -293,7 +297,7 @@ Status DirectGroup::execute(const DirectRequest& req, const ExecContext& ctx, bo
     } else {
       const DirectCollective c =
           req.coll == DirectCollective::kReduceScatter ? req.coll : DirectCollective::kAllReduceOneShot;
-      steps = buildDirectProgram(c, n, rank_, req.count);
+      buildDirectProgram(c, n, rank_, req.count, &steps);
     }
   } else {
     // In place on the user's buffers: only when every rank can reach every other rank's (the same decision on
@@ -318,23 +322,26 @@ Status DirectGroup::execute(const DirectRequest& req, const ExecContext& ctx, bo
     }
     const DirectCollective c =
         req.coll == DirectCollective::kAllReduceOneShot ? DirectCollective::kAllReduceTwoShot : req.coll;
-    steps = buildDirectProgram(c, n, rank_, req.count);
+    buildDirectProgram(c, n, rank_, req.count, &steps);
     if (c == DirectCollective::kAllReduceTwoShot) what = "two-shot all-reduce";
     needEndWait_ = true;
   }
   BRAID_INFO(kLogColl, "rank %d: op %u: direct %s of %zu elements, %s", rank_, gen, what, req.count,
              needEndWait_ ? "on the buffers" : "staged");
-  BRAID_RETURN_IF_ERROR(runSteps(steps, srcs, dsts, req));
+  BRAID_RETURN_IF_ERROR(runSteps(req));
   *ran = true;
   return Status::ok();
 }
 
-Status DirectGroup::runSteps(const std::vector<DirectStep>& steps, const std::vector<const char*>& srcs,
-                             const std::vector<char*>& dsts, const DirectRequest& req) {
+Status DirectGroup::runSteps(const DirectRequest& req) {
+  const std::vector<DirectStep>& steps = steps_;
+  const std::vector<const char*>& srcs = srcs_;
+  const std::vector<char*>& dsts = dsts_;
   const size_t es = dtypeSize(req.op.dtype);
   const int n = nranks_;
   const size_t tileElems = std::max<size_t>(1, kTileBytes / es);
-  std::vector<ReduceOp> ops(static_cast<size_t>(n), req.op);
+  std::vector<ReduceOp>& ops = ops_;
+  ops.assign(static_cast<size_t>(n), req.op);
   for (int p = 0; p < n; ++p) ops[static_cast<size_t>(p)].scalar = slot(p).scalar[gen_ & 1];
   bool streaming = false;
   for (const DirectStep& s : steps) streaming = streaming || s.count * es >= kStreamingBytes;

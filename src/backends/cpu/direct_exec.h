@@ -66,8 +66,7 @@ class DirectGroup {
   char* stage(int r, uint32_t gen) const;
   Status waitAll(bool done, uint32_t gen, const ExecContext& ctx) const;
   Status peerFailure(const ExecContext& ctx) const;
-  Status runSteps(const std::vector<DirectStep>& steps, const std::vector<const char*>& srcs,
-                  const std::vector<char*>& dsts, const DirectRequest& req);
+  Status runSteps(const DirectRequest& req);
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -81,6 +80,11 @@ class DirectGroup {
   bool needEndWait_ = false;
   PeerMappings mappings_;
   std::vector<char> tile_;
+  // Reused on every operation: the latency path allocates nothing.
+  std::vector<const char*> srcs_;
+  std::vector<char*> dsts_;
+  std::vector<DirectStep> steps_;
+  std::vector<ReduceOp> ops_;
 };
 
 }  // namespace braid
