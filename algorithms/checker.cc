@@ -123,7 +123,9 @@ Status checkSchedule(const CheckSpec& spec) {
         in->pop_front();
       }
       for (size_t i = 0; i < cnt; ++i) {
-        if (stepReduces(s.op)) {
+        if (stepAccumulates(s.op)) {
+          data[i] = combine(data[i], st.output[outOff + i]);
+        } else if (stepReduces(s.op)) {
           data[i] = combine(data[i], st.input[inOff + i]);
         } else if (stepReadsInput(s.op)) {
           data[i] = st.input[inOff + i];

@@ -28,6 +28,12 @@ const char* stepOpName(StepOp op) {
       return "recvReduceCopySend";
     case StepOp::kCopy:
       return "copy";
+    case StepOp::kRecvReducePartial:
+      return "recvReducePartial";
+    case StepOp::kRecvAccumulateSend:
+      return "recvAccumulateSend";
+    case StepOp::kRecvAccumulateCopySend:
+      return "recvAccumulateCopySend";
   }
   return "?";
 }
@@ -40,6 +46,9 @@ bool stepRecvs(StepOp op) {
     case StepOp::kRecvReduceSend:
     case StepOp::kRecvReduceCopy:
     case StepOp::kRecvReduceCopySend:
+    case StepOp::kRecvReducePartial:
+    case StepOp::kRecvAccumulateSend:
+    case StepOp::kRecvAccumulateCopySend:
       return true;
     default:
       return false;
@@ -55,6 +64,8 @@ bool stepSends(StepOp op) {
     case StepOp::kRecvCopySend:
     case StepOp::kRecvReduceSend:
     case StepOp::kRecvReduceCopySend:
+    case StepOp::kRecvAccumulateSend:
+    case StepOp::kRecvAccumulateCopySend:
       return true;
     default:
       return false;
@@ -69,6 +80,7 @@ bool stepReadsInput(StepOp op) {
     case StepOp::kRecvReduceCopy:
     case StepOp::kRecvReduceCopySend:
     case StepOp::kCopy:
+    case StepOp::kRecvReducePartial:
       return true;
     default:
       return false;
@@ -83,6 +95,8 @@ bool stepWritesOutput(StepOp op) {
     case StepOp::kRecvReduceCopy:
     case StepOp::kRecvReduceCopySend:
     case StepOp::kCopy:
+    case StepOp::kRecvReducePartial:
+    case StepOp::kRecvAccumulateCopySend:
       return true;
     default:
       return false;
@@ -90,11 +104,17 @@ bool stepWritesOutput(StepOp op) {
 }
 
 bool stepReduces(StepOp op) {
-  return op == StepOp::kRecvReduceSend || op == StepOp::kRecvReduceCopy || op == StepOp::kRecvReduceCopySend;
+  return op == StepOp::kRecvReduceSend || op == StepOp::kRecvReduceCopy || op == StepOp::kRecvReduceCopySend ||
+         op == StepOp::kRecvReducePartial || stepAccumulates(op);
 }
 
 bool stepIsFinal(StepOp op) {
-  return op == StepOp::kRecvReduceCopy || op == StepOp::kRecvReduceCopySend || op == StepOp::kCopy;
+  return op == StepOp::kRecvReduceCopy || op == StepOp::kRecvReduceCopySend || op == StepOp::kCopy ||
+         op == StepOp::kRecvAccumulateCopySend;
+}
+
+bool stepAccumulates(StepOp op) {
+  return op == StepOp::kRecvAccumulateSend || op == StepOp::kRecvAccumulateCopySend;
 }
 
 size_t Program::numTiles() const {

@@ -33,6 +33,10 @@ enum class StepOp : uint8_t {
   kRecvReduceCopy,      // recv (+) input block -> output block     (final: post-op applied)
   kRecvReduceCopySend,  // recv (+) input block -> output block and send (final: post-op applied)
   kCopy,                // input block -> output block    (post-op applied: a 1-rank reduction is final)
+  // Trees combine two children: the first partial result waits in the output block ("accumulator").
+  kRecvReducePartial,       // recv (+) input block -> output block  (not final)
+  kRecvAccumulateSend,      // recv (+) output block -> send         (not final)
+  kRecvAccumulateCopySend,  // recv (+) output block -> output block and send (final: post-op applied)
 };
 
 const char* stepOpName(StepOp op);
@@ -41,7 +45,8 @@ bool stepSends(StepOp op);
 bool stepReadsInput(StepOp op);
 bool stepWritesOutput(StepOp op);
 bool stepReduces(StepOp op);
-bool stepIsFinal(StepOp op);  // the reduction is complete here: apply the post-op (avg's division)
+bool stepIsFinal(StepOp op);      // the reduction is complete here: apply the post-op (avg's division)
+bool stepAccumulates(StepOp op);  // combines with the output block (a partial result), not the input
 
 struct Step {
   StepOp op;

@@ -1,5 +1,7 @@
 #include "src/core/comm.h"
 
+#include "algorithms/tree/tree.h"
+
 #include <sched.h>
 #include <unistd.h>
 
@@ -167,6 +169,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
                static_cast<void*>(this), rank, nLocal, cpus, spinCount_, params::kSpinCount.name);
   }
   BRAID_ASSIGN_OR_RETURN(algoFilter_, parseFilter(params::Algo(), algoNames(), params::kAlgo.name));
+  treeMaxBytes_ = static_cast<size_t>(std::max<int64_t>(0, params::TreeMaxBytes()));
   BRAID_ASSIGN_OR_RETURN(protoFilter_, parseFilter(params::Proto(), protoNames(), params::kProto.name));
   if (params::Direct() != 0) {
     BRAID_ASSIGN_OR_RETURN(int64_t stageBytes, getIntParam(params::kDirectStageBytes));
@@ -321,6 +324,19 @@ Status Communicator::buildPlan(Plan* plan) {
       int peer = op->root;
       int c = isSend ? p2pChannel(rank_, peer, nChannels()) : p2pChannel(peer, rank_, nChannels());
       progs.emplace_back(c, buildP2pProgram(isSend, peer, 0, op->count, chunkElems));
+    } else if (useTree(*op)) {
+      // Double binary tree: each channel's range is halved between the two trees.
+      int nch = channelsFor(unitBytes(*op), nChannels());
+      for (int c = 0; c < nch; ++c) {
+        size_t b = 0, e = 0;
+        channelRange(op->count, nch, c, align, &b, &e);
+        const size_t mid = std::min(e, b + ((e - b) / 2 + align - 1) / align * align);
+        for (int which = 0; which < 2; ++which) {
+          TreeParams tp{nranks_, rank_, which, which == 0 ? b : mid, which == 0 ? mid : e, chunkElems};
+          BRAID_ASSIGN_OR_RETURN(Program prog, buildTreeAllReduceProgram(tp));
+          progs.emplace_back(c, std::move(prog));
+        }
+      }
     } else {
       int nch = channelsFor(unitBytes(*op), nChannels());
       for (int c = 0; c < nch; ++c) {
@@ -414,6 +430,7 @@ bool filterColl(CollKind kind, FilterColl* out) {
 
 constexpr int kRingAlgo = static_cast<int>(AlgoId::kRing);
 constexpr int kNvlsAlgo = static_cast<int>(AlgoId::kNvls);
+constexpr int kTreeAlgo = static_cast<int>(AlgoId::kTree);
 
 // Every rank reaches this same decision from the same published buffers.
 Status nvlsOnlyError(const Filter& algo, FilterColl fc) {
@@ -441,16 +458,25 @@ bool directKind(CollKind kind, DirectCollective* out) {
 
 }  // namespace
 
+bool Communicator::useTree(const PendingOp& op) const {
+  FilterColl fc;
+  if (op.kind != CollKind::kAllReduce || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kTreeAlgo)) return false;
+  // Forced, or chosen: the tree's 2 log2(n) dependent hops beat the ring's 2 (n - 1) for small operations.
+  return !algoFilter_.allows(fc, kRingAlgo) || (nranks_ >= 4 && unitBytes(op) <= treeMaxBytes_);
+}
+
 Status Communicator::checkAlgorithms(CollKind kind) const {
   FilterColl fc;
   if (!filterColl(kind, &fc)) return Status::ok();
   DirectCollective dc;
   const bool nvls = direct_ != nullptr && directKind(kind, &dc);
-  if (!algoFilter_.allows(fc, kRingAlgo) && !(nvls && algoFilter_.allows(fc, kNvlsAlgo))) {
+  const bool tree = kind == CollKind::kAllReduce;
+  if (!algoFilter_.allows(fc, kRingAlgo) && !(nvls && algoFilter_.allows(fc, kNvlsAlgo)) &&
+      !(tree && algoFilter_.allows(fc, kTreeAlgo))) {
     return invalidUsage(
-        "NCCL_ALGO=\"%s\" leaves no algorithm for %s on this communicator: braid implements Ring%s here (Tree, "
-        "PAT, CollNet and NVLSTree are not built yet%s)",
-        algoFilter_.setting.c_str(), filterCollName(fc), nvls ? " and NVLS" : "",
+        "NCCL_ALGO=\"%s\" leaves no algorithm for %s on this communicator: braid implements Ring%s%s here (PAT, "
+        "CollNet and NVLSTree are not built yet%s)",
+        algoFilter_.setting.c_str(), filterCollName(fc), tree ? ", Tree" : "", nvls ? " and NVLS" : "",
         direct_ == nullptr ? "; NVLS needs every rank on one host, sharing memory" : "");
   }
   if (!protoFilter_.allows(fc, static_cast<int>(ProtoId::kSimple))) {

@@ -474,7 +474,7 @@ TEST(Api, AlgoAndProtoSettings) {
     const char* value;
     const char* mentions;
   };
-  const Refused refused[] = {{"NCCL_ALGO", "tree", "leaves no algorithm for allreduce"},
+  const Refused refused[] = {{"NCCL_ALGO", "pat", "leaves no algorithm for allreduce"},
                              {"NCCL_ALGO", "allreduce:nvls", "NVLS needs every rank on one host"},
                              {"NCCL_PROTO", "LL,LL128", "runs Simple only"}};
   for (const Refused& r : refused) {

@@ -83,6 +83,23 @@ TEST_P(ThreadRanks, LargeCount) {
   unsetenv("BRAID_CPU_NCHANNELS");
 }
 
+TEST_P(ThreadRanks, TreeAllReduceEveryTypeAndOp) {
+  // The double binary tree (forced): every datatype and op, odd and ragged counts, in and out of place.
+  setenv("NCCL_ALGO", "allreduce:tree", 1);
+  const int n = GetParam();
+  std::vector<CollCase> cases;
+  for (ncclDataType_t t : kAllTypes) {
+    for (ncclRedOp_t op : kAllOps) {
+      for (size_t count : {size_t{1}, size_t{7}, size_t{1023}, size_t{(1 << 20) + 3}}) {
+        if (count > 1023 && t != ncclFloat32 && t != ncclBfloat16) continue;
+        for (bool inPlace : {false, true}) cases.push_back(CollCase{Coll::kAllReduce, t, op, count, inPlace, 0});
+      }
+    }
+  }
+  runSweep(n, cases);
+  unsetenv("NCCL_ALGO");
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ThreadRanks, ::testing::Values(1, 2, 3, 4, 5, 7, 8));
 
 }  // namespace

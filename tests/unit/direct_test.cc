@@ -60,3 +60,88 @@ TEST(DirectSchedule, CheckerCatchesMistakes) {
 
 }  // namespace
 }  // namespace braid
+
+#include "algorithms/checker.h"
+#include "algorithms/tree/tree.h"
+
+namespace braid {
+namespace {
+
+// Every rank appears once in each tree, parents and children agree, and the depth is logarithmic.
+TEST(Tree, ShapesAreConsistentUpTo64Ranks) {
+  for (int n = 1; n <= 64; ++n) {
+    for (int which = 0; which < 2; ++which) {
+      int roots = 0;
+      for (int r = 0; r < n; ++r) {
+        const TreeNode t = treeNode(n, r, which);
+        if (t.parent < 0) ++roots;
+        for (int c : t.children) {
+          if (c < 0) continue;
+          EXPECT_EQ(treeNode(n, c, which).parent, r) << "n=" << n << " tree " << which;
+        }
+        if (t.parent >= 0) {
+          const TreeNode p = treeNode(n, t.parent, which);
+          EXPECT_TRUE(p.children[0] == r || p.children[1] == r) << "n=" << n << " rank " << r;
+        }
+      }
+      EXPECT_EQ(roots, 1) << "n=" << n;
+      int depth = 0;
+      while ((1 << depth) < n + 1) ++depth;
+      EXPECT_EQ(treeDepth(n, which), depth) << "n=" << n;
+    }
+    if (n % 2 == 0 && n > 2) {
+      // Complementary: no rank has two children in both trees.
+      for (int r = 0; r < n; ++r) {
+        const bool full0 = treeNode(n, r, 0).children[1] >= 0;
+        const bool full1 = treeNode(n, r, 1).children[1] >= 0;
+        EXPECT_FALSE(full0 && full1) << "n=" << n << " rank " << r;
+      }
+    }
+  }
+}
+
+// The checker proves the double-tree all-reduce for n = 1..64, several counts and chunk sizes: every output
+// element holds every rank's contribution exactly once, post-op applied once, no deadlock with bounded FIFOs.
+TEST(Tree, AllReduceSchedulesProveUpTo64Ranks) {
+  for (int n = 1; n <= 64; n = n < 12 ? n + 1 : n + 13) {
+    for (size_t count : {size_t{1}, size_t{5}, size_t{64}, size_t{333}}) {
+      for (size_t chunk : {size_t{1}, size_t{7}, size_t{64}}) {
+        CheckSpec spec{CollKind::kAllReduce, n, 0, count, {}};
+        const size_t mid = count / 2;
+        for (int r = 0; r < n; ++r) {
+          std::vector<Program> progs;
+          for (int which = 0; which < 2; ++which) {
+            TreeParams tp{n, r, which, which == 0 ? 0 : mid, which == 0 ? mid : count, chunk};
+            Result<Program> p = buildTreeAllReduceProgram(tp);
+            ASSERT_TRUE(p.isOk()) << p.status().message();
+            progs.push_back(p.take());
+          }
+          spec.programs.push_back(std::move(progs));
+        }
+        Status st = checkSchedule(spec);
+        EXPECT_TRUE(st.isOk()) << "n=" << n << " count=" << count << " chunk=" << chunk << ": " << st.message();
+      }
+    }
+  }
+}
+
+TEST(Tree, CheckerCatchesABrokenTree) {
+  const int n = 6;
+  CheckSpec spec{CollKind::kAllReduce, n, 0, 40, {}};
+  for (int r = 0; r < n; ++r) {
+    Result<Program> p = buildTreeAllReduceProgram(TreeParams{n, r, 0, 0, 40, 8});
+    ASSERT_TRUE(p.isOk());
+    Program prog = p.take();
+    // A rank with two children forgets the first one's partial result.
+    if (treeNode(n, r, 0).children[1] >= 0 && treeNode(n, r, 0).parent >= 0) {
+      for (Step& s : prog.steps) {
+        if (s.op == StepOp::kRecvAccumulateSend) s.op = StepOp::kRecvReduceSend;
+      }
+    }
+    spec.programs.push_back({prog});
+  }
+  EXPECT_FALSE(checkSchedule(spec).isOk());
+}
+
+}  // namespace
+}  // namespace braid

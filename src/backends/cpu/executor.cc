@@ -23,6 +23,14 @@ bool opIsPlainCopy(const ReduceOp& op) {
   return op.kind != OpKind::kPreMulSum && op.kind != OpKind::kAvg;
 }
 
+// The op for combining two partial results: no pre-multiplication (each side already had it); avg keeps its
+// post-op (the division at the final step).
+ReduceOp combineOnly(const ReduceOp& op) {
+  ReduceOp c = op;
+  if (c.kind == OpKind::kPreMulSum) c.kind = OpKind::kSum;
+  return c;
+}
+
 // Executes the current step of `w` if its slots are ready. Returns true when it did.
 bool tryStep(WorkItem& w) {
   const Step& s = w.prog.steps[w.step];
@@ -75,6 +83,17 @@ bool tryStep(WorkItem& w) {
         break;
       case StepOp::kCopy:
         if (out != in || !opIsPlainCopy(w.op)) copyLocal(w.op, out, in, n, true);
+        break;
+      case StepOp::kRecvReducePartial:
+        reduceInto(w.op, out, rs, in, n, false);
+        break;
+      case StepOp::kRecvAccumulateSend:
+        // The output block already holds this rank's pre-multiplied input: combine only.
+        reduceInto(combineOnly(w.op), ss, rs, out, n, false);
+        break;
+      case StepOp::kRecvAccumulateCopySend:
+        reduceInto(combineOnly(w.op), out, rs, out, n, true);
+        memcpy(ss, out, bytes);
         break;
     }
   }

@@ -1,0 +1,39 @@
+// Double binary tree: two complementary binary trees over the ranks, each carrying half of the data, as NCCL
+// builds them. Tree 0 is a balanced in-order binary tree over ranks 0..n-1 (each subtree is a contiguous range of
+// ranks and its root the middle one). Tree 1 is tree 0 shifted by one rank when n is even and mirrored
+// (rank r in the place of n-1-r) when n is odd, so that most ranks that are interior nodes in one tree are leaves
+// in the other and the up and down traffic per rank stays about one message size.
+//
+// An all-reduce over a tree reduces up to the root (each rank combines its children's partial results with its
+// own input) and broadcasts the result back down, tile by tile.
+#pragma once
+
+#include <cstddef>
+
+#include "algorithms/schedule.h"
+#include "src/common/status.h"
+
+namespace braid {
+
+struct TreeNode {
+  int parent = -1;             // -1 at the root
+  int children[2] = {-1, -1};  // -1 where absent; children[0] is always filled first
+};
+
+// Rank `rank`'s place in tree `which` (0 or 1) over n ranks.
+TreeNode treeNode(int nranks, int rank, int which);
+// The depth of tree `which` (1 for a single rank): the number of levels a value climbs.
+int treeDepth(int nranks, int which);
+
+struct TreeParams {
+  int nranks;
+  int rank;
+  int which;          // 0 or 1
+  size_t begin, end;  // this tree's element range (its half of a channel's range)
+  size_t chunkElems;  // elements per FIFO slot
+};
+
+// The all-reduce Program of one rank for one tree.
+Result<Program> buildTreeAllReduceProgram(const TreeParams& p);
+
+}  // namespace braid
