@@ -37,6 +37,9 @@ BRAID_PARAM(Algo, kString, "NCCL_ALGO", "",
             "implements Ring and NVLS (direct, on one host); the others are known names that leave nothing here.")
 BRAID_PARAM(Proto, kString, "NCCL_PROTO", "",
             "Protocols allowed, NCCL's grammar (LL, LL128, Simple); the host backend runs Simple.")
+BRAID_PARAM(Deterministic, kInt, "BRAID_DETERMINISTIC", "0",
+            "1: reductions give bitwise identical results across runs, chunk sizes (NCCL_BUFFSIZE) and channel "
+            "counts: all-reduce takes the direct path or a single tree, never the ring (slower on the FIFO path).")
 BRAID_PARAM(TreeMaxBytes, kInt, "BRAID_TREE_MAX_BYTES", "32768",
             "All-reduces on the FIFO path up to this many bytes use the double binary tree instead of the ring "
             "(4 or more ranks, when NCCL_ALGO allows both).")

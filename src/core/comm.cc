@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 
 #include "src/common/logging.h"
 #include "src/common/params.h"
@@ -41,7 +43,16 @@ struct InitExchange {
   int64_t buffSize;
   int32_t cpus;            // CPUs this rank's process may use
   int32_t channelsPinned;  // the user chose the channel count (env or config): no automatic cap
+  // Settings every rank must share (each rank reads its own environment): agreed below, or init fails.
+  int64_t stageBytes;
+  int64_t treeMaxBytes;
+  int32_t direct;
+  int32_t deterministic;
+  uint64_t algoHash;
+  uint64_t protoHash;
 };
+
+constexpr int64_t kMaxStageBytes = int64_t{64} << 20;
 
 int localRankCount(const std::vector<InitExchange>& all, uint64_t hostHash) {
   int n = 0;
@@ -125,6 +136,15 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   mine.nChannels = nch;
   mine.buffSize = buffSize;
   mine.cpus = usableCpus();
+  BRAID_ASSIGN_OR_RETURN(algoFilter_, parseFilter(params::Algo(), algoNames(), params::kAlgo.name));
+  BRAID_ASSIGN_OR_RETURN(protoFilter_, parseFilter(params::Proto(), protoNames(), params::kProto.name));
+  BRAID_ASSIGN_OR_RETURN(int64_t stageBytes, getIntParam(params::kDirectStageBytes));
+  mine.stageBytes = std::min(std::max<int64_t>(0, stageBytes), kMaxStageBytes);
+  mine.treeMaxBytes = std::max<int64_t>(0, params::TreeMaxBytes());
+  mine.direct = params::Direct() != 0;
+  mine.deterministic = params::Deterministic() != 0;
+  mine.algoHash = std::hash<std::string>()(algoFilter_.setting);
+  mine.protoHash = std::hash<std::string>()(protoFilter_.setting);
   mine.channelsPinned = lookupParam(params::kCpuChannels).isSet || lookupParam(params::kMinNChannels).isSet ||
                         lookupParam(params::kMaxNChannels).isSet || config.minChannels > 0 || config.maxChannels > 0;
   std::vector<InitExchange> all(static_cast<size_t>(nranks));
@@ -137,7 +157,20 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     nch = std::min(nch, e.nChannels);
     buffSize = std::min(buffSize, e.buffSize);
     pinned = pinned || e.channelsPinned != 0;
+    if (e.algoHash != mine.algoHash || e.protoHash != mine.protoHash) {
+      return invalidUsage(
+          "NCCL_ALGO/NCCL_PROTO differ between rank %d and rank %d (here NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\"): set "
+          "them identically on every rank",
+          e.peer.rank, rank, algoFilter_.setting.c_str(), protoFilter_.setting.c_str());
+    }
+    // The others cannot differ either without ranks choosing different paths: the most conservative wins.
+    mine.stageBytes = std::min(mine.stageBytes, e.stageBytes);
+    mine.treeMaxBytes = std::min(mine.treeMaxBytes, e.treeMaxBytes);
+    mine.direct = mine.direct && e.direct;
+    mine.deterministic = mine.deterministic || e.deterministic;
   }
+  treeMaxBytes_ = static_cast<size_t>(mine.treeMaxBytes);
+  deterministic_ = mine.deterministic != 0;
   // A channel is a worker thread per rank: more threads than CPUs on any host only queue behind each other
   // (2 ranks on 2 cores: 1 channel moves 3.9 GB/s at 16 MB, 2 channels 2.4), so by default the channels per rank
   // are capped at that host's CPUs / local ranks. Every rank computes the same cap from the same exchange.
@@ -168,13 +201,9 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     BRAID_INFO(kLogInit, "comm %p rank %d: %d local ranks on %d CPUs, spinning %d times before yielding (%s)",
                static_cast<void*>(this), rank, nLocal, cpus, spinCount_, params::kSpinCount.name);
   }
-  BRAID_ASSIGN_OR_RETURN(algoFilter_, parseFilter(params::Algo(), algoNames(), params::kAlgo.name));
-  treeMaxBytes_ = static_cast<size_t>(std::max<int64_t>(0, params::TreeMaxBytes()));
-  BRAID_ASSIGN_OR_RETURN(protoFilter_, parseFilter(params::Proto(), protoNames(), params::kProto.name));
-  if (params::Direct() != 0) {
-    BRAID_ASSIGN_OR_RETURN(int64_t stageBytes, getIntParam(params::kDirectStageBytes));
-    BRAID_ASSIGN_OR_RETURN(direct_, DirectGroup::create(bootstrap_.get(), peers_, rank,
-                                                        static_cast<size_t>(std::max<int64_t>(0, stageBytes))));
+  if (mine.direct != 0) {
+    BRAID_ASSIGN_OR_RETURN(direct_,
+                           DirectGroup::create(bootstrap_.get(), peers_, rank, static_cast<size_t>(mine.stageBytes)));
     if (direct_) {
       BRAID_INFO(kLogInit, "comm %p rank %d: direct (NVLS-style) collectives on, inputs up to %zu bytes staged",
                  static_cast<void*>(this), rank, direct_->stageBytes());
@@ -330,8 +359,9 @@ Status Communicator::buildPlan(Plan* plan) {
       for (int c = 0; c < nch; ++c) {
         size_t b = 0, e = 0;
         channelRange(op->count, nch, c, align, &b, &e);
-        const size_t mid = std::min(e, b + ((e - b) / 2 + align - 1) / align * align);
-        for (int which = 0; which < 2; ++which) {
+        // Deterministic mode keeps every element on tree 0, so its reduction order never depends on the split.
+        const size_t mid = deterministic_ ? e : std::min(e, b + ((e - b) / 2 + align - 1) / align * align);
+        for (int which = 0; which < (deterministic_ ? 1 : 2); ++which) {
           TreeParams tp{nranks_, rank_, which, which == 0 ? b : mid, which == 0 ? mid : e, chunkElems};
           BRAID_ASSIGN_OR_RETURN(Program prog, buildTreeAllReduceProgram(tp));
           progs.emplace_back(c, std::move(prog));
@@ -458,11 +488,18 @@ bool directKind(CollKind kind, DirectCollective* out) {
 
 }  // namespace
 
+bool Communicator::fifoPathAllowed(CollKind kind) const {
+  FilterColl fc;
+  if (!filterColl(kind, &fc)) return true;
+  return algoFilter_.allows(fc, kRingAlgo) || (kind == CollKind::kAllReduce && algoFilter_.allows(fc, kTreeAlgo));
+}
+
 bool Communicator::useTree(const PendingOp& op) const {
   FilterColl fc;
   if (op.kind != CollKind::kAllReduce || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kTreeAlgo)) return false;
-  // Forced, or chosen: the tree's 2 log2(n) dependent hops beat the ring's 2 (n - 1) for small operations.
-  return !algoFilter_.allows(fc, kRingAlgo) || (nranks_ >= 4 && unitBytes(op) <= treeMaxBytes_);
+  // Forced, or chosen: the tree's 2 log2(n) dependent hops beat the ring's 2 (n - 1) for small operations. In
+  // deterministic mode always: the ring's reduction order per element depends on the chunking, a tree's does not.
+  return deterministic_ || !algoFilter_.allows(fc, kRingAlgo) || (nranks_ >= 4 && unitBytes(op) <= treeMaxBytes_);
 }
 
 Status Communicator::checkAlgorithms(CollKind kind) const {
@@ -506,7 +543,7 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     bool ran = false;
     BRAID_RETURN_IF_ERROR(c->direct_->post(r, ctx));
     BRAID_RETURN_IF_ERROR(c->direct_->execute(r, ctx, &ran));
-    if (!ran && !c->algoFilter_.allows(fc, kRingAlgo)) return nvlsOnlyError(c->algoFilter_, fc);
+    if (!ran && !c->fifoPathAllowed(op.kind)) return nvlsOnlyError(c->algoFilter_, fc);
     c->direct_->finishPost();
     BRAID_RETURN_IF_ERROR(c->direct_->finishWait(ctx));
     if (ran) c->pending_.clear();
@@ -546,24 +583,47 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     return r;
   };
   // Phase by phase across communicators: posts never block, so one thread may drive several ranks of a clique.
+  // Executes run in whichever order the communicators become ready (a fixed order could wait on one whose peers
+  // are busy with another communicator this thread drives), and each signals done at once.
   for (size_t k = 0; k < rounds; ++k) {
     for (Job& j : jobs) {
-      if (k < j.ops.size())
+      if (k < j.ops.size()) {
         BRAID_RETURN_IF_ERROR(j.comm->direct_->post(request(j.comm, j.ops[k]), j.comm->execContext()));
-    }
-    for (Job& j : jobs) {
-      if (k >= j.ops.size()) continue;
-      bool ran = false;
-      const PendingOp& op = j.comm->pending_[j.ops[k]];
-      BRAID_RETURN_IF_ERROR(j.comm->direct_->execute(request(j.comm, j.ops[k]), j.comm->execContext(), &ran));
-      FilterColl fc;
-      if (!ran && filterColl(op.kind, &fc) && !j.comm->algoFilter_.allows(fc, kRingAlgo)) {
-        return nvlsOnlyError(j.comm->algoFilter_, fc);
       }
-      j.ran[k] = ran;
     }
-    for (Job& j : jobs) {
-      if (k < j.ops.size()) j.comm->direct_->finishPost();
+    std::vector<char> executed(jobs.size(), 0);
+    size_t left = 0;
+    for (Job& j : jobs) left += k < j.ops.size() ? 1 : 0;
+    const auto since = std::chrono::steady_clock::now();
+    int idle = 0;
+    while (left > 0) {
+      bool progressed = false;
+      for (size_t x = 0; x < jobs.size(); ++x) {
+        Job& j = jobs[x];
+        if (k >= j.ops.size() || executed[x] != 0) continue;
+        // With one communicator left there is nothing to interleave: its execute may block.
+        if (left > 1 && !j.comm->direct_->allPosted()) continue;
+        bool ran = false;
+        const PendingOp& op = j.comm->pending_[j.ops[k]];
+        BRAID_RETURN_IF_ERROR(j.comm->direct_->execute(request(j.comm, j.ops[k]), j.comm->execContext(), &ran));
+        FilterColl fc;
+        if (!ran && filterColl(op.kind, &fc) && !j.comm->fifoPathAllowed(op.kind)) {
+          return nvlsOnlyError(j.comm->algoFilter_, fc);
+        }
+        j.comm->direct_->finishPost();
+        j.ran[k] = ran;
+        executed[x] = 1;
+        --left;
+        progressed = true;
+      }
+      if (progressed || left == 0) {
+        idle = 0;
+        continue;
+      }
+      if (++idle < 64) continue;
+      std::this_thread::yield();
+      if ((idle & 255) != 0) continue;
+      for (Job& j : jobs) BRAID_RETURN_IF_ERROR(j.comm->direct_->checkStalled(j.comm->execContext(), since));
     }
     for (Job& j : jobs) {
       if (k < j.ops.size()) BRAID_RETURN_IF_ERROR(j.comm->direct_->finishWait(j.comm->execContext()));

@@ -112,6 +112,8 @@ class Communicator {
 
   Status buildPlan(Plan* plan);
   bool useTree(const PendingOp& op) const;
+  // Whether NCCL_ALGO leaves an algorithm on the FIFO path (ring, or tree for all-reduce) for `kind`.
+  bool fifoPathAllowed(CollKind kind) const;
   static Status launchImpl(const std::vector<Communicator*>& comms);
   // Runs the queued operations the direct (NVLS-style) path takes and removes them from pending_.
   static Status launchDirect(const std::vector<Communicator*>& comms);
@@ -135,8 +137,10 @@ class Communicator {
   std::vector<std::unique_ptr<char[]>> staging_;
   std::unique_ptr<DirectGroup> direct_;  // null when the ranks cannot share memory or BRAID_DIRECT=0
   Filter algoFilter_;                    // NCCL_ALGO
-  size_t treeMaxBytes_ = 0;              // all-reduces up to this size take the tree when both are allowed
-  Filter protoFilter_;                   // NCCL_PROTO
+  size_t treeMaxBytes_ = 0;
+  bool deterministic_ =
+      false;  // BRAID_DETERMINISTIC              // all-reduces up to this size take the tree when both are allowed
+  Filter protoFilter_;  // NCCL_PROTO
   std::vector<UserRedOp> userOps_;
   mutable std::mutex opsMu_;
   std::atomic<bool> abort_{false};

@@ -520,3 +520,52 @@ TEST(Api, AlgoAndProtoSettings) {
 
 }  // namespace
 }  // namespace braid_test
+
+namespace braid_test {
+namespace {
+
+// One thread issues collectives on two communicators in one group; the peer thread issues them one by one in the
+// opposite order. The group must not wait on the first communicator while its peer is busy with the second
+// (regression: the direct path executed a group's communicators in a fixed order).
+TEST(Api, GroupAcrossCommunicatorsInAnyOrder) {
+  setenv("BRAID_TIMEOUT", "20", 1);
+  ncclComm_t x[2], y[2];
+  ASSERT_EQ(ncclCommInitAll(x, 2, nullptr), ncclSuccess);
+  ASSERT_EQ(ncclCommInitAll(y, 2, nullptr), ncclSuccess);
+  const size_t count = 1 << 20;  // above the staging size: the direct path on the buffers
+  std::vector<std::vector<float>> bx(2, std::vector<float>(count)), by(2, std::vector<float>(count));
+  for (int r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < count; ++i) {
+      bx[r][i] = static_cast<float>(r + 1);
+      by[r][i] = static_cast<float>(10 * (r + 1));
+    }
+  }
+  ncclResult_t a = ncclInternalError, b1 = ncclInternalError, b2 = ncclInternalError;
+  std::thread ta([&] {
+    ncclGroupStart();
+    ncclAllReduce(bx[0].data(), bx[0].data(), count, ncclFloat, ncclSum, x[0], nullptr);
+    ncclAllReduce(by[0].data(), by[0].data(), count, ncclFloat, ncclSum, y[0], nullptr);
+    a = ncclGroupEnd();
+  });
+  std::thread tb([&] {
+    b1 = ncclAllReduce(by[1].data(), by[1].data(), count, ncclFloat, ncclSum, y[1], nullptr);
+    b2 = ncclAllReduce(bx[1].data(), bx[1].data(), count, ncclFloat, ncclSum, x[1], nullptr);
+  });
+  ta.join();
+  tb.join();
+  EXPECT_EQ(a, ncclSuccess);
+  EXPECT_EQ(b1, ncclSuccess);
+  EXPECT_EQ(b2, ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(bx[r][count - 1], 3.0f);
+    EXPECT_EQ(by[r][0], 30.0f);
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ncclCommDestroy(x[r]), ncclSuccess);
+    EXPECT_EQ(ncclCommDestroy(y[r]), ncclSuccess);
+  }
+  unsetenv("BRAID_TIMEOUT");
+}
+
+}  // namespace
+}  // namespace braid_test

@@ -104,3 +104,67 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ThreadRanks, ::testing::Values(1, 2, 3, 4, 5, 7,
 
 }  // namespace
 }  // namespace braid_test
+
+#include <cstring>
+#include <random>
+
+namespace braid_test {
+namespace {
+
+// BRAID_DETERMINISTIC=1: an all-reduce of random floats (sums that round) is bitwise the same whatever the chunk
+// size (NCCL_BUFFSIZE) and channel count, on the FIFO path (tree) and on the direct path. Without it, the ring's
+// results differ between those settings: the test can tell.
+std::vector<float> allReduceRandom(int n, size_t count) {
+  std::vector<std::vector<float>> out(static_cast<size_t>(n), std::vector<float>(count));
+  auto results = runThreads(n, [&](int rank, ncclComm_t comm) {
+    std::mt19937 gen(1234u + static_cast<unsigned>(rank));
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> in(count);
+    for (float& v : in) v = dist(gen);
+    return ncclAllReduce(in.data(), out[static_cast<size_t>(rank)].data(), count, ncclFloat, ncclSum, comm, nullptr);
+  });
+  for (ncclResult_t r : results) EXPECT_EQ(r, ncclSuccess);
+  for (int r = 1; r < n; ++r) EXPECT_EQ(out[static_cast<size_t>(r)], out[0]) << "ranks disagree";
+  return out[0];
+}
+
+TEST(Deterministic, SameBitsAcrossChunkSizesAndChannels) {
+  const size_t count = (1 << 20) + 17;
+  struct Config {
+    const char* buffsize;
+    const char* channels;
+  };
+  const Config configs[] = {{"4194304", "1"}, {"65536", "2"}, {"1048576", "3"}};
+  for (const char* algo : {"allreduce:tree", "allreduce:nvls"}) {
+    for (int n : {3, 4}) {
+      std::vector<float> first;
+      for (const Config& c : configs) {
+        setenv("BRAID_DETERMINISTIC", "1", 1);
+        setenv("NCCL_ALGO", algo, 1);
+        setenv("NCCL_BUFFSIZE", c.buffsize, 1);
+        setenv("BRAID_CPU_NCHANNELS", c.channels, 1);
+        std::vector<float> got = allReduceRandom(n, count);
+        if (first.empty()) {
+          first = got;
+        } else {
+          EXPECT_EQ(std::memcmp(first.data(), got.data(), count * sizeof(float)), 0)
+              << algo << " n=" << n << " buffsize " << c.buffsize << " channels " << c.channels;
+        }
+      }
+    }
+  }
+  // The ring without deterministic mode: chunking changes the order of the additions, and the bits.
+  unsetenv("BRAID_DETERMINISTIC");
+  setenv("NCCL_ALGO", "ring", 1);
+  std::vector<std::vector<float>> ring;
+  for (const Config& c : configs) {
+    setenv("NCCL_BUFFSIZE", c.buffsize, 1);
+    setenv("BRAID_CPU_NCHANNELS", c.channels, 1);
+    ring.push_back(allReduceRandom(4, count));
+  }
+  EXPECT_TRUE(ring[0] != ring[1] || ring[1] != ring[2]) << "the ring happened to agree: the check has no teeth";
+  for (const char* v : {"NCCL_ALGO", "NCCL_BUFFSIZE", "BRAID_CPU_NCHANNELS"}) unsetenv(v);
+}
+
+}  // namespace
+}  // namespace braid_test

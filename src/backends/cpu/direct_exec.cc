@@ -238,6 +238,26 @@ Status DirectGroup::peerFailure(const ExecContext& ctx) const {
   return Status::ok();
 }
 
+bool DirectGroup::allPosted() const {
+  for (int p = 0; p < nranks_; ++p) {
+    if (!reached(slot(p).posted.load(std::memory_order_acquire), gen_)) return false;
+  }
+  return true;
+}
+
+Status DirectGroup::checkStalled(const ExecContext& ctx, Clock::time_point since) const {
+  if (ctx.abort != nullptr && ctx.abort->load(std::memory_order_relaxed)) {
+    slot(rank_).aborted.store(1, std::memory_order_release);
+    return invalidUsage("rank %d: operation interrupted by ncclCommAbort", ctx.rank);
+  }
+  BRAID_RETURN_IF_ERROR(peerFailure(ctx));
+  if (ctx.timeoutSec > 0 && Clock::now() - since > std::chrono::duration<double>(ctx.timeoutSec)) {
+    return remoteError("rank %d: peers did not reach direct collective %u within BRAID_TIMEOUT=%g s", ctx.rank, gen_,
+                       ctx.timeoutSec);
+  }
+  return Status::ok();
+}
+
 Status DirectGroup::waitAll(bool done, uint32_t gen, const ExecContext& ctx) const {
   Clock::time_point start{};  // read only once a wait leaves the spinning phase
   for (int p = 0; p < nranks_; ++p) {
@@ -312,7 +332,10 @@ Status DirectGroup::execute(const DirectRequest& req, const ExecContext& ctx, bo
     if (!samePid && !shareable) {
       BRAID_INFO(kLogColl, "rank %d: op %u: buffers of some rank are private memory (not ncclMemAlloc): ring", rank_,
                  gen);
-      return Status::ok();  // the caller runs the ring; finish() still follows
+      // The caller runs the ring; finish() still follows, and waits: a peer may still be reading this rank's
+      // published handles, which the next post would overwrite.
+      needEndWait_ = true;
+      return Status::ok();
     }
     for (int p = 0; p < n; ++p) {
       BRAID_ASSIGN_OR_RETURN(char* s, mappings_.resolve(slot(p).send));

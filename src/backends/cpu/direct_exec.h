@@ -5,12 +5,15 @@
 // of one process, or ncclMemAlloc memory across processes), and otherwise fall back to the ring.
 //
 // One operation = post (publish buffers; non-blocking), execute (wait for every rank's post, then run this rank's
-// steps), finish (signal done; then wait until every rank is done, so no peer still reads a buffer its owner may
-// reuse). Posts never block, so one thread can drive several ranks of one communicator phase by phase.
+// steps), finish (signal done; then, for operations on the buffers themselves or falling back, wait until every
+// rank is done, so no peer still reads a buffer or handle its owner may reuse; staged operations alternate stages
+// by parity and need no wait). Posts never block, so one thread can drive several ranks of one communicator
+// phase by phase.
 // Waits spin briefly, then yield, then sleep on a futex; each checks abort, the deadline and peers' liveness.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,6 +53,12 @@ class DirectGroup {
   Status execute(const DirectRequest& req, const ExecContext& ctx, bool* ran);
   void finishPost();
   Status finishWait(const ExecContext& ctx);
+
+  // Whether every rank has posted the current operation (execute() would not wait).
+  bool allPosted() const;
+  // For a caller polling several groups: an error when a peer died or aborted, this rank was aborted, or
+  // BRAID_TIMEOUT has passed since `since`.
+  Status checkStalled(const ExecContext& ctx, std::chrono::steady_clock::time_point since) const;
 
   // Tells the peers this rank gave up on the communicator (an operation failed), so their waits end at once.
   void markAborted();

@@ -164,20 +164,25 @@ std::string describePeer(const Connector* c) {
 }
 
 Status checkPeers(const std::vector<ChannelWork*>& works, const ExecContext& ctx, bool timedOut) {
-  // A dead process is the root cause to report; an aborted peer may only be reacting to it.
-  for (int pass = 0; pass < 2; ++pass) {
+  // A process that died without marking its connectors aborted is the root cause to report; a peer that aborted
+  // (and may have exited since) was only reacting to a failure.
+  for (int pass = 0; pass < 3; ++pass) {
     for (ChannelWork* cw : works) {
       for (const WorkItem& w : cw->items) {
         if (w.done) continue;
         for (size_t i = 0; i < w.recvConn.size(); ++i) {
           for (Connector* c : {w.recvConn[i], w.sendConn[i]}) {
             if (c == nullptr) continue;
-            if (pass == 0 && !c->peerAlive()) {
+            if (pass == 0 && !c->peerAborted() && !c->peerAlive()) {
               return remoteError("rank %d: peer %s exited (process no longer exists) during the operation", ctx.rank,
                                  describePeer(c).c_str());
             }
             if (pass == 1 && c->peerAborted()) {
               return remoteError("rank %d: peer %s aborted or failed during the operation", ctx.rank,
+                                 describePeer(c).c_str());
+            }
+            if (pass == 2 && !c->peerAlive()) {
+              return remoteError("rank %d: peer %s exited (process no longer exists) during the operation", ctx.rank,
                                  describePeer(c).c_str());
             }
           }
