@@ -504,7 +504,8 @@ bool Communicator::useTree(const PendingOp& op) const {
 
 Status Communicator::checkAlgorithms(CollKind kind) const {
   FilterColl fc;
-  if (!filterColl(kind, &fc)) return Status::ok();
+  // One rank moves nothing between ranks: every algorithm and protocol is the same local copy (as in NCCL).
+  if (nranks_ == 1 || !filterColl(kind, &fc)) return Status::ok();
   DirectCollective dc;
   const bool nvls = direct_ != nullptr && directKind(kind, &dc);
   const bool tree = kind == CollKind::kAllReduce;

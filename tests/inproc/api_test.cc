@@ -481,15 +481,30 @@ TEST(Api, AlgoAndProtoSettings) {
     unsetenv("NCCL_ALGO");
     unsetenv("NCCL_PROTO");
     setenv(r.env, r.value, 1);
-    ncclComm_t c[1];
-    ASSERT_EQ(ncclCommInitAll(c, 1, nullptr), ncclSuccess) << r.value;
+    setenv("BRAID_DIRECT", "0", 1);  // no NVLS on these communicators
+    ncclComm_t c[2];
+    ASSERT_EQ(ncclCommInitAll(c, 2, nullptr), ncclSuccess) << r.value;
+    float b1[4] = {1, 2, 3, 4};
+    EXPECT_EQ(ncclGroupStart(), ncclSuccess);
     EXPECT_EQ(ncclAllReduce(b, b, 4, ncclFloat, ncclSum, c[0], nullptr), ncclInvalidUsage) << r.value;
+    EXPECT_EQ(ncclAllReduce(b1, b1, 4, ncclFloat, ncclSum, c[1], nullptr), ncclInvalidUsage) << r.value;
+    (void)ncclGroupEnd();
     EXPECT_NE(std::string(ncclGetLastError(c[0])).find(r.mentions), std::string::npos) << ncclGetLastError(c[0]);
     // Other collectives are unaffected by a per-collective setting.
     if (std::string(r.value) == "allreduce:nvls") {
+      EXPECT_EQ(ncclGroupStart(), ncclSuccess);
       EXPECT_EQ(ncclBroadcast(b, b, 4, ncclFloat, 0, c[0], nullptr), ncclSuccess);
+      EXPECT_EQ(ncclBroadcast(b1, b1, 4, ncclFloat, 0, c[1], nullptr), ncclSuccess);
+      EXPECT_EQ(ncclGroupEnd(), ncclSuccess);
+      EXPECT_EQ(b1[3], 4.0f);
     }
-    EXPECT_EQ(ncclCommDestroy(c[0]), ncclSuccess);
+    for (ncclComm_t comm : c) EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+    // A single rank copies whatever the setting says, as NCCL does.
+    ncclComm_t one[1];
+    ASSERT_EQ(ncclCommInitAll(one, 1, nullptr), ncclSuccess);
+    EXPECT_EQ(ncclAllReduce(b, b, 4, ncclFloat, ncclSum, one[0], nullptr), ncclSuccess) << r.value;
+    EXPECT_EQ(ncclCommDestroy(one[0]), ncclSuccess);
+    unsetenv("BRAID_DIRECT");
   }
   unsetenv("NCCL_PROTO");
   for (const char* algo :
