@@ -46,7 +46,7 @@ BRAID_PARAM(TreeMaxBytes, kInt, "BRAID_TREE_MAX_BYTES", "32768",
 BRAID_PARAM(Direct, kInt, "BRAID_DIRECT", "1",
             "1: all-reduce, reduce-scatter and all-gather among ranks of one host run NVLS-style (direct loads and "
             "stores over shared memory); 0: always the ring.")
-BRAID_PARAM(DirectStageBytes, kInt, "BRAID_DIRECT_STAGE_BYTES", "65536",
+BRAID_PARAM(DirectStageBytes, kInt, "BRAID_DIRECT_STAGE_BYTES", "4096",
             "Direct collectives whose input is at most this many bytes per rank are staged through the shared "
             "segment (any buffers, one barrier); larger ones work on the buffers themselves.")
 BRAID_PARAM(SpinCount, kInt, "BRAID_SPIN_COUNT", "2000",
