@@ -40,9 +40,9 @@ BRAID_PARAM(Proto, kString, "NCCL_PROTO", "",
 BRAID_PARAM(Deterministic, kInt, "BRAID_DETERMINISTIC", "0",
             "1: reductions give bitwise identical results across runs, chunk sizes (NCCL_BUFFSIZE) and channel "
             "counts: all-reduce takes the direct path or a single tree, never the ring (slower on the FIFO path).")
-BRAID_PARAM(TreeMaxBytes, kInt, "BRAID_TREE_MAX_BYTES", "32768",
-            "All-reduces on the FIFO path up to this many bytes use the double binary tree instead of the ring "
-            "(4 or more ranks, when NCCL_ALGO allows both).")
+BRAID_PARAM(TuningFile, kString, "BRAID_TUNING_FILE", "",
+            "The selector's costs and pins (written by perf/calibrate; format in algorithms/selector/cost_model.h). "
+            "Unset: built-in figures measured on a 2-core host. Must be the same file on every rank.")
 BRAID_PARAM(Direct, kInt, "BRAID_DIRECT", "1",
             "1: all-reduce, reduce-scatter and all-gather among ranks of one host run NVLS-style (direct loads and "
             "stores over shared memory); 0: always the ring.")

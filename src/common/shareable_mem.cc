@@ -111,7 +111,7 @@ PeerMappings::~PeerMappings() {
   for (auto& kv : maps_) munmap(kv.second.base, kv.second.bytes);
 }
 
-Result<char*> PeerMappings::resolve(const MemHandle& h) {
+Result<char*> PeerMappings::resolve(const MemHandle& h, uint64_t epoch) {
   if (h.pid == static_cast<int32_t>(getpid())) return reinterpret_cast<char*>(h.addr);
   if (h.fd < 0) {
     return invalidUsage("a buffer of process %d is private memory; only ncclMemAlloc buffers can be reached directly",
@@ -125,9 +125,21 @@ Result<char*> PeerMappings::resolve(const MemHandle& h) {
       munmap(it->second.base, it->second.bytes);
       maps_.erase(it);
     }
+    if (maps_.size() >= kMaxCached) {
+      // Drop mappings the last two operations did not use: the current one may still need its own.
+      for (auto m = maps_.begin(); m != maps_.end();) {
+        if (m->second.lastEpoch + 2 <= epoch) {
+          munmap(m->second.base, m->second.bytes);
+          m = maps_.erase(m);
+        } else {
+          ++m;
+        }
+      }
+    }
     BRAID_ASSIGN_OR_RETURN(void* base, mapPeerFd(h.pid, h.fd, h.ino, h.allocBytes));
-    it = maps_.emplace(key, Mapping{base, h.allocBytes}).first;
+    it = maps_.emplace(key, Mapping{base, h.allocBytes, epoch}).first;
   }
+  it->second.lastEpoch = epoch;
   return static_cast<char*>(it->second.base) + h.offset;
 }
 

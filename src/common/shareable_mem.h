@@ -48,14 +48,19 @@ class PeerMappings {
   PeerMappings& operator=(const PeerMappings&) = delete;
 
   // The local address of the buffer `h` describes: the address itself within this process, otherwise a mapping of
-  // the owner's memfd. An error names the owner's pid when the memory cannot be reached.
-  Result<char*> resolve(const MemHandle& h);
+  // the owner's memfd. An error names the owner's pid when the memory cannot be reached. `epoch` identifies the
+  // caller's operation: mappings not used by the last two epochs may be unmapped to make room (peers free and
+  // reallocate buffers, and a mapping keeps a freed allocation alive).
+  Result<char*> resolve(const MemHandle& h, uint64_t epoch = 0);
+  size_t cachedMappings() const { return maps_.size(); }
 
  private:
   struct Mapping {
     void* base = nullptr;
     size_t bytes = 0;
+    uint64_t lastEpoch = 0;
   };
+  static constexpr size_t kMaxCached = 64;
   std::mutex mu_;
   std::map<std::pair<int32_t, uint64_t>, Mapping> maps_;  // by (pid, inode)
 };

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
 
 #include "src/common/logging.h"
 #include "src/common/params.h"
@@ -45,7 +46,7 @@ struct InitExchange {
   int32_t channelsPinned;  // the user chose the channel count (env or config): no automatic cap
   // Settings every rank must share (each rank reads its own environment): agreed below, or init fails.
   int64_t stageBytes;
-  int64_t treeMaxBytes;
+  uint64_t tuningHash;
   int32_t direct;
   int32_t deterministic;
   uint64_t algoHash;
@@ -140,7 +141,14 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   BRAID_ASSIGN_OR_RETURN(protoFilter_, parseFilter(params::Proto(), protoNames(), params::kProto.name));
   BRAID_ASSIGN_OR_RETURN(int64_t stageBytes, getIntParam(params::kDirectStageBytes));
   mine.stageBytes = std::min(std::max<int64_t>(0, stageBytes), kMaxStageBytes);
-  mine.treeMaxBytes = std::max<int64_t>(0, params::TreeMaxBytes());
+  const std::string tuningFile = params::TuningFile();
+  if (!tuningFile.empty()) {
+    BRAID_ASSIGN_OR_RETURN(costs_, CostModel::load(tuningFile));
+    std::ifstream text(tuningFile);
+    mine.tuningHash = std::hash<std::string>()(std::string(std::istreambuf_iterator<char>(text), {}));
+  } else {
+    mine.tuningHash = 0;
+  }
   mine.direct = params::Direct() != 0;
   mine.deterministic = params::Deterministic() != 0;
   mine.algoHash = std::hash<std::string>()(algoFilter_.setting);
@@ -157,6 +165,12 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     nch = std::min(nch, e.nChannels);
     buffSize = std::min(buffSize, e.buffSize);
     pinned = pinned || e.channelsPinned != 0;
+    if (e.tuningHash != mine.tuningHash) {
+      return invalidUsage(
+          "BRAID_TUNING_FILE differs between rank %d and rank %d (here \"%s\"): every rank must "
+          "load the same costs, or they choose different algorithms",
+          e.peer.rank, rank, params::TuningFile().c_str());
+    }
     if (e.algoHash != mine.algoHash || e.protoHash != mine.protoHash) {
       return invalidUsage(
           "NCCL_ALGO/NCCL_PROTO differ between rank %d and rank %d (here NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\"): set "
@@ -165,11 +179,12 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     }
     // The others cannot differ either without ranks choosing different paths: the most conservative wins.
     mine.stageBytes = std::min(mine.stageBytes, e.stageBytes);
-    mine.treeMaxBytes = std::min(mine.treeMaxBytes, e.treeMaxBytes);
     mine.direct = mine.direct && e.direct;
     mine.deterministic = mine.deterministic || e.deterministic;
   }
-  treeMaxBytes_ = static_cast<size_t>(mine.treeMaxBytes);
+  // The model's inputs must be the same on every rank, or ranks would choose different algorithms.
+  cpus_ = mine.cpus;
+  for (const InitExchange& e : all) cpus_ = std::min(cpus_, static_cast<int>(e.cpus));
   deterministic_ = mine.deterministic != 0;
   // A channel is a worker thread per rank: more threads than CPUs on any host only queue behind each other
   // (2 ranks on 2 cores: 1 channel moves 3.9 GB/s at 16 MB, 2 channels 2.4), so by default the channels per rank
@@ -348,12 +363,15 @@ Status Communicator::buildPlan(Plan* plan) {
         unitBytes(*op) *
         (op->kind == CollKind::kAllGather || op->kind == CollKind::kReduceScatter ? static_cast<size_t>(nranks_) : 1);
     std::vector<std::pair<int, Program>> progs;  // (channel, program)
-    if (op->kind == CollKind::kSend || op->kind == CollKind::kRecv) {
+    const bool isP2p = op->kind == CollKind::kSend || op->kind == CollKind::kRecv;
+    const bool tree = !isP2p && useTree(*op);
+    if (!isP2p) logTuning(*op, tree ? AlgoId::kTree : AlgoId::kRing);
+    if (isP2p) {
       bool isSend = op->kind == CollKind::kSend;
       int peer = op->root;
       int c = isSend ? p2pChannel(rank_, peer, nChannels()) : p2pChannel(peer, rank_, nChannels());
       progs.emplace_back(c, buildP2pProgram(isSend, peer, 0, op->count, chunkElems));
-    } else if (useTree(*op)) {
+    } else if (tree) {
       // Double binary tree: each channel's range is halved between the two trees.
       int nch = channelsFor(unitBytes(*op), nChannels());
       for (int c = 0; c < nch; ++c) {
@@ -470,6 +488,13 @@ Status nvlsOnlyError(const Filter& algo, FilterColl fc) {
       algo.setting.c_str(), filterCollName(fc));
 }
 
+bool directKind(CollKind kind, DirectCollective* out);
+
+bool directWantedKind(CollKind kind) {
+  DirectCollective dc;
+  return directKind(kind, &dc);
+}
+
 bool directKind(CollKind kind, DirectCollective* out) {
   switch (kind) {
     case CollKind::kAllReduce:
@@ -488,6 +513,48 @@ bool directKind(CollKind kind, DirectCollective* out) {
 
 }  // namespace
 
+bool Communicator::directWanted(const PendingOp& op) const {
+  DirectCollective dc;
+  FilterColl fc;
+  if (!direct_ || !directKind(op.kind, &dc) || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kNvlsAlgo)) {
+    return false;
+  }
+  // A pin to an algorithm that is allowed and runs on the FIFO path takes the operation there.
+  const int pin = costs_.pinned(fc, unitBytes(op));
+  const bool treeOk = op.kind == CollKind::kAllReduce && algoFilter_.allows(fc, kTreeAlgo);
+  const bool ringOk = algoFilter_.allows(fc, kRingAlgo);
+  if (pin >= 0 && algoFilter_.allows(fc, pin) && (pin == kRingAlgo || (pin == kTreeAlgo && treeOk))) return false;
+  if (pin == kNvlsAlgo || deterministic_) return true;
+  // Otherwise the model: NVLS unless a FIFO-path algorithm is predicted faster.
+  const size_t bytes = unitBytes(op);
+  const double nvls = costs_.predictUs(fc, AlgoId::kNvls, nranks_, cpus_, bytes);
+  double fifo = -1;
+  if (ringOk) fifo = costs_.predictUs(fc, AlgoId::kRing, nranks_, cpus_, bytes);
+  if (treeOk) {
+    const double t = costs_.predictUs(fc, AlgoId::kTree, nranks_, cpus_, bytes);
+    fifo = fifo < 0 ? t : std::min(fifo, t);
+  }
+  return fifo < 0 || nvls <= fifo;
+}
+
+void Communicator::logTuning(const PendingOp& op, AlgoId chosen) const {
+  FilterColl fc;
+  if (!logEnabled(LogLevel::kInfo, kLogTuning) || !filterColl(op.kind, &fc)) return;
+  const size_t bytes = unitBytes(op);
+  std::string alternatives;
+  for (AlgoId a : {AlgoId::kRing, AlgoId::kTree, AlgoId::kNvls}) {
+    const bool implemented = a == AlgoId::kRing || (a == AlgoId::kTree && op.kind == CollKind::kAllReduce) ||
+                             (a == AlgoId::kNvls && direct_ != nullptr && directWantedKind(op.kind));
+    if (!implemented || !algoFilter_.allows(fc, static_cast<int>(a))) continue;
+    alternatives +=
+        strPrintf("%s%s %.1f us", alternatives.empty() ? "" : ", ", algoNames()[static_cast<size_t>(a)].c_str(),
+                  costs_.predictUs(fc, a, nranks_, cpus_, bytes));
+  }
+  BRAID_INFO(kLogTuning, "%s %zu bytes, %d ranks: %s -> %s/Simple (costs: %s%s)", filterCollName(fc), bytes, nranks_,
+             alternatives.c_str(), algoNames()[static_cast<size_t>(chosen)].c_str(), costs_.source().c_str(),
+             costs_.pinned(fc, bytes) >= 0 ? ", pinned" : "");
+}
+
 bool Communicator::fifoPathAllowed(CollKind kind) const {
   FilterColl fc;
   if (!filterColl(kind, &fc)) return true;
@@ -497,9 +564,15 @@ bool Communicator::fifoPathAllowed(CollKind kind) const {
 bool Communicator::useTree(const PendingOp& op) const {
   FilterColl fc;
   if (op.kind != CollKind::kAllReduce || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kTreeAlgo)) return false;
-  // Forced, or chosen: the tree's 2 log2(n) dependent hops beat the ring's 2 (n - 1) for small operations. In
-  // deterministic mode always: the ring's reduction order per element depends on the chunking, a tree's does not.
-  return deterministic_ || !algoFilter_.allows(fc, kRingAlgo) || (nranks_ >= 4 && unitBytes(op) <= treeMaxBytes_);
+  // Deterministic mode always: the ring's reduction order per element depends on the chunking, a tree's does not.
+  if (deterministic_ || !algoFilter_.allows(fc, kRingAlgo)) return true;
+  const size_t bytes = unitBytes(op);
+  const int pin = costs_.pinned(fc, bytes);
+  if (pin == kTreeAlgo || pin == kRingAlgo) return pin == kTreeAlgo;
+  // The model: the tree's 2 log2(n) dependent hops against the ring's 2 (n - 1) and its better bandwidth.
+  const double ring = costs_.predictUs(fc, AlgoId::kRing, nranks_, cpus_, bytes);
+  const double tree = costs_.predictUs(fc, AlgoId::kTree, nranks_, cpus_, bytes);
+  return tree < ring;
 }
 
 Status Communicator::checkAlgorithms(CollKind kind) const {
@@ -533,9 +606,8 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     const PendingOp& op = c->pending_[0];
     DirectRequest r;
     FilterColl fc;
-    if (!directKind(op.kind, &r.coll) || !filterColl(op.kind, &fc) || !c->algoFilter_.allows(fc, kNvlsAlgo)) {
-      return Status::ok();
-    }
+    if (!c->directWanted(op) || !directKind(op.kind, &r.coll) || !filterColl(op.kind, &fc)) return Status::ok();
+    c->logTuning(op, AlgoId::kNvls);
     r.send = op.sendbuff;
     r.recv = op.recvbuff;
     r.count = op.count;
@@ -566,7 +638,10 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
       DirectCollective dc;
       FilterColl fc;
       const CollKind kind = c->pending_[i].kind;
-      if (directKind(kind, &dc) && filterColl(kind, &fc) && c->algoFilter_.allows(fc, kNvlsAlgo)) j.ops.push_back(i);
+      if (directKind(kind, &dc) && filterColl(kind, &fc) && c->directWanted(c->pending_[i])) {
+        c->logTuning(c->pending_[i], AlgoId::kNvls);
+        j.ops.push_back(i);
+      }
     }
     if (j.ops.empty()) continue;
     j.ran.assign(j.ops.size(), false);

@@ -15,6 +15,7 @@
 
 #include "algorithms/ring/ring.h"
 #include "algorithms/selector/algo_filter.h"
+#include "algorithms/selector/cost_model.h"
 #include "src/backends/cpu/direct_exec.h"
 #include "src/backends/cpu/executor.h"
 #include "src/bootstrap/bootstrap.h"
@@ -112,6 +113,9 @@ class Communicator {
 
   Status buildPlan(Plan* plan);
   bool useTree(const PendingOp& op) const;
+  bool directWanted(const PendingOp& op) const;
+  // NCCL_DEBUG_SUBSYS=TUNING: the predicted time of every allowed algorithm and the choice.
+  void logTuning(const PendingOp& op, AlgoId chosen) const;
   // Whether NCCL_ALGO leaves an algorithm on the FIFO path (ring, or tree for all-reduce) for `kind`.
   bool fifoPathAllowed(CollKind kind) const;
   static Status launchImpl(const std::vector<Communicator*>& comms);
@@ -137,7 +141,8 @@ class Communicator {
   std::vector<std::unique_ptr<char[]>> staging_;
   std::unique_ptr<DirectGroup> direct_;  // null when the ranks cannot share memory or BRAID_DIRECT=0
   Filter algoFilter_;                    // NCCL_ALGO
-  size_t treeMaxBytes_ = 0;
+  CostModel costs_;                      // BRAID_TUNING_FILE, or built-in figures
+  int cpus_ = 1;
   bool deterministic_ =
       false;  // BRAID_DETERMINISTIC              // all-reduces up to this size take the tree when both are allowed
   Filter protoFilter_;  // NCCL_PROTO

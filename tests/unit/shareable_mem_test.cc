@@ -59,3 +59,50 @@ TEST(ShareableMem, DescribedBuffersAreMappableByAnotherProcess) {
 
 }  // namespace
 }  // namespace braid
+
+namespace braid {
+namespace {
+
+// A peer that keeps allocating new buffers must not make the mapping cache grow without bound: mappings unused
+// for two operations are dropped once the cache is full.
+TEST(ShareableMem, PeerMappingCacheIsBounded) {
+  int toParent[2], toChild[2];
+  ASSERT_EQ(pipe(toParent), 0);
+  ASSERT_EQ(pipe(toChild), 0);
+  const int kBuffers = 200;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (int i = 0; i < kBuffers; ++i) {
+      bool shareable = false;
+      Result<void*> r = allocShareable(4096, &shareable);
+      if (!r.isOk() || !shareable) _exit(2);
+      char* p = static_cast<char*>(r.take());
+      p[0] = static_cast<char>(i);
+      const MemHandle h = describeBuffer(p, 4096);
+      if (write(toParent[1], &h, sizeof(h)) != static_cast<ssize_t>(sizeof(h))) _exit(3);
+    }
+    char done = 0;
+    if (read(toChild[0], &done, 1) != 1) _exit(4);  // keep the allocations alive until the parent is finished
+    _exit(0);
+  }
+  PeerMappings maps;
+  size_t most = 0;
+  for (int i = 0; i < kBuffers; ++i) {
+    MemHandle h;
+    ASSERT_EQ(read(toParent[0], &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+    Result<char*> p = maps.resolve(h, static_cast<uint64_t>(i) + 1);
+    ASSERT_TRUE(p.isOk()) << p.status().message();
+    EXPECT_EQ(*p.take(), static_cast<char>(i));
+    most = std::max(most, maps.cachedMappings());
+  }
+  EXPECT_LE(most, 64u);
+  const char done = 1;
+  ASSERT_EQ(write(toChild[1], &done, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+}  // namespace
+}  // namespace braid

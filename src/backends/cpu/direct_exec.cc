@@ -337,9 +337,10 @@ Status DirectGroup::execute(const DirectRequest& req, const ExecContext& ctx, bo
       needEndWait_ = true;
       return Status::ok();
     }
+    ++epoch_;
     for (int p = 0; p < n; ++p) {
-      BRAID_ASSIGN_OR_RETURN(char* s, mappings_.resolve(slot(p).send));
-      BRAID_ASSIGN_OR_RETURN(char* d, mappings_.resolve(slot(p).recv));
+      BRAID_ASSIGN_OR_RETURN(char* s, mappings_.resolve(slot(p).send, epoch_));
+      BRAID_ASSIGN_OR_RETURN(char* d, mappings_.resolve(slot(p).recv, epoch_));
       srcs[static_cast<size_t>(p)] = s;
       dsts[static_cast<size_t>(p)] = d;
     }

@@ -86,6 +86,7 @@ class DirectGroup {
   size_t bytes_ = 0;
   int ownFd_ = -1;  // rank 0 keeps the memfd open while the communicator lives
   uint32_t gen_ = 0;
+  uint64_t epoch_ = 0;  // operations that resolved peers' buffers (ages the mapping cache)
   bool needEndWait_ = false;
   PeerMappings mappings_;
   std::vector<char> tile_;

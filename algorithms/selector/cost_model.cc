@@ -1,0 +1,138 @@
+#include "algorithms/selector/cost_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace braid {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+int findName(const std::vector<std::string>& names, const std::string& token) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (lower(names[i]) == lower(token)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int findColl(const std::string& token) {
+  for (int c = 0; c < kFilterColls; ++c) {
+    if (lower(token) == filterCollName(static_cast<FilterColl>(c))) return c;
+  }
+  return -1;
+}
+
+int log2Ceil(int n) {
+  int d = 0;
+  while ((1 << d) < n) ++d;
+  return d;
+}
+
+// Dependent steps of one operation: what alpha scales with when a cost is carried to another rank count.
+double steps(AlgoId algo, int nranks) {
+  const int n = std::max(nranks, 1);
+  switch (algo) {
+    case AlgoId::kTree:
+      return 2.0 * std::max(1, log2Ceil(n + 1));
+    case AlgoId::kNvls:
+      return 2.0;
+    default:
+      return 2.0 * std::max(1, n - 1);
+  }
+}
+
+// Built-in figures, measured on the 2-core CI machine (docs/perf.md): per dependent step when every rank has a
+// core, and when ranks outnumber cores (a step then waits for a descheduled peer); bandwidth in GB/s of the buffer.
+AlgoCost builtIn(AlgoId algo, int nranks, int cpus) {
+  const bool oversubscribed = nranks > std::max(cpus, 1);
+  const double hop = oversubscribed ? 1.8 : 0.6;
+  switch (algo) {
+    case AlgoId::kTree:
+      return AlgoCost{steps(algo, nranks) * (oversubscribed ? 1.1 : 0.5), 1.0};
+    case AlgoId::kNvls:
+      return AlgoCost{oversubscribed ? 3.5 : 0.45, oversubscribed ? 3.5 : 6.0};
+    default:
+      return AlgoCost{steps(algo, nranks) * hop, oversubscribed ? 2.0 : 3.2};
+  }
+}
+
+}  // namespace
+
+Result<CostModel> CostModel::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return invalidArgument("BRAID_TUNING_FILE=%s cannot be read", path.c_str());
+  CostModel m;
+  m.source_ = path;
+  std::string line;
+  int lineNo = 0;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::string kind;
+    if (!(words >> kind)) continue;
+    auto bad = [&](const std::string& why) {
+      return invalidArgument("BRAID_TUNING_FILE=%s line %d: %s", path.c_str(), lineNo, why.c_str());
+    };
+    std::string collName, algoName;
+    if (lower(kind) == "cost") {
+      int nranks = 0;
+      double alpha = -1, beta = -1;
+      if (!(words >> collName >> algoName >> nranks >> alpha >> beta)) {
+        return bad("expected 'cost <collective> <algorithm> <ranks> <alpha us> <beta GB/s>'");
+      }
+      const int coll = findColl(collName), algo = findName(algoNames(), algoName);
+      if (coll < 0) return bad("unknown collective '" + collName + "'");
+      if (algo < 0) return bad("unknown algorithm '" + algoName + "'");
+      if (nranks < 1 || !(alpha >= 0) || !(beta > 0)) return bad("ranks >= 1, alpha >= 0 and beta > 0 are required");
+      m.costs_[{coll, algo, nranks}] = AlgoCost{alpha, beta};
+    } else if (lower(kind) == "pin") {
+      unsigned long long lo = 0, hi = 0;
+      if (!(words >> collName >> lo >> hi >> algoName)) {
+        return bad("expected 'pin <collective> <min bytes> <max bytes> <algorithm>'");
+      }
+      const int coll = findColl(collName), algo = findName(algoNames(), algoName);
+      if (coll < 0) return bad("unknown collective '" + collName + "'");
+      if (algo < 0) return bad("unknown algorithm '" + algoName + "'");
+      if (hi < lo) return bad("max bytes is below min bytes");
+      m.pins_.push_back(Pin{coll, static_cast<size_t>(lo), static_cast<size_t>(hi), algo});
+    } else {
+      return bad("unknown entry '" + kind + "' (cost or pin)");
+    }
+    std::string extra;
+    if (words >> extra) return bad("unexpected '" + extra + "'");
+  }
+  return m;
+}
+
+double CostModel::predictUs(FilterColl coll, AlgoId algo, int nranks, int cpus, size_t bytes) const {
+  AlgoCost c = builtIn(algo, nranks, cpus);
+  // The measured entry for the nearest rank count, its alpha carried by the step count.
+  int bestDistance = -1;
+  for (const auto& [key, cost] : costs_) {
+    if (std::get<0>(key) != static_cast<int>(coll) || std::get<1>(key) != static_cast<int>(algo)) continue;
+    const int distance = std::abs(std::get<2>(key) - nranks);
+    if (bestDistance >= 0 && distance >= bestDistance) continue;
+    bestDistance = distance;
+    c = cost;
+    c.alphaUs = cost.alphaUs * steps(algo, nranks) / steps(algo, std::get<2>(key));
+  }
+  return c.alphaUs + static_cast<double>(bytes) / (c.betaGBps * 1e3);
+}
+
+int CostModel::pinned(FilterColl coll, size_t bytes) const {
+  for (const Pin& p : pins_) {
+    if (p.coll == static_cast<int>(coll) && bytes >= p.minBytes && bytes <= p.maxBytes) return p.algo;
+  }
+  return -1;
+}
+
+}  // namespace braid

@@ -1,0 +1,77 @@
+// The selector's cost model and BRAID_TUNING_FILE.
+#include "algorithms/selector/cost_model.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace braid {
+namespace {
+
+std::string writeTemp(const std::string& text) {
+  char path[] = "/tmp/braid-tuning-XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(CostModel, BuiltInPrefersTheTreeForSmallAndTheRingForLarge) {
+  CostModel m;
+  const auto ar = FilterColl::kAllReduce;
+  EXPECT_LT(m.predictUs(ar, AlgoId::kTree, 8, 2, 8), m.predictUs(ar, AlgoId::kRing, 8, 2, 8));
+  EXPECT_LT(m.predictUs(ar, AlgoId::kRing, 8, 2, 64 << 20), m.predictUs(ar, AlgoId::kTree, 8, 2, 64 << 20));
+  EXPECT_LT(m.predictUs(ar, AlgoId::kNvls, 2, 2, 1 << 20), m.predictUs(ar, AlgoId::kRing, 2, 2, 1 << 20));
+  EXPECT_EQ(m.pinned(ar, 100), -1);
+}
+
+TEST(CostModel, FileCostsAndPins) {
+  const std::string path = writeTemp(
+      "# measured\n"
+      "cost allreduce ring 4 10 2.0\n"
+      "cost AllReduce Tree 4 5 1.0   # case-insensitive\n"
+      "\n"
+      "pin allreduce 0 4096 tree\n"
+      "pin broadcast 1024 2048 ring\n");
+  Result<CostModel> m = CostModel::load(path);
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  const CostModel& c = m.value();
+  EXPECT_DOUBLE_EQ(c.predictUs(FilterColl::kAllReduce, AlgoId::kRing, 4, 2, 2000), 10 + 1.0);
+  EXPECT_DOUBLE_EQ(c.predictUs(FilterColl::kAllReduce, AlgoId::kTree, 4, 2, 1000), 5 + 1.0);
+  // 8 ranks: the 4-rank ring entry's alpha scaled by the step count, 2 (n - 1): 14 / 6.
+  EXPECT_DOUBLE_EQ(c.predictUs(FilterColl::kAllReduce, AlgoId::kRing, 8, 2, 0), 10.0 * 14 / 6);
+  EXPECT_EQ(c.pinned(FilterColl::kAllReduce, 4096), static_cast<int>(AlgoId::kTree));
+  EXPECT_EQ(c.pinned(FilterColl::kAllReduce, 4097), -1);
+  EXPECT_EQ(c.pinned(FilterColl::kBroadcast, 1500), static_cast<int>(AlgoId::kRing));
+  EXPECT_EQ(c.source(), path);
+  unlink(path.c_str());
+}
+
+TEST(CostModel, BadFilesNameTheLine) {
+  struct Case {
+    const char* text;
+    const char* mentions;
+  };
+  const Case cases[] = {{"cost allreduce ring 4 10\n", "line 1: expected 'cost"},
+                        {"\ncost allreduce bogus 4 1 1\n", "line 2: unknown algorithm 'bogus'"},
+                        {"pin alltoall 0 1 ring\n", "unknown collective 'alltoall'"},
+                        {"pin allreduce 10 1 ring\n", "max bytes is below min bytes"},
+                        {"cost allreduce ring 0 1 1\n", "ranks >= 1"},
+                        {"cost allreduce ring 4 1 1 extra\n", "unexpected 'extra'"},
+                        {"tune allreduce\n", "unknown entry 'tune'"}};
+  for (const Case& k : cases) {
+    const std::string path = writeTemp(k.text);
+    Result<CostModel> m = CostModel::load(path);
+    ASSERT_FALSE(m.isOk()) << k.text;
+    EXPECT_NE(m.status().message().find(k.mentions), std::string::npos) << m.status().message();
+    EXPECT_NE(m.status().message().find(path), std::string::npos);
+    unlink(path.c_str());
+  }
+  EXPECT_FALSE(CostModel::load("/nonexistent/braid-tuning").isOk());
+}
+
+}  // namespace
+}  // namespace braid
