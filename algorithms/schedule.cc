@@ -34,6 +34,8 @@ const char* stepOpName(StepOp op) {
       return "recvAccumulateSend";
     case StepOp::kRecvAccumulateCopySend:
       return "recvAccumulateCopySend";
+    case StepOp::kRecvAccumulateCopy:
+      return "recvAccumulateCopy";
   }
   return "?";
 }
@@ -49,6 +51,7 @@ bool stepRecvs(StepOp op) {
     case StepOp::kRecvReducePartial:
     case StepOp::kRecvAccumulateSend:
     case StepOp::kRecvAccumulateCopySend:
+    case StepOp::kRecvAccumulateCopy:
       return true;
     default:
       return false;
@@ -97,6 +100,7 @@ bool stepWritesOutput(StepOp op) {
     case StepOp::kCopy:
     case StepOp::kRecvReducePartial:
     case StepOp::kRecvAccumulateCopySend:
+    case StepOp::kRecvAccumulateCopy:
       return true;
     default:
       return false;
@@ -110,11 +114,12 @@ bool stepReduces(StepOp op) {
 
 bool stepIsFinal(StepOp op) {
   return op == StepOp::kRecvReduceCopy || op == StepOp::kRecvReduceCopySend || op == StepOp::kCopy ||
-         op == StepOp::kRecvAccumulateCopySend;
+         op == StepOp::kRecvAccumulateCopySend || op == StepOp::kRecvAccumulateCopy;
 }
 
 bool stepAccumulates(StepOp op) {
-  return op == StepOp::kRecvAccumulateSend || op == StepOp::kRecvAccumulateCopySend;
+  return op == StepOp::kRecvAccumulateSend || op == StepOp::kRecvAccumulateCopySend ||
+         op == StepOp::kRecvAccumulateCopy;
 }
 
 size_t Program::numTiles() const {

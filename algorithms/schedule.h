@@ -37,6 +37,7 @@ enum class StepOp : uint8_t {
   kRecvReducePartial,       // recv (+) input block -> output block  (not final)
   kRecvAccumulateSend,      // recv (+) output block -> send         (not final)
   kRecvAccumulateCopySend,  // recv (+) output block -> output block and send (final: post-op applied)
+  kRecvAccumulateCopy,      // recv (+) output block -> output block (final: post-op applied)
 };
 
 const char* stepOpName(StepOp op);

@@ -35,31 +35,31 @@ int log2Ceil(int n) {
   return d;
 }
 
-// Dependent steps of one operation: what alpha scales with when a cost is carried to another rank count.
-double steps(AlgoId algo, int nranks) {
+// Dependent steps of one operation: what alpha scales with when a cost is carried to another rank count. Reduce
+// and broadcast go one way (a chain or a tree), the others there and back.
+double steps(FilterColl coll, AlgoId algo, int nranks) {
   const int n = std::max(nranks, 1);
+  const double ways = coll == FilterColl::kReduce || coll == FilterColl::kBroadcast ? 1.0 : 2.0;
   switch (algo) {
     case AlgoId::kTree:
-      return 2.0 * std::max(1, log2Ceil(n + 1));
+      return ways * std::max(1, log2Ceil(n + 1));
     case AlgoId::kNvls:
       return 2.0;
     default:
-      return 2.0 * std::max(1, n - 1);
+      return ways * std::max(1, n - 1);
   }
 }
 
-// Built-in figures, measured on the 2-core CI machine (docs/perf.md): per dependent step when every rank has a
-// core, and when ranks outnumber cores (a step then waits for a descheduled peer); bandwidth in GB/s of the buffer.
-AlgoCost builtIn(AlgoId algo, int nranks, int cpus) {
+AlgoCost builtIn(FilterColl coll, AlgoId algo, int nranks, int cpus) {
   const bool oversubscribed = nranks > std::max(cpus, 1);
   const double hop = oversubscribed ? 1.8 : 0.6;
   switch (algo) {
     case AlgoId::kTree:
-      return AlgoCost{steps(algo, nranks) * (oversubscribed ? 1.1 : 0.5), 1.0};
+      return AlgoCost{steps(coll, algo, nranks) * (oversubscribed ? 1.1 : 0.5), 1.0};
     case AlgoId::kNvls:
       return AlgoCost{oversubscribed ? 3.5 : 0.45, oversubscribed ? 3.5 : 6.0};
     default:
-      return AlgoCost{steps(algo, nranks) * hop, oversubscribed ? 2.0 : 3.2};
+      return AlgoCost{steps(coll, algo, nranks) * hop, oversubscribed ? 2.0 : 3.2};
   }
 }
 
@@ -114,7 +114,7 @@ Result<CostModel> CostModel::load(const std::string& path) {
 }
 
 double CostModel::predictUs(FilterColl coll, AlgoId algo, int nranks, int cpus, size_t bytes) const {
-  AlgoCost c = builtIn(algo, nranks, cpus);
+  AlgoCost c = builtIn(coll, algo, nranks, cpus);
   // The measured entry for the nearest rank count, its alpha carried by the step count.
   int bestDistance = -1;
   for (const auto& [key, cost] : costs_) {
@@ -123,7 +123,7 @@ double CostModel::predictUs(FilterColl coll, AlgoId algo, int nranks, int cpus, 
     if (bestDistance >= 0 && distance >= bestDistance) continue;
     bestDistance = distance;
     c = cost;
-    c.alphaUs = cost.alphaUs * steps(algo, nranks) / steps(algo, std::get<2>(key));
+    c.alphaUs = cost.alphaUs * steps(coll, algo, nranks) / steps(coll, algo, std::get<2>(key));
   }
   return c.alphaUs + static_cast<double>(bytes) / (c.betaGBps * 1e3);
 }

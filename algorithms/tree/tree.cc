@@ -108,4 +108,72 @@ Result<Program> buildTreeAllReduceProgram(const TreeParams& p) {
   return prog;
 }
 
+namespace {
+
+// Tree 0 over "virtual" ranks, rotated so that `root` takes the tree root's place (the middle position).
+TreeNode rootedNode(int nranks, int rank, int root) {
+  const int top = nranks / 2;
+  const int v = ((rank - root + top) % nranks + nranks) % nranks;
+  TreeNode t = treeNode(nranks, v, 0);
+  auto real = [&](int x) { return x < 0 ? -1 : ((x - top + root) % nranks + nranks) % nranks; };
+  t.parent = real(t.parent);
+  t.children[0] = real(t.children[0]);
+  t.children[1] = real(t.children[1]);
+  return t;
+}
+
+}  // namespace
+
+bool treeReduceWritesOutput(int nranks, int rank, int root) {
+  return rank == root || rootedNode(nranks, rank, root).children[1] >= 0;
+}
+
+Result<Program> buildTreeRootedProgram(bool reduce, int root, const TreeParams& p) {
+  if (p.nranks < 1 || p.rank < 0 || p.rank >= p.nranks || root < 0 || root >= p.nranks) {
+    return internalError("tree: bad parameters (n=%d rank=%d root=%d)", p.nranks, p.rank, root);
+  }
+  if (p.chunkElems == 0 || p.end < p.begin) return internalError("tree: bad range or chunk");
+  Program prog;
+  prog.layout = Layout::kTiled;
+  prog.begin = p.begin;
+  prog.end = p.end;
+  prog.chunkElems = p.chunkElems;
+  prog.nblocks = 1;
+  auto step = [&](StepOp op, int sendPeer, int recvPeer) { prog.steps.push_back(Step{op, 0, sendPeer, recvPeer}); };
+  const TreeNode t = rootedNode(p.nranks, p.rank, root);
+  const int c0 = t.children[0], c1 = t.children[1];
+  if (p.nranks == 1) {
+    step(StepOp::kCopy, -1, -1);
+    return prog;
+  }
+  if (reduce) {
+    if (t.parent >= 0) {
+      if (c0 < 0) {
+        step(StepOp::kSend, t.parent, -1);
+      } else if (c1 < 0) {
+        step(StepOp::kRecvReduceSend, t.parent, c0);
+      } else {
+        step(StepOp::kRecvReducePartial, -1, c0);
+        step(StepOp::kRecvAccumulateSend, t.parent, c1);
+      }
+    } else if (c1 < 0) {
+      step(StepOp::kRecvReduceCopy, -1, c0);
+    } else {
+      step(StepOp::kRecvReducePartial, -1, c0);
+      step(StepOp::kRecvAccumulateCopy, -1, c1);
+    }
+    return prog;
+  }
+  // Broadcast: the root's input enters; every other rank keeps what its parent sends and passes it on.
+  if (t.parent < 0) {
+    step(StepOp::kCopySend, c0, -1);
+  } else if (c0 < 0) {
+    step(StepOp::kRecv, -1, t.parent);
+  } else {
+    step(StepOp::kRecvCopySend, c0, t.parent);
+  }
+  if (c1 >= 0) step(StepOp::kSendFromOutput, c1, -1);
+  return prog;
+}
+
 }  // namespace braid

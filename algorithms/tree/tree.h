@@ -36,4 +36,13 @@ struct TreeParams {
 // The all-reduce Program of one rank for one tree.
 Result<Program> buildTreeAllReduceProgram(const TreeParams& p);
 
+// Reduce (up only) and broadcast (down only) over one tree rotated so that `root` is its root: log2(n) hops
+// instead of the ring chain's n - 1. A reduce's non-root ranks with two children keep their partial result in
+// the output buffer, so the caller gives them scratch memory (NCCL ignores their receive buffer). p.which is
+// ignored.
+Result<Program> buildTreeRootedProgram(bool reduce, int root, const TreeParams& p);
+// Whether rank `rank`'s reduce program writes its output buffer (true for the root and for ranks with two
+// children, which accumulate there).
+bool treeReduceWritesOutput(int nranks, int rank, int root);
+
 }  // namespace braid

@@ -371,6 +371,16 @@ Status Communicator::buildPlan(Plan* plan) {
       int peer = op->root;
       int c = isSend ? p2pChannel(rank_, peer, nChannels()) : p2pChannel(peer, rank_, nChannels());
       progs.emplace_back(c, buildP2pProgram(isSend, peer, 0, op->count, chunkElems));
+    } else if (tree && op->kind != CollKind::kAllReduce) {
+      // Reduce and broadcast over one tree rooted at the root.
+      const bool reduce = op->kind == CollKind::kReduce;
+      int nch = channelsFor(unitBytes(*op), nChannels());
+      for (int c = 0; c < nch; ++c) {
+        TreeParams tp{nranks_, rank_, 0, 0, 0, chunkElems};
+        channelRange(op->count, nch, c, align, &tp.begin, &tp.end);
+        BRAID_ASSIGN_OR_RETURN(Program prog, buildTreeRootedProgram(reduce, op->root, tp));
+        progs.emplace_back(c, std::move(prog));
+      }
     } else if (tree) {
       // Double binary tree: each channel's range is halved between the two trees.
       int nch = channelsFor(unitBytes(*op), nChannels());
@@ -400,6 +410,12 @@ Status Communicator::buildPlan(Plan* plan) {
       w.prog = std::move(prog);
       w.input = static_cast<const char*>(op->sendbuff);
       w.output = static_cast<char*>(op->recvbuff);
+      // A tree reduce's interior ranks accumulate in an output NCCL does not give them (only the root's counts).
+      if (tree && op->kind == CollKind::kReduce && rank_ != op->root &&
+          treeReduceWritesOutput(nranks_, rank_, op->root)) {
+        staging_.push_back(std::make_unique<char[]>(op->count * elemSize));
+        w.output = staging_.back().get();
+      }
       w.elemSize = elemSize;
       w.op = op->op;
       for (const Step& s : w.prog.steps) {
@@ -490,6 +506,10 @@ Status nvlsOnlyError(const Filter& algo, FilterColl fc) {
 
 bool directKind(CollKind kind, DirectCollective* out);
 
+bool treeImplemented(CollKind kind) {
+  return kind == CollKind::kAllReduce || kind == CollKind::kReduce || kind == CollKind::kBroadcast;
+}
+
 bool directWantedKind(CollKind kind) {
   DirectCollective dc;
   return directKind(kind, &dc);
@@ -543,7 +563,7 @@ void Communicator::logTuning(const PendingOp& op, AlgoId chosen) const {
   const size_t bytes = unitBytes(op);
   std::string alternatives;
   for (AlgoId a : {AlgoId::kRing, AlgoId::kTree, AlgoId::kNvls}) {
-    const bool implemented = a == AlgoId::kRing || (a == AlgoId::kTree && op.kind == CollKind::kAllReduce) ||
+    const bool implemented = a == AlgoId::kRing || (a == AlgoId::kTree && treeImplemented(op.kind)) ||
                              (a == AlgoId::kNvls && direct_ != nullptr && directWantedKind(op.kind));
     if (!implemented || !algoFilter_.allows(fc, static_cast<int>(a))) continue;
     alternatives +=
@@ -558,14 +578,16 @@ void Communicator::logTuning(const PendingOp& op, AlgoId chosen) const {
 bool Communicator::fifoPathAllowed(CollKind kind) const {
   FilterColl fc;
   if (!filterColl(kind, &fc)) return true;
-  return algoFilter_.allows(fc, kRingAlgo) || (kind == CollKind::kAllReduce && algoFilter_.allows(fc, kTreeAlgo));
+  return algoFilter_.allows(fc, kRingAlgo) || (treeImplemented(kind) && algoFilter_.allows(fc, kTreeAlgo));
 }
 
 bool Communicator::useTree(const PendingOp& op) const {
   FilterColl fc;
-  if (op.kind != CollKind::kAllReduce || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kTreeAlgo)) return false;
-  // Deterministic mode always: the ring's reduction order per element depends on the chunking, a tree's does not.
-  if (deterministic_ || !algoFilter_.allows(fc, kRingAlgo)) return true;
+  const bool treeKind =
+      op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce || op.kind == CollKind::kBroadcast;
+  if (!treeKind || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kTreeAlgo)) return false;
+  // Deterministic mode: the ring all-reduce's order per element depends on the chunking, a tree's does not.
+  if ((deterministic_ && op.kind == CollKind::kAllReduce) || !algoFilter_.allows(fc, kRingAlgo)) return true;
   const size_t bytes = unitBytes(op);
   const int pin = costs_.pinned(fc, bytes);
   if (pin == kTreeAlgo || pin == kRingAlgo) return pin == kTreeAlgo;
@@ -581,7 +603,7 @@ Status Communicator::checkAlgorithms(CollKind kind) const {
   if (nranks_ == 1 || !filterColl(kind, &fc)) return Status::ok();
   DirectCollective dc;
   const bool nvls = direct_ != nullptr && directKind(kind, &dc);
-  const bool tree = kind == CollKind::kAllReduce;
+  const bool tree = treeImplemented(kind);
   if (!algoFilter_.allows(fc, kRingAlgo) && !(nvls && algoFilter_.allows(fc, kNvlsAlgo)) &&
       !(tree && algoFilter_.allows(fc, kTreeAlgo))) {
     return invalidUsage(

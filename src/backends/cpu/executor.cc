@@ -95,6 +95,9 @@ bool tryStep(WorkItem& w) {
         reduceInto(combineOnly(w.op), out, rs, out, n, true);
         memcpy(ss, out, bytes);
         break;
+      case StepOp::kRecvAccumulateCopy:
+        reduceInto(combineOnly(w.op), out, rs, out, n, true);
+        break;
     }
   }
   if (rc != nullptr) rc->recvPost();
