@@ -1,5 +1,8 @@
 #include "algorithms/direct/direct.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace braid {
 namespace {
 
@@ -50,14 +53,7 @@ void buildDirectProgram(DirectCollective coll, int nranks, int rank, size_t coun
   }
 }
 
-bool directNeedsDistinctBuffers(DirectCollective coll) {
-  return coll == DirectCollective::kAllReduceOneShot;
-}
-
 }  // namespace braid
-
-#include <algorithm>
-#include <utility>
 
 namespace braid {
 namespace {
@@ -89,6 +85,9 @@ Status checkDirectSchedule(DirectCollective coll, int nranks, size_t count) {
 
 Status checkDirectPrograms(DirectCollective coll, int nranks, size_t count,
                            const std::vector<std::vector<DirectStep>>& programs) {
+  if (nranks < 1 || programs.size() != static_cast<size_t>(nranks)) {
+    return internalError("expected programs for %d ranks, got %zu", nranks, programs.size());
+  }
   const size_t n = static_cast<size_t>(nranks);
   const bool blocked = coll == DirectCollective::kReduceScatter || coll == DirectCollective::kAllGather;
   const size_t sendCount = coll == DirectCollective::kReduceScatter ? count * n : count;
@@ -97,7 +96,10 @@ Status checkDirectPrograms(DirectCollective coll, int nranks, size_t count,
   std::vector<std::vector<int>> writes(n, std::vector<int>(recvCount, 0));
   for (int r = 0; r < nranks; ++r) {
     for (const DirectStep& s : programs[static_cast<size_t>(r)]) {
-      if (s.srcOffset + s.count > sendCount || s.dstOffset + s.count > recvCount) {
+      // Written so that huge offsets cannot wrap around and pass.
+      if (s.srcOffset > sendCount || s.count > sendCount - s.srcOffset || s.dstOffset > recvCount ||
+          s.count > recvCount - s.dstOffset ||
+          (s.kind == DirectKind::kCopy && (s.srcRank < 0 || s.srcRank >= nranks))) {
         return internalError("%s n=%d count=%zu: rank %d's step [%zu,+%zu) -> [%zu,+%zu) leaves the buffers",
                              directName(coll), nranks, count, r, s.srcOffset, s.count, s.dstOffset, s.count);
       }

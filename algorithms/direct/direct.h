@@ -34,10 +34,6 @@ std::vector<DirectStep> buildDirectProgram(DirectCollective coll, int nranks, in
 // The same into *out (cleared first), so a caller on the latency path can reuse its storage.
 void buildDirectProgram(DirectCollective coll, int nranks, int rank, size_t count, std::vector<DirectStep>* out);
 
-// Whether in-place buffers are safe for the collective: one-shot all-reduce reads every rank's whole send buffer
-// while others write theirs, so it needs out-of-place buffers on every rank (or staged inputs).
-bool directNeedsDistinctBuffers(DirectCollective coll);
-
 }  // namespace braid
 
 #include "src/common/status.h"

@@ -53,6 +53,9 @@ struct UserRedOp {
   const void* scalarPtr = nullptr;  // ncclScalarDevice: read at each launch (host memory on host comms)
 };
 
+// Bytes of one queued operation's unit (NCCL's count times the type size).
+size_t unitBytes(const PendingOp& op);
+
 class Communicator {
  public:
   Communicator();

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
+#include <random>
 
 #include "tests/common/coll_check.h"
 #include "tests/common/harness.h"
@@ -125,9 +127,6 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ThreadRanks, ::testing::Values(1, 2, 3, 4, 5, 7,
 
 }  // namespace
 }  // namespace braid_test
-
-#include <cstring>
-#include <random>
 
 namespace braid_test {
 namespace {

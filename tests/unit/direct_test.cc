@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include "algorithms/checker.h"
+#include "algorithms/tree/tree.h"
+
 namespace braid {
 namespace {
 
@@ -60,9 +63,6 @@ TEST(DirectSchedule, CheckerCatchesMistakes) {
 
 }  // namespace
 }  // namespace braid
-
-#include "algorithms/checker.h"
-#include "algorithms/tree/tree.h"
 
 namespace braid {
 namespace {

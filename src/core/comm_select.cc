@@ -1,0 +1,284 @@
+// The choice of algorithm for each queued collective (NCCL_ALGO, the cost model, pins) and the direct (NVLS-style)
+// launch phase. Every input to these decisions is agreed between ranks at init, so every rank chooses the same.
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/common/logging.h"
+#include "src/core/comm.h"
+
+namespace braid {
+
+namespace {
+
+// What each collective is to the selector: its NCCL_ALGO name, and its direct schedule when it has one.
+struct KindInfo {
+  CollKind kind;
+  FilterColl filter;
+  bool direct;
+  DirectCollective directColl;  // all-reduce: the shot is chosen at run time
+};
+
+constexpr KindInfo kKinds[] = {
+    {CollKind::kAllReduce, FilterColl::kAllReduce, true, DirectCollective::kAllReduceOneShot},
+    {CollKind::kBroadcast, FilterColl::kBroadcast, false, DirectCollective::kAllReduceOneShot},
+    {CollKind::kReduce, FilterColl::kReduce, false, DirectCollective::kAllReduceOneShot},
+    {CollKind::kAllGather, FilterColl::kAllGather, true, DirectCollective::kAllGather},
+    {CollKind::kReduceScatter, FilterColl::kReduceScatter, true, DirectCollective::kReduceScatter},
+};
+
+const KindInfo* kindInfo(CollKind kind) {
+  for (const KindInfo& k : kKinds) {
+    if (k.kind == kind) return &k;
+  }
+  return nullptr;  // send and receive
+}
+
+bool filterColl(CollKind kind, FilterColl* out) {
+  const KindInfo* k = kindInfo(kind);
+  if (k != nullptr) *out = k->filter;
+  return k != nullptr;
+}
+
+constexpr int kRingAlgo = static_cast<int>(AlgoId::kRing);
+constexpr int kNvlsAlgo = static_cast<int>(AlgoId::kNvls);
+constexpr int kTreeAlgo = static_cast<int>(AlgoId::kTree);
+
+// Every rank reaches this same decision from the same published buffers.
+Status nvlsOnlyError(const Filter& algo, FilterColl fc) {
+  return invalidUsage(
+      "NCCL_ALGO=\"%s\" allows only NVLS for %s, which needs every rank's buffers reachable by every other "
+      "rank: allocate them with ncclMemAlloc (or run the ranks as threads of one process)",
+      algo.setting.c_str(), filterCollName(fc));
+}
+
+bool directKind(CollKind kind, DirectCollective* out);
+
+bool treeImplemented(CollKind kind) {
+  return kind == CollKind::kAllReduce || kind == CollKind::kReduce || kind == CollKind::kBroadcast;
+}
+
+bool directWantedKind(CollKind kind) {
+  DirectCollective dc;
+  return directKind(kind, &dc);
+}
+
+bool directKind(CollKind kind, DirectCollective* out) {
+  const KindInfo* k = kindInfo(kind);
+  if (k == nullptr || !k->direct) return false;
+  *out = k->directColl;
+  return true;
+}
+
+}  // namespace
+
+bool Communicator::directWanted(const PendingOp& op) const {
+  DirectCollective dc;
+  FilterColl fc;
+  if (!direct_ || !directKind(op.kind, &dc) || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kNvlsAlgo)) {
+    return false;
+  }
+  // A pin to an algorithm that is allowed and runs on the FIFO path takes the operation there.
+  const int pin = costs_.pinned(fc, unitBytes(op));
+  const bool treeOk = op.kind == CollKind::kAllReduce && algoFilter_.allows(fc, kTreeAlgo);
+  const bool ringOk = algoFilter_.allows(fc, kRingAlgo);
+  if (pin >= 0 && algoFilter_.allows(fc, pin) && (pin == kRingAlgo || (pin == kTreeAlgo && treeOk))) return false;
+  if (pin == kNvlsAlgo || deterministic_) return true;
+  // Otherwise the model: NVLS unless a FIFO-path algorithm is predicted faster.
+  const size_t bytes = unitBytes(op);
+  const double nvls = costs_.predictUs(fc, AlgoId::kNvls, nranks_, cpus_, bytes);
+  double fifo = -1;
+  if (ringOk) fifo = costs_.predictUs(fc, AlgoId::kRing, nranks_, cpus_, bytes);
+  if (treeOk) {
+    const double t = costs_.predictUs(fc, AlgoId::kTree, nranks_, cpus_, bytes);
+    fifo = fifo < 0 ? t : std::min(fifo, t);
+  }
+  return fifo < 0 || nvls <= fifo;
+}
+
+void Communicator::logTuning(const PendingOp& op, AlgoId chosen) const {
+  FilterColl fc;
+  if (!logEnabled(LogLevel::kInfo, kLogTuning) || !filterColl(op.kind, &fc)) return;
+  const size_t bytes = unitBytes(op);
+  std::string alternatives;
+  for (AlgoId a : {AlgoId::kRing, AlgoId::kTree, AlgoId::kNvls}) {
+    const bool implemented = a == AlgoId::kRing || (a == AlgoId::kTree && treeImplemented(op.kind)) ||
+                             (a == AlgoId::kNvls && direct_ != nullptr && directWantedKind(op.kind));
+    if (!implemented || !algoFilter_.allows(fc, static_cast<int>(a))) continue;
+    alternatives +=
+        strPrintf("%s%s %.1f us", alternatives.empty() ? "" : ", ", algoNames()[static_cast<size_t>(a)].c_str(),
+                  costs_.predictUs(fc, a, nranks_, cpus_, bytes));
+  }
+  BRAID_INFO(kLogTuning, "%s %zu bytes, %d ranks: %s -> %s/Simple (costs: %s%s)", filterCollName(fc), bytes, nranks_,
+             alternatives.c_str(), algoNames()[static_cast<size_t>(chosen)].c_str(), costs_.source().c_str(),
+             costs_.pinned(fc, bytes) >= 0 ? ", pinned" : "");
+}
+
+bool Communicator::fifoPathAllowed(CollKind kind) const {
+  FilterColl fc;
+  if (!filterColl(kind, &fc)) return true;
+  return algoFilter_.allows(fc, kRingAlgo) || (treeImplemented(kind) && algoFilter_.allows(fc, kTreeAlgo));
+}
+
+bool Communicator::useTree(const PendingOp& op) const {
+  FilterColl fc;
+  const bool treeKind =
+      op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce || op.kind == CollKind::kBroadcast;
+  if (!treeKind || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kTreeAlgo)) return false;
+  // Deterministic mode: the ring all-reduce's order per element depends on the chunking, a tree's does not.
+  if ((deterministic_ && op.kind == CollKind::kAllReduce) || !algoFilter_.allows(fc, kRingAlgo)) return true;
+  const size_t bytes = unitBytes(op);
+  const int pin = costs_.pinned(fc, bytes);
+  if (pin == kTreeAlgo || pin == kRingAlgo) return pin == kTreeAlgo;
+  // The model: the tree's 2 log2(n) dependent hops against the ring's 2 (n - 1) and its better bandwidth.
+  const double ring = costs_.predictUs(fc, AlgoId::kRing, nranks_, cpus_, bytes);
+  const double tree = costs_.predictUs(fc, AlgoId::kTree, nranks_, cpus_, bytes);
+  return tree < ring;
+}
+
+Status Communicator::checkAlgorithms(CollKind kind) const {
+  FilterColl fc;
+  // One rank moves nothing between ranks: every algorithm and protocol is the same local copy (as in NCCL).
+  if (nranks_ == 1 || !filterColl(kind, &fc)) return Status::ok();
+  DirectCollective dc;
+  const bool nvls = direct_ != nullptr && directKind(kind, &dc);
+  const bool tree = treeImplemented(kind);
+  if (!algoFilter_.allows(fc, kRingAlgo) && !(nvls && algoFilter_.allows(fc, kNvlsAlgo)) &&
+      !(tree && algoFilter_.allows(fc, kTreeAlgo))) {
+    return invalidUsage(
+        "NCCL_ALGO=\"%s\" leaves no algorithm for %s on this communicator: braid implements Ring%s%s here (PAT, "
+        "CollNet and NVLSTree are not built yet%s)",
+        algoFilter_.setting.c_str(), filterCollName(fc), tree ? ", Tree" : "", nvls ? " and NVLS" : "",
+        direct_ == nullptr ? "; NVLS needs every rank on one host, sharing memory" : "");
+  }
+  if (!protoFilter_.allows(fc, static_cast<int>(ProtoId::kSimple))) {
+    return invalidUsage(
+        "NCCL_PROTO=\"%s\" leaves no protocol for %s: the host backend runs Simple only (LL and LL128 are not "
+        "wired into it yet)",
+        protoFilter_.setting.c_str(), filterCollName(fc));
+  }
+  return Status::ok();
+}
+
+Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
+  // The latency path: one communicator with one queued collective, no bookkeeping allocations.
+  if (comms.size() == 1 && comms[0]->direct_ && comms[0]->pending_.size() == 1) {
+    Communicator* c = comms[0];
+    const PendingOp& op = c->pending_[0];
+    DirectRequest r;
+    FilterColl fc;
+    if (!c->directWanted(op) || !directKind(op.kind, &r.coll) || !filterColl(op.kind, &fc)) return Status::ok();
+    c->logTuning(op, AlgoId::kNvls);
+    r.send = op.sendbuff;
+    r.recv = op.recvbuff;
+    r.count = op.count;
+    r.op = op.op;
+    const ExecContext ctx = c->execContext();
+    bool ran = false;
+    BRAID_RETURN_IF_ERROR(c->direct_->post(r, ctx));
+    BRAID_RETURN_IF_ERROR(c->direct_->execute(r, ctx, &ran));
+    if (!ran && !c->fifoPathAllowed(op.kind)) return nvlsOnlyError(c->algoFilter_, fc);
+    c->direct_->finishPost();
+    BRAID_RETURN_IF_ERROR(c->direct_->finishWait(ctx));
+    if (ran) c->pending_.clear();
+    return Status::ok();
+  }
+  // Which queued ops each communicator runs directly. Collectives are queued in the same order on every rank, so
+  // every rank picks the same ones; p2p ops (which may differ per rank) never take this path.
+  struct Job {
+    Communicator* comm;
+    std::vector<size_t> ops;  // indices into pending_
+    std::vector<bool> ran;
+  };
+  std::vector<Job> jobs;
+  size_t rounds = 0;
+  for (Communicator* c : comms) {
+    if (!c->direct_) continue;
+    Job j{c, {}, {}};
+    for (size_t i = 0; i < c->pending_.size(); ++i) {
+      DirectCollective dc;
+      FilterColl fc;
+      const CollKind kind = c->pending_[i].kind;
+      if (directKind(kind, &dc) && filterColl(kind, &fc) && c->directWanted(c->pending_[i])) {
+        c->logTuning(c->pending_[i], AlgoId::kNvls);
+        j.ops.push_back(i);
+      }
+    }
+    if (j.ops.empty()) continue;
+    j.ran.assign(j.ops.size(), false);
+    rounds = std::max(rounds, j.ops.size());
+    jobs.push_back(std::move(j));
+  }
+  auto request = [](const Communicator* c, size_t i) {
+    const PendingOp& op = c->pending_[i];
+    DirectRequest r;
+    directKind(op.kind, &r.coll);
+    r.send = op.sendbuff;
+    r.recv = op.recvbuff;
+    r.count = op.count;
+    r.op = op.op;
+    return r;
+  };
+  // Phase by phase across communicators: posts never block, so one thread may drive several ranks of a clique.
+  // Executes run in whichever order the communicators become ready (a fixed order could wait on one whose peers
+  // are busy with another communicator this thread drives), and each signals done at once.
+  for (size_t k = 0; k < rounds; ++k) {
+    for (Job& j : jobs) {
+      if (k < j.ops.size()) {
+        BRAID_RETURN_IF_ERROR(j.comm->direct_->post(request(j.comm, j.ops[k]), j.comm->execContext()));
+      }
+    }
+    std::vector<char> executed(jobs.size(), 0);
+    size_t left = 0;
+    for (Job& j : jobs) left += k < j.ops.size() ? 1 : 0;
+    const auto since = std::chrono::steady_clock::now();
+    int idle = 0;
+    while (left > 0) {
+      bool progressed = false;
+      for (size_t x = 0; x < jobs.size(); ++x) {
+        Job& j = jobs[x];
+        if (k >= j.ops.size() || executed[x] != 0) continue;
+        // With one communicator left there is nothing to interleave: its execute may block.
+        if (left > 1 && !j.comm->direct_->allPosted()) continue;
+        bool ran = false;
+        const PendingOp& op = j.comm->pending_[j.ops[k]];
+        BRAID_RETURN_IF_ERROR(j.comm->direct_->execute(request(j.comm, j.ops[k]), j.comm->execContext(), &ran));
+        FilterColl fc;
+        if (!ran && filterColl(op.kind, &fc) && !j.comm->fifoPathAllowed(op.kind)) {
+          return nvlsOnlyError(j.comm->algoFilter_, fc);
+        }
+        j.comm->direct_->finishPost();
+        j.ran[k] = ran;
+        executed[x] = 1;
+        --left;
+        progressed = true;
+      }
+      if (progressed || left == 0) {
+        idle = 0;
+        continue;
+      }
+      if (++idle < 64) continue;
+      std::this_thread::yield();
+      if ((idle & 255) != 0) continue;
+      for (Job& j : jobs) BRAID_RETURN_IF_ERROR(j.comm->direct_->checkStalled(j.comm->execContext(), since));
+    }
+    for (Job& j : jobs) {
+      if (k < j.ops.size()) BRAID_RETURN_IF_ERROR(j.comm->direct_->finishWait(j.comm->execContext()));
+    }
+  }
+  for (Job& j : jobs) {
+    std::vector<PendingOp> rest;
+    size_t next = 0;
+    for (size_t i = 0; i < j.comm->pending_.size(); ++i) {
+      const bool isDirect = next < j.ops.size() && j.ops[next] == i;
+      if (isDirect && j.ran[next++]) continue;
+      rest.push_back(j.comm->pending_[i]);
+    }
+    j.comm->pending_.swap(rest);
+  }
+  return Status::ok();
+}
+
+}  // namespace braid
