@@ -124,9 +124,7 @@ bool Communicator::fifoPathAllowed(CollKind kind) const {
 
 bool Communicator::useTree(const PendingOp& op) const {
   FilterColl fc;
-  const bool treeKind =
-      op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce || op.kind == CollKind::kBroadcast;
-  if (!treeKind || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kTreeAlgo)) return false;
+  if (!treeImplemented(op.kind) || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kTreeAlgo)) return false;
   // Deterministic mode: the ring all-reduce's order per element depends on the chunking, a tree's does not.
   if ((deterministic_ && op.kind == CollKind::kAllReduce) || !algoFilter_.allows(fc, kRingAlgo)) return true;
   const size_t bytes = unitBytes(op);
