@@ -26,7 +26,9 @@ C
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib64/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig"
 cc -std=c99 -DBRAID_NO_CUDA_HEADERS "$work/consumer.c" $(pkg-config --cflags --libs nccl) -o "$work/pc_consumer"
 "$work/pc_consumer"
-ldd "$work/pc_consumer" | grep -q "$prefix" || { echo "pkg-config consumer did not load the installed library"; exit 1; }
+# Capture first: with pipefail, `ldd | grep -q` fails whenever grep exits early and ldd gets SIGPIPE.
+libs=$(ldd "$work/pc_consumer")
+grep -qF "$prefix" <<<"$libs" || { echo "pkg-config consumer did not load the installed library"; exit 1; }
 mkdir -p "$work/cm"
 cat > "$work/cm/CMakeLists.txt" <<'CM'
 cmake_minimum_required(VERSION 3.22)
