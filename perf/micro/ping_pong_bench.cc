@@ -24,12 +24,14 @@
 #include <vector>
 
 #include "src/common/status.h"
+#include "src/common/wait.h"
 #include "transports/ll.h"
 #include "transports/transport.h"
 
 namespace {
 
 using braid::Connector;
+using braid::cpuRelax;
 using braid::PeerInfo;
 using braid::Status;
 using Clock = std::chrono::steady_clock;
@@ -44,12 +46,6 @@ constexpr uint32_t kSpinsPerCheck = 1024;
 enum class Proto { kSimple, kLl };
 enum class Wait { kReady, kPeerGone, kTimeout };
 
-inline void cpuPause() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();  // lets the sibling hyperthread run and avoids the memory-order flush on loop exit
-#endif
-}
-
 // Spins until ready() returns true, the peer marks itself aborted or dies (kPeerGone: also the normal way the
 // echoing side learns the benchmark is over), or kSpinTimeout passes.
 template <typename Ready>
@@ -57,7 +53,7 @@ Wait spinUntil(const Connector& watch, Ready&& ready) {
   Clock::time_point deadline;
   for (uint32_t n = 1;; ++n) {
     if (ready()) return Wait::kReady;
-    cpuPause();
+    cpuRelax();
     if (n % kSpinsPerCheck == 0) {
       // Only reached when the peer is slow, which on a busy 2-core machine means it shares our CPU: yielding lets
       // it run now instead of at the end of our time slice (milliseconds). A quiet machine never gets here.

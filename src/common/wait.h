@@ -9,6 +9,15 @@ namespace braid {
 
 using Clock = std::chrono::steady_clock;
 
+// One polite spin of a busy wait: lets a sibling hyperthread run and avoids the pipeline flush on loop exit.
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 struct WaitContext {
   const std::atomic<bool>* abort = nullptr;  // set by ncclCommAbort (may be null)
   Clock::time_point deadline = Clock::time_point::max();

@@ -20,24 +20,15 @@
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/common/logging.h"
+#include "src/common/wait.h"
 
 namespace braid {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 constexpr size_t kSlotBytes = 256;
 constexpr size_t kTileBytes = 16 << 10;  // reductions accumulate a tile in L1, then store it to every destination
 constexpr int kYieldsBeforeSleep = 16;
 constexpr long kSleepNanoseconds = 10 * 1000 * 1000;  // a futex sleep is bounded, so aborts and deadlines are seen
-
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 void futexWait(std::atomic<uint32_t>* word, uint32_t expected) {
   timespec ts{0, kSleepNanoseconds};

@@ -11,14 +11,6 @@
 namespace braid {
 namespace {
 
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 bool opIsPlainCopy(const ReduceOp& op) {
   return op.kind != OpKind::kPreMulSum && op.kind != OpKind::kAvg;
 }
