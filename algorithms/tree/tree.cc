@@ -60,10 +60,10 @@ int treeDepth(int nranks, int /*which*/) {
   return depthOf(0, nranks);
 }
 
-Result<Program> buildTreeAllReduceProgram(const TreeParams& p) {
-  if (p.nranks < 1 || p.rank < 0 || p.rank >= p.nranks || (p.which != 0 && p.which != 1)) {
-    return internalError("tree: bad parameters (n=%d rank=%d tree=%d)", p.nranks, p.rank, p.which);
-  }
+namespace {
+
+// One tile-sized block per step: both trees' programs share this frame.
+Result<Program> treeProgram(const TreeParams& p) {
   if (p.chunkElems == 0 || p.end < p.begin) return internalError("tree: bad range or chunk");
   Program prog;
   prog.layout = Layout::kTiled;
@@ -71,39 +71,58 @@ Result<Program> buildTreeAllReduceProgram(const TreeParams& p) {
   prog.end = p.end;
   prog.chunkElems = p.chunkElems;
   prog.nblocks = 1;
-  auto step = [&](StepOp op, int sendPeer, int recvPeer) { prog.steps.push_back(Step{op, 0, sendPeer, recvPeer}); };
+  return prog;
+}
+
+void addStep(Program& prog, StepOp op, int sendPeer, int recvPeer) {
+  prog.steps.push_back(Step{op, 0, sendPeer, recvPeer});
+}
+
+// A non-root rank's way up: its children's partial results combined with its own input, sent to the parent.
+void appendUp(Program& prog, const TreeNode& t) {
+  const int c0 = t.children[0], c1 = t.children[1];
+  if (c0 < 0) {
+    addStep(prog, StepOp::kSend, t.parent, -1);
+  } else if (c1 < 0) {
+    addStep(prog, StepOp::kRecvReduceSend, t.parent, c0);
+  } else {
+    addStep(prog, StepOp::kRecvReducePartial, -1, c0);
+    addStep(prog, StepOp::kRecvAccumulateSend, t.parent, c1);
+  }
+}
+
+// A non-root rank's way down: the result comes from the parent, is kept, and passed on to the children.
+void appendDown(Program& prog, const TreeNode& t) {
+  const int c0 = t.children[0], c1 = t.children[1];
+  if (c0 < 0) {
+    addStep(prog, StepOp::kRecv, -1, t.parent);
+    return;
+  }
+  addStep(prog, StepOp::kRecvCopySend, c0, t.parent);
+  if (c1 >= 0) addStep(prog, StepOp::kSendFromOutput, c1, -1);
+}
+
+}  // namespace
+
+Result<Program> buildTreeAllReduceProgram(const TreeParams& p) {
+  if (p.nranks < 1 || p.rank < 0 || p.rank >= p.nranks || (p.which != 0 && p.which != 1)) {
+    return internalError("tree: bad parameters (n=%d rank=%d tree=%d)", p.nranks, p.rank, p.which);
+  }
+  BRAID_ASSIGN_OR_RETURN(Program prog, treeProgram(p));
   const TreeNode t = treeNode(p.nranks, p.rank, p.which);
   const int c0 = t.children[0], c1 = t.children[1];
   if (p.nranks == 1) {
-    step(StepOp::kCopy, -1, -1);
-    return prog;
-  }
-  // Up: combine the children's partial results with this rank's input, towards the root.
-  if (t.parent >= 0) {
-    if (c0 < 0) {
-      step(StepOp::kSend, t.parent, -1);
-    } else if (c1 < 0) {
-      step(StepOp::kRecvReduceSend, t.parent, c0);
-    } else {
-      step(StepOp::kRecvReducePartial, -1, c0);
-      step(StepOp::kRecvAccumulateSend, t.parent, c1);
-    }
-    // Down: the final result comes from the parent; pass it on to the children.
-    if (c0 < 0) {
-      step(StepOp::kRecv, -1, t.parent);
-    } else {
-      step(StepOp::kRecvCopySend, c0, t.parent);
-      if (c1 >= 0) step(StepOp::kSendFromOutput, c1, -1);
-    }
-    return prog;
-  }
-  // The root: the last combination is final; the result starts its way down at once.
-  if (c1 < 0) {
-    step(StepOp::kRecvReduceCopySend, c0, c0);
+    addStep(prog, StepOp::kCopy, -1, -1);
+  } else if (t.parent >= 0) {
+    appendUp(prog, t);
+    appendDown(prog, t);
+  } else if (c1 < 0) {
+    // The root: the last combination is final; the result starts its way down at once.
+    addStep(prog, StepOp::kRecvReduceCopySend, c0, c0);
   } else {
-    step(StepOp::kRecvReducePartial, -1, c0);
-    step(StepOp::kRecvAccumulateCopySend, c1, c1);
-    step(StepOp::kSendFromOutput, c0, -1);
+    addStep(prog, StepOp::kRecvReducePartial, -1, c0);
+    addStep(prog, StepOp::kRecvAccumulateCopySend, c1, c1);
+    addStep(prog, StepOp::kSendFromOutput, c0, -1);
   }
   return prog;
 }
@@ -132,47 +151,28 @@ Result<Program> buildTreeRootedProgram(bool reduce, int root, const TreeParams& 
   if (p.nranks < 1 || p.rank < 0 || p.rank >= p.nranks || root < 0 || root >= p.nranks) {
     return internalError("tree: bad parameters (n=%d rank=%d root=%d)", p.nranks, p.rank, root);
   }
-  if (p.chunkElems == 0 || p.end < p.begin) return internalError("tree: bad range or chunk");
-  Program prog;
-  prog.layout = Layout::kTiled;
-  prog.begin = p.begin;
-  prog.end = p.end;
-  prog.chunkElems = p.chunkElems;
-  prog.nblocks = 1;
-  auto step = [&](StepOp op, int sendPeer, int recvPeer) { prog.steps.push_back(Step{op, 0, sendPeer, recvPeer}); };
+  BRAID_ASSIGN_OR_RETURN(Program prog, treeProgram(p));
   const TreeNode t = rootedNode(p.nranks, p.rank, root);
   const int c0 = t.children[0], c1 = t.children[1];
   if (p.nranks == 1) {
-    step(StepOp::kCopy, -1, -1);
-    return prog;
-  }
-  if (reduce) {
-    if (t.parent >= 0) {
-      if (c0 < 0) {
-        step(StepOp::kSend, t.parent, -1);
-      } else if (c1 < 0) {
-        step(StepOp::kRecvReduceSend, t.parent, c0);
-      } else {
-        step(StepOp::kRecvReducePartial, -1, c0);
-        step(StepOp::kRecvAccumulateSend, t.parent, c1);
-      }
-    } else if (c1 < 0) {
-      step(StepOp::kRecvReduceCopy, -1, c0);
+    addStep(prog, StepOp::kCopy, -1, -1);
+  } else if (reduce && t.parent >= 0) {
+    appendUp(prog, t);
+  } else if (reduce) {
+    // The root's last combination is final.
+    if (c1 < 0) {
+      addStep(prog, StepOp::kRecvReduceCopy, -1, c0);
     } else {
-      step(StepOp::kRecvReducePartial, -1, c0);
-      step(StepOp::kRecvAccumulateCopy, -1, c1);
+      addStep(prog, StepOp::kRecvReducePartial, -1, c0);
+      addStep(prog, StepOp::kRecvAccumulateCopy, -1, c1);
     }
-    return prog;
-  }
-  // Broadcast: the root's input enters; every other rank keeps what its parent sends and passes it on.
-  if (t.parent < 0) {
-    step(StepOp::kCopySend, c0, -1);
-  } else if (c0 < 0) {
-    step(StepOp::kRecv, -1, t.parent);
+  } else if (t.parent >= 0) {
+    appendDown(prog, t);
   } else {
-    step(StepOp::kRecvCopySend, c0, t.parent);
+    // Broadcast: the root's input enters the tree.
+    addStep(prog, StepOp::kCopySend, c0, -1);
+    if (c1 >= 0) addStep(prog, StepOp::kSendFromOutput, c1, -1);
   }
-  if (c1 >= 0) step(StepOp::kSendFromOutput, c1, -1);
   return prog;
 }
 
