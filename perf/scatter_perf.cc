@@ -1,5 +1,5 @@
 // scatter_perf: nccl-tests' scatter benchmark and checker, on braid's shared perf driver.
-#include "perf/common/collective.h"
+#include "perf/common/spec_parts.h"
 
 namespace {
 
@@ -15,18 +15,6 @@ CollCounts counts(size_t bytes, size_t typeSize, int nranks) {
   return c;
 }
 
-size_t algBytes(const CollCounts& c, size_t typeSize, int nranks) {
-  return c.paramCount * typeSize * static_cast<size_t>(nranks);
-}
-
-double busBwFactor(int nranks) {
-  return nranks > 0 ? static_cast<double>(nranks - 1) / nranks : 0.0;
-}
-
-void input(const DataCtx& ctx, void* send) {
-  braid::perf::fillInput(ctx.dataSpec(), ctx.rank, 0, ctx.counts.sendCount, send);
-}
-
 // Block `rank` of the root's input.
 size_t expected(const DataCtx& ctx, void* out) {
   const size_t block = ctx.counts.paramCount;
@@ -37,14 +25,15 @@ size_t expected(const DataCtx& ctx, void* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  braid::perf::CollectiveSpec spec;
+  using namespace braid::perf;
+  CollectiveSpec spec;
   spec.name = "scatter_perf";
-  spec.kind = braid::perf::CollKind::kScatter;
+  spec.kind = CollKind::kScatter;
   spec.hasRoot = true;
   spec.counts = counts;
-  spec.algBytes = algBytes;
-  spec.busBwFactor = busBwFactor;
-  spec.initInput = input;
+  spec.algBytes = countBytesTimesRanks;
+  spec.busBwFactor = blocksBusFactor;
+  spec.initInput = ownInput;
   spec.initExpected = expected;
-  return braid::perf::runPerf(spec, argc, argv);
+  return runPerf(spec, argc, argv);
 }
