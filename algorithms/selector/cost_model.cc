@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <sstream>
 
 namespace braid {
@@ -66,10 +68,13 @@ AlgoCost builtIn(FilterColl coll, AlgoId algo, int nranks, int cpus) {
 }  // namespace
 
 Result<CostModel> CostModel::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return invalidArgument("BRAID_TUNING_FILE=%s cannot be read", path.c_str());
+  std::ifstream file(path);
+  if (!file) return invalidArgument("BRAID_TUNING_FILE=%s cannot be read", path.c_str());
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::istringstream in(text);
   CostModel m;
   m.source_ = path;
+  m.contentHash_ = std::hash<std::string>()(text);
   std::string line;
   int lineNo = 0;
   while (std::getline(in, line)) {

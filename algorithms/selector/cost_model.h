@@ -12,6 +12,7 @@
 // honoured only when NCCL_ALGO allows the algorithm.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <tuple>
@@ -38,6 +39,8 @@ class CostModel {
   // The algorithm a pin forces for this size, or -1.
   int pinned(FilterColl coll, size_t bytes) const;
   const std::string& source() const { return source_; }
+  // A hash of the file's text (0 for the built-in figures): ranks compare it to be sure they share one model.
+  uint64_t contentHash() const { return contentHash_; }
 
  private:
   std::map<std::tuple<int, int, int>, AlgoCost> costs_;  // (coll, algo, nranks)
@@ -48,6 +51,7 @@ class CostModel {
   };
   std::vector<Pin> pins_;
   std::string source_ = "built-in";
+  uint64_t contentHash_ = 0;
 };
 
 }  // namespace braid

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <iterator>
 
 #include "src/common/logging.h"
 #include "src/common/params.h"
@@ -144,11 +143,8 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   const std::string tuningFile = params::TuningFile();
   if (!tuningFile.empty()) {
     BRAID_ASSIGN_OR_RETURN(costs_, CostModel::load(tuningFile));
-    std::ifstream text(tuningFile);
-    mine.tuningHash = std::hash<std::string>()(std::string(std::istreambuf_iterator<char>(text), {}));
-  } else {
-    mine.tuningHash = 0;
   }
+  mine.tuningHash = costs_.contentHash();
   mine.direct = params::Direct() != 0;
   mine.deterministic = params::Deterministic() != 0;
   mine.algoHash = std::hash<std::string>()(algoFilter_.setting);
