@@ -153,6 +153,8 @@ class ThreadRunner {
   }
 
   // Every rank decides the same way, so a refusal ends every process with the same message and nothing hangs.
+  // The barrier keeps the other ranks alive until the reporter has printed: a launcher that kills the survivors
+  // when one rank exits (braidrun, mpirun) would otherwise swallow the message.
   void refuseUnsupported() {
     for (const TypeInfo* type : s_.opts.types) {
       for (const OpInfo* op : s_.opts.ops) {
@@ -162,6 +164,7 @@ class ThreadRunner {
             std::fprintf(stderr, "%s: --baseline %s: %s\n", s_.spec->name, s_.backend->name(), why.c_str());
           }
           std::fflush(stderr);
+          barrier();
           std::_Exit(kStatusError);
         }
       }
