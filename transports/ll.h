@@ -138,4 +138,21 @@ inline bool llTryRead(const LlLine* lines, void* dst, size_t bytes, uint32_t fla
   return llTryReadFrom(lines, dst, bytes, flag, &done);
 }
 
+// FIFO messages: a step's slot always carries at least one line, so an empty block (a short last tile) is still
+// seen to arrive. An empty message is one line with a zero payload.
+inline void llWriteMessage(LlLine* lines, const void* src, size_t bytes, uint32_t flag) {
+  if (bytes == 0) {
+    llStoreWord(lines, llPack(0, flag));
+    return;
+  }
+  llWrite(lines, src, bytes, flag);
+}
+
+inline bool llTryReadMessage(const LlLine* lines, void* dst, size_t bytes, uint32_t flag, size_t* linesDone) {
+  if (bytes != 0) return llTryReadFrom(lines, dst, bytes, flag, linesDone);
+  if (*linesDone == 0 && llFlagOf(llLoadWord(lines)) != flag) return false;
+  *linesDone = 1;
+  return true;
+}
+
 }  // namespace braid

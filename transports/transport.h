@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "src/common/status.h"
+#include "transports/ll.h"
 
 namespace braid {
 
@@ -33,6 +34,7 @@ struct alignas(64) FifoCtrl {
   std::atomic<uint32_t> receiverAborted;  // set when the receiving rank aborts or fails
   uint64_t slotBytes;
   uint32_t nslots;
+  uint64_t llSlotBytes;  // bytes of lines per LL slot (transports/ll.h)
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process counters need lock-free atomics");
 
@@ -64,6 +66,14 @@ class Connector {
   const char* recvSlot() const { return slots_ + (step_ % kFifoSlots) * ctrl_->slotBytes; }
   void recvPost() { ctrl_->head.store(++step_, std::memory_order_release); }
 
+  // LL protocol: the lines of the current step's slot and the flag its message carries.
+  size_t llSlotBytes() const { return ctrl_->llSlotBytes; }
+  LlLine* llSlot() const {
+    return reinterpret_cast<LlLine*>(slots_ + kFifoSlots * ctrl_->slotBytes +
+                                     (step_ % kFifoSlots) * ctrl_->llSlotBytes);
+  }
+  uint32_t llFlagNow() const { return llFlag(step_); }
+
   // Failure signalling between the two ends.
   void markAborted() { (isSend_ ? ctrl_->senderAborted : ctrl_->receiverAborted).store(1, std::memory_order_release); }
   bool peerAborted() const {
@@ -93,8 +103,9 @@ class Transport {
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
   virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
-  // Receiver: allocates the FIFO (slotBytes per slot) and describes it in blob.
-  virtual Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes) = 0;
+  // Receiver: allocates the FIFO (slotBytes per Simple slot, llSlotBytes per LL slot) and describes it in blob.
+  virtual Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes,
+                                      size_t llSlotBytes) = 0;
   // Sender: attaches to the receiver's FIFO.
   virtual Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer,
                                                          const char* blob) = 0;

@@ -97,6 +97,7 @@ Result<Filter> parseFilter(const std::string& text, const std::vector<std::strin
     for (int c = 0; c < kFilterColls; ++c) {
       if (coll < 0 || coll == c) f.allowed[static_cast<size_t>(c)] = set;
     }
+    if (coll < 0) f.base = set;
   }
   return f;
 }

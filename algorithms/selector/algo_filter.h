@@ -33,7 +33,9 @@ const std::vector<std::string>& protoNames();  // "LL", "LL128", "Simple"
 struct Filter {
   std::string setting;  // the text it came from ("" = unset)
   std::vector<std::array<bool, 8>> allowed = std::vector<std::array<bool, 8>>(kFilterColls, allTrue());
+  std::array<bool, 8> base = allTrue();  // the first, collective-less entry (send/receive follow it)
   bool allows(FilterColl c, int item) const { return allowed[static_cast<size_t>(c)][static_cast<size_t>(item)]; }
+  bool allowsDefault(int item) const { return base[static_cast<size_t>(item)]; }
 
  private:
   static std::array<bool, 8> allTrue() {

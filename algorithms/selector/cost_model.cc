@@ -31,6 +31,10 @@ int findColl(const std::string& token) {
   return -1;
 }
 
+// LL against Simple on the same path (measured on the 2-core host; docs/perf.md).
+constexpr double kLlAlphaFactor = 0.7;
+constexpr double kLlBetaFactor = 0.35;
+
 int log2Ceil(int n) {
   int d = 0;
   while ((1 << d) < n) ++d;
@@ -52,17 +56,27 @@ double steps(FilterColl coll, AlgoId algo, int nranks) {
   }
 }
 
-AlgoCost builtIn(FilterColl coll, AlgoId algo, int nranks, int cpus) {
+AlgoCost builtIn(FilterColl coll, AlgoId algo, ProtoId proto, int nranks, int cpus) {
   const bool oversubscribed = nranks > std::max(cpus, 1);
   const double hop = oversubscribed ? 1.8 : 0.6;
+  AlgoCost c;
   switch (algo) {
     case AlgoId::kTree:
-      return AlgoCost{steps(coll, algo, nranks) * (oversubscribed ? 1.1 : 0.5), 1.0};
+      c = AlgoCost{steps(coll, algo, nranks) * (oversubscribed ? 1.1 : 0.5), 1.0};
+      break;
     case AlgoId::kNvls:
-      return AlgoCost{oversubscribed ? 3.5 : 0.45, oversubscribed ? 3.5 : 6.0};
+      c = AlgoCost{oversubscribed ? 3.5 : 0.45, oversubscribed ? 3.5 : 6.0};
+      break;
     default:
-      return AlgoCost{steps(coll, algo, nranks) * hop, oversubscribed ? 2.0 : 3.2};
+      c = AlgoCost{steps(coll, algo, nranks) * hop, oversubscribed ? 2.0 : 3.2};
+      break;
   }
+  if (proto == ProtoId::kLL) {
+    // LL: no tail counter to bounce per hop, but half of every line is flag and every word is checked.
+    c.alphaUs *= kLlAlphaFactor;
+    c.betaGBps *= kLlBetaFactor;
+  }
+  return c;
 }
 
 }  // namespace
@@ -91,24 +105,40 @@ Result<CostModel> CostModel::load(const std::string& path) {
     if (lower(kind) == "cost") {
       int nranks = 0;
       double alpha = -1, beta = -1;
-      if (!(words >> collName >> algoName >> nranks >> alpha >> beta)) {
-        return bad("expected 'cost <collective> <algorithm> <ranks> <alpha us> <beta GB/s>'");
+      std::string third;
+      if (!(words >> collName >> algoName >> third)) {
+        return bad("expected 'cost <collective> <algorithm> [<protocol>] <ranks> <alpha us> <beta GB/s>'");
+      }
+      int proto = findName(protoNames(), third);
+      std::istringstream ranksWord(third);
+      if (proto >= 0 ? !(words >> nranks) : !(ranksWord >> nranks)) {
+        return bad("expected 'cost <collective> <algorithm> [<protocol>] <ranks> <alpha us> <beta GB/s>'");
+      }
+      if (proto < 0) proto = static_cast<int>(ProtoId::kSimple);
+      if (!(words >> alpha >> beta)) {
+        return bad("expected 'cost <collective> <algorithm> [<protocol>] <ranks> <alpha us> <beta GB/s>'");
       }
       const int coll = findColl(collName), algo = findName(algoNames(), algoName);
       if (coll < 0) return bad("unknown collective '" + collName + "'");
       if (algo < 0) return bad("unknown algorithm '" + algoName + "'");
       if (nranks < 1 || !(alpha >= 0) || !(beta > 0)) return bad("ranks >= 1, alpha >= 0 and beta > 0 are required");
-      m.costs_[{coll, algo, nranks}] = AlgoCost{alpha, beta};
+      m.costs_[{coll, algo, proto, nranks}] = AlgoCost{alpha, beta};
     } else if (lower(kind) == "pin") {
       unsigned long long lo = 0, hi = 0;
       if (!(words >> collName >> lo >> hi >> algoName)) {
-        return bad("expected 'pin <collective> <min bytes> <max bytes> <algorithm>'");
+        return bad("expected 'pin <collective> <min bytes> <max bytes> <algorithm> [<protocol>]'");
       }
       const int coll = findColl(collName), algo = findName(algoNames(), algoName);
       if (coll < 0) return bad("unknown collective '" + collName + "'");
       if (algo < 0) return bad("unknown algorithm '" + algoName + "'");
       if (hi < lo) return bad("max bytes is below min bytes");
-      m.pins_.push_back(Pin{coll, static_cast<size_t>(lo), static_cast<size_t>(hi), algo});
+      int proto = -1;
+      std::string protoName;
+      if (words >> protoName) {
+        proto = findName(protoNames(), protoName);
+        if (proto < 0) return bad("unknown protocol '" + protoName + "'");
+      }
+      m.pins_.push_back(Pin{coll, static_cast<size_t>(lo), static_cast<size_t>(hi), algo, proto});
     } else {
       return bad("unknown entry '" + kind + "' (cost or pin)");
     }
@@ -118,25 +148,32 @@ Result<CostModel> CostModel::load(const std::string& path) {
   return m;
 }
 
-double CostModel::predictUs(FilterColl coll, AlgoId algo, int nranks, int cpus, size_t bytes) const {
-  AlgoCost c = builtIn(coll, algo, nranks, cpus);
+double CostModel::predictUs(FilterColl coll, AlgoId algo, ProtoId proto, int nranks, int cpus, size_t bytes) const {
+  AlgoCost c = builtIn(coll, algo, proto, nranks, cpus);
   // The measured entry for the nearest rank count, its alpha carried by the step count.
   int bestDistance = -1;
   for (const auto& [key, cost] : costs_) {
-    if (std::get<0>(key) != static_cast<int>(coll) || std::get<1>(key) != static_cast<int>(algo)) continue;
-    const int distance = std::abs(std::get<2>(key) - nranks);
+    if (std::get<0>(key) != static_cast<int>(coll) || std::get<1>(key) != static_cast<int>(algo) ||
+        std::get<2>(key) != static_cast<int>(proto)) {
+      continue;
+    }
+    const int distance = std::abs(std::get<3>(key) - nranks);
     if (bestDistance >= 0 && distance >= bestDistance) continue;
     bestDistance = distance;
     c = cost;
-    c.alphaUs = cost.alphaUs * steps(coll, algo, nranks) / steps(coll, algo, std::get<2>(key));
+    c.alphaUs = cost.alphaUs * steps(coll, algo, nranks) / steps(coll, algo, std::get<3>(key));
   }
   return c.alphaUs + static_cast<double>(bytes) / (c.betaGBps * 1e3);
 }
 
-int CostModel::pinned(FilterColl coll, size_t bytes) const {
+int CostModel::pinned(FilterColl coll, size_t bytes, int* proto) const {
   for (const Pin& p : pins_) {
-    if (p.coll == static_cast<int>(coll) && bytes >= p.minBytes && bytes <= p.maxBytes) return p.algo;
+    if (p.coll == static_cast<int>(coll) && bytes >= p.minBytes && bytes <= p.maxBytes) {
+      if (proto != nullptr) *proto = p.proto;
+      return p.algo;
+    }
   }
+  if (proto != nullptr) *proto = -1;
   return -1;
 }
 

@@ -1,15 +1,17 @@
-// The selector's cost model: predicted time = alpha + bytes / beta per (collective, algorithm, rank count), with
-// pins that force an algorithm for a size range. Built-in figures come from measurements on a 2-core host (see
-// docs/perf.md); `perf/calibrate` measures the machine it runs on and writes a file the library loads with
-// BRAID_TUNING_FILE:
+// The selector's cost model: predicted time = alpha + bytes / beta per (collective, algorithm, protocol, rank
+// count), with pins that force an algorithm (and optionally a protocol) for a size range. Built-in figures come
+// from measurements on a 2-core host (see docs/perf.md); `perf/calibrate` measures the machine it runs on and
+// writes a file the library loads with BRAID_TUNING_FILE:
 //
 //   # comments and blank lines are ignored
-//   cost allreduce ring 4 12.5 1.8      collective, algorithm, ranks, alpha (us), beta (GB/s of the buffer size)
-//   pin allreduce 0 65536 tree          collective, min and max bytes (inclusive), algorithm
+//   cost allreduce ring 4 12.5 1.8      collective, algorithm, [protocol,] ranks, alpha (us), beta (GB/s of the
+//   cost allreduce ring ll 4 8.0 0.9    buffer size); no protocol means Simple
+//   pin allreduce 0 65536 tree          collective, min and max bytes (inclusive), algorithm [, protocol]
+//   pin allgather 0 4096 ring ll
 //
-// Collective and algorithm names are NCCL_ALGO's (case-insensitive). A cost line applies to its rank count; for
-// other counts the nearest measured count is scaled (alpha by the algorithm's step count, beta kept). Pins are
-// honoured only when NCCL_ALGO allows the algorithm.
+// Collective, algorithm and protocol names are NCCL_ALGO's and NCCL_PROTO's (case-insensitive). A cost line
+// applies to its rank count; for other counts the nearest measured count is scaled (alpha by the algorithm's step
+// count, beta kept). Pins are honoured only when NCCL_ALGO / NCCL_PROTO allow them.
 #pragma once
 
 #include <cstdint>
@@ -34,20 +36,22 @@ class CostModel {
   // Parses a tuning file; errors name the file, the line and the token.
   static Result<CostModel> load(const std::string& path);
 
-  // Predicted microseconds for `bytes` (NCCL's count x type size) of `coll` with `algo` over `nranks` ranks.
-  double predictUs(FilterColl coll, AlgoId algo, int nranks, int cpus, size_t bytes) const;
-  // The algorithm a pin forces for this size, or -1.
-  int pinned(FilterColl coll, size_t bytes) const;
+  // Predicted microseconds for `bytes` (NCCL's count x type size) of `coll` with `algo` and `proto` over
+  // `nranks` ranks.
+  double predictUs(FilterColl coll, AlgoId algo, ProtoId proto, int nranks, int cpus, size_t bytes) const;
+  // The algorithm a pin forces for this size, or -1; *proto (if given) gets the pinned protocol or -1.
+  int pinned(FilterColl coll, size_t bytes, int* proto = nullptr) const;
   const std::string& source() const { return source_; }
   // A hash of the file's text (0 for the built-in figures): ranks compare it to be sure they share one model.
   uint64_t contentHash() const { return contentHash_; }
 
  private:
-  std::map<std::tuple<int, int, int>, AlgoCost> costs_;  // (coll, algo, nranks)
+  std::map<std::tuple<int, int, int, int>, AlgoCost> costs_;  // (coll, algo, proto, nranks)
   struct Pin {
     int coll;
     size_t minBytes, maxBytes;
     int algo;
+    int proto;  // -1: any
   };
   std::vector<Pin> pins_;
   std::string source_ = "built-in";

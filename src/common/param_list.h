@@ -26,6 +26,10 @@ BRAID_PARAM(Timeout, kInt, "BRAID_TIMEOUT", "60",
 // Channels, buffers and execution.
 BRAID_PARAM(BuffSize, kInt, "NCCL_BUFFSIZE", "4194304",
             "Bytes of the Simple-protocol FIFO of each connector (one per channel, peer and direction).")
+BRAID_PARAM(LlBuffSize, kInt, "NCCL_LL_BUFFSIZE", "524288",
+            "Bytes of the LL-protocol FIFO of each connector (8-byte lines, half of them flags), as in NCCL.")
+BRAID_PARAM(P2pLlThreshold, kInt, "NCCL_P2P_LL_THRESHOLD", "16384",
+            "Send/receive of at most this many bytes uses the LL protocol when NCCL_PROTO allows it (0: never).")
 BRAID_PARAM(MinNChannels, kInt, "NCCL_MIN_NCHANNELS", "", "Lower bound on channels (worker threads) per communicator.")
 BRAID_PARAM(MaxNChannels, kInt, "NCCL_MAX_NCHANNELS", "", "Upper bound on channels (worker threads) per communicator.")
 BRAID_PARAM(CpuChannels, kInt, "BRAID_CPU_NCHANNELS", "2",
@@ -34,9 +38,11 @@ BRAID_PARAM(InlineBytes, kInt, "BRAID_INLINE_BYTES", "262144",
             "Operations whose total bytes are below this run on the calling thread instead of the channel workers.")
 BRAID_PARAM(Algo, kString, "NCCL_ALGO", "",
             "Algorithms allowed, NCCL's grammar: 'ring,nvls', '^nvls', 'allreduce:nvls;broadcast:ring'. braid "
-            "implements Ring and NVLS (direct, on one host); the others are known names that leave nothing here.")
+            "implements Ring, Tree (all-reduce, broadcast, reduce) and NVLS (direct, on one host); the others are "
+            "known names that leave nothing here.")
 BRAID_PARAM(Proto, kString, "NCCL_PROTO", "",
-            "Protocols allowed, NCCL's grammar (LL, LL128, Simple); the host backend runs Simple.")
+            "Protocols allowed, NCCL's grammar (LL, LL128, Simple). The host backend runs LL and Simple on the ring "
+            "and tree paths; NVLS (direct) is Simple only, as in NCCL; LL128 is defined for the CUDA backend.")
 BRAID_PARAM(Deterministic, kInt, "BRAID_DETERMINISTIC", "0",
             "1: reductions give bitwise identical results across runs, chunk sizes (NCCL_BUFFSIZE) and channel "
             "counts: all-reduce takes the direct path or a single tree, never the ring (slower on the FIFO path).")

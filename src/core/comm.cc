@@ -41,6 +41,7 @@ struct InitExchange {
   PeerInfo peer;
   int64_t nChannels;
   int64_t buffSize;
+  int64_t llBuffSize;
   int32_t cpus;            // CPUs this rank's process may use
   int32_t channelsPinned;  // the user chose the channel count (env or config): no automatic cap
   // Settings every rank must share (each rank reads its own environment): agreed below, or init fails.
@@ -112,10 +113,16 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   timeoutSec_ = static_cast<double>(params::Timeout());
   spinCount_ = static_cast<int>(std::max<int64_t>(1, params::SpinCount()));
   inlineBytes_ = static_cast<size_t>(std::max<int64_t>(0, params::InlineBytes()));
+  p2pLlThreshold_ = static_cast<size_t>(std::max<int64_t>(0, params::P2pLlThreshold()));
 
   BRAID_ASSIGN_OR_RETURN(int64_t buffSize, getIntParam(params::kBuffSize));
   if (buffSize < kFifoSlots * 64) {
     return invalidArgument("NCCL_BUFFSIZE=%lld is too small: at least %d bytes are needed", (long long)buffSize,
+                           kFifoSlots * 64);
+  }
+  BRAID_ASSIGN_OR_RETURN(int64_t llBuffSize, getIntParam(params::kLlBuffSize));
+  if (llBuffSize < kFifoSlots * 64) {
+    return invalidArgument("NCCL_LL_BUFFSIZE=%lld is too small: at least %d bytes are needed", (long long)llBuffSize,
                            kFifoSlots * 64);
   }
   BRAID_ASSIGN_OR_RETURN(int64_t minCh, getIntParam(params::kMinNChannels));
@@ -135,6 +142,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   gethostname(mine.peer.hostname, sizeof(mine.peer.hostname) - 1);
   mine.nChannels = nch;
   mine.buffSize = buffSize;
+  mine.llBuffSize = llBuffSize;
   mine.cpus = usableCpus();
   BRAID_ASSIGN_OR_RETURN(algoFilter_, parseFilter(params::Algo(), algoNames(), params::kAlgo.name));
   BRAID_ASSIGN_OR_RETURN(protoFilter_, parseFilter(params::Proto(), protoNames(), params::kProto.name));
@@ -160,6 +168,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     peers_.push_back(e.peer);
     nch = std::min(nch, e.nChannels);
     buffSize = std::min(buffSize, e.buffSize);
+    llBuffSize = std::min(llBuffSize, e.llBuffSize);
     pinned = pinned || e.channelsPinned != 0;
     if (e.tuningHash != mine.tuningHash) {
       return invalidUsage(
@@ -199,6 +208,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     }
   }
   slotBytes_ = static_cast<size_t>(buffSize) / kFifoSlots / 64 * 64;
+  llSlotBytes_ = static_cast<size_t>(llBuffSize) / kFifoSlots / 64 * 64;
   ring_.resize(static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) ring_[static_cast<size_t>(r)] = r;
   channels_.resize(static_cast<size_t>(nch));
@@ -225,9 +235,10 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
                "comm %p rank %d nRanks %d nNodes %d localRanks %d - host memory, %d channels, ring order 0..%d",
                static_cast<void*>(this), rank, nranks, nranks / std::max(1, nLocal), nLocal, nChannels(), nranks - 1);
     BRAID_INFO(kLogInit | kLogAlloc,
-               "comm %p rank %d FIFO memory bound %zu bytes (NCCL_BUFFSIZE %lld x (%d channels + %d peers)), mapped "
-               "lazily at first use",
-               static_cast<void*>(this), rank, fifoMemoryBound(), (long long)buffSize, nChannels(), nranks);
+               "comm %p rank %d FIFO memory bound %zu bytes ((NCCL_BUFFSIZE %lld + NCCL_LL_BUFFSIZE %lld) x (%d "
+               "channels + %d peers)), mapped lazily at first use",
+               static_cast<void*>(this), rank, fifoMemoryBound(), (long long)buffSize, (long long)llBuffSize,
+               nChannels(), nranks);
     BRAID_INFO(kLogInit, "comm %p rank %d nranks %d cudaDev %d - Init COMPLETE", static_cast<void*>(this), rank, nranks,
                device);
   }
@@ -237,7 +248,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
 size_t Communicator::fifoMemoryBound() const {
   // A rank owns the receive FIFOs: one per channel from the ring predecessor, plus one per peer (itself
   // included) for point-to-point traffic, which uses a single channel per pair.
-  return slotBytes_ * kFifoSlots * (channels_.size() + static_cast<size_t>(nranks_));
+  return (slotBytes_ + llSlotBytes_) * kFifoSlots * (channels_.size() + static_cast<size_t>(nranks_));
 }
 
 ExecContext Communicator::execContext() const {
@@ -353,15 +364,18 @@ Status Communicator::buildPlan(Plan* plan) {
   std::map<std::pair<int, int>, bool> needSend, needRecv;
   for (const PendingOp* op : ordered) {
     const size_t elemSize = dtypeSize(op->dtype);
-    const size_t chunkElems = slotBytes_ / elemSize;
+    const FifoChoice choice = chooseFifo(*op);
+    const bool ll = choice.proto == ProtoId::kLL;
+    // An LL slot carries half its bytes as payload.
+    const size_t chunkElems = std::max<size_t>(1, (ll ? llPayloadCapacity(llSlotBytes_) : slotBytes_) / elemSize);
     const size_t align = std::max<size_t>(1, 256 / elemSize);
     plan->totalBytes +=
         unitBytes(*op) *
         (op->kind == CollKind::kAllGather || op->kind == CollKind::kReduceScatter ? static_cast<size_t>(nranks_) : 1);
     std::vector<std::pair<int, Program>> progs;  // (channel, program)
     const bool isP2p = op->kind == CollKind::kSend || op->kind == CollKind::kRecv;
-    const bool tree = !isP2p && useTree(*op);
-    if (!isP2p) logTuning(*op, tree ? AlgoId::kTree : AlgoId::kRing);
+    const bool tree = !isP2p && choice.algo == AlgoId::kTree;
+    if (!isP2p) logTuning(*op, choice.algo, choice.proto);
     if (isP2p) {
       bool isSend = op->kind == CollKind::kSend;
       int peer = op->root;
@@ -414,6 +428,12 @@ Status Communicator::buildPlan(Plan* plan) {
       }
       w.elemSize = elemSize;
       w.op = op->op;
+      if (ll) {
+        w.ll = true;
+        const size_t scratch = std::min(w.prog.chunkElems, w.prog.end - w.prog.begin) * elemSize;
+        w.llRecv.resize(scratch);
+        w.llSend.resize(scratch);
+      }
       for (const Step& s : w.prog.steps) {
         if (s.sendPeer >= 0 && ch.send.find(s.sendPeer) == ch.send.end()) needSend[{c, s.sendPeer}] = true;
         if (s.recvPeer >= 0 && ch.recv.find(s.recvPeer) == ch.recv.end()) needRecv[{c, s.recvPeer}] = true;
@@ -434,7 +454,8 @@ Status Communicator::connect(const std::vector<std::pair<int, int>>& sendNeeds,
   if (phase == 0) {
     for (const auto& [c, peer] : recvNeeds) {
       BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(self, peers_[static_cast<size_t>(peer)]));
-      BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(self, peers_[static_cast<size_t>(peer)], slotBytes_));
+      BRAID_ASSIGN_OR_RETURN(RecvSetup setup,
+                             t->setupRecv(self, peers_[static_cast<size_t>(peer)], slotBytes_, llSlotBytes_));
       BRAID_RETURN_IF_ERROR(
           bootstrap_->send(peer, kTagConnect + static_cast<uint32_t>(c), setup.blob, kConnectBlobBytes));
       BRAID_INFO(kLogInit | kLogShm, "Channel %02d : %d[%d] -> %d[%d] via %s", c, peer, -1, rank_, device_, t->name());

@@ -53,6 +53,12 @@ struct UserRedOp {
   const void* scalarPtr = nullptr;  // ncclScalarDevice: read at each launch (host memory on host comms)
 };
 
+struct FifoChoice {
+  AlgoId algo = AlgoId::kRing;
+  ProtoId proto = ProtoId::kSimple;
+  double predictedUs = 0;
+};
+
 // Bytes of one queued operation's unit (NCCL's count times the type size).
 size_t unitBytes(const PendingOp& op);
 
@@ -115,10 +121,11 @@ class Communicator {
   struct Plan;
 
   Status buildPlan(Plan* plan);
-  bool useTree(const PendingOp& op) const;
+  // The FIFO path's algorithm and protocol for `op` (send/recv: the protocol only), with its predicted time.
+  FifoChoice chooseFifo(const PendingOp& op) const;
   bool directWanted(const PendingOp& op) const;
   // NCCL_DEBUG_SUBSYS=TUNING: the predicted time of every allowed algorithm and the choice.
-  void logTuning(const PendingOp& op, AlgoId chosen) const;
+  void logTuning(const PendingOp& op, AlgoId chosen, ProtoId proto) const;
   // Whether NCCL_ALGO leaves an algorithm on the FIFO path (ring, or tree for all-reduce) for `kind`.
   bool fifoPathAllowed(CollKind kind) const;
   static Status launchImpl(const std::vector<Communicator*>& comms);
@@ -133,6 +140,8 @@ class Communicator {
   int device_ = -1;
   CommConfig config_;
   size_t slotBytes_ = 0;
+  size_t llSlotBytes_ = 0;
+  size_t p2pLlThreshold_ = 0;  // NCCL_P2P_LL_THRESHOLD
   double timeoutSec_ = 60;
   int spinCount_ = 2000;
   size_t inlineBytes_ = 0;
@@ -146,9 +155,8 @@ class Communicator {
   Filter algoFilter_;                    // NCCL_ALGO
   CostModel costs_;                      // BRAID_TUNING_FILE, or built-in figures
   int cpus_ = 1;
-  bool deterministic_ =
-      false;  // BRAID_DETERMINISTIC              // all-reduces up to this size take the tree when both are allowed
-  Filter protoFilter_;  // NCCL_PROTO
+  bool deterministic_ = false;  // BRAID_DETERMINISTIC
+  Filter protoFilter_;          // NCCL_PROTO
   std::vector<UserRedOp> userOps_;
   mutable std::mutex opsMu_;
   std::atomic<bool> abort_{false};

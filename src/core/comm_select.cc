@@ -45,6 +45,8 @@ bool filterColl(CollKind kind, FilterColl* out) {
 constexpr int kRingAlgo = static_cast<int>(AlgoId::kRing);
 constexpr int kNvlsAlgo = static_cast<int>(AlgoId::kNvls);
 constexpr int kTreeAlgo = static_cast<int>(AlgoId::kTree);
+constexpr int kLlProto = static_cast<int>(ProtoId::kLL);
+constexpr int kSimpleProto = static_cast<int>(ProtoId::kSimple);
 
 // Every rank reaches this same decision from the same published buffers.
 Status nvlsOnlyError(const Filter& algo, FilterColl fc) {
@@ -74,31 +76,68 @@ bool directKind(CollKind kind, DirectCollective* out) {
 
 }  // namespace
 
+FifoChoice Communicator::chooseFifo(const PendingOp& op) const {
+  FifoChoice best;
+  FilterColl fc;
+  if (!filterColl(op.kind, &fc)) {
+    // Send and receive: NCCL's rule, LL up to NCCL_P2P_LL_THRESHOLD bytes, within NCCL_PROTO's default entry.
+    const bool llOk = protoFilter_.allowsDefault(kLlProto);
+    const bool simpleOk = protoFilter_.allowsDefault(kSimpleProto);
+    best.proto = llOk && (unitBytes(op) <= p2pLlThreshold_ || !simpleOk) ? ProtoId::kLL : ProtoId::kSimple;
+    return best;
+  }
+  const size_t bytes = unitBytes(op);
+  int pinProto = -1;
+  const int pin = costs_.pinned(fc, bytes, &pinProto);
+  std::vector<AlgoId> algos;
+  const bool treeOk = treeImplemented(op.kind) && algoFilter_.allows(fc, kTreeAlgo);
+  const bool ringOk = algoFilter_.allows(fc, kRingAlgo);
+  // Deterministic mode: the ring all-reduce's order per element depends on the chunking, a tree's does not.
+  if (treeOk && ((deterministic_ && op.kind == CollKind::kAllReduce) || !ringOk || pin == kTreeAlgo)) {
+    algos = {AlgoId::kTree};
+  } else if (ringOk && (!treeOk || pin == kRingAlgo)) {
+    algos = {AlgoId::kRing};
+  } else {
+    algos = {AlgoId::kRing, AlgoId::kTree};
+  }
+  std::vector<ProtoId> protos;
+  for (ProtoId p : {ProtoId::kLL, ProtoId::kSimple}) {
+    if (protoFilter_.allows(fc, static_cast<int>(p))) protos.push_back(p);
+  }
+  if (pinProto >= 0 && protoFilter_.allows(fc, pinProto) && pinProto != static_cast<int>(ProtoId::kLL128)) {
+    protos = {static_cast<ProtoId>(pinProto)};
+  }
+  best.predictedUs = -1;
+  for (AlgoId a : algos) {
+    for (ProtoId p : protos) {
+      const double t = costs_.predictUs(fc, a, p, nranks_, cpus_, bytes);
+      if (best.predictedUs < 0 || t < best.predictedUs) best = FifoChoice{a, p, t};
+    }
+  }
+  return best;
+}
+
 bool Communicator::directWanted(const PendingOp& op) const {
   DirectCollective dc;
   FilterColl fc;
-  if (!direct_ || !directKind(op.kind, &dc) || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kNvlsAlgo)) {
+  // NVLS runs Simple only, as in NCCL.
+  if (!direct_ || !directKind(op.kind, &dc) || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kNvlsAlgo) ||
+      !protoFilter_.allows(fc, kSimpleProto)) {
     return false;
   }
   // A pin to an algorithm that is allowed and runs on the FIFO path takes the operation there.
   const int pin = costs_.pinned(fc, unitBytes(op));
-  const bool treeOk = op.kind == CollKind::kAllReduce && algoFilter_.allows(fc, kTreeAlgo);
+  const bool treeOk = treeImplemented(op.kind) && algoFilter_.allows(fc, kTreeAlgo);
   const bool ringOk = algoFilter_.allows(fc, kRingAlgo);
-  if (pin >= 0 && algoFilter_.allows(fc, pin) && (pin == kRingAlgo || (pin == kTreeAlgo && treeOk))) return false;
+  if ((pin == kRingAlgo && ringOk) || (pin == kTreeAlgo && treeOk)) return false;
   if (pin == kNvlsAlgo || deterministic_) return true;
-  // Otherwise the model: NVLS unless a FIFO-path algorithm is predicted faster.
-  const size_t bytes = unitBytes(op);
-  const double nvls = costs_.predictUs(fc, AlgoId::kNvls, nranks_, cpus_, bytes);
-  double fifo = -1;
-  if (ringOk) fifo = costs_.predictUs(fc, AlgoId::kRing, nranks_, cpus_, bytes);
-  if (treeOk) {
-    const double t = costs_.predictUs(fc, AlgoId::kTree, nranks_, cpus_, bytes);
-    fifo = fifo < 0 ? t : std::min(fifo, t);
-  }
-  return fifo < 0 || nvls <= fifo;
+  if (!treeOk && !ringOk) return true;
+  // Otherwise the model: NVLS unless a FIFO-path choice is predicted faster.
+  const double nvls = costs_.predictUs(fc, AlgoId::kNvls, ProtoId::kSimple, nranks_, cpus_, unitBytes(op));
+  return nvls <= chooseFifo(op).predictedUs;
 }
 
-void Communicator::logTuning(const PendingOp& op, AlgoId chosen) const {
+void Communicator::logTuning(const PendingOp& op, AlgoId chosen, ProtoId proto) const {
   FilterColl fc;
   if (!logEnabled(LogLevel::kInfo, kLogTuning) || !filterColl(op.kind, &fc)) return;
   const size_t bytes = unitBytes(op);
@@ -107,33 +146,24 @@ void Communicator::logTuning(const PendingOp& op, AlgoId chosen) const {
     const bool implemented = a == AlgoId::kRing || (a == AlgoId::kTree && treeImplemented(op.kind)) ||
                              (a == AlgoId::kNvls && direct_ != nullptr && directWantedKind(op.kind));
     if (!implemented || !algoFilter_.allows(fc, static_cast<int>(a))) continue;
-    alternatives +=
-        strPrintf("%s%s %.1f us", alternatives.empty() ? "" : ", ", algoNames()[static_cast<size_t>(a)].c_str(),
-                  costs_.predictUs(fc, a, nranks_, cpus_, bytes));
+    for (ProtoId p : {ProtoId::kLL, ProtoId::kSimple}) {
+      if (!protoFilter_.allows(fc, static_cast<int>(p)) || (a == AlgoId::kNvls && p != ProtoId::kSimple)) continue;
+      alternatives +=
+          strPrintf("%s%s/%s %.1f us", alternatives.empty() ? "" : ", ", algoNames()[static_cast<size_t>(a)].c_str(),
+                    protoNames()[static_cast<size_t>(p)].c_str(), costs_.predictUs(fc, a, p, nranks_, cpus_, bytes));
+    }
   }
-  BRAID_INFO(kLogTuning, "%s %zu bytes, %d ranks: %s -> %s/Simple (costs: %s%s)", filterCollName(fc), bytes, nranks_,
-             alternatives.c_str(), algoNames()[static_cast<size_t>(chosen)].c_str(), costs_.source().c_str(),
-             costs_.pinned(fc, bytes) >= 0 ? ", pinned" : "");
+  BRAID_INFO(kLogTuning, "%s %zu bytes, %d ranks: %s -> %s/%s (costs: %s%s%s)", filterCollName(fc), bytes, nranks_,
+             alternatives.c_str(), algoNames()[static_cast<size_t>(chosen)].c_str(),
+             protoNames()[static_cast<size_t>(proto)].c_str(), costs_.source().c_str(),
+             costs_.pinned(fc, bytes) >= 0 ? ", pinned" : "", deterministic_ ? ", deterministic" : "");
 }
 
 bool Communicator::fifoPathAllowed(CollKind kind) const {
   FilterColl fc;
   if (!filterColl(kind, &fc)) return true;
-  return algoFilter_.allows(fc, kRingAlgo) || (treeImplemented(kind) && algoFilter_.allows(fc, kTreeAlgo));
-}
-
-bool Communicator::useTree(const PendingOp& op) const {
-  FilterColl fc;
-  if (!treeImplemented(op.kind) || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kTreeAlgo)) return false;
-  // Deterministic mode: the ring all-reduce's order per element depends on the chunking, a tree's does not.
-  if ((deterministic_ && op.kind == CollKind::kAllReduce) || !algoFilter_.allows(fc, kRingAlgo)) return true;
-  const size_t bytes = unitBytes(op);
-  const int pin = costs_.pinned(fc, bytes);
-  if (pin == kTreeAlgo || pin == kRingAlgo) return pin == kTreeAlgo;
-  // The model: the tree's 2 log2(n) dependent hops against the ring's 2 (n - 1) and its better bandwidth.
-  const double ring = costs_.predictUs(fc, AlgoId::kRing, nranks_, cpus_, bytes);
-  const double tree = costs_.predictUs(fc, AlgoId::kTree, nranks_, cpus_, bytes);
-  return tree < ring;
+  const bool proto = protoFilter_.allows(fc, kLlProto) || protoFilter_.allows(fc, kSimpleProto);
+  return proto && (algoFilter_.allows(fc, kRingAlgo) || (treeImplemented(kind) && algoFilter_.allows(fc, kTreeAlgo)));
 }
 
 Status Communicator::checkAlgorithms(CollKind kind) const {
@@ -151,11 +181,17 @@ Status Communicator::checkAlgorithms(CollKind kind) const {
         algoFilter_.setting.c_str(), filterCollName(fc), tree ? ", Tree" : "", nvls ? " and NVLS" : "",
         direct_ == nullptr ? "; NVLS needs every rank on one host, sharing memory" : "");
   }
-  if (!protoFilter_.allows(fc, static_cast<int>(ProtoId::kSimple))) {
+  const bool fifoProto = protoFilter_.allows(fc, kLlProto) || protoFilter_.allows(fc, kSimpleProto);
+  const bool fifoAlgo = algoFilter_.allows(fc, kRingAlgo) || (tree && algoFilter_.allows(fc, kTreeAlgo));
+  const bool nvlsOk = nvls && algoFilter_.allows(fc, kNvlsAlgo) && protoFilter_.allows(fc, kSimpleProto);
+  if (!(fifoProto && fifoAlgo) && !nvlsOk) {
     return invalidUsage(
-        "NCCL_PROTO=\"%s\" leaves no protocol for %s: the host backend runs Simple only (LL and LL128 are not "
-        "wired into it yet)",
-        protoFilter_.setting.c_str(), filterCollName(fc));
+        "NCCL_ALGO=\"%s\" with NCCL_PROTO=\"%s\" leaves nothing braid runs for %s: the host backend runs Ring%s "
+        "with LL or Simple%s (LL128 is defined for the CUDA backend only; PAT, CollNet and NVLSTree are not built "
+        "yet%s)",
+        algoFilter_.setting.c_str(), protoFilter_.setting.c_str(), filterCollName(fc), tree ? " and Tree" : "",
+        nvls ? ", and NVLS with Simple" : "",
+        direct_ == nullptr ? "; NVLS needs every rank on one host, sharing memory" : "");
   }
   return Status::ok();
 }
@@ -168,7 +204,7 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     DirectRequest r;
     FilterColl fc;
     if (!c->directWanted(op) || !directKind(op.kind, &r.coll) || !filterColl(op.kind, &fc)) return Status::ok();
-    c->logTuning(op, AlgoId::kNvls);
+    c->logTuning(op, AlgoId::kNvls, ProtoId::kSimple);
     r.send = op.sendbuff;
     r.recv = op.recvbuff;
     r.count = op.count;
@@ -200,7 +236,7 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
       FilterColl fc;
       const CollKind kind = c->pending_[i].kind;
       if (directKind(kind, &dc) && filterColl(kind, &fc) && c->directWanted(c->pending_[i])) {
-        c->logTuning(c->pending_[i], AlgoId::kNvls);
+        c->logTuning(c->pending_[i], AlgoId::kNvls, ProtoId::kSimple);
         j.ops.push_back(i);
       }
     }

@@ -476,7 +476,7 @@ TEST(Api, AlgoAndProtoSettings) {
   };
   const Refused refused[] = {{"NCCL_ALGO", "pat", "leaves no algorithm for allreduce"},
                              {"NCCL_ALGO", "allreduce:nvls", "NVLS needs every rank on one host"},
-                             {"NCCL_PROTO", "LL,LL128", "runs Simple only"}};
+                             {"NCCL_PROTO", "LL128", "LL128 is defined for the CUDA backend only"}};
   for (const Refused& r : refused) {
     unsetenv("NCCL_ALGO");
     unsetenv("NCCL_PROTO");
@@ -507,6 +507,23 @@ TEST(Api, AlgoAndProtoSettings) {
     unsetenv("BRAID_DIRECT");
   }
   unsetenv("NCCL_PROTO");
+  {
+    // NVLS runs Simple only (as in NCCL): NVLS with LL leaves nothing, even where NVLS itself is available.
+    setenv("NCCL_ALGO", "nvls", 1);
+    setenv("NCCL_PROTO", "LL", 1);
+    ncclComm_t c[2];
+    ASSERT_EQ(ncclCommInitAll(c, 2, nullptr), ncclSuccess);
+    float b1[4] = {1, 2, 3, 4};
+    EXPECT_EQ(ncclGroupStart(), ncclSuccess);
+    EXPECT_EQ(ncclAllReduce(b, b, 4, ncclFloat, ncclSum, c[0], nullptr), ncclInvalidUsage);
+    EXPECT_EQ(ncclAllReduce(b1, b1, 4, ncclFloat, ncclSum, c[1], nullptr), ncclInvalidUsage);
+    (void)ncclGroupEnd();
+    EXPECT_NE(std::string(ncclGetLastError(c[0])).find("NVLS with Simple"), std::string::npos)
+        << ncclGetLastError(c[0]);
+    for (ncclComm_t comm : c) EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+    unsetenv("NCCL_ALGO");
+    unsetenv("NCCL_PROTO");
+  }
   for (const char* algo :
        {"ring", "nvls,ring", "allreduce:nvls;allgather:nvls;reducescatter:nvls;broadcast:ring", "^nvls"}) {
     setenv("NCCL_ALGO", algo, 1);

@@ -123,6 +123,42 @@ TEST_P(ThreadRanks, TreeReduceAndBroadcast) {
   unsetenv("NCCL_ALGO");
 }
 
+TEST_P(ThreadRanks, LlProtocolEveryCollective) {
+  // NCCL_PROTO=LL forces LL on the ring and tree paths (NVLS is Simple only, so it drops out). Counts include
+  // several LL slots (70001 floats: 280 KB over 32 KB slots per step) and the empty and 1-element cases whose
+  // steps carry a flag-only line.
+  const int n = GetParam();
+  setenv("NCCL_PROTO", "LL", 1);
+  for (const char* algo : {"ring", "ring;allreduce:tree;reduce:tree;broadcast:tree"}) {
+    setenv("NCCL_ALGO", algo, 1);
+    std::vector<CollCase> cases = sweep(n, {0, 1, 7, 1023});
+    for (Coll coll : kAllColls) {
+      for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclInt8}) {
+        cases.push_back(CollCase{coll, t, ncclSum, 70001, false, n / 2});
+        if (coll != Coll::kSendRecv) cases.push_back(CollCase{coll, t, ncclAvg, 70001, true, 0});
+      }
+    }
+    runSweep(n, cases);
+  }
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+}
+
+TEST_P(ThreadRanks, ProtocolsAlternateOnOneConnector) {
+  // The selector picks LL for small and Simple for large operations, so consecutive operations on the same
+  // connectors switch protocol; their shared step counters must stay in lockstep. Grouped too.
+  const int n = GetParam();
+  std::vector<CollCase> cases;
+  for (size_t count : {size_t{3}, size_t{300000}, size_t{5}, size_t{1}, size_t{200001}, size_t{64}}) {
+    cases.push_back(CollCase{Coll::kAllReduce, ncclFloat32, ncclSum, count, false, 0});
+    cases.push_back(CollCase{Coll::kSendRecv, ncclFloat32, ncclSum, count, false, 0});
+    cases.push_back(CollCase{Coll::kAllGather, ncclInt32, ncclSum, count, count % 2 == 0, 0});
+  }
+  setenv("NCCL_ALGO", "ring,tree", 1);
+  runSweep(n, cases);
+  unsetenv("NCCL_ALGO");
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ThreadRanks, ::testing::Values(1, 2, 3, 4, 5, 7, 8));
 
 }  // namespace

@@ -169,6 +169,33 @@ TEST(Processes, TreeAllReduce) {
   unsetenv("NCCL_ALGO");
 }
 
+// The LL protocol between processes (flagged lines in /dev/shm), every collective, ring and tree.
+TEST(Processes, LlProtocol) {
+  setenv("NCCL_PROTO", "LL", 1);
+  setenv("NCCL_ALGO", "ring;allreduce:tree", 1);
+  for (int n : {2, 3, 5}) {
+    auto status = runProcesses(n, [&](int rank, ncclComm_t comm) {
+      for (Coll coll : {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kAllGather, Coll::kReduceScatter,
+                        Coll::kAlltoAll, Coll::kSendRecv}) {
+        for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclInt8}) {
+          for (size_t count : {size_t{0}, size_t{1}, size_t{1023}, size_t{70001}}) {
+            const ncclRedOp_t op = count == 1023 ? ncclAvg : ncclSum;
+            std::string err = runCase(CollCase{coll, t, op, count, count == 1, n - 1}, rank, n, comm);
+            if (!err.empty()) {
+              fprintf(stderr, "rank %d: %s\n", rank, err.c_str());
+              return 1;
+            }
+          }
+        }
+      }
+      return 0;
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << n << " ranks, rank " << r;
+  }
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+}
+
 TEST(Processes, KillNineOneRankOthersGetRemoteError) {
   // Rank 1 is killed mid-collective; the others must fail with ncclRemoteError naming rank 1, well before the
   // BRAID_TIMEOUT deadline, because a dead peer process is detected directly.
@@ -214,6 +241,7 @@ TEST(Processes, FullShmNamesTheDirectoryAndSize) {
   }
   setenv("BRAID_SHM_DIR", dir, 1);
   setenv("NCCL_BUFFSIZE", "8388608", 1);
+  setenv("NCCL_LL_BUFFSIZE", "65536", 1);
   auto status = runProcesses(2, [&](int rank, ncclComm_t comm) {
     // A broadcast: the FIFO path (small all-reduces are staged through a memfd, outside BRAID_SHM_DIR).
     float x[4] = {1, 2, 3, 4};
@@ -221,15 +249,17 @@ TEST(Processes, FullShmNamesTheDirectoryAndSize) {
     std::string text = ncclGetLastError(comm);
     fprintf(stderr, "rank %d: %s\n", rank, text.c_str());
     if (r == ncclSuccess) return 1;
-    // The rank that hit the full directory names it and the size; its peer reports a remote failure.
+    // The rank that hit the full directory names it, the size (4 KiB of counters, the Simple and the LL slots) and
+    // the knobs that shrink it; its peer reports a remote failure.
     if (text.find("is full") != std::string::npos && text.find(dir) != std::string::npos &&
-        text.find("8392704 bytes") != std::string::npos) {
+        text.find("8458240 bytes") != std::string::npos && text.find("NCCL_LL_BUFFSIZE") != std::string::npos) {
       return 42;
     }
     return r == ncclRemoteError ? 43 : 44;
   });
   unsetenv("BRAID_SHM_DIR");
   unsetenv("NCCL_BUFFSIZE");
+  unsetenv("NCCL_LL_BUFFSIZE");
   umount(dir);
   rmdir(dir);
   EXPECT_TRUE(status[0] == 42 || status[1] == 42) << status[0] << " " << status[1];

@@ -22,10 +22,37 @@ std::string writeTemp(const std::string& text) {
 TEST(CostModel, BuiltInPrefersTheTreeForSmallAndTheRingForLarge) {
   CostModel m;
   const auto ar = FilterColl::kAllReduce;
-  EXPECT_LT(m.predictUs(ar, AlgoId::kTree, 8, 2, 8), m.predictUs(ar, AlgoId::kRing, 8, 2, 8));
-  EXPECT_LT(m.predictUs(ar, AlgoId::kRing, 8, 2, 64 << 20), m.predictUs(ar, AlgoId::kTree, 8, 2, 64 << 20));
-  EXPECT_LT(m.predictUs(ar, AlgoId::kNvls, 2, 2, 1 << 20), m.predictUs(ar, AlgoId::kRing, 2, 2, 1 << 20));
+  EXPECT_LT(m.predictUs(ar, AlgoId::kTree, ProtoId::kSimple, 8, 2, 8),
+            m.predictUs(ar, AlgoId::kRing, ProtoId::kSimple, 8, 2, 8));
+  EXPECT_LT(m.predictUs(ar, AlgoId::kRing, ProtoId::kSimple, 8, 2, 64 << 20),
+            m.predictUs(ar, AlgoId::kTree, ProtoId::kSimple, 8, 2, 64 << 20));
+  EXPECT_LT(m.predictUs(ar, AlgoId::kNvls, ProtoId::kSimple, 2, 2, 1 << 20),
+            m.predictUs(ar, AlgoId::kRing, ProtoId::kSimple, 2, 2, 1 << 20));
   EXPECT_EQ(m.pinned(ar, 100), -1);
+  // LL: cheaper per hop, dearer per byte.
+  EXPECT_LT(m.predictUs(ar, AlgoId::kRing, ProtoId::kLL, 2, 2, 8),
+            m.predictUs(ar, AlgoId::kRing, ProtoId::kSimple, 2, 2, 8));
+  EXPECT_GT(m.predictUs(ar, AlgoId::kRing, ProtoId::kLL, 2, 2, 16 << 20),
+            m.predictUs(ar, AlgoId::kRing, ProtoId::kSimple, 2, 2, 16 << 20));
+}
+
+TEST(CostModel, ProtocolCostsAndPins) {
+  const std::string path = writeTemp(
+      "cost allreduce ring 2 10 2.0\n"
+      "cost allreduce ring LL 2 4 0.5\n"
+      "pin allgather 0 4096 ring ll\n"
+      "pin allgather 4097 8192 ring\n");
+  Result<CostModel> m = CostModel::load(path);
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  const CostModel& c = m.value();
+  EXPECT_DOUBLE_EQ(c.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, 2, 2000), 10 + 1.0);
+  EXPECT_DOUBLE_EQ(c.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kLL, 2, 2, 1000), 4 + 2.0);
+  int proto = -2;
+  EXPECT_EQ(c.pinned(FilterColl::kAllGather, 100, &proto), static_cast<int>(AlgoId::kRing));
+  EXPECT_EQ(proto, static_cast<int>(ProtoId::kLL));
+  EXPECT_EQ(c.pinned(FilterColl::kAllGather, 5000, &proto), static_cast<int>(AlgoId::kRing));
+  EXPECT_EQ(proto, -1);
+  unlink(path.c_str());
 }
 
 TEST(CostModel, FileCostsAndPins) {
@@ -39,10 +66,10 @@ TEST(CostModel, FileCostsAndPins) {
   Result<CostModel> m = CostModel::load(path);
   ASSERT_TRUE(m.isOk()) << m.status().message();
   const CostModel& c = m.value();
-  EXPECT_DOUBLE_EQ(c.predictUs(FilterColl::kAllReduce, AlgoId::kRing, 4, 2, 2000), 10 + 1.0);
-  EXPECT_DOUBLE_EQ(c.predictUs(FilterColl::kAllReduce, AlgoId::kTree, 4, 2, 1000), 5 + 1.0);
+  EXPECT_DOUBLE_EQ(c.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 4, 2, 2000), 10 + 1.0);
+  EXPECT_DOUBLE_EQ(c.predictUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kSimple, 4, 2, 1000), 5 + 1.0);
   // 8 ranks: the 4-rank ring entry's alpha scaled by the step count, 2 (n - 1): 14 / 6.
-  EXPECT_DOUBLE_EQ(c.predictUs(FilterColl::kAllReduce, AlgoId::kRing, 8, 2, 0), 10.0 * 14 / 6);
+  EXPECT_DOUBLE_EQ(c.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 8, 2, 0), 10.0 * 14 / 6);
   EXPECT_EQ(c.pinned(FilterColl::kAllReduce, 4096), static_cast<int>(AlgoId::kTree));
   EXPECT_EQ(c.pinned(FilterColl::kAllReduce, 4097), -1);
   EXPECT_EQ(c.pinned(FilterColl::kBroadcast, 1500), static_cast<int>(AlgoId::kRing));
@@ -61,7 +88,9 @@ TEST(CostModel, BadFilesNameTheLine) {
                         {"pin allreduce 10 1 ring\n", "max bytes is below min bytes"},
                         {"cost allreduce ring 0 1 1\n", "ranks >= 1"},
                         {"cost allreduce ring 4 1 1 extra\n", "unexpected 'extra'"},
-                        {"tune allreduce\n", "unknown entry 'tune'"}};
+                        {"tune allreduce\n", "unknown entry 'tune'"},
+                        {"pin allreduce 0 1 ring LL64\n", "unknown protocol 'LL64'"},
+                        {"cost allreduce ring LL 4 1\n", "line 1: expected 'cost"}};
   for (const Case& k : cases) {
     const std::string path = writeTemp(k.text);
     Result<CostModel> m = CostModel::load(path);

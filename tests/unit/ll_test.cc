@@ -114,6 +114,26 @@ TEST(LlTest, EmptyMessageIsReadyAtOnce) {
   EXPECT_EQ(done, 0u);
 }
 
+TEST(LlTest, EmptyFifoMessageIsOneFlagLine) {
+  // A FIFO step with no payload still has to be seen to arrive: one line, flag only.
+  std::unique_ptr<LlLine[]> lines = zeroedLines(2);
+  size_t done = 0;
+  EXPECT_FALSE(llTryReadMessage(lines.get(), nullptr, 0, llFlag(3), &done));
+  llWriteMessage(lines.get(), nullptr, 0, llFlag(3));
+  EXPECT_TRUE(llTryReadMessage(lines.get(), nullptr, 0, llFlag(3), &done));
+  EXPECT_EQ(done, 1u);
+  EXPECT_EQ(llFlagOf(llLoadWord(&lines[1])), 0u) << "an empty message writes one line only";
+  size_t again = 0;
+  EXPECT_FALSE(llTryReadMessage(lines.get(), nullptr, 0, llFlag(11), &again)) << "stale flag";
+  // Non-empty messages are llWrite's.
+  const uint32_t v = 0xdeadbeef;
+  uint32_t got = 0;
+  llWriteMessage(lines.get(), &v, sizeof(v), llFlag(4));
+  size_t d2 = 0;
+  EXPECT_TRUE(llTryReadMessage(lines.get(), &got, sizeof(got), llFlag(4), &d2));
+  EXPECT_EQ(got, v);
+}
+
 TEST(LlTest, StaleFlagIsNotAccepted) {
   const size_t bytes = 100;
   auto lines = zeroedLines(llLineCount(bytes));

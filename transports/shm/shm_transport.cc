@@ -28,11 +28,11 @@ namespace {
 
 constexpr size_t kCtrlBytes = 4096;
 
-size_t segmentBytes(size_t slotBytes) {
-  return kCtrlBytes + slotBytes * kFifoSlots;
+size_t segmentBytes(size_t slotBytes, size_t llSlotBytes) {
+  return kCtrlBytes + (slotBytes + llSlotBytes) * kFifoSlots;
 }
 
-FifoCtrl* initCtrl(void* base, size_t slotBytes) {
+FifoCtrl* initCtrl(void* base, size_t slotBytes, size_t llSlotBytes) {
   auto* ctrl = new (base) FifoCtrl();
   ctrl->tail.store(0, std::memory_order_relaxed);
   ctrl->head.store(0, std::memory_order_relaxed);
@@ -40,6 +40,7 @@ FifoCtrl* initCtrl(void* base, size_t slotBytes) {
   ctrl->receiverAborted.store(0, std::memory_order_relaxed);
   ctrl->slotBytes = slotBytes;
   ctrl->nslots = kFifoSlots;
+  ctrl->llSlotBytes = llSlotBytes;
   return ctrl;
 }
 
@@ -64,12 +65,13 @@ class InprocTransport : public Transport {
     return self.hostHash == peer.hostHash && self.pid == peer.pid;
   }
 
-  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes) override {
-    size_t bytes = segmentBytes(slotBytes);
+  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes,
+                              size_t llSlotBytes) override {
+    size_t bytes = segmentBytes(slotBytes, llSlotBytes);
     void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return errnoError(errno, "mmap of %zu bytes for an in-process FIFO", bytes);
     std::shared_ptr<void> mem = mapping(base, bytes);
-    FifoCtrl* ctrl = initCtrl(base, slotBytes);
+    FifoCtrl* ctrl = initCtrl(base, slotBytes, llSlotBytes);
     RecvSetup setup;
     setup.connector = std::make_unique<Connector>(mem, ctrl, static_cast<char*>(base) + kCtrlBytes, false, peer, false);
     Blob b{};
@@ -116,8 +118,9 @@ class ShmTransport : public Transport {
     return self.hostHash == peer.hostHash && params::ShmDisable() != 1;
   }
 
-  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes) override {
-    size_t bytes = segmentBytes(slotBytes);
+  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes,
+                              size_t llSlotBytes) override {
+    size_t bytes = segmentBytes(slotBytes, llSlotBytes);
     std::string dir = params::ShmDir();
     Blob b{};
     strcpy(b.kind, "shm");
@@ -143,8 +146,8 @@ class ShmTransport : public Transport {
         return systemError(
             "%s is full: a shared-memory segment of %zu bytes for the FIFO from rank %d to rank %d does not fit. "
             "Remedies: enlarge %s (docker run --shm-size=1g, or mount -o remount,size=...), lower NCCL_BUFFSIZE "
-            "(now %zu bytes per connector), or set NCCL_SHM_DISABLE=1",
-            dir.c_str(), bytes, peer.rank, self.rank, dir.c_str(), slotBytes * kFifoSlots);
+            "(now %zu bytes per connector) or NCCL_LL_BUFFSIZE (now %zu), or set NCCL_SHM_DISABLE=1",
+            dir.c_str(), bytes, peer.rank, self.rank, dir.c_str(), slotBytes * kFifoSlots, llSlotBytes * kFifoSlots);
       }
       return errnoError(rc, "posix_fallocate of %zu bytes on %s", bytes, b.name);
     }
@@ -161,7 +164,7 @@ class ShmTransport : public Transport {
       munmap(p, bytes);
       unlink(path.c_str());
     });
-    FifoCtrl* ctrl = initCtrl(base, slotBytes);
+    FifoCtrl* ctrl = initCtrl(base, slotBytes, llSlotBytes);
     RecvSetup setup;
     setup.connector = std::make_unique<Connector>(mem, ctrl, static_cast<char*>(base) + kCtrlBytes, false, peer, true);
     memcpy(setup.blob, &b, sizeof(b));

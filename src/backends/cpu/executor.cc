@@ -28,7 +28,6 @@ bool tryStep(WorkItem& w) {
   const Step& s = w.prog.steps[w.step];
   Connector* rc = w.recvConn[w.step];
   Connector* sc = w.sendConn[w.step];
-  if (rc != nullptr && !rc->recvReady()) return false;
   if (sc != nullptr && !sc->sendReady()) return false;
 
   size_t inOff = 0, outOff = 0, n = 0;
@@ -37,9 +36,21 @@ bool tryStep(WorkItem& w) {
   const size_t es = w.elemSize;
   const char* in = w.input ? w.input + inOff * es : nullptr;
   char* out = w.output ? w.output + outOff * es : nullptr;
-  const char* rs = rc ? rc->recvSlot() : nullptr;
-  char* ss = sc ? sc->sendSlot() : nullptr;
   const size_t bytes = n * es;
+  const char* rs = nullptr;
+  char* ss = nullptr;
+  if (w.ll) {
+    // The slot is complete when every line carries this step's flag; lines already copied are not read again.
+    if (rc != nullptr && !llTryReadMessage(rc->llSlot(), w.llRecv.data(), bytes, rc->llFlagNow(), &w.llLinesDone)) {
+      return false;
+    }
+    rs = w.llRecv.data();
+    ss = w.llSend.data();
+  } else {
+    if (rc != nullptr && !rc->recvReady()) return false;
+    rs = rc ? rc->recvSlot() : nullptr;
+    ss = sc ? sc->sendSlot() : nullptr;
+  }
 
   if (n > 0) {
     switch (s.op) {
@@ -92,6 +103,10 @@ bool tryStep(WorkItem& w) {
         break;
     }
   }
+  if (w.ll) {
+    w.llLinesDone = 0;
+    if (sc != nullptr) llWriteMessage(sc->llSlot(), ss, bytes, sc->llFlagNow());
+  }
   if (rc != nullptr) rc->recvPost();
   if (sc != nullptr) sc->sendPost();
   if (++w.step == w.prog.steps.size()) {
@@ -133,8 +148,8 @@ Connector* waitingOn(const ChannelWork& cw) {
     if (w.done || w.tile >= w.prog.numTiles()) continue;
     Connector* rc = w.recvConn[w.step];
     Connector* sc = w.sendConn[w.step];
-    if (rc != nullptr && !rc->recvReady()) return rc;
     if (sc != nullptr && !sc->sendReady()) return sc;
+    if (rc != nullptr && (w.ll || !rc->recvReady())) return rc;  // a ready LL slot would have been consumed
   }
   return nullptr;
 }
@@ -206,6 +221,7 @@ void ChannelWork::prepare() {
     w.tile = 0;
     w.step = 0;
     w.done = false;
+    w.llLinesDone = 0;
     w.blockers.clear();
     ++remaining;
     for (size_t j = 0; j < i; ++j) {

@@ -1,4 +1,4 @@
-// The CPU backend: executes Programs over connectors with the Simple protocol.
+// The CPU backend: executes Programs over connectors with the Simple or the LL protocol.
 //
 // Work for one channel is a queue of WorkItems (one per operation of a group on that channel). Items that share a
 // connector run in queue order; items on different connectors (for example the sends and receives of a grouped
@@ -30,6 +30,11 @@ struct WorkItem {
   std::vector<Connector*> sendConn;  // per step (null when the step does not send)
   std::vector<Connector*> recvConn;  // per step
   std::vector<size_t> blockers;      // earlier items of the same queue that share a connector with this one
+  // LL: every slot travels as flagged lines (transports/ll.h). The step's data is staged in these buffers (one
+  // chunk each), so the step operations themselves are the Simple ones.
+  bool ll = false;
+  std::vector<char> llRecv, llSend;
+  size_t llLinesDone = 0;  // lines of the current step's slot already copied into llRecv
 
   size_t tile = 0;
   size_t step = 0;
