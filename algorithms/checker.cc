@@ -2,6 +2,7 @@
 
 #include "transports/transport.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <tuple>
@@ -30,10 +31,16 @@ Val combine(const Val& a, const Val& b) {
 }
 
 size_t inputSize(const CheckSpec& s) {
-  return s.kind == CollKind::kReduceScatter ? s.count * static_cast<size_t>(s.nranks) : s.count;
+  const bool blocks = s.kind == CollKind::kReduceScatter || s.kind == CollKind::kAlltoAll;
+  return blocks ? s.count * static_cast<size_t>(s.nranks) : s.count;
 }
 size_t outputSize(const CheckSpec& s) {
-  return s.kind == CollKind::kAllGather ? s.count * static_cast<size_t>(s.nranks) : s.count;
+  const bool blocks = s.kind == CollKind::kAllGather || s.kind == CollKind::kAlltoAll;
+  return blocks ? s.count * static_cast<size_t>(s.nranks) : s.count;
+}
+
+bool packed(StepOp op) {
+  return op == StepOp::kSendPack || op == StepOp::kRecvPack;
 }
 
 struct RankState {
@@ -42,6 +49,47 @@ struct RankState {
   size_t tile = 0;
   size_t step = 0;
 };
+
+// A packed step: the slot is the listed blocks back to back (sendPack gathers them, recvPack scatters it).
+Status packedStep(const Program& p, const Step& s, RankState& st, int r, std::deque<std::vector<Val>>* in,
+                  std::deque<std::vector<Val>>* out) {
+  if (s.block < 0 || static_cast<size_t>(s.block) >= p.packs.size()) {
+    return internalError("rank %d step %s names pack %d of %zu", r, stepOpName(s.op), s.block, p.packs.size());
+  }
+  const std::vector<PackEntry>& pack = p.packs[static_cast<size_t>(s.block)];
+  std::vector<Val> data;
+  if (in != nullptr) {
+    data = std::move(in->front());
+    in->pop_front();
+  }
+  size_t at = 0;
+  for (const PackEntry& e : pack) {
+    size_t off = 0, cnt = 0;
+    p.blockRange(st.tile, e.block, e.buf, &off, &cnt);
+    std::vector<Val>& buf = e.buf == 0 ? st.input : st.output;
+    if (off + cnt > buf.size()) {
+      return internalError("rank %d step %s touches %s [%zu,+%zu) beyond %zu", r, stepOpName(s.op),
+                           e.buf == 0 ? "input" : "output", off, cnt, buf.size());
+    }
+    if (s.op == StepOp::kSendPack) {
+      data.insert(data.end(), buf.begin() + static_cast<std::ptrdiff_t>(off),
+                  buf.begin() + static_cast<std::ptrdiff_t>(off + cnt));
+    } else {
+      if (e.buf != 1) return internalError("rank %d: recvPack writes the input (block %d)", r, e.block);
+      if (at + cnt > data.size()) {
+        return internalError("rank %d step recvPack expects more elements than the slot's %zu", r, data.size());
+      }
+      std::copy(data.begin() + static_cast<std::ptrdiff_t>(at), data.begin() + static_cast<std::ptrdiff_t>(at + cnt),
+                buf.begin() + static_cast<std::ptrdiff_t>(off));
+    }
+    at += cnt;
+  }
+  if (s.op == StepOp::kRecvPack && at != data.size()) {
+    return internalError("rank %d step recvPack consumed %zu of the slot's %zu elements", r, at, data.size());
+  }
+  if (out != nullptr) out->push_back(std::move(data));
+  return Status::ok();
+}
 
 }  // namespace
 
@@ -100,6 +148,14 @@ Status checkSchedule(const CheckSpec& spec) {
       if (stepSends(s.op)) {
         out = &fifos[{st.prog, r, s.sendPeer}];
         if (out->size() >= static_cast<size_t>(kFifoSlots)) continue;
+      }
+      if (packed(s.op)) {
+        Status ps = packedStep(p, s, st, r, in, out);
+        if (!ps.isOk()) return ps;
+        ++st.step;
+        normalize(r);
+        progress = true;
+        continue;
       }
       size_t inOff = 0, outOff = 0, cnt = 0, cnt2 = 0;
       p.blockRange(st.tile, s.block, 0, &inOff, &cnt);
@@ -188,6 +244,11 @@ Status checkSchedule(const CheckSpec& spec) {
         case CollKind::kReduceScatter:
           want.mask = all;
           want.elem = static_cast<int64_t>(static_cast<size_t>(r) * spec.count + i);
+          break;
+        case CollKind::kAlltoAll:
+          // Output block p holds rank p's input block r.
+          want.mask = 1ull << (i / spec.count);
+          want.elem = static_cast<int64_t>(static_cast<size_t>(r) * spec.count + i % spec.count);
           break;
         default:
           return internalError("checker: unsupported collective");

@@ -36,6 +36,10 @@ const char* stepOpName(StepOp op) {
       return "recvAccumulateCopySend";
     case StepOp::kRecvAccumulateCopy:
       return "recvAccumulateCopy";
+    case StepOp::kSendPack:
+      return "sendPack";
+    case StepOp::kRecvPack:
+      return "recvPack";
   }
   return "?";
 }
@@ -52,6 +56,7 @@ bool stepRecvs(StepOp op) {
     case StepOp::kRecvAccumulateSend:
     case StepOp::kRecvAccumulateCopySend:
     case StepOp::kRecvAccumulateCopy:
+    case StepOp::kRecvPack:
       return true;
     default:
       return false;
@@ -69,6 +74,7 @@ bool stepSends(StepOp op) {
     case StepOp::kRecvReduceCopySend:
     case StepOp::kRecvAccumulateSend:
     case StepOp::kRecvAccumulateCopySend:
+    case StepOp::kSendPack:
       return true;
     default:
       return false;
@@ -101,6 +107,7 @@ bool stepWritesOutput(StepOp op) {
     case StepOp::kRecvReducePartial:
     case StepOp::kRecvAccumulateCopySend:
     case StepOp::kRecvAccumulateCopy:
+    case StepOp::kRecvPack:
       return true;
     default:
       return false;
@@ -150,6 +157,10 @@ std::string describeProgram(const Program& p) {
                             p.begin, p.end, p.chunkElems, p.nblocks);
   for (const Step& st : p.steps) {
     s += strPrintf(" %s(b%d", stepOpName(st.op), st.block);
+    if (st.op == StepOp::kSendPack || st.op == StepOp::kRecvPack) {
+      for (const PackEntry& e : p.packs[static_cast<size_t>(st.block)])
+        s += strPrintf(" %s%d", e.buf ? "o" : "i", e.block);
+    }
     if (st.recvPeer >= 0) s += strPrintf(" <-%d", st.recvPeer);
     if (st.sendPeer >= 0) s += strPrintf(" ->%d", st.sendPeer);
     s += ")";

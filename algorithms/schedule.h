@@ -38,6 +38,9 @@ enum class StepOp : uint8_t {
   kRecvAccumulateSend,      // recv (+) output block -> send         (not final)
   kRecvAccumulateCopySend,  // recv (+) output block -> output block and send (final: post-op applied)
   kRecvAccumulateCopy,      // recv (+) output block -> output block (final: post-op applied)
+  // Packed steps (log-step all-to-all): one slot carries several blocks, listed in Program::packs[block].
+  kSendPack,  // the listed blocks (input or output) -> send, back to back
+  kRecvPack,  // recv -> the listed output blocks
 };
 
 const char* stepOpName(StepOp op);
@@ -58,6 +61,12 @@ struct Step {
 
 enum class Layout : uint8_t { kTiled, kStrided };
 
+// One block of a packed step: which buffer (0 input, 1 output) and which block of it.
+struct PackEntry {
+  uint8_t buf;
+  int32_t block;
+};
+
 struct Program {
   Layout layout = Layout::kStrided;
   size_t begin = 0;           // first element of this channel's part of the unit
@@ -66,6 +75,9 @@ struct Program {
   int nblocks = 1;            // blocks per tile (kTiled)
   size_t stride[2] = {0, 0};  // kStrided: element distance between blocks in the input [0] and output [1]
   std::vector<Step> steps;    // executed in order, once per tile
+  // Packed steps name an entry here (Step::block); every block of a pack moves the same tile range, so a slot
+  // holds pack.size() x the block's elements (the caller sizes chunkElems for the largest pack).
+  std::vector<std::vector<PackEntry>> packs;
 
   size_t tileElems() const { return layout == Layout::kTiled ? chunkElems * static_cast<size_t>(nblocks) : chunkElems; }
   size_t numTiles() const;

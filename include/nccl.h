@@ -713,6 +713,25 @@ ncclResult_t pncclGroupEnd(void);
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 
+/* ==== braid extensions: NOT part of NCCL's API ====================================================================
+ * Programs that must also build against NVIDIA's nccl.h test the macro first:
+ *   #ifdef BRAID_HAS_ALLTOALLV ... #endif
+ * The functions are named braid*, never nccl*, so they can never clash with a function NCCL adds later. */
+#define BRAID_HAS_ALLTOALLV 1
+
+/* Variable-count all-to-all, in MPI_Alltoallv's shape (counts and displacements in elements):
+ * rank r sends sendcounts[p] elements starting at sendbuff + sdispls[p] to rank p, and receives recvcounts[p]
+ * elements from rank p into recvbuff + rdispls[p]. Each array has nranks entries. Counts must match pairwise:
+ * rank r's sendcounts[p] must equal rank p's recvcounts[r] (as in MPI, a mismatch is erroneous; braid then typically
+ * fails with ncclRemoteError after BRAID_TIMEOUT). Zero counts skip that pair. Receive regions must not overlap one
+ * another; send regions may overlap receive regions (braid then reads a snapshot taken at the call). Same blocking,
+ * group and stream rules as ncclAlltoAll (it is a group of ncclSend/ncclRecv). Errors: ncclInvalidArgument (NULL
+ * comm or arrays, a NULL buffer with a non-zero count, a count or displacement whose byte offset overflows, bad
+ * datatype), ncclInvalidUsage (communicator not usable), ncclRemoteError (a peer failed). */
+ncclResult_t braidAlltoAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[], void* recvbuff,
+                            const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm,
+                            cudaStream_t stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -20,6 +20,8 @@ const char* collKindName(CollKind kind) {
       return "Send";
     case CollKind::kRecv:
       return "Recv";
+    case CollKind::kAlltoAll:
+      return "AlltoAll";
   }
   return "?";
 }
@@ -131,6 +133,7 @@ Result<Program> buildRingProgram(const RingParams& p) {
     }
     case CollKind::kSend:
     case CollKind::kRecv:
+    case CollKind::kAlltoAll:
       break;
   }
   return internalError("%s is not a ring collective", collKindName(p.kind));

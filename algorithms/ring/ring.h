@@ -8,7 +8,16 @@
 
 namespace braid {
 
-enum class CollKind : uint8_t { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kSend, kRecv };
+enum class CollKind : uint8_t {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kSend,
+  kRecv,
+  kAlltoAll,  // queued as one collective only for the log-step (Bruck) schedule; otherwise sends and receives
+};
 const char* collKindName(CollKind kind);
 
 struct RingParams {

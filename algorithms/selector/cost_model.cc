@@ -34,6 +34,12 @@ int findColl(const std::string& token) {
 // LL against Simple on the same path (measured on the 2-core host; docs/perf.md).
 constexpr double kLlAlphaFactor = 0.7;
 constexpr double kLlBetaFactor = 0.35;
+// All-to-all (2-core host, docs/perf.md).
+constexpr double kPairwiseMsgUs = 0.5;
+constexpr double kPairwiseMsgUsOversubscribed = 2.0;
+constexpr double kBruckRoundUs = 0.8;
+constexpr double kBruckRoundUsOversubscribed = 3.0;
+constexpr double kAlltoAllGBps = 3.0;
 
 int log2Ceil(int n) {
   int d = 0;
@@ -79,7 +85,67 @@ AlgoCost builtIn(FilterColl coll, AlgoId algo, ProtoId proto, int nranks, int cp
   return c;
 }
 
+// Keys of the all-to-all entries: a collective index past NCCL's five.
+constexpr int kAlltoAllColl = kFilterColls;
+
+int findAlltoAllAlgo(const std::string& token) {
+  for (AlltoAllAlgo a : {AlltoAllAlgo::kPairwise, AlltoAllAlgo::kBruck}) {
+    if (lower(token) == alltoAllAlgoName(a)) return static_cast<int>(a);
+  }
+  return -1;
+}
+
+// Per rank: pairwise posts n - 1 sends and receives that all progress together, one message cost each; Bruck
+// waits for ceil(log2 n) dependent rounds but moves about log2(n) / 2 times the bytes, packed and unpacked.
+AlgoCost builtInAlltoAll(AlltoAllAlgo algo, int nranks, int cpus) {
+  const bool oversubscribed = nranks > std::max(cpus, 1);
+  const int n = std::max(nranks, 2);
+  if (algo == AlltoAllAlgo::kPairwise) {
+    return AlgoCost{(n - 1) * (oversubscribed ? kPairwiseMsgUsOversubscribed : kPairwiseMsgUs), kAlltoAllGBps};
+  }
+  const double rounds = log2Ceil(n);
+  return AlgoCost{rounds * (oversubscribed ? kBruckRoundUsOversubscribed : kBruckRoundUs), kAlltoAllGBps};
+}
+
+// Bytes a rank moves: each of n - 1 blocks once (pairwise), or its packs in every round (Bruck).
+double alltoAllBytes(AlltoAllAlgo algo, int nranks, size_t bytesPerPeer) {
+  const int n = std::max(nranks, 1);
+  if (algo == AlltoAllAlgo::kPairwise) return static_cast<double>(bytesPerPeer) * (n - 1);
+  double blocks = 0;
+  for (int k = 0; (1 << k) < n; ++k) {
+    for (int j = 1; j < n; ++j) blocks += (j >> k) & 1;
+  }
+  return static_cast<double>(bytesPerPeer) * blocks;
+}
+
 }  // namespace
+
+const char* alltoAllAlgoName(AlltoAllAlgo a) {
+  return a == AlltoAllAlgo::kBruck ? "bruck" : "pairwise";
+}
+
+double CostModel::predictAlltoAllUs(AlltoAllAlgo algo, int nranks, int cpus, size_t bytesPerPeer) const {
+  AlgoCost c = builtInAlltoAll(algo, nranks, cpus);
+  int bestDistance = -1;
+  for (const auto& [key, cost] : costs_) {
+    if (std::get<0>(key) != kAlltoAllColl || std::get<1>(key) != static_cast<int>(algo)) continue;
+    const int distance = std::abs(std::get<3>(key) - nranks);
+    if (bestDistance >= 0 && distance >= bestDistance) continue;
+    bestDistance = distance;
+    const int from = std::max(std::get<3>(key), 2), to = std::max(nranks, 2);
+    const double scale =
+        algo == AlltoAllAlgo::kPairwise ? double(to - 1) / (from - 1) : double(log2Ceil(to)) / log2Ceil(from);
+    c = AlgoCost{cost.alphaUs * scale, cost.betaGBps};
+  }
+  return c.alphaUs + alltoAllBytes(algo, nranks, bytesPerPeer) / (c.betaGBps * 1e3);
+}
+
+int CostModel::pinnedAlltoAll(size_t bytesPerPeer) const {
+  for (const Pin& p : pins_) {
+    if (p.coll == kAlltoAllColl && bytesPerPeer >= p.minBytes && bytesPerPeer <= p.maxBytes) return p.algo;
+  }
+  return -1;
+}
 
 Result<CostModel> CostModel::load(const std::string& path) {
   std::ifstream file(path);
@@ -118,9 +184,11 @@ Result<CostModel> CostModel::load(const std::string& path) {
       if (!(words >> alpha >> beta)) {
         return bad("expected 'cost <collective> <algorithm> [<protocol>] <ranks> <alpha us> <beta GB/s>'");
       }
-      const int coll = findColl(collName), algo = findName(algoNames(), algoName);
+      const bool a2a = lower(collName) == "alltoall";
+      const int coll = a2a ? kAlltoAllColl : findColl(collName);
+      const int algo = a2a ? findAlltoAllAlgo(algoName) : findName(algoNames(), algoName);
       if (coll < 0) return bad("unknown collective '" + collName + "'");
-      if (algo < 0) return bad("unknown algorithm '" + algoName + "'");
+      if (algo < 0) return bad("unknown algorithm '" + algoName + "'" + (a2a ? " (alltoall: pairwise or bruck)" : ""));
       if (nranks < 1 || !(alpha >= 0) || !(beta > 0)) return bad("ranks >= 1, alpha >= 0 and beta > 0 are required");
       m.costs_[{coll, algo, proto, nranks}] = AlgoCost{alpha, beta};
     } else if (lower(kind) == "pin") {
@@ -128,9 +196,11 @@ Result<CostModel> CostModel::load(const std::string& path) {
       if (!(words >> collName >> lo >> hi >> algoName)) {
         return bad("expected 'pin <collective> <min bytes> <max bytes> <algorithm> [<protocol>]'");
       }
-      const int coll = findColl(collName), algo = findName(algoNames(), algoName);
+      const bool a2a = lower(collName) == "alltoall";
+      const int coll = a2a ? kAlltoAllColl : findColl(collName);
+      const int algo = a2a ? findAlltoAllAlgo(algoName) : findName(algoNames(), algoName);
       if (coll < 0) return bad("unknown collective '" + collName + "'");
-      if (algo < 0) return bad("unknown algorithm '" + algoName + "'");
+      if (algo < 0) return bad("unknown algorithm '" + algoName + "'" + (a2a ? " (alltoall: pairwise or bruck)" : ""));
       if (hi < lo) return bad("max bytes is below min bytes");
       int proto = -1;
       std::string protoName;

@@ -9,6 +9,9 @@
 //   pin allreduce 0 65536 tree          collective, min and max bytes (inclusive), algorithm [, protocol]
 //   pin allgather 0 4096 ring ll
 //
+// All-to-all is braid's own entry (NCCL_ALGO has no name for it): "cost alltoall pairwise|bruck <ranks> <alpha>
+// <beta>" and "pin alltoall <min> <max> pairwise|bruck", with bytes per peer (NCCL's count x type size).
+//
 // Collective, algorithm and protocol names are NCCL_ALGO's and NCCL_PROTO's (case-insensitive). A cost line
 // applies to its rank count; for other counts the nearest measured count is scaled (alpha by the algorithm's step
 // count, beta kept). Pins are honoured only when NCCL_ALGO / NCCL_PROTO allow them.
@@ -24,6 +27,10 @@
 #include "src/common/status.h"
 
 namespace braid {
+
+// All-to-all schedules: every pair at once (n - 1 messages each way), or log2(n) packed rounds (Bruck).
+enum class AlltoAllAlgo { kPairwise, kBruck };
+const char* alltoAllAlgoName(AlltoAllAlgo a);
 
 struct AlgoCost {
   double alphaUs = 0;
@@ -41,6 +48,9 @@ class CostModel {
   double predictUs(FilterColl coll, AlgoId algo, ProtoId proto, int nranks, int cpus, size_t bytes) const;
   // The algorithm a pin forces for this size, or -1; *proto (if given) gets the pinned protocol or -1.
   int pinned(FilterColl coll, size_t bytes, int* proto = nullptr) const;
+  // All-to-all with `bytesPerPeer` to each of nranks - 1 peers.
+  double predictAlltoAllUs(AlltoAllAlgo algo, int nranks, int cpus, size_t bytesPerPeer) const;
+  int pinnedAlltoAll(size_t bytesPerPeer) const;  // an AlltoAllAlgo, or -1
   const std::string& source() const { return source_; }
   // A hash of the file's text (0 for the built-in figures): ranks compare it to be sure they share one model.
   uint64_t contentHash() const { return contentHash_; }

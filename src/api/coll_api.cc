@@ -1,4 +1,5 @@
 // Collectives, point-to-point, groups and reduction operators: argument checks, then a queued PendingOp.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -79,7 +80,9 @@ Status enqueue(const CollArgs& a) {
   }
   // A negative count cast to size_t, or one whose byte size overflows, is rejected before any arithmetic uses it.
   const size_t blocks =
-      (a.kind == CollKind::kAllGather || a.kind == CollKind::kReduceScatter) ? static_cast<size_t>(n) : 1;
+      (a.kind == CollKind::kAllGather || a.kind == CollKind::kReduceScatter || a.kind == CollKind::kAlltoAll)
+          ? static_cast<size_t>(n)
+          : 1;
   if (a.count > static_cast<size_t>(PTRDIFF_MAX) / es / blocks) {
     return invalidArgument("count=%zu (%lld as a signed value) is negative or too large for datatype %s", a.count,
                            static_cast<long long>(a.count), dtypeName(dtype));
@@ -181,6 +184,10 @@ Status p2pPattern(const char* fn, const void* sendbuff, void* recvbuff, size_t c
     const char* r = static_cast<const char*>(recvbuff);
     const size_t total = bytes * static_cast<size_t>(n);
     if (s < r + total && r < s + total) sendbuff = c->stageCopy(sendbuff, total);
+    // The log-step schedule is one collective (queued in the same order on every rank, like the others).
+    if (!rooted && c->useBruck(bytes)) {
+      return enqueue(CollArgs{fn, CollKind::kAlltoAll, sendbuff, recvbuff, count, datatype, -1, 0, comm, stream});
+    }
   }
   auto sendAt = [&](int peer) { return static_cast<const char*>(sendbuff) + (sendsAll ? bytes * peer : 0); };
   auto recvAt = [&](int peer) { return static_cast<char*>(recvbuff) + (recvsAll ? bytes * peer : 0); };
@@ -198,10 +205,73 @@ Status p2pPattern(const char* fn, const void* sendbuff, void* recvbuff, size_t c
   return Status::ok();
 }
 
+// braidAlltoAllv: sends and receives per peer, each with its own count and displacement.
+Status alltoAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[], void* recvbuff,
+                 const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm,
+                 cudaStream_t stream) {
+  const char* fn = "braidAlltoAllv";
+  BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+  const int n = c->nranks();
+  if (static_cast<int>(datatype) < 0 || static_cast<int>(datatype) >= ncclNumTypes) {
+    return invalidArgument("datatype=%d is not a valid ncclDataType_t (0..%d)", static_cast<int>(datatype),
+                           ncclNumTypes - 1);
+  }
+  const struct {
+    const char* name;
+    const size_t* v;
+  } arrays[] = {{"sendcounts", sendcounts}, {"sdispls", sdispls}, {"recvcounts", recvcounts}, {"rdispls", rdispls}};
+  for (const auto& a : arrays) {
+    if (a.v == nullptr) return invalidArgument("%s is NULL (an array of nranks=%d entries is required)", a.name, n);
+  }
+  const size_t es = dtypeSize(static_cast<DType>(datatype));
+  const size_t maxElems = static_cast<size_t>(PTRDIFF_MAX) / es;
+  size_t sendExtent = 0, recvExtent = 0;  // in elements
+  for (int p = 0; p < n; ++p) {
+    for (int side = 0; side < 2; ++side) {
+      const size_t count = side == 0 ? sendcounts[p] : recvcounts[p];
+      const size_t displ = side == 0 ? sdispls[p] : rdispls[p];
+      if (count > maxElems || displ > maxElems - count) {
+        return invalidArgument("%s[%d]=%zu with %s[%d]=%zu is negative or overflows for datatype %s",
+                               side == 0 ? "sendcounts" : "recvcounts", p, count, side == 0 ? "sdispls" : "rdispls", p,
+                               displ, dtypeName(static_cast<DType>(datatype)));
+      }
+      if (count > 0)
+        (side == 0 ? sendExtent : recvExtent) = std::max(side == 0 ? sendExtent : recvExtent, displ + count);
+    }
+  }
+  if (sendExtent > 0 && sendbuff == nullptr) return invalidArgument("sendbuff is NULL with non-zero sendcounts");
+  if (recvExtent > 0 && recvbuff == nullptr) return invalidArgument("recvbuff is NULL with non-zero recvcounts");
+  if (overlaps(sendbuff, sendExtent * es, recvbuff, recvExtent * es)) {
+    sendbuff = c->stageCopy(sendbuff, sendExtent * es);
+  }
+  for (int p = 0; p < n; ++p) {
+    if (sendcounts[p] > 0) {
+      BRAID_RETURN_IF_ERROR(enqueue(CollArgs{fn, CollKind::kSend, static_cast<const char*>(sendbuff) + sdispls[p] * es,
+                                             nullptr, sendcounts[p], datatype, -1, p, comm, stream}));
+    }
+    if (recvcounts[p] > 0) {
+      BRAID_RETURN_IF_ERROR(
+          enqueue(CollArgs{fn, CollKind::kRecv, nullptr, static_cast<char*>(recvbuff) + rdispls[p] * es, recvcounts[p],
+                           datatype, -1, p, comm, stream}));
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 }  // namespace braid
 
 using namespace braid;
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t braidAlltoAllv(
+    const void* sendbuff, const size_t sendcounts[], const size_t sdispls[], void* recvbuff, const size_t recvcounts[],
+    const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return apiCall("braidAlltoAllv", [&]() {
+    return withImplicitGroup([&]() {
+      return alltoAllv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype, comm, stream);
+    });
+  });
+}
 
 BRAID_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {

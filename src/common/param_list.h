@@ -43,6 +43,9 @@ BRAID_PARAM(Algo, kString, "NCCL_ALGO", "",
 BRAID_PARAM(Proto, kString, "NCCL_PROTO", "",
             "Protocols allowed, NCCL's grammar (LL, LL128, Simple). The host backend runs LL and Simple on the ring "
             "and tree paths; NVLS (direct) is Simple only, as in NCCL; LL128 is defined for the CUDA backend.")
+BRAID_PARAM(AlltoAllAlgo, kString, "BRAID_ALLTOALL_ALGO", "",
+            "All-to-all schedule: pairwise (every pair at once) or bruck (log2(n) packed rounds); unset: the cost "
+            "model chooses per size. braid's own knob: NCCL_ALGO has no name for all-to-all.")
 BRAID_PARAM(Deterministic, kInt, "BRAID_DETERMINISTIC", "0",
             "1: reductions give bitwise identical results across runs, chunk sizes (NCCL_BUFFSIZE) and channel "
             "counts: all-reduce takes the direct path or a single tree, never the ring (slower on the FIFO path).")

@@ -1,8 +1,10 @@
 #include "src/core/comm.h"
 
+#include "algorithms/alltoall/bruck.h"
 #include "algorithms/tree/tree.h"
 
 #include <sched.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -155,7 +157,17 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   mine.tuningHash = costs_.contentHash();
   mine.direct = params::Direct() != 0;
   mine.deterministic = params::Deterministic() != 0;
-  mine.algoHash = std::hash<std::string>()(algoFilter_.setting);
+  const std::string a2a = params::AlltoAllAlgo();
+  if (!a2a.empty()) {
+    for (AlltoAllAlgo a : {AlltoAllAlgo::kPairwise, AlltoAllAlgo::kBruck}) {
+      if (strcasecmp(a2a.c_str(), alltoAllAlgoName(a)) == 0) alltoAllForced_ = static_cast<int>(a);
+    }
+    if (alltoAllForced_ < 0) {
+      return invalidArgument("%s=\"%s\" is not an all-to-all schedule (pairwise or bruck)", params::kAlltoAllAlgo.name,
+                             a2a.c_str());
+    }
+  }
+  mine.algoHash = std::hash<std::string>()(algoFilter_.setting + "|" + std::to_string(alltoAllForced_));
   mine.protoHash = std::hash<std::string>()(protoFilter_.setting);
   mine.channelsPinned = lookupParam(params::kCpuChannels).isSet || lookupParam(params::kMinNChannels).isSet ||
                         lookupParam(params::kMaxNChannels).isSet || config.minChannels > 0 || config.maxChannels > 0;
@@ -178,9 +190,9 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     }
     if (e.algoHash != mine.algoHash || e.protoHash != mine.protoHash) {
       return invalidUsage(
-          "NCCL_ALGO/NCCL_PROTO differ between rank %d and rank %d (here NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\"): set "
+          "NCCL_ALGO/NCCL_PROTO/%s differ between rank %d and rank %d (here NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\"): set "
           "them identically on every rank",
-          e.peer.rank, rank, algoFilter_.setting.c_str(), protoFilter_.setting.c_str());
+          params::kAlltoAllAlgo.name, e.peer.rank, rank, algoFilter_.setting.c_str(), protoFilter_.setting.c_str());
     }
     // The others cannot differ either without ranks choosing different paths: the most conservative wins.
     mine.stageBytes = std::min(mine.stageBytes, e.stageBytes);
@@ -369,14 +381,25 @@ Status Communicator::buildPlan(Plan* plan) {
     // An LL slot carries half its bytes as payload.
     const size_t chunkElems = std::max<size_t>(1, (ll ? llPayloadCapacity(llSlotBytes_) : slotBytes_) / elemSize);
     const size_t align = std::max<size_t>(1, 256 / elemSize);
-    plan->totalBytes +=
-        unitBytes(*op) *
-        (op->kind == CollKind::kAllGather || op->kind == CollKind::kReduceScatter ? static_cast<size_t>(nranks_) : 1);
+    const bool perRank =
+        op->kind == CollKind::kAllGather || op->kind == CollKind::kReduceScatter || op->kind == CollKind::kAlltoAll;
+    plan->totalBytes += unitBytes(*op) * (perRank ? static_cast<size_t>(nranks_) : 1);
     std::vector<std::pair<int, Program>> progs;  // (channel, program)
     const bool isP2p = op->kind == CollKind::kSend || op->kind == CollKind::kRecv;
-    const bool tree = !isP2p && choice.algo == AlgoId::kTree;
-    if (!isP2p) logTuning(*op, choice.algo, choice.proto);
-    if (isP2p) {
+    const bool a2a = op->kind == CollKind::kAlltoAll;
+    const bool tree = !isP2p && !a2a && choice.algo == AlgoId::kTree;
+    if (!isP2p && !a2a) logTuning(*op, choice.algo, choice.proto);
+    if (a2a) {
+      // A slot carries a whole pack: each block gets its share of it.
+      const size_t packElems = std::max<size_t>(1, chunkElems / static_cast<size_t>(bruckMaxPack(nranks_)));
+      int nch = channelsFor(unitBytes(*op) * static_cast<size_t>(nranks_), nChannels());
+      for (int c = 0; c < nch; ++c) {
+        BruckParams bp{nranks_, rank_, op->count, 0, 0, packElems};
+        channelRange(op->count, nch, c, align, &bp.begin, &bp.end);
+        BRAID_ASSIGN_OR_RETURN(Program prog, buildBruckProgram(bp));
+        progs.emplace_back(c, std::move(prog));
+      }
+    } else if (isP2p) {
       bool isSend = op->kind == CollKind::kSend;
       int peer = op->root;
       int c = isSend ? p2pChannel(rank_, peer, nChannels()) : p2pChannel(peer, rank_, nChannels());
@@ -430,7 +453,8 @@ Status Communicator::buildPlan(Plan* plan) {
       w.op = op->op;
       if (ll) {
         w.ll = true;
-        const size_t scratch = std::min(w.prog.chunkElems, w.prog.end - w.prog.begin) * elemSize;
+        const size_t scratch = std::min(w.prog.chunkElems, w.prog.end - w.prog.begin) * elemSize *
+                               (a2a ? static_cast<size_t>(bruckMaxPack(nranks_)) : 1);
         w.llRecv.resize(scratch);
         w.llSend.resize(scratch);
       }

@@ -93,6 +93,10 @@ class Communicator {
   // Drops the queued ops and their staging copies.
   void clearPending();
 
+  // Whether an all-to-all of `bytesPerPeer` runs the log-step (Bruck) schedule as one queued collective (else it
+  // is queued as sends and receives). The same answer on every rank.
+  bool useBruck(size_t bytesPerPeer) const;
+
   // Whether NCCL_ALGO / NCCL_PROTO leave an algorithm and protocol braid implements for `kind` on this
   // communicator; an error names the setting and what is missing. Send/receive always pass.
   Status checkAlgorithms(CollKind kind) const;
@@ -157,6 +161,7 @@ class Communicator {
   int cpus_ = 1;
   bool deterministic_ = false;  // BRAID_DETERMINISTIC
   Filter protoFilter_;          // NCCL_PROTO
+  int alltoAllForced_ = -1;     // BRAID_ALLTOALL_ALGO as an AlltoAllAlgo; -1: the cost model
   std::vector<UserRedOp> userOps_;
   mutable std::mutex opsMu_;
   std::atomic<bool> abort_{false};

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/common/logging.h"
+#include "src/common/params.h"
 #include "src/core/comm.h"
 
 namespace braid {
@@ -115,6 +116,26 @@ FifoChoice Communicator::chooseFifo(const PendingOp& op) const {
     }
   }
   return best;
+}
+
+bool Communicator::useBruck(size_t bytesPerPeer) const {
+  if (nranks_ < 2) return false;
+  int algo = alltoAllForced_;
+  const char* why = params::kAlltoAllAlgo.name;
+  if (algo < 0) {
+    algo = costs_.pinnedAlltoAll(bytesPerPeer);
+    why = "pinned";
+  }
+  const double pairwise = costs_.predictAlltoAllUs(AlltoAllAlgo::kPairwise, nranks_, cpus_, bytesPerPeer);
+  const double bruck = costs_.predictAlltoAllUs(AlltoAllAlgo::kBruck, nranks_, cpus_, bytesPerPeer);
+  if (algo < 0) {
+    algo = static_cast<int>(bruck < pairwise ? AlltoAllAlgo::kBruck : AlltoAllAlgo::kPairwise);
+    why = "model";
+  }
+  BRAID_INFO(kLogTuning, "alltoall %zu bytes per peer, %d ranks: pairwise %.1f us, bruck %.1f us -> %s (%s, costs: %s)",
+             bytesPerPeer, nranks_, pairwise, bruck, alltoAllAlgoName(static_cast<AlltoAllAlgo>(algo)), why,
+             costs_.source().c_str());
+  return algo == static_cast<int>(AlltoAllAlgo::kBruck);
 }
 
 bool Communicator::directWanted(const PendingOp& op) const {

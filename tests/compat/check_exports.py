@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """compat_exports: checks what libnccl.so.2 exports.
 
-1. Every exported function symbol is named nccl* or pnccl* (nothing internal leaks, so braid can be linked into any
-   program without symbol clashes).
+1. Every exported function symbol is named nccl* or pnccl*, or braid* for braid's own extensions (declared in
+   nccl.h's marked section), so nothing internal leaks and braid can be linked into any program without clashes.
 2. Every function braid's nccl.h declares is exported, both as ncclX and as pncclX.
 3. The SONAME is libnccl.so.2, so programs linked against NVIDIA's NCCL load braid and vice versa.
 
@@ -69,9 +69,9 @@ def main():
     functions = {name for name, kind in symbols.items() if kind in FUNCTION_TYPES}
     print(f"{args.lib}: {len(symbols)} defined dynamic symbols, {len(functions)} functions")
 
-    foreign = sorted(name for name in functions if not (name.startswith("nccl") or name.startswith("pnccl")))
+    foreign = sorted(name for name in functions if not name.startswith(("nccl", "pnccl", "braid")))
     if foreign:
-        failures.append(f"{len(foreign)} exported functions are not named nccl*/pnccl*:\n  " + "\n  ".join(foreign))
+        failures.append(f"{len(foreign)} exported functions are not named nccl*/pnccl*/braid*:\n  " + "\n  ".join(foreign))
     other = sorted(name for name, kind in symbols.items()
                    if kind not in FUNCTION_TYPES and not (name.startswith("nccl") or name.startswith("pnccl")))
     if other:  # data symbols: reported, not fatal (the linker may add a few of its own)
@@ -92,6 +92,12 @@ def main():
     if missing:
         failures.append(f"{len(missing)} functions of nccl.h are not exported as functions:\n  " + "\n  ".join(missing))
     print(f"nccl.h declares {len(public)} functions; checked {len(wanted)} nccl*/pnccl* exports")
+    with open(args.header) as f:
+        extensions = set(re.findall(r"\b(braid[A-Z]\w*)\s*\(", f.read()))
+    missing_ext = sorted(extensions - functions)
+    if missing_ext:
+        failures.append("braid extensions declared in nccl.h but not exported:\n  " + "\n  ".join(missing_ext))
+    print(f"braid extensions exported: {', '.join(sorted(extensions & functions)) or 'none'}")
 
     name = soname(args.readelf, args.objdump, args.lib)
     print(f"SONAME: {name}")

@@ -37,11 +37,14 @@ bool tryStep(WorkItem& w) {
   const char* in = w.input ? w.input + inOff * es : nullptr;
   char* out = w.output ? w.output + outOff * es : nullptr;
   const size_t bytes = n * es;
+  const bool packed = s.op == StepOp::kSendPack || s.op == StepOp::kRecvPack;
+  const std::vector<PackEntry>* pack = packed ? &w.prog.packs[static_cast<size_t>(s.block)] : nullptr;
+  const size_t msgBytes = packed ? bytes * pack->size() : bytes;
   const char* rs = nullptr;
   char* ss = nullptr;
   if (w.ll) {
     // The slot is complete when every line carries this step's flag; lines already copied are not read again.
-    if (rc != nullptr && !llTryReadMessage(rc->llSlot(), w.llRecv.data(), bytes, rc->llFlagNow(), &w.llLinesDone)) {
+    if (rc != nullptr && !llTryReadMessage(rc->llSlot(), w.llRecv.data(), msgBytes, rc->llFlagNow(), &w.llLinesDone)) {
       return false;
     }
     rs = w.llRecv.data();
@@ -101,11 +104,24 @@ bool tryStep(WorkItem& w) {
       case StepOp::kRecvAccumulateCopy:
         reduceInto(combineOnly(w.op), out, rs, out, n, true);
         break;
+      case StepOp::kSendPack:
+      case StepOp::kRecvPack:
+        for (size_t i = 0; i < pack->size(); ++i) {
+          const PackEntry& e = (*pack)[i];
+          size_t off = 0, cnt = 0;
+          w.prog.blockRange(w.tile, e.block, e.buf, &off, &cnt);
+          if (s.op == StepOp::kSendPack) {
+            memcpy(ss + i * bytes, (e.buf == 0 ? w.input : w.output) + off * es, bytes);
+          } else {
+            memcpy(w.output + off * es, rs + i * bytes, bytes);
+          }
+        }
+        break;
     }
   }
   if (w.ll) {
     w.llLinesDone = 0;
-    if (sc != nullptr) llWriteMessage(sc->llSlot(), ss, bytes, sc->llFlagNow());
+    if (sc != nullptr) llWriteMessage(sc->llSlot(), ss, msgBytes, sc->llFlagNow());
   }
   if (rc != nullptr) rc->recvPost();
   if (sc != nullptr) sc->sendPost();
