@@ -45,13 +45,10 @@ bool packed(StepOp op) {
 
 struct RankState {
   std::vector<Val> input, output;
-  size_t prog = 0;  // channel index
-  size_t tile = 0;
-  size_t step = 0;
 };
 
 // A packed step: the slot is the listed blocks back to back (sendPack gathers them, recvPack scatters it).
-Status packedStep(const Program& p, const Step& s, RankState& st, int r, std::deque<std::vector<Val>>* in,
+Status packedStep(const Program& p, const Step& s, RankState& st, size_t tile, int r, std::deque<std::vector<Val>>* in,
                   std::deque<std::vector<Val>>* out) {
   if (s.block < 0 || static_cast<size_t>(s.block) >= p.packs.size()) {
     return internalError("rank %d step %s names pack %d of %zu", r, stepOpName(s.op), s.block, p.packs.size());
@@ -65,7 +62,7 @@ Status packedStep(const Program& p, const Step& s, RankState& st, int r, std::de
   size_t at = 0;
   for (const PackEntry& e : pack) {
     size_t off = 0, cnt = 0;
-    p.blockRange(st.tile, e.block, e.buf, &off, &cnt);
+    p.blockRange(tile, e.block, e.buf, &off, &cnt);
     std::vector<Val>& buf = e.buf == 0 ? st.input : st.output;
     if (off + cnt > buf.size()) {
       return internalError("rank %d step %s touches %s [%zu,+%zu) beyond %zu", r, stepOpName(s.op),
@@ -105,116 +102,146 @@ Status checkSchedule(const CheckSpec& spec) {
     }
     st.output.resize(outputSize(spec));
   }
-  // FIFO per (channel, src, dst).
-  std::map<std::tuple<size_t, int, int>, std::deque<std::vector<Val>>> fifos;
-
-  auto finished = [&](int r) {
-    const RankState& st = ranks[static_cast<size_t>(r)];
-    return st.prog >= spec.programs[static_cast<size_t>(r)].size();
+  // A FIFO per (channel, lane, src, dst). Programs run concurrently, as the executor runs its work items: those of
+  // one rank and channel that share a connector run in order (a later one waits until the earlier is done).
+  using FifoKey = std::tuple<int, int, int, int>;
+  std::map<FifoKey, std::deque<std::vector<Val>>> fifos;
+  struct ItemState {
+    size_t tile = 0, step = 0;
+    bool done = false;
+    std::vector<size_t> blockers;
   };
-  // Skips programs with no tiles or no steps.
-  auto normalize = [&](int r) {
-    RankState& st = ranks[static_cast<size_t>(r)];
-    const auto& progs = spec.programs[static_cast<size_t>(r)];
-    while (st.prog < progs.size()) {
-      const Program& p = progs[st.prog];
-      if (st.step >= p.steps.size()) {
-        st.step = 0;
-        ++st.tile;
-      }
-      if (st.tile < p.numTiles() && !p.steps.empty()) return;
-      st.tile = 0;
-      st.step = 0;
-      ++st.prog;
+  std::vector<std::vector<ItemState>> items(static_cast<size_t>(n));
+  auto channelOf = [&](int r, size_t i) {
+    return spec.channels.empty() ? static_cast<int>(i) : spec.channels[static_cast<size_t>(r)][i];
+  };
+  // Skips finished tiles and programs with no tiles or no steps.
+  auto normalize = [&](const Program& p, ItemState& it) {
+    if (it.step >= p.steps.size()) {
+      it.step = 0;
+      ++it.tile;
     }
+    if (it.tile >= p.numTiles() || p.steps.empty()) it.done = true;
   };
+  for (int r = 0; r < n; ++r) {
+    const auto& progs = spec.programs[static_cast<size_t>(r)];
+    if (!spec.channels.empty() && spec.channels[static_cast<size_t>(r)].size() != progs.size()) {
+      return internalError("rank %d: %zu programs but %zu channel entries", r, progs.size(),
+                           spec.channels[static_cast<size_t>(r)].size());
+    }
+    auto& its = items[static_cast<size_t>(r)];
+    its.resize(progs.size());
+    for (size_t i = 0; i < progs.size(); ++i) {
+      normalize(progs[i], its[i]);
+      for (size_t j = 0; j < i; ++j) {
+        if (channelOf(r, i) != channelOf(r, j) || progs[i].lane != progs[j].lane) continue;
+        bool shares = false;
+        for (const Step& a : progs[i].steps) {
+          for (const Step& b : progs[j].steps) {
+            shares |= (a.sendPeer >= 0 && a.sendPeer == b.sendPeer) || (a.recvPeer >= 0 && a.recvPeer == b.recvPeer);
+          }
+        }
+        if (shares) its[i].blockers.push_back(j);
+      }
+    }
+  }
 
-  for (int r = 0; r < n; ++r) normalize(r);
   while (true) {
     bool progress = false;
     bool allDone = true;
     for (int r = 0; r < n; ++r) {
-      if (finished(r)) continue;
-      allDone = false;
       RankState& st = ranks[static_cast<size_t>(r)];
-      const Program& p = spec.programs[static_cast<size_t>(r)][st.prog];
-      const Step& s = p.steps[st.step];
-      std::deque<std::vector<Val>>* in = nullptr;
-      std::deque<std::vector<Val>>* out = nullptr;
-      if (stepRecvs(s.op)) {
-        in = &fifos[{st.prog, s.recvPeer, r}];
-        if (in->empty()) continue;
-      }
-      if (stepSends(s.op)) {
-        out = &fifos[{st.prog, r, s.sendPeer}];
-        if (out->size() >= static_cast<size_t>(kFifoSlots)) continue;
-      }
-      if (packed(s.op)) {
-        Status ps = packedStep(p, s, st, r, in, out);
-        if (!ps.isOk()) return ps;
-        ++st.step;
-        normalize(r);
+      auto& its = items[static_cast<size_t>(r)];
+      for (size_t item = 0; item < its.size(); ++item) {
+        ItemState& it = its[item];
+        if (it.done) continue;
+        allDone = false;
+        bool blocked = false;
+        for (size_t b : it.blockers) blocked |= !its[b].done;
+        if (blocked) continue;
+        const Program& p = spec.programs[static_cast<size_t>(r)][item];
+        const int ch = channelOf(r, item);
+        const Step& s = p.steps[it.step];
+        std::deque<std::vector<Val>>* in = nullptr;
+        std::deque<std::vector<Val>>* out = nullptr;
+        if (stepRecvs(s.op)) {
+          in = &fifos[FifoKey{ch, p.lane, s.recvPeer, r}];
+          if (in->empty()) continue;
+        }
+        if (stepSends(s.op)) {
+          out = &fifos[FifoKey{ch, p.lane, r, s.sendPeer}];
+          if (out->size() >= static_cast<size_t>(kFifoSlots)) continue;
+        }
+        if (packed(s.op)) {
+          Status ps = packedStep(p, s, st, it.tile, r, in, out);
+          if (!ps.isOk()) return ps;
+          ++it.step;
+          normalize(p, it);
+          progress = true;
+          continue;
+        }
+        size_t inOff = 0, outOff = 0, cnt = 0, cnt2 = 0;
+        p.blockRange(it.tile, s.block, 0, &inOff, &cnt);
+        p.blockRange(it.tile, s.block, 1, &outOff, &cnt2);
+        if (cnt != cnt2) return internalError("rank %d: input/output block sizes differ", r);
+        if (stepReadsInput(s.op) && inOff + cnt > st.input.size()) {
+          return internalError("rank %d step %s reads input [%zu,+%zu) beyond %zu", r, stepOpName(s.op), inOff, cnt,
+                               st.input.size());
+        }
+        if (stepWritesOutput(s.op) && outOff + cnt > st.output.size()) {
+          return internalError("rank %d step %s writes output [%zu,+%zu) beyond %zu", r, stepOpName(s.op), outOff, cnt,
+                               st.output.size());
+        }
+        std::vector<Val> data(cnt);
+        if (in != nullptr) {
+          if (in->front().size() != cnt) {
+            return internalError("rank %d step %s expects %zu elements, slot from rank %d has %zu", r, stepOpName(s.op),
+                                 cnt, s.recvPeer, in->front().size());
+          }
+          data = std::move(in->front());
+          in->pop_front();
+        }
+        for (size_t i = 0; i < cnt; ++i) {
+          if (stepAccumulates(s.op)) {
+            data[i] = combine(data[i], st.output[outOff + i]);
+          } else if (stepReduces(s.op)) {
+            data[i] = combine(data[i], st.input[inOff + i]);
+          } else if (stepReadsInput(s.op)) {
+            data[i] = st.input[inOff + i];
+          } else if (s.op == StepOp::kSendFromOutput) {
+            data[i] = st.output[outOff + i];
+          }
+          if (stepIsFinal(s.op)) {
+            if (data[i].post) data[i].dup = true;
+            data[i].post = true;
+          }
+          if (stepWritesOutput(s.op)) st.output[outOff + i] = data[i];
+        }
+        if (out != nullptr) out->push_back(std::move(data));
+        ++it.step;
+        normalize(p, it);
         progress = true;
-        continue;
       }
-      size_t inOff = 0, outOff = 0, cnt = 0, cnt2 = 0;
-      p.blockRange(st.tile, s.block, 0, &inOff, &cnt);
-      p.blockRange(st.tile, s.block, 1, &outOff, &cnt2);
-      if (cnt != cnt2) return internalError("rank %d: input/output block sizes differ", r);
-      if (stepReadsInput(s.op) && inOff + cnt > st.input.size()) {
-        return internalError("rank %d step %s reads input [%zu,+%zu) beyond %zu", r, stepOpName(s.op), inOff, cnt,
-                             st.input.size());
-      }
-      if (stepWritesOutput(s.op) && outOff + cnt > st.output.size()) {
-        return internalError("rank %d step %s writes output [%zu,+%zu) beyond %zu", r, stepOpName(s.op), outOff, cnt,
-                             st.output.size());
-      }
-      std::vector<Val> data(cnt);
-      if (in != nullptr) {
-        if (in->front().size() != cnt) {
-          return internalError("rank %d step %s expects %zu elements, slot from rank %d has %zu", r, stepOpName(s.op),
-                               cnt, s.recvPeer, in->front().size());
-        }
-        data = std::move(in->front());
-        in->pop_front();
-      }
-      for (size_t i = 0; i < cnt; ++i) {
-        if (stepAccumulates(s.op)) {
-          data[i] = combine(data[i], st.output[outOff + i]);
-        } else if (stepReduces(s.op)) {
-          data[i] = combine(data[i], st.input[inOff + i]);
-        } else if (stepReadsInput(s.op)) {
-          data[i] = st.input[inOff + i];
-        } else if (s.op == StepOp::kSendFromOutput) {
-          data[i] = st.output[outOff + i];
-        }
-        if (stepIsFinal(s.op)) {
-          if (data[i].post) data[i].dup = true;
-          data[i].post = true;
-        }
-        if (stepWritesOutput(s.op)) st.output[outOff + i] = data[i];
-      }
-      if (out != nullptr) out->push_back(std::move(data));
-      ++st.step;
-      normalize(r);
-      progress = true;
     }
     if (allDone) break;
     if (!progress) {
       std::string where;
       for (int r = 0; r < n; ++r) {
-        if (finished(r)) continue;
-        const RankState& st = ranks[static_cast<size_t>(r)];
-        const Step& s = spec.programs[static_cast<size_t>(r)][st.prog].steps[st.step];
-        where += strPrintf(" rank %d at channel %zu tile %zu step %s;", r, st.prog, st.tile, stepOpName(s.op));
+        const auto& its = items[static_cast<size_t>(r)];
+        for (size_t item = 0; item < its.size(); ++item) {
+          if (its[item].done) continue;
+          const Step& s = spec.programs[static_cast<size_t>(r)][item].steps[its[item].step];
+          where += strPrintf(" rank %d at program %zu tile %zu step %s;", r, item, its[item].tile, stepOpName(s.op));
+        }
       }
       return internalError("deadlock:%s", where.c_str());
     }
   }
   for (const auto& f : fifos) {
     if (!f.second.empty()) {
-      return internalError("%zu slots from rank %d to rank %d were never received", f.second.size(),
-                           std::get<1>(f.first), std::get<2>(f.first));
+      return internalError("%zu slots from rank %d to rank %d (channel %d lane %d) were never received",
+                           f.second.size(), std::get<2>(f.first), std::get<3>(f.first), std::get<0>(f.first),
+                           std::get<1>(f.first));
     }
   }
 

@@ -74,7 +74,10 @@ struct Program {
   size_t chunkElems = 0;      // elements per block per tile (at most one FIFO slot)
   int nblocks = 1;            // blocks per tile (kTiled)
   size_t stride[2] = {0, 0};  // kStrided: element distance between blocks in the input [0] and output [1]
-  std::vector<Step> steps;    // executed in order, once per tile
+  // Programs of one channel on different lanes use separate connectors to the same peer, so they progress
+  // independently (the double binary tree's second tree is lane 1). kLanes in the planner bounds it.
+  int lane = 0;
+  std::vector<Step> steps;  // executed in order, once per tile
   // Packed steps name an entry here (Step::block); every block of a pack moves the same tile range, so a slot
   // holds pack.size() x the block's elements (the caller sizes chunkElems for the largest pack).
   std::vector<std::vector<PackEntry>> packs;

@@ -104,18 +104,24 @@ void appendDown(Program& prog, const TreeNode& t) {
 
 }  // namespace
 
-Result<Program> buildTreeAllReduceProgram(const TreeParams& p) {
+Result<std::vector<Program>> buildTreeAllReducePrograms(const TreeParams& p) {
   if (p.nranks < 1 || p.rank < 0 || p.rank >= p.nranks || (p.which != 0 && p.which != 1)) {
     return internalError("tree: bad parameters (n=%d rank=%d tree=%d)", p.nranks, p.rank, p.which);
   }
   BRAID_ASSIGN_OR_RETURN(Program prog, treeProgram(p));
+  prog.lane = p.which;
   const TreeNode t = treeNode(p.nranks, p.rank, p.which);
   const int c0 = t.children[0], c1 = t.children[1];
+  std::vector<Program> progs;
   if (p.nranks == 1) {
     addStep(prog, StepOp::kCopy, -1, -1);
   } else if (t.parent >= 0) {
+    Program down = prog;
     appendUp(prog, t);
-    appendDown(prog, t);
+    appendDown(down, t);
+    progs.push_back(std::move(prog));
+    progs.push_back(std::move(down));
+    return progs;
   } else if (c1 < 0) {
     // The root: the last combination is final; the result starts its way down at once.
     addStep(prog, StepOp::kRecvReduceCopySend, c0, c0);
@@ -124,7 +130,8 @@ Result<Program> buildTreeAllReduceProgram(const TreeParams& p) {
     addStep(prog, StepOp::kRecvAccumulateCopySend, c1, c1);
     addStep(prog, StepOp::kSendFromOutput, c0, -1);
   }
-  return prog;
+  progs.push_back(std::move(prog));
+  return progs;
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "algorithms/schedule.h"
 #include "src/common/status.h"
@@ -33,8 +34,11 @@ struct TreeParams {
   size_t chunkElems;  // elements per FIFO slot
 };
 
-// The all-reduce Program of one rank for one tree.
-Result<Program> buildTreeAllReduceProgram(const TreeParams& p);
+// The all-reduce of one rank for one tree, pipelined: a non-root rank gets two Programs, its reduce up and its
+// broadcast down, which use different connectors and so progress independently (tile t + 1 climbs while tile t
+// comes down, as NCCL's tree splits its threads). The root and a single rank get one. Tree `which` runs on lane
+// `which`, so both trees of a channel progress together too.
+Result<std::vector<Program>> buildTreeAllReducePrograms(const TreeParams& p);
 
 // Reduce (up only) and broadcast (down only) over one tree rotated so that `root` is its root: log2(n) hops
 // instead of the ring chain's n - 1. A reduce's non-root ranks with two children keep their partial result in

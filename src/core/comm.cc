@@ -31,6 +31,8 @@ int usableCpus() {
 }
 constexpr uint32_t kTagSplit = 0x20000;
 constexpr int kMaxChannels = 64;
+constexpr int kLanes = 2;
+constexpr size_t kLane1Peers = 3;  // tree 1's parent and two children
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -86,8 +88,8 @@ uint64_t localHostHash() {
 
 struct Communicator::Plan {
   // Per channel, the connectors the pending ops need that do not exist yet.
-  std::vector<std::pair<int, int>> sendNeeds;  // (channel, peer)
-  std::vector<std::pair<int, int>> recvNeeds;
+  std::vector<Link> sendNeeds;
+  std::vector<Link> recvNeeds;
   size_t totalBytes = 0;
 };
 
@@ -247,10 +249,10 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
                "comm %p rank %d nRanks %d nNodes %d localRanks %d - host memory, %d channels, ring order 0..%d",
                static_cast<void*>(this), rank, nranks, nranks / std::max(1, nLocal), nLocal, nChannels(), nranks - 1);
     BRAID_INFO(kLogInit | kLogAlloc,
-               "comm %p rank %d FIFO memory bound %zu bytes ((NCCL_BUFFSIZE %lld + NCCL_LL_BUFFSIZE %lld) x (%d "
-               "channels + %d peers)), mapped lazily at first use",
+               "comm %p rank %d FIFO memory bound %zu bytes ((NCCL_BUFFSIZE %lld + NCCL_LL_BUFFSIZE %lld) x %d "
+               "channels x (%d ranks + %d)); receive FIFOs are mapped at first use, a ring all-reduce maps %zu",
                static_cast<void*>(this), rank, fifoMemoryBound(), (long long)buffSize, (long long)llBuffSize,
-               nChannels(), nranks);
+               nChannels(), nranks, static_cast<int>(kLane1Peers), connectorBytes() * channels_.size());
     BRAID_INFO(kLogInit, "comm %p rank %d nranks %d cudaDev %d - Init COMPLETE", static_cast<void*>(this), rank, nranks,
                device);
   }
@@ -258,9 +260,14 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
 }
 
 size_t Communicator::fifoMemoryBound() const {
-  // A rank owns the receive FIFOs: one per channel from the ring predecessor, plus one per peer (itself
-  // included) for point-to-point traffic, which uses a single channel per pair.
-  return (slotBytes_ + llSlotBytes_) * kFifoSlots * (channels_.size() + static_cast<size_t>(nranks_));
+  // A rank owns its receive FIFOs, created at first use: on lane 0 of a channel at most one per peer (itself
+  // included, for a send to self), whatever mix of ring, tree, rooted tree, all-to-all and send/receive traffic
+  // uses it; on lane 1 only tree 1's parent and children. A ring all-reduce alone maps one per channel.
+  return connectorBytes() * channels_.size() * (static_cast<size_t>(nranks_) + kLane1Peers);
+}
+
+size_t Communicator::connectorBytes() const {
+  return (slotBytes_ + llSlotBytes_) * kFifoSlots;
 }
 
 ExecContext Communicator::execContext() const {
@@ -373,7 +380,7 @@ Status Communicator::buildPlan(Plan* plan) {
   for (const PendingOp& op : pending_) {
     if (op.kind == CollKind::kSend || op.kind == CollKind::kRecv) ordered.push_back(&op);
   }
-  std::map<std::pair<int, int>, bool> needSend, needRecv;
+  std::map<Link, bool> needSend, needRecv;
   for (const PendingOp* op : ordered) {
     const size_t elemSize = dtypeSize(op->dtype);
     const FifoChoice choice = chooseFifo(*op);
@@ -424,8 +431,8 @@ Status Communicator::buildPlan(Plan* plan) {
         const size_t mid = deterministic_ ? e : std::min(e, b + ((e - b) / 2 + align - 1) / align * align);
         for (int which = 0; which < (deterministic_ ? 1 : 2); ++which) {
           TreeParams tp{nranks_, rank_, which, which == 0 ? b : mid, which == 0 ? mid : e, chunkElems};
-          BRAID_ASSIGN_OR_RETURN(Program prog, buildTreeAllReduceProgram(tp));
-          progs.emplace_back(c, std::move(prog));
+          BRAID_ASSIGN_OR_RETURN(std::vector<Program> parts, buildTreeAllReducePrograms(tp));
+          for (Program& prog : parts) progs.emplace_back(c, std::move(prog));
         }
       }
     } else {
@@ -458,9 +465,10 @@ Status Communicator::buildPlan(Plan* plan) {
         w.llRecv.resize(scratch);
         w.llSend.resize(scratch);
       }
+      const int lane = w.prog.lane;
       for (const Step& s : w.prog.steps) {
-        if (s.sendPeer >= 0 && ch.send.find(s.sendPeer) == ch.send.end()) needSend[{c, s.sendPeer}] = true;
-        if (s.recvPeer >= 0 && ch.recv.find(s.recvPeer) == ch.recv.end()) needRecv[{c, s.recvPeer}] = true;
+        if (s.sendPeer >= 0 && ch.send.count({s.sendPeer, lane}) == 0) needSend[Link{c, s.sendPeer, lane}] = true;
+        if (s.recvPeer >= 0 && ch.recv.count({s.recvPeer, lane}) == 0) needRecv[Link{c, s.recvPeer, lane}] = true;
       }
       ch.work.items.push_back(std::move(w));
     }
@@ -472,28 +480,30 @@ Status Communicator::buildPlan(Plan* plan) {
 
 // Phase 0 creates receive FIFOs and sends their descriptions; phase 1 receives descriptions and attaches. All comms
 // of a group finish phase 0 before any starts phase 1, so one thread can connect several ranks of one clique.
-Status Communicator::connect(const std::vector<std::pair<int, int>>& sendNeeds,
-                             const std::vector<std::pair<int, int>>& recvNeeds, int phase) {
+Status Communicator::connect(const std::vector<Link>& sendNeeds, const std::vector<Link>& recvNeeds, int phase) {
   const PeerInfo& self = peers_[static_cast<size_t>(rank_)];
+  // Each (channel, lane) has its own bootstrap tag, so descriptions of several links to one peer never mix.
+  auto tag = [](const Link& l) { return kTagConnect + static_cast<uint32_t>(l.channel * kLanes + l.lane); };
   if (phase == 0) {
-    for (const auto& [c, peer] : recvNeeds) {
-      BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(self, peers_[static_cast<size_t>(peer)]));
-      BRAID_ASSIGN_OR_RETURN(RecvSetup setup,
-                             t->setupRecv(self, peers_[static_cast<size_t>(peer)], slotBytes_, llSlotBytes_));
-      BRAID_RETURN_IF_ERROR(
-          bootstrap_->send(peer, kTagConnect + static_cast<uint32_t>(c), setup.blob, kConnectBlobBytes));
-      BRAID_INFO(kLogInit | kLogShm, "Channel %02d : %d[%d] -> %d[%d] via %s", c, peer, -1, rank_, device_, t->name());
-      channels_[static_cast<size_t>(c)].recv[peer] = std::move(setup.connector);
+    for (const Link& l : recvNeeds) {
+      const PeerInfo& peer = peers_[static_cast<size_t>(l.peer)];
+      BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(self, peer));
+      BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(self, peer, slotBytes_, llSlotBytes_));
+      BRAID_RETURN_IF_ERROR(bootstrap_->send(l.peer, tag(l), setup.blob, kConnectBlobBytes));
+      BRAID_INFO(kLogInit | kLogShm, "Channel %02d : %d[%d] -> %d[%d] via %s%s", l.channel, l.peer, -1, rank_, device_,
+                 t->name(), l.lane != 0 ? " (lane 1)" : "");
+      channels_[static_cast<size_t>(l.channel)].recv[{l.peer, l.lane}] = std::move(setup.connector);
     }
     return Status::ok();
   }
-  for (const auto& [c, peer] : sendNeeds) {
+  for (const Link& l : sendNeeds) {
     char blob[kConnectBlobBytes];
-    BRAID_RETURN_IF_ERROR(bootstrap_->recv(peer, kTagConnect + static_cast<uint32_t>(c), blob, kConnectBlobBytes)
-                              .withContext(strPrintf("connecting channel %d to rank %d", c, peer)));
-    BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(self, peers_[static_cast<size_t>(peer)]));
-    BRAID_ASSIGN_OR_RETURN(auto conn, t->connectSend(self, peers_[static_cast<size_t>(peer)], blob));
-    channels_[static_cast<size_t>(c)].send[peer] = std::move(conn);
+    BRAID_RETURN_IF_ERROR(bootstrap_->recv(l.peer, tag(l), blob, kConnectBlobBytes)
+                              .withContext(strPrintf("connecting channel %d to rank %d", l.channel, l.peer)));
+    const PeerInfo& peer = peers_[static_cast<size_t>(l.peer)];
+    BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(self, peer));
+    BRAID_ASSIGN_OR_RETURN(auto conn, t->connectSend(self, peer, blob));
+    channels_[static_cast<size_t>(l.channel)].send[{l.peer, l.lane}] = std::move(conn);
   }
   return Status::ok();
 }
@@ -545,8 +555,8 @@ Status Communicator::launchImpl(const std::vector<Communicator*>& comms) {
         w.recvConn.assign(w.prog.steps.size(), nullptr);
         for (size_t s = 0; s < w.prog.steps.size(); ++s) {
           const Step& st = w.prog.steps[s];
-          if (st.sendPeer >= 0) w.sendConn[s] = ch.send.at(st.sendPeer).get();
-          if (st.recvPeer >= 0) w.recvConn[s] = ch.recv.at(st.recvPeer).get();
+          if (st.sendPeer >= 0) w.sendConn[s] = ch.send.at({st.sendPeer, w.prog.lane}).get();
+          if (st.recvPeer >= 0) w.recvConn[s] = ch.recv.at({st.recvPeer, w.prog.lane}).get();
         }
       }
       ch.work.prepare();

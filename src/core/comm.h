@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "algorithms/ring/ring.h"
@@ -109,16 +110,26 @@ class Communicator {
   Result<int> createPreMulSum(const void* scalar, DType dtype, bool immediate);
   Status destroyOp(int op);
 
-  // Memory this communicator may map for FIFOs: buffer size x channels x peers (an upper bound).
+  // Memory this communicator may map for receive FIFOs (an upper bound): (NCCL_BUFFSIZE + NCCL_LL_BUFFSIZE) x
+  // channels x (nranks + 3).
   size_t fifoMemoryBound() const;
+  // One receive FIFO: its Simple and LL slots.
+  size_t connectorBytes() const;
 
   // Split: collective over this communicator.
   Status split(int color, int key, const CommConfig& config, std::unique_ptr<Communicator>* out);
 
  private:
+  // A connector is one direction of one (channel, peer, lane) link. Lanes let two programs of one channel use the
+  // same peer independently (tree 1 of the double binary tree runs on lane 1 beside tree 0).
+  using LinkKey = std::pair<int, int>;  // (peer rank, lane)
+  struct Link {
+    int channel, peer, lane;
+    bool operator<(const Link& o) const { return std::tie(channel, peer, lane) < std::tie(o.channel, o.peer, o.lane); }
+  };
   struct Channel {
-    std::map<int, std::unique_ptr<Connector>> send;  // by peer rank
-    std::map<int, std::unique_ptr<Connector>> recv;
+    std::map<LinkKey, std::unique_ptr<Connector>> send;
+    std::map<LinkKey, std::unique_ptr<Connector>> recv;
     std::unique_ptr<ChannelWorker> worker;
     ChannelWork work;
   };
@@ -135,8 +146,7 @@ class Communicator {
   static Status launchImpl(const std::vector<Communicator*>& comms);
   // Runs the queued operations the direct (NVLS-style) path takes and removes them from pending_.
   static Status launchDirect(const std::vector<Communicator*>& comms);
-  Status connect(const std::vector<std::pair<int, int>>& sendNeeds, const std::vector<std::pair<int, int>>& recvNeeds,
-                 int phase);
+  Status connect(const std::vector<Link>& sendNeeds, const std::vector<Link>& recvNeeds, int phase);
   ExecContext execContext() const;
 
   int rank_ = 0;

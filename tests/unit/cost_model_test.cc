@@ -55,6 +55,29 @@ TEST(CostModel, ProtocolCostsAndPins) {
   unlink(path.c_str());
 }
 
+TEST(CostModel, AlltoAllPairwiseAgainstBruck) {
+  CostModel m;
+  // Built in: the log-step schedule wins for tiny blocks at 8 ranks, pairwise for large ones (fewer bytes).
+  EXPECT_LT(m.predictAlltoAllUs(AlltoAllAlgo::kBruck, 8, 2, 8), m.predictAlltoAllUs(AlltoAllAlgo::kPairwise, 8, 2, 8));
+  EXPECT_GT(m.predictAlltoAllUs(AlltoAllAlgo::kBruck, 8, 2, 1 << 20),
+            m.predictAlltoAllUs(AlltoAllAlgo::kPairwise, 8, 2, 1 << 20));
+  const std::string path = writeTemp(
+      "cost alltoall pairwise 4 6 1.0\n"
+      "cost alltoall bruck 4 2 1.0\n"
+      "pin alltoall 0 64 pairwise\n");
+  Result<CostModel> f = CostModel::load(path);
+  ASSERT_TRUE(f.isOk()) << f.status().message();
+  // 4 ranks, 1000 bytes per peer: pairwise moves 3 blocks, Bruck 4 (bits 0 and 1 of j = 1..3).
+  EXPECT_DOUBLE_EQ(f.value().predictAlltoAllUs(AlltoAllAlgo::kPairwise, 4, 2, 1000), 6 + 3.0);
+  EXPECT_DOUBLE_EQ(f.value().predictAlltoAllUs(AlltoAllAlgo::kBruck, 4, 2, 1000), 2 + 4.0);
+  // 8 ranks: alpha scaled by messages (7/3) and rounds (3/2).
+  EXPECT_DOUBLE_EQ(f.value().predictAlltoAllUs(AlltoAllAlgo::kPairwise, 8, 2, 0), 6.0 * 7 / 3);
+  EXPECT_DOUBLE_EQ(f.value().predictAlltoAllUs(AlltoAllAlgo::kBruck, 8, 2, 0), 2.0 * 3 / 2);
+  EXPECT_EQ(f.value().pinnedAlltoAll(64), static_cast<int>(AlltoAllAlgo::kPairwise));
+  EXPECT_EQ(f.value().pinnedAlltoAll(65), -1);
+  unlink(path.c_str());
+}
+
 TEST(CostModel, FileCostsAndPins) {
   const std::string path = writeTemp(
       "# measured\n"
@@ -84,7 +107,8 @@ TEST(CostModel, BadFilesNameTheLine) {
   };
   const Case cases[] = {{"cost allreduce ring 4 10\n", "line 1: expected 'cost"},
                         {"\ncost allreduce bogus 4 1 1\n", "line 2: unknown algorithm 'bogus'"},
-                        {"pin alltoall 0 1 ring\n", "unknown collective 'alltoall'"},
+                        {"pin gather 0 1 ring\n", "unknown collective 'gather'"},
+                        {"pin alltoall 0 1 ring\n", "unknown algorithm 'ring' (alltoall: pairwise or bruck)"},
                         {"pin allreduce 10 1 ring\n", "max bytes is below min bytes"},
                         {"cost allreduce ring 0 1 1\n", "ranks >= 1"},
                         {"cost allreduce ring 4 1 1 extra\n", "unexpected 'extra'"},

@@ -106,16 +106,19 @@ TEST(Tree, AllReduceSchedulesProveUpTo64Ranks) {
   for (int n = 1; n <= 64; n = n < 12 ? n + 1 : n + 13) {
     for (size_t count : {size_t{1}, size_t{5}, size_t{64}, size_t{333}}) {
       for (size_t chunk : {size_t{1}, size_t{7}, size_t{64}}) {
+        // As the planner queues them: both trees, each split into its up and down programs, on one channel, so
+        // they all progress at once (tree 1 on lane 1).
         CheckSpec spec{CollKind::kAllReduce, n, 0, count, {}};
         const size_t mid = count / 2;
         for (int r = 0; r < n; ++r) {
           std::vector<Program> progs;
           for (int which = 0; which < 2; ++which) {
             TreeParams tp{n, r, which, which == 0 ? 0 : mid, which == 0 ? mid : count, chunk};
-            Result<Program> p = buildTreeAllReduceProgram(tp);
+            Result<std::vector<Program>> p = buildTreeAllReducePrograms(tp);
             ASSERT_TRUE(p.isOk()) << p.status().message();
-            progs.push_back(p.take());
+            for (Program& prog : p.value()) progs.push_back(prog);
           }
+          spec.channels.push_back(std::vector<int>(progs.size(), 0));
           spec.programs.push_back(std::move(progs));
         }
         Status st = checkSchedule(spec);
@@ -129,18 +132,44 @@ TEST(Tree, CheckerCatchesABrokenTree) {
   const int n = 6;
   CheckSpec spec{CollKind::kAllReduce, n, 0, 40, {}};
   for (int r = 0; r < n; ++r) {
-    Result<Program> p = buildTreeAllReduceProgram(TreeParams{n, r, 0, 0, 40, 8});
+    Result<std::vector<Program>> p = buildTreeAllReducePrograms(TreeParams{n, r, 0, 0, 40, 8});
     ASSERT_TRUE(p.isOk());
-    Program prog = p.take();
+    std::vector<Program> progs = p.take();
     // A rank with two children forgets the first one's partial result.
     if (treeNode(n, r, 0).children[1] >= 0 && treeNode(n, r, 0).parent >= 0) {
-      for (Step& s : prog.steps) {
+      for (Step& s : progs[0].steps) {
         if (s.op == StepOp::kRecvAccumulateSend) s.op = StepOp::kRecvReduceSend;
       }
     }
-    spec.programs.push_back({prog});
+    spec.channels.push_back(std::vector<int>(progs.size(), 0));
+    spec.programs.push_back(progs);
   }
   EXPECT_FALSE(checkSchedule(spec).isOk());
+}
+
+TEST(Tree, UpAndDownArePipelined) {
+  // A non-root rank's climb and descent are separate programs on separate connectors: with 64 tiles (8 times the
+  // FIFO depth) the checker's concurrent run finishes; the old single program per tree would still be correct,
+  // but here the leaf's up program runs ahead of its down program, which only a split allows.
+  const int n = 7;
+  for (int r = 0; r < n; ++r) {
+    const TreeNode t = treeNode(n, r, 0);
+    Result<std::vector<Program>> p = buildTreeAllReducePrograms(TreeParams{n, r, 0, 0, 64, 1});
+    ASSERT_TRUE(p.isOk());
+    const std::vector<Program>& progs = p.value();
+    ASSERT_EQ(progs.size(), t.parent >= 0 ? 2u : 1u) << "rank " << r;
+    if (t.parent < 0) continue;
+    for (const Step& s : progs[0].steps) {
+      EXPECT_TRUE(s.recvPeer < 0 || s.recvPeer == t.children[0] || s.recvPeer == t.children[1]);
+      EXPECT_TRUE(s.sendPeer < 0 || s.sendPeer == t.parent);
+    }
+    for (const Step& s : progs[1].steps) {
+      EXPECT_TRUE(s.recvPeer < 0 || s.recvPeer == t.parent);
+      EXPECT_NE(s.sendPeer, t.parent);
+    }
+  }
+  // Tree 1 is on lane 1.
+  EXPECT_EQ(buildTreeAllReducePrograms(TreeParams{n, 0, 1, 0, 8, 1}).value()[0].lane, 1);
 }
 
 }  // namespace

@@ -48,15 +48,16 @@ int main(int argc, char** argv) {
     printf("  %-22s = %-14s [%s]\n      %s\n", p->name, v.text.empty() ? "(unset)" : v.text.c_str(), v.source.c_str(),
            p->doc);
   }
-  // The same bound the communicator logs at INFO: one receive FIFO per channel (ring) plus one per peer (p2p).
-  long long buff = braid::params::BuffSize();
+  // The same bound the communicator logs at INFO: per channel, one receive FIFO per peer on lane 0 plus tree 1's 3.
+  long long buff = braid::params::BuffSize() + braid::params::LlBuffSize();
   long long ch = braid::params::CpuChannels();
   long long minCh = braid::params::MinNChannels(), maxCh = braid::params::MaxNChannels();
   if (minCh > 0 && ch < minCh) ch = minCh;
   if (maxCh > 0 && ch > maxCh) ch = maxCh;
   if (ch < 1) ch = 1;
   printf("\nFIFO memory per rank (upper bound, mapped lazily at first use):\n");
-  printf("  NCCL_BUFFSIZE x (channels + nranks) = %lld x (%lld + N) bytes\n", buff, ch);
-  for (int n : {2, 4, 8}) printf("  N=%d: %lld bytes\n", n, buff * (ch + n));
+  printf("  (NCCL_BUFFSIZE + NCCL_LL_BUFFSIZE) x channels x (nranks + 3) = %lld x %lld x (N + 3) bytes\n", buff, ch);
+  printf("  (receive FIFOs are mapped at first use: a ring all-reduce alone maps %lld x %lld bytes)\n", buff, ch);
+  for (int n : {2, 4, 8}) printf("  N=%d: %lld bytes\n", n, buff * ch * (n + 3));
   return 0;
 }
