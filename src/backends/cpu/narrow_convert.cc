@@ -1,0 +1,202 @@
+#include "src/backends/cpu/narrow_convert.h"
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define BRAID_X86 1
+#endif
+
+namespace braid {
+namespace {
+
+// bf16 from float: round the low 16 bits off to nearest even; a NaN keeps its top payload bits and is quieted.
+// The same function as floatToBf16 (the general narrowing reduces to this for bf16), in a form that vectorizes to
+// a handful of integer operations.
+inline uint16_t fastFloatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet = (u >> 16) | 0x40u;
+  const uint32_t m = 0u - static_cast<uint32_t>((u & 0x7fffffffu) > 0x7f800000u);
+  return static_cast<uint16_t>((quiet & m) | (rounded & ~m));
+}
+
+struct Fp8Tables {
+  float e4m3[256];
+  float e5m2[256];
+  Fp8Tables() {
+    for (int i = 0; i < 256; ++i) {
+      e4m3[i] = fp8e4m3ToFloat(static_cast<uint8_t>(i));
+      e5m2[i] = fp8e5m2ToFloat(static_cast<uint8_t>(i));
+    }
+  }
+};
+
+const Fp8Tables& fp8Tables() {
+  static const Fp8Tables tables;
+  return tables;
+}
+
+#if BRAID_X86
+__attribute__((target("avx,f16c"))) void widenHalfF16c(float* dst, const unsigned char* src, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, sizeof(h));
+    dst[i] = halfToFloat(h);
+  }
+}
+
+__attribute__((target("avx,f16c"))) void narrowHalfF16c(unsigned char* dst, const float* src, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), h);
+  }
+  for (; i < n; ++i) {
+    const uint16_t h = floatToHalf(src[i]);
+    std::memcpy(dst + 2 * i, &h, sizeof(h));
+  }
+}
+
+// bf16 with SSE2 (every x86-64 CPU): widening is an interleave with zeros; narrowing rounds in 32-bit lanes and packs
+// (shift left then arithmetic right turns the 16-bit results into values packs_epi32 keeps exactly).
+void widenBf16Sse2(float* dst, const unsigned char* src, size_t n) {
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i absMask = _mm_set1_epi32(0x7fffffff);
+  const __m128i inf = _mm_set1_epi32(0x7f800000);
+  const __m128i quiet = _mm_set1_epi32(0x00400000);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    for (int half = 0; half < 2; ++half) {
+      __m128i u = half == 0 ? _mm_unpacklo_epi16(zero, h) : _mm_unpackhi_epi16(zero, h);
+      const __m128i nan = _mm_cmpgt_epi32(_mm_and_si128(u, absMask), inf);  // signed compare: operands < 2^31
+      u = _mm_or_si128(u, _mm_and_si128(nan, quiet));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 4 * half), u);
+    }
+  }
+  for (; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, sizeof(h));
+    dst[i] = bf16ToFloat(h);
+  }
+}
+
+BRAID_FORCE_INLINE __m128i narrowBf16Lanes(__m128i u) {
+  const __m128i absMask = _mm_set1_epi32(0x7fffffff);
+  const __m128i inf = _mm_set1_epi32(0x7f800000);
+  const __m128i one = _mm_set1_epi32(1);
+  const __m128i bias = _mm_set1_epi32(0x7fff);
+  const __m128i rounded =
+      _mm_srli_epi32(_mm_add_epi32(_mm_add_epi32(u, bias), _mm_and_si128(_mm_srli_epi32(u, 16), one)), 16);
+  const __m128i quieted = _mm_or_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(0x40));
+  const __m128i nan = _mm_cmpgt_epi32(_mm_and_si128(u, absMask), inf);
+  const __m128i r = _mm_or_si128(_mm_and_si128(nan, quieted), _mm_andnot_si128(nan, rounded));
+  return _mm_srai_epi32(_mm_slli_epi32(r, 16), 16);  // sign-extended 16-bit values: packs keeps them exactly
+}
+
+void narrowBf16Sse2(unsigned char* dst, const float* src, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i lo = narrowBf16Lanes(_mm_castps_si128(_mm_loadu_ps(src + i)));
+    const __m128i hi = narrowBf16Lanes(_mm_castps_si128(_mm_loadu_ps(src + i + 4)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), _mm_packs_epi32(lo, hi));
+  }
+  for (; i < n; ++i) {
+    const uint16_t h = fastFloatToBf16(src[i]);
+    std::memcpy(dst + 2 * i, &h, sizeof(h));
+  }
+}
+
+bool detectF16c() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+#else
+bool detectF16c() {
+  return false;
+}
+#endif
+
+template <typename S, float (*kToF)(S)>
+void widenGeneric(float* dst, const unsigned char* src, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    S v;
+    std::memcpy(&v, src + i * sizeof(S), sizeof(S));
+    dst[i] = kToF(v);
+  }
+}
+
+template <typename S, S (*kFromF)(float)>
+void narrowGeneric(unsigned char* dst, const float* src, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const S v = kFromF(src[i]);
+    std::memcpy(dst + i * sizeof(S), &v, sizeof(S));
+  }
+}
+
+}  // namespace
+
+bool halfUsesF16c() {
+  static const bool has = detectF16c();
+  return has;
+}
+
+bool isNarrowFloatType(DType t) {
+  return t == DType::kFloat16 || t == DType::kBfloat16 || t == DType::kFp8E4M3 || t == DType::kFp8E5M2;
+}
+
+void widenBlock(DType t, float* dst, const unsigned char* src, size_t n) {
+  switch (t) {
+    case DType::kFloat16:
+#if BRAID_X86
+      if (halfUsesF16c()) return widenHalfF16c(dst, src, n);
+#endif
+      return widenGeneric<uint16_t, halfToFloat>(dst, src, n);
+    case DType::kBfloat16:
+#if BRAID_X86
+      return widenBf16Sse2(dst, src, n);
+#else
+      return widenGeneric<uint16_t, bf16ToFloat>(dst, src, n);
+#endif
+    case DType::kFp8E4M3:
+    case DType::kFp8E5M2: {
+      const float* table = t == DType::kFp8E4M3 ? fp8Tables().e4m3 : fp8Tables().e5m2;
+      for (size_t i = 0; i < n; ++i) dst[i] = table[src[i]];
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void narrowBlock(DType t, unsigned char* dst, const float* src, size_t n) {
+  switch (t) {
+    case DType::kFloat16:
+#if BRAID_X86
+      if (halfUsesF16c()) return narrowHalfF16c(dst, src, n);
+#endif
+      return narrowGeneric<uint16_t, floatToHalf>(dst, src, n);
+    case DType::kBfloat16:
+#if BRAID_X86
+      return narrowBf16Sse2(dst, src, n);
+#else
+      return narrowGeneric<uint16_t, fastFloatToBf16>(dst, src, n);
+#endif
+    case DType::kFp8E4M3:
+      return narrowGeneric<uint8_t, floatToFp8e4m3>(dst, src, n);
+    case DType::kFp8E5M2:
+      return narrowGeneric<uint8_t, floatToFp8e5m2>(dst, src, n);
+    default:
+      return;
+  }
+}
+
+}  // namespace braid
