@@ -89,6 +89,15 @@ TEST_P(NarrowConvert, FloatsNarrowLikeTheElementConversion) {
       for (int d = -2; d <= 2; ++d) in.push_back(fromBits(bits(f) + static_cast<uint32_t>(d)));
     }
   }
+  // Around half's limits (fp8 from float goes through half): its largest finite value and overflow threshold,
+  // its smallest subnormal, and float subnormals.
+  for (float f :
+       {65504.0f, 65519.0f, 65520.0f, 65536.0f, 61440.0f, 57344.0f, 5.9604645e-8f, 2.9802322e-8f, 1e-40f, 3e38f}) {
+    for (int d = -3; d <= 3; ++d) {
+      in.push_back(fromBits(bits(f) + static_cast<uint32_t>(d)));
+      in.push_back(-fromBits(bits(f) + static_cast<uint32_t>(d)));
+    }
+  }
   std::mt19937 gen(7);
   for (int i = 0; i < 200000; ++i) in.push_back(fromBits(static_cast<uint32_t>(gen())));
   std::vector<unsigned char> out(in.size() * es);

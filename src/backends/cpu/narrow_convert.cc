@@ -115,6 +115,44 @@ void narrowBf16Sse2(unsigned char* dst, const float* src, size_t n) {
   }
 }
 
+// fp8 from float through half: F16C truncates to half, and an inexact result gets its lowest bit set (rounding to
+// odd), which keeps the information round-to-nearest-even needs; a 64 Ki-entry table then rounds the half to fp8.
+// Correct because half has at least two more significant bits than fp8 wherever fp8 is not already subnormal, and
+// finer absolute steps where it is. Beyond half's range, truncation gives half's largest finite value, which every
+// fp8 format rounds to its own overflow result (inf for e5m2, 448 for e4m3fn), as the float would.
+struct Fp8FromHalf {
+  uint8_t e4m3[65536];
+  uint8_t e5m2[65536];
+  Fp8FromHalf() {
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const float f = halfToFloat(static_cast<uint16_t>(h));
+      e4m3[h] = floatToFp8e4m3(f);
+      e5m2[h] = floatToFp8e5m2(f);
+    }
+  }
+};
+
+const Fp8FromHalf& fp8FromHalf() {
+  static const Fp8FromHalf tables;
+  return tables;
+}
+
+__attribute__((target("avx,f16c"))) void narrowFp8F16c(const uint8_t* table, unsigned char* dst, const float* src,
+                                                       size_t n) {
+  size_t i = 0;
+  alignas(16) uint16_t h[8];
+  for (; i + 8 <= n; i += 8) {
+    const __m256 f = _mm256_loadu_ps(src + i);
+    const __m128i t = _mm256_cvtps_ph(f, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 exact = _mm256_cmp_ps(_mm256_cvtph_ps(t), f, _CMP_EQ_OQ);  // false for NaN: harmless
+    const __m128i exact16 = _mm_packs_epi32(_mm_castps_si128(_mm256_castps256_ps128(exact)),
+                                            _mm_castps_si128(_mm256_extractf128_ps(exact, 1)));
+    _mm_store_si128(reinterpret_cast<__m128i*>(h), _mm_or_si128(t, _mm_andnot_si128(exact16, _mm_set1_epi16(1))));
+    for (int k = 0; k < 8; ++k) dst[i + static_cast<size_t>(k)] = table[h[k]];
+  }
+  for (; i < n; ++i) dst[i] = table == fp8FromHalf().e4m3 ? floatToFp8e4m3(src[i]) : floatToFp8e5m2(src[i]);
+}
+
 bool detectF16c() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
@@ -191,8 +229,14 @@ void narrowBlock(DType t, unsigned char* dst, const float* src, size_t n) {
       return narrowGeneric<uint16_t, fastFloatToBf16>(dst, src, n);
 #endif
     case DType::kFp8E4M3:
+#if BRAID_X86
+      if (halfUsesF16c()) return narrowFp8F16c(fp8FromHalf().e4m3, dst, src, n);
+#endif
       return narrowGeneric<uint8_t, floatToFp8e4m3>(dst, src, n);
     case DType::kFp8E5M2:
+#if BRAID_X86
+      if (halfUsesF16c()) return narrowFp8F16c(fp8FromHalf().e5m2, dst, src, n);
+#endif
       return narrowGeneric<uint8_t, floatToFp8e5m2>(dst, src, n);
     default:
       return;
