@@ -32,8 +32,9 @@ int findColl(const std::string& token) {
 }
 
 // LL against Simple on the same path (measured on the 2-core host; docs/perf.md).
-constexpr double kLlAlphaFactor = 0.7;
-constexpr double kLlBetaFactor = 0.35;
+constexpr double kLlAlphaFactor = 0.92;               // 2 processes, 8-512 B ring: 1.62 vs 1.73 us
+constexpr double kLlAlphaFactorOversubscribed = 1.5;  // 4 processes on 2 cores: 19.2 vs 12.9 us
+constexpr double kLlBetaFactor = 0.33;                // 32 KB, 2 processes: 18.9 vs 6.5 us
 // All-to-all (2-core host, docs/perf.md).
 constexpr double kPairwiseMsgUs = 0.5;
 constexpr double kPairwiseMsgUsOversubscribed = 2.0;
@@ -78,8 +79,9 @@ AlgoCost builtIn(FilterColl coll, AlgoId algo, ProtoId proto, int nranks, int cp
       break;
   }
   if (proto == ProtoId::kLL) {
-    // LL: no tail counter to bounce per hop, but half of every line is flag and every word is checked.
-    c.alphaUs *= kLlAlphaFactor;
+    // LL: no tail counter to bounce per hop, but half of every line is flag and every word is checked. Measured on
+    // the 2-core host: a little faster per hop with a core per rank, slower when ranks outnumber cores.
+    c.alphaUs *= oversubscribed ? kLlAlphaFactorOversubscribed : kLlAlphaFactor;
     c.betaGBps *= kLlBetaFactor;
   }
   return c;

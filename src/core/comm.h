@@ -138,6 +138,17 @@ class Communicator {
   Status buildPlan(Plan* plan);
   // The FIFO path's algorithm and protocol for `op` (send/recv: the protocol only), with its predicted time.
   FifoChoice chooseFifo(const PendingOp& op) const;
+  struct Decision {
+    bool valid = false;
+    CollKind kind = CollKind::kAllReduce;
+    size_t bytes = 0;
+    FifoChoice fifo;
+    bool direct = false;
+  };
+  static constexpr size_t kDecisionCacheSize = 16;
+  Decision& decisionFor(const PendingOp& op) const;
+  FifoChoice computeFifoChoice(const PendingOp& op) const;
+  bool computeDirectWanted(const PendingOp& op, const FifoChoice& fifo) const;
   bool directWanted(const PendingOp& op) const;
   // NCCL_DEBUG_SUBSYS=TUNING: the predicted time of every allowed algorithm and the choice.
   void logTuning(const PendingOp& op, AlgoId chosen, ProtoId proto) const;
@@ -169,9 +180,10 @@ class Communicator {
   Filter algoFilter_;                    // NCCL_ALGO
   CostModel costs_;                      // BRAID_TUNING_FILE, or built-in figures
   int cpus_ = 1;
-  bool deterministic_ = false;  // BRAID_DETERMINISTIC
-  Filter protoFilter_;          // NCCL_PROTO
-  int alltoAllForced_ = -1;     // BRAID_ALLTOALL_ALGO as an AlltoAllAlgo; -1: the cost model
+  bool deterministic_ = false;                      // BRAID_DETERMINISTIC
+  Filter protoFilter_;                              // NCCL_PROTO
+  mutable Decision decisions_[kDecisionCacheSize];  // chooseFifo / directWanted by (collective, bytes)
+  int alltoAllForced_ = -1;                         // BRAID_ALLTOALL_ALGO as an AlltoAllAlgo; -1: the cost model
   std::vector<UserRedOp> userOps_;
   mutable std::mutex opsMu_;
   std::atomic<bool> abort_{false};

@@ -77,7 +77,31 @@ bool directKind(CollKind kind, DirectCollective* out) {
 
 }  // namespace
 
+Communicator::Decision& Communicator::decisionFor(const PendingOp& op) const {
+  // Both choices depend only on the collective and its size (everything else is fixed at init), so a small
+  // direct-mapped cache keeps the model off the latency path of repeated operations.
+  const size_t bytes = unitBytes(op);
+  const size_t slot = (bytes * 31 + static_cast<size_t>(op.kind)) % kDecisionCacheSize;
+  Decision& d = decisions_[slot];
+  if (!d.valid || d.kind != op.kind || d.bytes != bytes) {
+    d.kind = op.kind;
+    d.bytes = bytes;
+    d.fifo = computeFifoChoice(op);
+    d.direct = computeDirectWanted(op, d.fifo);
+    d.valid = true;
+  }
+  return d;
+}
+
 FifoChoice Communicator::chooseFifo(const PendingOp& op) const {
+  return decisionFor(op).fifo;
+}
+
+bool Communicator::directWanted(const PendingOp& op) const {
+  return decisionFor(op).direct;
+}
+
+FifoChoice Communicator::computeFifoChoice(const PendingOp& op) const {
   FifoChoice best;
   FilterColl fc;
   if (!filterColl(op.kind, &fc)) {
@@ -90,27 +114,23 @@ FifoChoice Communicator::chooseFifo(const PendingOp& op) const {
   const size_t bytes = unitBytes(op);
   int pinProto = -1;
   const int pin = costs_.pinned(fc, bytes, &pinProto);
-  std::vector<AlgoId> algos;
   const bool treeOk = treeImplemented(op.kind) && algoFilter_.allows(fc, kTreeAlgo);
   const bool ringOk = algoFilter_.allows(fc, kRingAlgo);
+  bool useRing = ringOk, useTree = treeOk;
   // Deterministic mode: the ring all-reduce's order per element depends on the chunking, a tree's does not.
   if (treeOk && ((deterministic_ && op.kind == CollKind::kAllReduce) || !ringOk || pin == kTreeAlgo)) {
-    algos = {AlgoId::kTree};
+    useRing = false;
   } else if (ringOk && (!treeOk || pin == kRingAlgo)) {
-    algos = {AlgoId::kRing};
-  } else {
-    algos = {AlgoId::kRing, AlgoId::kTree};
+    useTree = false;
   }
-  std::vector<ProtoId> protos;
-  for (ProtoId p : {ProtoId::kLL, ProtoId::kSimple}) {
-    if (protoFilter_.allows(fc, static_cast<int>(p))) protos.push_back(p);
-  }
-  if (pinProto >= 0 && protoFilter_.allows(fc, pinProto) && pinProto != static_cast<int>(ProtoId::kLL128)) {
-    protos = {static_cast<ProtoId>(pinProto)};
-  }
+  bool useLl = protoFilter_.allows(fc, kLlProto), useSimple = protoFilter_.allows(fc, kSimpleProto);
+  if (pinProto == kLlProto && useLl) useSimple = false;
+  if (pinProto == kSimpleProto && useSimple) useLl = false;
   best.predictedUs = -1;
-  for (AlgoId a : algos) {
-    for (ProtoId p : protos) {
+  for (AlgoId a : {AlgoId::kRing, AlgoId::kTree}) {
+    if (!(a == AlgoId::kRing ? useRing : useTree)) continue;
+    for (ProtoId p : {ProtoId::kLL, ProtoId::kSimple}) {
+      if (!(p == ProtoId::kLL ? useLl : useSimple)) continue;
       const double t = costs_.predictUs(fc, a, p, nranks_, cpus_, bytes);
       if (best.predictedUs < 0 || t < best.predictedUs) best = FifoChoice{a, p, t};
     }
@@ -138,7 +158,7 @@ bool Communicator::useBruck(size_t bytesPerPeer) const {
   return algo == static_cast<int>(AlltoAllAlgo::kBruck);
 }
 
-bool Communicator::directWanted(const PendingOp& op) const {
+bool Communicator::computeDirectWanted(const PendingOp& op, const FifoChoice& fifo) const {
   DirectCollective dc;
   FilterColl fc;
   // NVLS runs Simple only, as in NCCL.
@@ -155,7 +175,7 @@ bool Communicator::directWanted(const PendingOp& op) const {
   if (!treeOk && !ringOk) return true;
   // Otherwise the model: NVLS unless a FIFO-path choice is predicted faster.
   const double nvls = costs_.predictUs(fc, AlgoId::kNvls, ProtoId::kSimple, nranks_, cpus_, unitBytes(op));
-  return nvls <= chooseFifo(op).predictedUs;
+  return nvls <= fifo.predictedUs;
 }
 
 void Communicator::logTuning(const PendingOp& op, AlgoId chosen, ProtoId proto) const {

@@ -1,6 +1,8 @@
 // Every collective x datatype x op x count x in-place, with ranks as threads of this process.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -154,9 +156,21 @@ TEST_P(ThreadRanks, ProtocolsAlternateOnOneConnector) {
     cases.push_back(CollCase{Coll::kSendRecv, ncclFloat32, ncclSum, count, false, 0});
     cases.push_back(CollCase{Coll::kAllGather, ncclInt32, ncclSum, count, count % 2 == 0, 0});
   }
+  // Pins make the alternation certain whatever the cost model thinks of this machine; send/recv switch at
+  // NCCL_P2P_LL_THRESHOLD (16 KB).
+  char path[] = "/tmp/braid-alternate-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const char pins[] = "pin allreduce 0 4096 ring LL\npin allreduce 4097 100000000 ring simple\n"
+                      "pin allgather 0 4096 ring LL\npin allgather 4097 100000000 ring simple\n";
+  ASSERT_EQ(write(fd, pins, sizeof(pins) - 1), static_cast<ssize_t>(sizeof(pins) - 1));
+  close(fd);
+  setenv("BRAID_TUNING_FILE", path, 1);
   setenv("NCCL_ALGO", "ring,tree", 1);
   runSweep(n, cases);
   unsetenv("NCCL_ALGO");
+  unsetenv("BRAID_TUNING_FILE");
+  unlink(path);
 }
 
 TEST_P(ThreadRanks, BruckAlltoAll) {
