@@ -140,6 +140,10 @@ TEST_P(ThreadRanks, LlProtocolEveryCollective) {
         if (coll != Coll::kSendRecv) cases.push_back(CollCase{coll, t, ncclAvg, 70001, true, 0});
       }
     }
+    // Several MB through 32 KB LL slots.
+    for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather}) {
+      cases.push_back(CollCase{coll, ncclFloat32, ncclSum, (1u << 20) + 3, false, 0});
+    }
     runSweep(n, cases);
   }
   unsetenv("NCCL_ALGO");
