@@ -1,6 +1,10 @@
 #include "tools/trainer/memory.h"
 
 #include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "nccl.h"
 
 namespace braid::trainer {
 
@@ -22,6 +26,26 @@ const char* memKindName(MemKind k) {
       break;
   }
   return "?";
+}
+
+TrackedBuffer::TrackedBuffer(MemoryLedger* ledger, MemKind kind, size_t bytes)
+    : ledger_(ledger), kind_(kind), size_(bytes), shared_(kind == MemKind::kCommBuffers || kind == MemKind::kGathered) {
+  if (shared_ && bytes > 0) {
+    void* p = nullptr;
+    if (ncclMemAlloc(&p, bytes) != ncclSuccess || p == nullptr) throw std::bad_alloc();
+    data_ = static_cast<uint8_t*>(p);
+    std::memset(data_, 0, bytes);
+  } else {
+    shared_ = false;
+    heap_.assign(bytes, 0);
+    data_ = heap_.data();
+  }
+  ledger_->add(kind_, static_cast<int64_t>(bytes));
+}
+
+TrackedBuffer::~TrackedBuffer() {
+  if (shared_) (void)ncclMemFree(data_);
+  ledger_->add(kind_, -static_cast<int64_t>(size_));
 }
 
 void MemoryLedger::add(MemKind k, int64_t bytes) {

@@ -35,26 +35,30 @@ class MemoryLedger {
   std::array<int64_t, static_cast<size_t>(MemKind::kCount)> peak_{};
 };
 
-// Zero-initialised bytes charged to a ledger for as long as the buffer lives.
+// Zero-initialised bytes charged to a ledger for as long as the buffer lives. Buffers that collectives read and
+// write come from ncclMemAlloc: on a host communicator that memory is shared with the other ranks' processes, so
+// braid reduces straight from the peers' buffers (its direct path) in rank order, the same order for all-reduce
+// and reduce-scatter; heap buffers would take the FIFO path, where the two orders differ in the last bits.
 class TrackedBuffer {
  public:
-  TrackedBuffer(MemoryLedger* ledger, MemKind kind, size_t bytes) : ledger_(ledger), kind_(kind), bytes_(bytes, 0) {
-    ledger_->add(kind_, static_cast<int64_t>(bytes));
-  }
-  ~TrackedBuffer() { ledger_->add(kind_, -static_cast<int64_t>(bytes_.size())); }
+  TrackedBuffer(MemoryLedger* ledger, MemKind kind, size_t bytes);
+  ~TrackedBuffer();
   TrackedBuffer(const TrackedBuffer&) = delete;
   TrackedBuffer& operator=(const TrackedBuffer&) = delete;
 
-  uint8_t* data() { return bytes_.data(); }
-  const uint8_t* data() const { return bytes_.data(); }
-  float* floats() { return reinterpret_cast<float*>(bytes_.data()); }
-  const float* floats() const { return reinterpret_cast<const float*>(bytes_.data()); }
-  size_t size() const { return bytes_.size(); }
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  float* floats() { return reinterpret_cast<float*>(data_); }
+  const float* floats() const { return reinterpret_cast<const float*>(data_); }
+  size_t size() const { return size_; }
 
  private:
   MemoryLedger* ledger_;
   MemKind kind_;
-  std::vector<uint8_t> bytes_;
+  size_t size_;
+  bool shared_;
+  uint8_t* data_ = nullptr;
+  std::vector<uint8_t> heap_;
 };
 
 using Buffer = std::shared_ptr<TrackedBuffer>;
