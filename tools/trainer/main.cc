@@ -238,7 +238,7 @@ int run(int argc, char** argv) {
                     tokensPerStep / seconds, s.commSeconds * 1e3, s.waitSeconds * 1e3);
       }
       if (log != nullptr) {
-        std::fprintf(log, "%" PRId64 ",%.9g,%a,%.9g,%.1f,%.3f,%.3f\n", step, s.loss, s.loss, s.gradNorm,
+        std::fprintf(log, "%" PRId64 ",%.17g,%a,%.9g,%.1f,%.3f,%.3f\n", step, s.loss, s.loss, s.gradNorm,
                      tokensPerStep / seconds, s.commSeconds * 1e3, s.waitSeconds * 1e3);
       }
       if (!o.saveDir.empty() && o.saveEvery > 0 && engine.step() % o.saveEvery == 0 && engine.step() < end) {
