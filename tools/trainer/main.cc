@@ -233,8 +233,9 @@ int run(int argc, char** argv) {
       sumComm += s.commSeconds;
       sumWait += s.waitSeconds;
       if (lead && (step % o.logEvery == 0 || step + 1 == end)) {
-        std::printf("step %" PRId64 " loss %.6f (%a) grad_norm %.4f%s tokens/s %.0f comm %.2f ms (waited %.2f ms)\n",
-                    step, s.loss, s.loss, s.gradNorm, s.skipped ? " SKIPPED (fp16 overflow)" : "",
+        const std::string scale = cfg.precision == Precision::kFp16 ? " loss_scale " + std::to_string(s.lossScale) : "";
+        std::printf("step %" PRId64 " loss %.6f (%a) grad_norm %.4f%s%s tokens/s %.0f comm %.2f ms (waited %.2f ms)\n",
+                    step, s.loss, s.loss, s.gradNorm, scale.c_str(), s.skipped ? " SKIPPED (fp16 overflow)" : "",
                     tokensPerStep / seconds, s.commSeconds * 1e3, s.waitSeconds * 1e3);
       }
       if (log != nullptr) {

@@ -35,4 +35,17 @@ for n in 1 2 3; do
   train $n "$WORK/b$n.json" "$WORK/b$n.csv" --steps $STEPS
   [ "$n" -gt 1 ] && close "$WORK/b1.csv" "$WORK/b$n.csv" 1e-4 "bf16 stage 3: 1 rank vs $n ranks"
 done
+# fp16 with dynamic loss scaling: a scale that fits trains like one rank; 2^30 overflows, and the step is skipped.
+for n in 1 2; do
+  config "$WORK/f$n.json" "{\"train_batch_size\": 12, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 10},
+    \"zero_optimization\": {\"stage\": 2}, \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}}}"
+  train $n "$WORK/f$n.json" "$WORK/f$n.csv" --steps $STEPS --log-every 1
+  grep -q SKIPPED "$WORK/f$n.csv.out" && fail "fp16, $n ranks: a step was skipped at loss scale 2^10"
+done
+close "$WORK/f1.csv" "$WORK/f2.csv" 1e-3 "fp16 stage 2: 1 rank vs 2 ranks"
+config "$WORK/fo.json" "{\"train_batch_size\": 12, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 30,
+  \"hysteresis\": 1}, \"zero_optimization\": {\"stage\": 3}}"
+train 2 "$WORK/fo.json" "$WORK/fo.csv" --steps 2 --log-every 1
+grep -q "^step 0 .*loss_scale 1073741824.* SKIPPED (fp16 overflow)" "$WORK/fo.csv.out" || fail "fp16: no overflow skip at 2^30"
+grep -q "^step 1 .*loss_scale 536870912" "$WORK/fo.csv.out" || fail "fp16: the loss scale did not halve after an overflow"
 finish
