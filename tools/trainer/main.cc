@@ -209,6 +209,11 @@ int run(int argc, char** argv) {
                   o.loadDir.empty()
                       ? ""
                       : (", resumed at step " + std::to_string(engine.step()) + " from " + o.loadDir).c_str());
+      if (cfg.offloadOptimizerCpu) {
+        std::printf(
+            "braid-train: offload_optimizer.device cpu: optimizer state is in host memory (as is everything "
+            "in this host build)\n");
+      }
     }
     FILE* log = nullptr;
     if (lead && !o.logFile.empty()) {
@@ -233,9 +238,10 @@ int run(int argc, char** argv) {
       sumComm += s.commSeconds;
       sumWait += s.waitSeconds;
       if (lead && (step % o.logEvery == 0 || step + 1 == end)) {
-        const std::string scale = cfg.precision == Precision::kFp16 ? " loss_scale " + std::to_string(s.lossScale) : "";
+        char scale[64] = "";
+        if (cfg.precision == Precision::kFp16) std::snprintf(scale, sizeof(scale), " loss_scale %.17g", s.lossScale);
         std::printf("step %" PRId64 " loss %.6f (%a) grad_norm %.4f%s%s tokens/s %.0f comm %.2f ms (waited %.2f ms)\n",
-                    step, s.loss, s.loss, s.gradNorm, scale.c_str(), s.skipped ? " SKIPPED (fp16 overflow)" : "",
+                    step, s.loss, s.loss, s.gradNorm, scale, s.skipped ? " SKIPPED (fp16 overflow)" : "",
                     tokensPerStep / seconds, s.commSeconds * 1e3, s.waitSeconds * 1e3);
       }
       if (log != nullptr) {
