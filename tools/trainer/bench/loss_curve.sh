@@ -14,9 +14,10 @@ MODEL=(--layers 2 --channels 64 --heads 4 --ctx 32 --seed 1)
 mkdir -p "$OUT"
 export BRAID_DETERMINISTIC=1
 
-config() {  # config FILE STAGE OVERLAP
+config() {  # config FILE STAGE OVERLAP [PRECISION-KEYS] (default: bf16 with fp32 reductions)
+  local precision=${4-'"bf16": {"enabled": true}, "communication_data_type": "fp32",'}
   cat > "$1" <<JSON
-{"train_batch_size": 16, "bf16": {"enabled": true}, "communication_data_type": "fp32",
+{"train_batch_size": 16, $precision
  "zero_optimization": {"stage": $2, "overlap_comm": $3, "reduce_bucket_size": 50000, "allgather_bucket_size": 50000,
                        "stage3_prefetch_bucket_size": 50000, "stage3_param_persistence_threshold": 0},
  "gradient_clipping": 1.0,
@@ -24,8 +25,8 @@ config() {  # config FILE STAGE OVERLAP
 JSON
 }
 
-run() {  # run NAME NRANKS STAGE OVERLAP
-  config "$OUT/$1.json" "$3" "$4"
+run() {  # run NAME NRANKS STAGE OVERLAP [PRECISION-KEYS]
+  config "$OUT/$1.json" "$3" "$4" ${5+"$5"}
   "$RUN" -np "$2" "$TRAIN" --config "$OUT/$1.json" "${MODEL[@]}" --steps "$STEPS" --log "$OUT/$1.csv" \
     --log-every 50 > "$OUT/$1.out"
   echo "$1: $(grep '^timing' "$OUT/$1.out")"
@@ -34,10 +35,15 @@ run() {  # run NAME NRANKS STAGE OVERLAP
 run r1s0 1 0 false
 run r4s0 4 0 true
 run r4s3 4 3 true
+# The same in fp32, to show how much of the drift between rank counts bf16 adds.
+run r1f32 1 0 false ""
+run r4f32 4 3 true ""
 
 # Largest loss difference against one rank, over all steps.
-for f in r4s0 r4s3; do
-  paste -d, "$OUT/r1s0.csv" "$OUT/$f.csv" |
+for f in r4s0 r4s3 r4f32; do
+  ref=r1s0
+  [ "$f" = r4f32 ] && ref=r1f32
+  paste -d, "$OUT/$ref.csv" "$OUT/$f.csv" |
     awk -F, -v f="$f" 'NR > 1 { d = $2 - $9; if (d < 0) d = -d; if (d / $2 > m) { m = d / $2; s = $1 } }
                        END { printf "%s vs 1 rank: max relative loss difference %.3g (step %d)\n", f, m, s }'
 done
