@@ -137,7 +137,9 @@ bool ZeroEngine::load(const std::string& dir, std::string* error) {
       *error = "checkpoint '" + path + "' was written for a different model or run (vocab " + std::to_string(h.vocab) +
                ", ctx " + std::to_string(h.ctx) + ", channels " + std::to_string(h.channels) + ", layers " +
                std::to_string(h.layers) + ", heads " + std::to_string(h.heads) + ", rank " + std::to_string(h.rank) +
-               " of " + std::to_string(h.nranks) + ")";
+               " of " + std::to_string(h.nranks) + "); this run has vocab " + std::to_string(dims_.vocab) + ", ctx " +
+               std::to_string(dims_.ctx) + ", channels " + std::to_string(dims_.channels) + ", layers " +
+               std::to_string(dims_.layers) + ", heads " + std::to_string(dims_.heads);
       return false;
     }
     if (q == 0) first = h;

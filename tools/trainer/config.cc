@@ -1,5 +1,7 @@
 #include "tools/trainer/config.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -254,6 +256,11 @@ bool parseTrainConfig(const std::string& text, int worldSize, TrainConfig* out, 
 }
 
 bool loadTrainConfig(const std::string& path, int worldSize, TrainConfig* out, std::string* error) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    *error = "config file '" + path + "' is not a regular file";
+    return false;
+  }
   std::ifstream in(path);
   if (!in) {
     *error = "cannot read config file '" + path + "'";

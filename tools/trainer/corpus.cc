@@ -84,8 +84,11 @@ bool tokenize(const std::string& text, std::vector<int>* tokens, std::string* er
   for (size_t i = 0; i < text.size(); ++i) {
     const char* at = text[i] == '\0' ? nullptr : std::strchr(kAlphabet, text[i]);
     if (at == nullptr) {
-      *error = "character " + std::to_string(static_cast<unsigned char>(text[i])) + " at offset " + std::to_string(i) +
-               " is outside the alphabet";
+      const unsigned char c = static_cast<unsigned char>(text[i]);
+      const std::string shown = c >= 32 && c < 127 ? std::string("'") + text[i] + "' " : std::string();
+      *error = "character " + shown + "(byte " + std::to_string(c) + ") at offset " + std::to_string(i) +
+               " is outside the alphabet (newline, space, '.', ',' and a-z)";
+
       return false;
     }
     tokens->push_back(static_cast<int>(at - kAlphabet));

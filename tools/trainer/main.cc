@@ -2,12 +2,15 @@
 //   braidrun -np 4 braid-train --config ds.json --steps 200
 // Launch: braidrun/torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), mpirun (OMPI_COMM_WORLD_*), Slurm, or
 // plain (one rank). See docs/trainer.md.
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -170,6 +173,12 @@ int run(int argc, char** argv) {
   if (tokens.size() < static_cast<size_t>(o.dims.ctx) + 2) {
     std::fprintf(stderr, "braid-train: the corpus (%zu characters) is shorter than --ctx %d + 2\n", tokens.size(),
                  o.dims.ctx);
+    return 2;
+  }
+  if (!o.saveDir.empty() && ::mkdir(o.saveDir.c_str(), 0755) != 0 && errno != EEXIST) {
+    // Fail before training, not after it.
+    std::fprintf(stderr, "braid-train: argument --save has value '%s': cannot create it: %s\n", o.saveDir.c_str(),
+                 std::strerror(errno));
     return 2;
   }
   LaunchEnv env;

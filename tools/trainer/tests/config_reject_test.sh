@@ -63,5 +63,12 @@ arg "argument --heads has value 3: it must divide --channels (32)" --config "$WO
 arg "argument --steps has value 'ten'" --config "$WORK/ok.json" --steps ten
 arg "unknown argument '--stage'" --config "$WORK/ok.json" --stage 3 --steps 1
 arg "no checkpoint in '$WORK/none'" --config "$WORK/ok.json" --load "$WORK/none" --steps 1
+arg "config file '$WORK' is not a regular file" --config "$WORK"
+printf 'Hello\n' > "$WORK/upper.txt"
+arg "character 'H' (byte 72) at offset 0 is outside the alphabet" --config "$WORK/ok.json" --corpus "$WORK/upper.txt"
+arg "argument --save has value '/proc/braid-train-nope': cannot create it" --config "$WORK/ok.json" --save /proc/braid-train-nope
+"$TRAIN" --config "$WORK/ok.json" --steps 1 --save "$WORK/ck" > /dev/null 2>&1 || fail "saving a checkpoint failed"
+arg "this run has vocab 30, ctx 16, channels 16, layers 2, heads 2" --config "$WORK/ok.json" --load "$WORK/ck" \
+  --channels 16 --heads 2
 RANK=5 WORLD_SIZE=2 arg "RANK='5' is not a rank below WORLD_SIZE=2" --config "$WORK/ok.json"
 finish
