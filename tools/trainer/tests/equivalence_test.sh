@@ -5,6 +5,7 @@
 #   - against one rank, losses agree within 2e-6 relative (fp32; measured 3e-9): the batch's gradient is summed in another order
 #     (per rank, then across ranks), which changes the last bits, and those differences grow a little per step;
 #   - with overlap_comm and prefetch on, the losses are bitwise those without;
+#   - with gradient accumulation and one collective per unit, within 2e-6 of one rank;
 #   - bf16 with fp32 reductions, gradient clipping and accumulation: within 1e-4 of one rank (measured 6e-6).
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 STEPS=4
@@ -25,6 +26,15 @@ for s in 0 2 3; do
     \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}}}"
   train 3 "$WORK/o$s.json" "$WORK/o$s.csv" --steps $STEPS
   same_hex "$WORK/l30.csv" "$WORK/o$s.csv" "3 ranks: overlap_comm stage $s vs stage 0"
+done
+# Gradient accumulation in fp32 (micro batch 2 on 2 ranks: 3 micro-steps), contiguous_gradients off (one
+# collective per unit): the same global-batch gradient, summed in another order.
+for s in 0 2 3; do
+  config "$WORK/a$s.json" "{\"train_batch_size\": 12, \"train_micro_batch_size_per_gpu\": 2,
+    \"zero_optimization\": {\"stage\": $s, \"contiguous_gradients\": false, \"stage3_param_persistence_threshold\": 0},
+    \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}}}"
+  train 2 "$WORK/a$s.json" "$WORK/a$s.csv" --steps $STEPS
+  close "$WORK/l10.csv" "$WORK/a$s.csv" 2e-6 "accumulation, stage $s, 2 ranks vs 1 rank"
 done
 # Mixed precision with accumulation (micro batch 2: 6 micro-steps on 1 rank, 3 on 2, 1 on 4... per rank).
 for n in 1 2 3; do
