@@ -131,6 +131,23 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* error) {
   return true;
 }
 
+// A fingerprint of everything that must match on every rank: the resolved config, the model shape, the data and
+// the run length. Ranks that disagree would issue different collectives and hang until BRAID_TIMEOUT.
+uint64_t settingsHash(const Options& o, const TrainConfig& c, size_t corpusTokens) {
+  std::ostringstream t;
+  t << std::hexfloat << c.stage << ' ' << c.reduceBucketSize << ' ' << c.allgatherBucketSize << ' ' << c.overlapComm
+    << ' ' << c.contiguousGradients << ' ' << c.prefetchBucketSize << ' ' << c.persistenceThreshold << ' '
+    << c.offloadOptimizerCpu << ' ' << static_cast<int>(c.precision) << ' ' << static_cast<int>(c.commPrecision) << ' '
+    << c.staticLossScale << ' ' << c.initialScalePower << ' ' << c.lossScaleWindow << ' ' << c.hysteresis << ' '
+    << c.minLossScale << ' ' << c.gradientClipping << ' ' << c.trainBatchSize << ' ' << c.microBatch << ' '
+    << c.gradAccum << ' ' << c.lr << ' ' << c.beta1 << ' ' << c.beta2 << ' ' << c.eps << ' ' << c.weightDecay << " | "
+    << o.dims.vocab << ' ' << o.dims.ctx << ' ' << o.dims.channels << ' ' << o.dims.layers << ' ' << o.dims.heads << ' '
+    << o.steps << ' ' << o.seed << ' ' << corpusTokens << ' ' << o.loadDir << ' ' << !o.saveDir.empty();
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (char ch : t.str()) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  return h;
+}
+
 int64_t formulaBytes(int stage, int64_t psi, int world, Precision p, int64_t* params, int64_t* grads, int64_t* opt) {
   const int64_t w = p == Precision::kFp32 ? 4 : 2;
   const int64_t k = p == Precision::kFp32 ? 8 : 12;  // Adam m, v (+ fp32 master in mixed precision)
@@ -197,6 +214,21 @@ int run(int argc, char** argv) {
     return 1;
   }
   const bool lead = env.rank == 0;
+  if (env.worldSize > 1) {
+    uint64_t range[2] = {settingsHash(o, cfg, tokens.size()), 0};
+    range[1] = range[0];
+    const ncclResult_t a = ncclAllReduce(&range[0], &range[0], 1, ncclUint64, ncclMin, comm, nullptr);
+    const ncclResult_t b =
+        a == ncclSuccess ? ncclAllReduce(&range[1], &range[1], 1, ncclUint64, ncclMax, comm, nullptr) : a;
+    if (b != ncclSuccess || range[0] != range[1]) {
+      std::fprintf(stderr, "braid-train: rank %d: %s\n", env.rank,
+                   b != ncclSuccess ? (std::string("ncclAllReduce (settings check): ") + ncclGetErrorString(b)).c_str()
+                                    : "the ranks were given different configs or arguments (model shape, batch, "
+                                      "stage, precision, optimizer, seed, corpus, steps or checkpoint directory)");
+      (void)ncclCommAbort(comm);
+      return 2;
+    }
+  }
   int status = 0;
   {
     CommQueue queue(comm, cfg.overlapComm);

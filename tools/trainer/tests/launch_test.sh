@@ -1,6 +1,7 @@
 #!/bin/bash
 # Launch paths give the same run: braidrun, torchrun-style variables set by hand (RANK, WORLD_SIZE, MASTER_ADDR,
 # MASTER_PORT), Open MPI's mpirun when installed, and a plain process for one rank. Losses are compared bitwise.
+# Ranks started with different configs refuse to train.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 config "$WORK/c.json" '{"train_batch_size": 12, "zero_optimization": {"stage": 2}}'
 ARGS=(--config "$WORK/c.json" --layers 2 --channels 16 --heads 2 --ctx 16 --corpus-bytes 20000 --steps 3)
@@ -27,6 +28,22 @@ if command -v mpirun > /dev/null; then
 else
   echo "mpirun not installed: skipping the mpirun launch"
 fi
+
+# Ranks given different configs stop at once with a message instead of issuing mismatched collectives.
+config "$WORK/other.json" '{"train_batch_size": 12, "zero_optimization": {"stage": 3}}'
+PORT2=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for r in 0 1; do
+  cfg=$WORK/c.json
+  [ $r -eq 1 ] && cfg=$WORK/other.json
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT2 timeout 30 "$TRAIN" "${ARGS[@]}" --config "$cfg" \
+    > "$WORK/mismatch$r.out" 2>&1 &
+done
+wait %1 && fail "mismatched configs: rank 0 succeeded"
+wait %2 && fail "mismatched configs: rank 1 succeeded"
+for r in 0 1; do
+  grep -q "the ranks were given different configs or arguments" "$WORK/mismatch$r.out" ||
+    fail "mismatched configs, rank $r: $(cat "$WORK/mismatch$r.out")"
+done
 
 # One rank without a launcher equals braidrun -np 1.
 train 1 "$WORK/c.json" "$WORK/one.csv" --steps 3
