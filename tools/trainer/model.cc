@@ -92,16 +92,20 @@ void layerNormBackward(float* din, float* dw, float* db, const float* dout, cons
   }
 }
 
-// out[n, oc] = in[n, c] . w[oc, c]^T + b[oc]
-void matmulForward(float* out, const float* in, const float* w, const float* b, int n, int c, int oc) {
+// out[n, oc] = in[n, c] . w[oc, c]^T + b[oc]. w is first transposed into `wt` so that the inner loop runs over
+// outputs (an axpy the compiler vectorises) while each output still sums b + x[0]w[0] + x[1]w[1] + ... in order.
+void matmulForward(float* out, const float* in, const float* w, const float* b, int n, int c, int oc, float* wt) {
+  for (int o = 0; o < oc; ++o) {
+    for (int k = 0; k < c; ++k) wt[static_cast<int64_t>(k) * oc + o] = w[static_cast<int64_t>(o) * c + k];
+  }
   for (int i = 0; i < n; ++i) {
     const float* x = in + static_cast<int64_t>(i) * c;
     float* y = out + static_cast<int64_t>(i) * oc;
-    for (int o = 0; o < oc; ++o) {
-      const float* wr = w + static_cast<int64_t>(o) * c;
-      float s = b != nullptr ? b[o] : 0.f;
-      for (int k = 0; k < c; ++k) s += x[k] * wr[k];
-      y[o] = s;
+    for (int o = 0; o < oc; ++o) y[o] = b != nullptr ? b[o] : 0.f;
+    for (int k = 0; k < c; ++k) {
+      const float xk = x[k];
+      const float* wr = wt + static_cast<int64_t>(k) * oc;
+      for (int o = 0; o < oc; ++o) y[o] += xk * wr[o];
     }
   }
 }
@@ -217,6 +221,7 @@ Model::Model(const ModelDims& dims, int batch) : d_(dims), b_(batch) {
   dqkv_.resize(bt * 3 * c);
   datt_.resize(static_cast<size_t>(d_.ctx));
   datty_.resize(bt * c);
+  wt_.resize(static_cast<size_t>(4) * c * std::max<size_t>(c, static_cast<size_t>(d_.vocab)));
 }
 
 void Model::embedForward(const float* p, const int* tokens) {
@@ -242,7 +247,7 @@ void Model::blockForward(int layer, const float* p) {
   const float* in = x_[static_cast<size_t>(layer)].data();
   float* out = x_[static_cast<size_t>(layer) + 1].data();
   layerNormForward(a.ln1.data(), a.ln1Mean.data(), a.ln1Rstd.data(), in, p + bl.ln1w, p + bl.ln1b, n, c);
-  matmulForward(a.qkv.data(), a.ln1.data(), p + bl.qkvw, p + bl.qkvb, n, c, 3 * c);
+  matmulForward(a.qkv.data(), a.ln1.data(), p + bl.qkvw, p + bl.qkvb, n, c, 3 * c, wt_.data());
   const float scale = 1.f / std::sqrt(static_cast<float>(hs));
   std::fill(a.atty.begin(), a.atty.end(), 0.f);
   for (int b = 0; b < b_; ++b) {
@@ -273,12 +278,12 @@ void Model::blockForward(int layer, const float* p) {
       }
     }
   }
-  matmulForward(a.res1.data(), a.atty.data(), p + bl.projw, p + bl.projb, n, c, c);
+  matmulForward(a.res1.data(), a.atty.data(), p + bl.projw, p + bl.projb, n, c, c, wt_.data());
   for (int64_t i = 0; i < static_cast<int64_t>(n) * c; ++i) a.res1[i] += in[i];
   layerNormForward(a.ln2.data(), a.ln2Mean.data(), a.ln2Rstd.data(), a.res1.data(), p + bl.ln2w, p + bl.ln2b, n, c);
-  matmulForward(a.fch.data(), a.ln2.data(), p + bl.fcw, p + bl.fcb, n, c, 4 * c);
+  matmulForward(a.fch.data(), a.ln2.data(), p + bl.fcw, p + bl.fcb, n, c, 4 * c, wt_.data());
   geluForward(a.fchGelu.data(), a.fch.data(), static_cast<int64_t>(n) * 4 * c);
-  matmulForward(out, a.fchGelu.data(), p + bl.fcprojw, p + bl.fcprojb, n, 4 * c, c);
+  matmulForward(out, a.fchGelu.data(), p + bl.fcprojw, p + bl.fcprojb, n, 4 * c, c, wt_.data());
   for (int64_t i = 0; i < static_cast<int64_t>(n) * c; ++i) out[i] += a.res1[i];
 }
 
@@ -288,7 +293,7 @@ double Model::headForward(const float* p, const int* targets) {
   layerNormForward(lnf_.data(), lnfMean_.data(), lnfRstd_.data(), x_.back().data(), p, p + c, n, c);
   const float* w = p + 2 * c;
   const float* bias = w + static_cast<int64_t>(V) * c;
-  matmulForward(probs_.data(), lnf_.data(), w, bias, n, c, V);
+  matmulForward(probs_.data(), lnf_.data(), w, bias, n, c, V, wt_.data());
   double nll = 0.0;
   for (int i = 0; i < n; ++i) {
     float* row = probs_.data() + static_cast<int64_t>(i) * V;

@@ -55,6 +55,7 @@ class Model {
   std::vector<BlockActs> acts_;
   std::vector<float> lnf_, lnfMean_, lnfRstd_, probs_;
   std::vector<float> dx_, dtmp_, dbig_, dqkv_, datt_, datty_;
+  std::vector<float> wt_;  // a transposed weight matrix (matmul forward scratch)
 };
 
 }  // namespace braid::trainer
