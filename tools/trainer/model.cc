@@ -132,18 +132,19 @@ void matmulBackward(float* din, float* dw, float* db, const float* dout, const f
 
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 
-void geluForward(float* out, const float* in, int64_t n) {
+void geluForward(float* out, float* tanhOut, const float* in, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = in[i];
-    out[i] = 0.5f * x * (1.f + std::tanh(kGeluScale * (x + 0.044715f * x * x * x)));
+    const float t = std::tanh(kGeluScale * (x + 0.044715f * x * x * x));
+    tanhOut[i] = t;  // kept for the backward pass
+    out[i] = 0.5f * x * (1.f + t);
   }
 }
 
-void geluBackward(float* din, const float* in, const float* dout, int64_t n) {
+void geluBackward(float* din, const float* in, const float* tanhIn, const float* dout, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = in[i];
-    const float u = kGeluScale * (x + 0.044715f * x * x * x);
-    const float t = std::tanh(u);
+    const float t = tanhIn[i];
     const float sech2 = 1.f - t * t;
     const float du = kGeluScale * (1.f + 3.f * 0.044715f * x * x);
     din[i] += dout[i] * (0.5f * (1.f + t) + 0.5f * x * sech2 * du);
@@ -210,6 +211,7 @@ Model::Model(const ModelDims& dims, int batch) : d_(dims), b_(batch) {
     a.ln2Rstd.resize(bt);
     a.fch.resize(bt * 4 * c);
     a.fchGelu.resize(bt * 4 * c);
+    a.fchTanh.resize(bt * 4 * c);
   }
   lnf_.resize(bt * c);
   lnfMean_.resize(bt);
@@ -282,7 +284,7 @@ void Model::blockForward(int layer, const float* p) {
   for (int64_t i = 0; i < static_cast<int64_t>(n) * c; ++i) a.res1[i] += in[i];
   layerNormForward(a.ln2.data(), a.ln2Mean.data(), a.ln2Rstd.data(), a.res1.data(), p + bl.ln2w, p + bl.ln2b, n, c);
   matmulForward(a.fch.data(), a.ln2.data(), p + bl.fcw, p + bl.fcb, n, c, 4 * c, wt_.data());
-  geluForward(a.fchGelu.data(), a.fch.data(), static_cast<int64_t>(n) * 4 * c);
+  geluForward(a.fchGelu.data(), a.fchTanh.data(), a.fch.data(), static_cast<int64_t>(n) * 4 * c);
   matmulForward(out, a.fchGelu.data(), p + bl.fcprojw, p + bl.fcprojb, n, 4 * c, c, wt_.data());
   for (int64_t i = 0; i < static_cast<int64_t>(n) * c; ++i) out[i] += a.res1[i];
 }
@@ -339,7 +341,7 @@ void Model::blockBackward(int layer, const float* p, float* g) {
                  c);
   // d(fch): gelu backward in place into a fresh buffer; reuse a.fchGelu storage (forward is done with it).
   std::fill(a.fchGelu.begin(), a.fchGelu.end(), 0.f);
-  geluBackward(a.fchGelu.data(), a.fch.data(), dbig_.data(), static_cast<int64_t>(n) * 4 * c);
+  geluBackward(a.fchGelu.data(), a.fch.data(), a.fchTanh.data(), dbig_.data(), static_cast<int64_t>(n) * 4 * c);
   std::fill(datty_.begin(), datty_.end(), 0.f);  // d(ln2)
   matmulBackward(datty_.data(), g + bl.fcw, g + bl.fcb, a.fchGelu.data(), a.ln2.data(), p + bl.fcw, n, c, 4 * c);
   layerNormBackward(dtmp_.data(), g + bl.ln2w, g + bl.ln2b, datty_.data(), a.res1.data(), p + bl.ln2w, a.ln2Mean.data(),

@@ -45,7 +45,7 @@ class Model {
 
  private:
   struct BlockActs {
-    std::vector<float> ln1, ln1Mean, ln1Rstd, qkv, att, atty, res1, ln2, ln2Mean, ln2Rstd, fch, fchGelu;
+    std::vector<float> ln1, ln1Mean, ln1Rstd, qkv, att, atty, res1, ln2, ln2Mean, ln2Rstd, fch, fchGelu, fchTanh;
   };
 
   ModelDims d_;
