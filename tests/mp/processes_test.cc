@@ -33,6 +33,18 @@ std::vector<std::string> leftoverSegments(const std::string& dir, const std::vec
   return found;
 }
 
+// One rank's run of a case list: 0, or 1 after printing the first mismatch.
+int runCaseList(const std::vector<CollCase>& cases, int rank, int n, ncclComm_t comm) {
+  for (const CollCase& c : cases) {
+    std::string err = runCase(c, rank, n, comm);
+    if (!err.empty()) {
+      fprintf(stderr, "rank %d: %s\n", rank, err.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
 class ProcessRanks : public ::testing::TestWithParam<int> {};
 
 TEST_P(ProcessRanks, Collectives) {
@@ -61,18 +73,7 @@ TEST_P(ProcessRanks, Collectives) {
   }
   std::vector<pid_t> pids;
   auto status = runProcesses(
-      n,
-      [&](int rank, ncclComm_t comm) {
-        for (const CollCase& c : cases) {
-          std::string err = runCase(c, rank, n, comm);
-          if (!err.empty()) {
-            fprintf(stderr, "rank %d: %s\n", rank, err.c_str());
-            return 1;
-          }
-        }
-        return 0;
-      },
-      120, &pids);
+      n, [&](int rank, ncclComm_t comm) { return runCaseList(cases, rank, n, comm); }, 120, &pids);
   unsetenv("BRAID_CPU_NCHANNELS");
   for (int r = 0; r < n; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
   EXPECT_TRUE(leftoverSegments("/dev/shm", pids).empty());
@@ -146,24 +147,19 @@ TEST(Processes, DirectCollectivesOnSharedAndPrivateBuffers) {
 TEST(Processes, TreeAllReduce) {
   setenv("NCCL_ALGO", "allreduce:tree;reduce:tree;broadcast:tree", 1);
   for (int n : {2, 3, 4, 5, 7}) {
-    auto status = runProcesses(n, [&](int rank, ncclComm_t comm) {
-      for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclInt8, ncclFloat8e5m2}) {
-        for (ncclRedOp_t op : {ncclSum, ncclAvg, ncclNumOps, ncclMax}) {
-          for (size_t count : {size_t{1}, size_t{1023}, size_t{(1 << 20) + 3}}) {
-            if (count > 1023 && t != ncclFloat32) continue;
-            for (Coll coll : {Coll::kAllReduce, Coll::kReduce, Coll::kBroadcast}) {
-              if (coll == Coll::kBroadcast && op != ncclSum) continue;
-              std::string err = runCase(CollCase{coll, t, op, count, count == 1023, n - 1}, rank, n, comm);
-              if (!err.empty()) {
-                fprintf(stderr, "rank %d: %s\n", rank, err.c_str());
-                return 1;
-              }
-            }
+    std::vector<CollCase> cases;
+    for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclInt8, ncclFloat8e5m2}) {
+      for (ncclRedOp_t op : {ncclSum, ncclAvg, ncclNumOps, ncclMax}) {
+        for (size_t count : {size_t{1}, size_t{1023}, size_t{(1 << 20) + 3}}) {
+          if (count > 1023 && t != ncclFloat32) continue;
+          for (Coll coll : {Coll::kAllReduce, Coll::kReduce, Coll::kBroadcast}) {
+            if (coll == Coll::kBroadcast && op != ncclSum) continue;
+            cases.push_back(CollCase{coll, t, op, count, count == 1023, n - 1});
           }
         }
       }
-      return 0;
-    });
+    }
+    auto status = runProcesses(n, [&](int rank, ncclComm_t comm) { return runCaseList(cases, rank, n, comm); });
     for (int r = 0; r < n; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << n << " ranks, rank " << r;
   }
   unsetenv("NCCL_ALGO");
@@ -174,22 +170,17 @@ TEST(Processes, LlProtocol) {
   setenv("NCCL_PROTO", "LL", 1);
   setenv("NCCL_ALGO", "ring;allreduce:tree", 1);
   for (int n : {2, 3, 5}) {
-    auto status = runProcesses(n, [&](int rank, ncclComm_t comm) {
-      for (Coll coll : {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kAllGather, Coll::kReduceScatter,
-                        Coll::kAlltoAll, Coll::kSendRecv}) {
-        for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclInt8}) {
-          for (size_t count : {size_t{0}, size_t{1}, size_t{1023}, size_t{70001}}) {
-            const ncclRedOp_t op = count == 1023 ? ncclAvg : ncclSum;
-            std::string err = runCase(CollCase{coll, t, op, count, count == 1, n - 1}, rank, n, comm);
-            if (!err.empty()) {
-              fprintf(stderr, "rank %d: %s\n", rank, err.c_str());
-              return 1;
-            }
-          }
+    std::vector<CollCase> cases;
+    for (Coll coll : {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kAllGather, Coll::kReduceScatter,
+                      Coll::kAlltoAll, Coll::kSendRecv}) {
+      for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclInt8}) {
+        for (size_t count : {size_t{0}, size_t{1}, size_t{1023}, size_t{70001}}) {
+          const ncclRedOp_t op = count == 1023 ? ncclAvg : ncclSum;
+          cases.push_back(CollCase{coll, t, op, count, count == 1, n - 1});
         }
       }
-      return 0;
-    });
+    }
+    auto status = runProcesses(n, [&](int rank, ncclComm_t comm) { return runCaseList(cases, rank, n, comm); });
     for (int r = 0; r < n; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << n << " ranks, rank " << r;
   }
   unsetenv("NCCL_ALGO");

@@ -13,15 +13,11 @@ namespace braid {
 namespace {
 
 uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
+  return detail::floatBits(f);
 }
 
 float fromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
+  return detail::bitsFloat(u);
 }
 
 uint32_t scalarNarrow(DType t, float f) {
