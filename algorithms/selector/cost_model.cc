@@ -35,12 +35,15 @@ int findColl(const std::string& token) {
 constexpr double kLlAlphaFactor = 0.92;  // 2 processes, 8-512 B ring: 1.62 vs 1.73 us (1.09 vs 1.32 at 8 B)
 constexpr double kLlAlphaFactorOversubscribed = 1.5;  // 4 processes on 2 cores: 19.2 vs 12.9 us
 constexpr double kLlBetaFactor = 0.33;                // 32 KB, 2 processes: 18.9 vs 6.5 us
-// All-to-all (2-core host, docs/perf.md).
-constexpr double kPairwiseMsgUs = 0.5;
-constexpr double kPairwiseMsgUsOversubscribed = 2.0;
-constexpr double kBruckRoundUs = 0.8;
-constexpr double kBruckRoundUsOversubscribed = 3.0;
-constexpr double kAlltoAllGBps = 3.0;
+// All-to-all, fitted to perf/algo_regret on the 2-core host (docs/algorithms.md): with a core per rank, per
+// message (pairwise) or round (Bruck) and GB/s of bytes moved; with r = ranks / CPUs > 1, pairwise messages cost
+// 2.65 r us and Bruck rounds 0.49 r^2.5 us (the dependent rounds wait for descheduled peers), and Bruck's bandwidth
+// falls as 2.6 (2 / r)^1.8 GB/s.
+constexpr double kPairwiseMsgUs = 1.8;
+constexpr double kPairwiseGBps = 2.8;
+constexpr double kPairwiseGBpsOversubscribed = 1.0;
+constexpr double kBruckRoundUs = 1.7;
+constexpr double kBruckGBps = 3.7;
 
 int log2Ceil(int n) {
   int d = 0;
@@ -100,13 +103,16 @@ int findAlltoAllAlgo(const std::string& token) {
 // Per rank: pairwise posts n - 1 sends and receives that all progress together, one message cost each; Bruck
 // waits for ceil(log2 n) dependent rounds but moves about log2(n) / 2 times the bytes, packed and unpacked.
 AlgoCost builtInAlltoAll(AlltoAllAlgo algo, int nranks, int cpus) {
-  const bool oversubscribed = nranks > std::max(cpus, 1);
   const int n = std::max(nranks, 2);
+  const double r = static_cast<double>(n) / std::max(cpus, 1);
+  const bool oversubscribed = r > 1;
   if (algo == AlltoAllAlgo::kPairwise) {
-    return AlgoCost{(n - 1) * (oversubscribed ? kPairwiseMsgUsOversubscribed : kPairwiseMsgUs), kAlltoAllGBps};
+    return AlgoCost{(n - 1) * (oversubscribed ? 2.65 * r : kPairwiseMsgUs),
+                    oversubscribed ? kPairwiseGBpsOversubscribed : kPairwiseGBps};
   }
   const double rounds = log2Ceil(n);
-  return AlgoCost{rounds * (oversubscribed ? kBruckRoundUsOversubscribed : kBruckRoundUs), kAlltoAllGBps};
+  if (!oversubscribed) return AlgoCost{rounds * kBruckRoundUs, kBruckGBps};
+  return AlgoCost{rounds * 0.49 * std::pow(r, 2.5), 2.6 * std::pow(2.0 / r, 1.8)};
 }
 
 // Bytes a rank moves: each of n - 1 blocks once (pairwise), or its packs in every round (Bruck).
