@@ -143,12 +143,13 @@ class Communicator {
     CollKind kind = CollKind::kAllReduce;
     size_t bytes = 0;
     FifoChoice fifo;
-    bool direct = false;
+    bool direct = false;  // NVLS; for an all-to-all entry, the log-step schedule
   };
   static constexpr size_t kDecisionCacheSize = 16;
   Decision& decisionFor(const PendingOp& op) const;
   FifoChoice computeFifoChoice(const PendingOp& op) const;
   bool computeDirectWanted(const PendingOp& op, const FifoChoice& fifo) const;
+  bool computeUseBruck(size_t bytesPerPeer) const;
   bool directWanted(const PendingOp& op) const;
   // NCCL_DEBUG_SUBSYS=TUNING: the predicted time of every allowed algorithm and the choice.
   void logTuning(const PendingOp& op, AlgoId chosen, ProtoId proto) const;

@@ -140,6 +140,20 @@ FifoChoice Communicator::computeFifoChoice(const PendingOp& op) const {
 
 bool Communicator::useBruck(size_t bytesPerPeer) const {
   if (nranks_ < 2) return false;
+  // Cached like the other decisions (the collective and its size decide).
+  Decision& d = decisions_[(bytesPerPeer * 31 + static_cast<size_t>(CollKind::kAlltoAll)) % kDecisionCacheSize];
+  // With TUNING logs on, every call prices the alternatives again so each one is logged.
+  if (d.valid && d.kind == CollKind::kAlltoAll && d.bytes == bytesPerPeer && !logEnabled(LogLevel::kInfo, kLogTuning)) {
+    return d.direct;
+  }
+  d.valid = true;
+  d.kind = CollKind::kAlltoAll;
+  d.bytes = bytesPerPeer;
+  d.direct = computeUseBruck(bytesPerPeer);
+  return d.direct;
+}
+
+bool Communicator::computeUseBruck(size_t bytesPerPeer) const {
   int algo = alltoAllForced_;
   const char* why = params::kAlltoAllAlgo.name;
   if (algo < 0) {
