@@ -351,11 +351,12 @@ class TopoBuilder {
       BRAID_RETURN_IF_ERROR(intAttr(e, "tclass", false, 0, &tclass));
       const std::string* target = e.attr("target");
       if (!target) return err(e, "missing attribute 'target'");
-      TopoNode& gpu = g_->nodes_[p.gpu];
-      double bw = static_cast<double>(count) * nvlinkBwPerLink(gpu.sm);
+      // Copies, not a reference: adding the NVS node below may move the node vector.
+      const int gpuCpu = g_->nodes_[p.gpu].cpu;
+      double bw = static_cast<double>(count) * nvlinkBwPerLink(g_->nodes_[p.gpu].sm);
       int remote = -1;
       if (tclass == 0x068001) {
-        remote = gpu.cpu;  // NVLink to the CPU (POWER)
+        remote = gpuCpu;  // NVLink to the CPU (POWER)
       } else if ((tclass >> 16) == 0x03) {
         XmlNode probe;
         probe.name = "nvlink";
@@ -366,6 +367,7 @@ class TopoBuilder {
         BRAID_RETURN_IF_ERROR(busIdValue(probe, &busId, &v));
         remote = g_->findNode(NodeType::kGpu, v);
         if (remote < 0) return err(e, "target GPU " + *target + " is not in this system");
+        if (remote == p.gpu) return err(e, "NVLink from a GPU to itself");
       } else {
         // NVSwitches (and remote ends we cannot see) all collapse into one NVS node, as in NCCL.
         if (nvs < 0) {
@@ -377,7 +379,7 @@ class TopoBuilder {
         g_->addLink(nvs, p.gpu, LinkType::kNvl, bw);
       }
       g_->addLink(p.gpu, remote, LinkType::kNvl, bw);
-      if (remote == gpu.cpu) g_->addLink(remote, p.gpu, LinkType::kNvl, bw);
+      if (tclass == 0x068001) g_->addLink(remote, p.gpu, LinkType::kNvl, bw);
     }
     return Status::ok();
   }
