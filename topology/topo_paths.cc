@@ -36,12 +36,16 @@ Result<PathOptions> pathOptionsFromParams() {
                                           PathType::kPxb, PathType::kPhb, PathType::kSys};
       o.p2pLevel = kNumeric[std::max(0L, std::min(5L, v))];
     } else {
-      BRAID_ASSIGN_OR_RETURN(o.p2pLevel, parsePathType(level));
+      auto t = parsePathType(level);
+      if (!t.isOk()) return t.status().withContext("NCCL_P2P_LEVEL");
+      o.p2pLevel = t.value();
     }
   }
   std::string gdr = params::NetGdrLevel();
   if (!gdr.empty()) {
-    BRAID_ASSIGN_OR_RETURN(o.gdrLevel, parsePathType(gdr));
+    auto t = parsePathType(gdr);
+    if (!t.isOk()) return t.status().withContext("NCCL_NET_GDR_LEVEL");
+    o.gdrLevel = t.value();
   }
   o.p2pDisable = params::P2pDisable() != 0;
   o.shmDisable = params::ShmDisable() != 0;
