@@ -68,25 +68,45 @@ class Searcher {
  private:
   bool isRing() const { return o_.pattern == GraphPattern::kRing; }
 
-  bool consume(const TopoPath& p, double bw) {
+  // PCIe links of a PHB path from a GPU through an Intel root complex carry 6/5 of the data (64-byte TLPs), as
+  // NCCL accounts for them.
+  double pciFactor(int from, const TopoPath& p) const {
+    if (p.type != PathType::kPhb || g_.node(from).type != NodeType::kGpu) return 1.0;
+    for (const TopoHop& h : p.hops) {
+      const TopoNode& n = g_.node(g_.node(h.node).links[h.link].remote);
+      if (n.type == NodeType::kCpu && n.vendor == "GenuineIntel" && (n.arch == "x86_64" || n.arch.empty())) return 1.2;
+    }
+    return 1.0;
+  }
+
+  double linkUse(const TopoHop& h, double factor) const {
+    return g_.node(h.node).links[h.link].type == LinkType::kPci ? speed_ * factor : speed_;
+  }
+
+  // Takes this channel's bandwidth from every link of the path from -> to; all or nothing.
+  bool consume(int from, int to) {
+    const TopoPath& p = g_.path(from, to);
+    double f = pciFactor(from, p);
     for (size_t i = 0; i < p.hops.size(); ++i) {
       double& c = cap_[base_[p.hops[i].node] + p.hops[i].link];
-      c -= bw;
+      c -= linkUse(p.hops[i], f);
       if (c < -kEps) {
-        for (size_t j = 0; j <= i; ++j) cap_[base_[p.hops[j].node] + p.hops[j].link] += bw;
+        for (size_t j = 0; j <= i; ++j) cap_[base_[p.hops[j].node] + p.hops[j].link] += linkUse(p.hops[j], f);
         return false;
       }
     }
     return true;
   }
-  void release(const TopoPath& p, double bw) {
-    for (const TopoHop& h : p.hops) cap_[base_[h.node] + h.link] += bw;
+  void release(int from, int to) {
+    const TopoPath& p = g_.path(from, to);
+    double f = pciFactor(from, p);
+    for (const TopoHop& h : p.hops) cap_[base_[h.node] + h.link] += linkUse(h, f);
   }
 
   bool tryHop(int from, int to, PathType limit) {
     const TopoPath& p = g_.path(from, to);
     if (p.type > limit || p.type == PathType::kDis) return false;
-    return consume(p, speed_);
+    return consume(from, to);
   }
 
   int netIndexOfDev(int dev) const { return g_.findNode(NodeType::kNet, dev); }
@@ -96,7 +116,7 @@ class Searcher {
     if (o_.interNode) return false;  // each inter-node channel takes its own NIC
     std::vector<std::pair<int, int>> done;
     auto undo = [&] {
-      for (auto& d : done) release(g_.path(d.first, d.second), speed_);
+      for (auto& d : done) release(d.first, d.second);
     };
     std::vector<int> idx;
     for (int dev : prev.gpus) idx.push_back(gpuIndex(dev));
@@ -183,7 +203,7 @@ class Searcher {
       if (dfs(order, used, ch)) return true;
       order->pop_back();
       (*used)[k] = 0;
-      release(g_.path(prev, next), speed_);
+      release(prev, next);
       if (steps_ < 0) return false;
     }
     return false;
@@ -225,7 +245,7 @@ class Searcher {
           *ch = out;
           return true;
         }
-        if (net >= 0) release(g_.path(net, first), speed_);
+        if (net >= 0) release(net, first);
       }
     }
     return false;
