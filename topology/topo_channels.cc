@@ -57,8 +57,8 @@ void mirrorTree(int n, int r, int* parent, int* child0, int* child1) {
 
 namespace {
 
-// A node's ranks in a channel's GPU order; GPUs without a rank are skipped, ranks without a GPU come last in rank
-// order.
+// A node's ranks in a channel's GPU order; GPUs without a rank are skipped, ranks without a GPU come last, by NUMA
+// node then rank.
 std::vector<int> nodeOrder(const TopoChannel* ch, const std::vector<int>& nodeRanks,
                            const std::vector<RankPlacement>& ranks) {
   std::vector<int> out;
@@ -69,9 +69,12 @@ std::vector<int> nodeOrder(const TopoChannel* ch, const std::vector<int>& nodeRa
       }
     }
   }
+  std::vector<int> rest;
   for (int r : nodeRanks) {
-    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+    if (std::find(out.begin(), out.end(), r) == out.end()) rest.push_back(r);
   }
+  std::stable_sort(rest.begin(), rest.end(), [&](int a, int b) { return ranks[a].numa < ranks[b].numa; });
+  out.insert(out.end(), rest.begin(), rest.end());
   return out;
 }
 

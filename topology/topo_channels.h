@@ -3,8 +3,8 @@
 //
 // Inputs are plain data so the communicator can call this after its init allgather: the host graphs of every node
 // (HostGraphs, or deserialised ones), and where each rank sits (its node and its GPU dev; for ranks without a GPU,
-// gpuDev = -1 and the node's ranks are taken in rank order). Every rank computes the same result from the same
-// inputs, so every rank ends up with the same channels.
+// gpuDev = -1 and the node's ranks are taken by NUMA node, then rank, so a ring crosses the socket link twice). Every
+// rank computes the same result from the same inputs, so every rank ends up with the same channels.
 #pragma once
 
 #include <string>
@@ -18,6 +18,7 @@ namespace braid {
 struct RankPlacement {
   int node = 0;     // index from groupRanksByHost
   int gpuDev = -1;  // the rank's GPU on its host, -1 for host-memory ranks
+  int numa = -1;    // host-memory ranks: the NUMA node the rank runs on; rings visit one NUMA node's ranks together
 };
 
 struct TreeLinks {

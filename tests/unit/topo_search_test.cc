@@ -292,6 +292,11 @@ TEST(TopoChannels, HostRanksWithoutGpus) {
   ASSERT_TRUE(ch.isOk()) << ch.status().message();
   EXPECT_EQ(ringLogLines(ch.value())[0], "Channel 00/02 : 0 2 1 3");
   EXPECT_FALSE(buildCommChannels({h, h}, {{0, -1}}).isOk());  // node 1 has no rank
+  // Host ranks alternating between the sockets: the ring takes socket 0's ranks, then socket 1's.
+  std::vector<RankPlacement> numa{{0, -1, 0}, {0, -1, 1}, {0, -1, 0}, {0, -1, 1}};
+  auto one = buildCommChannels({h}, numa);
+  ASSERT_TRUE(one.isOk());
+  EXPECT_EQ(ringLogLines(one.value())[0], "Channel 00/02 : 0 2 1 3");
 }
 
 }  // namespace

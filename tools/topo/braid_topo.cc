@@ -130,7 +130,8 @@ int main(int argc, char** argv) {
     for (int n = 0; n < nodes; ++n) {
       for (size_t k = 0; k < perHost; ++k) {
         int dev = gpus ? g.node(g.nodesOf(braid::NodeType::kGpu)[k]).dev : -1;
-        ranks.push_back({n, dev});
+        int numa = gpus ? -1 : static_cast<int>(g.node(g.nodesOf(braid::NodeType::kCpu)[k]).id);
+        ranks.push_back({n, dev, numa});
       }
     }
     std::vector<braid::HostGraphs> perNode(static_cast<size_t>(nodes), graphs);
