@@ -123,7 +123,7 @@ Result<TopoSystem> discoverOrLoad(const TopoOptions& opts) {
     BRAID_ASSIGN_OR_RETURN(xml, parseXmlFile(opts.topoFile));
     source = opts.topoFile;
     if (opts.mergeDiscovery) {
-      auto found = discoverXml(opts.hwlocXml, &discoveredFrom);
+      auto found = discoverXml(opts.hwlocXml, &discoveredFrom, opts.gpus);
       if (found.isOk()) {
         mergeDiscoveredGpus(xml.get(), *found.value());
       } else {
@@ -132,7 +132,7 @@ Result<TopoSystem> discoverOrLoad(const TopoOptions& opts) {
       }
     }
   } else {
-    BRAID_ASSIGN_OR_RETURN(xml, discoverXml(opts.hwlocXml, &discoveredFrom));
+    BRAID_ASSIGN_OR_RETURN(xml, discoverXml(opts.hwlocXml, &discoveredFrom, opts.gpus));
     source = discoveredFrom;
   }
   setHostHash(xml.get(), hostId);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "src/common/status.h"
+#include "topology/gpu_probe.h"
 #include "topology/topo_graph.h"
 #include "topology/xml.h"
 
@@ -29,6 +30,8 @@ struct TopoOptions {
   std::string hostId;          // NCCL_HOSTID ("" = boot id)
   bool mergeDiscovery = true;  // with topoFile: add discovered GPUs missing from the file
   PathOptions paths;           // NCCL_P2P_LEVEL, ...
+  // Tests: these GPUs instead of asking NVML (discovery places them by bus id under hwloc's PCI tree).
+  const std::vector<ProbedGpu>* gpus = nullptr;
 };
 // Everything above from the parameter registry.
 Result<TopoOptions> topoOptionsFromParams();
@@ -45,7 +48,9 @@ struct TopoSystem {
 Result<TopoSystem> discoverOrLoad(const TopoOptions& opts);
 
 // Pieces of the above, for tools and tests.
-Result<std::unique_ptr<XmlNode>> discoverXml(const std::string& hwlocXml, std::string* sourceOut);
+// `gpus`: nullptr asks NVML when discovering this machine (none when replaying an hwloc XML).
+Result<std::unique_ptr<XmlNode>> discoverXml(const std::string& hwlocXml, std::string* sourceOut,
+                                             const std::vector<ProbedGpu>* gpus = nullptr);
 Result<TopoSystem> systemFromXml(std::unique_ptr<XmlNode> xml, const std::string& source, const PathOptions& paths);
 Result<TopoSystem> loadTopoFile(const std::string& path, const PathOptions& paths);
 // Adds to `base` the GPUs of `found` that `base` lacks, with their PCI ancestors (NCCL's merge order).

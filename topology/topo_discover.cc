@@ -2,12 +2,14 @@
 //
 // With hwloc: NUMA nodes become <cpu> elements (affinity from their cpuset; vendor, family and model from their
 // package), NICs become <pci><nic><net/></nic></pci> under the PCI switches that lead to them (one <pci> per switch,
-// named by its upstream port, as NCCL's sysfs walk does; root ports are folded into the CPU). GPUs are added by the
-// CUDA/NVML layer when a driver is present (not in this file). Without hwloc, or when hwloc fails on this machine,
-// a minimal document comes from sysfs: one <cpu> per NUMA node, no PCI devices. Discovery of this machine never fails.
+// named by its upstream port, as NCCL's sysfs walk does; root ports are folded into the CPU). NVIDIA GPUs hwloc
+// sees become <pci><gpu> elements when NVML (gpu_probe.h) knows them: compute capability, GPUDirect, and NVLinks
+// aggregated per remote (NVSwitch, GPU or CPU). Without hwloc, or when hwloc fails on this machine, a minimal
+// document comes from sysfs: one <cpu> per NUMA node, no PCI devices. Discovery of this machine never fails.
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include <sstream>
 
 #include "src/common/logging.h"
+#include "topology/gpu_probe.h"
 #include "topology/topo.h"
 
 #ifdef BRAID_HAVE_HWLOC
@@ -157,7 +160,8 @@ class HwlocDiscovery {
     if (loaded_) hwloc_topology_destroy(topo_);
   }
 
-  Result<std::unique_ptr<XmlNode>> run(const std::string& xmlPath) {
+  Result<std::unique_ptr<XmlNode>> run(const std::string& xmlPath, const std::vector<ProbedGpu>& gpus) {
+    gpus_ = &gpus;
     if (hwloc_topology_init(&topo_) != 0) return systemError("hwloc_topology_init failed");
     loaded_ = true;
     live_ = xmlPath.empty();
@@ -171,7 +175,8 @@ class HwlocDiscovery {
     auto sys = newSystem();
     sys_ = sys.get();
     addCpus();
-    addNics();
+    addDevices();
+    dropDanglingNvlinks(sys_);
     return sys;
   }
 
@@ -250,9 +255,55 @@ class HwlocDiscovery {
     return parent;
   }
 
-  void addNics() {
+  // A GPU NVML knows: <pci> with <gpu dev sm rank gdr> and one <nvlink> per remote.
+  void addGpu(hwloc_obj_t o) {
+    const auto& a = o->attr->pcidev;
+    std::string busId = busIdText(a.domain, a.bus, a.dev, a.func);
+    const ProbedGpu* probed = nullptr;
+    for (const ProbedGpu& g : *gpus_) {
+      if (normalizeBusId(g.busId) == busId) probed = &g;
+    }
+    if (!probed) return;  // no driver view of it: not usable
+    XmlNode* pci = parentElement(o)->addChild("pci");
+    setPciIds(pci, o, live_);
+    XmlNode* gpu = pci->addChild("gpu");
+    gpu->setAttr("dev", std::to_string(probed->dev));
+    gpu->setAttr("sm", std::to_string(probed->sm));
+    gpu->setAttr("rank", std::to_string(probed->dev));
+    gpu->setAttr("gdr", probed->gdr ? "1" : "0");
+    for (const ProbedNvlink& l : probed->nvlinks) {
+      XmlNode* e = gpu->addChild("nvlink");
+      e->setAttr("target", normalizeBusId(l.remoteBusId));
+      e->setAttr("count", std::to_string(l.count));
+      e->setAttr("tclass", l.remote == ProbedNvlink::Remote::kGpu   ? "0x030200"
+                           : l.remote == ProbedNvlink::Remote::kCpu ? "0x068001"
+                                                                    : "0x068000");
+    }
+    gpuBusIds_.push_back(busId);
+  }
+
+  // NVLinks to GPUs that did not make it into the document (no driver view) would not resolve: drop them.
+  void dropDanglingNvlinks(XmlNode* n) {
+    auto& kids = n->children;
+    for (size_t i = 0; i < kids.size();) {
+      XmlNode* c = kids[i].get();
+      bool gpuLink = c->name == "nvlink" && c->attrOr("tclass", "").compare(0, 4, "0x03") == 0;
+      if (gpuLink && std::find(gpuBusIds_.begin(), gpuBusIds_.end(), c->attrOr("target", "")) == gpuBusIds_.end()) {
+        kids.erase(kids.begin() + static_cast<long>(i));
+        continue;
+      }
+      dropDanglingNvlinks(c);
+      ++i;
+    }
+  }
+
+  void addDevices() {
     int dev = 0;
     for (hwloc_obj_t o = hwloc_get_next_pcidev(topo_, nullptr); o; o = hwloc_get_next_pcidev(topo_, o)) {
+      if (o->attr->pcidev.vendor_id == 0x10de && (o->attr->pcidev.class_id >> 8) == 0x03) {
+        addGpu(o);
+        continue;
+      }
       std::string fabric, netdev;
       for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) {
         if (c->type != HWLOC_OBJ_OS_DEVICE || !c->name) continue;
@@ -272,7 +323,10 @@ class HwlocDiscovery {
       net->setAttr("speed", std::to_string(mbps > 0 ? mbps : 10000));
       net->setAttr("port", "1");
       net->setAttr("maxconn", "65536");
-      net->setAttr("gdr", "0");
+      // GPUDirect RDMA: an RDMA device, with the GPU driver's peer-memory module loaded (what NCCL's IB plugin checks).
+      bool peerMem = false;
+      for (const ProbedGpu& g : *gpus_) peerMem = peerMem || g.gdr;
+      net->setAttr("gdr", !fabric.empty() && peerMem ? "1" : "0");
     }
   }
 
@@ -281,16 +335,28 @@ class HwlocDiscovery {
   bool live_ = true;
   XmlNode* sys_ = nullptr;
   std::map<unsigned, XmlNode*> cpuByNuma_;
+  const std::vector<ProbedGpu>* gpus_ = nullptr;
+  std::vector<std::string> gpuBusIds_;
 };
 
 #endif  // BRAID_HAVE_HWLOC
 
 }  // namespace
 
-Result<std::unique_ptr<XmlNode>> discoverXml(const std::string& hwlocXml, std::string* sourceOut) {
+Result<std::unique_ptr<XmlNode>> discoverXml(const std::string& hwlocXml, std::string* sourceOut,
+                                             const std::vector<ProbedGpu>* gpus) {
 #ifdef BRAID_HAVE_HWLOC
+  // This machine's driver only describes this machine: a replayed hwloc XML gets GPUs only when they are given.
+  std::vector<ProbedGpu> probed;
+  if (gpus) {
+    probed = *gpus;
+  } else if (hwlocXml.empty()) {
+    std::string why;
+    probed = probeGpusNvml(&why);
+    if (probed.empty()) BRAID_INFO(kLogGraph, "no GPU from NVML: %s", why.c_str());
+  }
   HwlocDiscovery d;
-  auto r = d.run(hwlocXml);
+  auto r = d.run(hwlocXml, probed);
   if (r.isOk()) {
     if (sourceOut) *sourceOut = hwlocXml.empty() ? "hwloc" : "hwloc XML " + hwlocXml;
     return r;

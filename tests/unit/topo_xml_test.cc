@@ -161,6 +161,62 @@ TEST(TopoDiscovery, ReplaysHwlocXml) {
   EXPECT_EQ(sys.value().source, "hwloc XML " + o.hwlocXml);
 }
 
+// GPUs the driver reports are placed by bus id under the PCI tree hwloc found, with their NVLinks; a GPU the driver
+// does not report is left out, and NVLinks to it are dropped.
+TEST(TopoDiscovery, GpusFromDriverUnderHwlocTree) {
+  if (std::string(BRAID_BUILD_HWLOC) != "ON") GTEST_SKIP() << "built without hwloc";
+  std::vector<ProbedGpu> gpus(2);
+  for (int i = 0; i < 2; ++i) {
+    gpus[i].dev = i;
+    gpus[i].busId = i == 0 ? "00000000:18:00.0" : "00000000:19:00.0";  // NVML's long form
+    gpus[i].sm = 90;
+    gpus[i].gdr = true;
+    gpus[i].nvlinks.push_back({"00000000:05:00.0", ProbedNvlink::Remote::kSwitch, 9});
+    gpus[i].nvlinks.push_back({"00000000:06:00.0", ProbedNvlink::Remote::kSwitch, 9});
+    gpus[i].nvlinks.push_back({"00000000:1f:00.0", ProbedNvlink::Remote::kGpu, 2});  // the unreported GPU
+  }
+  TopoOptions o;
+  o.hwlocXml = fixture("hwloc_gpu_switch.xml");
+  o.gpus = &gpus;
+  auto sys = discoverOrLoad(o);
+  ASSERT_TRUE(sys.isOk()) << sys.status().message();
+  const TopoGraph& g = sys.value().graph;
+  ASSERT_EQ(g.nodesOf(NodeType::kGpu).size(), 2u);
+  ASSERT_EQ(g.nodesOf(NodeType::kNvs).size(), 1u);
+  int g0 = g.nodesOf(NodeType::kGpu)[0], g1 = g.nodesOf(NodeType::kGpu)[1];
+  EXPECT_EQ(g.node(g0).busId, "0000:18:00.0");
+  EXPECT_EQ(g.path(g0, g1).type, PathType::kNvl);
+  EXPECT_NEAR(g.path(g0, g1).bw, 18 * 20.6, 1e-9);
+  int net = g.findNode(NodeType::kNet, 0);
+  ASSERT_GE(net, 0);
+  // One switch (16:00.0) between GPU and NIC; GPUDirect on both (the driver's peer-memory module is loaded).
+  EXPECT_EQ(g.path(g0, net).type, PathType::kPix);
+  EXPECT_DOUBLE_EQ(g.path(g0, net).bw, 1.25);  // replayed: NIC speed unknown, 10 Gb/s
+  EXPECT_TRUE(g.nvlsCapable());
+  // The discovered document is NCCL's schema: it round-trips through the XML writer.
+  auto again = parseXml(writeXml(*sys.value().xml), "dump");
+  ASSERT_TRUE(again.isOk());
+  auto g2 = TopoGraph::fromXml(*again.value(), "dump");
+  ASSERT_TRUE(g2.isOk()) << g2.status().message();
+  EXPECT_EQ(g2.value().describe(), g.describe());
+}
+
+TEST(TopoDiscovery, BusIdNormalisation) {
+  EXPECT_EQ(normalizeBusId("00000000:18:00.0"), "0000:18:00.0");
+  EXPECT_EQ(normalizeBusId("0000:AB:1f.7"), "0000:ab:1f.7");
+  EXPECT_EQ(normalizeBusId("18:00.0"), "");
+  EXPECT_EQ(normalizeBusId("0000:18:00.0:1"), "");
+}
+
+TEST(TopoDiscovery, NvmlAbsentIsNotAnError) {
+  std::string why;
+  std::vector<ProbedGpu> gpus = probeGpusNvml(&why);
+  if (gpus.empty()) {
+    EXPECT_FALSE(why.empty());
+  }
+  for (const ProbedGpu& g : gpus) EXPECT_FALSE(normalizeBusId(g.busId).empty());
+}
+
 TEST(TopoDiscovery, BadHwlocXmlIsAnError) {
   if (std::string(BRAID_BUILD_HWLOC) != "ON") GTEST_SKIP() << "built without hwloc";
   TopoOptions o;
