@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The perf tools' baselines (Open MPI, Gloo) and plots (gnuplot) come from Debian too; BRAID_MINIMAL=1 skips them.
-packages=(build-essential cmake pkg-config python3 libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev)
+packages=(build-essential cmake pkg-config python3 libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev
+  graphviz)  # graphviz: braid-topo --dot pictures (docs/topology.md) and the topo_tool_dot test
 if [ "${BRAID_MINIMAL:-0}" != 1 ]; then
   packages+=(libopenmpi-dev openmpi-bin libgloo-dev gnuplot-nox)
 fi

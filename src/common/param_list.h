@@ -65,3 +65,24 @@ BRAID_PARAM(SpinCount, kInt, "BRAID_SPIN_COUNT", "2000",
 // Transports.
 BRAID_PARAM(ShmDisable, kInt, "NCCL_SHM_DISABLE", "0", "1 disables the shared-memory transport between processes.")
 BRAID_PARAM(ShmDir, kString, "BRAID_SHM_DIR", "/dev/shm", "Directory that backs shared-memory segments.")
+
+// Topology (read by topology/).
+BRAID_PARAM(TopoFile, kString, "NCCL_TOPO_FILE", "",
+            "NCCL topology XML (version 1) loaded instead of discovery; GPUs discovered on this host but missing "
+            "from it are added. Unset: /var/run/nvidia-topologyd/virtualTopology.xml when that file exists.")
+BRAID_PARAM(TopoDumpFile, kString, "NCCL_TOPO_DUMP_FILE", "", "Writes this host's topology XML (NCCL's schema) at init.")
+BRAID_PARAM(TopoDumpFileRank, kInt, "NCCL_TOPO_DUMP_FILE_RANK", "0", "The rank that writes NCCL_TOPO_DUMP_FILE.")
+BRAID_PARAM(HwlocXml, kString, "BRAID_HWLOC_XML", "",
+            "hwloc XML (from `lstopo --of xml`) discovered instead of this machine, to replay another host.")
+BRAID_PARAM(GraphFile, kString, "NCCL_GRAPH_FILE", "", "NCCL graph XML (rings/trees) used instead of the search.")
+BRAID_PARAM(GraphDumpFile, kString, "NCCL_GRAPH_DUMP_FILE", "", "Writes the searched rings/trees (NCCL graph XML).")
+BRAID_PARAM(GraphDumpFileRank, kInt, "NCCL_GRAPH_DUMP_FILE_RANK", "0", "The rank that writes NCCL_GRAPH_DUMP_FILE.")
+BRAID_PARAM(P2pLevel, kString, "NCCL_P2P_LEVEL", "",
+            "Farthest GPU pair path that uses P2P: LOC, NVL, PIX, PXB, PHB or SYS (or 0-5). Default PXB.")
+BRAID_PARAM(P2pDisable, kInt, "NCCL_P2P_DISABLE", "0", "1: GPU pairs never use P2P (they go through host memory).")
+BRAID_PARAM(NetGdrLevel, kString, "NCCL_NET_GDR_LEVEL", "",
+            "Farthest GPU-NIC path that uses GPUDirect RDMA (path type name). Default PXB.")
+BRAID_PARAM(PxnDisable, kInt, "NCCL_PXN_DISABLE", "0", "1: GPUs never reach a NIC through a peer GPU (PXN).")
+BRAID_PARAM(NvbDisable, kInt, "NCCL_NVB_DISABLE", "0", "1: NVLink traffic never relays through a third GPU (NVB).")
+BRAID_PARAM(CrossNic, kInt, "NCCL_CROSS_NIC", "2",
+            "0: a ring leaves a node on the NIC (rail) it entered; 1: any NIC; 2: rail-aligned first, else any.")

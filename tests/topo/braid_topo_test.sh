@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# braid-topo end to end: discovery here, fixtures, NCCL_TOPO_FILE / NCCL_TOPO_DUMP round trip, graph dump and
+# reload (NCCL_GRAPH_DUMP_FILE / NCCL_GRAPH_FILE), BRAID_HWLOC_XML, malformed files, and (mode dot) Graphviz.
+# usage: braid_topo_test.sh BUILD_DIR SOURCE_DIR [basic|dot]
+set -euo pipefail
+build=$1
+src=$2
+mode=${3:-basic}
+topo=$build/tools/topo/braid-topo
+fx=$src/tests/fixtures/topo
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+if [ "$mode" = dot ]; then
+  command -v dot >/dev/null || { echo "graphviz (dot) not installed: skipped"; exit 77; }
+  for f in "$fx"/*.xml; do
+    case $f in *hwloc*) continue ;; esac
+    for n in 1 2; do
+      "$topo" --topo "$f" --nodes $n --quiet --dot "$tmp/t.dot"
+      dot -Tsvg "$tmp/t.dot" -o "$tmp/t.svg" || fail "dot could not render $f (nodes $n)"
+      grep -q "<svg" "$tmp/t.svg" || fail "no svg for $f"
+    done
+  done
+  echo "dot renders every fixture"
+  exit 0
+fi
+
+# Discovery on whatever machine this is must work.
+"$topo" > "$tmp/here.txt" || fail "discovery failed"
+grep -q "^Channel 00/" "$tmp/here.txt" || fail "no channels on this machine"
+
+# DGX-H100: the 24 channels NCCL reports on one node; 16 over two nodes.
+"$topo" --topo "$fx/dgx_h100.xml" > "$tmp/h100.txt"
+grep -q "^Channel 00/24 : 0 1 2 3 4 5 6 7$" "$tmp/h100.txt" || fail "DGX-H100 channels"
+grep -q "Pattern 4, crossNic 0, nChannels 12, bw 30.0/30.0, type NVL/LOC" "$tmp/h100.txt" || fail "DGX-H100 ring graph"
+"$topo" --topo "$fx/dgx_h100.xml" --nodes 2 | grep "^Channel 15/16 : " > /dev/null || fail "two DGX-H100 nodes"
+
+# Dump and reload (through the tool and through NCCL_TOPO_FILE): the same system, paths and channels.
+"$topo" --topo "$fx/p5_48xlarge.xml" --dump "$tmp/dump.xml" | tail -n +2 > "$tmp/a.txt"
+NCCL_TOPO_FILE="$tmp/dump.xml" "$topo" | tail -n +2 > "$tmp/b.txt"
+diff "$tmp/a.txt" "$tmp/b.txt" > /dev/null || fail "NCCL_TOPO_FILE of a dump differs"
+
+# Graph dump, then the dump as NCCL_GRAPH_FILE: same graphs.
+NCCL_GRAPH_DUMP_FILE="$tmp/graph.xml" "$topo" --topo "$fx/dgx_a100.xml" --nodes 2 > "$tmp/c.txt"
+grep -q '<graphs version="1">' "$tmp/graph.xml" || fail "no graph dump"
+NCCL_GRAPH_FILE="$tmp/graph.xml" "$topo" --topo "$fx/dgx_a100.xml" --nodes 2 > "$tmp/d.txt"
+diff <(sed -n '/## Ring graph/,$p' "$tmp/c.txt") <(sed -n '/## Ring graph/,$p' "$tmp/d.txt") > /dev/null ||
+  fail "NCCL_GRAPH_FILE did not reproduce the dumped graphs"
+
+# NCCL_CROSS_NIC and NCCL_P2P_DISABLE take effect.
+NCCL_P2P_DISABLE=1 "$topo" --topo "$fx/pcie_4gpu.xml" | grep "^GPU/0 *LOC *PHB/24.0" > /dev/null || fail "NCCL_P2P_DISABLE"
+"$topo" --topo "$fx/pcie_4gpu.xml" | grep "^GPU/0 *LOC *PIX/24.0" > /dev/null || fail "PIX without NCCL_P2P_DISABLE"
+NCCL_CROSS_NIC=1 "$topo" --topo "$fx/dgx_h100.xml" --nodes 2 | grep "^Pattern 4, crossNic 1, nChannels 8" > /dev/null || fail "NCCL_CROSS_NIC=1"
+
+# hwloc XML replay (when built with hwloc).
+if "$topo" --hwloc-xml "$fx/hwloc_2socket.xml" > "$tmp/hw.txt" 2> "$tmp/hw.err"; then
+  grep -q "name=mlx5_0" "$tmp/hw.txt" || fail "hwloc replay lost mlx5_0"
+else
+  grep -q "needs braid built with hwloc" "$tmp/hw.err" || fail "hwloc replay: $(cat "$tmp/hw.err")"
+fi
+
+# Malformed input: an error naming the file, line and element, exit status 1, no crash.
+printf '<system version="1">\n  <cpu numaid="0">\n    <pci busid="0000:01:00.0" link_width="x"/>\n  </cpu>\n</system>\n' \
+  > "$tmp/bad.xml"
+set +e
+"$topo" --topo "$tmp/bad.xml" > /dev/null 2> "$tmp/err.txt"
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "malformed file: exit status $rc"
+grep -q "bad.xml:3: <pci>: attribute link_width=\"x\" is not an integer" "$tmp/err.txt" || fail "error text: $(cat "$tmp/err.txt")"
+echo "braid-topo: all checks passed"

@@ -1,0 +1,159 @@
+// braid-topo: the detected (or loaded) topology, its path matrix, the searched rings and trees, the channels a
+// communicator over N such hosts would use, and a Graphviz picture of it all.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "src/common/params.h"
+#include "topology/topo.h"
+#include "topology/topo_channels.h"
+#include "topology/topo_dot.h"
+#include "topology/topo_init.h"
+#include "topology/topo_search.h"
+
+namespace {
+
+void usage(FILE* f) {
+  fprintf(f,
+          "usage: braid-topo [options]\n"
+          "  (default)            discover this machine (hwloc), or load NCCL_TOPO_FILE / BRAID_HWLOC_XML when set\n"
+          "  --topo FILE          load an NCCL topology XML (same as NCCL_TOPO_FILE, without merging discovery)\n"
+          "  --hwloc-xml FILE     discover from an hwloc XML export (same as BRAID_HWLOC_XML)\n"
+          "  --nodes N            channels of a communicator over N such hosts, one rank per GPU (default 1)\n"
+          "  --dot FILE           write Graphviz (the machine, rings and tree 0) to FILE ('-' = stdout only)\n"
+          "  --dump FILE          write the topology XML (as NCCL_TOPO_DUMP_FILE would)\n"
+          "  --graph-dump FILE    write the searched graphs (as NCCL_GRAPH_DUMP_FILE would)\n"
+          "  --quiet              no text report (with --dot -)\n"
+          "NCCL_P2P_LEVEL, NCCL_P2P_DISABLE, NCCL_SHM_DISABLE, NCCL_NET_GDR_LEVEL, NCCL_PXN_DISABLE, NCCL_CROSS_NIC,\n"
+          "NCCL_GRAPH_FILE and NCCL_HOSTID apply as in the library.\n");
+}
+
+int fail(const braid::Status& s) {
+  fprintf(stderr, "braid-topo: %s\n", s.message().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string topoFile, hwlocXml, dotFile, dumpFile, graphDump;
+  int nodes = 1;
+  bool quiet = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&](const char* what) -> std::string {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "braid-topo: %s needs %s\n", a.c_str(), what);
+        exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--topo") {
+      topoFile = next("a file");
+    } else if (a == "--hwloc-xml") {
+      hwlocXml = next("a file");
+    } else if (a == "--nodes") {
+      nodes = atoi(next("a count").c_str());
+    } else if (a == "--dot") {
+      dotFile = next("a file");
+    } else if (a == "--dump") {
+      dumpFile = next("a file");
+    } else if (a == "--graph-dump") {
+      graphDump = next("a file");
+    } else if (a == "--quiet") {
+      quiet = true;
+    } else if (a == "-h" || a == "--help") {
+      usage(stdout);
+      return 0;
+    } else {
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (nodes < 1 || nodes > 4096) {
+    fprintf(stderr, "braid-topo: --nodes must be 1..4096\n");
+    return 2;
+  }
+  auto optsR = braid::topoOptionsFromParams();
+  if (!optsR.isOk()) return fail(optsR.status());
+  braid::TopoOptions opts = optsR.take();
+  if (!topoFile.empty()) {
+    opts.topoFile = topoFile;
+    opts.mergeDiscovery = false;
+  }
+  if (!hwlocXml.empty()) {
+    opts.hwlocXml = hwlocXml;
+    if (topoFile.empty()) opts.topoFile.clear();
+  }
+  auto sysR = braid::discoverOrLoad(opts);
+  if (!sysR.isOk()) return fail(sysR.status());
+  const braid::TopoSystem& sys = sysR.value();
+  const braid::TopoGraph& g = sys.graph;
+  if (!dumpFile.empty()) {
+    braid::Status s = braid::dumpTopo(sys, dumpFile);
+    if (!s.isOk()) return fail(s);
+  }
+  auto graphsR = braid::computeHostGraphs(sys, nodes > 1, 0);
+  if (!graphsR.isOk()) return fail(graphsR.status());
+  const braid::HostGraphs& graphs = graphsR.value();
+  if (!graphDump.empty()) {
+    braid::Status s = braid::writeXmlFile(*braid::graphsToXml({&graphs.ring, &graphs.tree}), graphDump);
+    if (!s.isOk()) return fail(s);
+  }
+
+  if (!quiet) {
+    printf("# topology of host %s, from %s\n", sys.hostId.c_str(), sys.source.c_str());
+    printf("# %zu GPUs, %zu NICs, %zu NUMA nodes, %zu PCI switches%s\n\n", g.nodesOf(braid::NodeType::kGpu).size(),
+           g.nodesOf(braid::NodeType::kNet).size(), g.nodesOf(braid::NodeType::kCpu).size(),
+           g.nodesOf(braid::NodeType::kPci).size(), g.nvlsCapable() ? ", NVLS capable" : "");
+    printf("## System (links: type[GB/s] - peer)\n%s\n", g.describe().c_str());
+    printf("## Paths (type/GB/s)\n%s\n", g.describePaths().c_str());
+    printf("## Ring graph%s\n%s\n", nodes > 1 ? " (inter-node)" : "", braid::describeGraph(graphs.ring).c_str());
+    printf("## Tree graph\n%s\n", braid::describeGraph(graphs.tree).c_str());
+    if (graphs.nvls.nChannels > 0) printf("## NVLS: %d heads\n\n", graphs.nvls.nChannels);
+    if (!g.nodesOf(braid::NodeType::kNet).empty() && !g.nodesOf(braid::NodeType::kGpu).empty()) {
+      printf("## NIC per GPU and channel (rail-aligned)\n");
+      for (int i : g.nodesOf(braid::NodeType::kGpu)) {
+        int dev = g.node(i).dev;
+        printf("GPU/%d:", dev);
+        for (int c = 0; c < 8; ++c) printf(" %d", braid::netForGpu(g, dev, c));
+        printf("\n");
+      }
+      printf("\n");
+    }
+    // One rank per GPU (or one per NUMA node on a host without GPUs) on each of `nodes` identical hosts.
+    std::vector<braid::RankPlacement> ranks;
+    size_t perHost = g.nodesOf(braid::NodeType::kGpu).size();
+    bool gpus = perHost > 0;
+    if (!gpus) perHost = g.nodesOf(braid::NodeType::kCpu).size();
+    for (int n = 0; n < nodes; ++n) {
+      for (size_t k = 0; k < perHost; ++k) {
+        int dev = gpus ? g.node(g.nodesOf(braid::NodeType::kGpu)[k]).dev : -1;
+        int numa = gpus ? -1 : static_cast<int>(g.node(g.nodesOf(braid::NodeType::kCpu)[k]).id);
+        ranks.push_back({n, dev, numa});
+      }
+    }
+    std::vector<braid::HostGraphs> perNode(static_cast<size_t>(nodes), graphs);
+    auto ch = braid::buildCommChannels(perNode, ranks);
+    if (!ch.isOk()) return fail(ch.status());
+    printf("## Channels of a communicator over %d host(s), %zu ranks\n", nodes, ranks.size());
+    for (const std::string& line : braid::ringLogLines(ch.value())) printf("%s\n", line.c_str());
+    printf("%s\n", braid::treeLogLine(ch.value(), 0).c_str());
+  }
+  if (!dotFile.empty()) {
+    braid::DotOptions d;
+    d.title = "braid-topo: " + sys.source;
+    std::string dot = braid::topoToDot(g, &graphs, d);
+    if (dotFile == "-") {
+      fputs(dot.c_str(), stdout);
+    } else {
+      FILE* f = fopen(dotFile.c_str(), "w");
+      if (!f || fputs(dot.c_str(), f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "braid-topo: cannot write %s\n", dotFile.c_str());
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
