@@ -139,25 +139,10 @@ class TopoBuilder {
     const XmlNode* elem;
   };
 
-  Status err(const XmlNode& e, const std::string& what) const {
-    return invalidArgument("%s:%d: <%s>: %s", source_.c_str(), e.line, e.name.c_str(), what.c_str());
-  }
+  Status err(const XmlNode& e, const std::string& what) const { return xmlElementError(source_, e, what); }
 
   Status intAttr(const XmlNode& e, const char* key, bool required, int64_t fallback, int64_t* out) const {
-    const std::string* v = e.attr(key);
-    if (!v) {
-      if (required) return err(e, std::string("missing attribute '") + key + "'");
-      *out = fallback;
-      return Status::ok();
-    }
-    errno = 0;
-    char* end = nullptr;
-    long long x = strtoll(v->c_str(), &end, 0);
-    if (v->empty() || errno != 0 || *end != '\0') {
-      return err(e, std::string("attribute ") + key + "=\"" + *v + "\" is not an integer");
-    }
-    *out = x;
-    return Status::ok();
+    return xmlIntAttr(source_, e, key, required, fallback, out);
   }
 
   Status busIdValue(const XmlNode& e, std::string* busId, int64_t* value) const {

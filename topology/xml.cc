@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -302,6 +303,28 @@ Status writeXmlFile(const XmlNode& root, const std::string& path) {
   size_t n = fwrite(text.data(), 1, text.size(), f);
   int rc = fclose(f);
   if (n != text.size() || rc != 0) return errnoError(errno, "short write to %s", path.c_str());
+  return Status::ok();
+}
+
+Status xmlElementError(const std::string& source, const XmlNode& e, const std::string& what) {
+  return invalidArgument("%s:%d: <%s>: %s", source.c_str(), e.line, e.name.c_str(), what.c_str());
+}
+
+Status xmlIntAttr(const std::string& source, const XmlNode& e, const char* key, bool required, int64_t fallback,
+                  int64_t* out) {
+  const std::string* v = e.attr(key);
+  if (!v) {
+    if (required) return xmlElementError(source, e, std::string("missing attribute '") + key + "'");
+    *out = fallback;
+    return Status::ok();
+  }
+  errno = 0;
+  char* end = nullptr;
+  long long x = strtoll(v->c_str(), &end, 0);
+  if (v->empty() || errno != 0 || *end != '\0') {
+    return xmlElementError(source, e, std::string("attribute ") + key + "=\"" + *v + "\" is not an integer");
+  }
+  *out = x;
   return Status::ok();
 }
 

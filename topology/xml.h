@@ -47,6 +47,12 @@ Result<std::unique_ptr<XmlNode>> parseXml(const std::string& text, const std::st
 // Reads and parses a file; an unreadable file is a systemError naming the path.
 Result<std::unique_ptr<XmlNode>> parseXmlFile(const std::string& path);
 
+// An error about element e of the document `source`, in the form every reader reports: "source:line: <name>: what".
+Status xmlElementError(const std::string& source, const XmlNode& e, const std::string& what);
+// Integer attribute `key` of e (decimal, or hex with 0x). Absent: *out = fallback, or an error when required.
+Status xmlIntAttr(const std::string& source, const XmlNode& e, const char* key, bool required, int64_t fallback,
+                  int64_t* out);
+
 // Serialises with two-space indentation, attributes in stored order, self-closing empty elements.
 std::string writeXml(const XmlNode& root);
 Status writeXmlFile(const XmlNode& root, const std::string& path);
