@@ -71,11 +71,14 @@ Result<TopoOptions> topoOptionsFromParams() {
 std::string localHostId() {
   std::string id = params::HostId();
   if (!id.empty()) return id;
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  if (boot && std::getline(boot, id) && !id.empty()) return id;
+  // NCCL's identity: the host name and the boot id. Containers on one machine share the boot id but not always
+  // /dev/shm, and their host names differ.
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  return host;
+  std::string boot;
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  if (in) std::getline(in, boot);
+  return boot.empty() ? std::string(host) : std::string(host) + ":" + boot;
 }
 
 uint64_t hostHash(const std::string& hostId) {

@@ -9,7 +9,7 @@
 //      plus every GPU that discovery found and the file lacks (NCCL's merge: the file wins for what it describes);
 //   2. otherwise discovery: hwloc on this machine, or on the hwloc XML named by BRAID_HWLOC_XML; without hwloc (or
 //      if it fails) a minimal document from sysfs, so discovery never fails on a working Linux machine.
-// Each <cpu> gets this host's host_hash (from NCCL_HOSTID or the boot id).
+// Each <cpu> gets this host's host_hash (from NCCL_HOSTID, else the host name and boot id).
 #pragma once
 
 #include <cstdint>
@@ -59,7 +59,7 @@ void mergeDiscoveredGpus(XmlNode* base, const XmlNode& found);
 // NCCL_TOPO_DUMP_FILE: writes the document (called by the rank NCCL_TOPO_DUMP_FILE_RANK names).
 Status dumpTopo(const TopoSystem& sys, const std::string& path);
 
-// This host's identity: NCCL_HOSTID, else the boot id, else the host name.
+// This host's identity: NCCL_HOSTID, else "hostname:boot id" (as NCCL); every layer groups ranks by it.
 std::string localHostId();
 uint64_t hostHash(const std::string& hostId);
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 
 #include "src/common/logging.h"
@@ -343,8 +344,10 @@ class HwlocDiscovery {
 
 }  // namespace
 
-Result<std::unique_ptr<XmlNode>> discoverXml(const std::string& hwlocXml, std::string* sourceOut,
-                                             const std::vector<ProbedGpu>* gpus) {
+namespace {
+
+Result<std::unique_ptr<XmlNode>> discoverXmlUncached(const std::string& hwlocXml, std::string* sourceOut,
+                                                     const std::vector<ProbedGpu>* gpus) {
 #ifdef BRAID_HAVE_HWLOC
   // This machine's driver only describes this machine: a replayed hwloc XML gets GPUs only when they are given.
   std::vector<ProbedGpu> probed;
@@ -370,6 +373,26 @@ Result<std::unique_ptr<XmlNode>> discoverXml(const std::string& hwlocXml, std::s
 #endif
   if (sourceOut) *sourceOut = "sysfs";
   return sysfsDiscover();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<XmlNode>> discoverXml(const std::string& hwlocXml, std::string* sourceOut,
+                                             const std::vector<ProbedGpu>* gpus) {
+  if (gpus != nullptr) return discoverXmlUncached(hwlocXml, sourceOut, gpus);
+  // Every communicator init discovers its host; hwloc takes about 50 ms here, a process's machine does not change,
+  // and a test process creates hundreds of communicators. Only successes are kept, per hwloc XML name.
+  static std::mutex mu;
+  static std::map<std::string, std::pair<std::unique_ptr<XmlNode>, std::string>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(hwlocXml);
+  if (it == cache.end()) {
+    std::string source;
+    BRAID_ASSIGN_OR_RETURN(std::unique_ptr<XmlNode> xml, discoverXmlUncached(hwlocXml, &source, nullptr));
+    it = cache.emplace(hwlocXml, std::make_pair(std::move(xml), source)).first;
+  }
+  if (sourceOut) *sourceOut = it->second.second;
+  return it->second.first->clone();
 }
 
 }  // namespace braid

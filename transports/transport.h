@@ -44,6 +44,7 @@ struct PeerInfo {
   uint64_t hostHash = 0;
   pid_t pid = 0;
   char hostname[64] = {};
+  int numa = -1;  // NUMA node this rank's memory and threads go on (-1: not placed; set after the topology stage)
 };
 
 class Connector {

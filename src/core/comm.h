@@ -160,6 +160,9 @@ class Communicator {
   static Status launchDirect(const std::vector<Communicator*>& comms);
   Status connect(const std::vector<Link>& sendNeeds, const std::vector<Link>& recvNeeds, int phase);
   ExecContext execContext() const;
+  int treePos(int r) const { return treePos_[static_cast<size_t>(r)]; }
+  // A tree program is built over positions; its peers become ranks.
+  void mapTreePeers(Program* prog) const;
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -174,7 +177,10 @@ class Communicator {
   std::vector<PeerInfo> peers_;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::vector<Channel> channels_;
-  std::vector<int> ring_;
+  std::vector<std::vector<int>> rings_;  // [channel] ranks in ring order, from the topology search
+  std::vector<int> treeOrder_;            // trees are built over positions: position i is rank treeOrder_[i]
+  std::vector<int> treePos_;              // [rank] its position
+  int nNodes_ = 1;
   std::vector<PendingOp> pending_;
   std::vector<std::unique_ptr<char[]>> staging_;
   std::unique_ptr<DirectGroup> direct_;  // null when the ranks cannot share memory or BRAID_DIRECT=0
@@ -192,7 +198,7 @@ class Communicator {
   uint32_t connectTag_ = 0;
 };
 
-// Host identity: NCCL_HOSTID if set, else hostname + boot id.
+// Host identity: the hash of topology's localHostId() (NCCL_HOSTID, else host name and boot id).
 uint64_t localHostHash();
 
 }  // namespace braid

@@ -14,6 +14,7 @@
 #include <new>
 
 #include "src/common/logging.h"
+#include "src/common/numa.h"
 #include "src/common/params.h"
 #include "transports/transport.h"
 
@@ -30,6 +31,12 @@ constexpr size_t kCtrlBytes = 4096;
 
 size_t segmentBytes(size_t slotBytes, size_t llSlotBytes) {
   return kCtrlBytes + (slotBytes + llSlotBytes) * kFifoSlots;
+}
+
+// A receive FIFO lives on its receiver's NUMA node: the receiver polls its control words and reads every slot.
+void placeOnNumaNode(void* base, size_t bytes, const PeerInfo& self) {
+  Status st = preferNumaNode(base, bytes, self.numa);
+  if (!st.isOk()) BRAID_INFO(kLogShm, "rank %d: FIFO not placed: %s", self.rank, st.message().c_str());
 }
 
 FifoCtrl* initCtrl(void* base, size_t slotBytes, size_t llSlotBytes) {
@@ -71,6 +78,7 @@ class InprocTransport : public Transport {
     void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return errnoError(errno, "mmap of %zu bytes for an in-process FIFO", bytes);
     std::shared_ptr<void> mem = mapping(base, bytes);
+    placeOnNumaNode(base, bytes, self);
     FifoCtrl* ctrl = initCtrl(base, slotBytes, llSlotBytes);
     RecvSetup setup;
     setup.connector = std::make_unique<Connector>(mem, ctrl, static_cast<char*>(base) + kCtrlBytes, false, peer, false);
@@ -164,6 +172,7 @@ class ShmTransport : public Transport {
       munmap(p, bytes);
       unlink(path.c_str());
     });
+    placeOnNumaNode(base, bytes, self);
     FifoCtrl* ctrl = initCtrl(base, slotBytes, llSlotBytes);
     RecvSetup setup;
     setup.connector = std::make_unique<Connector>(mem, ctrl, static_cast<char*>(base) + kCtrlBytes, false, peer, true);

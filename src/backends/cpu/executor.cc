@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "src/common/logging.h"
+#include "src/common/numa.h"
 #include "src/common/wait.h"
 
 namespace braid {
@@ -303,7 +304,8 @@ Status runChannels(const std::vector<ChannelWork*>& works, const ExecContext& ct
   }
 }
 
-ChannelWorker::ChannelWorker(int channel) : channel_(channel), thread_([this] { loop(); }) {}
+ChannelWorker::ChannelWorker(int channel, std::vector<int> cpus)
+    : channel_(channel), cpus_(std::move(cpus)), thread_([this] { loop(); }) {}
 
 ChannelWorker::~ChannelWorker() {
   {
@@ -331,6 +333,10 @@ Status ChannelWorker::wait() {
 }
 
 void ChannelWorker::loop() {
+  Status bound = bindThisThread(cpus_);
+  if (!bound.isOk()) {
+    BRAID_INFO(kLogInit, "channel %d worker stays unbound: %s", channel_, bound.message().c_str());
+  }
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [this] { return stop_ || work_ != nullptr; });

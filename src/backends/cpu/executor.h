@@ -63,7 +63,8 @@ Status runChannels(const std::vector<ChannelWork*>& works, const ExecContext& ct
 // A persistent worker thread for one channel of one communicator.
 class ChannelWorker {
  public:
-  explicit ChannelWorker(int channel);
+  // `cpus`: where the worker thread runs (its rank's NUMA node); empty leaves it where the scheduler puts it.
+  explicit ChannelWorker(int channel, std::vector<int> cpus = {});
   ~ChannelWorker();
   ChannelWorker(const ChannelWorker&) = delete;
   ChannelWorker& operator=(const ChannelWorker&) = delete;
@@ -75,6 +76,7 @@ class ChannelWorker {
   void loop();
 
   int channel_;
+  std::vector<int> cpus_;
   std::mutex mu_;
   std::condition_variable cv_;
   ChannelWork* work_ = nullptr;

@@ -1,0 +1,185 @@
+#include "src/core/comm_topo.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "src/common/logging.h"
+#include "algorithms/tree/tree.h"
+#include "src/common/params.h"
+#include "topology/topo.h"
+#include "topology/topo_init.h"
+
+namespace braid {
+namespace {
+
+// What each rank says before the topologies move: its NUMA node and how big its host's blob is (0 unless it is
+// its host's first rank, the one that sends the blob).
+struct TopoHeader {
+  int32_t numa;
+  int32_t pad;
+  int64_t blobBytes;
+};
+
+// A gathered blob may not exceed this: NCCL_TOPO_FILEs of real machines are tens of KB.
+constexpr int64_t kMaxBlobBytes = int64_t{4} << 20;
+
+std::vector<int> processCpus() {
+  std::vector<int> out;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::vector<int>>> ringsForChannels(const CommChannels& search, int nch, int nranks) {
+  if (search.rings.empty()) return internalError("the topology search made no ring");
+  for (size_t c = 0; c < search.rings.size(); ++c) {
+    std::vector<int> sorted = search.rings[c];
+    std::sort(sorted.begin(), sorted.end());
+    bool perm = static_cast<int>(sorted.size()) == nranks;
+    for (int i = 0; perm && i < nranks; ++i) perm = sorted[static_cast<size_t>(i)] == i;
+    if (!perm) return internalError("the topology search's ring %zu does not visit each of %d ranks once", c, nranks);
+  }
+  std::vector<std::vector<int>> out;
+  for (int c = 0; c < nch; ++c) out.push_back(search.rings[static_cast<size_t>(c) % search.rings.size()]);
+  return out;
+}
+
+void logCommChannels(const std::vector<std::vector<int>>& rings, const std::vector<int>& treeOrder, int rank) {
+  const int n = static_cast<int>(treeOrder.size());
+  CommChannels used;
+  used.nChannels = static_cast<int>(rings.size());
+  used.rings = rings;
+  CommChannels trees;
+  trees.nChannels = 2;
+  for (int w = 0; w < 2; ++w) {
+    std::vector<TreeLinks> links(static_cast<size_t>(n));
+    for (int pos = 0; pos < n; ++pos) {
+      TreeNode t = treeNode(n, pos, w);
+      TreeLinks& l = links[static_cast<size_t>(treeOrder[static_cast<size_t>(pos)])];
+      l.parent = t.parent < 0 ? -1 : treeOrder[static_cast<size_t>(t.parent)];
+      for (int child : t.children) {
+        if (child >= 0) l.children.push_back(treeOrder[static_cast<size_t>(child)]);
+      }
+    }
+    trees.trees.push_back(std::move(links));
+  }
+  if (rank == 0) {
+    for (const std::string& line : ringLogLines(used)) BRAID_INFO(kLogInit, "%s", line.c_str());
+  }
+  BRAID_INFO(kLogInit, "%s", treeLogLine(trees, rank).c_str());
+}
+
+int pickNumaNode(const std::vector<std::vector<int>>& nodeCpus, const std::vector<int>& processCpus, int localRank,
+                 int localRanks) {
+  if (nodeCpus.empty()) return -1;
+  for (size_t k = 0; k < nodeCpus.size(); ++k) {
+    const std::vector<int>& cpus = nodeCpus[k];
+    bool inside = !processCpus.empty();
+    for (int c : processCpus) inside = inside && std::find(cpus.begin(), cpus.end(), c) != cpus.end();
+    if (inside) return static_cast<int>(k);  // the launcher (numactl, mpirun --bind-to) already chose
+  }
+  const int n = static_cast<int>(nodeCpus.size());
+  return std::min(n - 1, localRank * n / std::max(1, localRanks));
+}
+
+Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks,
+                                       const std::vector<uint64_t>& hostHashOfRank) {
+  CommTopology out;
+  BRAID_ASSIGN_OR_RETURN(TopoSystem sys, initHostTopology(rank));
+  out.source = sys.source;
+
+  std::vector<std::string> hostOfRank;
+  for (uint64_t h : hostHashOfRank) hostOfRank.push_back(strPrintf("%016llx", static_cast<unsigned long long>(h)));
+  out.nodeOf = groupRanksByHost(hostOfRank);
+  out.nNodes = 1 + *std::max_element(out.nodeOf.begin(), out.nodeOf.end());
+  const int myNode = out.nodeOf[static_cast<size_t>(rank)];
+  std::vector<int> firstOfNode(static_cast<size_t>(out.nNodes), -1);
+  out.localRanks = 0;
+  for (int r = 0; r < nranks; ++r) {
+    const int node = out.nodeOf[static_cast<size_t>(r)];
+    if (firstOfNode[static_cast<size_t>(node)] < 0) firstOfNode[static_cast<size_t>(node)] = r;
+    if (node != myNode) continue;
+    if (r < rank) ++out.localRank;
+    ++out.localRanks;
+  }
+
+  // This rank's NUMA node, from the host's CPU nodes and the process's CPU mask.
+  std::vector<int> cpuNodes = sys.graph.nodesOf(NodeType::kCpu);
+  std::vector<std::vector<int>> nodeCpus;
+  for (int n : cpuNodes) nodeCpus.push_back(cpusOfAffinity(sys.graph.node(n).affinity));
+  const std::vector<int> mine = processCpus();
+  const int k = pickNumaNode(nodeCpus, mine, out.localRank, out.localRanks);
+  TopoHeader header{};
+  header.numa = k < 0 ? -1 : static_cast<int32_t>(sys.graph.node(cpuNodes[static_cast<size_t>(k)]).id);
+  if (k >= 0 && cpuNodes.size() > 1) {
+    for (int c : nodeCpus[static_cast<size_t>(k)]) {
+      if (std::find(mine.begin(), mine.end(), c) != mine.end()) out.placeCpus.push_back(c);
+    }
+  }
+
+  const bool sender = firstOfNode[static_cast<size_t>(myNode)] == rank;
+  const std::string blob = sender ? serializeHostTopo(sys) : std::string();
+  header.blobBytes = static_cast<int64_t>(blob.size());
+  if (header.blobBytes > kMaxBlobBytes) {
+    return invalidArgument("the topology of host %s is %lld bytes (from %s); at most %lld can be exchanged",
+                           sys.hostId.c_str(), static_cast<long long>(header.blobBytes), sys.source.c_str(),
+                           static_cast<long long>(kMaxBlobBytes));
+  }
+  std::vector<TopoHeader> headers(static_cast<size_t>(nranks));
+  headers[static_cast<size_t>(rank)] = header;
+  BRAID_RETURN_IF_ERROR(bs->allGather(headers.data(), sizeof(TopoHeader)).withContext("topology header allgather"));
+  int64_t maxBytes = 0;
+  for (int r = 0; r < nranks; ++r) {
+    const TopoHeader& h = headers[static_cast<size_t>(r)];
+    out.numaOf.push_back(h.numa);
+    if (h.blobBytes < 0 || h.blobBytes > kMaxBlobBytes) {
+      return invalidArgument("rank %d sent a host topology of %lld bytes", r, static_cast<long long>(h.blobBytes));
+    }
+    maxBytes = std::max(maxBytes, h.blobBytes);
+  }
+  std::vector<char> blobs(static_cast<size_t>(maxBytes) * static_cast<size_t>(nranks));
+  if (!blob.empty()) memcpy(blobs.data() + static_cast<size_t>(maxBytes) * static_cast<size_t>(rank), blob.data(),
+                            blob.size());
+  if (maxBytes > 0) {
+    BRAID_RETURN_IF_ERROR(bs->allGather(blobs.data(), static_cast<size_t>(maxBytes)).withContext("topology allgather"));
+  }
+
+  // Every rank parses every host's blob, its own included, so all of them search identical graphs.
+  BRAID_ASSIGN_OR_RETURN(PathOptions paths, pathOptionsFromParams());
+  std::vector<HostGraphs> graphs;
+  std::string searched;
+  for (int n = 0; n < out.nNodes; ++n) {
+    const int first = firstOfNode[static_cast<size_t>(n)];
+    const TopoHeader& h = headers[static_cast<size_t>(first)];
+    std::string b(blobs.data() + static_cast<size_t>(maxBytes) * static_cast<size_t>(first),
+                  static_cast<size_t>(h.blobBytes));
+    auto host = deserializeHostTopo(b, paths);
+    if (!host.isOk()) return host.status().withContext(strPrintf("topology sent by rank %d", first));
+    const bool own = n == myNode;
+    BRAID_ASSIGN_OR_RETURN(HostGraphs g, computeHostGraphs(host.value(), out.nNodes > 1, own ? rank : -1));
+    if (own) searched = describeGraph(g.ring).substr(0, describeGraph(g.ring).find('\n'));
+    graphs.push_back(std::move(g));
+  }
+  std::vector<RankPlacement> placements(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    placements[static_cast<size_t>(r)].node = out.nodeOf[static_cast<size_t>(r)];
+    placements[static_cast<size_t>(r)].numa = out.numaOf[static_cast<size_t>(r)];
+  }
+  BRAID_ASSIGN_OR_RETURN(out.search, buildCommChannels(graphs, placements));
+  out.summary = strPrintf("topology from %s: %d node(s), local rank %d/%d on NUMA node %d%s; ring graph %s",
+                          out.source.c_str(), out.nNodes, out.localRank, out.localRanks, header.numa,
+                          out.placeCpus.empty() ? "" : strPrintf(" (%zu CPUs)", out.placeCpus.size()).c_str(),
+                          searched.c_str());
+  return out;
+}
+
+}  // namespace braid

@@ -1,0 +1,52 @@
+// The topology stage of communicator init: every rank finds its host's topology (discovery, or NCCL_TOPO_FILE),
+// the first rank of each host shares it, and every rank builds the same rings and trees from the same gathered
+// data (NCCL's initTransportsRank order: peer info, system, paths, search, postset).
+//
+// Host-memory ranks have no GPU, so the search's rings visit a host's ranks NUMA node by NUMA node; each rank's
+// NUMA node is where its worker threads and the FIFOs it receives into are placed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/common/status.h"
+#include "topology/topo_channels.h"
+
+namespace braid {
+
+struct CommTopology {
+  int nNodes = 1;
+  std::vector<int> nodeOf;  // [rank] node index (nodes numbered by their first rank)
+  int localRank = 0;        // this rank's index among its host's ranks
+  int localRanks = 1;
+  std::vector<int> numaOf;     // [rank] NUMA node (CPU node id), -1 when unknown
+  std::vector<int> placeCpus;  // CPUs of this rank's NUMA node it may use; empty: leave its threads unbound
+  CommChannels search;         // rings and trees as the search built them (the search's channel count)
+  std::string source;          // where this host's topology came from
+  std::string summary;         // one line for the INIT log
+};
+
+// Collective over `bs`: runs discovery (cached per process), writes NCCL_TOPO_DUMP_FILE / NCCL_GRAPH_DUMP_FILE on
+// the ranks that name them, exchanges host topologies (one per host) and builds the channels. `hostHashOfRank`
+// comes from the init exchange. Errors name the file or rank that caused them.
+Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks,
+                                       const std::vector<uint64_t>& hostHashOfRank);
+
+// The ring of each of the communicator's `nch` channels: the search's rings, reused in turn when the communicator
+// runs more channels than the search made. Errors when a ring is not a permutation of the ranks.
+Result<std::vector<std::vector<int>>> ringsForChannels(const CommChannels& search, int nch, int nranks);
+
+// INFO lines in NCCL's style for what runs: rank 0 logs "Channel cc/NN : r0 r1 ..." for each channel; every rank
+// logs its "Trees [0] c0/c1/c2->rank->parent [1] ..." line, where [w] is tree w of the double binary tree (every
+// channel carries both, each with half of the channel's data), built over `treeOrder`.
+void logCommChannels(const std::vector<std::vector<int>>& rings, const std::vector<int>& treeOrder, int rank);
+
+// The NUMA node a host-memory rank runs on: the node holding all of `processCpus` when there is one, else the
+// local ranks are spread over the nodes in blocks (local rank i of n on node i * nodes / n). `nodeCpus[k]` are the
+// CPUs of the k-th NUMA node in id order. Returns the index into nodeCpus, or -1 when there are none.
+int pickNumaNode(const std::vector<std::vector<int>>& nodeCpus, const std::vector<int>& processCpus, int localRank,
+                 int localRanks);
+
+}  // namespace braid
