@@ -36,7 +36,8 @@ std::vector<ncclResult_t> runThreads(int n, const std::function<ncclResult_t(int
 
 std::vector<int> runProcesses(int n, const std::function<int(int, ncclComm_t)>& fn, double timeoutSec,
                               std::vector<pid_t>* pidsOut,
-                              const std::function<void(const std::vector<pid_t>&)>& whileRunning) {
+                              const std::function<void(const std::vector<pid_t>&)>& whileRunning,
+                              const std::function<void(int rank)>& beforeInit) {
   ncclUniqueId id;
   std::vector<int> status(static_cast<size_t>(n), -1);
   if (ncclGetUniqueId(&id) != ncclSuccess) return status;
@@ -45,6 +46,7 @@ std::vector<int> runProcesses(int n, const std::function<int(int, ncclComm_t)>& 
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
+      if (beforeInit) beforeInit(r);
       ncclComm_t comm = nullptr;
       int rc = 1;
       if (ncclCommInitRank(&comm, n, id, r) == ncclSuccess) {

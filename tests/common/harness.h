@@ -21,9 +21,11 @@ std::vector<ncclResult_t> runThreads(int n, const std::function<ncclResult_t(int
 
 // Forks n processes; each initialises rank r of one clique and runs fn (returns 0 on success). Returns the exit
 // status of each (0 ok, 128+sig when killed). timeoutSec bounds the whole run (children are killed after it).
+// beforeInit runs in each child before its ncclCommInitRank (per-rank environment, say).
 std::vector<int> runProcesses(int n, const std::function<int(int rank, ncclComm_t comm)>& fn, double timeoutSec = 120,
                               std::vector<pid_t>* pids = nullptr,
-                              const std::function<void(const std::vector<pid_t>&)>& whileRunning = nullptr);
+                              const std::function<void(const std::vector<pid_t>&)>& whileRunning = nullptr,
+                              const std::function<void(int rank)>& beforeInit = nullptr);
 
 size_t typeSize(ncclDataType_t t);
 const char* typeName(ncclDataType_t t);

@@ -458,6 +458,66 @@ TEST(Api, DebugFileGetsNcclFormatLines) {
 namespace braid_test {
 namespace {
 
+std::string slurp(const std::string& path) {
+  std::string text;
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return text;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+  fclose(f);
+  return text;
+}
+
+// Communicator init reads NCCL_TOPO_FILE and writes NCCL_TOPO_DUMP_FILE (rank NCCL_TOPO_DUMP_FILE_RANK only); a
+// missing or malformed file fails init with its name (and line), and collectives still work on a loaded topology.
+TEST(Api, TopologyFilesAtInit) {
+  const std::string fixture = std::string(BRAID_FIXTURES_DIR) + "/topo/cpu_2socket.xml";
+  char dump[] = "/tmp/braid-topodump-XXXXXX";
+  int fd = mkstemp(dump);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  unlink(dump);
+  setenv("NCCL_TOPO_FILE", fixture.c_str(), 1);
+  setenv("NCCL_TOPO_DUMP_FILE", dump, 1);
+  setenv("NCCL_TOPO_DUMP_FILE_RANK", "1", 1);
+  {
+    ncclComm_t c[2];
+    ASSERT_EQ(ncclCommInitAll(c, 2, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+    float v[2][3] = {{1, 2, 3}, {10, 20, 30}};
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < 2; ++r) ASSERT_EQ(ncclAllReduce(v[r], v[r], 3, ncclFloat, ncclSum, c[r], nullptr), ncclSuccess);
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(v[r][2], 33.0f);
+    for (ncclComm_t comm : c) ncclCommDestroy(comm);
+  }
+  const std::string written = slurp(dump);
+  unlink(dump);
+  EXPECT_NE(written.find("<system version=\"1\">"), std::string::npos) << written;
+  EXPECT_NE(written.find("numaid=\"1\""), std::string::npos) << "the fixture's second socket: " << written;
+  unsetenv("NCCL_TOPO_DUMP_FILE");
+  unsetenv("NCCL_TOPO_DUMP_FILE_RANK");
+
+  setenv("NCCL_TOPO_FILE", "/nonexistent/topo.xml", 1);
+  ncclComm_t c[2];
+  EXPECT_NE(ncclCommInitAll(c, 2, nullptr), ncclSuccess);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("/nonexistent/topo.xml"), std::string::npos)
+      << ncclGetLastError(nullptr);
+
+  char bad[] = "/tmp/braid-badtopo-XXXXXX";
+  fd = mkstemp(bad);
+  ASSERT_GE(fd, 0);
+  const char text[] = "<system version=\"1\">\n  <cpu numaid=\"0\">\n</system>\n";
+  ASSERT_EQ(write(fd, text, sizeof(text) - 1), static_cast<ssize_t>(sizeof(text) - 1));
+  close(fd);
+  setenv("NCCL_TOPO_FILE", bad, 1);
+  EXPECT_NE(ncclCommInitAll(c, 2, nullptr), ncclSuccess);
+  const std::string err = ncclGetLastError(nullptr);
+  EXPECT_NE(err.find(std::string(bad) + ":3: <cpu>"), std::string::npos) << "file, line and element: " << err;
+  unlink(bad);
+  unsetenv("NCCL_TOPO_FILE");
+}
+
 // NCCL_ALGO / NCCL_PROTO: an unknown name fails init; a setting that leaves nothing braid implements fails the
 // collective with a message naming it; forcing Ring or NVLS gives exact results either way.
 TEST(Api, AlgoAndProtoSettings) {

@@ -187,6 +187,75 @@ TEST(Processes, LlProtocol) {
   unsetenv("NCCL_PROTO");
 }
 
+std::string readFile(const std::string& path) {
+  std::string text;
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return text;
+  char line[4096];
+  while (fgets(line, sizeof(line), f)) text += line;
+  fclose(f);
+  return text;
+}
+
+// Lines of `text` that contain `what`, from `what` on.
+std::vector<std::string> linesWith(const std::string& text, const std::string& what) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = text.find(what, pos)) != std::string::npos) {
+    size_t end = text.find('\n', pos);
+    out.push_back(text.substr(pos, end - pos));
+    pos = end;
+  }
+  return out;
+}
+
+// Ranks 0 and 2 on one host, 1 and 3 on another (NCCL_HOSTID): the topology stage groups them into two nodes and
+// every rank gets rings that visit a node's ranks together, logged in NCCL's style.
+TEST(Processes, TopologyGroupsRanksByHost) {
+  char dir[] = "/tmp/braid-topo-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  auto logOf = [&](int rank) { return std::string(dir) + "/rank" + std::to_string(rank) + ".log"; };
+  auto status = runProcesses(
+      4, [](int, ncclComm_t) { return 0; }, 60, nullptr, nullptr,
+      [&](int rank) {
+        setenv("NCCL_HOSTID", rank % 2 == 0 ? "host-a" : "host-b", 1);
+        setenv("NCCL_DEBUG", "INFO", 1);
+        setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+        setenv("NCCL_DEBUG_FILE", logOf(rank).c_str(), 1);
+        ncclResetDebugInit();
+      });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
+  std::vector<std::string> trees;
+  for (int r = 0; r < 4; ++r) {
+    const std::string path = logOf(r);
+    const std::string log = readFile(path);
+    const std::string counts =
+        "rank " + std::to_string(r) + " nRanks 4 nNodes 2 localRanks 2 localRank " + std::to_string(r / 2);
+    EXPECT_NE(log.find(counts), std::string::npos) << log;
+    std::vector<std::string> t = linesWith(log, "Trees ");
+    ASSERT_EQ(t.size(), 1u) << log;
+    trees.push_back(t[0]);
+    std::vector<std::string> rings = linesWith(log, "Channel 00/");
+    if (r == 0) {
+      ASSERT_FALSE(rings.empty()) << log;
+      for (const std::string& ring : linesWith(log, "Channel ")) {
+        EXPECT_EQ(ring.substr(ring.find(':')), ": 0 2 1 3") << ring;
+      }
+    } else {
+      EXPECT_TRUE(rings.empty()) << "only rank 0 logs the rings: " << log;
+    }
+    unlink(path.c_str());
+  }
+  rmdir(dir);
+  // The trees run over the ring order 0 2 1 3 (positions 0..3). Tree 0's root is position 2 (rank 1) with
+  // positions 1 and 3 (ranks 2 and 3) below it, and position 0 (rank 0) under position 1: host-a's ranks 0 and 2
+  // form a subtree, so tree 0 crosses hosts on one edge (1-2).
+  EXPECT_EQ(trees[1].substr(0, trees[1].find(" [1]")), "Trees [0] 2/3/-1->1->-1") << trees[1];
+  EXPECT_EQ(trees[2].substr(0, trees[2].find(" [1]")), "Trees [0] 0/-1/-1->2->1") << trees[2];
+  EXPECT_EQ(trees[0].substr(0, trees[0].find(" [1]")), "Trees [0] -1/-1/-1->0->2") << trees[0];
+  EXPECT_EQ(trees[3].substr(0, trees[3].find(" [1]")), "Trees [0] -1/-1/-1->3->1") << trees[3];
+}
+
 TEST(Processes, KillNineOneRankOthersGetRemoteError) {
   // Rank 1 is killed mid-collective; the others must fail with ncclRemoteError naming rank 1, well before the
   // BRAID_TIMEOUT deadline, because a dead peer process is detected directly.
