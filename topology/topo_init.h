@@ -1,4 +1,4 @@
-// What communicator init calls (src/core is not wired yet; docs/topology.md "Hooking into init" has the sequence).
+// What communicator init calls (src/core/comm_topo.cc; docs/topology.md "At communicator init").
 //
 //   1. auto sys = initHostTopology(rank);                        // discovery or NCCL_TOPO_FILE, NCCL_TOPO_DUMP_FILE
 //   2. blob = serializeHostTopo(sys) ; allgather blobs, host ids  // bootstrap (src/core)
