@@ -12,6 +12,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,7 +37,14 @@ struct alignas(64) FifoCtrl {
   uint64_t slotBytes;
   uint32_t nslots;
   uint64_t llSlotBytes;  // bytes of lines per LL slot (transports/ll.h)
+  // Bytes of the message in each Simple slot, written by the sender before it publishes the slot: a network
+  // transport sends that many (shared-memory receivers know sizes from their schedule and ignore it).
+  uint64_t msgBytes[8];
+  // Why the connection failed, set (NUL-terminated) before the *Aborted flag by whoever detected it: a network
+  // transport's proxy thread names the network error here.
+  char failure[192];
 };
+static_assert(kFifoSlots == 8, "FifoCtrl::msgBytes has one entry per slot");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process counters need lock-free atomics");
 
 // Who is on the other end, for transport choice and for naming a dead or failed peer in errors.
@@ -60,7 +69,10 @@ class Connector {
   // Sender side.
   bool sendReady() const { return ctrl_->head.load(std::memory_order_acquire) + kFifoSlots > step_; }
   char* sendSlot() const { return slots_ + (step_ % kFifoSlots) * ctrl_->slotBytes; }
-  void sendPost() { ctrl_->tail.store(++step_, std::memory_order_release); }
+  void sendPost(size_t msgBytes) {
+    ctrl_->msgBytes[step_ % kFifoSlots] = msgBytes;
+    ctrl_->tail.store(++step_, std::memory_order_release);
+  }
 
   // Receiver side.
   bool recvReady() const { return ctrl_->tail.load(std::memory_order_acquire) > step_; }
@@ -82,6 +94,10 @@ class Connector {
   }
   // For a peer in another process: false once that process no longer exists.
   bool peerAlive() const;
+  // What the transport said about a failure (empty when it said nothing).
+  std::string failureText() const {
+    return std::string(ctrl_->failure, strnlen(ctrl_->failure, sizeof(ctrl_->failure)));
+  }
 
  private:
   std::shared_ptr<void> mem_;  // keeps the segment mapped while this end uses it
@@ -111,6 +127,17 @@ class Transport {
   virtual Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer,
                                                          const char* blob) = 0;
 };
+
+// A FIFO in this process's own memory (an anonymous mapping placed on self's NUMA node): the control block, then
+// the Simple and LL slots. The in-process and network transports use it. `beforeUnmap` runs when the last
+// reference goes, before the memory does (a network connection stops using it there).
+struct LocalFifo {
+  std::shared_ptr<void> mem;
+  FifoCtrl* ctrl = nullptr;
+  char* slots = nullptr;
+};
+Result<LocalFifo> allocLocalFifo(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
+                                 std::function<void()> beforeUnmap = nullptr);
 
 // Transports in the order they are tried for each peer (p2p, shm, net as they exist).
 const std::vector<Transport*>& hostTransports();

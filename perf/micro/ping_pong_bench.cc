@@ -84,7 +84,7 @@ class Peer {
     Wait w = spinUntil(*send_, [this] { return send_->sendReady(); });
     if (w != Wait::kReady) return w;
     memcpy(send_->sendSlot(), src, bytes_);
-    send_->sendPost();
+    send_->sendPost(bytes_);
     return Wait::kReady;
   }
 

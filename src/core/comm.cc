@@ -3,6 +3,7 @@
 #include "algorithms/alltoall/bruck.h"
 #include "algorithms/tree/tree.h"
 #include "src/core/comm_topo.h"
+#include "transports/net/net_transport.h"
 #include "topology/topo.h"
 
 #include <sched.h>
@@ -216,6 +217,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   BRAID_ASSIGN_OR_RETURN(CommTopology topo, buildCommTopology(bootstrap_.get(), rank, nranks, hosts));
   if (!topo.placeCpus.empty()) peers_[static_cast<size_t>(rank)].numa = topo.numaOf[static_cast<size_t>(rank)];
   nNodes_ = topo.nNodes;
+  BRAID_RETURN_IF_ERROR(excludeLlOverNetwork());
   BRAID_ASSIGN_OR_RETURN(rings_, ringsForChannels(topo.search, static_cast<int>(nch), nranks));
   // The trees run over the ranks in channel 0's ring order, so a subtree stays on one NUMA node (or host).
   treeOrder_ = rings_[0];
@@ -234,7 +236,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     BRAID_INFO(kLogInit, "comm %p rank %d: %d local ranks on %d CPUs, spinning %d times before yielding (%s)",
                static_cast<void*>(this), rank, nLocal, cpus, spinCount_, params::kSpinCount.name);
   }
-  if (mine.direct != 0) {
+  if (mine.direct != 0 && !netPeers_) {  // direct segments are shared memory: one host, shm allowed
     BRAID_ASSIGN_OR_RETURN(direct_,
                            DirectGroup::create(bootstrap_.get(), peers_, rank, static_cast<size_t>(mine.stageBytes)));
     if (direct_) {
@@ -255,6 +257,26 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     BRAID_INFO(kLogInit, "comm %p rank %d nranks %d cudaDev %d - Init COMPLETE", static_cast<void*>(this), rank, nranks,
                device);
   }
+  return Status::ok();
+}
+
+Status Communicator::excludeLlOverNetwork() {
+  const PeerInfo& self = peers_[static_cast<size_t>(rank_)];
+  netPeers_ = std::any_of(peers_.begin(), peers_.end(), [&](const PeerInfo& p) { return needsNetwork(self, p); });
+  if (!netPeers_) return Status::ok();
+  // Network connections carry Simple slots only (transports/net/net_transport.h). Every rank of a multi-host
+  // communicator has a network peer, so all of them drop LL alike.
+  const int ll = static_cast<int>(ProtoId::kLL), simple = static_cast<int>(ProtoId::kSimple);
+  if (!protoFilter_.base[static_cast<size_t>(simple)] ||
+      std::any_of(protoFilter_.allowed.begin(), protoFilter_.allowed.end(),
+                  [&](const std::array<bool, 8>& a) { return !a[static_cast<size_t>(simple)]; })) {
+    return invalidUsage(
+        "NCCL_PROTO=\"%s\" leaves a collective without Simple, but this communicator has ranks on other hosts "
+        "and the LL protocol does not run over the network yet (network connections carry Simple only)",
+        protoFilter_.setting.c_str());
+  }
+  protoFilter_.base[static_cast<size_t>(ll)] = false;
+  for (std::array<bool, 8>& a : protoFilter_.allowed) a[static_cast<size_t>(ll)] = false;
   return Status::ok();
 }
 

@@ -163,6 +163,8 @@ class Communicator {
   int treePos(int r) const { return treePos_[static_cast<size_t>(r)]; }
   // A tree program is built over positions; its peers become ranks.
   void mapTreePeers(Program* prog) const;
+  // With network peers, LL is taken out of protoFilter_ (an error if a collective would be left without Simple).
+  Status excludeLlOverNetwork();
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -181,6 +183,7 @@ class Communicator {
   std::vector<int> treeOrder_;            // trees are built over positions: position i is rank treeOrder_[i]
   std::vector<int> treePos_;              // [rank] its position
   int nNodes_ = 1;
+  bool netPeers_ = false;  // some peer is reached through the network transport
   std::vector<PendingOp> pending_;
   std::vector<std::unique_ptr<char[]>> staging_;
   std::unique_ptr<DirectGroup> direct_;  // null when the ranks cannot share memory or BRAID_DIRECT=0

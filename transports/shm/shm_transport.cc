@@ -16,6 +16,7 @@
 #include "src/common/logging.h"
 #include "src/common/numa.h"
 #include "src/common/params.h"
+#include "transports/net/net_transport.h"
 #include "transports/transport.h"
 
 namespace braid {
@@ -75,13 +76,10 @@ class InprocTransport : public Transport {
   Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes,
                               size_t llSlotBytes) override {
     size_t bytes = segmentBytes(slotBytes, llSlotBytes);
-    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) return errnoError(errno, "mmap of %zu bytes for an in-process FIFO", bytes);
-    std::shared_ptr<void> mem = mapping(base, bytes);
-    placeOnNumaNode(base, bytes, self);
-    FifoCtrl* ctrl = initCtrl(base, slotBytes, llSlotBytes);
+    BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, allocLocalFifo(self, slotBytes, llSlotBytes));
+    void* base = fifo.mem.get();
     RecvSetup setup;
-    setup.connector = std::make_unique<Connector>(mem, ctrl, static_cast<char*>(base) + kCtrlBytes, false, peer, false);
+    setup.connector = std::make_unique<Connector>(fifo.mem, fifo.ctrl, fifo.slots, false, peer, false);
     Blob b{};
     strcpy(b.kind, "inproc");
     b.bytes = bytes;
@@ -206,10 +204,26 @@ class ShmTransport : public Transport {
 
 }  // namespace
 
+Result<LocalFifo> allocLocalFifo(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
+                                 std::function<void()> beforeUnmap) {
+  const size_t bytes = segmentBytes(slotBytes, llSlotBytes);
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return errnoError(errno, "mmap of %zu bytes for an in-process FIFO", bytes);
+  LocalFifo fifo;
+  fifo.mem = std::shared_ptr<void>(base, [bytes, beforeUnmap](void* p) {
+    if (beforeUnmap) beforeUnmap();
+    munmap(p, bytes);
+  });
+  placeOnNumaNode(base, bytes, self);
+  fifo.ctrl = initCtrl(base, slotBytes, llSlotBytes);
+  fifo.slots = static_cast<char*>(base) + kCtrlBytes;
+  return fifo;
+}
+
 const std::vector<Transport*>& hostTransports() {
   static InprocTransport inproc;
   static ShmTransport shm;
-  static const std::vector<Transport*> all = {&inproc, &shm};
+  static const std::vector<Transport*> all = {&inproc, &shm, netTransport()};
   return all;
 }
 
@@ -217,16 +231,8 @@ Result<Transport*> selectTransport(const PeerInfo& self, const PeerInfo& peer) {
   for (Transport* t : hostTransports()) {
     if (t->canConnect(self, peer)) return t;
   }
-  if (self.hostHash == peer.hostHash) {
-    return invalidUsage(
-        "no transport connects rank %d and rank %d on host %s: NCCL_SHM_DISABLE=1 disables the only transport "
-        "between processes of one host (the network transport is not built yet)",
-        self.rank, peer.rank, self.hostname);
-  }
-  return invalidUsage(
-      "rank %d (host %s) and rank %d (host %s) are on different hosts; braid has no network transport yet "
-      "(a later issue adds sockets, libfabric and verbs)",
-      self.rank, self.hostname, peer.rank, peer.hostname);
+  return internalError("no transport connects rank %d (host %s) and rank %d (host %s)", self.rank, self.hostname,
+                       peer.rank, peer.hostname);
 }
 
 }  // namespace braid

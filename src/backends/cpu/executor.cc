@@ -125,7 +125,7 @@ bool tryStep(WorkItem& w) {
     if (sc != nullptr) llWriteMessage(sc->llSlot(), ss, msgBytes, sc->llFlagNow());
   }
   if (rc != nullptr) rc->recvPost();
-  if (sc != nullptr) sc->sendPost();
+  if (sc != nullptr) sc->sendPost(msgBytes);
   if (++w.step == w.prog.steps.size()) {
     w.step = 0;
     ++w.tile;
@@ -205,6 +205,11 @@ Status checkPeers(const std::vector<ChannelWork*>& works, const ExecContext& ctx
                                  describePeer(c).c_str());
             }
             if (pass == 1 && c->peerAborted()) {
+              const std::string why = c->failureText();
+              if (!why.empty()) {
+                return remoteError("rank %d: connection %s %s failed: %s", ctx.rank, c->isSend() ? "to" : "from",
+                                   describePeer(c).c_str(), why.c_str());
+              }
               return remoteError("rank %d: peer %s aborted or failed during the operation", ctx.rank,
                                  describePeer(c).c_str());
             }

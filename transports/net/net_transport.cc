@@ -1,0 +1,362 @@
+#include "transports/net/net_transport.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "src/common/logging.h"
+#include "src/common/params.h"
+#include "transports/net/net_plugin.h"
+
+namespace braid {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What the receiver sends the sender through the bootstrap.
+struct NetBlob {
+  char kind[8];  // "net"
+  int32_t dev;
+  int32_t pad;
+  uint64_t slotBytes;
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+};
+static_assert(sizeof(NetBlob) <= kConnectBlobBytes, "the handle must fit the connect blob");
+
+std::string describe(const PeerInfo& p) {
+  return strPrintf("rank %d (host %s)", p.rank, p.hostname);
+}
+
+// One direction of one connection, as the proxy thread sees it.
+struct NetConn {
+  bool isSend = false;
+  net::NetModule* net = nullptr;
+  int dev = 0;
+  PeerInfo self, peer;
+  FifoCtrl* ctrl = nullptr;
+  char* slots = nullptr;
+  size_t slotBytes = 0;
+  net::NetHandle handle{};
+  void* listenComm = nullptr;
+  void* comm = nullptr;
+  void* mhandle = nullptr;
+  uint64_t posted = 0, done = 0;
+  void* requests[kFifoSlots] = {};
+  Clock::time_point connectDeadline;
+  bool failed = false;
+  bool closing = false;  // the connector is gone: finish the sends already published, then close
+  Clock::time_point closeDeadline;
+};
+
+// The loaded networks, once per process and setting (tests change NCCL_NET between communicators). Never freed:
+// the proxy thread may still be inside a network when static destructors would run at exit.
+struct Loaded {
+  Status status;
+  net::NetSelection* selection = nullptr;
+  std::string name;  // "NET/Socket"
+};
+
+Loaded* loadedNetwork() {
+  static std::mutex mu;
+  static auto* cache = new std::map<std::string, Loaded*>();
+  const std::string key = params::Net() + "|" + params::NetPlugin() + "|" + std::to_string(params::IbDisable());
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second;
+  auto* l = new Loaded();
+  auto sel = net::loadNetworks();
+  if (sel.isOk()) {
+    l->selection = new net::NetSelection(std::move(sel.value()));
+    l->name = "NET/" + l->selection->chosen->name();
+    BRAID_INFO(kLogInit | kLogNet, "Using network %s (%s)", l->selection->chosen->name().c_str(),
+               l->selection->reason.c_str());
+  } else {
+    l->status = sel.status();
+  }
+  cache->emplace(key, l);
+  return l;
+}
+
+class NetProxy {
+ public:
+  static NetProxy& get() {
+    static auto* proxy = new NetProxy();  // never destroyed, see Loaded
+    return *proxy;
+  }
+
+  void add(const std::shared_ptr<NetConn>& c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_.push_back(c);
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    cv_.notify_all();
+  }
+
+  // Called when the connector goes: a send connection first delivers what was published (an operation completes
+  // on the sender when its last slot is published, not when the network has carried it).
+  void remove(NetConn* c) {
+    std::unique_lock<std::mutex> lock(mu_);
+    c->closing = true;
+    c->closeDeadline = Clock::now() + std::chrono::duration<double>(static_cast<double>(params::Timeout()));
+    cv_.notify_all();
+    doneCv_.wait(lock, [&] {
+      return std::none_of(conns_.begin(), conns_.end(), [c](const std::shared_ptr<NetConn>& p) { return p.get() == c; });
+    });
+  }
+
+ private:
+  void loop() {
+    int idle = 0;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      if (conns_.empty()) {
+        cv_.wait(lock);
+        idle = 0;
+        continue;
+      }
+      bool progressed = false;
+      for (size_t i = 0; i < conns_.size();) {
+        NetConn& c = *conns_[i];
+        progressed = progress(c) || progressed;
+        if (c.closing && readyToClose(c)) {
+          close(c);
+          conns_.erase(conns_.begin() + static_cast<long>(i));
+          doneCv_.notify_all();
+          progressed = true;
+        } else {
+          ++i;
+        }
+      }
+      idle = progressed ? 0 : idle + 1;
+      // Spin while traffic flows; back off when it stops, so idle communicators cost little CPU (ranks may
+      // outnumber cores). The lock is released meanwhile, so connectors can come and go.
+      lock.unlock();
+      if (idle > kSpins + kYields) {
+        std::this_thread::sleep_for(std::chrono::microseconds(idle > kLongIdle ? 500 : 20));
+      } else if (idle > kSpins) {
+        sched_yield();
+      }
+      lock.lock();
+    }
+  }
+
+  static constexpr int kSpins = 200;
+  static constexpr int kYields = 200;
+  static constexpr int kLongIdle = 20000;
+
+  static bool readyToClose(const NetConn& c) {
+    if (c.failed || !c.isSend || c.comm == nullptr) return true;
+    if (c.ctrl->senderAborted.load(std::memory_order_acquire) != 0) return true;  // this rank aborted
+    const uint64_t tail = c.ctrl->tail.load(std::memory_order_acquire);
+    return c.done == tail || Clock::now() > c.closeDeadline;
+  }
+
+  static void close(NetConn& c) {
+    Status st;
+    if (c.mhandle != nullptr) st = c.net->deregMr(c.comm, c.mhandle);
+    if (c.comm != nullptr) st = c.isSend ? c.net->closeSend(c.comm) : c.net->closeRecv(c.comm);
+    if (c.listenComm != nullptr) st = c.net->closeListen(c.listenComm);
+    if (!st.isOk()) BRAID_INFO(kLogNet, "closing the connection with %s: %s", describe(c.peer).c_str(), st.message().c_str());
+  }
+
+  // Records the failure where the executor looks (the connector's failure text, then the peer-failed flag).
+  static void fail(NetConn& c, const Status& st) {
+    c.failed = true;
+    snprintf(c.ctrl->failure, sizeof(c.ctrl->failure), "%s", st.message().c_str());
+    (c.isSend ? c.ctrl->receiverAborted : c.ctrl->senderAborted).store(1, std::memory_order_release);
+    BRAID_INFO(kLogNet, "rank %d: network connection %s %s failed: %s", c.self.rank, c.isSend ? "to" : "from",
+               describe(c.peer).c_str(), st.message().c_str());
+  }
+
+  static bool progress(NetConn& c) {
+    if (c.failed) return false;
+    bool did = false;
+    Status st = c.isSend ? progressSend(c, &did) : progressRecv(c, &did);
+    if (!st.isOk()) fail(c, st);
+    return did;
+  }
+
+  static Status connected(NetConn& c) {
+    BRAID_RETURN_IF_ERROR(
+        c.net->regMr(c.comm, c.slots, c.slotBytes * kFifoSlots, NCCL_PTR_HOST, &c.mhandle).withContext("regMr"));
+    BRAID_INFO(kLogNet, "rank %d: connected %s %s via NET/%s/%d", c.self.rank, c.isSend ? "to" : "from",
+               describe(c.peer).c_str(), c.net->name().c_str(), c.dev);
+    return Status::ok();
+  }
+
+  static Status notConnectedYet(const NetConn& c) {
+    if (Clock::now() < c.connectDeadline) return Status::ok();
+    return remoteError("no network connection %s %s after %lld s (BRAID_TIMEOUT): is it running, and can this host "
+                       "reach it (NCCL_SOCKET_IFNAME)?",
+                       c.isSend ? "to" : "from", describe(c.peer).c_str(), static_cast<long long>(params::Timeout()));
+  }
+
+  static Status progressSend(NetConn& c, bool* did) {
+    if (c.comm == nullptr) {
+      BRAID_RETURN_IF_ERROR(c.net->connect(c.dev, &c.handle, &c.comm).withContext("connect"));
+      if (c.comm == nullptr) return notConnectedYet(c);
+      BRAID_RETURN_IF_ERROR(connected(c));
+      *did = true;
+    }
+    const uint64_t tail = c.ctrl->tail.load(std::memory_order_acquire);
+    while (c.posted < tail && c.posted < c.done + kFifoSlots) {
+      const size_t slot = c.posted % kFifoSlots;
+      void* req = nullptr;
+      BRAID_RETURN_IF_ERROR(
+          c.net->isend(c.comm, c.slots + slot * c.slotBytes, c.ctrl->msgBytes[slot], 0, c.mhandle, &req)
+              .withContext("isend"));
+      if (req == nullptr) break;
+      c.requests[slot] = req;
+      ++c.posted;
+      *did = true;
+    }
+    while (c.done < c.posted) {
+      bool finished = false;
+      int size = 0;
+      BRAID_RETURN_IF_ERROR(c.net->test(c.requests[c.done % kFifoSlots], &finished, &size).withContext("send test"));
+      if (!finished) break;
+      c.ctrl->head.store(++c.done, std::memory_order_release);
+      *did = true;
+    }
+    return Status::ok();
+  }
+
+  static Status progressRecv(NetConn& c, bool* did) {
+    if (c.comm == nullptr) {
+      BRAID_RETURN_IF_ERROR(c.net->accept(c.listenComm, &c.comm).withContext("accept"));
+      if (c.comm == nullptr) return notConnectedYet(c);
+      Status st = c.net->closeListen(c.listenComm);
+      c.listenComm = nullptr;
+      BRAID_RETURN_IF_ERROR(st);
+      BRAID_RETURN_IF_ERROR(connected(c));
+      *did = true;
+    }
+    const uint64_t head = c.ctrl->head.load(std::memory_order_acquire);
+    while (c.posted < head + kFifoSlots) {
+      const size_t slot = c.posted % kFifoSlots;
+      void* data = c.slots + slot * c.slotBytes;
+      size_t size = c.slotBytes;
+      int tag = 0;
+      void* req = nullptr;
+      BRAID_RETURN_IF_ERROR(c.net->irecv(c.comm, 1, &data, &size, &tag, &c.mhandle, &req).withContext("irecv"));
+      if (req == nullptr) break;
+      c.requests[slot] = req;
+      ++c.posted;
+      *did = true;
+    }
+    while (c.done < c.posted) {
+      bool finished = false;
+      int size = 0;
+      const size_t slot = c.done % kFifoSlots;
+      BRAID_RETURN_IF_ERROR(c.net->test(c.requests[slot], &finished, &size).withContext("receive test"));
+      if (!finished) break;
+      c.ctrl->msgBytes[slot] = static_cast<uint64_t>(size);
+      c.ctrl->tail.store(++c.done, std::memory_order_release);
+      *did = true;
+    }
+    return Status::ok();
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable doneCv_;
+  std::vector<std::shared_ptr<NetConn>> conns_;
+  std::thread thread_;
+};
+
+class NetTransport : public Transport {
+ public:
+  const char* name() const override {
+    Loaded* l = loadedNetwork();
+    return l->status.isOk() ? l->name.c_str() : "NET";
+  }
+
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override { return needsNetwork(self, peer); }
+
+  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes,
+                              size_t llSlotBytes) override {
+    BRAID_ASSIGN_OR_RETURN(net::NetModule * net, chosen());
+    auto c = std::make_shared<NetConn>();
+    c->isSend = false;
+    c->net = net;
+    c->dev = 0;
+    c->self = self;
+    c->peer = peer;
+    c->slotBytes = slotBytes;
+    BRAID_RETURN_IF_ERROR(net->listen(c->dev, &c->handle, &c->listenComm).withContext("listen"));
+    BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(c, llSlotBytes));
+    RecvSetup setup;
+    setup.connector = std::make_unique<Connector>(fifo.mem, fifo.ctrl, fifo.slots, false, peer, false);
+    NetBlob b{};
+    strcpy(b.kind, "net");
+    b.dev = c->dev;
+    b.slotBytes = slotBytes;
+    memcpy(b.handle, c->handle.data(), sizeof(b.handle));
+    memcpy(setup.blob, &b, sizeof(b));
+    NetProxy::get().add(c);
+    return setup;
+  }
+
+  Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer,
+                                                 const char* blob) override {
+    NetBlob b;
+    memcpy(&b, blob, sizeof(b));
+    if (strncmp(b.kind, "net", sizeof(b.kind)) != 0) {
+      return internalError("rank %d sent a connection description of kind \"%.8s\", expected a network handle",
+                           peer.rank, b.kind);
+    }
+    BRAID_ASSIGN_OR_RETURN(net::NetModule * net, chosen());
+    auto c = std::make_shared<NetConn>();
+    c->isSend = true;
+    c->net = net;
+    c->dev = 0;
+    c->self = self;
+    c->peer = peer;
+    c->slotBytes = static_cast<size_t>(b.slotBytes);
+    memcpy(c->handle.data(), b.handle, sizeof(b.handle));
+    // The sender's LL slots are never used on a network connection; the layout only needs a size.
+    BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(c, 64));
+    auto conn = std::make_unique<Connector>(fifo.mem, fifo.ctrl, fifo.slots, true, peer, false);
+    NetProxy::get().add(c);
+    return conn;
+  }
+
+ private:
+  static Result<net::NetModule*> chosen() {
+    Loaded* l = loadedNetwork();
+    if (!l->status.isOk()) return l->status.withContext("no network for ranks on other hosts");
+    return l->selection->chosen;
+  }
+
+  // The connection's FIFO in this process's memory; when the connector goes, the proxy lets go of it first.
+  static Result<LocalFifo> attach(const std::shared_ptr<NetConn>& c, size_t llSlotBytes) {
+    NetConn* raw = c.get();
+    BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, allocLocalFifo(c->self, c->slotBytes, llSlotBytes,
+                                                          [raw] { NetProxy::get().remove(raw); }));
+    c->ctrl = fifo.ctrl;
+    c->slots = fifo.slots;
+    c->connectDeadline = Clock::now() + std::chrono::duration<double>(static_cast<double>(params::Timeout()));
+    return fifo;
+  }
+};
+
+}  // namespace
+
+bool needsNetwork(const PeerInfo& self, const PeerInfo& peer) {
+  if (self.hostHash != peer.hostHash) return true;
+  return self.pid != peer.pid && params::ShmDisable() == 1;
+}
+
+Transport* netTransport() {
+  static auto* t = new NetTransport();
+  return t;
+}
+
+}  // namespace braid

@@ -1,0 +1,31 @@
+// The network transport: connectors between ranks on different hosts, and between processes of one host when
+// NCCL_SHM_DISABLE=1. Each end keeps the same FIFO as the in-process transport, in its own memory; one proxy
+// thread per process moves filled slots across the network (transports/net/net_plugin.h) and returns credits:
+//
+//   sender:   executor fills slot k, bumps tail  ->  proxy isend(slot k)  ->  done: proxy bumps head (slot free)
+//   receiver: proxy irecv(slot k) while k < head + 8  ->  done: proxy bumps tail  ->  executor consumes, bumps head
+//
+// So a sender never has more than 8 slots in flight and a receiver only posts buffers it has free, exactly the
+// credits of the shared-memory FIFO. Connections are made lazily at first use, like the other transports: the
+// receiver listens and sends its handle through the bootstrap; the proxy drives connect/accept to completion
+// without blocking the caller. A network failure marks the connector failed with the network's message, which
+// the executor reports as ncclRemoteError naming the peer's rank and host.
+//
+// Only the Simple protocol crosses the network: a communicator that has a network peer does not choose LL
+// (NCCL's LL over a network needs a proxy that polls line flags; not built).
+#pragma once
+
+#include <string>
+
+#include "transports/transport.h"
+
+namespace braid {
+
+// The network transport, tried after in-process and shared memory.
+Transport* netTransport();
+
+// Whether ranks `self` and `peer` would talk through the network (different hosts, or NCCL_SHM_DISABLE=1 between
+// processes of one host).
+bool needsNetwork(const PeerInfo& self, const PeerInfo& peer);
+
+}  // namespace braid
