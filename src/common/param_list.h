@@ -16,7 +16,8 @@ BRAID_PARAM(ConfFile, kString, "NCCL_CONF_FILE", "", "KEY=VALUE file read instea
 BRAID_PARAM(CommId, kString, "NCCL_COMM_ID", "",
             "ip:port (or [ipv6]:port, host:port) of a fixed bootstrap root; rank 0 listens there.")
 BRAID_PARAM(SocketIfname, kString, "NCCL_SOCKET_IFNAME", "",
-            "Interfaces for bootstrap sockets: comma list of prefixes, '=' for exact names, '^' to exclude.")
+            "Interfaces for bootstrap sockets and Socket-network devices: comma list of prefixes, '=' for exact "
+            "names, '^' to exclude.")
 BRAID_PARAM(SocketFamily, kString, "NCCL_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to restrict bootstrap addresses.")
 BRAID_PARAM(HostId, kString, "NCCL_HOSTID", "", "Host identity used to group ranks into nodes (default: boot id).")
 BRAID_PARAM(Timeout, kInt, "BRAID_TIMEOUT", "60",
@@ -65,6 +66,26 @@ BRAID_PARAM(SpinCount, kInt, "BRAID_SPIN_COUNT", "2000",
 // Transports.
 BRAID_PARAM(ShmDisable, kInt, "NCCL_SHM_DISABLE", "0", "1 disables the shared-memory transport between processes.")
 BRAID_PARAM(ShmDir, kString, "BRAID_SHM_DIR", "/dev/shm", "Directory that backs shared-memory segments.")
+
+// Networks (transports/net/): the plugin loader and the built-in Socket, IB and OFI networks.
+BRAID_PARAM(Net, kString, "NCCL_NET", "",
+            "Network to use, by name, case-insensitive: Socket, IB, OFI (alias Libfabric) or an external plugin's "
+            "name. Unset: external plugin, then IB when it has devices, then OFI on a hardware provider, then Socket.")
+BRAID_PARAM(NetPlugin, kString, "NCCL_NET_PLUGIN", "",
+            "External net plugin: unset tries libnccl-net.so; NAME tries libnccl-net-NAME.so, then NAME as given; "
+            "'none' loads no plugin.")
+BRAID_PARAM(IbDisable, kInt, "NCCL_IB_DISABLE", "0", "1: the InfiniBand verbs network is not used (Socket instead).")
+BRAID_PARAM(IbHca, kString, "NCCL_IB_HCA", "",
+            "HCAs the IB network uses: [^][=]hca[:port],... (prefix match unless '=', '^' excludes). Unset: all.")
+BRAID_PARAM(IbGidIndex, kInt, "NCCL_IB_GID_INDEX", "-1",
+            "GID index for RoCE/global addressing; -1: the port's LID when it has one, else GID 0.")
+BRAID_PARAM(IbTimeout, kInt, "NCCL_IB_TIMEOUT", "20", "IB QP ACK timeout exponent: 4.096 us * 2^value (1..31).")
+BRAID_PARAM(IbRetryCnt, kInt, "NCCL_IB_RETRY_CNT", "7", "IB QP transport retry count (0..7).")
+BRAID_PARAM(SocketNthreads, kInt, "NCCL_SOCKET_NTHREADS", "1",
+            "Helper threads per Socket-network connection (1..16); NTHREADS x NSOCKS_PERTHREAD must be <= 64.")
+BRAID_PARAM(NsocksPerthread, kInt, "NCCL_NSOCKS_PERTHREAD", "1",
+            "Data sockets per helper thread of a Socket-network connection (1..64); large messages are split "
+            "over all of them.")
 
 // Topology (read by topology/).
 BRAID_PARAM(TopoFile, kString, "NCCL_TOPO_FILE", "",

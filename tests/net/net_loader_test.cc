@@ -1,0 +1,173 @@
+// The loader: NCCL_NET_PLUGIN (external plugins by path or name, 'none', broken ones), NCCL_NET (by name,
+// case-insensitive; unknown names), NCCL_IB_DISABLE and the fallback when IB has no device.
+#include "tests/net/net_test_util.h"
+
+#ifndef BRAID_DUMMY_PLUGIN_DIR
+#error "BRAID_DUMMY_PLUGIN_DIR must name the folder holding libnccl-net-braidtest.so"
+#endif
+
+namespace braid {
+namespace net {
+namespace testing {
+namespace {
+
+const std::string kPluginDir = BRAID_DUMMY_PLUGIN_DIR;
+
+class Loader : public ::testing::Test {
+ protected:
+  ScopedEnv ifname_{"NCCL_SOCKET_IFNAME", "lo"};
+  ScopedEnv net_{"NCCL_NET", nullptr};
+  ScopedEnv plugin_{"NCCL_NET_PLUGIN", nullptr};
+  ScopedEnv ibDisable_{"NCCL_IB_DISABLE", nullptr};
+};
+
+NetModule* find(NetSelection& sel, const std::string& name) {
+  for (auto& m : sel.modules) {
+    if (m->name() == name) return m.get();
+  }
+  return nullptr;
+}
+
+// A 4 KB message and a grouped receive through whatever network was chosen.
+void exchange(NetModule& net) {
+  Pair p;
+  Status s = connectPair(net, 0, &p);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  checkRoundTrip(net, p, 4096, 4096, 11);
+  closePair(&p);
+  runGrouped(net, 0);
+}
+
+TEST_F(Loader, DefaultWithoutPluginChoosesSocket) {
+  // libnccl-net.so does not exist here: the built-ins are used.
+  Result<NetSelection> sel = loadNetworks();
+  ASSERT_TRUE(sel.isOk()) << sel.status().message();
+  ASSERT_NE(sel.value().chosen, nullptr);
+  EXPECT_EQ(sel.value().chosen->name(), "Socket");
+  EXPECT_FALSE(sel.value().chosen->external());
+}
+
+TEST_F(Loader, PluginByPathIsLoadedAndPreferred) {
+  ScopedEnv p("NCCL_NET_PLUGIN", (kPluginDir + "/libnccl-net-braidtest.so").c_str());
+  Result<NetSelection> sel = loadNetworks();
+  ASSERT_TRUE(sel.isOk()) << sel.status().message();
+  NetModule* chosen = sel.value().chosen;
+  ASSERT_NE(chosen, nullptr);
+  EXPECT_EQ(chosen->name(), "DummyLoop");
+  EXPECT_TRUE(chosen->external());
+  EXPECT_EQ(chosen->abiVersion(), 8);
+  EXPECT_NE(find(sel.value(), "Socket"), nullptr) << "the built-ins stay available";
+  exchange(*chosen);
+}
+
+TEST_F(Loader, PluginByShortNameAndSelectedByNcclNetCaseInsensitive) {
+  // "braidtest" -> libnccl-net-braidtest.so, found through the test binary's run path.
+  ScopedEnv p("NCCL_NET_PLUGIN", "braidtest");
+  ScopedEnv n("NCCL_NET", "dummyLOOP");
+  Result<NetSelection> sel = loadNetworks();
+  ASSERT_TRUE(sel.isOk()) << sel.status().message();
+  EXPECT_EQ(sel.value().chosen->name(), "DummyLoop");
+  EXPECT_EQ(sel.value().reason, "NCCL_NET=dummyLOOP");
+}
+
+TEST_F(Loader, V10PluginLoadsThroughItsAdapter) {
+  ScopedEnv p("NCCL_NET_PLUGIN", "braidtest10");
+  Result<NetSelection> sel = loadNetworks();
+  ASSERT_TRUE(sel.isOk()) << sel.status().message();
+  NetModule* chosen = sel.value().chosen;
+  EXPECT_EQ(chosen->name(), "DummyLoop10");
+  EXPECT_EQ(chosen->abiVersion(), 10);
+  Result<NetProperties> props = chosen->getProperties(0);
+  ASSERT_TRUE(props.isOk());
+  EXPECT_EQ(props.value().maxP2pBytes, size_t{1} << 40);
+  exchange(*chosen);
+  // A plugin's WARN text becomes the Status message.
+  Result<NetProperties> bad = chosen->getProperties(3);
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("DummyLoop: no device 3"), std::string::npos) << bad.status().message();
+}
+
+TEST_F(Loader, NcclNetSocketWhilePluginLoaded) {
+  ScopedEnv p("NCCL_NET_PLUGIN", "braidtest");
+  ScopedEnv n("NCCL_NET", "socket");
+  Result<NetSelection> sel = loadNetworks();
+  ASSERT_TRUE(sel.isOk()) << sel.status().message();
+  EXPECT_EQ(sel.value().chosen->name(), "Socket");
+  exchange(*sel.value().chosen);
+}
+
+TEST_F(Loader, NonePluginLoadsNothing) {
+  ScopedEnv p("NCCL_NET_PLUGIN", "none");
+  ScopedEnv n("NCCL_NET", "DummyLoop");
+  Result<NetSelection> sel = loadNetworks();
+  ASSERT_FALSE(sel.isOk());
+  EXPECT_EQ(sel.status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(Loader, UnknownNetworkNameIsAnErrorListingTheAvailableOnes) {
+  ScopedEnv n("NCCL_NET", "bogus");
+  Result<NetSelection> sel = loadNetworks();
+  ASSERT_FALSE(sel.isOk());
+  EXPECT_EQ(sel.status().code(), Code::kInvalidArgument);
+  const std::string& m = sel.status().message();
+  EXPECT_NE(m.find("NCCL_NET=bogus"), std::string::npos) << m;
+  EXPECT_NE(m.find("Socket (1 devices)"), std::string::npos) << m;
+}
+
+TEST_F(Loader, MissingOrBrokenPluginFallsBackToBuiltins) {
+  {
+    ScopedEnv p("NCCL_NET_PLUGIN", "/nonexistent/libnccl-net-x.so");
+    Result<NetSelection> sel = loadNetworks();
+    ASSERT_TRUE(sel.isOk()) << sel.status().message();
+    EXPECT_EQ(sel.value().chosen->name(), "Socket");
+  }
+  {
+    // Loads, but exports no ncclNetPlugin_vN symbol.
+    ScopedEnv p("NCCL_NET_PLUGIN", "libm.so.6");
+    Result<NetSelection> sel = loadNetworks();
+    ASSERT_TRUE(sel.isOk()) << sel.status().message();
+    EXPECT_EQ(sel.value().chosen->name(), "Socket");
+    for (auto& m : sel.value().modules) EXPECT_FALSE(m->external());
+  }
+}
+
+TEST_F(Loader, LoadNetPluginReportsWhatItLoaded) {
+  Result<std::unique_ptr<NetModule>> none = loadNetPlugin("none");
+  ASSERT_TRUE(none.isOk());
+  EXPECT_EQ(none.value(), nullptr);
+  Result<std::unique_ptr<NetModule>> m = loadNetPlugin("braidtest");
+  ASSERT_TRUE(m.isOk());
+  ASSERT_NE(m.value(), nullptr);
+  EXPECT_EQ(m.value()->origin(), "libnccl-net-braidtest.so");
+}
+
+TEST_F(Loader, IbWithoutDevicesFallsBackAndHonoursDisable) {
+  if (ibNetTable() == nullptr) GTEST_SKIP() << "built without libibverbs";
+  {
+    Result<NetSelection> sel = loadNetworks();
+    ASSERT_TRUE(sel.isOk()) << sel.status().message();
+    NetModule* ib = find(sel.value(), "IB");
+    ASSERT_NE(ib, nullptr) << "IB initialises even without a device";
+    Result<int> n = ib->devices();
+    ASSERT_TRUE(n.isOk());
+    if (n.value() > 0) GTEST_SKIP() << "this host has an RDMA device";
+    EXPECT_EQ(sel.value().chosen->name(), "Socket");
+  }
+  {
+    ScopedEnv n("NCCL_NET", "ib");
+    Result<NetSelection> sel = loadNetworks();
+    ASSERT_FALSE(sel.isOk());
+    EXPECT_NE(sel.status().message().find("no devices"), std::string::npos) << sel.status().message();
+  }
+  {
+    ScopedEnv d("NCCL_IB_DISABLE", "1");
+    Result<NetSelection> sel = loadNetworks();
+    ASSERT_TRUE(sel.isOk());
+    EXPECT_EQ(find(sel.value(), "IB"), nullptr) << "NCCL_IB_DISABLE=1 must keep IB out";
+  }
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace net
+}  // namespace braid

@@ -1,0 +1,307 @@
+// Helpers shared by the network tests: environment guards, connection setup between the two ends of a network
+// in one process, and a generic suite (sizes, many requests, grouped receives, tags, peer close) that runs on any
+// NetModule.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transports/net/net_plugin.h"
+
+namespace braid {
+namespace net {
+namespace testing {
+
+// Sets (or with nullptr unsets) an environment variable for the scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+inline double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct Pair {
+  NetModule* net = nullptr;
+  void* listen = nullptr;
+  void* send = nullptr;
+  void* recv = nullptr;
+};
+
+// Listens on dev and connects to itself, driving connect() and accept() alternately from this thread.
+inline Status connectPair(NetModule& net, int dev, Pair* p, double timeoutSec = 10) {
+  p->net = &net;
+  NetHandle handle;
+  BRAID_RETURN_IF_ERROR(net.listen(dev, &handle, &p->listen));
+  auto t0 = std::chrono::steady_clock::now();
+  while (p->send == nullptr || p->recv == nullptr) {
+    if (p->send == nullptr) BRAID_RETURN_IF_ERROR(net.connect(dev, &handle, &p->send));
+    if (p->recv == nullptr) BRAID_RETURN_IF_ERROR(net.accept(p->listen, &p->recv));
+    if (secondsSince(t0) > timeoutSec) return remoteError("test: connection not established in %.0f s", timeoutSec);
+  }
+  return Status::ok();
+}
+
+inline void closePair(Pair* p) {
+  if (p->send != nullptr) {
+    EXPECT_TRUE(p->net->closeSend(p->send).isOk());
+  }
+  if (p->recv != nullptr) {
+    EXPECT_TRUE(p->net->closeRecv(p->recv).isOk());
+  }
+  if (p->listen != nullptr) {
+    EXPECT_TRUE(p->net->closeListen(p->listen).isOk());
+  }
+  *p = Pair();
+}
+
+// Tests the requests until all are done (or one fails, or the deadline passes).
+inline Status waitAll(NetModule& net, std::vector<void*> reqs, std::vector<std::vector<int>>* sizes,
+                      double timeoutSec = 30) {
+  if (sizes != nullptr) sizes->assign(reqs.size(), std::vector<int>(8, -1));
+  auto t0 = std::chrono::steady_clock::now();
+  size_t left = reqs.size();
+  while (left > 0) {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (reqs[i] == nullptr) continue;
+      bool done = false;
+      int sz[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+      Status s = net.test(reqs[i], &done, sz);
+      if (!s.isOk()) return s;
+      if (done) {
+        if (sizes != nullptr) (*sizes)[i].assign(sz, sz + 8);
+        reqs[i] = nullptr;
+        --left;
+      }
+    }
+    if (secondsSince(t0) > timeoutSec) return remoteError("test: %zu requests not done after %.0f s", left, timeoutSec);
+  }
+  return Status::ok();
+}
+
+inline void fillPattern(std::vector<char>* buf, int seed) {
+  for (size_t i = 0; i < buf->size(); ++i) (*buf)[i] = static_cast<char>((i * 131 + static_cast<size_t>(seed)) & 0xff);
+}
+
+// Index of the first byte that differs from the pattern, or -1.
+inline long firstMismatch(const char* data, size_t size, int seed) {
+  for (size_t i = 0; i < size; ++i) {
+    if (data[i] != static_cast<char>((i * 131 + static_cast<size_t>(seed)) & 0xff)) return static_cast<long>(i);
+  }
+  return -1;
+}
+
+// Posts a send, retrying while the network reports too many requests in flight.
+inline void* postSend(Pair& p, void* data, size_t size, int tag, void* mh) {
+  void* req = nullptr;
+  for (int i = 0; i < 1000000 && req == nullptr; ++i) {
+    Status s = p.net->isend(p.send, data, size, tag, mh, &req);
+    EXPECT_TRUE(s.isOk()) << s.message();
+    if (!s.isOk()) return nullptr;
+  }
+  return req;
+}
+
+inline void* postRecv(Pair& p, int n, void** data, const size_t* sizes, const int* tags, void** mhs) {
+  void* req = nullptr;
+  for (int i = 0; i < 1000000 && req == nullptr; ++i) {
+    Status s = p.net->irecv(p.recv, n, data, sizes, tags, mhs, &req);
+    EXPECT_TRUE(s.isOk()) << s.message();
+    if (!s.isOk()) return nullptr;
+  }
+  return req;
+}
+
+// ---- the generic suite ------------------------------------------------------------------------------------------
+
+// One message of `size` bytes into a buffer of `cap` bytes; checks contents and the reported size.
+inline void checkRoundTrip(NetModule& net, Pair& p, size_t size, size_t cap, int tag) {
+  SCOPED_TRACE("size " + std::to_string(size) + " cap " + std::to_string(cap));
+  std::vector<char> src(size + 1), dst(cap + 1, static_cast<char>(0xEE));
+  fillPattern(&src, static_cast<int>(size % 251));
+  void* smh = nullptr;
+  void* rmh = nullptr;
+  ASSERT_TRUE(net.regMr(p.send, src.data(), src.size(), NCCL_PTR_HOST, &smh).isOk());
+  ASSERT_TRUE(net.regMr(p.recv, dst.data(), dst.size(), NCCL_PTR_HOST, &rmh).isOk());
+  void* rbuf = dst.data();
+  int tags[1] = {tag};
+  void* rreq = postRecv(p, 1, &rbuf, &cap, tags, &rmh);
+  void* sreq = postSend(p, src.data(), size, tag, smh);
+  ASSERT_NE(rreq, nullptr);
+  ASSERT_NE(sreq, nullptr);
+  std::vector<std::vector<int>> sizes;
+  Status s = waitAll(net, {sreq, rreq}, &sizes);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(sizes[0][0], static_cast<int>(size));
+  EXPECT_EQ(sizes[1][0], static_cast<int>(size));
+  EXPECT_EQ(firstMismatch(dst.data(), size, static_cast<int>(size % 251)), -1);
+  EXPECT_EQ(dst[size], static_cast<char>(0xEE)) << "wrote past the message";
+  EXPECT_TRUE(net.deregMr(p.send, smh).isOk());
+  EXPECT_TRUE(net.deregMr(p.recv, rmh).isOk());
+}
+
+inline void runSizes(NetModule& net, int dev) {
+  Pair p;
+  Status s = connectPair(net, dev, &p);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  for (size_t size : {size_t{0}, size_t{1}, size_t{4095}, size_t{1} << 20, size_t{64} << 20}) {
+    checkRoundTrip(net, p, size, size, 1);
+  }
+  checkRoundTrip(net, p, 1000, 4096, 2);  // a message smaller than its buffer
+  closePair(&p);
+}
+
+// NCCL_NET_MAX_REQUESTS sends and receives in flight at once, each with its own contents; one more is refused
+// with a null request (not an error), and everything arrives in order.
+inline void runManyInFlight(NetModule& net, int dev) {
+  Pair p;
+  Status s = connectPair(net, dev, &p);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  const int n = NCCL_NET_MAX_REQUESTS;
+  const size_t size = 10000;
+  std::vector<std::vector<char>> src(n, std::vector<char>(size)), dst(n, std::vector<char>(size, 0));
+  std::vector<void*> reqs;
+  void* smh = nullptr;
+  void* rmh = nullptr;
+  for (int i = 0; i < n; ++i) {
+    fillPattern(&src[i], i);
+    void* rbuf = dst[i].data();
+    int tag = 5;
+    void* req = nullptr;
+    ASSERT_TRUE(net.irecv(p.recv, 1, &rbuf, &size, &tag, &rmh, &req).isOk());
+    ASSERT_NE(req, nullptr) << "receive " << i;
+    reqs.push_back(req);
+  }
+  void* extra = nullptr;
+  void* rbuf = dst[0].data();
+  int tag = 5;
+  ASSERT_TRUE(net.irecv(p.recv, 1, &rbuf, &size, &tag, &rmh, &extra).isOk());
+  EXPECT_EQ(extra, nullptr) << "receive beyond NCCL_NET_MAX_REQUESTS was accepted";
+  for (int i = 0; i < n; ++i) {
+    void* req = nullptr;
+    ASSERT_TRUE(net.isend(p.send, src[i].data(), size, 5, smh, &req).isOk());
+    ASSERT_NE(req, nullptr) << "send " << i;
+    reqs.push_back(req);
+  }
+  ASSERT_TRUE(net.isend(p.send, src[0].data(), size, 5, smh, &extra).isOk());
+  EXPECT_EQ(extra, nullptr) << "send beyond NCCL_NET_MAX_REQUESTS was accepted";
+  s = waitAll(net, reqs, nullptr);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  for (int i = 0; i < n; ++i) EXPECT_EQ(firstMismatch(dst[i].data(), size, i), -1) << "message " << i;
+  closePair(&p);
+}
+
+// One grouped receive of three buffers; the sends arrive in another order than the buffers and match by tag.
+inline void runGrouped(NetModule& net, int dev) {
+  Pair p;
+  Status s = connectPair(net, dev, &p);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  Result<NetProperties> props = net.getProperties(dev);
+  ASSERT_TRUE(props.isOk());
+  ASSERT_GE(props.value().maxRecvs, 3);
+  const size_t sizes[3] = {100, 300000, 0};
+  const int tags[3] = {7, 8, 9};
+  std::vector<std::vector<char>> src(3), dst(3);
+  void* bufs[3];
+  void* mhs[3] = {};
+  size_t caps[3];
+  for (int i = 0; i < 3; ++i) {
+    src[i].resize(sizes[i] + 1);
+    fillPattern(&src[i], 40 + i);
+    dst[i].assign(sizes[i] + 64, 0);
+    bufs[i] = dst[i].data();
+    caps[i] = dst[i].size();
+  }
+  void* rreq = postRecv(p, 3, bufs, caps, tags, mhs);
+  std::vector<void*> reqs = {rreq};
+  for (int i : {2, 0, 1}) reqs.push_back(postSend(p, src[i].data(), sizes[i], tags[i], nullptr));
+  std::vector<std::vector<int>> got;
+  s = waitAll(net, reqs, &got);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(got[0][i], static_cast<int>(sizes[i])) << "buffer " << i;
+    EXPECT_EQ(firstMismatch(dst[i].data(), sizes[i], 40 + i), -1) << "buffer " << i;
+  }
+  closePair(&p);
+}
+
+// Two single receives posted with tags 2 then 1; the sends come with tags 1 then 2 and each lands in its buffer.
+inline void runTags(NetModule& net, int dev) {
+  Pair p;
+  Status s = connectPair(net, dev, &p);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  std::vector<char> a(5000), b(7000), ra(8000, 0), rb(8000, 0);
+  fillPattern(&a, 1);
+  fillPattern(&b, 2);
+  size_t cap = 8000;
+  void* bufA = ra.data();
+  void* bufB = rb.data();
+  int tag2 = 2;
+  int tag1 = 1;
+  void* mh = nullptr;
+  void* rB = postRecv(p, 1, &bufB, &cap, &tag2, &mh);
+  void* rA = postRecv(p, 1, &bufA, &cap, &tag1, &mh);
+  void* sA = postSend(p, a.data(), a.size(), 1, nullptr);
+  void* sB = postSend(p, b.data(), b.size(), 2, nullptr);
+  std::vector<std::vector<int>> got;
+  s = waitAll(net, {rB, rA, sA, sB}, &got);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(got[0][0], 7000);
+  EXPECT_EQ(got[1][0], 5000);
+  EXPECT_EQ(firstMismatch(ra.data(), a.size(), 1), -1);
+  EXPECT_EQ(firstMismatch(rb.data(), b.size(), 2), -1);
+  closePair(&p);
+}
+
+// The sender closes its comm in the middle of a 64 MB message: the receiver's test() fails (an error, within a
+// few seconds), it does not hang and does not report success.
+inline Status runPeerCloseMidTransfer(NetModule& net, int dev) {
+  Pair p;
+  BRAID_RETURN_IF_ERROR(connectPair(net, dev, &p));
+  const size_t size = size_t{64} << 20;
+  std::vector<char> src(size, 1), dst(size, 0);
+  void* sreq = postSend(p, src.data(), size, 3, nullptr);
+  bool done = false;
+  for (int i = 0; i < 3; ++i) (void)net.test(sreq, &done, nullptr);
+  EXPECT_FALSE(done) << "64 MB went out before the receiver posted anything";
+  EXPECT_TRUE(net.closeSend(p.send).isOk());
+  p.send = nullptr;
+  void* buf = dst.data();
+  int tag = 3;
+  void* rreq = postRecv(p, 1, &buf, &size, &tag, nullptr);
+  Status s = waitAll(net, {rreq}, nullptr, 20);
+  closePair(&p);
+  return s;
+}
+
+}  // namespace testing
+}  // namespace net
+}  // namespace braid

@@ -1,0 +1,468 @@
+#include "transports/net/net_plugin.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include "src/common/logging.h"
+#include "src/common/params.h"
+
+namespace braid {
+namespace net {
+
+namespace {
+
+thread_local std::string tLastNetWarn;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+const char* resultName(ncclResult_t rc) {
+  switch (rc) {
+    case ncclSuccess: return "ncclSuccess";
+    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
+    case ncclSystemError: return "ncclSystemError";
+    case ncclInternalError: return "ncclInternalError";
+    case ncclInvalidArgument: return "ncclInvalidArgument";
+    case ncclInvalidUsage: return "ncclInvalidUsage";
+    case ncclRemoteError: return "ncclRemoteError";
+    case ncclInProgress: return "ncclInProgress";
+    default: return "unknown ncclResult_t";
+  }
+}
+
+Code codeOf(ncclResult_t rc) {
+  int v = static_cast<int>(rc);
+  if (v >= 1 && v <= 7) return static_cast<Code>(v);
+  return Code::kInternalError;
+}
+
+}  // namespace
+
+void netLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  auto lvl = static_cast<LogLevel>(level);
+  bool keep = level == NCCL_LOG_WARN;
+  if (!keep && !logEnabled(lvl, flags)) return;
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  if (keep) tLastNetWarn = buf;
+  logMessage(lvl, flags, file != nullptr ? file : "net", line, "%s", buf);
+}
+
+// A dlopen handle, closed when the last module from it goes away.
+class PluginLibrary {
+ public:
+  PluginLibrary(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
+  ~PluginLibrary() {
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  void* handle_;
+  std::string path_;
+};
+
+std::unique_ptr<NetModule> NetModule::wrapV8(const ncclNet_v8_t* table, std::shared_ptr<PluginLibrary> lib) {
+  std::unique_ptr<NetModule> m(new NetModule());
+  m->v8_ = table;
+  m->version_ = 8;
+  m->name_ = table->name != nullptr ? table->name : "?";
+  m->lib_ = std::move(lib);
+  return m;
+}
+
+std::unique_ptr<NetModule> NetModule::wrapV9(const ncclNet_v9_t* table, std::shared_ptr<PluginLibrary> lib) {
+  std::unique_ptr<NetModule> m(new NetModule());
+  m->v9_ = table;
+  m->version_ = 9;
+  m->name_ = table->name != nullptr ? table->name : "?";
+  m->lib_ = std::move(lib);
+  return m;
+}
+
+std::unique_ptr<NetModule> NetModule::wrapV10(const ncclNet_v10_t* table, std::shared_ptr<PluginLibrary> lib) {
+  std::unique_ptr<NetModule> m(new NetModule());
+  m->v10_ = table;
+  m->version_ = 10;
+  m->name_ = table->name != nullptr ? table->name : "?";
+  m->lib_ = std::move(lib);
+  return m;
+}
+
+NetModule::~NetModule() = default;
+
+std::string NetModule::origin() const { return lib_ == nullptr ? std::string("built-in") : lib_->path(); }
+
+Status NetModule::check(ncclResult_t rc, const char* what) const {
+  if (rc == ncclSuccess) return Status::ok();
+  std::string why = tLastNetWarn.empty() ? std::string("no detail logged by the network") : tLastNetWarn;
+  tLastNetWarn.clear();
+  return Status(codeOf(rc), strPrintf("NET/%s : %s failed (%s): %s", name_.c_str(), what, resultName(rc),
+                                      why.c_str()));
+}
+
+// Each wrapper clears the thread's last WARN first, so a failure reports its own cause, not an older one.
+#define BRAID_NET_CALL(what, call) \
+  do {                             \
+    tLastNetWarn.clear();          \
+    return check((call), what);    \
+  } while (0)
+
+Status NetModule::init() {
+  if (v10_ != nullptr) BRAID_NET_CALL("init", v10_->init(netLogger, nullptr));
+  if (v9_ != nullptr) BRAID_NET_CALL("init", v9_->init(netLogger));
+  BRAID_NET_CALL("init", v8_->init(netLogger));
+}
+
+Result<int> NetModule::devices() {
+  int n = 0;
+  tLastNetWarn.clear();
+  ncclResult_t rc = v10_ != nullptr ? v10_->devices(&n) : v9_ != nullptr ? v9_->devices(&n) : v8_->devices(&n);
+  BRAID_RETURN_IF_ERROR(check(rc, "devices"));
+  if (n < 0) return internalError("NET/%s : devices() reported %d devices", name_.c_str(), n);
+  return n;
+}
+
+namespace {
+template <typename P>
+void copyCommon(const P& p, NetProperties* out) {
+  out->name = p.name != nullptr ? p.name : "";
+  out->pciPath = p.pciPath != nullptr ? p.pciPath : "";
+  out->guid = p.guid;
+  out->ptrSupport = p.ptrSupport;
+  out->regIsGlobal = p.regIsGlobal != 0;
+  out->speedMbps = p.speed;
+  out->port = p.port;
+  out->latencyUs = p.latency;
+  out->maxComms = p.maxComms;
+  out->maxRecvs = p.maxRecvs;
+  out->netDeviceType = p.netDeviceType;
+  out->netDeviceVersion = p.netDeviceVersion;
+}
+}  // namespace
+
+Result<NetProperties> NetModule::getProperties(int dev) {
+  NetProperties out;
+  tLastNetWarn.clear();
+  if (v10_ != nullptr) {
+    ncclNetProperties_v10_t p{};
+    BRAID_RETURN_IF_ERROR(check(v10_->getProperties(dev, &p), "getProperties"));
+    copyCommon(p, &out);
+    out.forceFlush = p.forceFlush != 0;
+    out.maxP2pBytes = p.maxP2pBytes;
+  } else if (v9_ != nullptr) {
+    ncclNetProperties_v9_t p{};
+    BRAID_RETURN_IF_ERROR(check(v9_->getProperties(dev, &p), "getProperties"));
+    copyCommon(p, &out);
+    out.forceFlush = p.forceFlush != 0;
+    out.maxP2pBytes = p.maxP2pBytes;
+  } else {
+    ncclNetProperties_v8_t p{};
+    BRAID_RETURN_IF_ERROR(check(v8_->getProperties(dev, &p), "getProperties"));
+    copyCommon(p, &out);
+    out.maxP2pBytes = INT_MAX;
+  }
+  if (out.maxRecvs < 1) out.maxRecvs = 1;
+  return out;
+}
+
+Status NetModule::listen(int dev, NetHandle* handle, void** listenComm) {
+  if (handle == nullptr || listenComm == nullptr) return invalidArgument("NET/%s : listen: null handle", name_.c_str());
+  handle->fill(0);
+  *listenComm = nullptr;
+  if (v10_ != nullptr) BRAID_NET_CALL("listen", v10_->listen(dev, handle->data(), listenComm));
+  if (v9_ != nullptr) BRAID_NET_CALL("listen", v9_->listen(dev, handle->data(), listenComm));
+  BRAID_NET_CALL("listen", v8_->listen(dev, handle->data(), listenComm));
+}
+
+Status NetModule::connect(int dev, NetHandle* handle, void** sendComm) {
+  if (handle == nullptr || sendComm == nullptr) {
+    return invalidArgument("NET/%s : connect: null handle or sendComm", name_.c_str());
+  }
+  *sendComm = nullptr;
+  if (v10_ != nullptr) {
+    ncclNetCommConfig_v10_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    BRAID_NET_CALL("connect", v10_->connect(dev, &config, handle->data(), sendComm, nullptr));
+  }
+  if (v9_ != nullptr) BRAID_NET_CALL("connect", v9_->connect(dev, handle->data(), sendComm, nullptr));
+  BRAID_NET_CALL("connect", v8_->connect(dev, handle->data(), sendComm, nullptr));
+}
+
+Status NetModule::accept(void* listenComm, void** recvComm) {
+  if (listenComm == nullptr || recvComm == nullptr) {
+    return invalidArgument("NET/%s : accept: null listenComm or recvComm", name_.c_str());
+  }
+  *recvComm = nullptr;
+  if (v10_ != nullptr) BRAID_NET_CALL("accept", v10_->accept(listenComm, recvComm, nullptr));
+  if (v9_ != nullptr) BRAID_NET_CALL("accept", v9_->accept(listenComm, recvComm, nullptr));
+  BRAID_NET_CALL("accept", v8_->accept(listenComm, recvComm, nullptr));
+}
+
+Status NetModule::regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  if (v10_ != nullptr) BRAID_NET_CALL("regMr", v10_->regMr(comm, data, size, type, mhandle));
+  if (v9_ != nullptr) BRAID_NET_CALL("regMr", v9_->regMr(comm, data, size, type, mhandle));
+  BRAID_NET_CALL("regMr", v8_->regMr(comm, data, size, type, mhandle));
+}
+
+Status NetModule::regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                              void** mhandle) {
+  if (v10_ != nullptr) {
+    if (v10_->regMrDmaBuf == nullptr) return internalError("NET/%s : no regMrDmaBuf", name_.c_str());
+    BRAID_NET_CALL("regMrDmaBuf", v10_->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle));
+  }
+  if (v9_ != nullptr) {
+    if (v9_->regMrDmaBuf == nullptr) return internalError("NET/%s : no regMrDmaBuf", name_.c_str());
+    BRAID_NET_CALL("regMrDmaBuf", v9_->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle));
+  }
+  if (v8_->regMrDmaBuf == nullptr) return internalError("NET/%s : no regMrDmaBuf", name_.c_str());
+  BRAID_NET_CALL("regMrDmaBuf", v8_->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle));
+}
+
+Status NetModule::deregMr(void* comm, void* mhandle) {
+  if (v10_ != nullptr) BRAID_NET_CALL("deregMr", v10_->deregMr(comm, mhandle));
+  if (v9_ != nullptr) BRAID_NET_CALL("deregMr", v9_->deregMr(comm, mhandle));
+  BRAID_NET_CALL("deregMr", v8_->deregMr(comm, mhandle));
+}
+
+Status NetModule::isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) {
+  if (request == nullptr) return invalidArgument("NET/%s : isend: null request pointer", name_.c_str());
+  *request = nullptr;
+  if (v10_ != nullptr) BRAID_NET_CALL("isend", v10_->isend(sendComm, data, size, tag, mhandle, nullptr, request));
+  if (v9_ != nullptr) BRAID_NET_CALL("isend", v9_->isend(sendComm, data, size, tag, mhandle, request));
+  if (size > static_cast<size_t>(INT_MAX)) {
+    return invalidArgument("NET/%s : isend of %zu bytes exceeds the v8 ABI's INT_MAX limit", name_.c_str(), size);
+  }
+  BRAID_NET_CALL("isend", v8_->isend(sendComm, data, static_cast<int>(size), tag, mhandle, request));
+}
+
+Status NetModule::irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+                        void** request) {
+  if (request == nullptr) return invalidArgument("NET/%s : irecv: null request pointer", name_.c_str());
+  *request = nullptr;
+  if (n < 1 || n > 8) return invalidArgument("NET/%s : irecv: n=%d receives (must be 1..8)", name_.c_str(), n);
+  int tagsCopy[8];
+  size_t sizesCopy[8];
+  int intSizes[8];
+  for (int i = 0; i < n; ++i) {
+    tagsCopy[i] = tags[i];
+    sizesCopy[i] = sizes[i];
+    intSizes[i] = static_cast<int>(std::min<size_t>(sizes[i], INT_MAX));
+  }
+  if (v10_ != nullptr) {
+    void* phandles[8] = {};
+    BRAID_NET_CALL("irecv", v10_->irecv(recvComm, n, data, sizesCopy, tagsCopy, mhandles, phandles, request));
+  }
+  if (v9_ != nullptr) BRAID_NET_CALL("irecv", v9_->irecv(recvComm, n, data, sizesCopy, tagsCopy, mhandles, request));
+  BRAID_NET_CALL("irecv", v8_->irecv(recvComm, n, data, intSizes, tagsCopy, mhandles, request));
+}
+
+Status NetModule::iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles, void** request) {
+  if (request == nullptr) return invalidArgument("NET/%s : iflush: null request pointer", name_.c_str());
+  *request = nullptr;
+  int sizesCopy[8];
+  if (n < 1 || n > 8) return invalidArgument("NET/%s : iflush: n=%d (must be 1..8)", name_.c_str(), n);
+  for (int i = 0; i < n; ++i) sizesCopy[i] = sizes[i];
+  if (v10_ != nullptr) BRAID_NET_CALL("iflush", v10_->iflush(recvComm, n, data, sizesCopy, mhandles, request));
+  if (v9_ != nullptr) BRAID_NET_CALL("iflush", v9_->iflush(recvComm, n, data, sizesCopy, mhandles, request));
+  BRAID_NET_CALL("iflush", v8_->iflush(recvComm, n, data, sizesCopy, mhandles, request));
+}
+
+Status NetModule::test(void* request, bool* done, int* sizes) {
+  if (done == nullptr) return invalidArgument("NET/%s : test: null done pointer", name_.c_str());
+  int d = 0;
+  tLastNetWarn.clear();
+  ncclResult_t rc = v10_ != nullptr  ? v10_->test(request, &d, sizes)
+                    : v9_ != nullptr ? v9_->test(request, &d, sizes)
+                                     : v8_->test(request, &d, sizes);
+  *done = d != 0;
+  return check(rc, "test");
+}
+
+Status NetModule::closeSend(void* comm) {
+  if (v10_ != nullptr) BRAID_NET_CALL("closeSend", v10_->closeSend(comm));
+  if (v9_ != nullptr) BRAID_NET_CALL("closeSend", v9_->closeSend(comm));
+  BRAID_NET_CALL("closeSend", v8_->closeSend(comm));
+}
+
+Status NetModule::closeRecv(void* comm) {
+  if (v10_ != nullptr) BRAID_NET_CALL("closeRecv", v10_->closeRecv(comm));
+  if (v9_ != nullptr) BRAID_NET_CALL("closeRecv", v9_->closeRecv(comm));
+  BRAID_NET_CALL("closeRecv", v8_->closeRecv(comm));
+}
+
+Status NetModule::closeListen(void* comm) {
+  if (v10_ != nullptr) BRAID_NET_CALL("closeListen", v10_->closeListen(comm));
+  if (v9_ != nullptr) BRAID_NET_CALL("closeListen", v9_->closeListen(comm));
+  BRAID_NET_CALL("closeListen", v8_->closeListen(comm));
+}
+
+#undef BRAID_NET_CALL
+
+// ---- loading -------------------------------------------------------------------------------------------------
+
+Result<std::unique_ptr<NetModule>> loadNetPlugin(const std::string& spec) {
+  if (spec == "none") {
+    BRAID_INFO(kLogInit | kLogNet, "NET/Plugin : NCCL_NET_PLUGIN=none, no external network plugin loaded.");
+    return std::unique_ptr<NetModule>();
+  }
+  std::vector<std::string> candidates;
+  if (spec.empty()) {
+    candidates.push_back("libnccl-net.so");
+  } else {
+    candidates.push_back("libnccl-net-" + spec + ".so");
+    candidates.push_back(spec);
+  }
+  void* handle = nullptr;
+  std::string path;
+  std::string failures;
+  for (const std::string& c : candidates) {
+    handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) {
+      path = c;
+      break;
+    }
+    const char* err = dlerror();
+    if (!failures.empty()) failures += "; ";
+    failures += c + ": " + (err != nullptr ? err : "unknown dlopen error");
+  }
+  if (handle == nullptr) {
+    if (spec.empty()) {
+      BRAID_INFO(kLogInit | kLogNet, "NET/Plugin : No plugin found (%s), using internal network plugins.",
+                 failures.c_str());
+    } else {
+      BRAID_WARN("NET/Plugin : NCCL_NET_PLUGIN=%s could not be loaded (%s); using internal network plugins.",
+                 spec.c_str(), failures.c_str());
+    }
+    return std::unique_ptr<NetModule>();
+  }
+  auto lib = std::make_shared<PluginLibrary>(handle, path);
+  if (void* sym = dlsym(handle, "ncclNetPlugin_v10")) {
+    BRAID_INFO(kLogInit | kLogNet, "NET/Plugin : Loaded %s (ncclNetPlugin_v10)", path.c_str());
+    return NetModule::wrapV10(static_cast<const ncclNet_v10_t*>(sym), lib);
+  }
+  if (void* sym = dlsym(handle, "ncclNetPlugin_v9")) {
+    BRAID_INFO(kLogInit | kLogNet, "NET/Plugin : Loaded %s (ncclNetPlugin_v9)", path.c_str());
+    return NetModule::wrapV9(static_cast<const ncclNet_v9_t*>(sym), lib);
+  }
+  if (void* sym = dlsym(handle, "ncclNetPlugin_v8")) {
+    BRAID_INFO(kLogInit | kLogNet, "NET/Plugin : Loaded %s (ncclNetPlugin_v8)", path.c_str());
+    return NetModule::wrapV8(static_cast<const ncclNet_v8_t*>(sym), lib);
+  }
+  BRAID_WARN("NET/Plugin : %s exports none of ncclNetPlugin_v10, ncclNetPlugin_v9, ncclNetPlugin_v8 (older ABIs are "
+             "not supported); using internal network plugins.",
+             path.c_str());
+  return std::unique_ptr<NetModule>();
+}
+
+namespace {
+
+// True for libfabric providers that are software over the kernel's network stack: no faster than Socket.
+bool isSoftwareNet(NetModule& m) {
+  auto props = m.getProperties(0);
+  if (!props.isOk()) return true;
+  // The OFI network reports "<provider>/<domain>" as the device name (transports/net/libfabric).
+  std::string prov = lower(props.value().name.substr(0, props.value().name.find('/')));
+  for (const char* sw : {"tcp", "udp", "shm", "sockets", "net", "tcp;ofi_rxm", "udp;ofi_rxd", "net;ofi_rxm"}) {
+    if (prov == sw) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<NetSelection> loadNetworks() {
+  NetSelection sel;
+  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<NetModule> plugin, loadNetPlugin(params::NetPlugin()));
+  std::vector<std::unique_ptr<NetModule>> candidates;
+  if (plugin != nullptr) candidates.push_back(std::move(plugin));
+  if (ibNetTable() != nullptr) {
+    if (params::IbDisable() == 1) {
+      BRAID_INFO(kLogInit | kLogNet, "NET/IB : Disabled by NCCL_IB_DISABLE=1.");
+    } else {
+      candidates.push_back(NetModule::wrapV8(ibNetTable(), nullptr));
+    }
+  }
+  if (ofiNetTable() != nullptr) candidates.push_back(NetModule::wrapV8(ofiNetTable(), nullptr));
+  candidates.push_back(NetModule::wrapV8(socketNetTable(), nullptr));
+
+  std::vector<int> ndevs;
+  for (auto& m : candidates) {
+    Status s = m->init();
+    if (!s.isOk()) {
+      BRAID_INFO(kLogInit | kLogNet, "NET : network %s (%s) not usable: %s", m->name().c_str(), m->origin().c_str(),
+                 s.message().c_str());
+      continue;
+    }
+    Result<int> n = m->devices();
+    if (!n.isOk()) {
+      BRAID_INFO(kLogInit | kLogNet, "NET : network %s: %s", m->name().c_str(), n.status().message().c_str());
+      continue;
+    }
+    if (n.value() == 0) BRAID_INFO(kLogInit | kLogNet, "NET/%s : No device found.", m->name().c_str());
+    ndevs.push_back(n.value());
+    sel.modules.push_back(std::move(m));
+  }
+
+  std::string names;
+  for (size_t i = 0; i < sel.modules.size(); ++i) {
+    if (i > 0) names += ", ";
+    names += sel.modules[i]->name() + " (" + std::to_string(ndevs[i]) + " devices)";
+  }
+
+  std::string want = params::Net();
+  if (!want.empty()) {
+    std::string w = lower(want);
+    if (w == "libfabric") w = "ofi";
+    for (size_t i = 0; i < sel.modules.size(); ++i) {
+      std::string n = lower(sel.modules[i]->name());
+      if (n == w || (w == "ofi" && n == "libfabric")) {
+        if (ndevs[i] == 0) {
+          return invalidArgument("NCCL_NET=%s: network %s has no devices on this host (available: %s)", want.c_str(),
+                                 sel.modules[i]->name().c_str(), names.c_str());
+        }
+        sel.chosen = sel.modules[i].get();
+        sel.reason = "NCCL_NET=" + want;
+        break;
+      }
+    }
+    if (sel.chosen == nullptr) {
+      return invalidArgument("NCCL_NET=%s names no available network (available: %s)", want.c_str(), names.c_str());
+    }
+  } else {
+    for (size_t i = 0; i < sel.modules.size(); ++i) {
+      NetModule& m = *sel.modules[i];
+      if (ndevs[i] == 0) continue;
+      if (!m.external() && lower(m.name()) == "ofi" && isSoftwareNet(m)) continue;
+      sel.chosen = &m;
+      sel.reason = m.external() ? "external plugin" : "default order";
+      break;
+    }
+    if (sel.chosen == nullptr) {
+      return systemError("no network has a device on this host (networks: %s)", names.c_str());
+    }
+  }
+  BRAID_INFO(kLogInit | kLogNet, "Using network %s (%s, %s; available: %s)", sel.chosen->name().c_str(),
+             sel.chosen->origin().c_str(), sel.reason.c_str(), names.c_str());
+  return sel;
+}
+
+#if !BRAID_HAVE_IBVERBS
+const ncclNet_v8_t* ibNetTable() { return nullptr; }
+#endif
+#if !BRAID_HAVE_LIBFABRIC
+const ncclNet_v8_t* ofiNetTable() { return nullptr; }
+#endif
+
+}  // namespace net
+}  // namespace braid

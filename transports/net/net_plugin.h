@@ -1,0 +1,134 @@
+// The net-plugin layer: loads networks (external plugins and the built-in Socket, IB and OFI networks, all behind
+// include/nccl_net.h) and wraps whichever ABI version a network speaks in one C++ class, NetModule, whose methods
+// return Status. The proxy/net transport uses only this header.
+//
+// Selection (loadNetworks):
+//   1. External plugin, per NCCL_NET_PLUGIN: unset tries libnccl-net.so; "NAME" tries libnccl-net-NAME.so, then
+//      NAME as given (a path or a soname); "none" loads nothing. The newest of ncclNetPlugin_v10/_v9/_v8 is used.
+//   2. Built-ins: IB (skipped when NCCL_IB_DISABLE=1), OFI (libfabric), Socket.
+//   3. NCCL_NET=name (case-insensitive; "Libfabric" is an alias of OFI) picks that network, which must have a
+//      device; an unknown name is an error listing the networks available. Unset: the first of external plugin,
+//      IB, OFI-on-a-hardware-provider, Socket that has a device. OFI on a software provider (tcp, udp, shm,
+//      sockets) is never picked by default: it is no faster than Socket and adds a dependency to debug.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "include/nccl_net.h"
+#include "src/common/status.h"
+
+namespace braid {
+namespace net {
+
+using NetHandle = std::array<char, NCCL_NET_HANDLE_MAXSIZE>;
+
+// One device's properties, whatever ABI version reported them.
+struct NetProperties {
+  std::string name;
+  std::string pciPath;
+  uint64_t guid = 0;
+  int ptrSupport = 0;  // NCCL_PTR_* bits
+  bool regIsGlobal = false;
+  bool forceFlush = false;
+  int speedMbps = 0;
+  int port = 0;
+  float latencyUs = 0;
+  int maxComms = 0;
+  int maxRecvs = 1;
+  int netDeviceType = NCCL_NET_DEVICE_HOST;
+  int netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+  size_t maxP2pBytes = 0;  // 0: no limit beyond the ABI's (INT_MAX for v8)
+};
+
+// Keeps a dlopen'ed plugin loaded while any module from it lives.
+class PluginLibrary;
+
+// One network. Not copyable; owned by a NetSelection. Thread-safety is the plugin's (include/nccl_net.h): calls
+// on distinct comm objects may run concurrently, calls on one comm must be serialised by the caller.
+class NetModule {
+ public:
+  // Wraps a function table of the given ABI version (8, 9 or 10). `lib` is null for built-in networks.
+  static std::unique_ptr<NetModule> wrapV8(const ncclNet_v8_t* table, std::shared_ptr<PluginLibrary> lib);
+  static std::unique_ptr<NetModule> wrapV9(const ncclNet_v9_t* table, std::shared_ptr<PluginLibrary> lib);
+  static std::unique_ptr<NetModule> wrapV10(const ncclNet_v10_t* table, std::shared_ptr<PluginLibrary> lib);
+  ~NetModule();
+  NetModule(const NetModule&) = delete;
+  NetModule& operator=(const NetModule&) = delete;
+
+  const std::string& name() const { return name_; }
+  int abiVersion() const { return version_; }
+  bool external() const { return lib_ != nullptr; }
+  // Where it came from: "built-in" or the plugin file.
+  std::string origin() const;
+
+  [[nodiscard]] Status init();
+  [[nodiscard]] Result<int> devices();
+  [[nodiscard]] Result<NetProperties> getProperties(int dev);
+
+  [[nodiscard]] Status listen(int dev, NetHandle* handle, void** listenComm);
+  // Non-blocking: *sendComm stays null until established; call again with the same handle.
+  [[nodiscard]] Status connect(int dev, NetHandle* handle, void** sendComm);
+  // Non-blocking: *recvComm stays null until a peer connected.
+  [[nodiscard]] Status accept(void* listenComm, void** recvComm);
+
+  [[nodiscard]] Status regMr(void* comm, void* data, size_t size, int type, void** mhandle);
+  [[nodiscard]] Status regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                                   void** mhandle);
+  [[nodiscard]] Status deregMr(void* comm, void* mhandle);
+
+  // *request null: too many in flight, retry later. Sizes above the ABI's limit (INT_MAX for v8) are an error.
+  [[nodiscard]] Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request);
+  [[nodiscard]] Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+                             void** mhandles, void** request);
+  [[nodiscard]] Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
+                              void** request);
+  // *done true when complete; sizes (n entries for a grouped receive, 1 for a send) then hold bytes moved.
+  [[nodiscard]] Status test(void* request, bool* done, int* sizes);
+
+  [[nodiscard]] Status closeSend(void* sendComm);
+  [[nodiscard]] Status closeRecv(void* recvComm);
+  [[nodiscard]] Status closeListen(void* listenComm);
+
+ private:
+  NetModule() = default;
+  Status check(ncclResult_t rc, const char* what) const;
+
+  std::string name_;
+  int version_ = 0;
+  const ncclNet_v8_t* v8_ = nullptr;
+  const ncclNet_v9_t* v9_ = nullptr;
+  const ncclNet_v10_t* v10_ = nullptr;
+  std::shared_ptr<PluginLibrary> lib_;
+};
+
+// The networks this process can use, and the one NCCL_NET (or the default order) chose.
+struct NetSelection {
+  std::vector<std::unique_ptr<NetModule>> modules;  // initialised, in the default order
+  NetModule* chosen = nullptr;
+  std::string reason;  // why `chosen` won, for the INFO line
+};
+
+// Loads and initialises every network, then picks one (see the top of this file). Errors: NCCL_NET names no
+// available network (kInvalidArgument, naming the value and the networks available), or it names one with no
+// device. A missing or broken plugin is not an error (WARN, then the built-ins).
+[[nodiscard]] Result<NetSelection> loadNetworks();
+
+// Loads one external plugin, as NCCL_NET_PLUGIN would ("" = libnccl-net.so). Null (and ok) for "none".
+[[nodiscard]] Result<std::unique_ptr<NetModule>> loadNetPlugin(const std::string& spec);
+
+// The built-in networks' function tables (each null when not compiled in).
+const ncclNet_v8_t* socketNetTable();
+const ncclNet_v8_t* ibNetTable();
+const ncclNet_v8_t* ofiNetTable();
+
+// The logger braid hands to every network's init(): writes NCCL-format lines and remembers this thread's last
+// WARN, which NetModule puts into the Status of the failing call.
+void netLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...);
+
+}  // namespace net
+}  // namespace braid
