@@ -32,6 +32,10 @@ struct alignas(64) FifoCtrl {
   char pad0[56];
   std::atomic<uint64_t> head;  // slots released by the receiver
   char pad1[56];
+  // Messages the receiving rank's schedules will consume, announced when each operation starts: a network
+  // transport posts receives for these only, so it never waits for data a peer that finished will not send.
+  std::atomic<uint64_t> wanted;
+  char pad2[56];
   std::atomic<uint32_t> senderAborted;    // set when the sending rank aborts or fails
   std::atomic<uint32_t> receiverAborted;  // set when the receiving rank aborts or fails
   uint64_t slotBytes;
@@ -87,6 +91,11 @@ class Connector {
   }
   uint32_t llFlagNow() const { return llFlag(step_); }
 
+  // Receive demand (FifoCtrl::wanted), announced only for connectors whose transport asks for it.
+  bool demandDriven() const { return demandDriven_; }
+  void setDemandDriven() { demandDriven_ = true; }
+  void expectMessages(uint64_t n) { ctrl_->wanted.fetch_add(n, std::memory_order_release); }
+
   // Failure signalling between the two ends.
   void markAborted() { (isSend_ ? ctrl_->senderAborted : ctrl_->receiverAborted).store(1, std::memory_order_release); }
   bool peerAborted() const {
@@ -106,6 +115,7 @@ class Connector {
   bool isSend_;
   PeerInfo peer_;
   bool crossProcess_;
+  bool demandDriven_ = false;
   uint64_t step_ = 0;
 };
 

@@ -256,6 +256,38 @@ TEST(Processes, TopologyGroupsRanksByHost) {
   EXPECT_EQ(trees[3].substr(0, trees[3].find(" [1]")), "Trees [0] -1/-1/-1->3->1") << trees[3];
 }
 
+// Ranks 0 and 2 on one "host", 1 and 3 on another (NCCL_HOSTID): the ring 0 2 1 3 crosses hosts twice per
+// channel over the network transport (Socket, over this machine's own address), the trees run over that order,
+// and every collective is exact. NCCL_SHM_DISABLE=1 sends even same-host processes through the network.
+TEST(Processes, CollectivesAcrossHostsOverTheNetwork) {
+  std::vector<CollCase> cases;
+  for (Coll c : {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kAllGather, Coll::kReduceScatter,
+                 Coll::kAlltoAll, Coll::kGather, Coll::kScatter, Coll::kSendRecv}) {
+    for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclInt8}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{1023}, size_t{(1 << 20) + 3}}) {
+        if (count > 1023 && t != ncclFloat32) continue;
+        cases.push_back(CollCase{c, t, collHasOp(c) ? (count == 1023 ? ncclAvg : ncclSum) : ncclSum, count,
+                                 count == 1, 3});
+      }
+    }
+  }
+  for (const char* algo : {"ring", "allreduce:tree;reduce:tree;broadcast:tree"}) {
+    for (bool shmOff : {false, true}) {
+      setenv("NCCL_ALGO", algo, 1);
+      auto status = runProcesses(
+          4, [&](int rank, ncclComm_t comm) { return runCaseList(cases, rank, 4, comm); }, 120, nullptr, nullptr,
+          [&](int rank) {
+            setenv("NCCL_HOSTID", rank % 2 == 0 ? "host-a" : "host-b", 1);
+            if (shmOff) setenv("NCCL_SHM_DISABLE", "1", 1);
+          });
+      unsetenv("NCCL_ALGO");
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(status[static_cast<size_t>(r)], 0) << algo << (shmOff ? " shm off" : "") << ", rank " << r;
+      }
+    }
+  }
+}
+
 TEST(Processes, KillNineOneRankOthersGetRemoteError) {
   // Rank 1 is killed mid-collective; the others must fail with ncclRemoteError naming rank 1, well before the
   // BRAID_TIMEOUT deadline, because a dead peer process is detected directly.

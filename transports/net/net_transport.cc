@@ -31,6 +31,10 @@ struct NetBlob {
 };
 static_assert(sizeof(NetBlob) <= kConnectBlobBytes, "the handle must fit the connect blob");
 
+Clock::time_point timeoutFromNow() {
+  return Clock::now() + std::chrono::seconds(std::max<int64_t>(1, params::Timeout()));
+}
+
 std::string describe(const PeerInfo& p) {
   return strPrintf("rank %d (host %s)", p.rank, p.hostname);
 }
@@ -104,7 +108,7 @@ class NetProxy {
   void remove(NetConn* c) {
     std::unique_lock<std::mutex> lock(mu_);
     c->closing = true;
-    c->closeDeadline = Clock::now() + std::chrono::duration<double>(static_cast<double>(params::Timeout()));
+    c->closeDeadline = timeoutFromNow();
     cv_.notify_all();
     doneCv_.wait(lock, [&] {
       return std::none_of(conns_.begin(), conns_.end(), [c](const std::shared_ptr<NetConn>& p) { return p.get() == c; });
@@ -239,7 +243,8 @@ class NetProxy {
       *did = true;
     }
     const uint64_t head = c.ctrl->head.load(std::memory_order_acquire);
-    while (c.posted < head + kFifoSlots) {
+    const uint64_t wanted = c.ctrl->wanted.load(std::memory_order_acquire);
+    while (c.posted < head + kFifoSlots && c.posted < wanted) {
       const size_t slot = c.posted % kFifoSlots;
       void* data = c.slots + slot * c.slotBytes;
       size_t size = c.slotBytes;
@@ -294,6 +299,7 @@ class NetTransport : public Transport {
     BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(c, llSlotBytes));
     RecvSetup setup;
     setup.connector = std::make_unique<Connector>(fifo.mem, fifo.ctrl, fifo.slots, false, peer, false);
+    setup.connector->setDemandDriven();
     NetBlob b{};
     strcpy(b.kind, "net");
     b.dev = c->dev;
@@ -342,7 +348,7 @@ class NetTransport : public Transport {
                                                           [raw] { NetProxy::get().remove(raw); }));
     c->ctrl = fifo.ctrl;
     c->slots = fifo.slots;
-    c->connectDeadline = Clock::now() + std::chrono::duration<double>(static_cast<double>(params::Timeout()));
+    c->connectDeadline = timeoutFromNow();
     return fifo;
   }
 };

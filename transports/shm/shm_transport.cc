@@ -44,6 +44,7 @@ FifoCtrl* initCtrl(void* base, size_t slotBytes, size_t llSlotBytes) {
   auto* ctrl = new (base) FifoCtrl();
   ctrl->tail.store(0, std::memory_order_relaxed);
   ctrl->head.store(0, std::memory_order_relaxed);
+  ctrl->wanted.store(0, std::memory_order_relaxed);
   ctrl->senderAborted.store(0, std::memory_order_relaxed);
   ctrl->receiverAborted.store(0, std::memory_order_relaxed);
   ctrl->slotBytes = slotBytes;
@@ -77,7 +78,6 @@ class InprocTransport : public Transport {
                               size_t llSlotBytes) override {
     size_t bytes = segmentBytes(slotBytes, llSlotBytes);
     BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, allocLocalFifo(self, slotBytes, llSlotBytes));
-    void* base = fifo.mem.get();
     RecvSetup setup;
     setup.connector = std::make_unique<Connector>(fifo.mem, fifo.ctrl, fifo.slots, false, peer, false);
     Blob b{};
@@ -87,7 +87,7 @@ class InprocTransport : public Transport {
     {
       std::lock_guard<std::mutex> lock(mu_);
       b.id = ++nextId_;
-      pending_[b.id] = mem;
+      pending_[b.id] = fifo.mem;
     }
     memcpy(setup.blob, &b, sizeof(b));
     return setup;

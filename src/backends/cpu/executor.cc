@@ -240,6 +240,12 @@ void ChannelWork::prepare() {
   remaining = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     WorkItem& w = items[i];
+    // A network connector posts receives only for messages the schedule will consume: one per tile per step
+    // that receives on it.
+    const size_t tiles = w.prog.numTiles();
+    for (Connector* c : w.recvConn) {
+      if (c != nullptr && c->demandDriven()) c->expectMessages(tiles);
+    }
     w.tile = 0;
     w.step = 0;
     w.done = false;
