@@ -36,6 +36,8 @@ const char* stepOpName(StepOp op) {
       return "recvAccumulateCopySend";
     case StepOp::kRecvAccumulateCopy:
       return "recvAccumulateCopy";
+    case StepOp::kRecvAccumulate:
+      return "recvAccumulate";
     case StepOp::kSendPack:
       return "sendPack";
     case StepOp::kRecvPack:
@@ -56,6 +58,7 @@ bool stepRecvs(StepOp op) {
     case StepOp::kRecvAccumulateSend:
     case StepOp::kRecvAccumulateCopySend:
     case StepOp::kRecvAccumulateCopy:
+    case StepOp::kRecvAccumulate:
     case StepOp::kRecvPack:
       return true;
     default:
@@ -107,6 +110,7 @@ bool stepWritesOutput(StepOp op) {
     case StepOp::kRecvReducePartial:
     case StepOp::kRecvAccumulateCopySend:
     case StepOp::kRecvAccumulateCopy:
+    case StepOp::kRecvAccumulate:
     case StepOp::kRecvPack:
       return true;
     default:
@@ -126,7 +130,7 @@ bool stepIsFinal(StepOp op) {
 
 bool stepAccumulates(StepOp op) {
   return op == StepOp::kRecvAccumulateSend || op == StepOp::kRecvAccumulateCopySend ||
-         op == StepOp::kRecvAccumulateCopy;
+         op == StepOp::kRecvAccumulateCopy || op == StepOp::kRecvAccumulate;
 }
 
 size_t Program::numTiles() const {

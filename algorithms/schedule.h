@@ -33,11 +33,12 @@ enum class StepOp : uint8_t {
   kRecvReduceCopy,      // recv (+) input block -> output block     (final: post-op applied)
   kRecvReduceCopySend,  // recv (+) input block -> output block and send (final: post-op applied)
   kCopy,                // input block -> output block    (post-op applied: a 1-rank reduction is final)
-  // Trees combine two children: the first partial result waits in the output block ("accumulator").
+  // Trees combine two or three children: the first partial result waits in the output block ("accumulator").
   kRecvReducePartial,       // recv (+) input block -> output block  (not final)
   kRecvAccumulateSend,      // recv (+) output block -> send         (not final)
   kRecvAccumulateCopySend,  // recv (+) output block -> output block and send (final: post-op applied)
   kRecvAccumulateCopy,      // recv (+) output block -> output block (final: post-op applied)
+  kRecvAccumulate,          // recv (+) output block -> output block (not final: a third child's turn follows)
   // Packed steps (log-step all-to-all): one slot carries several blocks, listed in Program::packs[block].
   kSendPack,  // the listed blocks (input or output) -> send, back to back
   kRecvPack,  // recv -> the listed output blocks

@@ -79,27 +79,43 @@ void addStep(Program& prog, StepOp op, int sendPeer, int recvPeer) {
 }
 
 // A non-root rank's way up: its children's partial results combined with its own input, sent to the parent.
+// With several children the first combination lands in the output (a partial result), the others accumulate there
+// and the last one goes up.
 void appendUp(Program& prog, const TreeNode& t) {
-  const int c0 = t.children[0], c1 = t.children[1];
-  if (c0 < 0) {
+  const int n = t.numChildren();
+  if (n == 0) {
     addStep(prog, StepOp::kSend, t.parent, -1);
-  } else if (c1 < 0) {
-    addStep(prog, StepOp::kRecvReduceSend, t.parent, c0);
+  } else if (n == 1) {
+    addStep(prog, StepOp::kRecvReduceSend, t.parent, t.children[0]);
   } else {
-    addStep(prog, StepOp::kRecvReducePartial, -1, c0);
-    addStep(prog, StepOp::kRecvAccumulateSend, t.parent, c1);
+    addStep(prog, StepOp::kRecvReducePartial, -1, t.children[0]);
+    for (int i = 1; i + 1 < n; ++i) addStep(prog, StepOp::kRecvAccumulate, -1, t.children[i]);
+    addStep(prog, StepOp::kRecvAccumulateSend, t.parent, t.children[n - 1]);
   }
 }
 
 // A non-root rank's way down: the result comes from the parent, is kept, and passed on to the children.
 void appendDown(Program& prog, const TreeNode& t) {
-  const int c0 = t.children[0], c1 = t.children[1];
-  if (c0 < 0) {
+  const int n = t.numChildren();
+  if (n == 0) {
     addStep(prog, StepOp::kRecv, -1, t.parent);
     return;
   }
-  addStep(prog, StepOp::kRecvCopySend, c0, t.parent);
-  if (c1 >= 0) addStep(prog, StepOp::kSendFromOutput, c1, -1);
+  addStep(prog, StepOp::kRecvCopySend, t.children[0], t.parent);
+  for (int i = 1; i < n; ++i) addStep(prog, StepOp::kSendFromOutput, t.children[i], -1);
+}
+
+// The root's all-reduce: the last combination is final and starts its way down at once.
+void appendRoot(Program& prog, const TreeNode& t) {
+  const int n = t.numChildren();
+  if (n == 1) {
+    addStep(prog, StepOp::kRecvReduceCopySend, t.children[0], t.children[0]);
+    return;
+  }
+  addStep(prog, StepOp::kRecvReducePartial, -1, t.children[0]);
+  for (int i = 1; i + 1 < n; ++i) addStep(prog, StepOp::kRecvAccumulate, -1, t.children[i]);
+  addStep(prog, StepOp::kRecvAccumulateCopySend, t.children[n - 1], t.children[n - 1]);
+  for (int i = 0; i + 1 < n; ++i) addStep(prog, StepOp::kSendFromOutput, t.children[i], -1);
 }
 
 }  // namespace
@@ -108,10 +124,18 @@ Result<std::vector<Program>> buildTreeAllReducePrograms(const TreeParams& p) {
   if (p.nranks < 1 || p.rank < 0 || p.rank >= p.nranks || (p.which != 0 && p.which != 1)) {
     return internalError("tree: bad parameters (n=%d rank=%d tree=%d)", p.nranks, p.rank, p.which);
   }
+  return buildTreeAllReduceProgramsFor(treeNode(p.nranks, p.rank, p.which), p);
+}
+
+Result<std::vector<Program>> buildTreeAllReduceProgramsFor(const TreeNode& t, const TreeParams& p) {
+  if (p.nranks < 1 || p.rank < 0 || p.rank >= p.nranks || (p.which != 0 && p.which != 1)) {
+    return internalError("tree: bad parameters (n=%d rank=%d tree=%d)", p.nranks, p.rank, p.which);
+  }
+  if (p.nranks > 1 && t.parent < 0 && t.numChildren() == 0) {
+    return internalError("tree: rank %d of %d is neither a child nor a parent", p.rank, p.nranks);
+  }
   BRAID_ASSIGN_OR_RETURN(Program prog, treeProgram(p));
   prog.lane = p.which;
-  const TreeNode t = treeNode(p.nranks, p.rank, p.which);
-  const int c0 = t.children[0], c1 = t.children[1];
   std::vector<Program> progs;
   if (p.nranks == 1) {
     addStep(prog, StepOp::kCopy, -1, -1);
@@ -122,13 +146,8 @@ Result<std::vector<Program>> buildTreeAllReducePrograms(const TreeParams& p) {
     progs.push_back(std::move(prog));
     progs.push_back(std::move(down));
     return progs;
-  } else if (c1 < 0) {
-    // The root: the last combination is final; the result starts its way down at once.
-    addStep(prog, StepOp::kRecvReduceCopySend, c0, c0);
   } else {
-    addStep(prog, StepOp::kRecvReducePartial, -1, c0);
-    addStep(prog, StepOp::kRecvAccumulateCopySend, c1, c1);
-    addStep(prog, StepOp::kSendFromOutput, c0, -1);
+    appendRoot(prog, t);
   }
   progs.push_back(std::move(prog));
   return progs;

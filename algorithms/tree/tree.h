@@ -16,9 +16,17 @@
 
 namespace braid {
 
+// Binary trees fill two children. A tree over hosts (NCCL's: a chain inside each host, a binary tree between
+// hosts' first ranks) gives a host's first rank its chain child plus up to two children on other hosts.
+constexpr int kMaxTreeChildren = 3;
 struct TreeNode {
-  int parent = -1;             // -1 at the root
-  int children[2] = {-1, -1};  // -1 where absent; children[0] is always filled first
+  int parent = -1;                               // -1 at the root
+  int children[kMaxTreeChildren] = {-1, -1, -1};  // -1 where absent; filled from children[0] on
+  int numChildren() const {
+    int n = 0;
+    while (n < kMaxTreeChildren && children[n] >= 0) ++n;
+    return n;
+  }
 };
 
 // Rank `rank`'s place in tree `which` (0 or 1) over n ranks.
@@ -39,6 +47,8 @@ struct TreeParams {
 // comes down, as NCCL's tree splits its threads). The root and a single rank get one. Tree `which` runs on lane
 // `which`, so both trees of a channel progress together too.
 Result<std::vector<Program>> buildTreeAllReducePrograms(const TreeParams& p);
+// The same over an explicit tree: `node` is p.rank's place in it (its parent and children are ranks).
+Result<std::vector<Program>> buildTreeAllReduceProgramsFor(const TreeNode& node, const TreeParams& p);
 
 // Reduce (up only) and broadcast (down only) over one tree rotated so that `root` is its root: log2(n) hops
 // instead of the ring chain's n - 1. A reduce's non-root ranks with two children keep their partial result in

@@ -223,6 +223,17 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   treeOrder_ = rings_[0];
   treePos_.assign(static_cast<size_t>(nranks), 0);
   for (int i = 0; i < nranks; ++i) treePos_[static_cast<size_t>(treeOrder_[static_cast<size_t>(i)])] = i;
+  const std::vector<std::vector<TreeLinks>> trees = commTrees(topo, treeOrder_);
+  hostTrees_ = nNodes_ > 1;
+  for (int w = 0; w < 2; ++w) {
+    const TreeLinks& l = trees[static_cast<size_t>(w)][static_cast<size_t>(rank)];
+    if (l.children.size() > static_cast<size_t>(kMaxTreeChildren)) {
+      return internalError("tree %d gives rank %d %zu children", w, rank, l.children.size());
+    }
+    myTree_[w] = TreeNode{};
+    myTree_[w].parent = l.parent;
+    for (size_t i = 0; i < l.children.size(); ++i) myTree_[w].children[i] = l.children[i];
+  }
   channels_.resize(static_cast<size_t>(nch));
   for (int c = 0; c < nch; ++c) {
     channels_[static_cast<size_t>(c)].worker = std::make_unique<ChannelWorker>(c, topo.placeCpus);
@@ -248,7 +259,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     BRAID_INFO(kLogInit, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d - host memory, %d channels",
                static_cast<void*>(this), rank, nranks, nNodes_, topo.localRanks, topo.localRank, nChannels());
     BRAID_INFO(kLogInit | kLogGraph, "comm %p rank %d %s", static_cast<void*>(this), rank, topo.summary.c_str());
-    logCommChannels(rings_, treeOrder_, rank);
+    logCommChannels(rings_, trees, rank);
     BRAID_INFO(kLogInit | kLogAlloc,
                "comm %p rank %d FIFO memory bound %zu bytes ((NCCL_BUFFSIZE %lld + NCCL_LL_BUFFSIZE %lld) x %d "
                "channels x (%d ranks + %d)); receive FIFOs are mapped at first use, a ring all-reduce maps %zu",
@@ -460,11 +471,15 @@ Status Communicator::buildPlan(Plan* plan) {
         const size_t mid = deterministic_ ? e : std::min(e, b + ((e - b) / 2 + align - 1) / align * align);
         for (int which = 0; which < (deterministic_ ? 1 : 2); ++which) {
           TreeParams tp{nranks_, treePos(rank_), which, which == 0 ? b : mid, which == 0 ? mid : e, chunkElems};
-          BRAID_ASSIGN_OR_RETURN(std::vector<Program> parts, buildTreeAllReducePrograms(tp));
-          for (Program& prog : parts) {
-            mapTreePeers(&prog);
-            progs.emplace_back(c, std::move(prog));
+          std::vector<Program> parts;
+          if (hostTrees_) {
+            tp.rank = rank_;
+            BRAID_ASSIGN_OR_RETURN(parts, buildTreeAllReduceProgramsFor(myTree_[which], tp));
+          } else {
+            BRAID_ASSIGN_OR_RETURN(parts, buildTreeAllReducePrograms(tp));
+            for (Program& prog : parts) mapTreePeers(&prog);
           }
+          for (Program& prog : parts) progs.emplace_back(c, std::move(prog));
         }
       }
     } else {

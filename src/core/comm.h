@@ -17,6 +17,7 @@
 #include "algorithms/ring/ring.h"
 #include "algorithms/selector/algo_filter.h"
 #include "algorithms/selector/cost_model.h"
+#include "algorithms/tree/tree.h"
 #include "src/backends/cpu/direct_exec.h"
 #include "src/backends/cpu/executor.h"
 #include "src/bootstrap/bootstrap.h"
@@ -183,6 +184,8 @@ class Communicator {
   std::vector<int> treeOrder_;            // trees are built over positions: position i is rank treeOrder_[i]
   std::vector<int> treePos_;              // [rank] its position
   int nNodes_ = 1;
+  bool hostTrees_ = false;  // several hosts: the all-reduce trees are NCCL's (chains in hosts, binary across)
+  TreeNode myTree_[2];      // this rank's place in those two trees
   bool netPeers_ = false;  // some peer is reached through the network transport
   std::vector<PendingOp> pending_;
   std::vector<std::unique_ptr<char[]>> staging_;

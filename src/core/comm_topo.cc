@@ -53,29 +53,42 @@ Result<std::vector<std::vector<int>>> ringsForChannels(const CommChannels& searc
   return out;
 }
 
-void logCommChannels(const std::vector<std::vector<int>>& rings, const std::vector<int>& treeOrder, int rank) {
-  const int n = static_cast<int>(treeOrder.size());
-  CommChannels used;
-  used.nChannels = static_cast<int>(rings.size());
-  used.rings = rings;
-  CommChannels trees;
-  trees.nChannels = 2;
+std::vector<std::vector<TreeLinks>> commTrees(const CommTopology& topo, const std::vector<int>& order) {
+  std::vector<std::vector<TreeLinks>> out;
+  if (topo.nNodes > 1 && topo.search.trees.size() >= 2) {
+    // buildCommChannels: channels [0, n/2) carry the binary tree, [n/2, n) the mirrored one.
+    out.push_back(topo.search.trees[0]);
+    out.push_back(topo.search.trees[topo.search.trees.size() / 2]);
+    return out;
+  }
+  const int n = static_cast<int>(order.size());
   for (int w = 0; w < 2; ++w) {
     std::vector<TreeLinks> links(static_cast<size_t>(n));
     for (int pos = 0; pos < n; ++pos) {
       TreeNode t = treeNode(n, pos, w);
-      TreeLinks& l = links[static_cast<size_t>(treeOrder[static_cast<size_t>(pos)])];
-      l.parent = t.parent < 0 ? -1 : treeOrder[static_cast<size_t>(t.parent)];
+      TreeLinks& l = links[static_cast<size_t>(order[static_cast<size_t>(pos)])];
+      l.parent = t.parent < 0 ? -1 : order[static_cast<size_t>(t.parent)];
       for (int child : t.children) {
-        if (child >= 0) l.children.push_back(treeOrder[static_cast<size_t>(child)]);
+        if (child >= 0) l.children.push_back(order[static_cast<size_t>(child)]);
       }
     }
-    trees.trees.push_back(std::move(links));
+    out.push_back(std::move(links));
   }
+  return out;
+}
+
+void logCommChannels(const std::vector<std::vector<int>>& rings, const std::vector<std::vector<TreeLinks>>& trees,
+                     int rank) {
+  CommChannels used;
+  used.nChannels = static_cast<int>(rings.size());
+  used.rings = rings;
+  CommChannels t;
+  t.nChannels = static_cast<int>(trees.size());
+  t.trees = trees;
   if (rank == 0) {
     for (const std::string& line : ringLogLines(used)) BRAID_INFO(kLogInit, "%s", line.c_str());
   }
-  BRAID_INFO(kLogInit, "%s", treeLogLine(trees, rank).c_str());
+  BRAID_INFO(kLogInit, "%s", treeLogLine(t, rank).c_str());
 }
 
 int pickNumaNode(const std::vector<std::vector<int>>& nodeCpus, const std::vector<int>& processCpus, int localRank,

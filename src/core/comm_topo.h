@@ -38,10 +38,17 @@ Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks,
 // runs more channels than the search made. Errors when a ring is not a permutation of the ranks.
 Result<std::vector<std::vector<int>>> ringsForChannels(const CommChannels& search, int nch, int nranks);
 
+// The two trees of the double binary tree, [tree][rank]. Over several hosts, NCCL's: a chain inside each host and
+// binary trees (the second mirrored) between the hosts' first ranks, so each tree crosses the network once per
+// host. On one host, balanced binary trees over `order` (positions in channel 0's ring, so a subtree stays on a
+// NUMA node): host memory has no reason for NCCL's intra-node chain, which is as deep as the host has ranks.
+std::vector<std::vector<TreeLinks>> commTrees(const CommTopology& topo, const std::vector<int>& order);
+
 // INFO lines in NCCL's style for what runs: rank 0 logs "Channel cc/NN : r0 r1 ..." for each channel; every rank
 // logs its "Trees [0] c0/c1/c2->rank->parent [1] ..." line, where [w] is tree w of the double binary tree (every
-// channel carries both, each with half of the channel's data), built over `treeOrder`.
-void logCommChannels(const std::vector<std::vector<int>>& rings, const std::vector<int>& treeOrder, int rank);
+// channel carries both, each with half of the channel's data).
+void logCommChannels(const std::vector<std::vector<int>>& rings, const std::vector<std::vector<TreeLinks>>& trees,
+                     int rank);
 
 // The NUMA node a host-memory rank runs on: the node holding all of `processCpus` when there is one, else the
 // local ranks are spread over the nodes in blocks (local rank i of n on node i * nodes / n). `nodeCpus[k]` are the

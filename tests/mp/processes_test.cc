@@ -247,13 +247,12 @@ TEST(Processes, TopologyGroupsRanksByHost) {
     unlink(path.c_str());
   }
   rmdir(dir);
-  // The trees run over the ring order 0 2 1 3 (positions 0..3). Tree 0's root is position 2 (rank 1) with
-  // positions 1 and 3 (ranks 2 and 3) below it, and position 0 (rank 0) under position 1: host-a's ranks 0 and 2
-  // form a subtree, so tree 0 crosses hosts on one edge (1-2).
-  EXPECT_EQ(trees[1].substr(0, trees[1].find(" [1]")), "Trees [0] 2/3/-1->1->-1") << trees[1];
-  EXPECT_EQ(trees[2].substr(0, trees[2].find(" [1]")), "Trees [0] 0/-1/-1->2->1") << trees[2];
-  EXPECT_EQ(trees[0].substr(0, trees[0].find(" [1]")), "Trees [0] -1/-1/-1->0->2") << trees[0];
-  EXPECT_EQ(trees[3].substr(0, trees[3].find(" [1]")), "Trees [0] -1/-1/-1->3->1") << trees[3];
+  // The all-reduce trees are NCCL's over two hosts: a chain inside each host (0 -> 2, 1 -> 3) and a binary tree
+  // between the hosts' first ranks, rooted on host-a in tree 0 and on host-b in tree 1 (the mirror).
+  EXPECT_EQ(trees[0], "Trees [0] 2/1/-1->0->-1 [1] 2/-1/-1->0->1") << trees[0];
+  EXPECT_EQ(trees[1], "Trees [0] 3/-1/-1->1->0 [1] 3/0/-1->1->-1") << trees[1];
+  EXPECT_EQ(trees[2], "Trees [0] -1/-1/-1->2->0 [1] -1/-1/-1->2->0") << trees[2];
+  EXPECT_EQ(trees[3], "Trees [0] -1/-1/-1->3->1 [1] -1/-1/-1->3->1") << trees[3];
 }
 
 // Ranks 0 and 2 on one "host", 1 and 3 on another (NCCL_HOSTID): the ring 0 2 1 3 crosses hosts twice per

@@ -105,6 +105,9 @@ bool tryStep(WorkItem& w) {
       case StepOp::kRecvAccumulateCopy:
         reduceInto(combineOnly(w.op), out, rs, out, n, true);
         break;
+      case StepOp::kRecvAccumulate:
+        reduceInto(combineOnly(w.op), out, rs, out, n, false);
+        break;
       case StepOp::kSendPack:
       case StepOp::kRecvPack:
         for (size_t i = 0; i < pack->size(); ++i) {
