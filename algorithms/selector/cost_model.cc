@@ -217,8 +217,14 @@ Result<CostModel> CostModel::load(const std::string& path) {
         if (proto < 0) return bad("unknown protocol '" + protoName + "'");
       }
       m.pins_.push_back(Pin{coll, static_cast<size_t>(lo), static_cast<size_t>(hi), algo, proto});
+    } else if (lower(kind) == "net") {
+      double alpha = -1, gbps = -1;
+      if (!(words >> alpha >> gbps)) return bad("expected 'net <alpha us> <GB/s>'");
+      if (!(alpha >= 0) || !(gbps > 0)) return bad("net: alpha >= 0 and GB/s > 0 are required");
+      m.hasNet_ = true;
+      m.net_ = AlgoCost{alpha, gbps};
     } else {
-      return bad("unknown entry '" + kind + "' (cost or pin)");
+      return bad("unknown entry '" + kind + "' (cost, pin or net)");
     }
     std::string extra;
     if (words >> extra) return bad("unexpected '" + extra + "'");
@@ -242,6 +248,35 @@ double CostModel::predictUs(FilterColl coll, AlgoId algo, ProtoId proto, int nra
     c.alphaUs = cost.alphaUs * steps(coll, algo, nranks) / steps(coll, algo, std::get<3>(key));
   }
   return c.alphaUs + static_cast<double>(bytes) / (c.betaGBps * 1e3);
+}
+
+double CostModel::predictAcrossHostsUs(FilterColl coll, AlgoId algo, int nranks, const NetShape& net,
+                                       size_t bytes) const {
+  const double n = nranks;
+  const double hop = std::max(net.link.alphaUs, net.hostHopUs);
+  const double perByteUs = 1.0 / (net.link.betaGBps * 1e3);
+  const double b = static_cast<double>(bytes);
+  int depth = 0;
+  while ((1 << depth) < net.nNodes) ++depth;
+  const double chain = std::max(0, net.localRanks - 1);
+  const bool tree = algo == AlgoId::kTree;
+  switch (coll) {
+    case FilterColl::kAllReduce:
+      if (tree) return 2 * (depth * net.link.alphaUs + chain * net.hostHopUs) + 2 * b * perByteUs;
+      return 2 * (n - 1) * hop + 2 * (n - 1) / n * b * perByteUs;
+    case FilterColl::kBroadcast:
+    case FilterColl::kReduce: {
+      // The rooted trees are binary over the ring order: log2(n) levels, each of which may cross hosts.
+      int levels = 0;
+      while ((1 << levels) < nranks) ++levels;
+      if (tree) return levels * hop + 2 * b * perByteUs;
+      return (n - 1) * hop + b * perByteUs;
+    }
+    case FilterColl::kAllGather:
+    case FilterColl::kReduceScatter:
+      return (n - 1) * hop + (n - 1) * b * perByteUs;
+  }
+  return 0;
 }
 
 int CostModel::pinned(FilterColl coll, size_t bytes, int* proto) const {

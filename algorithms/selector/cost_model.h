@@ -9,6 +9,10 @@
 //   pin allreduce 0 65536 tree          collective, min and max bytes (inclusive), algorithm [, protocol]
 //   pin allgather 0 4096 ring ll
 //
+// Across hosts the network dominates: "net <alpha us> <GB/s>" gives one host-to-host message's latency and a
+// link's bandwidth (otherwise the communicator measures the latency at init and takes the bandwidth from the
+// network device's speed), and predictAcrossHostsUs models each algorithm's network hops and bytes.
+//
 // All-to-all is braid's own entry (NCCL_ALGO has no name for it): "cost alltoall pairwise|bruck <ranks> <alpha>
 // <beta>" and "pin alltoall <min> <max> pairwise|bruck", with bytes per peer (NCCL's count x type size).
 //
@@ -37,6 +41,14 @@ struct AlgoCost {
   double betaGBps = 1;
 };
 
+// A communicator spanning hosts, as the model sees it.
+struct NetShape {
+  int nNodes = 1;
+  int localRanks = 1;   // the most ranks on one host
+  AlgoCost link;        // one message across the network: latency, and a host-to-host link's bandwidth
+  double hostHopUs = 1;  // one hop between ranks of a host
+};
+
 class CostModel {
  public:
   CostModel() = default;
@@ -46,6 +58,16 @@ class CostModel {
   // Predicted microseconds for `bytes` (NCCL's count x type size) of `coll` with `algo` and `proto` over
   // `nranks` ranks.
   double predictUs(FilterColl coll, AlgoId algo, ProtoId proto, int nranks, int cpus, size_t bytes) const;
+  // The same for a communicator over net.nNodes > 1 hosts (Simple protocol: the network carries nothing else).
+  // Ring: every one of its steps waits for a network hop somewhere in the ring, and each link carries the ring's
+  // bytes. Tree (NCCL's double binary tree over hosts, chains inside): 2 x (log2 hosts network hops + the chain's
+  // host hops), and a host's link carries 2 x the bytes (an interior rank of one tree sends up and to two
+  // children, and it is a leaf of the other).
+  double predictAcrossHostsUs(FilterColl coll, AlgoId algo, int nranks, const NetShape& net, size_t bytes) const;
+  // The file's "net" line, if it has one.
+  bool hasNetFigures() const { return hasNet_; }
+  const AlgoCost& netFigures() const { return net_; }
+
   // The algorithm a pin forces for this size, or -1; *proto (if given) gets the pinned protocol or -1.
   int pinned(FilterColl coll, size_t bytes, int* proto = nullptr) const;
   // All-to-all with `bytesPerPeer` to each of nranks - 1 peers.
@@ -64,6 +86,8 @@ class CostModel {
     int proto;  // -1: any
   };
   std::vector<Pin> pins_;
+  bool hasNet_ = false;
+  AlgoCost net_;
   std::string source_ = "built-in";
   uint64_t contentHash_ = 0;
 };

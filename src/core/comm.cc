@@ -33,6 +33,9 @@ int usableCpus() {
   return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
 }
 constexpr uint32_t kTagSplit = 0x20000;
+// What a network message costs beyond the wire's round trip: the proxy thread noticing the slot and the network's
+// own hand-offs (measured: TODO).
+constexpr double kNetProxyHopUs = 20;
 constexpr int kMaxChannels = 64;
 constexpr int kLanes = 2;
 constexpr size_t kLane1Peers = 3;  // tree 1's parent and two children
@@ -218,6 +221,17 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   if (!topo.placeCpus.empty()) peers_[static_cast<size_t>(rank)].numa = topo.numaOf[static_cast<size_t>(rank)];
   nNodes_ = topo.nNodes;
   BRAID_RETURN_IF_ERROR(excludeLlOverNetwork());
+  if (nNodes_ > 1) {
+    const double hostHop =
+        costs_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, cpus_, 0) / 2;
+    BRAID_ASSIGN_OR_RETURN(net_, measureNetwork(bootstrap_.get(), rank, nranks, topo, costs_, hostHop));
+    if (!costs_.hasNetFigures()) net_.link.alphaUs += kNetProxyHopUs;
+    BRAID_INFO(kLogInit | kLogTuning,
+               "comm %p rank %d network: %d hosts, up to %d ranks on one, %.1f us per message, %.2f GB/s per link "
+               "(%s)",
+               static_cast<void*>(this), rank, nNodes_, net_.localRanks, net_.link.alphaUs, net_.link.betaGBps,
+               costs_.hasNetFigures() ? "BRAID_TUNING_FILE net line" : "measured round trips, device speed");
+  }
   BRAID_ASSIGN_OR_RETURN(rings_, ringsForChannels(topo.search, static_cast<int>(nch), nranks));
   // The trees run over the ranks in channel 0's ring order, so a subtree stays on one NUMA node (or host).
   treeOrder_ = rings_[0];

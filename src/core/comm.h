@@ -152,6 +152,8 @@ class Communicator {
   bool computeDirectWanted(const PendingOp& op, const FifoChoice& fifo) const;
   bool computeUseBruck(size_t bytesPerPeer) const;
   bool directWanted(const PendingOp& op) const;
+  // The cost model's prediction for this communicator (across hosts: the network model).
+  double predictUs(FilterColl fc, AlgoId a, ProtoId p, size_t bytes) const;
   // NCCL_DEBUG_SUBSYS=TUNING: the predicted time of every allowed algorithm and the choice.
   void logTuning(const PendingOp& op, AlgoId chosen, ProtoId proto) const;
   // Whether NCCL_ALGO leaves an algorithm on the FIFO path (ring, or tree for all-reduce) for `kind`.
@@ -187,6 +189,7 @@ class Communicator {
   bool hostTrees_ = false;  // several hosts: the all-reduce trees are NCCL's (chains in hosts, binary across)
   TreeNode myTree_[2];      // this rank's place in those two trees
   bool netPeers_ = false;  // some peer is reached through the network transport
+  NetShape net_;           // hosts and the network between them (nNodes_ > 1)
   std::vector<PendingOp> pending_;
   std::vector<std::unique_ptr<char[]>> staging_;
   std::unique_ptr<DirectGroup> direct_;  // null when the ranks cannot share memory or BRAID_DIRECT=0

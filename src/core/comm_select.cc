@@ -101,6 +101,11 @@ bool Communicator::directWanted(const PendingOp& op) const {
   return decisionFor(op).direct;
 }
 
+double Communicator::predictUs(FilterColl fc, AlgoId a, ProtoId p, size_t bytes) const {
+  if (nNodes_ > 1) return costs_.predictAcrossHostsUs(fc, a, nranks_, net_, bytes);
+  return costs_.predictUs(fc, a, p, nranks_, cpus_, bytes);
+}
+
 FifoChoice Communicator::computeFifoChoice(const PendingOp& op) const {
   FifoChoice best;
   FilterColl fc;
@@ -131,7 +136,7 @@ FifoChoice Communicator::computeFifoChoice(const PendingOp& op) const {
     if (!(a == AlgoId::kRing ? useRing : useTree)) continue;
     for (ProtoId p : {ProtoId::kLL, ProtoId::kSimple}) {
       if (!(p == ProtoId::kLL ? useLl : useSimple)) continue;
-      const double t = costs_.predictUs(fc, a, p, nranks_, cpus_, bytes);
+      const double t = predictUs(fc, a, p, bytes);
       if (best.predictedUs < 0 || t < best.predictedUs) best = FifoChoice{a, p, t};
     }
   }
@@ -205,7 +210,7 @@ void Communicator::logTuning(const PendingOp& op, AlgoId chosen, ProtoId proto) 
       if (!protoFilter_.allows(fc, static_cast<int>(p)) || (a == AlgoId::kNvls && p != ProtoId::kSimple)) continue;
       alternatives +=
           strPrintf("%s%s/%s %.1f us", alternatives.empty() ? "" : ", ", algoNames()[static_cast<size_t>(a)].c_str(),
-                    protoNames()[static_cast<size_t>(p)].c_str(), costs_.predictUs(fc, a, p, nranks_, cpus_, bytes));
+                    protoNames()[static_cast<size_t>(p)].c_str(), predictUs(fc, a, p, bytes));
     }
   }
   BRAID_INFO(kLogTuning, "%s %zu bytes, %d ranks: %s -> %s/%s (costs: %s%s%s)", filterCollName(fc), bytes, nranks_,

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -11,6 +12,7 @@
 #include "src/common/params.h"
 #include "topology/topo.h"
 #include "topology/topo_init.h"
+#include "transports/net/net_transport.h"
 
 namespace braid {
 namespace {
@@ -89,6 +91,61 @@ void logCommChannels(const std::vector<std::vector<int>>& rings, const std::vect
     for (const std::string& line : ringLogLines(used)) BRAID_INFO(kLogInit, "%s", line.c_str());
   }
   BRAID_INFO(kLogInit, "%s", treeLogLine(t, rank).c_str());
+}
+
+Result<NetShape> measureNetwork(Bootstrap* bs, int rank, int nranks, const CommTopology& topo,
+                                const CostModel& costs, double hostHopUs) {
+  NetShape shape;
+  shape.nNodes = topo.nNodes;
+  shape.hostHopUs = hostHopUs;
+  std::vector<int> first(static_cast<size_t>(topo.nNodes), -1), count(static_cast<size_t>(topo.nNodes), 0);
+  for (int r = 0; r < nranks; ++r) {
+    const int n = topo.nodeOf[static_cast<size_t>(r)];
+    if (first[static_cast<size_t>(n)] < 0) first[static_cast<size_t>(n)] = r;
+    ++count[static_cast<size_t>(n)];
+  }
+  shape.localRanks = *std::max_element(count.begin(), count.end());
+  struct Figures {
+    double alphaUs;
+    double gbps;
+  };
+  Figures mine{0, 0};
+  if (costs.hasNetFigures()) {
+    mine = Figures{costs.netFigures().alphaUs, costs.netFigures().betaGBps};
+  } else {
+    auto gbps = netLinkGBps();
+    mine.gbps = gbps.isOk() ? gbps.value() : 10000 / 8e3;  // connecting will report the network's error
+    const int node = topo.nodeOf[static_cast<size_t>(rank)];
+    if (first[static_cast<size_t>(node)] == rank) {
+      const int next = first[static_cast<size_t>((node + 1) % topo.nNodes)];
+      const int prev = first[static_cast<size_t>((node + topo.nNodes - 1) % topo.nNodes)];
+      constexpr uint32_t kTagPing = 0x30000, kTagPong = 0x30001;
+      constexpr int kRounds = 6;
+      double best = -1;
+      for (int i = 0; i < kRounds; ++i) {
+        uint64_t word = static_cast<uint64_t>(i);
+        const auto t0 = std::chrono::steady_clock::now();
+        BRAID_RETURN_IF_ERROR(bs->send(next, kTagPing, &word, sizeof(word)));
+        BRAID_RETURN_IF_ERROR(bs->recv(prev, kTagPing, &word, sizeof(word)));
+        BRAID_RETURN_IF_ERROR(bs->send(prev, kTagPong, &word, sizeof(word)));
+        BRAID_RETURN_IF_ERROR(bs->recv(next, kTagPong, &word, sizeof(word)));
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        if (i > 0 && (best < 0 || us < best)) best = us;  // the first round opens the connections
+      }
+      mine.alphaUs = best / 2;
+    }
+  }
+  std::vector<Figures> all(static_cast<size_t>(nranks));
+  all[static_cast<size_t>(rank)] = mine;
+  BRAID_RETURN_IF_ERROR(bs->allGather(all.data(), sizeof(Figures)).withContext("network figures allgather"));
+  shape.link.alphaUs = 0;
+  shape.link.betaGBps = -1;
+  for (const Figures& f : all) {
+    shape.link.alphaUs = std::max(shape.link.alphaUs, f.alphaUs);
+    if (f.gbps > 0 && (shape.link.betaGBps < 0 || f.gbps < shape.link.betaGBps)) shape.link.betaGBps = f.gbps;
+  }
+  if (shape.link.betaGBps <= 0) shape.link.betaGBps = 10000 / 8e3;
+  return shape;
 }
 
 int pickNumaNode(const std::vector<std::vector<int>>& nodeCpus, const std::vector<int>& processCpus, int localRank,

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/selector/cost_model.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/common/status.h"
 #include "topology/topo_channels.h"
@@ -49,6 +50,13 @@ std::vector<std::vector<TreeLinks>> commTrees(const CommTopology& topo, const st
 // channel carries both, each with half of the channel's data).
 void logCommChannels(const std::vector<std::vector<int>>& rings, const std::vector<std::vector<TreeLinks>>& trees,
                      int rank);
+
+// Collective, for a communicator over several hosts: the network's figures for the cost model. The first rank of
+// each host times a few bootstrap round trips to the next host's first rank (the same network path; a tc netem
+// delay shows up here), every rank takes the largest; the bandwidth is the smallest of every rank's network
+// device speed. A tuning file's "net" line replaces both. Every rank gets the same NetShape.
+Result<NetShape> measureNetwork(Bootstrap* bs, int rank, int nranks, const CommTopology& topo,
+                                const CostModel& costs, double hostHopUs);
 
 // The NUMA node a host-memory rank runs on: the node holding all of `processCpus` when there is one, else the
 // local ranks are spread over the nodes in blocks (local rank i of n on node i * nodes / n). `nodeCpus[k]` are the

@@ -360,6 +360,13 @@ bool needsNetwork(const PeerInfo& self, const PeerInfo& peer) {
   return self.pid != peer.pid && params::ShmDisable() == 1;
 }
 
+Result<double> netLinkGBps() {
+  Loaded* l = loadedNetwork();
+  if (!l->status.isOk()) return l->status;
+  BRAID_ASSIGN_OR_RETURN(net::NetProperties props, l->selection->chosen->getProperties(0));
+  return props.speedMbps > 0 ? props.speedMbps / 8e3 : 10000 / 8e3;
+}
+
 Transport* netTransport() {
   static auto* t = new NetTransport();
   return t;

@@ -28,4 +28,8 @@ Transport* netTransport();
 // processes of one host).
 bool needsNetwork(const PeerInfo& self, const PeerInfo& peer);
 
+// The bandwidth (GB/s) of the network device connections use, from its reported speed (10 Gb/s when it reports
+// none). An error when no network can be loaded (NCCL_NET names none, say).
+Result<double> netLinkGBps();
+
 }  // namespace braid
