@@ -60,6 +60,16 @@ struct PeerInfo {
   int numa = -1;  // NUMA node this rank's memory and threads go on (-1: not placed; set after the topology stage)
 };
 
+// A transport whose connector needs work done between the executor's checks (a network connection: posting
+// sends and receives, testing them) supplies a driver. The executor calls it while it waits on the connector and
+// right after it publishes a slot, so the work happens on the thread that wants it, without a thread hand-off;
+// the transport's own progress thread covers the time no executor is waiting. Must be callable from any thread.
+class ConnectorDriver {
+ public:
+  virtual ~ConnectorDriver() = default;
+  virtual void drive() = 0;
+};
+
 class Connector {
  public:
   Connector(std::shared_ptr<void> mem, FifoCtrl* ctrl, char* slots, bool isSend, const PeerInfo& peer,
@@ -91,6 +101,11 @@ class Connector {
   }
   uint32_t llFlagNow() const { return llFlag(step_); }
 
+  void setDriver(std::shared_ptr<ConnectorDriver> d) { driver_ = std::move(d); }
+  void drive() const {
+    if (driver_) driver_->drive();
+  }
+
   // Receive demand (FifoCtrl::wanted), announced only for connectors whose transport asks for it.
   bool demandDriven() const { return demandDriven_; }
   void setDemandDriven() { demandDriven_ = true; }
@@ -116,6 +131,7 @@ class Connector {
   PeerInfo peer_;
   bool crossProcess_;
   bool demandDriven_ = false;
+  std::shared_ptr<ConnectorDriver> driver_;
   uint64_t step_ = 0;
 };
 

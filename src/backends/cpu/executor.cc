@@ -29,6 +29,8 @@ bool tryStep(WorkItem& w) {
   const Step& s = w.prog.steps[w.step];
   Connector* rc = w.recvConn[w.step];
   Connector* sc = w.sendConn[w.step];
+  if (sc != nullptr) sc->drive();
+  if (rc != nullptr) rc->drive();
   if (sc != nullptr && !sc->sendReady()) return false;
 
   size_t inOff = 0, outOff = 0, n = 0;
@@ -128,7 +130,10 @@ bool tryStep(WorkItem& w) {
     if (sc != nullptr) llWriteMessage(sc->llSlot(), ss, msgBytes, sc->llFlagNow());
   }
   if (rc != nullptr) rc->recvPost();
-  if (sc != nullptr) sc->sendPost(msgBytes);
+  if (sc != nullptr) {
+    sc->sendPost(msgBytes);
+    sc->drive();  // a network connection sends the slot now, not when its progress thread next looks
+  }
   if (++w.step == w.prog.steps.size()) {
     w.step = 0;
     ++w.tile;

@@ -85,7 +85,7 @@ Status SocketComm::progressCtrl() {
 Status SocketComm::progressSendCtrl() {
   while (!ctrlQueue_.empty()) {
     SocketRequest* req = ctrlQueue_.front();
-    if (hdrDone_ == 0) hdr_ = WireHeader{req->tags[0], 0, req->cap[0]};
+    if (hdrDone_ == 0 && inlineDone_ == 0) hdr_ = WireHeader{req->tags[0], 0, req->cap[0]};
     while (hdrDone_ < sizeof(hdr_)) {
       ssize_t n = ::send(ctrlFd_, reinterpret_cast<char*>(&hdr_) + hdrDone_, sizeof(hdr_) - hdrDone_,
                          MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -100,10 +100,15 @@ Status SocketComm::progressSendCtrl() {
       }
       return errnoError(errno, "NET/Socket : send() of a message header to peer %s", peer_.c_str());
     }
+    if (req->cap[0] <= kInlineBytes) {
+      BRAID_ASSIGN_OR_RETURN(bool moved, moveInline(req->data[0], req->cap[0]));
+      if (!moved) return Status::ok();
+    } else {
+      enqueuePieces(req, req->data[0], req->cap[0]);
+    }
     hdrDone_ = 0;
     req->matched[0] = true;
     req->got[0] = req->cap[0];
-    enqueuePieces(req, req->data[0], req->cap[0]);
     ctrlQueue_.pop_front();
   }
   return Status::ok();
@@ -147,9 +152,16 @@ Status SocketComm::progressRecvCtrl() {
                               "receive buffer",
                               static_cast<unsigned long long>(hdr_.size), hdr_.tag, peer_.c_str(), req->cap[slot]));
     }
+    if (hdr_.size <= kInlineBytes) {
+      // Until the whole payload is here the header stays pending, and matching it again finds the same buffer
+      // (the oldest unmatched one with its tag; later irecvs queue behind it).
+      BRAID_ASSIGN_OR_RETURN(bool moved, moveInline(req->data[slot], static_cast<size_t>(hdr_.size)));
+      if (!moved) return Status::ok();
+    } else {
+      enqueuePieces(req, req->data[slot], hdr_.size);
+    }
     req->matched[slot] = true;
     req->got[slot] = hdr_.size;
-    enqueuePieces(req, req->data[slot], hdr_.size);
     hdrReady_ = false;
     hdrDone_ = 0;
     bool all = true;
@@ -157,6 +169,30 @@ Status SocketComm::progressRecvCtrl() {
     if (all) ctrlQueue_.erase(std::find(ctrlQueue_.begin(), ctrlQueue_.end(), req));
   }
   return Status::ok();
+}
+
+Result<bool> SocketComm::moveInline(char* data, size_t size) {
+  while (inlineDone_ < size) {
+    ssize_t n = isSend_ ? ::send(ctrlFd_, data + inlineDone_, size - inlineDone_, MSG_NOSIGNAL | MSG_DONTWAIT)
+                        : ::recv(ctrlFd_, data + inlineDone_, size - inlineDone_, MSG_DONTWAIT);
+    if (n > 0) {
+      inlineDone_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0 && !isSend_) {
+      return remoteError("NET/Socket : connection closed by peer %s during a %zu-byte receive (%zu bytes missing)",
+                         peer_.c_str(), size, size - inlineDone_);
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+      return remoteError("NET/Socket : connection to peer %s lost (%s) during a %zu-byte %s", peer_.c_str(),
+                         strerror(errno), size, isSend_ ? "send" : "receive");
+    }
+    return errnoError(errno, "NET/Socket : %s of a %zu-byte message on the control socket of peer %s",
+                      isSend_ ? "send()" : "recv()", size, peer_.c_str());
+  }
+  inlineDone_ = 0;
+  return true;
 }
 
 Status SocketComm::isend(void* data, size_t size, int tag, void** request) {

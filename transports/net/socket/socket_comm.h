@@ -2,9 +2,10 @@
 //
 // Wire format. A connection is one control socket plus nSocks data sockets (NCCL_SOCKET_NTHREADS x
 // NCCL_NSOCKS_PERTHREAD, chosen by the listener and carried in its handle so both sides agree). For each message
-// the sender writes a 16-byte header (tag, size) on the control socket, then the payload split into at most nSocks
-// pieces of at least kMinPiece bytes, piece i on data socket (seq + i) % nSocks where seq counts messages. Both
-// sides derive the same split from the size and the count, so no per-piece framing is needed.
+// the sender writes a 16-byte header (tag, size) on the control socket. A payload of at most kInlineBytes follows
+// it there; a larger one is split into at most nSocks pieces of at least kMinPiece bytes, piece i on data socket
+// (seq + i) % nSocks where seq counts the messages sent on data sockets. Both sides derive the same split from the
+// size and the count, so no per-piece framing is needed.
 //
 // Threads. Control-socket I/O runs on the caller's thread inside isend/irecv/test (non-blocking). Payload I/O runs
 // on nThreads helper threads; helper t serves data sockets s with s % nThreads == t, in message order, which
@@ -30,6 +31,10 @@ namespace net {
 namespace socket {
 
 constexpr size_t kMinPiece = 64 * 1024;  // payload pieces below this ride on one data socket
+// Payloads up to this follow their header on the control socket, moved by the caller's thread: a small message
+// then costs no hand-off to a helper thread (measured on 2 cores: an 8-byte 2-rank all-reduce went from 210 to
+// 70 us).
+constexpr size_t kInlineBytes = 64 * 1024;
 constexpr int kMaxGroup = 8;             // maxRecvs
 
 class SocketComm;
@@ -89,6 +94,8 @@ class SocketComm {
   void failAll(const Status& s);  // mu_ held
   void helperMain(int t);
   Status movePiece(const Piece& p);
+  // Moves the rest of a kInlineBytes payload on the control socket (mu_ held): true when it is all there.
+  Result<bool> moveInline(char* data, size_t size);
 
   const bool isSend_;
   int ctrlFd_;
@@ -104,6 +111,7 @@ class SocketComm {
   uint64_t seq_ = 0;                       // messages whose pieces were queued
   WireHeader hdr_{};                       // header being sent / received
   size_t hdrDone_ = 0;                     // bytes of hdr_ moved
+  size_t inlineDone_ = 0;                  // bytes of an inline payload moved (kInlineBytes)
   bool hdrReady_ = false;                  // recv: hdr_ complete, waiting for a matching buffer
   Status connError_;                       // sticky: connection unusable
   std::atomic<bool> stop_{false};
