@@ -65,6 +65,9 @@ BRAID_PARAM(SpinCount, kInt, "BRAID_SPIN_COUNT", "2000",
 // Transports.
 BRAID_PARAM(ShmDisable, kInt, "NCCL_SHM_DISABLE", "0", "1 disables the shared-memory transport between processes.")
 BRAID_PARAM(ShmDir, kString, "BRAID_SHM_DIR", "/dev/shm", "Directory that backs shared-memory segments.")
+BRAID_PARAM(ShmAcrossHosts, kInt, "BRAID_SHM_ACROSS_HOSTS", "0",
+            "Tests only: 1 lets shared memory connect ranks of different hosts (NCCL_HOSTID) that no other transport "
+            "connects, for hosts that are network namespaces of one machine (tests/multihost).")
 
 // Topology (read by topology/).
 BRAID_PARAM(TopoFile, kString, "NCCL_TOPO_FILE", "",

@@ -245,9 +245,17 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     }
   }
   if (logEnabled(LogLevel::kInfo, kLogInit)) {
+    std::vector<uint64_t> hosts;  // distinct hosts, in rank order of first appearance
+    int localRank = 0;
+    for (const InitExchange& e : all) {
+      if (std::find(hosts.begin(), hosts.end(), e.peer.hostHash) == hosts.end()) hosts.push_back(e.peer.hostHash);
+      localRank += e.peer.rank < rank && e.peer.hostHash == mine.peer.hostHash;
+    }
     BRAID_INFO(kLogInit,
-               "comm %p rank %d nRanks %d nNodes %d localRanks %d - host memory, %d channels, ring order 0..%d",
-               static_cast<void*>(this), rank, nranks, nranks / std::max(1, nLocal), nLocal, nChannels(), nranks - 1);
+               "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d - host memory, %d channels, ring "
+               "order 0..%d",
+               static_cast<void*>(this), rank, nranks, static_cast<int>(hosts.size()), nLocal, localRank,
+               nChannels(), nranks - 1);
     BRAID_INFO(kLogInit | kLogAlloc,
                "comm %p rank %d FIFO memory bound %zu bytes ((NCCL_BUFFSIZE %lld + NCCL_LL_BUFFSIZE %lld) x %d "
                "channels x (%d ranks + %d)); receive FIFOs are mapped at first use, a ring all-reduce maps %zu",

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -213,6 +214,18 @@ Result<Transport*> selectTransport(const PeerInfo& self, const PeerInfo& peer) {
         "no transport connects rank %d and rank %d on host %s: NCCL_SHM_DISABLE=1 disables the only transport "
         "between processes of one host (the network transport is not built yet)",
         self.rank, peer.rank, self.hostname);
+  }
+  if (params::ShmAcrossHosts() == 1 && params::ShmDisable() != 1) {
+    // Hosts that are network namespaces of one kernel share /dev/shm; whatever transport can reach another host
+    // (the network one) was tried first.
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      BRAID_INFO(kLogShm | kLogInit, "rank %d and rank %d are on different hosts; connected by shm (%s=1)",
+                 self.rank, peer.rank, params::kShmAcrossHosts.name);
+    }
+    for (Transport* t : hostTransports()) {
+      if (strcmp(t->name(), "shm") == 0) return t;
+    }
   }
   return invalidUsage(
       "rank %d (host %s) and rank %d (host %s) are on different hosts; braid has no network transport yet "
