@@ -23,7 +23,8 @@
 #   NCCL_HOSTID=host<i>, NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME=<its interface>, MASTER_ADDR=<host 0's
 #   address>, MASTER_PORT, NODE_RANK=<i>, NNODES=<H>, BRAID_NETNS_ADDR=<its address>, BRAID_NETNS_LOGDIR
 # and in its arguments {host}, {nhosts}, {addr}, {master}, {port} and {ifname} are replaced by the same values.
-# Output lines are prefixed with [host<i>]. The exit status is 0 when every host's command succeeded, else the
+# The command also runs in its own UTS namespace with hostname host<i> (when unshare works), so logs name hosts.
+# Output lines are prefixed with [host<i>]; with --log-dir, DIR/host<i>.rc and .end hold the status and end time. The exit status is 0 when every host's command succeeded, else the
 # status of the lowest-numbered host that failed (124 on timeout). Namespaces, veths and the bridge are removed
 # on every exit, SIGINT, SIGTERM and SIGHUP included; `cleanup` handles a run that was SIGKILLed.
 #
@@ -145,7 +146,8 @@ cmd_run() {
   ) &
   watchdog=$!
 
-  local i jobs=() master
+  local i jobs=() master have_unshare=0
+  if unshare --uts -- true 2>/dev/null; then have_unshare=1; fi
   master=$(netns_host_addr 0)
   for ((i = 0; i < hosts; i++)); do
     local addr ifname args=() a
@@ -163,12 +165,17 @@ cmd_run() {
     local env=(NCCL_HOSTID="host$i" MASTER_ADDR="$master" MASTER_PORT="$port" NODE_RANK="$i" NNODES="$hosts"
       BRAID_NETNS_ADDR="$addr" BRAID_NETNS_LOGDIR="$work")
     if [ "$set_ifname" = 1 ]; then env+=(NCCL_SOCKET_IFNAME="$ifname" GLOO_SOCKET_IFNAME="$ifname"); fi
+    # Each host also gets its own hostname (UTS namespace), so logs and errors name host0, host1, ...
+    local uts=()
+    # shellcheck disable=SC2016 # $0 and $@ are the inner shell's
+    if [ "$have_unshare" = 1 ]; then uts=(unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "host$i"); fi
     (
       trap - EXIT INT TERM HUP
       set +e
-      netns_exec "$i" env "${env[@]}" "${args[@]}" </dev/null 2>&1 | tee "$work/host$i.log" |
+      netns_exec "$i" "${uts[@]}" env "${env[@]}" "${args[@]}" </dev/null 2>&1 | tee "$work/host$i.log" |
         sed -u "s/^/[host$i] /"
       echo "${PIPESTATUS[0]}" >"$work/host$i.rc"
+      date +%s.%N >"$work/host$i.end"
     ) &
     jobs+=($!)
   done
