@@ -319,7 +319,9 @@ Status Bootstrap::send(int peer, uint32_t tag, const void* data, size_t size) {
     unexpected_[{peer, tag}].emplace_back(p, p + size);
     return Status::ok();
   }
-  BRAID_ASSIGN_OR_RETURN(const Socket* s, outgoing(peer));
+  Result<const Socket*> out = outgoing(peer);
+  if (!out.isOk()) return out.status().withContext(strPrintf("bootstrap: connecting to rank %d", peer));
+  const Socket* s = out.take();
   WaitContext wait = waitContext();
   FrameHeader h{tag, 0, size};
   BRAID_RETURN_IF_ERROR(s->sendAll(&h, sizeof(h), wait).withContext(strPrintf("bootstrap: sending to rank %d", peer)));

@@ -34,7 +34,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=tests/multihost/netns_lib.sh
+# shellcheck source=SCRIPTDIR/netns_lib.sh
 source "$here/netns_lib.sh"
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
