@@ -7,6 +7,7 @@
 #   hosts2    2 hosts x 2 ranks: all_reduce_perf, alltoall_perf, sendrecv_perf
 #   hosts3    3 hosts x 1 rank: all_reduce_perf, reduce_scatter_perf; 3 hosts x 2 ranks: all_gather_perf
 #   kill      host 1's ranks are SIGKILLed mid-run; host 0's ranks must fail, naming a dead rank, within a bound
+#   hang      host 1's ranks are SIGSTOPped mid-run; host 0's ranks must fail after BRAID_TIMEOUT, naming a rank
 #   cleanup   no namespace or process is left after success, timeout, SIGTERM, SIGINT; a SIGKILLed harness's
 #             leftovers are removed by `netns.sh cleanup`, which spares live runs
 #   ifname    without NCCL_SOCKET_IFNAME, with an unrelated interface listed first on every host: the bootstrap
@@ -125,13 +126,13 @@ mode_netem() {
 }
 
 # ---------------------------------------------------------------------------------------------------------------
-# Host 1 kills its braidrun's children (SIGKILL) once host 0 has printed two rows of an endless sweep.
-mode_kill() {
-  local bound=$((5 + 10))
+# Host 1 sends SIG to its braidrun's children once host 0 has printed two rows of an endless sweep. With STOP (a
+# hung host) it waits for host 0 to finish, then kills them.
+write_host_cmd() {
   cat >"$work/host_cmd.sh" <<'EOF'
 #!/usr/bin/env bash
 set -euo pipefail
-build=$1
+build=$1 sig=$2
 "$build/tools/braidrun/braidrun" -np 2 --nnodes "$NNODES" --node-rank "$NODE_RANK" -- \
   "$build/perf/all_reduce_perf" -b 64K -e 64K -n 20 -w 1 -c 0 -N 0 &
 br=$!
@@ -143,15 +144,28 @@ if [ "$NODE_RANK" = 1 ]; then
   read -r -a kids <"/proc/$br/task/$br/children" || true  # the list has no newline
   [ ${#kids[@]} -eq 2 ] || { echo "test: braidrun has ${#kids[@]} children, not 2"; exit 3; }
   date +%s.%N >"$BRAID_NETNS_LOGDIR/killed_at"
-  echo "test: SIGKILL to ranks' pids ${kids[*]}"
-  kill -KILL "${kids[@]}"
+  echo "test: SIG$sig to ranks' pids ${kids[*]}"
+  kill "-$sig" "${kids[@]}"
+  if [ "$sig" = STOP ]; then
+    for _ in $(seq 600); do
+      [ -e "$BRAID_NETNS_LOGDIR/host0.rc" ] && break
+      sleep 0.1
+    done
+    kill -KILL "${kids[@]}"
+  fi
 fi
 wait "$br"
 EOF
   chmod +x "$work/host_cmd.sh"
+}
+
+# The kill: host 0's ranks see their peers' processes gone (or their connections closed) at once.
+mode_kill() {
+  local bound=$((5 + 10))
+  write_host_cmd
   local dir=$work/kill rc=0
-  BRAID_TIMEOUT=5 "$netns" run -H 2 --timeout 60 --log-dir "$dir" -- "$work/host_cmd.sh" "$build" >"$dir.out" 2>&1 ||
-    rc=$?
+  BRAID_TIMEOUT=5 "$netns" run -H 2 --timeout 60 --log-dir "$dir" -- "$work/host_cmd.sh" "$build" KILL \
+    >"$dir.out" 2>&1 || rc=$?
   cat "$dir.out"
   [ "$rc" != 0 ] || fail "kill: the harness succeeded although host 1's ranks were killed"
   [ -e "$dir/killed_at" ] || fail "kill: host 1 never killed its ranks"
@@ -172,6 +186,30 @@ EOF
   awk -v t="$took" -v b="$bound" 'BEGIN { exit !(t <= b) }' ||
     fail "kill: host 0 took $took s after the kill to exit (bound $bound s with BRAID_TIMEOUT=5)"
   echo "ok: host 0 exited with status $rc0 $took s after host 1's ranks were killed (bound $bound s)"
+}
+
+# A hung host (its ranks stopped, connections open): host 0's ranks must give up after BRAID_TIMEOUT=5 s without
+# progress, naming the rank they waited for, and not much later.
+mode_hang() {
+  local timeout=5 lo=4 hi=$((5 + 10))
+  write_host_cmd
+  local dir=$work/hang rc=0
+  BRAID_TIMEOUT=$timeout "$netns" run -H 2 --timeout 60 --log-dir "$dir" -- "$work/host_cmd.sh" "$build" STOP \
+    >"$dir.out" 2>&1 || rc=$?
+  cat "$dir.out"
+  [ -e "$dir/killed_at" ] || fail "hang: host 1 never stopped its ranks"
+  local rc0
+  rc0=$(cat "$dir/host0.rc")
+  [ "$rc0" != 0 ] || fail "hang: host 0's ranks exited 0 although their peers hung"
+  # The first rank to time out names the peer it waited for: in a ring that may be a healthy rank of host 0 that
+  # itself waits for host 1 (rank 1 waits for rank 0, which waits for rank 3).
+  grep -Eq "rank [01]: .*(rank [0-3]|host[01]).*BRAID_TIMEOUT" "$dir/host0.log" ||
+    fail "hang: no error on host 0 names the rank it waited for and BRAID_TIMEOUT"
+  local took
+  took=$(awk -v a="$(cat "$dir/killed_at")" -v b="$(cat "$dir/host0.end")" 'BEGIN { printf "%.1f", b - a }')
+  awk -v t="$took" -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(t >= lo && t <= hi) }' ||
+    fail "hang: host 0 exited $took s after host 1 hung; expected $lo-$hi s with BRAID_TIMEOUT=$timeout"
+  echo "ok: host 0 gave up $took s after host 1 hung (BRAID_TIMEOUT=$timeout), naming the rank it waited for"
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -257,6 +295,6 @@ mode_cleanup() {
 }
 
 case $mode in
-  hosts2 | hosts3 | kill | cleanup | ifname | netem) "mode_$mode" ;;
+  hosts2 | hosts3 | kill | hang | cleanup | ifname | netem) "mode_$mode" ;;
   *) fail "unknown mode '$mode'" ;;
 esac
