@@ -6,6 +6,7 @@
 # MODE:
 #   hosts2    2 hosts x 2 ranks: all_reduce_perf, alltoall_perf, sendrecv_perf
 #   hosts3    3 hosts x 1 rank: all_reduce_perf, reduce_scatter_perf; 3 hosts x 2 ranks: all_gather_perf
+#   mpi       mpirun --hostfile across 2 hosts x 2 ranks (all_reduce_perf) and 3 x 1 (alltoall_perf)
 #   kill      host 1's ranks are SIGKILLed mid-run; host 0's ranks must fail, naming a dead rank, within a bound
 #   hang      host 1's ranks are SIGSTOPped mid-run; host 0's ranks must fail after BRAID_TIMEOUT, naming a rank
 #   cleanup   no namespace or process is left after success, timeout, SIGTERM, SIGINT; a SIGKILLed harness's
@@ -46,25 +47,35 @@ export BRAID_TIMEOUT=${BRAID_TIMEOUT:-20}
 # Every "host" shares this machine's cores, so no rank should spin long before yielding.
 export BRAID_SPIN_COUNT=20
 
-# run_perf NAME HOSTS RANKS_PER_HOST ROWS [netns options] -- tool args...: runs tool on every host (one braidrun
-# each) and checks the result; ROWS is the number of sizes the table must show.
+# run_perf NAME HOSTS RANKS_PER_HOST ROWS [--mpirun] [netns options] -- tool args...: runs tool on every host (one
+# braidrun each, or one mpirun on host 0 that starts the others through `netns.sh rsh`) and checks the result;
+# ROWS is the number of sizes the table must show.
 run_perf() {
   local name=$1 hosts=$2 np=$3 expected_rows=$4
   shift 4
-  local opts=()
+  local opts=() launcher=braidrun
   while [ "$1" != "--" ]; do
-    opts+=("$1")
+    if [ "$1" = --mpirun ]; then launcher=mpirun; else opts+=("$1"); fi
     shift
   done
   shift
   local tool=$1
   shift
   local dir=$work/$name
-  echo "== $name: $hosts hosts x $np ranks: $tool $*"
-  local rc=0
+  echo "== $name: $hosts hosts x $np ranks by $launcher: $tool $*"
+  local rc=0 cmd
+  if [ "$launcher" = braidrun ]; then
+    cmd=("$braidrun" -np "$np" --nnodes "{nhosts}" --node-rank "{host}" --master-addr "{master}" --master-port "{port}"
+      -- "$build/perf/$tool" "$@")
+  else
+    # shellcheck disable=SC2016 # expanded on host 0
+    cmd=(bash -c '[ "$NODE_RANK" != 0 ] || exec "$@"' mpirun mpirun --allow-run-as-root --bind-to none
+      --hostfile "$dir/hostfile" --mca plm_rsh_agent "$netns rsh" -N "$np" -np $((hosts * np))
+      -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS -x BRAID_SHM_ACROSS_HOSTS -x BRAID_TIMEOUT -x BRAID_SPIN_COUNT
+      "$build/perf/$tool" "$@")
+  fi
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP "$netns" run -H "$hosts" --timeout 90 --log-dir "$dir" "${opts[@]}" -- \
-    "$braidrun" -np "$np" --nnodes "{nhosts}" --node-rank "{host}" --master-addr "{master}" --master-port "{port}" -- \
-    "$build/perf/$tool" "$@" >"$dir.out" 2>&1 || rc=$?
+    "${cmd[@]}" >"$dir.out" 2>&1 || rc=$?
   if [ "$rc" != 0 ]; then
     cat "$dir.out"
     fail "$name: the harness exited with status $rc (0 expected on every host)"
@@ -82,15 +93,18 @@ run_perf() {
   printf '%s\n' "$rows" | awk -v name="$name" -v na="$inplace_na" '{
       if ($9 != "0" || !($13 == "0" || (na && $13 == "N/A"))) { print "FAIL: " name ": #wrong is not 0: " $0; bad = 1 }
     } END { exit bad }' || fail "$name: wrong values"
-  # Node grouping: rank r is on host r / np with localRank r % np, and every rank sees nNodes = hosts.
+  # Node grouping: rank r is on host r / np (its log lines start with that hostname) with localRank r % np, and
+  # every rank sees nNodes = hosts.
   local nranks=$((hosts * np)) r h
   for ((r = 0; r < nranks; r++)); do
     h=$((r / np))
-    grep -Eq "rank $r nRanks $nranks nNodes $hosts localRanks $np localRank $((r % np)) " "$dir/host$h.log" ||
-      { cat "$dir.out"; fail "$name: host$h's log lacks rank $r's init line with nNodes $hosts localRank $((r % np))"; }
+    grep -Eqh "^host$h:[0-9]+:[0-9]+ .* rank $r nRanks $nranks nNodes $hosts localRanks $np localRank $((r % np)) " \
+      "$dir"/host*.log ||
+      { cat "$dir.out"; fail "$name: no init line of rank $r on host$h with nNodes $hosts localRank $((r % np))"; }
     # Its bootstrap listener is on host h's own interface and address.
-    grep -Eq "bootstrap: rank $r/$nranks listening on 10\.201\.0\.$((h + 1)):[0-9]+ \([a-z]+[0-9]+h$h\)" \
-      "$dir/host$h.log" || { cat "$dir.out"; fail "$name: rank $r does not listen on host$h's interface"; }
+    grep -Eqh "^host$h:.* bootstrap: rank $r/$nranks listening on 10\.201\.0\.$((h + 1)):[0-9]+ \([a-z]+[0-9]+h$h\)" \
+      "$dir"/host*.log ||
+      { cat "$dir.out"; fail "$name: rank $r does not listen on host$h's interface"; }
   done
   local via
   via=$(grep -ho "are on different hosts; connected by [a-z]*\|via net[^ ]*" "$dir"/host*.log | sort -u | head -3 |
@@ -111,6 +125,17 @@ mode_hosts3() {
   run_perf ar3x1 3 1 9 -- all_reduce_perf "${std[@]}"
   run_perf rs3x1 3 1 9 -- reduce_scatter_perf "${std[@]}"
   run_perf ag3x2 3 2 9 -- all_gather_perf "${std[@]}"
+}
+
+# mpirun with a hostfile of host0, host1; its remote shell is `netns.sh rsh`. The unique id travels by MPI_Bcast.
+mode_mpi() {
+  if ! command -v mpirun >/dev/null || ! "$build/perf/all_reduce_perf" --baseline mpi -b 8 -e 8 -n 1 -w 0 \
+    >/dev/null 2>&1; then
+    echo "SKIP: no mpirun, or the perf tools were built without MPI"
+    exit 77
+  fi
+  run_perf mpi2x2 2 2 9 --mpirun -- all_reduce_perf "${std[@]}"
+  run_perf mpi3x1 3 1 9 --mpirun -- alltoall_perf "${std[@]}"
 }
 
 mode_ifname() {
@@ -213,13 +238,22 @@ mode_hang() {
 }
 
 # ---------------------------------------------------------------------------------------------------------------
-ours() { ip netns list | awk '{print $1}' | grep -E "^brdc[0-9]+-" || true; }
+# This test's namespaces and their hosts files (/etc/netns/<ns>/hosts).
+ours() {
+  ip netns list | awk '{print $1}' | grep -E "^brdc[0-9]+-" || true
+  find /etc/netns -maxdepth 1 -name 'brdc*' 2>/dev/null || true
+}
+ns_has() {  # grep -q on a pipe could SIGPIPE `ip` and fail under pipefail
+  local list
+  list=$(ip netns list)
+  grep -q "$1" <<<"$list"
+}
 marker_alive() { pgrep -f "^sleep $1\$" >/dev/null; }
 
 wait_for_namespaces() {  # harness pid
   local _
   for _ in $(seq 100); do
-    ip netns list | grep -q "^brdc$1-h1" && return 0
+    ns_has "^brdc$1-h1" && return 0
     sleep 0.1
   done
   fail "cleanup: harness $1 never created its namespaces"
@@ -281,12 +315,12 @@ mode_cleanup() {
   wait_for_namespaces "$live"
   kill -KILL "$pid"
   wait "$pid" || true
-  ip netns list | grep -q "^brdc$pid-h0" || fail "cleanup: the SIGKILLed harness's namespaces are already gone?"
+  ns_has "^brdc$pid-h0" || fail "cleanup: the SIGKILLed harness's namespaces are already gone?"
   marker_alive "$marker" || fail "cleanup: the SIGKILLed harness's host processes are already gone?"
   "$netns" cleanup --prefix brdc
-  ! ip netns list | grep -q "^brdc$pid-" || fail "cleanup: 'netns.sh cleanup' left $(ours)"
+  ! ns_has "^brdc$pid-" || fail "cleanup: 'netns.sh cleanup' left $(ours)"
   ! marker_alive "$marker" || fail "cleanup: 'netns.sh cleanup' left a host process running"
-  ip netns list | grep -q "^brdc$live-h1" || fail "cleanup: 'netns.sh cleanup' removed a live run's namespaces"
+  ns_has "^brdc$live-h1" || fail "cleanup: 'netns.sh cleanup' removed a live run's namespaces"
   kill -TERM "$live"
   wait "$live" || true
   after=$(ours)
@@ -295,6 +329,6 @@ mode_cleanup() {
 }
 
 case $mode in
-  hosts2 | hosts3 | kill | hang | cleanup | ifname | netem) "mode_$mode" ;;
+  hosts2 | hosts3 | mpi | kill | hang | cleanup | ifname | netem) "mode_$mode" ;;
   *) fail "unknown mode '$mode'" ;;
 esac

@@ -5,6 +5,7 @@
 #   netns.sh cleanup [--prefix P] [--all]     removes the leftovers of runs that were killed (SIGKILL)
 #   netns.sh check                            exit 0 when namespaces work here, 77 (and why) when not
 #   netns.sh check-netem                      exit 0 when the netem qdisc exists, 77 when not
+#   netns.sh rsh host<i> command...           inside a run: runs command on host i (mpirun's plm_rsh_agent)
 #
 # run options:
 #   -H, --hosts N        hosts, 2 to 4 (default 2)
@@ -21,7 +22,10 @@
 #
 # Each host's command runs inside its namespace with, in its environment:
 #   NCCL_HOSTID=host<i>, NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME=<its interface>, MASTER_ADDR=<host 0's
-#   address>, MASTER_PORT, NODE_RANK=<i>, NNODES=<H>, BRAID_NETNS_ADDR=<its address>, BRAID_NETNS_LOGDIR
+#   address>, MASTER_PORT, NODE_RANK=<i>, NNODES=<H>, BRAID_NETNS_ADDR=<its address>, BRAID_NETNS_LOGDIR (the
+#   log directory), BRAID_NETNS_TAG (the run's name tag: host j's namespace is $BRAID_NETNS_TAG-h<j>)
+# Names host0 .. host<H-1> resolve to the hosts' addresses inside every host, and $BRAID_NETNS_LOGDIR/hostfile
+# lists them, one a line, for mpirun --hostfile with --mca plm_rsh_agent "<this script> rsh".
 # and in its arguments {host}, {nhosts}, {addr}, {master}, {port} and {ifname} are replaced by the same values.
 # The command also runs in its own UTS namespace with hostname host<i> (when unshare works), so logs name hosts.
 # Output lines are prefixed with [host<i>]; with --log-dir, DIR/host<i>.rc and .end hold the status and end time. The exit status is 0 when every host's command succeeded, else the
@@ -62,6 +66,38 @@ cmd_cleanup() {
     esac
   done
   netns_cleanup_stale "$prefix" "$all"
+}
+
+# Sets HOST_COMMAND to the prefix that runs a command on host i: inside its namespace, in its own UTS namespace
+# with hostname host<i> (when unshare works, so logs and errors name hosts), with the host's environment.
+host_command() {
+  local i=$1 master=$2 port=$3 set_ifname=$4 logdir=$5 ifname
+  ifname=$(netns_host_if "$i")
+  local env=(NCCL_HOSTID="host$i" MASTER_ADDR="$master" MASTER_PORT="$port" NODE_RANK="$i" NNODES="$NETNS_HOSTS"
+    BRAID_NETNS_ADDR="$(netns_host_addr "$i")" BRAID_NETNS_LOGDIR="$logdir" BRAID_NETNS_TAG="$NETNS_TAG"
+    BRAID_NETNS_SUBNET="$NETNS_SUBNET" BRAID_NETNS_IFNAME="$set_ifname")
+  if [ "$set_ifname" = 1 ]; then env+=(NCCL_SOCKET_IFNAME="$ifname" GLOO_SOCKET_IFNAME="$ifname"); fi
+  HOST_COMMAND=(ip netns exec "$(netns_host_ns "$i")")
+  if unshare --uts -- true 2>/dev/null; then
+    # shellcheck disable=SC2016 # $0 and $@ are the inner shell's
+    HOST_COMMAND+=(unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "host$i")
+  fi
+  HOST_COMMAND+=(env "${env[@]}")
+}
+
+# mpirun's remote-shell agent inside a run: `rsh host<i> command...` runs the command line on host i, with that
+# host's environment (as ssh would run it on a real host). Open MPI: --mca plm_rsh_agent "netns.sh rsh".
+cmd_rsh() {
+  local host=${1:?rsh: host name missing}
+  shift
+  [[ $host =~ ^host([0-9]+)$ ]] || die "rsh: '$host' is not a host of this run (host0, host1, ...)"
+  [ -n "${BRAID_NETNS_TAG:-}" ] || die "rsh: only works inside 'netns.sh run' (BRAID_NETNS_TAG is not set)"
+  NETNS_TAG=$BRAID_NETNS_TAG
+  NETNS_SUBNET=${BRAID_NETNS_SUBNET:?}
+  NETNS_HOSTS=${NNODES:?}
+  host_command "${BASH_REMATCH[1]}" "${MASTER_ADDR:?}" "${MASTER_PORT:?}" "${BRAID_NETNS_IFNAME:-1}" \
+    "${BRAID_NETNS_LOGDIR:-}"
+  exec "${HOST_COMMAND[@]}" sh -c "$*"
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -146,9 +182,9 @@ cmd_run() {
   ) &
   watchdog=$!
 
-  local i jobs=() master have_unshare=0
-  if unshare --uts -- true 2>/dev/null; then have_unshare=1; fi
+  local i jobs=() master
   master=$(netns_host_addr 0)
+  printf 'host%d\n' $(seq 0 $((hosts - 1))) >"$work/hostfile"
   for ((i = 0; i < hosts; i++)); do
     local addr ifname args=() a
     addr=$(netns_host_addr "$i")
@@ -162,17 +198,11 @@ cmd_run() {
       a=${a//\{ifname\}/$ifname}
       args+=("$a")
     done
-    local env=(NCCL_HOSTID="host$i" MASTER_ADDR="$master" MASTER_PORT="$port" NODE_RANK="$i" NNODES="$hosts"
-      BRAID_NETNS_ADDR="$addr" BRAID_NETNS_LOGDIR="$work")
-    if [ "$set_ifname" = 1 ]; then env+=(NCCL_SOCKET_IFNAME="$ifname" GLOO_SOCKET_IFNAME="$ifname"); fi
-    # Each host also gets its own hostname (UTS namespace), so logs and errors name host0, host1, ...
-    local uts=()
-    # shellcheck disable=SC2016 # $0 and $@ are the inner shell's
-    if [ "$have_unshare" = 1 ]; then uts=(unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "host$i"); fi
+    host_command "$i" "$master" "$port" "$set_ifname" "$work"
     (
       trap - EXIT INT TERM HUP
       set +e
-      netns_exec "$i" "${uts[@]}" env "${env[@]}" "${args[@]}" </dev/null 2>&1 | tee "$work/host$i.log" |
+      "${HOST_COMMAND[@]}" "${args[@]}" </dev/null 2>&1 | tee "$work/host$i.log" |
         sed -u "s/^/[host$i] /"
       echo "${PIPESTATUS[0]}" >"$work/host$i.rc"
       date +%s.%N >"$work/host$i.end"
@@ -196,6 +226,7 @@ cmd_run() {
 
 case ${1:-} in
   run) shift; cmd_run "$@" ;;
+  rsh) shift; cmd_rsh "$@" ;;
   cleanup) shift; cmd_cleanup "$@" ;;
   check) cmd_check ;;
   check-netem)

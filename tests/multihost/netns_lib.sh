@@ -13,7 +13,8 @@
 # TAGh0 .., switch ports TAGs0 .. and the bridge TAGbr inside TAG-sw. Nothing is created in the root namespace, so
 # runs in parallel never collide, even on addresses: SUBNET (e.g. 10.201.0) is private to each run's switch.
 #
-# Host I's interface gets SUBNET.(I+1)/24 and is its only route out; lo is up. With DECOY=1 each host also gets an
+# Host I's interface gets SUBNET.(I+1)/24 and is its only route out; lo is up; the names host0 .. resolve to the
+# hosts' addresses inside every host (/etc/netns/<ns>/hosts, which `ip netns exec` mounts over /etc/hosts). With DECOY=1 each host also gets an
 # unrelated, up veth pair (10.250.I.1/24) created before the real interface, so it is the first non-loopback
 # interface in the host's list: a program that picks "the first interface" instead of the route to its peer fails.
 
@@ -98,6 +99,16 @@ netns_setup() {
     ip -n "$ns" addr add "$(netns_host_addr "$i")/24" dev "$(netns_host_if "$i")"
     ip -n "$ns" link set "$(netns_host_if "$i")" up
   done
+  # Host names resolve inside every host: `ip netns exec` bind-mounts /etc/netns/<ns>/hosts over /etc/hosts.
+  for ((i = 0; i < hosts; i++)); do
+    ns=$(netns_host_ns "$i")
+    mkdir -p "/etc/netns/$ns"
+    {
+      printf '127.0.0.1\tlocalhost\n'
+      local j
+      for ((j = 0; j < hosts; j++)); do printf '%s\thost%d\n' "$(netns_host_addr "$j")" "$j"; done
+    } >"/etc/netns/$ns/hosts"
+  done
   # The bridge forwards once its ports leave the listening state; with STP off that is at once, but wait for
   # carrier on every host so the first packet is not lost to a link still coming up.
   local tries
@@ -147,6 +158,7 @@ netns_delete() {
       sleep 0.1
     done
     ip netns del "$ns" 2>/dev/null || true
+    rm -rf "/etc/netns/$ns"
   done
 }
 
@@ -168,6 +180,13 @@ netns_cleanup_stale() {
     pid=${BASH_REMATCH[1]}
     if [ "$all" = all ] || ! kill -0 "$pid" 2>/dev/null; then names+=("$ns"); fi
   done < <(ip netns list 2>/dev/null)
+  local dir
+  for dir in /etc/netns/"$prefix"*; do  # hosts files whose namespace is already gone
+    [ -d "$dir" ] || continue
+    ns=${dir##*/}
+    [[ $ns =~ ^${prefix}([0-9]+)-h[0-9]+$ ]] || continue
+    if [ "$all" = all ] || ! kill -0 "${BASH_REMATCH[1]}" 2>/dev/null; then rm -rf "$dir"; fi
+  done
   if [ ${#names[@]} -gt 0 ]; then
     netns_log "removing ${names[*]}"
     netns_delete "${names[@]}"
