@@ -140,8 +140,10 @@ Result<SocketAddress> findRouteSource(const SocketAddress& remote, std::string* 
     }
   }
   freeifaddrs(list);
-  if (name.empty()) return invalidArgument("route to %s leaves from %s, which no interface holds",
-                                           remote.toString().c_str(), local.toString().c_str());
+  if (name.empty()) {
+    return invalidArgument("route to %s leaves from %s, which no interface holds", remote.toString().c_str(),
+                           local.toString().c_str());
+  }
   if (ifName != nullptr) *ifName = name;
   return local;
 }

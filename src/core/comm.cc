@@ -254,8 +254,8 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     BRAID_INFO(kLogInit,
                "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d - host memory, %d channels, ring "
                "order 0..%d",
-               static_cast<void*>(this), rank, nranks, static_cast<int>(hosts.size()), nLocal, localRank,
-               nChannels(), nranks - 1);
+               static_cast<void*>(this), rank, nranks, static_cast<int>(hosts.size()), nLocal, localRank, nChannels(),
+               nranks - 1);
     BRAID_INFO(kLogInit | kLogAlloc,
                "comm %p rank %d FIFO memory bound %zu bytes ((NCCL_BUFFSIZE %lld + NCCL_LL_BUFFSIZE %lld) x %d "
                "channels x (%d ranks + %d)); receive FIFOs are mapped at first use, a ring all-reduce maps %zu",

@@ -34,6 +34,9 @@ if ! "$netns" check; then
   exit 77
 fi
 
+# Leftovers of runs that were SIGKILLed (a ctest timeout) go first; live runs are spared.
+"$netns" cleanup >/dev/null 2>&1 || true
+
 work=$(mktemp -d /tmp/braid-multihost.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 

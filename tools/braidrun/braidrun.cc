@@ -39,11 +39,11 @@ constexpr long kPollNanoseconds = 100 * 1000 * 1000;
 constexpr int kMaxProcesses = 4096;
 
 struct Options {
-  int nprocs = 0;        // ranks on this node
-  int nnodes = 1;        // braidruns in the job, one per node
-  int nodeRank = -1;     // -1: $NODE_RANK across nodes, else 0
+  int nprocs = 0;          // ranks on this node
+  int nnodes = 1;          // braidruns in the job, one per node
+  int nodeRank = -1;       // -1: $NODE_RANK across nodes, else 0
   std::string masterAddr;  // empty: $MASTER_ADDR across nodes, 127.0.0.1 on one
-  int masterPort = 0;    // 0: $MASTER_PORT across nodes, a free port on one
+  int masterPort = 0;      // 0: $MASTER_PORT across nodes, a free port on one
   std::vector<char*> command;
 };
 
@@ -54,22 +54,23 @@ struct Child {
 };
 
 void usage(FILE* out) {
-  std::fprintf(out,
-               "Usage: braidrun -np N [--nnodes H --node-rank I --master-addr A] [--master-port P] [--] command [args...]\n"
-               "Starts N local processes of command with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
-               "MASTER_ADDR and MASTER_PORT set.\n"
-               "  One node (default): ranks 0..N-1, MASTER_ADDR=127.0.0.1, MASTER_PORT a free port unless given.\n"
-               "  Several nodes: run one braidrun per node with the same -np, --nnodes H, --master-addr (node 0's\n"
-               "  address; rank 0 listens there) and --master-port, and --node-rank 0..H-1. This node's ranks are\n"
-               "  I*N .. I*N+N-1 of WORLD_SIZE=H*N. --master-addr, --master-port and --node-rank default to\n"
-               "  $MASTER_ADDR, $MASTER_PORT and $NODE_RANK. Example, two nodes of 8 ranks:\n"
-               "    nodeA$ braidrun -np 8 --nnodes 2 --node-rank 0 --master-addr nodeA --master-port 29500 -- prog\n"
-               "    nodeB$ braidrun -np 8 --nnodes 2 --node-rank 1 --master-addr nodeA --master-port 29500 -- prog\n"
-               "  (-np is also --nproc-per-node; torchrun's underscore spellings are accepted.)\n"
-               "SIGINT/SIGTERM are forwarded to the ranks. If a rank fails, this node's other ranks are terminated\n"
-               "(SIGTERM, then SIGKILL after 5 s) and braidrun exits with the failed rank's status (128+N for signal\n"
-               "N). Ranks on other nodes fail through the library (ncclRemoteError naming the dead rank, bounded by\n"
-               "BRAID_TIMEOUT) and their braidrun stops the rest of their node.\n");
+  std::fprintf(
+      out,
+      "Usage: braidrun -np N [--nnodes H --node-rank I --master-addr A] [--master-port P] [--] command [args...]\n"
+      "Starts N local processes of command with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
+      "MASTER_ADDR and MASTER_PORT set.\n"
+      "  One node (default): ranks 0..N-1, MASTER_ADDR=127.0.0.1, MASTER_PORT a free port unless given.\n"
+      "  Several nodes: run one braidrun per node with the same -np, --nnodes H, --master-addr (node 0's\n"
+      "  address; rank 0 listens there) and --master-port, and --node-rank 0..H-1. This node's ranks are\n"
+      "  I*N .. I*N+N-1 of WORLD_SIZE=H*N. --master-addr, --master-port and --node-rank default to\n"
+      "  $MASTER_ADDR, $MASTER_PORT and $NODE_RANK. Example, two nodes of 8 ranks:\n"
+      "    nodeA$ braidrun -np 8 --nnodes 2 --node-rank 0 --master-addr nodeA --master-port 29500 -- prog\n"
+      "    nodeB$ braidrun -np 8 --nnodes 2 --node-rank 1 --master-addr nodeA --master-port 29500 -- prog\n"
+      "  (-np is also --nproc-per-node; torchrun's underscore spellings are accepted.)\n"
+      "SIGINT/SIGTERM are forwarded to the ranks. If a rank fails, this node's other ranks are terminated\n"
+      "(SIGTERM, then SIGKILL after 5 s) and braidrun exits with the failed rank's status (128+N for signal\n"
+      "N). Ranks on other nodes fail through the library (ncclRemoteError naming the dead rank, bounded by\n"
+      "BRAID_TIMEOUT) and their braidrun stops the rest of their node.\n");
 }
 
 bool parseInt(const char* text, int minValue, int maxValue, int* out) {

@@ -220,8 +220,8 @@ Result<Transport*> selectTransport(const PeerInfo& self, const PeerInfo& peer) {
     // (the network one) was tried first.
     static std::atomic<bool> logged{false};
     if (!logged.exchange(true)) {
-      BRAID_INFO(kLogShm | kLogInit, "rank %d and rank %d are on different hosts; connected by shm (%s=1)",
-                 self.rank, peer.rank, params::kShmAcrossHosts.name);
+      BRAID_INFO(kLogShm | kLogInit, "rank %d and rank %d are on different hosts; connected by shm (%s=1)", self.rank,
+                 peer.rank, params::kShmAcrossHosts.name);
     }
     for (Transport* t : hostTransports()) {
       if (strcmp(t->name(), "shm") == 0) return t;
