@@ -105,10 +105,6 @@ int resolveNodes(Options* opts) {
     std::fprintf(stderr, "braidrun: --node-rank %d is not below --nnodes %d\n", opts->nodeRank, opts->nnodes);
     return 2;
   }
-  if (static_cast<long long>(opts->nnodes) * opts->nprocs > kMaxProcesses * 16LL) {
-    std::fprintf(stderr, "braidrun: %d nodes x %d ranks is too many\n", opts->nnodes, opts->nprocs);
-    return 2;
-  }
   if (opts->nnodes == 1) {
     if (opts->masterAddr.empty()) opts->masterAddr = kMasterAddr;
     return -1;
