@@ -4,12 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The perf tools' baselines (Open MPI, Gloo) and plots (gnuplot) come from Debian too; BRAID_MINIMAL=1 skips them.
+# The perf tools' baselines (Open MPI, Gloo, iperf3) and plots (gnuplot) come from Debian too; BRAID_MINIMAL=1
+# skips them.
 packages=(build-essential cmake pkg-config python3 libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev
   libfabric-dev libibverbs-dev  # the OFI and IB networks (transports/net/, docs/networks.md)
-  graphviz)  # graphviz: braid-topo --dot pictures (docs/topology.md) and the topo_tool_dot test
+  graphviz   # graphviz: braid-topo --dot pictures (docs/topology.md) and the topo_tool_dot test
+  iproute2)  # iproute2: `ip netns`, veth and bridges for the multi-host tests (tests/multihost)
 if [ "${BRAID_MINIMAL:-0}" != 1 ]; then
-  packages+=(libopenmpi-dev openmpi-bin libgloo-dev gnuplot-nox)
+  packages+=(libopenmpi-dev openmpi-bin libgloo-dev gnuplot-nox iperf3)  # iperf3: perf/net_baseline.sh
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -229,6 +229,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdInfo& id, int
 
   // Our listener goes on an interface of the same family as the root's address; a loopback root means loopback.
   SocketAddress local;
+  std::string ifName = "lo";
   const bool rootIsLoopback =
       (id.root.family() == AF_INET &&
        (ntohl(reinterpret_cast<const sockaddr_in*>(&id.root.storage)->sin_addr.s_addr) >> 24) == 127) ||
@@ -238,7 +239,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdInfo& id, int
     local = id.root;
     local.setPort(0);
   } else {
-    BRAID_ASSIGN_OR_RETURN(local, findBootstrapInterface(nullptr));
+    BRAID_ASSIGN_OR_RETURN(local, findBootstrapInterface(&ifName, &id.root));
   }
   SocketAddress bound;
   BRAID_ASSIGN_OR_RETURN(b->listener_, Socket::listen(local, &bound));
@@ -260,7 +261,8 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdInfo& id, int
   std::vector<PackedAddr> table(static_cast<size_t>(nranks));
   BRAID_RETURN_IF_ERROR(root.recvAll(table.data(), table.size() * sizeof(PackedAddr), wait));
   for (const auto& p : table) b->peers_.push_back(unpack(p));
-  BRAID_INFO(kLogBootstrap, "bootstrap: rank %d/%d listening on %s", rank, nranks, bound.toString().c_str());
+  BRAID_INFO(kLogBootstrap, "bootstrap: rank %d/%d listening on %s (%s)", rank, nranks, bound.toString().c_str(),
+             ifName.c_str());
   return b;
 }
 
@@ -317,7 +319,9 @@ Status Bootstrap::send(int peer, uint32_t tag, const void* data, size_t size) {
     unexpected_[{peer, tag}].emplace_back(p, p + size);
     return Status::ok();
   }
-  BRAID_ASSIGN_OR_RETURN(const Socket* s, outgoing(peer));
+  Result<const Socket*> out = outgoing(peer);
+  if (!out.isOk()) return out.status().withContext(strPrintf("bootstrap: connecting to rank %d", peer));
+  const Socket* s = out.take();
   WaitContext wait = waitContext();
   FrameHeader h{tag, 0, size};
   BRAID_RETURN_IF_ERROR(s->sendAll(&h, sizeof(h), wait).withContext(strPrintf("bootstrap: sending to rank %d", peer)));

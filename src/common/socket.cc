@@ -102,12 +102,63 @@ bool matchInterfaceSpec(const std::string& specIn, const std::string& name) {
   return exclude ? !matched : matched;
 }
 
-Result<SocketAddress> findBootstrapInterface(std::string* ifName) {
+static bool sameHost(const sockaddr* a, const sockaddr* b) {
+  if (a->sa_family != b->sa_family) return false;
+  if (a->sa_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(b)->sin_addr.s_addr;
+  }
+  if (a->sa_family == AF_INET6) {
+    return IN6_ARE_ADDR_EQUAL(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
+                              &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr);
+  }
+  return false;
+}
+
+Result<SocketAddress> findRouteSource(const SocketAddress& remote, std::string* ifName) {
+  // connect() on a UDP socket only selects the route and the source address.
+  int fd = ::socket(remote.family(), SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errnoError(errno, "socket() to find the route to %s", remote.toString().c_str());
+  SocketAddress target = remote;
+  if (target.port() == 0) target.setPort(9);  // any port: nothing is sent
+  SocketAddress local;
+  local.len = sizeof(local.storage);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&target.storage), target.len) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&local.storage), &local.len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return errnoError(err, "no route to %s", remote.toString().c_str());
+  }
+  ::close(fd);
+  local.setPort(0);
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return errnoError(errno, "getifaddrs failed");
+  std::string name;
+  for (ifaddrs* it = list; it != nullptr && name.empty(); it = it->ifa_next) {
+    if (it->ifa_addr != nullptr && sameHost(it->ifa_addr, reinterpret_cast<const sockaddr*>(&local.storage))) {
+      name = it->ifa_name;
+    }
+  }
+  freeifaddrs(list);
+  if (name.empty()) {
+    return invalidArgument("route to %s leaves from %s, which no interface holds", remote.toString().c_str(),
+                           local.toString().c_str());
+  }
+  if (ifName != nullptr) *ifName = name;
+  return local;
+}
+
+Result<SocketAddress> findBootstrapInterface(std::string* ifName, const SocketAddress* toward) {
   std::string spec = params::SocketIfname();
   std::string familyText = params::SocketFamily();
   int wantFamily = AF_UNSPEC;
   if (familyText == "AF_INET") wantFamily = AF_INET;
   if (familyText == "AF_INET6") wantFamily = AF_INET6;
+  if (spec.empty() && toward != nullptr && (wantFamily == AF_UNSPEC || wantFamily == toward->family())) {
+    Result<SocketAddress> routed = findRouteSource(*toward, ifName);
+    if (routed.isOk()) return routed;
+    // No route yet (an interface still coming up): the usual choice, and connect() retries until the deadline.
+  }
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return errnoError(errno, "getifaddrs failed");
   SocketAddress found;

@@ -28,9 +28,15 @@ struct SocketAddress {
 Result<SocketAddress> parseSocketAddress(const std::string& text);
 
 // Picks the address bootstrap sockets bind to: the first interface matching NCCL_SOCKET_IFNAME's syntax
-// ("eth,ib" prefixes, "=eth0" exact, "^docker" excludes) and NCCL_SOCKET_FAMILY; by default the first interface
-// that is up and not loopback/docker, falling back to loopback. The port is 0.
-Result<SocketAddress> findBootstrapInterface(std::string* ifName);
+// ("eth,ib" prefixes, "=eth0" exact, "^docker" excludes) and NCCL_SOCKET_FAMILY. Without NCCL_SOCKET_IFNAME, and
+// given the address of a peer to be reached (`toward`, the bootstrap root), the interface the kernel routes to it
+// through: the first interface in the list may be one the peer cannot reach (a second network, a host-only link in
+// a container or network namespace), and then the peer's connection would hang until BRAID_TIMEOUT. Otherwise the
+// first interface that is up and not loopback/docker, falling back to loopback. The port is 0.
+Result<SocketAddress> findBootstrapInterface(std::string* ifName, const SocketAddress* toward = nullptr);
+
+// The local address and interface the kernel would use to reach `remote` (no packet is sent).
+Result<SocketAddress> findRouteSource(const SocketAddress& remote, std::string* ifName);
 
 // True when `name` matches an NCCL_SOCKET_IFNAME-style spec.
 bool matchInterfaceSpec(const std::string& spec, const std::string& name);

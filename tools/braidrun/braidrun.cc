@@ -1,13 +1,18 @@
-// braidrun: starts N local processes of one command as the ranks of a job, torchrun style.
+// braidrun: starts the local processes of one command as the ranks of a job, torchrun style.
 //
-//   braidrun -np N [--master-port P] [--] cmd args...
+//   braidrun -np N [--nnodes H --node-rank I --master-addr A] [--master-port P] [--] cmd args...
 //
-// Each child gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT (a free port
-// unless --master-port is given); its output goes straight to braidrun's stdout/stderr. Each child leads its own
-// process group; SIGINT and SIGTERM sent to braidrun are forwarded to every group. When a child exits with a non-zero
-// status or dies from a signal, braidrun reports it, sends SIGTERM to the others, and SIGKILL to those still alive
-// 5 s later. braidrun's exit status is that first failure's (128 + signal number for a signal), 0 when every rank
-// succeeded. Children also get SIGTERM if braidrun itself dies.
+// Each child gets RANK (node_rank * N + local rank), WORLD_SIZE (H * N), LOCAL_RANK, LOCAL_WORLD_SIZE (N),
+// GROUP_RANK (node rank, torchrun's name), MASTER_ADDR and MASTER_PORT. On one node (the default) MASTER_ADDR is
+// 127.0.0.1 and MASTER_PORT a free port unless --master-port is given; across nodes one braidrun runs on each node
+// with the same --nnodes, --master-addr (node 0's address, where rank 0 listens) and --master-port, which default
+// to $MASTER_ADDR, $MASTER_PORT and $NODE_RANK. Children's output goes straight to braidrun's stdout/stderr. Each
+// child leads its own process group; SIGINT and SIGTERM sent to braidrun are forwarded to every group. When a
+// child exits with a non-zero status or dies from a signal, braidrun reports it, sends SIGTERM to the others, and
+// SIGKILL to those still alive 5 s later. braidrun's exit status is that first failure's (128 + signal number for
+// a signal), 0 when every rank succeeded. Children also get SIGTERM if braidrun itself dies. braidrun does not
+// reach other nodes: their ranks learn of a failure through the library (a dead peer is an ncclRemoteError naming
+// its rank, within BRAID_TIMEOUT) and their own braidrun then stops the rest of that node.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -34,8 +39,11 @@ constexpr long kPollNanoseconds = 100 * 1000 * 1000;
 constexpr int kMaxProcesses = 4096;
 
 struct Options {
-  int nprocs = 0;
-  int masterPort = 0;  // 0: pick a free one
+  int nprocs = 0;          // ranks on this node
+  int nnodes = 1;          // braidruns in the job, one per node
+  int nodeRank = -1;       // -1: $NODE_RANK across nodes, else 0
+  std::string masterAddr;  // empty: $MASTER_ADDR across nodes, 127.0.0.1 on one
+  int masterPort = 0;      // 0: $MASTER_PORT across nodes, a free port on one
   std::vector<char*> command;
 };
 
@@ -46,12 +54,23 @@ struct Child {
 };
 
 void usage(FILE* out) {
-  std::fprintf(out,
-               "Usage: braidrun -np N [--master-port P] [--] command [args...]\n"
-               "Starts N local processes of command as ranks 0..N-1 with RANK, WORLD_SIZE, LOCAL_RANK,\n"
-               "LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT set (a free port unless given).\n"
-               "SIGINT/SIGTERM are forwarded to the ranks. If a rank fails, the others are terminated (SIGTERM,\n"
-               "then SIGKILL after 5 s) and braidrun exits with the failed rank's status (128+N for signal N).\n");
+  std::fprintf(
+      out,
+      "Usage: braidrun -np N [--nnodes H --node-rank I --master-addr A] [--master-port P] [--] command [args...]\n"
+      "Starts N local processes of command with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
+      "MASTER_ADDR and MASTER_PORT set.\n"
+      "  One node (default): ranks 0..N-1, MASTER_ADDR=127.0.0.1, MASTER_PORT a free port unless given.\n"
+      "  Several nodes: run one braidrun per node with the same -np, --nnodes H, --master-addr (node 0's\n"
+      "  address; rank 0 listens there) and --master-port, and --node-rank 0..H-1. This node's ranks are\n"
+      "  I*N .. I*N+N-1 of WORLD_SIZE=H*N. --master-addr, --master-port and --node-rank default to\n"
+      "  $MASTER_ADDR, $MASTER_PORT and $NODE_RANK. Example, two nodes of 8 ranks:\n"
+      "    nodeA$ braidrun -np 8 --nnodes 2 --node-rank 0 --master-addr nodeA --master-port 29500 -- prog\n"
+      "    nodeB$ braidrun -np 8 --nnodes 2 --node-rank 1 --master-addr nodeA --master-port 29500 -- prog\n"
+      "  (-np is also --nproc-per-node; torchrun's underscore spellings are accepted.)\n"
+      "SIGINT/SIGTERM are forwarded to the ranks. If a rank fails, this node's other ranks are terminated\n"
+      "(SIGTERM, then SIGKILL after 5 s) and braidrun exits with the failed rank's status (128+N for signal\n"
+      "N). Ranks on other nodes fail through the library (ncclRemoteError naming the dead rank, bounded by\n"
+      "BRAID_TIMEOUT) and their braidrun stops the rest of their node.\n");
 }
 
 bool parseInt(const char* text, int minValue, int maxValue, int* out) {
@@ -62,6 +81,53 @@ bool parseInt(const char* text, int minValue, int maxValue, int* out) {
   if (errno != 0 || *end != '\0' || v < minValue || v > maxValue) return false;
   *out = static_cast<int>(v);
   return true;
+}
+
+const char* envOrNull(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+// Fills the multi-node settings from $NODE_RANK, $MASTER_ADDR and $MASTER_PORT where the flags left them out, and
+// checks they fit together. Returns -1 to continue, otherwise the exit status.
+int resolveNodes(Options* opts) {
+  if (opts->nodeRank < 0) {
+    opts->nodeRank = 0;
+    const char* v = opts->nnodes > 1 ? envOrNull("NODE_RANK") : nullptr;
+    if (v != nullptr) {
+      if (!parseInt(v, 0, kMaxProcesses - 1, &opts->nodeRank)) {
+        std::fprintf(stderr, "braidrun: NODE_RANK='%s' is not a node rank\n", v);
+        return 2;
+      }
+    }
+  }
+  if (opts->nodeRank >= opts->nnodes) {
+    std::fprintf(stderr, "braidrun: --node-rank %d is not below --nnodes %d\n", opts->nodeRank, opts->nnodes);
+    return 2;
+  }
+  if (opts->nnodes == 1) {
+    if (opts->masterAddr.empty()) opts->masterAddr = kMasterAddr;
+    return -1;
+  }
+  // Across nodes every braidrun must name the same rendezvous: nothing is guessed.
+  if (opts->masterAddr.empty()) {
+    const char* v = envOrNull("MASTER_ADDR");
+    if (v == nullptr) {
+      std::fprintf(stderr, "braidrun: --nnodes %d needs --master-addr (node 0's address) or MASTER_ADDR\n",
+                   opts->nnodes);
+      return 2;
+    }
+    opts->masterAddr = v;
+  }
+  if (opts->masterPort == 0) {
+    const char* v = envOrNull("MASTER_PORT");
+    if (v == nullptr || !parseInt(v, 1, 65535, &opts->masterPort)) {
+      std::fprintf(stderr, "braidrun: --nnodes %d needs --master-port (the same on every node) or MASTER_PORT\n",
+                   opts->nnodes);
+      return 2;
+    }
+  }
+  return -1;
 }
 
 // Returns -1 to continue, otherwise the exit status.
@@ -82,7 +148,8 @@ int parseArgs(int argc, char** argv, Options* opts) {
     } else if (arg == "-h" || arg == "--help") {
       usage(stdout);
       return 0;
-    } else if (is("-np") || is("--np") || is("-n") || is("--nproc")) {
+    } else if (is("-np") || is("--np") || is("-n") || is("--nproc") || is("--nproc-per-node") ||
+               is("--nproc_per_node")) {
       const std::string name = arg.substr(0, arg.find('='));
       if (!parseInt(value(name.c_str()), 1, kMaxProcesses, &opts->nprocs)) {
         std::fprintf(stderr, "braidrun: %s needs a process count between 1 and %d\n", name.c_str(), kMaxProcesses);
@@ -94,6 +161,25 @@ int parseArgs(int argc, char** argv, Options* opts) {
         std::fprintf(stderr, "braidrun: --master-port needs a port between 1 and 65535\n");
         return 2;
       }
+    } else if (is("--nnodes")) {
+      if (!parseInt(value("--nnodes"), 1, kMaxProcesses, &opts->nnodes)) {
+        std::fprintf(stderr, "braidrun: --nnodes needs a node count between 1 and %d\n", kMaxProcesses);
+        return 2;
+      }
+    } else if (is("--node-rank") || is("--node_rank")) {
+      const std::string name = arg.substr(0, arg.find('='));
+      if (!parseInt(value(name.c_str()), 0, kMaxProcesses - 1, &opts->nodeRank)) {
+        std::fprintf(stderr, "braidrun: %s needs a node rank between 0 and %d\n", name.c_str(), kMaxProcesses - 1);
+        return 2;
+      }
+    } else if (is("--master-addr") || is("--master_addr")) {
+      const std::string name = arg.substr(0, arg.find('='));
+      const char* v = value(name.c_str());
+      if (v == nullptr || *v == '\0') {
+        std::fprintf(stderr, "braidrun: %s needs an address\n", name.c_str());
+        return 2;
+      }
+      opts->masterAddr = v;
     } else if (arg.size() > 1 && arg[0] == '-') {
       std::fprintf(stderr, "braidrun: unknown option '%s' (put -- before the command if it is the command's)\n",
                    arg.c_str());
@@ -108,7 +194,7 @@ int parseArgs(int argc, char** argv, Options* opts) {
     usage(stderr);
     return 2;
   }
-  return -1;
+  return resolveNodes(opts);
 }
 
 // A port nobody listens on right now (bound to port 0 and released; the ranks' root binds it again at once).
@@ -177,18 +263,19 @@ class Launcher {
     std::fflush(stderr);
 
     const pid_t self = getpid();
+    if (opts_.nnodes > 1) where_ = " (node " + std::to_string(opts_.nodeRank) + ")";
     children_.resize(static_cast<size_t>(opts_.nprocs));
-    for (int rank = 0; rank < opts_.nprocs && !terminating_; ++rank) {
-      Child& c = children_[static_cast<size_t>(rank)];
-      c.rank = rank;
+    for (int local = 0; local < opts_.nprocs && !terminating_; ++local) {
+      Child& c = children_[static_cast<size_t>(local)];
+      c.rank = opts_.nodeRank * opts_.nprocs + local;
       c.pid = fork();
       if (c.pid < 0) {
-        std::fprintf(stderr, "braidrun: cannot start rank %d: %s\n", rank, std::strerror(errno));
+        std::fprintf(stderr, "braidrun%s: cannot start rank %d: %s\n", where_.c_str(), c.rank, std::strerror(errno));
         recordFailure(1);
         startTermination();
         break;
       }
-      if (c.pid == 0) execChild(rank, self);
+      if (c.pid == 0) execChild(c.rank, local, self);
       setpgid(c.pid, c.pid);  // also here, so the group exists before any signal is sent to it
       c.running = true;
       ++running_;
@@ -198,7 +285,7 @@ class Launcher {
   }
 
  private:
-  [[noreturn]] void execChild(int rank, pid_t parent) {
+  [[noreturn]] void execChild(int rank, int localRank, pid_t parent) {
     // Each rank leads its own process group, so a signal reaches whatever it started (a wrapper script's
     // children too), and it is terminated if braidrun itself dies.
     setpgid(0, 0);
@@ -206,16 +293,16 @@ class Launcher {
     if (getppid() != parent) _exit(1);
     signal(SIGCHLD, SIG_DFL);
     sigprocmask(SIG_SETMASK, &originalMask_, nullptr);
-    const std::string n = std::to_string(opts_.nprocs);
-    const std::string r = std::to_string(rank);
-    setenv("RANK", r.c_str(), 1);
-    setenv("WORLD_SIZE", n.c_str(), 1);
-    setenv("LOCAL_RANK", r.c_str(), 1);
-    setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
-    setenv("MASTER_ADDR", kMasterAddr, 1);
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(opts_.nnodes * opts_.nprocs).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(localRank).c_str(), 1);
+    setenv("LOCAL_WORLD_SIZE", std::to_string(opts_.nprocs).c_str(), 1);
+    setenv("GROUP_RANK", std::to_string(opts_.nodeRank).c_str(), 1);
+    setenv("MASTER_ADDR", opts_.masterAddr.c_str(), 1);
     setenv("MASTER_PORT", port_.c_str(), 1);
     execvp(opts_.command[0], opts_.command.data());
-    std::fprintf(stderr, "braidrun: rank %d: cannot run %s: %s\n", rank, opts_.command[0], std::strerror(errno));
+    std::fprintf(stderr, "braidrun%s: rank %d: cannot run %s: %s\n", where_.c_str(), rank, opts_.command[0],
+                 std::strerror(errno));
     std::fflush(stderr);
     _exit(127);
   }
@@ -252,14 +339,14 @@ class Launcher {
         if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
           code = WEXITSTATUS(status);
           if (!failed_) {
-            std::fprintf(stderr, "braidrun: rank %d (pid %d) exited with status %d\n", c.rank, static_cast<int>(pid),
-                         code);
+            std::fprintf(stderr, "braidrun%s: rank %d (pid %d) exited with status %d\n", where_.c_str(), c.rank,
+                         static_cast<int>(pid), code);
           }
         } else if (WIFSIGNALED(status)) {
           code = 128 + WTERMSIG(status);
           if (!failed_) {
-            std::fprintf(stderr, "braidrun: rank %d (pid %d) killed by signal %s\n", c.rank, static_cast<int>(pid),
-                         signalName(WTERMSIG(status)).c_str());
+            std::fprintf(stderr, "braidrun%s: rank %d (pid %d) killed by signal %s\n", where_.c_str(), c.rank,
+                         static_cast<int>(pid), signalName(WTERMSIG(status)).c_str());
           }
         }
         if (code != 0) {
@@ -278,8 +365,8 @@ class Launcher {
       if (sig == SIGINT || sig == SIGTERM) signalRunning(sig);
       reap();
       if (terminating_ && !killed && running_ > 0 && std::chrono::steady_clock::now() >= killDeadline_) {
-        std::fprintf(stderr, "braidrun: %d rank(s) still running %lld s after SIGTERM; sending SIGKILL\n", running_,
-                     static_cast<long long>(kKillGrace.count()));
+        std::fprintf(stderr, "braidrun%s: %d rank(s) still running %lld s after SIGTERM; sending SIGKILL\n",
+                     where_.c_str(), running_, static_cast<long long>(kKillGrace.count()));
         signalRunning(SIGKILL);
         killed = true;
       }
@@ -288,6 +375,7 @@ class Launcher {
 
   const Options& opts_;
   std::string port_;
+  std::string where_;  // " (node I)" in messages of a multi-node job
   std::vector<Child> children_;
   int running_ = 0;
   bool failed_ = false;

@@ -1,0 +1,337 @@
+#!/usr/bin/env bash
+# Multi-host tests on one machine: hosts are network namespaces (tests/multihost/netns.sh), one braidrun per host.
+#
+#   multihost_test.sh BUILD_DIR MODE
+#
+# MODE:
+#   hosts2    2 hosts x 2 ranks: all_reduce_perf, alltoall_perf, sendrecv_perf
+#   hosts3    3 hosts x 1 rank: all_reduce_perf, reduce_scatter_perf; 3 hosts x 2 ranks: all_gather_perf
+#   mpi       mpirun --hostfile across 2 hosts x 2 ranks (all_reduce_perf) and 3 x 1 (alltoall_perf)
+#   kill      host 1's ranks are SIGKILLed mid-run; host 0's ranks must fail, naming a dead rank, within a bound
+#   hang      host 1's ranks are SIGSTOPped mid-run; host 0's ranks must fail after BRAID_TIMEOUT, naming a rank
+#   cleanup   no namespace or process is left after success, timeout, SIGTERM, SIGINT; a SIGKILLed harness's
+#             leftovers are removed by `netns.sh cleanup`, which spares live runs
+#   ifname    without NCCL_SOCKET_IFNAME, with an unrelated interface listed first on every host: the bootstrap
+#             must listen on the interface routed to the root (regression: it took the first one and hung)
+#   netem     2 hosts x 1 rank with a 2 ms netem delay (skipped when the kernel lacks netem)
+#
+# Every perf run must exit 0 on every host (each rank exits 1 on any wrong value), print one table row per size
+# with #wrong 0 in both columns, and every rank must log nNodes = hosts with its localRank on its own host.
+# Exit status 77 (ctest SKIP_RETURN_CODE) when not root or network namespaces do not work here.
+#
+# Ranks of different hosts talk through the network transport (the Socket network over the namespaces' veths);
+# every run also checks that a rank logged a connection via NET/Socket.
+set -euo pipefail
+
+build=$(cd "${1:?usage: multihost_test.sh BUILD_DIR MODE}" && pwd)
+mode=${2:?usage: multihost_test.sh BUILD_DIR MODE}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+netns=$here/netns.sh
+braidrun=$build/tools/braidrun/braidrun
+
+if ! "$netns" check; then
+  echo "SKIP: network namespaces are not usable here"
+  exit 77
+fi
+
+# Leftovers of runs that were SIGKILLed (a ctest timeout) go first; live runs are spared.
+"$netns" cleanup >/dev/null 2>&1 || true
+
+work=$(mktemp -d /tmp/braid-multihost.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+export BRAID_TIMEOUT=${BRAID_TIMEOUT:-20}
+# Every "host" shares this machine's cores, so no rank should spin long before yielding.
+export BRAID_SPIN_COUNT=20
+
+# run_perf NAME HOSTS RANKS_PER_HOST ROWS [--mpirun] [netns options] -- tool args...: runs tool on every host (one
+# braidrun each, or one mpirun on host 0 that starts the others through `netns.sh rsh`) and checks the result;
+# ROWS is the number of sizes the table must show.
+run_perf() {
+  local name=$1 hosts=$2 np=$3 expected_rows=$4
+  shift 4
+  local opts=() launcher=braidrun
+  while [ "$1" != "--" ]; do
+    if [ "$1" = --mpirun ]; then launcher=mpirun; else opts+=("$1"); fi
+    shift
+  done
+  shift
+  local tool=$1
+  shift
+  local dir=$work/$name
+  echo "== $name: $hosts hosts x $np ranks by $launcher: $tool $*"
+  local rc=0 cmd
+  if [ "$launcher" = braidrun ]; then
+    cmd=("$braidrun" -np "$np" --nnodes "{nhosts}" --node-rank "{host}" --master-addr "{master}" --master-port "{port}"
+      -- "$build/perf/$tool" "$@")
+  else
+    # shellcheck disable=SC2016 # expanded on host 0
+    cmd=(bash -c '[ "$NODE_RANK" != 0 ] || exec "$@"' mpirun mpirun --allow-run-as-root --bind-to none
+      --hostfile "$dir/hostfile" --mca plm_rsh_agent "$netns rsh" -N "$np" -np $((hosts * np))
+      -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS -x BRAID_TIMEOUT -x BRAID_SPIN_COUNT
+      "$build/perf/$tool" "$@")
+  fi
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,NET "$netns" run -H "$hosts" --timeout 90 --log-dir "$dir" "${opts[@]}" -- \
+    "${cmd[@]}" >"$dir.out" 2>&1 || rc=$?
+  if [ "$rc" != 0 ]; then
+    cat "$dir.out"
+    fail "$name: the harness exited with status $rc (0 expected on every host)"
+  fi
+  # The table (host 0, rank 0): one row per size, #wrong 0 out of place and in place.
+  local rows
+  rows=$(awk '/^ *[0-9]+ +[0-9]+ +[a-z0-9]+ /' "$dir/host0.log")
+  if [ "$(printf '%s\n' "$rows" | grep -c .)" != "$expected_rows" ]; then
+    cat "$dir.out"
+    fail "$name: expected $expected_rows table rows"
+  fi
+  # sendrecv_perf's in-place column is N/A, as in nccl-tests (one buffer cannot be sent and received at once).
+  local inplace_na=0
+  [ "$tool" != sendrecv_perf ] || inplace_na=1
+  printf '%s\n' "$rows" | awk -v name="$name" -v na="$inplace_na" '{
+      if ($9 != "0" || !($13 == "0" || (na && $13 == "N/A"))) { print "FAIL: " name ": #wrong is not 0: " $0; bad = 1 }
+    } END { exit bad }' || fail "$name: wrong values"
+  # Node grouping: rank r is on host r / np (its log lines start with that hostname) with localRank r % np, and
+  # every rank sees nNodes = hosts.
+  local nranks=$((hosts * np)) r h
+  for ((r = 0; r < nranks; r++)); do
+    h=$((r / np))
+    grep -Eqh "^host$h:[0-9]+:[0-9]+ .* rank $r nRanks $nranks nNodes $hosts localRanks $np localRank $((r % np)) " \
+      "$dir"/host*.log ||
+      { cat "$dir.out"; fail "$name: no init line of rank $r on host$h with nNodes $hosts localRank $((r % np))"; }
+    # Its bootstrap listener is on host h's own interface and address.
+    grep -Eqh "^host$h:.* bootstrap: rank $r/$nranks listening on 10\.201\.0\.$((h + 1)):[0-9]+ \([a-z]+[0-9]+h$h\)" \
+      "$dir"/host*.log ||
+      { cat "$dir.out"; fail "$name: rank $r does not listen on host$h's interface"; }
+  done
+  # Hosts are connected by the network transport.
+  local via
+  via=$(grep -ho "via NET/[A-Za-z]*" "$dir"/host*.log | sort -u | head -3 | tr '\n' ';' || true)
+  [ -n "$via" ] || { cat "$dir.out"; fail "$name: no rank logged a network connection (via NET/...)"; }
+  echo "   ok: $(printf '%s\n' "$rows" | wc -l) sizes, #wrong 0, nNodes $hosts on every rank, $via"
+}
+
+std=(-b 8 -e 1M -f 4 -c 1 -n 2 -w 1)  # 8 B .. 512 KB: 9 sizes
+
+# ---------------------------------------------------------------------------------------------------------------
+mode_hosts2() {
+  run_perf ar2x2 2 2 9 -- all_reduce_perf "${std[@]}"
+  run_perf a2a2x2 2 2 9 -- alltoall_perf "${std[@]}"
+  run_perf sr2x2 2 2 9 -- sendrecv_perf "${std[@]}"
+}
+
+mode_hosts3() {
+  run_perf ar3x1 3 1 9 -- all_reduce_perf "${std[@]}"
+  run_perf rs3x1 3 1 9 -- reduce_scatter_perf "${std[@]}"
+  run_perf ag3x2 3 2 9 -- all_gather_perf "${std[@]}"
+}
+
+# mpirun with a hostfile of host0, host1; its remote shell is `netns.sh rsh`. The unique id travels by MPI_Bcast.
+mode_mpi() {
+  if ! command -v mpirun >/dev/null || ! "$build/perf/all_reduce_perf" --baseline mpi -b 8 -e 8 -n 1 -w 0 \
+    >/dev/null 2>&1; then
+    echo "SKIP: no mpirun, or the perf tools were built without MPI"
+    exit 77
+  fi
+  run_perf mpi2x2 2 2 9 --mpirun -- all_reduce_perf "${std[@]}"
+  run_perf mpi3x1 3 1 9 --mpirun -- alltoall_perf "${std[@]}"
+}
+
+mode_ifname() {
+  run_perf decoy 2 1 9 --no-ifname --decoy-if -- all_reduce_perf "${std[@]}"
+}
+
+mode_netem() {
+  if ! "$netns" check-netem; then
+    echo "SKIP: the netem qdisc is not available in this kernel"
+    exit 77
+  fi
+  run_perf netem 2 1 5 --delay 2ms -- all_reduce_perf -b 8 -e 64K -f 8 -c 1 -n 2 -w 1
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Host 1 sends SIG to its braidrun's children once host 0 has printed two rows of an endless sweep. With STOP (a
+# hung host) it waits for host 0 to finish, then kills them.
+write_host_cmd() {
+  cat >"$work/host_cmd.sh" <<'EOF'
+#!/usr/bin/env bash
+set -euo pipefail
+build=$1 sig=$2
+"$build/tools/braidrun/braidrun" -np 2 --nnodes "$NNODES" --node-rank "$NODE_RANK" -- \
+  "$build/perf/all_reduce_perf" -b 64K -e 64K -n 20 -w 1 -c 0 -N 0 &
+br=$!
+if [ "$NODE_RANK" = 1 ]; then
+  for _ in $(seq 300); do
+    [ "$(grep -c '^ *65536 ' "$BRAID_NETNS_LOGDIR/host0.log" 2>/dev/null || true)" -ge 2 ] && break
+    sleep 0.1
+  done
+  read -r -a kids <"/proc/$br/task/$br/children" || true  # the list has no newline
+  [ ${#kids[@]} -eq 2 ] || { echo "test: braidrun has ${#kids[@]} children, not 2"; exit 3; }
+  date +%s.%N >"$BRAID_NETNS_LOGDIR/killed_at"
+  echo "test: SIG$sig to ranks' pids ${kids[*]}"
+  kill "-$sig" "${kids[@]}"
+  if [ "$sig" = STOP ]; then
+    for _ in $(seq 600); do
+      [ -e "$BRAID_NETNS_LOGDIR/host0.rc" ] && break
+      sleep 0.1
+    done
+    kill -KILL "${kids[@]}"
+  fi
+fi
+wait "$br"
+EOF
+  chmod +x "$work/host_cmd.sh"
+}
+
+# The kill: host 0's ranks see their peers' processes gone (or their connections closed) at once.
+mode_kill() {
+  local bound=$((5 + 10))
+  write_host_cmd
+  local dir=$work/kill rc=0
+  BRAID_TIMEOUT=5 "$netns" run -H 2 --timeout 60 --log-dir "$dir" -- "$work/host_cmd.sh" "$build" KILL \
+    >"$dir.out" 2>&1 || rc=$?
+  cat "$dir.out"
+  [ "$rc" != 0 ] || fail "kill: the harness succeeded although host 1's ranks were killed"
+  [ -e "$dir/killed_at" ] || fail "kill: host 1 never killed its ranks"
+  [ "$(cat "$dir/host1.rc")" = 137 ] || fail "kill: host 1's braidrun should exit 137 (SIGKILL), got $(cat "$dir/host1.rc")"
+  grep -Eq "braidrun \(node 1\): rank [23] \(pid [0-9]+\) killed by signal SIGKILL" "$dir/host1.log" ||
+    fail "kill: host 1's braidrun did not name the killed rank"
+  local rc0
+  rc0=$(cat "$dir/host0.rc")
+  [ "$rc0" != 0 ] || fail "kill: host 0's ranks exited 0 although their peers died"
+  # The first of host 0's ranks to notice fails naming a dead rank of host 1 (and its host, when the error can);
+  # host 0's braidrun then reports it and stops its other rank.
+  grep -Eq "rank [01]: .*(failed|error).*rank [23]\b" "$dir/host0.log" ||
+    fail "kill: no error on host 0 names rank 2 or 3"
+  grep -Eq "braidrun \(node 0\): rank [01] \(pid [0-9]+\) exited with status [1-9]" "$dir/host0.log" ||
+    fail "kill: host 0's braidrun did not report its failed rank"
+  local took
+  took=$(awk -v a="$(cat "$dir/killed_at")" -v b="$(cat "$dir/host0.end")" 'BEGIN { printf "%.1f", b - a }')
+  awk -v t="$took" -v b="$bound" 'BEGIN { exit !(t <= b) }' ||
+    fail "kill: host 0 took $took s after the kill to exit (bound $bound s with BRAID_TIMEOUT=5)"
+  echo "ok: host 0 exited with status $rc0 $took s after host 1's ranks were killed (bound $bound s)"
+}
+
+# A hung host (its ranks stopped, connections open): host 0's ranks must give up after BRAID_TIMEOUT=5 s without
+# progress, naming the rank they waited for, and not much later.
+mode_hang() {
+  local timeout=5 lo=4 hi=$((5 + 10))
+  write_host_cmd
+  local dir=$work/hang rc=0
+  BRAID_TIMEOUT=$timeout "$netns" run -H 2 --timeout 60 --log-dir "$dir" -- "$work/host_cmd.sh" "$build" STOP \
+    >"$dir.out" 2>&1 || rc=$?
+  cat "$dir.out"
+  [ -e "$dir/killed_at" ] || fail "hang: host 1 never stopped its ranks"
+  local rc0
+  rc0=$(cat "$dir/host0.rc")
+  [ "$rc0" != 0 ] || fail "hang: host 0's ranks exited 0 although their peers hung"
+  # The first rank to time out names the peer it waited for: in a ring that may be a healthy rank of host 0 that
+  # itself waits for host 1 (rank 1 waits for rank 0, which waits for rank 3).
+  grep -Eq "rank [01]: .*(rank [0-3]|host[01]).*BRAID_TIMEOUT" "$dir/host0.log" ||
+    fail "hang: no error on host 0 names the rank it waited for and BRAID_TIMEOUT"
+  local took
+  took=$(awk -v a="$(cat "$dir/killed_at")" -v b="$(cat "$dir/host0.end")" 'BEGIN { printf "%.1f", b - a }')
+  awk -v t="$took" -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(t >= lo && t <= hi) }' ||
+    fail "hang: host 0 exited $took s after host 1 hung; expected $lo-$hi s with BRAID_TIMEOUT=$timeout"
+  echo "ok: host 0 gave up $took s after host 1 hung (BRAID_TIMEOUT=$timeout), naming the rank it waited for"
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# This test's namespaces and their hosts files (/etc/netns/<ns>/hosts).
+ours() {
+  ip netns list | awk '{print $1}' | grep -E "^brdc[0-9]+-" || true
+  find /etc/netns -maxdepth 1 -name 'brdc*' 2>/dev/null || true
+}
+ns_has() {  # grep -q on a pipe could SIGPIPE `ip` and fail under pipefail
+  local list
+  list=$(ip netns list)
+  grep -q "$1" <<<"$list"
+}
+marker_alive() { pgrep -f "^sleep $1\$" >/dev/null; }
+
+wait_for_namespaces() {  # harness pid
+  local _
+  for _ in $(seq 100); do
+    ns_has "^brdc$1-h1" && return 0
+    sleep 0.1
+  done
+  fail "cleanup: harness $1 never created its namespaces"
+}
+
+mode_cleanup() {
+  local before after pid rc marker
+  before=$(ours)
+  [ -z "$before" ] || "$netns" cleanup --prefix brdc  # leftovers of an earlier killed test run
+  before=$(ours)
+  [ -z "$before" ] || fail "cleanup: namespaces brdc* exist before the test and belong to a live run: $before"
+
+  # 1. Success and failure.
+  "$netns" run --prefix brdc -H 3 -- true || fail "cleanup: a trivial run failed"
+  [ -z "$(ours)" ] || fail "cleanup: namespaces left after a successful run: $(ours)"
+  rc=0
+  "$netns" run --prefix brdc -H 2 -- false || rc=$?
+  [ "$rc" = 1 ] || fail "cleanup: a failing command should give status 1, got $rc"
+  [ -z "$(ours)" ] || fail "cleanup: namespaces left after a failed run: $(ours)"
+
+  # 2. Timeout: the hard limit kills the hosts' processes and exits 124.
+  marker="$((900 + RANDOM % 99)).$$1"
+  rc=0
+  local t0=$SECONDS
+  "$netns" run --prefix brdc --timeout 2 -- sleep "$marker" || rc=$?
+  [ "$rc" = 124 ] || fail "cleanup: timeout should give status 124, got $rc"
+  [ $((SECONDS - t0)) -le 10 ] || fail "cleanup: --timeout 2 took $((SECONDS - t0)) s"
+  [ -z "$(ours)" ] || fail "cleanup: namespaces left after a timeout: $(ours)"
+  ! marker_alive "$marker" || fail "cleanup: a host process survived the timeout"
+
+  # 3. SIGTERM and SIGINT to the harness (job control on, so the background harness does not ignore SIGINT).
+  local sig expect
+  for sig in TERM INT; do
+    marker="$((900 + RANDOM % 99)).$$2"
+    set -m
+    "$netns" run --prefix brdc -H 2 -- sleep "$marker" >/dev/null 2>&1 &
+    pid=$!
+    set +m
+    wait_for_namespaces "$pid"
+    kill "-$sig" "$pid"
+    rc=0
+    wait "$pid" || rc=$?
+    expect=143
+    [ "$sig" = TERM ] || expect=130
+    [ "$rc" = "$expect" ] || fail "cleanup: SIG$sig should give status $expect, got $rc"
+    [ -z "$(ours)" ] || fail "cleanup: namespaces left after SIG$sig: $(ours)"
+    ! marker_alive "$marker" || fail "cleanup: a host process survived SIG$sig to the harness"
+  done
+
+  # 4. SIGKILL: nothing can run in the harness, so its namespaces and processes stay (the check can see them)
+  #    until `netns.sh cleanup`, which must spare a run that is still alive.
+  marker="$((900 + RANDOM % 99)).$$3"
+  "$netns" run --prefix brdc -H 2 -- sleep "$marker" >/dev/null 2>&1 &
+  pid=$!
+  wait_for_namespaces "$pid"
+  local live_marker="$((900 + RANDOM % 99)).$$4" live
+  "$netns" run --prefix brdc -H 2 --timeout 60 -- sleep "$live_marker" >/dev/null 2>&1 &
+  live=$!
+  wait_for_namespaces "$live"
+  kill -KILL "$pid"
+  wait "$pid" || true
+  ns_has "^brdc$pid-h0" || fail "cleanup: the SIGKILLed harness's namespaces are already gone?"
+  marker_alive "$marker" || fail "cleanup: the SIGKILLed harness's host processes are already gone?"
+  "$netns" cleanup --prefix brdc
+  ! ns_has "^brdc$pid-" || fail "cleanup: 'netns.sh cleanup' left $(ours)"
+  ! marker_alive "$marker" || fail "cleanup: 'netns.sh cleanup' left a host process running"
+  ns_has "^brdc$live-h1" || fail "cleanup: 'netns.sh cleanup' removed a live run's namespaces"
+  kill -TERM "$live"
+  wait "$live" || true
+  after=$(ours)
+  [ -z "$after" ] || fail "cleanup: namespaces left at the end: $after"
+  echo "ok: no namespaces or processes left after success, failure, timeout, SIGTERM, SIGINT, SIGKILL + cleanup"
+}
+
+case $mode in
+  hosts2 | hosts3 | mpi | kill | hang | cleanup | ifname | netem) "mode_$mode" ;;
+  *) fail "unknown mode '$mode'" ;;
+esac

@@ -1,0 +1,194 @@
+# shellcheck shell=bash
+# Several "hosts" on one machine made of Linux network namespaces: the functions behind tests/multihost/netns.sh
+# and perf/net_baseline.sh. Source it, then:
+#
+#   netns_setup PREFIX HOSTS SUBNET [DECOY]   hosts 0..HOSTS-1 joined by veth pairs to a bridge in a switch namespace
+#   netns_set_delay DELAY                      netem delay on every host's veth (egress: a round trip gets 2 x DELAY)
+#   netns_exec I cmd...                        runs cmd inside host I's namespace
+#   netns_teardown                             kills what runs inside, deletes namespaces, veths and the bridge
+#   netns_cleanup_stale PREFIX [all]           the same for the leftovers of runs that were SIGKILLed
+#
+# Names: every object of one run carries the tag PREFIX + the PID of the script that made it (PREFIX of at most 5
+# characters keeps interface names within Linux's 15): namespaces TAG-h0 .. TAG-h3 and TAG-sw, host interfaces
+# TAGh0 .., switch ports TAGs0 .. and the bridge TAGbr inside TAG-sw. Nothing is created in the root namespace, so
+# runs in parallel never collide, even on addresses: SUBNET (e.g. 10.201.0) is private to each run's switch.
+#
+# Host I's interface gets SUBNET.(I+1)/24 and is its only route out; lo is up; the names host0 .. resolve to the
+# hosts' addresses inside every host (/etc/netns/<ns>/hosts, which `ip netns exec` mounts over /etc/hosts). With DECOY=1 each host also gets an
+# unrelated, up veth pair (10.250.I.1/24) created before the real interface, so it is the first non-loopback
+# interface in the host's list: a program that picks "the first interface" instead of the route to its peer fails.
+
+NETNS_TAG=""
+NETNS_HOSTS=0
+NETNS_SUBNET=""
+
+netns_log() { printf 'netns: %s\n' "$*" >&2; }
+
+# Returns 0 when namespaces and veths can be made here; otherwise prints why and returns 1.
+netns_check() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "not root (network namespaces need CAP_SYS_ADMIN)"
+    return 1
+  fi
+  if ! command -v ip >/dev/null 2>&1; then
+    echo "the ip command (iproute2) is not installed"
+    return 1
+  fi
+  local probe="brdprobe$$"
+  if ! ip netns add "$probe" >/dev/null 2>&1; then
+    echo "'ip netns add' fails here (no network namespace support)"
+    return 1
+  fi
+  if ! ip -n "$probe" link add "${probe}a" type veth peer name "${probe}b" >/dev/null 2>&1; then
+    ip netns del "$probe" >/dev/null 2>&1 || true
+    echo "veth pairs cannot be created here"
+    return 1
+  fi
+  ip netns del "$probe" >/dev/null 2>&1 || true
+  return 0
+}
+
+# 0 when the netem qdisc exists in this kernel.
+netns_netem_available() {
+  local probe="brdnetem$$" ok=1
+  ip netns add "$probe" >/dev/null 2>&1 || return 1
+  ip -n "$probe" link set lo up >/dev/null 2>&1 || true
+  if ip netns exec "$probe" tc qdisc add dev lo root netem delay 1ms >/dev/null 2>&1; then ok=0; fi
+  ip netns del "$probe" >/dev/null 2>&1 || true
+  return "$ok"
+}
+
+netns_host_ns() { printf '%s-h%s' "$NETNS_TAG" "$1"; }
+netns_host_if() { printf '%sh%s' "$NETNS_TAG" "$1"; }
+netns_host_addr() { printf '%s.%s' "$NETNS_SUBNET" "$(($1 + 1))"; }
+netns_switch_ns() { printf '%s-sw' "$NETNS_TAG"; }
+
+netns_setup() {
+  local prefix=$1 hosts=$2 subnet=$3 decoy=${4:-0}
+  if ! [[ $prefix =~ ^[a-z]{1,5}$ ]]; then
+    netns_log "prefix '$prefix' must be 1-5 lowercase letters"
+    return 2
+  fi
+  if ! [[ $subnet =~ ^10\.[0-9]{1,3}\.[0-9]{1,3}$ ]]; then
+    netns_log "subnet '$subnet' must look like 10.X.Y"
+    return 2
+  fi
+  NETNS_TAG="${prefix}$$"
+  NETNS_HOSTS=$hosts
+  NETNS_SUBNET=$subnet
+  local sw br i ns
+  sw=$(netns_switch_ns)
+  br="${NETNS_TAG}br"
+  ip netns add "$sw"
+  ip -n "$sw" link set lo up
+  ip -n "$sw" link add "$br" type bridge
+  ip -n "$sw" link set "$br" up
+  for ((i = 0; i < hosts; i++)); do
+    ns=$(netns_host_ns "$i")
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    if [ "$decoy" = 1 ]; then
+      ip -n "$ns" link add "${NETNS_TAG}d${i}" type veth peer name "${NETNS_TAG}e${i}"
+      ip -n "$ns" link set "${NETNS_TAG}d${i}" up
+      ip -n "$ns" link set "${NETNS_TAG}e${i}" up
+      ip -n "$ns" addr add "10.250.${i}.1/24" dev "${NETNS_TAG}d${i}"
+    fi
+    # Created inside the two namespaces at once: the names never exist in the root namespace.
+    ip link add "$(netns_host_if "$i")" netns "$ns" type veth peer name "${NETNS_TAG}s${i}" netns "$sw"
+    ip -n "$sw" link set "${NETNS_TAG}s${i}" master "$br" up
+    ip -n "$ns" addr add "$(netns_host_addr "$i")/24" dev "$(netns_host_if "$i")"
+    ip -n "$ns" link set "$(netns_host_if "$i")" up
+  done
+  # Host names resolve inside every host: `ip netns exec` bind-mounts /etc/netns/<ns>/hosts over /etc/hosts.
+  for ((i = 0; i < hosts; i++)); do
+    ns=$(netns_host_ns "$i")
+    mkdir -p "/etc/netns/$ns"
+    {
+      printf '127.0.0.1\tlocalhost\n'
+      local j
+      for ((j = 0; j < hosts; j++)); do printf '%s\thost%d\n' "$(netns_host_addr "$j")" "$j"; done
+    } >"/etc/netns/$ns/hosts"
+  done
+  # The bridge forwards once its ports leave the listening state; with STP off that is at once, but wait for
+  # carrier on every host so the first packet is not lost to a link still coming up.
+  local tries
+  for ((i = 0; i < hosts; i++)); do
+    for ((tries = 0; tries < 50; tries++)); do
+      ip -n "$(netns_host_ns "$i")" link show "$(netns_host_if "$i")" | grep -q "LOWER_UP" && break
+      sleep 0.1
+    done
+  done
+}
+
+netns_set_delay() {
+  local delay=$1 i
+  for ((i = 0; i < NETNS_HOSTS; i++)); do
+    if ! ip netns exec "$(netns_host_ns "$i")" tc qdisc add dev "$(netns_host_if "$i")" root netem delay "$delay"; then
+      netns_log "cannot add 'netem delay $delay' on host $i (is sch_netem in this kernel?)"
+      return 1
+    fi
+  done
+}
+
+netns_exec() {
+  local i=$1
+  shift
+  ip netns exec "$(netns_host_ns "$i")" "$@"
+}
+
+# Sends sig to every process inside namespace ns.
+netns_signal_ns() {
+  local ns=$1 sig=$2 pid
+  for pid in $(ip netns pids "$ns" 2>/dev/null); do
+    kill "-$sig" "$pid" 2>/dev/null || true
+  done
+}
+
+# Deletes namespaces (processes first: a namespace with processes would outlive its name). Veths go with their
+# namespace, the bridge with the switch's.
+netns_delete() {
+  local ns
+  for ns in "$@"; do
+    netns_signal_ns "$ns" KILL
+  done
+  for ns in "$@"; do
+    local tries
+    for ((tries = 0; tries < 50; tries++)); do
+      [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break
+      sleep 0.1
+    done
+    ip netns del "$ns" 2>/dev/null || true
+    rm -rf "/etc/netns/$ns"
+  done
+}
+
+netns_teardown() {
+  [ -n "$NETNS_TAG" ] || return 0
+  local names=() ns
+  while read -r ns _; do
+    case $ns in "$NETNS_TAG"-h* | "$NETNS_TAG"-sw) names+=("$ns") ;; esac
+  done < <(ip netns list 2>/dev/null)
+  [ ${#names[@]} -eq 0 ] || netns_delete "${names[@]}"
+  NETNS_TAG=""
+}
+
+# Removes namespaces PREFIX<pid>-* whose run (process <pid>) is gone; with "all", those of live runs too.
+netns_cleanup_stale() {
+  local prefix=$1 all=${2:-} ns pid names=()
+  while read -r ns _; do
+    [[ $ns =~ ^${prefix}([0-9]+)-(h[0-9]+|sw)$ ]] || continue
+    pid=${BASH_REMATCH[1]}
+    if [ "$all" = all ] || ! kill -0 "$pid" 2>/dev/null; then names+=("$ns"); fi
+  done < <(ip netns list 2>/dev/null)
+  local dir
+  for dir in /etc/netns/"$prefix"*; do  # hosts files whose namespace is already gone
+    [ -d "$dir" ] || continue
+    ns=${dir##*/}
+    [[ $ns =~ ^${prefix}([0-9]+)-h[0-9]+$ ]] || continue
+    if [ "$all" = all ] || ! kill -0 "${BASH_REMATCH[1]}" 2>/dev/null; then rm -rf "$dir"; fi
+  done
+  if [ ${#names[@]} -gt 0 ]; then
+    netns_log "removing ${names[*]}"
+    netns_delete "${names[@]}"
+  fi
+}
