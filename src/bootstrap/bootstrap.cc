@@ -240,6 +240,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdInfo& id, int
     local.setPort(0);
   } else {
     BRAID_ASSIGN_OR_RETURN(local, findBootstrapInterface(&ifName, &id.root));
+    noteBootstrapInterface(ifName);
   }
   SocketAddress bound;
   BRAID_ASSIGN_OR_RETURN(b->listener_, Socket::listen(local, &bound));

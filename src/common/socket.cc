@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -146,6 +147,21 @@ Result<SocketAddress> findRouteSource(const SocketAddress& remote, std::string* 
   }
   if (ifName != nullptr) *ifName = name;
   return local;
+}
+
+namespace {
+std::mutex gBootstrapIfMu;
+std::string gBootstrapIf;
+}  // namespace
+
+void noteBootstrapInterface(const std::string& ifName) {
+  std::lock_guard<std::mutex> lock(gBootstrapIfMu);
+  gBootstrapIf = ifName;
+}
+
+std::string bootstrapInterface() {
+  std::lock_guard<std::mutex> lock(gBootstrapIfMu);
+  return gBootstrapIf;
 }
 
 Result<SocketAddress> findBootstrapInterface(std::string* ifName, const SocketAddress* toward) {

@@ -35,6 +35,11 @@ Result<SocketAddress> parseSocketAddress(const std::string& text);
 // first interface that is up and not loopback/docker, falling back to loopback. The port is 0.
 Result<SocketAddress> findBootstrapInterface(std::string* ifName, const SocketAddress* toward = nullptr);
 
+// The interface this process's bootstrap last listened on ("" before any): the Socket network puts it first when
+// NCCL_SOCKET_IFNAME is unset, so data goes where the rendezvous went (NCCL shares one interface list too).
+void noteBootstrapInterface(const std::string& ifName);
+std::string bootstrapInterface();
+
 // The local address and interface the kernel would use to reach `remote` (no packet is sent).
 Result<SocketAddress> findRouteSource(const SocketAddress& remote, std::string* ifName);
 

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -151,6 +152,12 @@ Result<std::vector<Device>> findDevices() {
   }
   freeifaddrs(list);
   if (found.empty()) found = loop;  // nothing else: loopback, as NCCL does
+  // Unset NCCL_SOCKET_IFNAME: the bootstrap's interface (the one routed to the root) first, since the first
+  // interface found may be one the other hosts cannot reach.
+  const std::string boot = bootstrapInterface();
+  if (spec.empty() && !boot.empty()) {
+    std::stable_partition(found.begin(), found.end(), [&](const Device& d) { return d.name == boot; });
+  }
   for (Device& d : found) {
     std::ifstream speed("/sys/class/net/" + d.name + "/speed");
     int mbps = 0;
