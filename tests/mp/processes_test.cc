@@ -287,6 +287,46 @@ TEST(Processes, CollectivesAcrossHostsOverTheNetwork) {
   }
 }
 
+// Across hosts the selector weighs network hops: with a slow network (a tuning file's "net" line standing in for
+// tc netem, which this kernel lacks) a 1 MB all-reduce over 2 hosts x 2 ranks takes the tree (2 network hops
+// each way) instead of the ring (6 steps, each waiting on the network); with a fast one, the ring. The TUNING
+// log line of rank 0 says which, and the results are exact either way.
+TEST(Processes, NetworkLatencyMovesTheAllReduceToTheTree) {
+  char dir[] = "/tmp/braid-netsel-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::vector<CollCase> cases = {CollCase{Coll::kAllReduce, ncclFloat32, ncclSum, 1 << 18, false, 0}};
+  for (const char* alpha : {"2", "5000"}) {
+    const std::string tuning = std::string(dir) + "/tuning." + alpha;
+    FILE* f = fopen(tuning.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fprintf(f, "net %s 1.25\n", alpha);
+    fclose(f);
+    const std::string log = std::string(dir) + "/rank0." + alpha + ".log";
+    setenv("BRAID_TUNING_FILE", tuning.c_str(), 1);
+    auto status = runProcesses(
+        4, [&](int rank, ncclComm_t comm) { return runCaseList(cases, rank, 4, comm); }, 120, nullptr, nullptr,
+        [&](int rank) {
+          setenv("NCCL_HOSTID", rank < 2 ? "host-a" : "host-b", 1);
+          if (rank == 0) {
+            setenv("NCCL_DEBUG", "INFO", 1);
+            setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+            setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+            ncclResetDebugInit();
+          }
+        });
+    unsetenv("BRAID_TUNING_FILE");
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "net alpha " << alpha << " rank " << r;
+    const std::string text = readFile(log);
+    const std::vector<std::string> lines = linesWith(text, "allreduce 1048576 bytes");
+    ASSERT_FALSE(lines.empty()) << text;
+    const std::string want = std::string(alpha) == "2" ? "-> Ring/Simple" : "-> Tree/Simple";
+    EXPECT_NE(lines[0].find(want), std::string::npos) << "net alpha " << alpha << ": " << lines[0];
+    unlink(log.c_str());
+    unlink(tuning.c_str());
+  }
+  rmdir(dir);
+}
+
 TEST(Processes, KillNineOneRankOthersGetRemoteError) {
   // Rank 1 is killed mid-collective; the others must fail with ncclRemoteError naming rank 1, well before the
   // BRAID_TIMEOUT deadline, because a dead peer process is detected directly.
