@@ -118,16 +118,36 @@ run_perf() {
 std=(-b 8 -e 1M -f 4 -c 1 -n 2 -w 1)  # 8 B .. 512 KB: 9 sizes
 
 # ---------------------------------------------------------------------------------------------------------------
+all_tools=(all_reduce_perf all_gather_perf reduce_scatter_perf alltoall_perf broadcast_perf reduce_perf sendrecv_perf
+  gather_perf scatter_perf)
+short=(-b 8 -e 256K -f 8 -c 1 -n 2 -w 1)  # 8 B .. 256 KB: 6 sizes
+
+# Every collective across 2 hosts x 2 ranks and 3 hosts x 1 and x 2 ranks, over the network.
 mode_hosts2() {
   run_perf ar2x2 2 2 9 -- all_reduce_perf "${std[@]}"
-  run_perf a2a2x2 2 2 9 -- alltoall_perf "${std[@]}"
-  run_perf sr2x2 2 2 9 -- sendrecv_perf "${std[@]}"
+  local t
+  for t in "${all_tools[@]:1}"; do run_perf "${t%_perf}2x2" 2 2 6 -- "$t" "${short[@]}"; done
 }
 
 mode_hosts3() {
   run_perf ar3x1 3 1 9 -- all_reduce_perf "${std[@]}"
-  run_perf rs3x1 3 1 9 -- reduce_scatter_perf "${std[@]}"
   run_perf ag3x2 3 2 9 -- all_gather_perf "${std[@]}"
+  local t
+  for t in "${all_tools[@]:2}"; do run_perf "${t%_perf}3x1" 3 1 6 -- "$t" "${short[@]}"; done
+}
+
+# The same over libfabric (the OFI network on its tcp provider) instead of the Socket network.
+mode_ofi() {
+  if ! grep -q "^BRAID_WITH_LIBFABRIC:BOOL=ON" "$build/CMakeCache.txt" ||
+    ! grep -q "^LIBFABRIC_FOUND:INTERNAL=1" "$build/CMakeCache.txt"; then
+    echo "SKIP: braid was built without libfabric"
+    exit 77
+  fi
+  export NCCL_NET=OFI FI_PROVIDER=tcp
+  local t
+  for t in "${all_tools[@]}"; do run_perf "${t%_perf}_ofi2x2" 2 2 6 -- "$t" "${short[@]}"; done
+  run_perf ar_ofi3x1 3 1 9 -- all_reduce_perf "${std[@]}"
+  run_perf a2a_ofi3x1 3 1 6 -- alltoall_perf "${short[@]}"
 }
 
 # mpirun with a hostfile of host0, host1; its remote shell is `netns.sh rsh`. The unique id travels by MPI_Bcast.
