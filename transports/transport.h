@@ -156,14 +156,14 @@ class Transport {
 
 // A FIFO in this process's own memory (an anonymous mapping placed on self's NUMA node): the control block, then
 // the Simple and LL slots. The in-process and network transports use it. `beforeUnmap` runs when the last
-// reference goes, before the memory does (a network connection stops using it there).
+// reference goes, before the memory does (a network connection stops using it there); false keeps it mapped.
 struct LocalFifo {
   std::shared_ptr<void> mem;
   FifoCtrl* ctrl = nullptr;
   char* slots = nullptr;
 };
 Result<LocalFifo> allocLocalFifo(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
-                                 std::function<void()> beforeUnmap = nullptr);
+                                 std::function<bool()> beforeUnmap = nullptr);
 
 // Transports in the order they are tried for each peer (p2p, shm, net as they exist).
 const std::vector<Transport*>& hostTransports();

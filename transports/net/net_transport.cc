@@ -238,14 +238,22 @@ class NetProxy {
 
   // Called when the connector goes: a send connection first delivers what was published (an operation completes
   // on the sender when its last slot is published, not when the network has carried it).
-  void remove(NetConn* c) {
+  bool remove(NetConn* c) {
     std::unique_lock<std::mutex> lock(mu_);
     c->closing = true;
     c->closeDeadline = timeoutFromNow();
     cv_.notify_all();
-    doneCv_.wait(lock, [&] {
+    // The progress thread closes it once its sends are out, or at closeDeadline; a network call that never
+    // returns would hold it longer, so this wait has its own bound, after which the connection is left behind
+    // (its memory stays mapped: the NetConn and the FIFO mapping it uses are not freed).
+    const bool gone = doneCv_.wait_for(lock, std::chrono::seconds(std::max<int64_t>(1, params::Timeout()) + 5), [&] {
       return std::none_of(conns_.begin(), conns_.end(), [c](const std::shared_ptr<NetConn>& p) { return p.get() == c; });
     });
+    if (!gone) {
+      BRAID_WARN("rank %d: the network connection %s %s did not close within BRAID_TIMEOUT; leaving it open",
+                 c->self.rank, c->isSend ? "to" : "from", describe(c->peer).c_str());
+    }
+    return gone;
   }
 
  private:
@@ -382,7 +390,7 @@ class NetTransport : public Transport {
   static Result<LocalFifo> attach(const std::shared_ptr<NetConn>& c, size_t llSlotBytes) {
     NetConn* raw = c.get();
     BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, allocLocalFifo(c->self, c->slotBytes, llSlotBytes,
-                                                          [raw] { NetProxy::get().remove(raw); }));
+                                                          [raw] { return NetProxy::get().remove(raw); }));
     c->ctrl = fifo.ctrl;
     c->slots = fifo.slots;
     c->connectDeadline = timeoutFromNow();

@@ -206,13 +206,13 @@ class ShmTransport : public Transport {
 }  // namespace
 
 Result<LocalFifo> allocLocalFifo(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
-                                 std::function<void()> beforeUnmap) {
+                                 std::function<bool()> beforeUnmap) {
   const size_t bytes = segmentBytes(slotBytes, llSlotBytes);
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) return errnoError(errno, "mmap of %zu bytes for an in-process FIFO", bytes);
   LocalFifo fifo;
   fifo.mem = std::shared_ptr<void>(base, [bytes, beforeUnmap](void* p) {
-    if (beforeUnmap) beforeUnmap();
+    if (beforeUnmap && !beforeUnmap()) return;  // still in use: left mapped
     munmap(p, bytes);
   });
   placeOnNumaNode(base, bytes, self);
