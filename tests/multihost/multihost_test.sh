@@ -46,8 +46,6 @@ fail() {
 }
 
 export BRAID_TIMEOUT=${BRAID_TIMEOUT:-20}
-# Every "host" shares this machine's cores, so no rank should spin long before yielding.
-export BRAID_SPIN_COUNT=20
 
 # run_perf NAME HOSTS RANKS_PER_HOST ROWS [--mpirun] [netns options] -- tool args...: runs tool on every host (one
 # braidrun each, or one mpirun on host 0 that starts the others through `netns.sh rsh`) and checks the result;
@@ -73,7 +71,7 @@ run_perf() {
     # shellcheck disable=SC2016 # expanded on host 0
     cmd=(bash -c '[ "$NODE_RANK" != 0 ] || exec "$@"' mpirun mpirun --allow-run-as-root --bind-to none
       --hostfile "$dir/hostfile" --mca plm_rsh_agent "$netns rsh" -N "$np" -np $((hosts * np))
-      -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS -x BRAID_TIMEOUT -x BRAID_SPIN_COUNT
+      -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS -x BRAID_TIMEOUT
       "$build/perf/$tool" "$@")
   fi
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,NET "$netns" run -H "$hosts" --timeout 90 --log-dir "$dir" "${opts[@]}" -- \
