@@ -59,10 +59,14 @@ TEST_F(OfiNet, TwoConnectionsOnOneListenerStayApart) {
   while ((send[0] == nullptr || send[1] == nullptr || recv[0] == nullptr || recv[1] == nullptr) &&
          secondsSince(t0) < 10) {
     for (int i = 0; i < 2; ++i) {
-      if (send[i] == nullptr) ASSERT_TRUE(net_->connect(dev_, &h[i], &send[i]).isOk());
+      if (send[i] == nullptr) {
+        ASSERT_TRUE(net_->connect(dev_, &h[i], &send[i]).isOk());
+      }
     }
     for (int i = 0; i < 2; ++i) {
-      if (recv[i] == nullptr) ASSERT_TRUE(net_->accept(listen, &recv[i]).isOk());
+      if (recv[i] == nullptr) {
+        ASSERT_TRUE(net_->accept(listen, &recv[i]).isOk());
+      }
     }
   }
   ASSERT_TRUE(send[0] != nullptr && send[1] != nullptr && recv[0] != nullptr && recv[1] != nullptr);
