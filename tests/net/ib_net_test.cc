@@ -73,7 +73,9 @@ TEST(IbNet, NoDeviceMeansZeroDevicesAndCleanErrors) {
   EXPECT_EQ(listen, nullptr);
 }
 #else
-TEST(IbNet, NotBuilt) { GTEST_SKIP() << "built without libibverbs"; }
+TEST(IbNet, NotBuilt) {
+  GTEST_SKIP() << "built without libibverbs";
+}
 #endif
 
 }  // namespace

@@ -43,10 +43,18 @@ TEST_F(OfiNet, PropertiesNameTheProvider) {
   EXPECT_EQ(net_->name(), "OFI");
 }
 
-TEST_F(OfiNet, SizesZeroToSixtyFourMegabytes) { runSizes(*net_, dev_); }
-TEST_F(OfiNet, ManyRequestsInFlight) { runManyInFlight(*net_, dev_); }
-TEST_F(OfiNet, GroupedReceiveMatchesByTag) { runGrouped(*net_, dev_); }
-TEST_F(OfiNet, TagsSelectTheReceive) { runTags(*net_, dev_); }
+TEST_F(OfiNet, SizesZeroToSixtyFourMegabytes) {
+  runSizes(*net_, dev_);
+}
+TEST_F(OfiNet, ManyRequestsInFlight) {
+  runManyInFlight(*net_, dev_);
+}
+TEST_F(OfiNet, GroupedReceiveMatchesByTag) {
+  runGrouped(*net_, dev_);
+}
+TEST_F(OfiNet, TagsSelectTheReceive) {
+  runTags(*net_, dev_);
+}
 
 TEST_F(OfiNet, TwoConnectionsOnOneListenerStayApart) {
   NetHandle handle;

@@ -44,10 +44,18 @@ TEST_F(SocketNet, PropertiesDescribeTheLoopbackDevice) {
   EXPECT_EQ(net_->abiVersion(), 8);
 }
 
-TEST_F(SocketNet, SizesZeroToSixtyFourMegabytes) { runSizes(*net_, 0); }
-TEST_F(SocketNet, ManyRequestsInFlight) { runManyInFlight(*net_, 0); }
-TEST_F(SocketNet, GroupedReceiveMatchesByTag) { runGrouped(*net_, 0); }
-TEST_F(SocketNet, TagsSelectTheReceive) { runTags(*net_, 0); }
+TEST_F(SocketNet, SizesZeroToSixtyFourMegabytes) {
+  runSizes(*net_, 0);
+}
+TEST_F(SocketNet, ManyRequestsInFlight) {
+  runManyInFlight(*net_, 0);
+}
+TEST_F(SocketNet, GroupedReceiveMatchesByTag) {
+  runGrouped(*net_, 0);
+}
+TEST_F(SocketNet, TagsSelectTheReceive) {
+  runTags(*net_, 0);
+}
 
 TEST_F(SocketNet, ConnectAndAcceptFromTwoThreads) {
   NetHandle handle;

@@ -83,10 +83,9 @@ class NetModule {
 
   // *request null: too many in flight, retry later. Sizes above the ABI's limit (INT_MAX for v8) are an error.
   [[nodiscard]] Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request);
-  [[nodiscard]] Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-                             void** mhandles, void** request);
-  [[nodiscard]] Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                              void** request);
+  [[nodiscard]] Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+                             void** request);
+  [[nodiscard]] Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles, void** request);
   // *done true when complete; sizes (n entries for a grouped receive, 1 for a send) then hold bytes moved.
   [[nodiscard]] Status test(void* request, bool* done, int* sizes);
 

@@ -37,8 +37,8 @@ Result<IbHcaSpec> parseIbHca(const std::string& text) {
         }
         e.port = static_cast<int>(p);
       }
-      if (e.name.empty()) return invalidArgument("NCCL_IB_HCA=\"%s\": entry \"%s\" has no HCA name", text.c_str(),
-                                                 tok.c_str());
+      if (e.name.empty())
+        return invalidArgument("NCCL_IB_HCA=\"%s\": entry \"%s\" has no HCA name", text.c_str(), tok.c_str());
       spec.entries.push_back(e);
     }
     if (comma == std::string::npos) break;

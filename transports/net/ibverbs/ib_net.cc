@@ -126,15 +126,33 @@ std::set<void*> gPending;
 int rateMbps(const ibv_port_attr& a) {
   int perLane = 2500;  // SDR
   switch (a.active_speed) {
-    case 2: perLane = 5000; break;     // DDR
-    case 4: case 8: perLane = 10000; break;  // QDR, FDR10
-    case 16: perLane = 14000; break;   // FDR
-    case 32: perLane = 25000; break;   // EDR
-    case 64: perLane = 50000; break;   // HDR
-    case 128: perLane = 100000; break; // NDR
-    default: break;
+    case 2:
+      perLane = 5000;
+      break;  // DDR
+    case 4:
+    case 8:
+      perLane = 10000;
+      break;  // QDR, FDR10
+    case 16:
+      perLane = 14000;
+      break;  // FDR
+    case 32:
+      perLane = 25000;
+      break;  // EDR
+    case 64:
+      perLane = 50000;
+      break;  // HDR
+    case 128:
+      perLane = 100000;
+      break;  // NDR
+    default:
+      break;
   }
-  int lanes = a.active_width == 1 ? 1 : a.active_width == 2 ? 4 : a.active_width == 4 ? 8 : a.active_width == 8 ? 12 : 2;
+  int lanes = a.active_width == 1   ? 1
+              : a.active_width == 2 ? 4
+              : a.active_width == 4 ? 8
+              : a.active_width == 8 ? 12
+                                    : 2;
   return perLane * lanes;
 }
 
@@ -181,8 +199,13 @@ Status createQp(Comm& c) {
                        useGid);
   }
   std::random_device rnd;
-  c.local = QpInfo{kHandleMagic, c.qp->qp_num, rnd() & 0xffffff, d.portAttr.lid,
-                   static_cast<uint8_t>(d.portAttr.active_mtu), d.portAttr.link_layer, {}};
+  c.local = QpInfo{kHandleMagic,
+                   c.qp->qp_num,
+                   rnd() & 0xffffff,
+                   d.portAttr.lid,
+                   static_cast<uint8_t>(d.portAttr.active_mtu),
+                   d.portAttr.link_layer,
+                   {}};
   memcpy(c.local.gid, gid.raw, 16);
   return Status::ok();
 }
@@ -219,9 +242,9 @@ Status connectQp(Comm& c) {
   s.retry_cnt = static_cast<uint8_t>(retry);
   s.rnr_retry = 7;  // infinite: a send waits for its receive to be posted
   s.max_rd_atomic = 1;
-  rc = ibv_modify_qp(c.qp, &s,
-                     IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                         IBV_QP_MAX_QP_RD_ATOMIC);
+  rc = ibv_modify_qp(
+      c.qp, &s,
+      IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc != 0) return errnoError(rc, "NET/IB : ibv_modify_qp(RTS) to peer %s", c.peer.c_str());
   return Status::ok();
 }
@@ -230,8 +253,8 @@ Status connectQp(Comm& c) {
 Status ioSome(Comm& c, bool send, void* buf, size_t want, size_t* done) {
   while (*done < want) {
     char* p = static_cast<char*>(buf) + *done;
-    ssize_t n = send ? ::send(c.fd, p, want - *done, MSG_NOSIGNAL | MSG_DONTWAIT)
-                     : ::recv(c.fd, p, want - *done, MSG_DONTWAIT);
+    ssize_t n =
+        send ? ::send(c.fd, p, want - *done, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(c.fd, p, want - *done, MSG_DONTWAIT);
     if (n > 0) {
       *done += static_cast<size_t>(n);
       continue;
@@ -470,12 +493,12 @@ ncclResult_t ibAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v8_
 ncclResult_t ibRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   if (comm == nullptr || mhandle == nullptr) return BRAID_NET_RESULT(invalidArgument("NET/IB : regMr: null argument"));
   if (type != NCCL_PTR_HOST) {
-    return BRAID_NET_RESULT(invalidArgument("NET/IB : regMr: memory type %d is not supported (host memory only)",
-                                            type));
+    return BRAID_NET_RESULT(
+        invalidArgument("NET/IB : regMr: memory type %d is not supported (host memory only)", type));
   }
   Comm* c = static_cast<Comm*>(comm);
-  ibv_mr* mr = ibv_reg_mr(c->dev->pd, data, size,
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  ibv_mr* mr =
+      ibv_reg_mr(c->dev->pd, data, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   if (mr == nullptr) return BRAID_NET_RESULT(errnoError(errno, "NET/IB : ibv_reg_mr of %zu bytes", size));
   *mhandle = mr;
   return ncclSuccess;
@@ -586,9 +609,10 @@ void pollCq(Comm& c) {
       r.size = wc[i].byte_len;
       uint32_t tag = ntohl(wc[i].imm_data);
       if ((wc[i].wc_flags & IBV_WC_WITH_IMM) == 0 || tag != static_cast<uint32_t>(r.tag)) {
-        r.error = invalidUsage("NET/IB : message from %s has tag %u but the posted receive expects %d (the IB "
-                               "network matches in order, not by tag)",
-                               c.peer.c_str(), tag, r.tag);
+        r.error = invalidUsage(
+            "NET/IB : message from %s has tag %u but the posted receive expects %d (the IB "
+            "network matches in order, not by tag)",
+            c.peer.c_str(), tag, r.tag);
       }
     }
   }
@@ -641,18 +665,22 @@ ncclResult_t ibCloseListen(void* listenComm) {
 ncclResult_t ibGetDeviceMr(void*, void*, void**) {
   return BRAID_NET_RESULT(internalError("NET/IB : getDeviceMr: no device offload"));
 }
-ncclResult_t ibIrecvConsumed(void*, int, void*) { return ncclSuccess; }
+ncclResult_t ibIrecvConsumed(void*, int, void*) {
+  return ncclSuccess;
+}
 
 const ncclNet_v8_t kIbNet = {
-    "IB",        ibInit,         ibDevices,  ibGetProperties, ibListen,    ibConnect,   ibAccept,
-    ibRegMr,     ibRegMrDmaBuf,  ibDeregMr,  ibIsend,         ibIrecv,     ibIflush,    ibTest,
-    ibCloseComm, ibCloseComm,    ibCloseListen, ibGetDeviceMr, ibIrecvConsumed,
+    "IB",        ibInit,        ibDevices,     ibGetProperties, ibListen,        ibConnect, ibAccept,
+    ibRegMr,     ibRegMrDmaBuf, ibDeregMr,     ibIsend,         ibIrecv,         ibIflush,  ibTest,
+    ibCloseComm, ibCloseComm,   ibCloseListen, ibGetDeviceMr,   ibIrecvConsumed,
 };
 
 }  // namespace
 }  // namespace ib
 
-const ncclNet_v8_t* ibNetTable() { return &ib::kIbNet; }
+const ncclNet_v8_t* ibNetTable() {
+  return &ib::kIbNet;
+}
 
 }  // namespace net
 }  // namespace braid

@@ -52,8 +52,12 @@ constexpr int kMaxGroup = 8;
 constexpr int kCtrlRecvs = 8;  // control receives kept posted on a listening endpoint
 constexpr size_t kMaxName = 96;
 
-uint64_t dataTag(uint32_t commId, int tag) { return (uint64_t{commId} << 32) | static_cast<uint32_t>(tag); }
-uint64_t ctrlTag(uint32_t commId, uint32_t kind) { return kCtrlBit | (uint64_t{commId} << 32) | kind; }
+uint64_t dataTag(uint32_t commId, int tag) {
+  return (uint64_t{commId} << 32) | static_cast<uint32_t>(tag);
+}
+uint64_t ctrlTag(uint32_t commId, uint32_t kind) {
+  return kCtrlBit | (uint64_t{commId} << 32) | kind;
+}
 
 Status ofiError(int rc, const char* what) {
   return systemError("NET/OFI : %s failed: %s (%d)", what, fi_strerror(-rc), rc);
@@ -251,8 +255,8 @@ Status postCtrlRecv(Endpoint& e, int i) {
   op = Op();
   op.kind = OpKind::kCtrlRecv;
   op.ctrlIndex = i;
-  ssize_t rc = fi_trecv(e.ep, &e.ctrlBufs[i], sizeof(CtrlMsg), e.ctrlMr.desc, FI_ADDR_UNSPEC, kCtrlBit, ~kCtrlBit,
-                        &op.ctx);
+  ssize_t rc =
+      fi_trecv(e.ep, &e.ctrlBufs[i], sizeof(CtrlMsg), e.ctrlMr.desc, FI_ADDR_UNSPEC, kCtrlBit, ~kCtrlBit, &op.ctx);
   if (rc != 0) return ofiError(static_cast<int>(rc), "fi_trecv(control)");
   op.posted = true;
   return Status::ok();
@@ -265,10 +269,10 @@ void applyPeerClose(Comm& c) {
     bool waiting = false;
     for (int i = 0; i < r.n; ++i) waiting = waiting || !r.ops[i].done;
     if (r.used && waiting && r.error.isOk()) {
-      r.error = remoteError("NET/OFI : peer %s closed the connection with this receive pending (%llu messages sent, "
-                            "%llu received)",
-                            c.peer.c_str(), static_cast<unsigned long long>(c.peerSends),
-                            static_cast<unsigned long long>(c.completed));
+      r.error = remoteError(
+          "NET/OFI : peer %s closed the connection with this receive pending (%llu messages sent, "
+          "%llu received)",
+          c.peer.c_str(), static_cast<unsigned long long>(c.peerSends), static_cast<unsigned long long>(c.completed));
     }
   }
 }
@@ -344,10 +348,10 @@ Status postPending(Endpoint& e, Request& r) {
   for (int i = 0; i < r.n; ++i) {
     Op& op = r.ops[i];
     if (op.posted) continue;
-    ssize_t rc = c.isSend ? fi_tsend(e.ep, r.data[i], r.cap[i], r.desc[i], c.peerAddr, dataTag(c.commId, r.tags[i]),
-                                     &op.ctx)
-                          : fi_trecv(e.ep, r.data[i], r.cap[i], r.desc[i], FI_ADDR_UNSPEC,
-                                     dataTag(c.commId, r.tags[i]), 0, &op.ctx);
+    ssize_t rc =
+        c.isSend
+            ? fi_tsend(e.ep, r.data[i], r.cap[i], r.desc[i], c.peerAddr, dataTag(c.commId, r.tags[i]), &op.ctx)
+            : fi_trecv(e.ep, r.data[i], r.cap[i], r.desc[i], FI_ADDR_UNSPEC, dataTag(c.commId, r.tags[i]), 0, &op.ctx);
     if (rc == -FI_EAGAIN) return Status::ok();
     if (rc != 0) return ofiError(static_cast<int>(rc), c.isSend ? "fi_tsend" : "fi_trecv");
     op.posted = true;
@@ -392,8 +396,7 @@ ncclResult_t ofiInit(ncclDebugLogger_t logFn) {
   fi_freeinfo(list);
   std::string names;
   for (size_t i = 0; i < gDevices.size(); ++i) names += " [" + std::to_string(i) + "]" + gDevices[i].name;
-  BRAID_NET_INFO("NET/OFI : Using libfabric %u.%u:%s", FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
-                 names.c_str());
+  BRAID_NET_INFO("NET/OFI : Using libfabric %u.%u:%s", FI_MAJOR(fi_version()), FI_MINOR(fi_version()), names.c_str());
   return ncclSuccess;
 }
 
@@ -470,8 +473,9 @@ Status connectImpl(int dev, Handle* h, void** sendComm) {
     {
       std::lock_guard<std::mutex> lk(gPendingMu);
       if (gPending.count(h->pending) == 0) {
-        return invalidArgument("NET/OFI : connect: the handle's pending-connection state is not ours (pass the same "
-                               "handle buffer on every call)");
+        return invalidArgument(
+            "NET/OFI : connect: the handle's pending-connection state is not ours (pass the same "
+            "handle buffer on every call)");
       }
     }
     auto* c = static_cast<Comm*>(h->pending);
@@ -568,8 +572,8 @@ ncclResult_t ofiRegMr(void* comm, void* data, size_t size, int type, void** mhan
   }
   *mhandle = nullptr;
   if (type != NCCL_PTR_HOST) {
-    return BRAID_NET_RESULT(invalidArgument("NET/OFI : regMr: memory type %d is not supported (host memory only)",
-                                            type));
+    return BRAID_NET_RESULT(
+        invalidArgument("NET/OFI : regMr: memory type %d is not supported (host memory only)", type));
   }
   Result<MemHandle> mh = registerMem(static_cast<Comm*>(comm)->ep->dev, data, size);
   if (!mh.isOk()) return BRAID_NET_RESULT(mh.status());
@@ -601,8 +605,7 @@ Request* allocRequest(Comm& c) {
   return nullptr;
 }
 
-Status postImpl(Comm& c, int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
-                void** request) {
+Status postImpl(Comm& c, int n, void** data, const size_t* sizes, const int* tags, void** mhandles, void** request) {
   std::lock_guard<std::mutex> lk(c.ep->mu);
   if (!c.isSend && c.peerClosed && c.completed >= c.peerSends) {
     return remoteError("NET/OFI : peer %s closed the connection", c.peer.c_str());
@@ -622,8 +625,10 @@ Status postImpl(Comm& c, int n, void** data, const size_t* sizes, const int* tag
   }
   Status s = postPending(*c.ep, *r);
   if (!s.isOk()) {
-    if (r->outstanding() == 0) r->used = false;
-    else r->error = s;
+    if (r->outstanding() == 0)
+      r->used = false;
+    else
+      r->error = s;
     return s;
   }
   *request = r;
@@ -632,8 +637,8 @@ Status postImpl(Comm& c, int n, void** data, const size_t* sizes, const int* tag
 
 ncclResult_t ofiIsend(void* sendComm, void* data, int size, int tag, void* mhandle, void** request) {
   if (sendComm == nullptr || request == nullptr || size < 0 || (data == nullptr && size > 0)) {
-    return BRAID_NET_RESULT(invalidArgument("NET/OFI : isend: bad arguments (comm %p, data %p, size %d)", sendComm,
-                                            data, size));
+    return BRAID_NET_RESULT(
+        invalidArgument("NET/OFI : isend: bad arguments (comm %p, data %p, size %d)", sendComm, data, size));
   }
   *request = nullptr;
   auto* c = static_cast<Comm*>(sendComm);
@@ -789,18 +794,22 @@ ncclResult_t ofiCloseListen(void* listenComm) {
 ncclResult_t ofiGetDeviceMr(void*, void*, void**) {
   return BRAID_NET_RESULT(internalError("NET/OFI : getDeviceMr: no device offload"));
 }
-ncclResult_t ofiIrecvConsumed(void*, int, void*) { return ncclSuccess; }
+ncclResult_t ofiIrecvConsumed(void*, int, void*) {
+  return ncclSuccess;
+}
 
 const ncclNet_v8_t kOfiNet = {
-    "OFI",         ofiInit,         ofiDevices,    ofiGetProperties, ofiListen,      ofiConnect,     ofiAccept,
-    ofiRegMr,      ofiRegMrDmaBuf,  ofiDeregMr,    ofiIsend,         ofiIrecv,       ofiIflush,      ofiTest,
-    ofiCloseSend,  ofiCloseRecv,    ofiCloseListen, ofiGetDeviceMr,  ofiIrecvConsumed,
+    "OFI",        ofiInit,        ofiDevices,     ofiGetProperties, ofiListen,        ofiConnect, ofiAccept,
+    ofiRegMr,     ofiRegMrDmaBuf, ofiDeregMr,     ofiIsend,         ofiIrecv,         ofiIflush,  ofiTest,
+    ofiCloseSend, ofiCloseRecv,   ofiCloseListen, ofiGetDeviceMr,   ofiIrecvConsumed,
 };
 
 }  // namespace
 }  // namespace ofi
 
-const ncclNet_v8_t* ofiNetTable() { return &ofi::kOfiNet; }
+const ncclNet_v8_t* ofiNetTable() {
+  return &ofi::kOfiNet;
+}
 
 }  // namespace net
 }  // namespace braid
