@@ -379,14 +379,16 @@ Result<std::unique_ptr<NetModule>> loadNetPlugin(const std::string& spec) {
 
 namespace {
 
-// True for libfabric providers that are software over the kernel's network stack: no faster than Socket.
+// True for libfabric providers that run in software over the kernel's stack or shared memory (docs/networks.md).
 bool isSoftwareNet(NetModule& m) {
   auto props = m.getProperties(0);
   if (!props.isOk()) return true;
-  // The OFI network reports "<provider>/<domain>" as the device name (transports/net/libfabric).
-  std::string prov = lower(props.value().name.substr(0, props.value().name.find('/')));
-  for (const char* sw : {"tcp", "udp", "shm", "sockets", "net", "tcp;ofi_rxm", "udp;ofi_rxd", "net;ofi_rxm"}) {
-    if (prov == sw) return true;
+  // The OFI network names devices "<provider>/<domain>"; a utility provider follows the core one after ';'
+  // ("tcp;ofi_rxm/lo"): the core provider decides.
+  const std::string& name = props.value().name;
+  std::string core = lower(name.substr(0, std::min(name.find('/'), name.find(';'))));
+  for (const char* sw : {"tcp", "udp", "shm", "sockets", "net"}) {
+    if (core == sw) return true;
   }
   return false;
 }

@@ -9,7 +9,8 @@
 //   3. NCCL_NET=name (case-insensitive; "Libfabric" is an alias of OFI) picks that network, which must have a
 //      device; an unknown name is an error listing the networks available. Unset: the first of external plugin,
 //      IB, OFI-on-a-hardware-provider, Socket that has a device. OFI on a software provider (tcp, udp, shm,
-//      sockets) is never picked by default: it is no faster than Socket and adds a dependency to debug.
+//      sockets) is only used when NCCL_NET asks for it: without a plugin NCCL uses Socket, and so does braid
+//      (reasons and measurements in docs/networks.md).
 #pragma once
 
 #include <array>
