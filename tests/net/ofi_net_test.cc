@@ -55,6 +55,9 @@ TEST_F(OfiNet, GroupedReceiveMatchesByTag) {
 TEST_F(OfiNet, TagsSelectTheReceive) {
   runTags(*net_, dev_);
 }
+TEST_F(OfiNet, BetweenTwoProcesses) {
+  runTwoProcesses(*net_, dev_);
+}
 
 TEST_F(OfiNet, TwoConnectionsOnOneListenerStayApart) {
   NetHandle handle;
