@@ -1,6 +1,7 @@
 // A tiny external net plugin for the loader tests: an in-memory loopback network (connections within one
 // process), built as its own shared library and exported exactly as a third-party plugin would, through
-// include/nccl_net.h only. Built twice: exporting ncclNetPlugin_v8 ("DummyLoop") and, with BRAID_DUMMY_V10,
+// include/nccl_net.h only. Built three times: exporting ncclNetPlugin_v8 ("DummyLoop"), with BRAID_DUMMY_V9
+// ncclNetPlugin_v9 ("DummyLoop9") and, with BRAID_DUMMY_V10,
 // ncclNetPlugin_v10 ("DummyLoop10"), so the loader's v8 and v10 adapters both run.
 #include <cstring>
 #include <deque>
@@ -227,7 +228,7 @@ ncclResult_t dIrecvConsumed(void*, int, void*) {
   return ncclSuccess;
 }
 
-#ifndef BRAID_DUMMY_V10
+#if !defined(BRAID_DUMMY_V10) && !defined(BRAID_DUMMY_V9)
 ncclResult_t dGetProps8(int dev, ncclNetProperties_v8_t* p) {
   return fillProps(dev, p);
 }
@@ -241,6 +242,24 @@ ncclResult_t dIrecv8(void* r, int n, void** data, int* sizes, int* tags, void**,
   size_t sz[8];
   for (int i = 0; i < n && i < 8; ++i) sz[i] = static_cast<size_t>(sizes[i]);
   return dIrecvImpl(r, n, data, sz, tags, req);
+}
+#elif defined(BRAID_DUMMY_V9)
+ncclResult_t dGetProps9(int dev, ncclNetProperties_v9_t* p) {
+  ncclResult_t rc = fillProps(dev, p);
+  p->maxP2pBytes = 1ull << 33;
+  return rc;
+}
+ncclResult_t dConnect9(int, void* handle, void** sendComm, ncclNetDeviceHandle_v9_t**) {
+  return dConnectImpl(handle, sendComm);
+}
+ncclResult_t dIsend9(void* s, void* data, size_t size, int tag, void*, void** req) {
+  return dIsendImpl(s, data, size, tag, req);
+}
+ncclResult_t dIrecv9(void* r, int n, void** data, size_t* sizes, int* tags, void**, void** req) {
+  return dIrecvImpl(r, n, data, sizes, tags, req);
+}
+ncclResult_t dMakeVDevice9(int*, ncclNetVDeviceProps_v9_t*) {
+  return ncclInternalError;
 }
 #else
 ncclResult_t dInit10(ncclDebugLogger_t log, ncclProfilerCallback_t) {
@@ -268,11 +287,17 @@ ncclResult_t dMakeVDevice(int*, ncclNetVDeviceProps_v10_t*) {
 }  // namespace
 
 extern "C" {
-#ifndef BRAID_DUMMY_V10
+#if !defined(BRAID_DUMMY_V10) && !defined(BRAID_DUMMY_V9)
 __attribute__((visibility("default"))) ncclNet_v8_t ncclNetPlugin_v8 = {
     "DummyLoop", dInit,        dDevices,     dGetProps8,   dListen,        dConnect8, dAccept,
     dRegMr,      dRegMrDmaBuf, dDeregMr,     dIsend8,      dIrecv8,        dIflush,   dTest,
     dCloseSend,  dCloseRecv,   dCloseListen, dGetDeviceMr, dIrecvConsumed,
+};
+#elif defined(BRAID_DUMMY_V9)
+__attribute__((visibility("default"))) ncclNet_v9_t ncclNetPlugin_v9 = {
+    "DummyLoop9", dInit,        dDevices,     dGetProps9,   dListen,        dConnect9,     dAccept,
+    dRegMr,       dRegMrDmaBuf, dDeregMr,     dIsend9,      dIrecv9,        dIflush,       dTest,
+    dCloseSend,   dCloseRecv,   dCloseListen, dGetDeviceMr, dIrecvConsumed, dMakeVDevice9,
 };
 #else
 __attribute__((visibility("default"))) ncclNet_v10_t ncclNetPlugin_v10 = {

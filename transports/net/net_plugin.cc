@@ -414,8 +414,11 @@ Result<NetSelection> loadNetworks() {
   for (auto& m : candidates) {
     Status s = m->init();
     if (!s.isOk()) {
-      BRAID_INFO(kLogInit | kLogNet, "NET : network %s (%s) not usable: %s", m->name().c_str(), m->origin().c_str(),
-                 s.message().c_str());
+      if (m->external()) {
+        BRAID_WARN("NET/Plugin : %s: init failed, plugin not used: %s", m->origin().c_str(), s.message().c_str());
+      } else {
+        BRAID_INFO(kLogInit | kLogNet, "NET : network %s not usable: %s", m->name().c_str(), s.message().c_str());
+      }
       continue;
     }
     Result<int> n = m->devices();

@@ -97,6 +97,7 @@ struct Comm {
   size_t infoSent = 0;
   size_t infoGot = 0;
   bool tcpConnected = false;
+  bool qpReady = false;  // moved to RTR/RTS
   WaitContext wait;
   struct Req {
     bool used = false;
@@ -466,7 +467,10 @@ Status acceptStep(ListenComm* lc, void** recvComm) {
   for (size_t i = 0; i < lc->pending.size(); ++i) {
     Comm* c = lc->pending[i];
     Status s = ioSome(*c, false, &c->remote, sizeof(QpInfo), &c->infoGot);
-    if (s.isOk() && c->infoGot == sizeof(QpInfo) && c->infoSent == 0) s = connectQp(*c);  // RTR before we answer
+    if (s.isOk() && c->infoGot == sizeof(QpInfo) && !c->qpReady) {
+      s = connectQp(*c);  // RTR before we answer: the sender may post as soon as it has our info
+      c->qpReady = s.isOk();
+    }
     if (s.isOk() && c->infoGot == sizeof(QpInfo)) s = ioSome(*c, true, &c->local, sizeof(QpInfo), &c->infoSent);
     if (!s.isOk()) {
       delete c;
