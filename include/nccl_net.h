@@ -132,18 +132,18 @@ typedef ncclNetDeviceHandle_v9_t ncclNetDeviceHandle_v10_t;
  * Version 8 (NCCL 2.19-2.21): int sizes on isend/irecv.
  * ------------------------------------------------------------------------------------------------------------- */
 typedef struct {
-  char* name;                       /* device name, for logs ("eth0", "mlx5_0") */
-  char* pciPath;                    /* sysfs path of the PCI device, or NULL when it has none */
-  uint64_t guid;                    /* identifies the NIC chip (several PCI functions may share one) */
-  int ptrSupport;                   /* NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF */
-  int regIsGlobal;                  /* 1: a memory handle is valid on every comm of the device */
-  int speed;                        /* port speed, Mbit/s */
-  int port;                         /* port number (IB) or 0 */
-  float latency;                    /* network latency, microseconds (0: unknown) */
-  int maxComms;                     /* most comm objects the device supports */
-  int maxRecvs;                     /* most buffers one grouped irecv accepts */
-  ncclNetDeviceType netDeviceType;  /* offload kind */
-  int netDeviceVersion;             /* offload version (NCCL_NET_DEVICE_INVALID_VERSION for host) */
+  char* name;                      /* device name, for logs ("eth0", "mlx5_0") */
+  char* pciPath;                   /* sysfs path of the PCI device, or NULL when it has none */
+  uint64_t guid;                   /* identifies the NIC chip (several PCI functions may share one) */
+  int ptrSupport;                  /* NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF */
+  int regIsGlobal;                 /* 1: a memory handle is valid on every comm of the device */
+  int speed;                       /* port speed, Mbit/s */
+  int port;                        /* port number (IB) or 0 */
+  float latency;                   /* network latency, microseconds (0: unknown) */
+  int maxComms;                    /* most comm objects the device supports */
+  int maxRecvs;                    /* most buffers one grouped irecv accepts */
+  ncclNetDeviceType netDeviceType; /* offload kind */
+  int netDeviceVersion;            /* offload version (NCCL_NET_DEVICE_INVALID_VERSION for host) */
 } ncclNetProperties_v8_t;
 
 typedef struct {
@@ -162,8 +162,7 @@ typedef struct {
   /* Registers [data, data+size) of kind `type` (NCCL_PTR_*) on comm (a send or receive comm). */
   ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
   /* Same for memory described by a DMA-BUF fd and offset. Networks without DMA-BUF return ncclInternalError. */
-  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
-                              void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
   ncclResult_t (*deregMr)(void* comm, void* mhandle);
   /* Posts a send of `size` bytes with `tag`. *request NULL: retry later. */
   ncclResult_t (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle, void** request);
@@ -221,12 +220,10 @@ typedef struct {
   ncclResult_t (*connect)(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v9_t** sendDevComm);
   ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v9_t** recvDevComm);
   ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
-  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
-                              void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
   ncclResult_t (*deregMr)(void* comm, void* mhandle);
   ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request);
-  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
-                        void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** request);
   ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
   ncclResult_t (*test)(void* request, int* done, int* sizes);
   ncclResult_t (*closeSend)(void* sendComm);
@@ -281,14 +278,12 @@ typedef struct {
                           ncclNetDeviceHandle_v10_t** sendDevComm);
   ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v10_t** recvDevComm);
   ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
-  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
-                              void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
   ncclResult_t (*deregMr)(void* comm, void* mhandle);
   /* phandle: the caller's profiler handle (braid passes NULL). */
-  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** phandles,
                         void** request);
-  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
-                        void** phandles, void** request);
   ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
   ncclResult_t (*test)(void* request, int* done, int* sizes);
   ncclResult_t (*closeSend)(void* sendComm);

@@ -1,6 +1,7 @@
 // A tiny external net plugin for the loader tests: an in-memory loopback network (connections within one
 // process), built as its own shared library and exported exactly as a third-party plugin would, through
-// include/nccl_net.h only. Built twice: exporting ncclNetPlugin_v8 ("DummyLoop") and, with BRAID_DUMMY_V10,
+// include/nccl_net.h only. Built three times: exporting ncclNetPlugin_v8 ("DummyLoop"), with BRAID_DUMMY_V9
+// ncclNetPlugin_v9 ("DummyLoop9") and, with BRAID_DUMMY_V10,
 // ncclNetPlugin_v10 ("DummyLoop10"), so the loader's v8 and v10 adapters both run.
 #include <cstring>
 #include <deque>
@@ -119,8 +120,12 @@ ncclResult_t dRegMr(void*, void*, size_t, int, void** mh) {
   *mh = nullptr;
   return ncclSuccess;
 }
-ncclResult_t dRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) { return ncclInternalError; }
-ncclResult_t dDeregMr(void*, void*) { return ncclSuccess; }
+ncclResult_t dRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) {
+  return ncclInternalError;
+}
+ncclResult_t dDeregMr(void*, void*) {
+  return ncclSuccess;
+}
 
 ncclResult_t dIsendImpl(void* sendComm, void* data, size_t size, int tag, void** request) {
   auto* s = static_cast<SendComm*>(sendComm);
@@ -136,8 +141,7 @@ ncclResult_t dIsendImpl(void* sendComm, void* data, size_t size, int tag, void**
   return ncclSuccess;
 }
 
-ncclResult_t dIrecvImpl(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-                        void** request) {
+ncclResult_t dIrecvImpl(void* recvComm, int n, void** data, const size_t* sizes, const int* tags, void** request) {
   if (n < 1 || n > 8) return ncclInvalidArgument;
   auto* r = new Request();
   r->recv = static_cast<RecvComm*>(recvComm);
@@ -217,11 +221,17 @@ ncclResult_t dCloseListen(void* c) {
   delete static_cast<Listen*>(c);
   return ncclSuccess;
 }
-ncclResult_t dGetDeviceMr(void*, void*, void**) { return ncclInternalError; }
-ncclResult_t dIrecvConsumed(void*, int, void*) { return ncclSuccess; }
+ncclResult_t dGetDeviceMr(void*, void*, void**) {
+  return ncclInternalError;
+}
+ncclResult_t dIrecvConsumed(void*, int, void*) {
+  return ncclSuccess;
+}
 
-#ifndef BRAID_DUMMY_V10
-ncclResult_t dGetProps8(int dev, ncclNetProperties_v8_t* p) { return fillProps(dev, p); }
+#if !defined(BRAID_DUMMY_V10) && !defined(BRAID_DUMMY_V9)
+ncclResult_t dGetProps8(int dev, ncclNetProperties_v8_t* p) {
+  return fillProps(dev, p);
+}
 ncclResult_t dConnect8(int, void* handle, void** sendComm, ncclNetDeviceHandle_v8_t**) {
   return dConnectImpl(handle, sendComm);
 }
@@ -233,8 +243,28 @@ ncclResult_t dIrecv8(void* r, int n, void** data, int* sizes, int* tags, void**,
   for (int i = 0; i < n && i < 8; ++i) sz[i] = static_cast<size_t>(sizes[i]);
   return dIrecvImpl(r, n, data, sz, tags, req);
 }
+#elif defined(BRAID_DUMMY_V9)
+ncclResult_t dGetProps9(int dev, ncclNetProperties_v9_t* p) {
+  ncclResult_t rc = fillProps(dev, p);
+  p->maxP2pBytes = 1ull << 33;
+  return rc;
+}
+ncclResult_t dConnect9(int, void* handle, void** sendComm, ncclNetDeviceHandle_v9_t**) {
+  return dConnectImpl(handle, sendComm);
+}
+ncclResult_t dIsend9(void* s, void* data, size_t size, int tag, void*, void** req) {
+  return dIsendImpl(s, data, size, tag, req);
+}
+ncclResult_t dIrecv9(void* r, int n, void** data, size_t* sizes, int* tags, void**, void** req) {
+  return dIrecvImpl(r, n, data, sizes, tags, req);
+}
+ncclResult_t dMakeVDevice9(int*, ncclNetVDeviceProps_v9_t*) {
+  return ncclInternalError;
+}
 #else
-ncclResult_t dInit10(ncclDebugLogger_t log, ncclProfilerCallback_t) { return dInit(log); }
+ncclResult_t dInit10(ncclDebugLogger_t log, ncclProfilerCallback_t) {
+  return dInit(log);
+}
 ncclResult_t dGetProps10(int dev, ncclNetProperties_v10_t* p) {
   ncclResult_t rc = fillProps(dev, p);
   p->maxP2pBytes = 1ull << 40;
@@ -249,23 +279,31 @@ ncclResult_t dIsend10(void* s, void* data, size_t size, int tag, void*, void*, v
 ncclResult_t dIrecv10(void* r, int n, void** data, size_t* sizes, int* tags, void**, void**, void** req) {
   return dIrecvImpl(r, n, data, sizes, tags, req);
 }
-ncclResult_t dMakeVDevice(int*, ncclNetVDeviceProps_v10_t*) { return ncclInternalError; }
+ncclResult_t dMakeVDevice(int*, ncclNetVDeviceProps_v10_t*) {
+  return ncclInternalError;
+}
 #endif
 
 }  // namespace
 
 extern "C" {
-#ifndef BRAID_DUMMY_V10
+#if !defined(BRAID_DUMMY_V10) && !defined(BRAID_DUMMY_V9)
 __attribute__((visibility("default"))) ncclNet_v8_t ncclNetPlugin_v8 = {
-    "DummyLoop", dInit,   dDevices,   dGetProps8, dListen,   dConnect8,    dAccept,      dRegMr,       dRegMrDmaBuf,
-    dDeregMr,    dIsend8, dIrecv8,    dIflush,    dTest,     dCloseSend,   dCloseRecv,   dCloseListen, dGetDeviceMr,
-    dIrecvConsumed,
+    "DummyLoop", dInit,        dDevices,     dGetProps8,   dListen,        dConnect8, dAccept,
+    dRegMr,      dRegMrDmaBuf, dDeregMr,     dIsend8,      dIrecv8,        dIflush,   dTest,
+    dCloseSend,  dCloseRecv,   dCloseListen, dGetDeviceMr, dIrecvConsumed,
+};
+#elif defined(BRAID_DUMMY_V9)
+__attribute__((visibility("default"))) ncclNet_v9_t ncclNetPlugin_v9 = {
+    "DummyLoop9", dInit,        dDevices,     dGetProps9,   dListen,        dConnect9,     dAccept,
+    dRegMr,       dRegMrDmaBuf, dDeregMr,     dIsend9,      dIrecv9,        dIflush,       dTest,
+    dCloseSend,   dCloseRecv,   dCloseListen, dGetDeviceMr, dIrecvConsumed, dMakeVDevice9,
 };
 #else
 __attribute__((visibility("default"))) ncclNet_v10_t ncclNetPlugin_v10 = {
-    "DummyLoop10", dInit10,   dDevices,   dGetProps10,  dListen,      dConnect10,     dAccept,
-    dRegMr,        dRegMrDmaBuf, dDeregMr, dIsend10,    dIrecv10,     dIflush,        dTest,
-    dCloseSend,    dCloseRecv, dCloseListen, dGetDeviceMr, dIrecvConsumed, dMakeVDevice,
+    "DummyLoop10", dInit10,      dDevices,     dGetProps10,  dListen,        dConnect10,   dAccept,
+    dRegMr,        dRegMrDmaBuf, dDeregMr,     dIsend10,     dIrecv10,       dIflush,      dTest,
+    dCloseSend,    dCloseRecv,   dCloseListen, dGetDeviceMr, dIrecvConsumed, dMakeVDevice,
 };
 #endif
 }

@@ -87,6 +87,19 @@ TEST_F(Loader, V10PluginLoadsThroughItsAdapter) {
   EXPECT_NE(bad.status().message().find("DummyLoop: no device 3"), std::string::npos) << bad.status().message();
 }
 
+TEST_F(Loader, V9PluginLoadsThroughItsAdapter) {
+  ScopedEnv p("NCCL_NET_PLUGIN", "braidtest9");
+  ScopedEnv n("NCCL_NET", "DummyLoop9");
+  Result<NetSelection> sel = loadNetworks();
+  ASSERT_TRUE(sel.isOk()) << sel.status().message();
+  NetModule* chosen = sel.value().chosen;
+  EXPECT_EQ(chosen->abiVersion(), 9);
+  Result<NetProperties> props = chosen->getProperties(0);
+  ASSERT_TRUE(props.isOk());
+  EXPECT_EQ(props.value().maxP2pBytes, size_t{1} << 33);
+  exchange(*chosen);
+}
+
 TEST_F(Loader, NcclNetSocketWhilePluginLoaded) {
   ScopedEnv p("NCCL_NET_PLUGIN", "braidtest");
   ScopedEnv n("NCCL_NET", "socket");
@@ -98,10 +111,18 @@ TEST_F(Loader, NcclNetSocketWhilePluginLoaded) {
 
 TEST_F(Loader, NonePluginLoadsNothing) {
   ScopedEnv p("NCCL_NET_PLUGIN", "none");
+  {
+    Result<NetSelection> sel = loadNetworks();
+    ASSERT_TRUE(sel.isOk()) << sel.status().message();
+    EXPECT_EQ(sel.value().chosen->name(), "Socket");
+    for (auto& m : sel.value().modules) EXPECT_FALSE(m->external()) << m->name();
+  }
   ScopedEnv n("NCCL_NET", "DummyLoop");
   Result<NetSelection> sel = loadNetworks();
   ASSERT_FALSE(sel.isOk());
   EXPECT_EQ(sel.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(sel.status().message().find("NCCL_NET=DummyLoop names no available network"), std::string::npos)
+      << sel.status().message();
 }
 
 TEST_F(Loader, UnknownNetworkNameIsAnErrorListingTheAvailableOnes) {

@@ -44,10 +44,21 @@ TEST_F(SocketNet, PropertiesDescribeTheLoopbackDevice) {
   EXPECT_EQ(net_->abiVersion(), 8);
 }
 
-TEST_F(SocketNet, SizesZeroToSixtyFourMegabytes) { runSizes(*net_, 0); }
-TEST_F(SocketNet, ManyRequestsInFlight) { runManyInFlight(*net_, 0); }
-TEST_F(SocketNet, GroupedReceiveMatchesByTag) { runGrouped(*net_, 0); }
-TEST_F(SocketNet, TagsSelectTheReceive) { runTags(*net_, 0); }
+TEST_F(SocketNet, SizesZeroToSixtyFourMegabytes) {
+  runSizes(*net_, 0);
+}
+TEST_F(SocketNet, ManyRequestsInFlight) {
+  runManyInFlight(*net_, 0);
+}
+TEST_F(SocketNet, GroupedReceiveMatchesByTag) {
+  runGrouped(*net_, 0);
+}
+TEST_F(SocketNet, TagsSelectTheReceive) {
+  runTags(*net_, 0);
+}
+TEST_F(SocketNet, BetweenTwoProcesses) {
+  runTwoProcesses(*net_, 0);
+}
 
 TEST_F(SocketNet, ConnectAndAcceptFromTwoThreads) {
   NetHandle handle;
@@ -217,6 +228,24 @@ TEST_F(SocketNet, BadArgumentsAreErrors) {
   bool done = false;
   EXPECT_EQ(net_->test(nullptr, &done, nullptr).code(), Code::kInvalidArgument);
   closePair(&p);
+}
+
+// Run only as the child of runTwoProcesses (BRAID_NET_CHILD="<network>:<dev>:<fd>"); skipped otherwise.
+TEST(NetChild, SendToParent) {
+  const char* spec = getenv("BRAID_NET_CHILD");
+  if (spec == nullptr) GTEST_SKIP() << "only run by runTwoProcesses";
+  std::string text = spec;
+  size_t a = text.find(':');
+  size_t b = text.rfind(':');
+  ASSERT_TRUE(a != std::string::npos && b > a) << text;
+  std::string name = text.substr(0, a);
+  int dev = atoi(text.substr(a + 1, b - a - 1).c_str());
+  int fd = atoi(text.substr(b + 1).c_str());
+  const ncclNet_v8_t* table = name == "Socket" ? socketNetTable() : name == "OFI" ? ofiNetTable() : nullptr;
+  ASSERT_NE(table, nullptr) << name;
+  auto net = NetModule::wrapV8(table, nullptr);
+  ASSERT_TRUE(net->init().isOk());
+  twoProcessChild(*net, dev, fd);
 }
 
 }  // namespace

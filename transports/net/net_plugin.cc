@@ -26,15 +26,24 @@ std::string lower(std::string s) {
 
 const char* resultName(ncclResult_t rc) {
   switch (rc) {
-    case ncclSuccess: return "ncclSuccess";
-    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
-    case ncclSystemError: return "ncclSystemError";
-    case ncclInternalError: return "ncclInternalError";
-    case ncclInvalidArgument: return "ncclInvalidArgument";
-    case ncclInvalidUsage: return "ncclInvalidUsage";
-    case ncclRemoteError: return "ncclRemoteError";
-    case ncclInProgress: return "ncclInProgress";
-    default: return "unknown ncclResult_t";
+    case ncclSuccess:
+      return "ncclSuccess";
+    case ncclUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case ncclSystemError:
+      return "ncclSystemError";
+    case ncclInternalError:
+      return "ncclInternalError";
+    case ncclInvalidArgument:
+      return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+      return "ncclInvalidUsage";
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+    default:
+      return "unknown ncclResult_t";
   }
 }
 
@@ -102,14 +111,15 @@ std::unique_ptr<NetModule> NetModule::wrapV10(const ncclNet_v10_t* table, std::s
 
 NetModule::~NetModule() = default;
 
-std::string NetModule::origin() const { return lib_ == nullptr ? std::string("built-in") : lib_->path(); }
+std::string NetModule::origin() const {
+  return lib_ == nullptr ? std::string("built-in") : lib_->path();
+}
 
 Status NetModule::check(ncclResult_t rc, const char* what) const {
   if (rc == ncclSuccess) return Status::ok();
   std::string why = tLastNetWarn.empty() ? std::string("no detail logged by the network") : tLastNetWarn;
   tLastNetWarn.clear();
-  return Status(codeOf(rc), strPrintf("NET/%s : %s failed (%s): %s", name_.c_str(), what, resultName(rc),
-                                      why.c_str()));
+  return Status(codeOf(rc), strPrintf("NET/%s : %s failed (%s): %s", name_.c_str(), what, resultName(rc), why.c_str()));
 }
 
 // Each wrapper clears the thread's last WARN first, so a failure reports its own cause, not an older one.
@@ -215,8 +225,7 @@ Status NetModule::regMr(void* comm, void* data, size_t size, int type, void** mh
   BRAID_NET_CALL("regMr", v8_->regMr(comm, data, size, type, mhandle));
 }
 
-Status NetModule::regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
-                              void** mhandle) {
+Status NetModule::regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle) {
   if (v10_ != nullptr) {
     if (v10_->regMrDmaBuf == nullptr) return internalError("NET/%s : no regMrDmaBuf", name_.c_str());
     BRAID_NET_CALL("regMrDmaBuf", v10_->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle));
@@ -319,6 +328,8 @@ Result<std::unique_ptr<NetModule>> loadNetPlugin(const std::string& spec) {
   std::vector<std::string> candidates;
   if (spec.empty()) {
     candidates.push_back("libnccl-net.so");
+  } else if (spec.find('/') != std::string::npos) {
+    candidates.push_back(spec);  // a path: only as given
   } else {
     candidates.push_back("libnccl-net-" + spec + ".so");
     candidates.push_back(spec);
@@ -359,22 +370,25 @@ Result<std::unique_ptr<NetModule>> loadNetPlugin(const std::string& spec) {
     BRAID_INFO(kLogInit | kLogNet, "NET/Plugin : Loaded %s (ncclNetPlugin_v8)", path.c_str());
     return NetModule::wrapV8(static_cast<const ncclNet_v8_t*>(sym), lib);
   }
-  BRAID_WARN("NET/Plugin : %s exports none of ncclNetPlugin_v10, ncclNetPlugin_v9, ncclNetPlugin_v8 (older ABIs are "
-             "not supported); using internal network plugins.",
-             path.c_str());
+  BRAID_WARN(
+      "NET/Plugin : %s exports none of ncclNetPlugin_v10, ncclNetPlugin_v9, ncclNetPlugin_v8 (older ABIs are "
+      "not supported); using internal network plugins.",
+      path.c_str());
   return std::unique_ptr<NetModule>();
 }
 
 namespace {
 
-// True for libfabric providers that are software over the kernel's network stack: no faster than Socket.
+// True for libfabric providers that run in software over the kernel's stack or shared memory (docs/networks.md).
 bool isSoftwareNet(NetModule& m) {
   auto props = m.getProperties(0);
   if (!props.isOk()) return true;
-  // The OFI network reports "<provider>/<domain>" as the device name (transports/net/libfabric).
-  std::string prov = lower(props.value().name.substr(0, props.value().name.find('/')));
-  for (const char* sw : {"tcp", "udp", "shm", "sockets", "net", "tcp;ofi_rxm", "udp;ofi_rxd", "net;ofi_rxm"}) {
-    if (prov == sw) return true;
+  // The OFI network names devices "<provider>/<domain>"; a utility provider follows the core one after ';'
+  // ("tcp;ofi_rxm/lo"): the core provider decides.
+  const std::string& name = props.value().name;
+  std::string core = lower(name.substr(0, std::min(name.find('/'), name.find(';'))));
+  for (const char* sw : {"tcp", "udp", "shm", "sockets", "net"}) {
+    if (core == sw) return true;
   }
   return false;
 }
@@ -400,8 +414,11 @@ Result<NetSelection> loadNetworks() {
   for (auto& m : candidates) {
     Status s = m->init();
     if (!s.isOk()) {
-      BRAID_INFO(kLogInit | kLogNet, "NET : network %s (%s) not usable: %s", m->name().c_str(), m->origin().c_str(),
-                 s.message().c_str());
+      if (m->external()) {
+        BRAID_WARN("NET/Plugin : %s: init failed, plugin not used: %s", m->origin().c_str(), s.message().c_str());
+      } else {
+        BRAID_INFO(kLogInit | kLogNet, "NET : network %s not usable: %s", m->name().c_str(), s.message().c_str());
+      }
       continue;
     }
     Result<int> n = m->devices();
@@ -458,10 +475,14 @@ Result<NetSelection> loadNetworks() {
 }
 
 #if !BRAID_HAVE_IBVERBS
-const ncclNet_v8_t* ibNetTable() { return nullptr; }
+const ncclNet_v8_t* ibNetTable() {
+  return nullptr;
+}
 #endif
 #if !BRAID_HAVE_LIBFABRIC
-const ncclNet_v8_t* ofiNetTable() { return nullptr; }
+const ncclNet_v8_t* ofiNetTable() {
+  return nullptr;
+}
 #endif
 
 }  // namespace net

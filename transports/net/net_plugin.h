@@ -9,7 +9,8 @@
 //   3. NCCL_NET=name (case-insensitive; "Libfabric" is an alias of OFI) picks that network, which must have a
 //      device; an unknown name is an error listing the networks available. Unset: the first of external plugin,
 //      IB, OFI-on-a-hardware-provider, Socket that has a device. OFI on a software provider (tcp, udp, shm,
-//      sockets) is never picked by default: it is no faster than Socket and adds a dependency to debug.
+//      sockets) is only used when NCCL_NET asks for it: without a plugin NCCL uses Socket, and so does braid
+//      (reasons and measurements in docs/networks.md).
 #pragma once
 
 #include <array>
@@ -83,10 +84,9 @@ class NetModule {
 
   // *request null: too many in flight, retry later. Sizes above the ABI's limit (INT_MAX for v8) are an error.
   [[nodiscard]] Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request);
-  [[nodiscard]] Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-                             void** mhandles, void** request);
-  [[nodiscard]] Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                              void** request);
+  [[nodiscard]] Status irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+                             void** request);
+  [[nodiscard]] Status iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles, void** request);
   // *done true when complete; sizes (n entries for a grouped receive, 1 for a send) then hold bytes moved.
   [[nodiscard]] Status test(void* request, bool* done, int* sizes);
 

@@ -95,8 +95,8 @@ Status SocketComm::progressSendCtrl() {
       }
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Status::ok();
       if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-        return remoteError("NET/Socket : connection to peer %s lost (%s) while sending a message header",
-                           peer_.c_str(), strerror(errno));
+        return remoteError("NET/Socket : connection to peer %s lost (%s) while sending a message header", peer_.c_str(),
+                           strerror(errno));
       }
       return errnoError(errno, "NET/Socket : send() of a message header to peer %s", peer_.c_str());
     }

@@ -106,7 +106,7 @@ class SocketComm {
   std::mutex mu_;
   std::condition_variable cv_;
   SocketRequest reqs_[NCCL_NET_MAX_REQUESTS];
-  std::deque<SocketRequest*> ctrlQueue_;  // send: headers to write; recv: groups with unmatched buffers
+  std::deque<SocketRequest*> ctrlQueue_;   // send: headers to write; recv: groups with unmatched buffers
   std::vector<std::deque<Piece>> pieces_;  // per helper thread
   uint64_t seq_ = 0;                       // messages whose pieces were queued
   WireHeader hdr_{};                       // header being sent / received

@@ -180,10 +180,10 @@ Status readThreadConfig(uint32_t* nThreads, uint32_t* nSocks) {
     return invalidArgument("NCCL_NSOCKS_PERTHREAD=%lld is out of range (1..%d)", static_cast<long long>(s), kMaxSocks);
   }
   if (t * s > kMaxSocks) {
-    return invalidArgument("NCCL_SOCKET_NTHREADS=%lld x NCCL_NSOCKS_PERTHREAD=%lld = %lld sockets per connection "
-                           "exceeds %d",
-                           static_cast<long long>(t), static_cast<long long>(s), static_cast<long long>(t * s),
-                           kMaxSocks);
+    return invalidArgument(
+        "NCCL_SOCKET_NTHREADS=%lld x NCCL_NSOCKS_PERTHREAD=%lld = %lld sockets per connection "
+        "exceeds %d",
+        static_cast<long long>(t), static_cast<long long>(s), static_cast<long long>(t * s), kMaxSocks);
   }
   *nThreads = static_cast<uint32_t>(t);
   *nSocks = static_cast<uint32_t>(t * s);
@@ -301,8 +301,9 @@ Status connectProgress(Handle* h, void** sendComm) {
   if (h->stage == 1) {
     std::lock_guard<std::mutex> lk(gPendingMu);
     if (gPending.count(h->pending) == 0) {
-      return invalidArgument("NET/Socket : connect: the handle's pending-connection state is not ours (copied "
-                             "mid-connection? pass the same handle buffer on every call)");
+      return invalidArgument(
+          "NET/Socket : connect: the handle's pending-connection state is not ours (copied "
+          "mid-connection? pass the same handle buffer on every call)");
     }
   } else if (h->stage != 0) {
     return invalidArgument("NET/Socket : connect: the handle's stage %u is not 0 or 1", h->stage);
@@ -373,14 +374,13 @@ Status connectProgress(Handle* h, void** sendComm) {
   }
   if (!all) {
     if (pc->wait.expired()) {
-      return remoteError("NET/Socket : could not connect to %s within BRAID_TIMEOUT=%llds",
-                         pc->addr.toString().c_str(), static_cast<long long>(params::Timeout()));
+      return remoteError("NET/Socket : could not connect to %s within BRAID_TIMEOUT=%llds", pc->addr.toString().c_str(),
+                         static_cast<long long>(params::Timeout()));
     }
     return Status::ok();
   }
   std::vector<int> data(pc->fds.begin() + 1, pc->fds.end());
-  *sendComm = new SocketComm(true, pc->fds[0], std::move(data), static_cast<int>(pc->nThreads),
-                             pc->addr.toString());
+  *sendComm = new SocketComm(true, pc->fds[0], std::move(data), static_cast<int>(pc->nThreads), pc->addr.toString());
   pc->fds.clear();  // now owned by the comm
   forgetPending(h);
   return Status::ok();
@@ -429,8 +429,10 @@ Status acceptProgress(ListenComm* lc, void** recvComm) {
     }
     ListenComm::Group& g = lc->groups[c.hello.commId];
     if (g.fds.empty()) g.fds.assign(lc->nSocks + 1, -1);
-    if (g.fds[c.hello.index] >= 0) ::close(g.fds[c.hello.index]);  // duplicate index: keep the newest
-    else g.count++;
+    if (g.fds[c.hello.index] >= 0)
+      ::close(g.fds[c.hello.index]);  // duplicate index: keep the newest
+    else
+      g.count++;
     g.fds[c.hello.index] = c.fd;
     if (c.hello.index == 0) g.peer = c.peer;
     lc->pending.erase(lc->pending.begin() + static_cast<long>(i));
@@ -462,8 +464,8 @@ ncclResult_t socketRegMr(void* comm, void* /*data*/, size_t /*size*/, int type, 
   }
   *mhandle = nullptr;
   if (type != NCCL_PTR_HOST) {
-    return BRAID_NET_RESULT(invalidArgument("NET/Socket : regMr: memory type %d is not supported (host memory only)",
-                                            type));
+    return BRAID_NET_RESULT(
+        invalidArgument("NET/Socket : regMr: memory type %d is not supported (host memory only)", type));
   }
   return ncclSuccess;
 }
@@ -472,7 +474,9 @@ ncclResult_t socketRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**)
   return BRAID_NET_RESULT(internalError("NET/Socket : regMrDmaBuf: DMA-BUF is not supported (host memory only)"));
 }
 
-ncclResult_t socketDeregMr(void*, void*) { return ncclSuccess; }
+ncclResult_t socketDeregMr(void*, void*) {
+  return ncclSuccess;
+}
 
 ncclResult_t socketIsend(void* sendComm, void* data, int size, int tag, void* /*mhandle*/, void** request) {
   if (sendComm == nullptr || request == nullptr) {
@@ -532,19 +536,23 @@ ncclResult_t socketGetDeviceMr(void*, void*, void**) {
   return BRAID_NET_RESULT(internalError("NET/Socket : getDeviceMr: the Socket network has no device offload"));
 }
 
-ncclResult_t socketIrecvConsumed(void*, int, void*) { return ncclSuccess; }
+ncclResult_t socketIrecvConsumed(void*, int, void*) {
+  return ncclSuccess;
+}
 
 const ncclNet_v8_t kSocketNet = {
-    "Socket",          socketInit,        socketDevices,  socketGetProperties, socketListen,
-    socketConnect,     socketAccept,      socketRegMr,    socketRegMrDmaBuf,   socketDeregMr,
-    socketIsend,       socketIrecv,       socketIflush,   socketTest,          socketCloseComm,
-    socketCloseComm,   socketCloseListen, socketGetDeviceMr, socketIrecvConsumed,
+    "Socket",        socketInit,        socketDevices,     socketGetProperties, socketListen,
+    socketConnect,   socketAccept,      socketRegMr,       socketRegMrDmaBuf,   socketDeregMr,
+    socketIsend,     socketIrecv,       socketIflush,      socketTest,          socketCloseComm,
+    socketCloseComm, socketCloseListen, socketGetDeviceMr, socketIrecvConsumed,
 };
 
 }  // namespace
 }  // namespace socket
 
-const ncclNet_v8_t* socketNetTable() { return &socket::kSocketNet; }
+const ncclNet_v8_t* socketNetTable() {
+  return &socket::kSocketNet;
+}
 
 }  // namespace net
 }  // namespace braid
