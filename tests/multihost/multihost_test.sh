@@ -120,7 +120,7 @@ all_tools=(all_reduce_perf all_gather_perf reduce_scatter_perf alltoall_perf bro
   gather_perf scatter_perf)
 short=(-b 8 -e 256K -f 8 -c 1 -n 2 -w 1)  # 8 B .. 256 KB: 6 sizes
 
-# Every collective across 2 hosts x 2 ranks and 3 hosts x 1 and x 2 ranks, over the network.
+# Every collective across 2 hosts x 2 ranks and 3 hosts x 1 and x 2 ranks, and 4 x 1 and 2 x 4, over the network.
 mode_hosts2() {
   run_perf ar2x2 2 2 9 -- all_reduce_perf "${std[@]}"
   local t
@@ -132,6 +132,10 @@ mode_hosts3() {
   run_perf ag3x2 3 2 9 -- all_gather_perf "${std[@]}"
   local t
   for t in "${all_tools[@]:2}"; do run_perf "${t%_perf}3x1" 3 1 6 -- "$t" "${short[@]}"; done
+  # The corners of 2-4 hosts x 1-4 ranks.
+  run_perf ar4x1 4 1 6 -- all_reduce_perf "${short[@]}"
+  run_perf a2a4x1 4 1 6 -- alltoall_perf "${short[@]}"
+  run_perf ar2x4 2 4 6 -- all_reduce_perf "${short[@]}"
 }
 
 # The same over libfabric (the OFI network on its tcp provider) instead of the Socket network.
@@ -350,6 +354,6 @@ mode_cleanup() {
 }
 
 case $mode in
-  hosts2 | hosts3 | mpi | kill | hang | cleanup | ifname | netem) "mode_$mode" ;;
+  hosts2 | hosts3 | ofi | mpi | kill | hang | cleanup | ifname | netem) "mode_$mode" ;;
   *) fail "unknown mode '$mode'" ;;
 esac
