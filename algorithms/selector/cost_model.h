@@ -44,8 +44,8 @@ struct AlgoCost {
 // A communicator spanning hosts, as the model sees it.
 struct NetShape {
   int nNodes = 1;
-  int localRanks = 1;   // the most ranks on one host
-  AlgoCost link;        // one message across the network: latency, and a host-to-host link's bandwidth
+  int localRanks = 1;    // the most ranks on one host
+  AlgoCost link;         // one message across the network: latency, and a host-to-host link's bandwidth
   double hostHopUs = 1;  // one hop between ranks of a host
 };
 

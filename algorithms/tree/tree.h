@@ -20,7 +20,7 @@ namespace braid {
 // hosts' first ranks) gives a host's first rank its chain child plus up to two children on other hosts.
 constexpr int kMaxTreeChildren = 3;
 struct TreeNode {
-  int parent = -1;                               // -1 at the root
+  int parent = -1;                                // -1 at the root
   int children[kMaxTreeChildren] = {-1, -1, -1};  // -1 where absent; filled from children[0] on
   int numChildren() const {
     int n = 0;

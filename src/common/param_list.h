@@ -91,7 +91,8 @@ BRAID_PARAM(NsocksPerthread, kInt, "NCCL_NSOCKS_PERTHREAD", "1",
 BRAID_PARAM(TopoFile, kString, "NCCL_TOPO_FILE", "",
             "NCCL topology XML (version 1) loaded instead of discovery; GPUs discovered on this host but missing "
             "from it are added. Unset: /var/run/nvidia-topologyd/virtualTopology.xml when that file exists.")
-BRAID_PARAM(TopoDumpFile, kString, "NCCL_TOPO_DUMP_FILE", "", "Writes this host's topology XML (NCCL's schema) at init.")
+BRAID_PARAM(TopoDumpFile, kString, "NCCL_TOPO_DUMP_FILE", "",
+            "Writes this host's topology XML (NCCL's schema) at init.")
 BRAID_PARAM(TopoDumpFileRank, kInt, "NCCL_TOPO_DUMP_FILE_RANK", "0", "The rank that writes NCCL_TOPO_DUMP_FILE.")
 BRAID_PARAM(HwlocXml, kString, "BRAID_HWLOC_XML", "",
             "hwloc XML (from `lstopo --of xml`) discovered instead of this machine, to replay another host.")

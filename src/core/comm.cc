@@ -3,8 +3,8 @@
 #include "algorithms/alltoall/bruck.h"
 #include "algorithms/tree/tree.h"
 #include "src/core/comm_topo.h"
-#include "transports/net/net_transport.h"
 #include "topology/topo.h"
+#include "transports/net/net_transport.h"
 
 #include <sched.h>
 #include <strings.h>
@@ -223,8 +223,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   nNodes_ = topo.nNodes;
   BRAID_RETURN_IF_ERROR(excludeLlOverNetwork());
   if (nNodes_ > 1) {
-    const double hostHop =
-        costs_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, cpus_, 0) / 2;
+    const double hostHop = costs_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, cpus_, 0) / 2;
     BRAID_ASSIGN_OR_RETURN(net_, measureNetwork(bootstrap_.get(), rank, nranks, topo, costs_, hostHop));
     if (!costs_.hasNetFigures()) net_.link.alphaUs += kNetProxyHopUs;
     BRAID_INFO(kLogInit | kLogTuning,

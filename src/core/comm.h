@@ -183,13 +183,13 @@ class Communicator {
   std::unique_ptr<Bootstrap> bootstrap_;
   std::vector<Channel> channels_;
   std::vector<std::vector<int>> rings_;  // [channel] ranks in ring order, from the topology search
-  std::vector<int> treeOrder_;            // trees are built over positions: position i is rank treeOrder_[i]
-  std::vector<int> treePos_;              // [rank] its position
+  std::vector<int> treeOrder_;           // trees are built over positions: position i is rank treeOrder_[i]
+  std::vector<int> treePos_;             // [rank] its position
   int nNodes_ = 1;
   bool hostTrees_ = false;  // several hosts: the all-reduce trees are NCCL's (chains in hosts, binary across)
   TreeNode myTree_[2];      // this rank's place in those two trees
-  bool netPeers_ = false;  // some peer is reached through the network transport
-  NetShape net_;           // hosts and the network between them (nNodes_ > 1)
+  bool netPeers_ = false;   // some peer is reached through the network transport
+  NetShape net_;            // hosts and the network between them (nNodes_ > 1)
   std::vector<PendingOp> pending_;
   std::vector<std::unique_ptr<char[]>> staging_;
   std::unique_ptr<DirectGroup> direct_;  // null when the ranks cannot share memory or BRAID_DIRECT=0

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <map>
 
-#include "src/common/logging.h"
 #include "algorithms/tree/tree.h"
+#include "src/common/logging.h"
 #include "src/common/params.h"
 #include "topology/topo.h"
 #include "topology/topo_init.h"
@@ -93,8 +93,8 @@ void logCommChannels(const std::vector<std::vector<int>>& rings, const std::vect
   BRAID_INFO(kLogInit, "%s", treeLogLine(t, rank).c_str());
 }
 
-Result<NetShape> measureNetwork(Bootstrap* bs, int rank, int nranks, const CommTopology& topo,
-                                const CostModel& costs, double hostHopUs) {
+Result<NetShape> measureNetwork(Bootstrap* bs, int rank, int nranks, const CommTopology& topo, const CostModel& costs,
+                                double hostHopUs) {
   NetShape shape;
   shape.nNodes = topo.nNodes;
   shape.hostHopUs = hostHopUs;
@@ -217,8 +217,8 @@ Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks,
     maxBytes = std::max(maxBytes, h.blobBytes);
   }
   std::vector<char> blobs(static_cast<size_t>(maxBytes) * static_cast<size_t>(nranks));
-  if (!blob.empty()) memcpy(blobs.data() + static_cast<size_t>(maxBytes) * static_cast<size_t>(rank), blob.data(),
-                            blob.size());
+  if (!blob.empty())
+    memcpy(blobs.data() + static_cast<size_t>(maxBytes) * static_cast<size_t>(rank), blob.data(), blob.size());
   if (maxBytes > 0) {
     BRAID_RETURN_IF_ERROR(bs->allGather(blobs.data(), static_cast<size_t>(maxBytes)).withContext("topology allgather"));
   }
@@ -245,10 +245,10 @@ Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks,
     placements[static_cast<size_t>(r)].numa = out.numaOf[static_cast<size_t>(r)];
   }
   BRAID_ASSIGN_OR_RETURN(out.search, buildCommChannels(graphs, placements));
-  out.summary = strPrintf("topology from %s: %d node(s), local rank %d/%d on NUMA node %d%s; ring graph %s",
-                          out.source.c_str(), out.nNodes, out.localRank, out.localRanks, header.numa,
-                          out.placeCpus.empty() ? "" : strPrintf(" (%zu CPUs)", out.placeCpus.size()).c_str(),
-                          searched.c_str());
+  out.summary =
+      strPrintf("topology from %s: %d node(s), local rank %d/%d on NUMA node %d%s; ring graph %s", out.source.c_str(),
+                out.nNodes, out.localRank, out.localRanks, header.numa,
+                out.placeCpus.empty() ? "" : strPrintf(" (%zu CPUs)", out.placeCpus.size()).c_str(), searched.c_str());
   return out;
 }
 

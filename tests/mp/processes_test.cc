@@ -265,8 +265,8 @@ TEST(Processes, CollectivesAcrossHostsOverTheNetwork) {
     for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclInt8}) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{1023}, size_t{(1 << 20) + 3}}) {
         if (count > 1023 && t != ncclFloat32) continue;
-        cases.push_back(CollCase{c, t, collHasOp(c) ? (count == 1023 ? ncclAvg : ncclSum) : ncclSum, count,
-                                 count == 1, 3});
+        cases.push_back(
+            CollCase{c, t, collHasOp(c) ? (count == 1023 ? ncclAvg : ncclSum) : ncclSum, count, count == 1, 3});
       }
     }
   }

@@ -89,8 +89,8 @@ TEST(SocketRoute, SocketIfnameStillDecides) {
   const std::string saved = old != nullptr ? old : "";
   setenv("NCCL_SOCKET_IFNAME", "=lo", 1);
   const auto locals = localAddresses();
-  Result<SocketAddress> root = parseSocketAddress((locals.empty() ? std::string("127.0.0.1") : locals[0].first) +
-                                                  ":29500");
+  Result<SocketAddress> root =
+      parseSocketAddress((locals.empty() ? std::string("127.0.0.1") : locals[0].first) + ":29500");
   ASSERT_TRUE(root.isOk());
   const SocketAddress toward = root.take();
   std::string name;

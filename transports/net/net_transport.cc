@@ -118,7 +118,8 @@ void close(NetConn& c) {
   if (c.mhandle != nullptr) st = c.net->deregMr(c.comm, c.mhandle);
   if (c.comm != nullptr) st = c.isSend ? c.net->closeSend(c.comm) : c.net->closeRecv(c.comm);
   if (c.listenComm != nullptr) st = c.net->closeListen(c.listenComm);
-  if (!st.isOk()) BRAID_INFO(kLogNet, "closing the connection with %s: %s", describe(c.peer).c_str(), st.message().c_str());
+  if (!st.isOk())
+    BRAID_INFO(kLogNet, "closing the connection with %s: %s", describe(c.peer).c_str(), st.message().c_str());
 }
 
 // Records the failure where the executor looks (the connector's failure text, then the peer-failed flag).
@@ -130,7 +131,6 @@ void fail(NetConn& c, const Status& st) {
              describe(c.peer).c_str(), st.message().c_str());
 }
 
-
 Status connected(NetConn& c) {
   BRAID_RETURN_IF_ERROR(
       c.net->regMr(c.comm, c.slots, c.slotBytes * kFifoSlots, NCCL_PTR_HOST, &c.mhandle).withContext("regMr"));
@@ -141,9 +141,10 @@ Status connected(NetConn& c) {
 
 Status notConnectedYet(const NetConn& c) {
   if (Clock::now() < c.connectDeadline) return Status::ok();
-  return remoteError("no network connection %s %s after %lld s (BRAID_TIMEOUT): is it running, and can this host "
-                     "reach it (NCCL_SOCKET_IFNAME)?",
-                     c.isSend ? "to" : "from", describe(c.peer).c_str(), static_cast<long long>(params::Timeout()));
+  return remoteError(
+      "no network connection %s %s after %lld s (BRAID_TIMEOUT): is it running, and can this host "
+      "reach it (NCCL_SOCKET_IFNAME)?",
+      c.isSend ? "to" : "from", describe(c.peer).c_str(), static_cast<long long>(params::Timeout()));
 }
 
 Status progressSend(NetConn& c, bool* did) {
@@ -157,9 +158,8 @@ Status progressSend(NetConn& c, bool* did) {
   while (c.posted < tail && c.posted < c.done + kFifoSlots) {
     const size_t slot = c.posted % kFifoSlots;
     void* req = nullptr;
-    BRAID_RETURN_IF_ERROR(
-        c.net->isend(c.comm, c.slots + slot * c.slotBytes, c.ctrl->msgBytes[slot], 0, c.mhandle, &req)
-            .withContext("isend"));
+    BRAID_RETURN_IF_ERROR(c.net->isend(c.comm, c.slots + slot * c.slotBytes, c.ctrl->msgBytes[slot], 0, c.mhandle, &req)
+                              .withContext("isend"));
     if (req == nullptr) break;
     c.requests[slot] = req;
     ++c.posted;
@@ -213,7 +213,6 @@ Status progressRecv(NetConn& c, bool* did) {
   return Status::ok();
 }
 
-
 bool progressConn(NetConn& c) {
   if (c.failed) return false;
   bool did = false;
@@ -247,7 +246,8 @@ class NetProxy {
     // returns would hold it longer, so this wait has its own bound, after which the connection is left behind
     // (its memory stays mapped: the NetConn and the FIFO mapping it uses are not freed).
     const bool gone = doneCv_.wait_for(lock, std::chrono::seconds(std::max<int64_t>(1, params::Timeout()) + 5), [&] {
-      return std::none_of(conns_.begin(), conns_.end(), [c](const std::shared_ptr<NetConn>& p) { return p.get() == c; });
+      return std::none_of(conns_.begin(), conns_.end(),
+                          [c](const std::shared_ptr<NetConn>& p) { return p.get() == c; });
     });
     if (!gone) {
       BRAID_WARN("rank %d: the network connection %s %s did not close within BRAID_TIMEOUT; leaving it open",
