@@ -147,6 +147,27 @@ Status notConnectedYet(const NetConn& c) {
       c.isSend ? "to" : "from", describe(c.peer).c_str(), static_cast<long long>(params::Timeout()));
 }
 
+// Tests the requests in flight in order: a finished send frees its slot (the sender's credit), a finished
+// receive publishes its slot to the executor.
+Status completeInOrder(NetConn& c, bool* did) {
+  while (c.done < c.posted) {
+    bool finished = false;
+    int size = 0;
+    const size_t slot = c.done % kFifoSlots;
+    BRAID_RETURN_IF_ERROR(
+        c.net->test(c.requests[slot], &finished, &size).withContext(c.isSend ? "send test" : "receive test"));
+    if (!finished) break;
+    if (c.isSend) {
+      c.ctrl->head.store(++c.done, std::memory_order_release);
+    } else {
+      c.ctrl->msgBytes[slot] = static_cast<uint64_t>(size);
+      c.ctrl->tail.store(++c.done, std::memory_order_release);
+    }
+    *did = true;
+  }
+  return Status::ok();
+}
+
 Status progressSend(NetConn& c, bool* did) {
   if (c.comm == nullptr) {
     BRAID_RETURN_IF_ERROR(c.net->connect(c.dev, &c.handle, &c.comm).withContext("connect"));
@@ -165,15 +186,7 @@ Status progressSend(NetConn& c, bool* did) {
     ++c.posted;
     *did = true;
   }
-  while (c.done < c.posted) {
-    bool finished = false;
-    int size = 0;
-    BRAID_RETURN_IF_ERROR(c.net->test(c.requests[c.done % kFifoSlots], &finished, &size).withContext("send test"));
-    if (!finished) break;
-    c.ctrl->head.store(++c.done, std::memory_order_release);
-    *did = true;
-  }
-  return Status::ok();
+  return completeInOrder(c, did);
 }
 
 Status progressRecv(NetConn& c, bool* did) {
@@ -200,17 +213,7 @@ Status progressRecv(NetConn& c, bool* did) {
     ++c.posted;
     *did = true;
   }
-  while (c.done < c.posted) {
-    bool finished = false;
-    int size = 0;
-    const size_t slot = c.done % kFifoSlots;
-    BRAID_RETURN_IF_ERROR(c.net->test(c.requests[slot], &finished, &size).withContext("receive test"));
-    if (!finished) break;
-    c.ctrl->msgBytes[slot] = static_cast<uint64_t>(size);
-    c.ctrl->tail.store(++c.done, std::memory_order_release);
-    *did = true;
-  }
-  return Status::ok();
+  return completeInOrder(c, did);
 }
 
 bool progressConn(NetConn& c) {
