@@ -162,6 +162,16 @@ TEST_F(Loader, LoadNetPluginReportsWhatItLoaded) {
   EXPECT_EQ(m.value()->origin(), "libnccl-net-braidtest.so");
 }
 
+TEST_F(Loader, ProcessNetworksLoadsOnce) {
+  Result<NetSelection*> first = processNetworks();
+  ASSERT_TRUE(first.isOk()) << first.status().message();
+  ASSERT_NE(first.value()->chosen, nullptr);
+  ScopedEnv n("NCCL_NET", "bogus");  // not seen any more: the selection is made once
+  Result<NetSelection*> second = processNetworks();
+  ASSERT_TRUE(second.isOk());
+  EXPECT_EQ(first.value(), second.value());
+}
+
 TEST_F(Loader, IbWithoutDevicesFallsBackAndHonoursDisable) {
   if (ibNetTable() == nullptr) GTEST_SKIP() << "built without libibverbs";
   {

@@ -58,6 +58,9 @@ TEST_F(OfiNet, TagsSelectTheReceive) {
 TEST_F(OfiNet, BetweenTwoProcesses) {
   runTwoProcesses(*net_, dev_);
 }
+TEST_F(OfiNet, CloseAfterCompletedSendStillDelivers) {
+  runCloseAfterCompletedSend(*net_, dev_);
+}
 
 TEST_F(OfiNet, TwoConnectionsOnOneListenerStayApart) {
   NetHandle handle;

@@ -59,6 +59,9 @@ TEST_F(SocketNet, TagsSelectTheReceive) {
 TEST_F(SocketNet, BetweenTwoProcesses) {
   runTwoProcesses(*net_, 0);
 }
+TEST_F(SocketNet, CloseAfterCompletedSendStillDelivers) {
+  runCloseAfterCompletedSend(*net_, 0);
+}
 
 TEST_F(SocketNet, ConnectAndAcceptFromTwoThreads) {
   NetHandle handle;

@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 
 #include "src/common/logging.h"
 #include "src/common/params.h"
@@ -472,6 +473,17 @@ Result<NetSelection> loadNetworks() {
   BRAID_INFO(kLogInit | kLogNet, "Using network %s (%s, %s; available: %s)", sel.chosen->name().c_str(),
              sel.chosen->origin().c_str(), sel.reason.c_str(), names.c_str());
   return sel;
+}
+
+Result<NetSelection*> processNetworks() {
+  static std::mutex mu;
+  static NetSelection* selection = nullptr;  // never freed: plugins stay loaded for the process's life
+  std::lock_guard<std::mutex> lk(mu);
+  if (selection == nullptr) {
+    BRAID_ASSIGN_OR_RETURN(NetSelection loaded, loadNetworks());
+    selection = new NetSelection(std::move(loaded));
+  }
+  return selection;
 }
 
 #if !BRAID_HAVE_IBVERBS

@@ -118,6 +118,11 @@ struct NetSelection {
 // device. A missing or broken plugin is not an error (WARN, then the built-ins).
 [[nodiscard]] Result<NetSelection> loadNetworks();
 
+// The process's networks: loadNetworks() on the first successful call, then the same selection until exit (NCCL
+// also loads its net plugin once per process), so later changes to NCCL_NET / NCCL_NET_PLUGIN are not seen. A
+// failure is not cached: the next call tries again. Thread-safe. This is what the communicator's transport uses.
+[[nodiscard]] Result<NetSelection*> processNetworks();
+
 // Loads one external plugin, as NCCL_NET_PLUGIN would ("" = libnccl-net.so). Null (and ok) for "none".
 [[nodiscard]] Result<std::unique_ptr<NetModule>> loadNetPlugin(const std::string& spec);
 

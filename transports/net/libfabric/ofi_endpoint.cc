@@ -199,14 +199,16 @@ Status postPending(Endpoint& e, Request& r) {
   return Status::ok();
 }
 
-void drain(Comm& c, int maxPolls, bool ctrlOnly) {
+void drain(Comm& c, int timeoutMs, bool ctrlOnly) {
   for (Request& r : c.reqs) {
     for (int i = 0; i < r.n; ++i) {
       if (r.used && r.ops[i].posted && !r.ops[i].done && !c.isSend) fi_cancel(&c.ep->ep->fid, &r.ops[i].ctx);
     }
   }
-  for (int k = 0; k < maxPolls; ++k) {
-    bool busy = c.ctrlOp.posted && !c.ctrlOp.done;
+  WaitContext wait = WaitContext::withTimeout(nullptr, timeoutMs / 1000.0);
+  while (!wait.expired()) {
+    bool busy = false;
+    for (const Op& op : c.ctrlOp) busy = busy || (op.posted && !op.done);
     for (Request& r : c.reqs) busy = busy || (!ctrlOnly && r.used && r.outstanding() > 0);
     if (!busy) return;
     (void)progress(*c.ep);

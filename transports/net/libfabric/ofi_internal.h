@@ -141,8 +141,8 @@ struct Comm {
   uint64_t completed = 0;  // messages completed on this comm
   bool peerClosed = false;
   uint64_t peerSends = 0;  // receive comms: the sender's completed sends at CLOSE
-  CtrlMsg ctrlOut{};       // send comms: CONNECT / CLOSE payload
-  Op ctrlOp;
+  CtrlMsg ctrlOut[2]{};    // send comms: [0] CONNECT, [1] CLOSE payloads (one registration)
+  Op ctrlOp[2];
   MemHandle ctrlMr;
   WaitContext connectWait;  // send comms: deadline of the CONNECT
 };
@@ -170,9 +170,9 @@ Status postCtrlRecv(Endpoint& e, int i);
 Status progress(Endpoint& e);
 // Posts the request's operations not posted yet (FI_EAGAIN leaves them for the next test); e.mu held.
 Status postPending(Endpoint& e, Request& r);
-// Waits (bounded) until no operation of c (only its control message with ctrlOnly) is outstanding, cancelling
-// receives; e.mu held.
-void drain(Comm& c, int maxPolls, bool ctrlOnly);
+// Polls for at most timeoutMs until no operation of c (only its control message with ctrlOnly) is outstanding,
+// cancelling its posted receives first; e.mu held.
+void drain(Comm& c, int timeoutMs, bool ctrlOnly);
 
 }  // namespace ofi
 }  // namespace net

@@ -126,11 +126,11 @@ Status postConnect(Comm& c, bool* posted) {
   Endpoint& e = *c.ep;
   std::lock_guard<std::mutex> lk(e.mu);
   *posted = false;
-  ssize_t rc = fi_tsend(e.ep, &c.ctrlOut, sizeof(CtrlMsg), c.ctrlMr.desc, c.peerAddr, ctrlTag(c.commId, kConnectKind),
-                        &c.ctrlOp.ctx);
+  ssize_t rc = fi_tsend(e.ep, &c.ctrlOut[0], sizeof(CtrlMsg), c.ctrlMr.desc, c.peerAddr,
+                        ctrlTag(c.commId, kConnectKind), &c.ctrlOp[0].ctx);
   if (rc != 0 && rc != -FI_EAGAIN) return ofiError(static_cast<int>(rc), "fi_tsend(CONNECT)");
   *posted = rc == 0;
-  c.ctrlOp.posted = *posted;
+  c.ctrlOp[0].posted = *posted;
   return progress(e);
 }
 
@@ -175,14 +175,17 @@ Status connectImpl(int dev, Handle* h, void** sendComm) {
   if (rc != 1) return systemError("NET/OFI : fi_av_insert of the listener's address failed (%d)", rc);
   c->peer = straddr(*e, h->name);
   for (Request& r : c->reqs) r.comm = c.get();
-  BRAID_ASSIGN_OR_RETURN(c->ctrlMr, registerMem(e->dev, &c->ctrlOut, sizeof(c->ctrlOut)));
-  c->ctrlOut = CtrlMsg{};
-  c->ctrlOut.magic = kHandleMagic;
-  c->ctrlOut.commId = c->commId;
-  c->ctrlOut.kind = kConnectKind;
-  c->ctrlOut.nameLen = static_cast<uint32_t>(e->rawName.size());
-  memcpy(c->ctrlOut.name, e->rawName.data(), e->rawName.size());
-  c->ctrlOp.kind = OpKind::kCtrlSend;
+  BRAID_ASSIGN_OR_RETURN(c->ctrlMr, registerMem(e->dev, c->ctrlOut, sizeof(c->ctrlOut)));
+  c->ctrlOut[0] = CtrlMsg{};
+  c->ctrlOut[0].magic = kHandleMagic;
+  c->ctrlOut[0].commId = c->commId;
+  c->ctrlOut[0].kind = kConnectKind;
+  c->ctrlOut[0].nameLen = static_cast<uint32_t>(e->rawName.size());
+  memcpy(c->ctrlOut[0].name, e->rawName.data(), e->rawName.size());
+  c->ctrlOut[1] = c->ctrlOut[0];
+  c->ctrlOut[1].kind = kCloseKind;
+  c->ctrlOp[0].kind = OpKind::kCtrlSend;
+  c->ctrlOp[1].kind = OpKind::kCtrlSend;
   c->connectWait = WaitContext::withTimeout(nullptr, static_cast<double>(params::Timeout()));
   bool posted = false;
   BRAID_RETURN_IF_ERROR(postConnect(*c, &posted));
@@ -382,16 +385,18 @@ ncclResult_t ofiCloseSend(void* sendComm) {
   if (c == nullptr) return ncclSuccess;
   {
     std::lock_guard<std::mutex> lk(c->ep->mu);
-    drain(*c, 1000, false);  // the CONNECT must be out before the CLOSE reuses its buffer
-    c->ctrlOut.kind = kCloseKind;
-    c->ctrlOut.sendsCompleted = c->completed;
-    c->ctrlOp = Op();
-    c->ctrlOp.kind = OpKind::kCtrlSend;
-    ssize_t rc = fi_tsend(c->ep->ep, &c->ctrlOut, sizeof(CtrlMsg), c->ctrlMr.desc, c->peerAddr,
-                          ctrlTag(c->commId, kCloseKind), &c->ctrlOp.ctx);
+    c->ctrlOut[1].sendsCompleted = c->completed;
+    ssize_t rc = -FI_EAGAIN;
+    WaitContext wait = WaitContext::withTimeout(nullptr, 1.0);
+    while (rc == -FI_EAGAIN && !wait.expired()) {  // the provider may be busy; tell the peer if at all possible
+      rc = fi_tsend(c->ep->ep, &c->ctrlOut[1], sizeof(CtrlMsg), c->ctrlMr.desc, c->peerAddr,
+                    ctrlTag(c->commId, kCloseKind), &c->ctrlOp[1].ctx);
+      if (rc == -FI_EAGAIN) (void)progress(*c->ep);
+    }
+    if (rc != 0) BRAID_NET_INFO("NET/OFI : could not tell %s about the close: %s", c->peer.c_str(), fi_strerror(-rc));
     if (rc == 0) {
-      c->ctrlOp.posted = true;
-      drain(*c, 200000, true);  // tell the peer, then let go; bounded
+      c->ctrlOp[1].posted = true;
+      drain(*c, 1000, true);  // tell the peer, then let go
     }
     int inFlight = 0;
     for (Request& r : c->reqs) inFlight += r.used ? r.outstanding() : 0;
@@ -415,7 +420,7 @@ ncclResult_t ofiCloseRecv(void* recvComm) {
   if (c == nullptr) return ncclSuccess;
   {
     std::lock_guard<std::mutex> lk(c->ep->mu);
-    drain(*c, 100000, false);
+    drain(*c, 200, false);
     c->ep->recvComms.erase(c->commId);
     bool busy = false;
     for (Request& r : c->reqs) busy = busy || (r.used && r.outstanding() > 0);
