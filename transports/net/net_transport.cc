@@ -77,33 +77,10 @@ struct NetConn : ConnectorDriver {
   Clock::time_point closeDeadline;
 };
 
-// The loaded networks, once per process and setting (tests change NCCL_NET between communicators). Never freed:
-// the proxy thread may still be inside a network when static destructors would run at exit.
-struct Loaded {
-  Status status;
-  net::NetSelection* selection = nullptr;
-  std::string name;  // "NET/Socket"
-};
-
-Loaded* loadedNetwork() {
-  static std::mutex mu;
-  static auto* cache = new std::map<std::string, Loaded*>();
-  const std::string key = params::Net() + "|" + params::NetPlugin() + "|" + std::to_string(params::IbDisable());
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache->find(key);
-  if (it != cache->end()) return it->second;
-  auto* l = new Loaded();
-  auto sel = net::loadNetworks();
-  if (sel.isOk()) {
-    l->selection = new net::NetSelection(std::move(sel.value()));
-    l->name = "NET/" + l->selection->chosen->name();
-    BRAID_INFO(kLogInit | kLogNet, "Using network %s (%s)", l->selection->chosen->name().c_str(),
-               l->selection->reason.c_str());
-  } else {
-    l->status = sel.status();
-  }
-  cache->emplace(key, l);
-  return l;
+// The network connections use: the process's selection (net_plugin.h loads it once, as NCCL loads its plugin).
+Result<net::NetModule*> chosenNetwork() {
+  BRAID_ASSIGN_OR_RETURN(net::NetSelection * sel, net::processNetworks());
+  return sel->chosen;
 }
 
 bool readyToClose(const NetConn& c) {
@@ -227,7 +204,7 @@ bool progressConn(NetConn& c) {
 class NetProxy {
  public:
   static NetProxy& get() {
-    static auto* proxy = new NetProxy();  // never destroyed, see Loaded
+    static auto* proxy = new NetProxy();  // never destroyed: it may be inside a network call at exit
     return *proxy;
   }
 
@@ -324,10 +301,7 @@ class NetProxy {
 
 class NetTransport : public Transport {
  public:
-  const char* name() const override {
-    Loaded* l = loadedNetwork();
-    return l->status.isOk() ? l->name.c_str() : "NET";
-  }
+  const char* name() const override { return "net"; }
 
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override { return needsNetwork(self, peer); }
 
@@ -384,9 +358,9 @@ class NetTransport : public Transport {
 
  private:
   static Result<net::NetModule*> chosen() {
-    Loaded* l = loadedNetwork();
-    if (!l->status.isOk()) return l->status.withContext("no network for ranks on other hosts");
-    return l->selection->chosen;
+    auto net = chosenNetwork();
+    if (!net.isOk()) return net.status().withContext("no network for ranks on other hosts");
+    return net.value();
   }
 
   // The connection's FIFO in this process's memory; when the connector goes, the proxy lets go of it first.
@@ -409,9 +383,8 @@ bool needsNetwork(const PeerInfo& self, const PeerInfo& peer) {
 }
 
 Result<double> netLinkGBps() {
-  Loaded* l = loadedNetwork();
-  if (!l->status.isOk()) return l->status;
-  BRAID_ASSIGN_OR_RETURN(net::NetProperties props, l->selection->chosen->getProperties(0));
+  BRAID_ASSIGN_OR_RETURN(net::NetModule * net, chosenNetwork());
+  BRAID_ASSIGN_OR_RETURN(net::NetProperties props, net->getProperties(0));
   return props.speedMbps > 0 ? props.speedMbps / 8e3 : 10000 / 8e3;
 }
 
