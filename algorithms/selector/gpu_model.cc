@@ -418,7 +418,8 @@ std::string describeGpuSweep(const GpuModel& m, FilterColl c, size_t minBytes, s
     }
   }
   std::string out =
-      strPrintf("# predicted time (us) of %s per algorithm/protocol, and the choice\n", filterCollName(c));
+      strPrintf("# predicted time (us) of %s per algorithm/protocol by bytes (the largest buffer), and the choice\n",
+                filterCollName(c));
   out += strPrintf("%12s", "bytes");
   for (const auto& ap : pairs) {
     const std::string name =

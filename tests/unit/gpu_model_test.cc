@@ -195,6 +195,12 @@ TEST(GpuModel, TwoDgxH100Nodes) {
   EXPECT_DOUBLE_EQ(in.graphs[kNvlsTreeA].bwInter, 48.0);
   EXPECT_NEAR(m.busBw[kArI][kNvlsTreeA][kSimple], 8 * 57.7, 1e-9);  // min(59.5, 2 x 48, cap 57.7)
   EXPECT_NEAR(m.latency[kArI][kNvlsTreeA][kSimple], 25 + 2 * 1 * 20.9, 1e-9);
+  // A NIC's reported latency adds to every network hop, twice for Simple (the flush after a GDR receive).
+  GpuModelInput slow = in;
+  slow.graphs[kRingA].latencyInter = 5.0;
+  const GpuModel ms = buildGpuModel(slow);
+  EXPECT_NEAR(ms.latency[kArI][kRingA][kSimple] - m.latency[kArI][kRingA][kSimple], 2 * 2 * 5.0, 1e-9);
+  EXPECT_NEAR(ms.latency[kArI][kRingA][kLL] - m.latency[kArI][kRingA][kLL], 2 * 5.0, 1e-9);
   // Ring Simple's plateau: latency x1.4 once each rank's share of each channel reaches 64 bytes (16 x 16 x 64).
   const double below = predictGpuUs(m, kAr, AlgoId::kRing, ProtoId::kSimple, 16 * 16 * 64 - 1);
   const double at = predictGpuUs(m, kAr, AlgoId::kRing, ProtoId::kSimple, 16 * 16 * 64);
