@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "algorithms/selector/gpu_model.h"
 #include "topology/topo.h"
 #include "topology/topo_search.h"
+#include "topology/xml.h"
 
 namespace braid {
 namespace {
@@ -205,6 +208,36 @@ TEST(GpuModel, TwoDgxH100Nodes) {
   const double below = predictGpuUs(m, kAr, AlgoId::kRing, ProtoId::kSimple, 16 * 16 * 64 - 1);
   const double at = predictGpuUs(m, kAr, AlgoId::kRing, ProtoId::kSimple, 16 * 16 * 64);
   EXPECT_NEAR(at - below, 0.4 * m.latency[kArI][kRingA][kSimple], 1e-3);
+}
+
+// The inter-node figures come from the NICs through the search: the same machine with 100G NICs (12.5 GB/s each)
+// gets 12 GB/s rings, and the model's bandwidths follow.
+TEST(GpuModel, SlowerNicsLowerTheInterNodeFigures) {
+  std::ifstream file(std::string(BRAID_FIXTURES_DIR) + "/topo/dgx_h100.xml");
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  size_t at = 0, replaced = 0;
+  const std::string from = "speed=\"400000\"", to = "speed=\"100000\"";
+  while ((at = text.find(from, at)) != std::string::npos) {
+    text.replace(at, from.size(), to);
+    ++replaced;
+  }
+  ASSERT_EQ(replaced, 8u);
+  auto xml = parseXml(text, "dgx_h100 with 100G NICs");
+  ASSERT_TRUE(xml.isOk()) << xml.status().message();
+  auto sys = systemFromXml(xml.take(), "dgx_h100 with 100G NICs", PathOptions());
+  ASSERT_TRUE(sys.isOk()) << sys.status().message();
+  const TopoGraph& g = sys.value().graph;
+  HostGraphs h = searchHostGraphs(g, true, 0);
+  auto in = gpuModelInputFrom(g, h, 4);
+  ASSERT_TRUE(in.isOk()) << in.status().message();
+  const GraphFigures& ring = in.value().graphs[kRingA];
+  EXPECT_LE(ring.bwInter, netBw(100000));
+  EXPECT_DOUBLE_EQ(ring.bwInter, 12.0);
+  const GpuModel slow = buildGpuModel(in.value());
+  const GpuModel fast = buildGpuModel(inputFor("dgx_h100.xml", 4));
+  // Beyond 2 nodes the ring's bandwidth is channels x bwInter.
+  EXPECT_NEAR(slow.busBw[kArI][kRingA][kSimple], ring.nChannels * 12.0, 1e-9);
+  EXPECT_LT(slow.busBw[kArI][kRingA][kSimple], fast.busBw[kArI][kRingA][kSimple]);
 }
 
 TEST(GpuModel, TreeLatencyGrowsWithLog2Nodes) {
