@@ -162,7 +162,9 @@ int main(int argc, char** argv) {
     printf("## Paths (type/GB/s)\n%s\n", g.describePaths().c_str());
     printf("## Ring graph%s\n%s\n", nodes > 1 ? " (inter-node)" : "", braid::describeGraph(graphs.ring).c_str());
     printf("## Tree graph\n%s\n", braid::describeGraph(graphs.tree).c_str());
-    if (graphs.nvls.nChannels > 0) printf("## NVLS: %d heads\n\n", graphs.nvls.nChannels);
+    if (graphs.nvls.nChannels > 0) {
+      printf("## NVLS: %d heads, bw %.1f/%.1f\n\n", graphs.nvls.nChannels, graphs.nvls.bwIntra, graphs.nvls.bwInter);
+    }
     if (!g.nodesOf(braid::NodeType::kNet).empty() && !g.nodesOf(braid::NodeType::kGpu).empty()) {
       printf("## NIC per GPU and channel (rail-aligned)\n");
       for (int i : g.nodesOf(braid::NodeType::kGpu)) {
