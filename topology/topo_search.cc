@@ -298,6 +298,123 @@ SearchedGraph fallback(const TopoGraph& g, const SearchOptions& o) {
   return out;
 }
 
+// NCCL's NVLS search in closed form. All GPUs hang off one (merged) NVSwitch, so a search over orders is not
+// needed: each head channel moves `speed` through every GPU's NVLink to the switch in each direction, twice through
+// its head GPU (which both pulls its share from the switch and pushes it back), so k heads fit at `speed` when
+// (k + 1) x speed <= a GPU's NVLink bandwidth. Inside a host every GPU is a head (NCCL forces min = max channels so
+// all GPUs pull evenly); across hosts the heads are the GPUs closest to a NIC, and a head's NIC carries `speed`.
+// Speeds come from the same tables as the ring search (intra table inside a host, inter table across hosts), starting
+// at the first speed <= the widest path with speed x minChannels <= the GPU's NVLink total x n / (n - 1) (NCCL scales
+// the total for non-ring patterns). More heads win, then more heads x bwInter; lower speeds are tried while the
+// next one is above 0.49 x the best. Then NCCL's second pass raises bwInter alone, one table step at a time, while
+// it is below 2 x bwIntra and (across hosts) the heads' NICs and NIC paths still carry it: the DGX-H100 gets 8 heads,
+// bwIntra 40 (9 x 40 = 360 <= 370.8; 50 needs 450), bwInter 60 on one host (the table's top) and 48 across hosts.
+SearchedGraph searchNvls(const TopoGraph& g, bool interNode) {
+  SearchedGraph out;
+  out.id = GraphId::kNvls;
+  out.pattern = GraphPattern::kNvls;
+  out.interNode = interNode;
+  out.sameChannels = false;
+  if (!g.nvlsCapable()) return out;
+  const auto& nvsNodes = g.nodesOf(NodeType::kNvs);
+  std::vector<int> gpus = g.nodesOf(NodeType::kGpu);
+  std::sort(gpus.begin(), gpus.end(), [&](int a, int b) { return g.node(a).dev < g.node(b).dev; });
+  if (nvsNodes.empty() || gpus.empty()) return out;
+  const int nvs = nvsNodes[0];
+  const int n = static_cast<int>(gpus.size());
+  constexpr int kMaxNvlsArity = 32;
+  // Candidate heads: inside a host every GPU; across hosts each NET's closest GPU (once), with that NET.
+  struct Head {
+    int gpu;
+    int net;  // node index, -1 inside a host
+  };
+  std::vector<Head> candidates;
+  if (!interNode) {
+    for (int i = 0; i < std::min(n, kMaxNvlsArity); ++i) candidates.push_back({gpus[static_cast<size_t>(i)], -1});
+  } else {
+    for (int net : g.nodesOf(NodeType::kNet)) {
+      int best = -1;
+      for (int gpu : gpus) {
+        const TopoPath& p = g.path(gpu, net);
+        if (p.type == PathType::kDis) continue;
+        if (best < 0 || p.type < g.path(best, net).type ||
+            (p.type == g.path(best, net).type && p.bw > g.path(best, net).bw + kEps))
+          best = gpu;
+      }
+      bool dup = false;
+      for (const Head& h : candidates) dup = dup || h.gpu == best;
+      if (best >= 0 && !dup && static_cast<int>(candidates.size()) < std::min(n, kMaxNvlsArity))
+        candidates.push_back({best, net});
+    }
+  }
+  if (candidates.empty()) return out;
+  double linkBw = kLocBw;  // the narrowest GPU-switch path
+  for (int gpu : gpus) linkBw = std::min(linkBw, g.path(gpu, nvs).bw);
+  const int sm = maxSm(g);
+  const std::vector<double>& speeds = interNode ? (sm >= 100 ? kInterSpeedsSm100 : kInterSpeedsSm90)
+                                                : (sm >= 100 ? kIntraSpeedsSm100 : kIntraSpeedsSm90);
+  double maxBw = 0;
+  for (int a : gpus) {
+    if (interNode) {
+      for (int net : g.nodesOf(NodeType::kNet)) maxBw = std::max(maxBw, g.path(a, net).bw);
+    } else {
+      for (int b : gpus) {
+        if (a != b) maxBw = std::max(maxBw, g.path(a, b).bw);
+      }
+    }
+  }
+  const int minChannels = interNode ? 1 : static_cast<int>(candidates.size());
+  const double totalBw = n > 1 ? g.totalGpuBw() * n / (n - 1) : g.totalGpuBw();
+  size_t start = 0;
+  while (start + 1 < speeds.size() && (speeds[start] > maxBw || speeds[start] * minChannels > totalBw + kEps)) ++start;
+  // Heads that fit at (intra, inter) speeds, in candidate order.
+  auto fit = [&](double intra, double inter) {
+    std::vector<Head> heads;
+    for (const Head& h : candidates) {
+      if (h.net >= 0 && (g.path(h.gpu, h.net).bw + kEps < inter || netBw(g.node(h.net).speed) + kEps < inter)) continue;
+      if ((static_cast<double>(heads.size()) + 2) * intra > linkBw + kEps) break;
+      heads.push_back(h);
+    }
+    if (static_cast<int>(heads.size()) < minChannels) heads.clear();
+    return heads;
+  };
+  std::vector<Head> best;
+  double bestIntra = 0, bestInter = 0;
+  size_t bestIndex = 0;
+  for (size_t i = start; i < speeds.size(); ++i) {
+    if (!best.empty() && speeds[i] / bestInter <= 0.49) break;
+    std::vector<Head> heads = fit(speeds[i], speeds[i]);
+    if (heads.size() > best.size() ||
+        (heads.size() == best.size() && heads.size() * speeds[i] > best.size() * bestInter + kEps)) {
+      best = heads;
+      bestIntra = bestInter = speeds[i];
+      bestIndex = i;
+    }
+  }
+  if (best.empty()) return out;
+  // Second pass: raise bwInter with the same heads.
+  while (bestIndex > 0 && bestInter < 2 * bestIntra) {
+    std::vector<Head> heads = fit(bestIntra, speeds[bestIndex - 1]);
+    if (heads.size() < best.size()) break;
+    bestInter = speeds[--bestIndex];
+  }
+  out.nChannels = static_cast<int>(best.size());
+  out.bwIntra = bestIntra;
+  out.bwInter = bestInter;
+  out.typeIntra = PathType::kNvl;
+  out.typeInter = interNode ? g.path(best[0].gpu, best[0].net).type : PathType::kLoc;
+  for (const Head& h : best) {
+    TopoChannel ch;
+    ch.gpus.push_back(g.node(h.gpu).dev);  // the head first, then the other GPUs in dev order
+    for (int gpu : gpus) {
+      if (gpu != h.gpu) ch.gpus.push_back(g.node(gpu).dev);
+    }
+    if (h.net >= 0) ch.netIn = ch.netOut = g.node(h.net).dev;
+    out.channels.push_back(ch);
+  }
+  return out;
+}
+
 }  // namespace
 
 SearchedGraph searchGraph(const TopoGraph& g, const SearchOptions& opts) {
@@ -373,26 +490,16 @@ HostGraphs searchHostGraphs(const TopoGraph& g, bool interNode, int crossNic) {
   out.ring = searchGraph(g, ro);
   out.ring.id = GraphId::kRing;
   SearchOptions to = ro;
-  to.pattern = sm >= 90 ? GraphPattern::kTree : GraphPattern::kBalancedTree;
+  // NCCL starts every tree search as a balanced tree and falls back to the plain TREE pattern on sm90+ only when
+  // the balanced search does not fill its channels. Inside one host it always does (no NIC to split), so NCCL's
+  // single-node tree stays pattern 1 and the model does not apply its 0.85 plain-tree penalty (reference 6.7).
+  to.pattern = sm >= 90 && interNode ? GraphPattern::kTree : GraphPattern::kBalancedTree;
   to.minChannels = to.maxChannels = out.ring.nChannels;
   out.tree = searchGraph(g, to);
   out.tree.id = GraphId::kTree;
   duplicateChannels(&out.ring, sm);
   duplicateChannels(&out.tree, sm);
-  out.nvls.id = GraphId::kNvls;
-  out.nvls.pattern = GraphPattern::kNvls;
-  if (g.nvlsCapable()) {
-    // Every GPU is a head: each owns 1/nHeads of the data and reaches the switch over all its NVLinks.
-    const auto& gpus = g.nodesOf(NodeType::kGpu);
-    out.nvls.nChannels = static_cast<int>(std::min<size_t>(16, gpus.size()));
-    out.nvls.typeIntra = PathType::kNvl;
-    out.nvls.bwIntra = g.totalGpuBw() / static_cast<double>(gpus.size());
-    for (int c = 0; c < out.nvls.nChannels; ++c) {
-      TopoChannel ch;
-      for (size_t k = 0; k < gpus.size(); ++k) ch.gpus.push_back(g.node(gpus[(c + k) % gpus.size()]).dev);
-      out.nvls.channels.push_back(ch);
-    }
-  }
+  out.nvls = searchNvls(g, interNode);
   return out;
 }
 

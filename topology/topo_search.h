@@ -62,7 +62,9 @@ void duplicateChannels(SearchedGraph* graph, int sm);
 struct HostGraphs {
   SearchedGraph ring;
   SearchedGraph tree;
-  SearchedGraph nvls;  // nChannels 0 when the host is not NVLS-capable
+  // NCCL's NVLS graph: heads x bwIntra where (heads + 1) x bwIntra fits a GPU's NVLink, bwInter raised towards
+  // 2 x bwIntra (DGX-H100: 8 x 40, bwInter 60; 48 across hosts). nChannels 0 when the host is not NVLS-capable.
+  SearchedGraph nvls;
 };
 HostGraphs searchHostGraphs(const TopoGraph& g, bool interNode, int crossNic);
 // Channels the communicator runs: NCCL's postset doubling, min(64, 2 x searched channels).

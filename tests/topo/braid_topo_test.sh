@@ -53,6 +53,21 @@ NCCL_P2P_DISABLE=1 "$topo" --topo "$fx/pcie_4gpu.xml" | grep "^GPU/0 *LOC *PHB/2
 "$topo" --topo "$fx/pcie_4gpu.xml" | grep "^GPU/0 *LOC *PIX/24.0" > /dev/null || fail "PIX without NCCL_P2P_DISABLE"
 NCCL_CROSS_NIC=1 "$topo" --topo "$fx/dgx_h100.xml" --nodes 2 | grep "^Pattern 4, crossNic 1, nChannels 8" > /dev/null || fail "NCCL_CROSS_NIC=1"
 
+# --tune: NCCL's model over the searched graphs (reference 6.7 on one DGX-H100), a sweep 8 B .. 8 GB by x4
+# (16 sizes) whose choice moves from Ring/LL to NVLS; NCCL_ALGO removes columns; LL128 off on the PCIe box.
+"$topo" --topo "$fx/dgx_h100.xml" --tune > "$tmp/tune.txt"
+grep -Eq "^Ring +LL +141\.0 +80\.6 +15\.0$" "$tmp/tune.txt" || fail "--tune Ring LL row: $(grep '^Ring' "$tmp/tune.txt")"
+grep -Eq "^NVLS +Simple +476\.0 +272\.0 +25\.0$" "$tmp/tune.txt" || fail "--tune NVLS row"
+[ "$(grep -cE '^ +[0-9]+ .* (Ring|Tree|NVLS)/(LL|LL128|Simple)$' "$tmp/tune.txt")" -eq 16 ] || fail "--tune sweep rows"
+grep -Eq "^ +8 .* Ring/LL$" "$tmp/tune.txt" || fail "--tune: 8 B is not Ring/LL"
+grep -Eq "^ +8589934592 .* NVLS/Simple$" "$tmp/tune.txt" || fail "--tune: 8 GB is not NVLS"
+NCCL_ALGO=ring "$topo" --topo "$fx/dgx_h100.xml" --tune --coll allgather > "$tmp/tune_ring.txt"
+grep -q "NVLS/Simple" "$tmp/tune_ring.txt" && fail "NCCL_ALGO=ring still has NVLS in the sweep"
+grep -Eq "^NVLS +Simple .*off: NCCL_ALGO$" "$tmp/tune_ring.txt" || fail "NCCL_ALGO=ring: NVLS row"
+"$topo" --topo "$fx/pcie_4gpu.xml" --tune | grep -Eq "^Ring +LL128 .*off: LL128 path rule" || fail "--tune LL128 on PCIe"
+"$topo" --topo "$fx/dgx_h100.xml" --tune --nodes 2 | grep -Eq "^NVLSTree +Simple +[0-9]" || fail "--tune NVLSTree, 2 nodes"
+"$topo" --topo "$fx/dgx_h100.xml" --tune --coll bogus 2> /dev/null && fail "--tune --coll bogus accepted"
+
 # hwloc XML replay (when built with hwloc).
 if "$topo" --hwloc-xml "$fx/hwloc_2socket.xml" > "$tmp/hw.txt" 2> "$tmp/hw.err"; then
   grep -q "name=mlx5_0" "$tmp/hw.txt" || fail "hwloc replay lost mlx5_0"

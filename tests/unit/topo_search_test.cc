@@ -70,11 +70,16 @@ TEST(TopoSearch, DgxH100SingleNode) {
   EXPECT_DOUBLE_EQ(h.ring.bwIntra, 30.0);
   EXPECT_EQ(collChannels(h.ring), 24);
   EXPECT_EQ(h.tree.nChannels, 12);
-  EXPECT_EQ(h.tree.pattern, GraphPattern::kTree);  // sm90 trees keep parent and children on one GPU
+  // One host: NCCL's balanced-tree search fills its channels at once, so the pattern stays balanced (1); the sm90
+  // fallback to the plain tree (parent and children on one GPU) only matters across hosts.
+  EXPECT_EQ(h.tree.pattern, GraphPattern::kBalancedTree);
   EXPECT_EQ(h.ring.channels[0].gpus, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_TRUE(h.ring.sameChannels);
-  // NVLS: NVSwitch + sm90, every GPU a head.
+  // NVLS: NVSwitch + sm90, every GPU a head. 9 x 50 = 450 GB/s would not fit a GPU's 370.8 of NVLink (its own
+  // head counts twice), 9 x 40 does; then bwInter rises to the table's top (60), as NCCL's second pass does.
   EXPECT_EQ(h.nvls.nChannels, 8);
+  EXPECT_DOUBLE_EQ(h.nvls.bwIntra, 40.0);
+  EXPECT_DOUBLE_EQ(h.nvls.bwInter, 60.0);
 }
 
 TEST(TopoSearch, DgxH100MultiNode) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "algorithms/selector/gpu_model.h"
 #include "src/common/params.h"
 #include "topology/topo.h"
 #include "topology/topo_channels.h"
@@ -25,8 +26,12 @@ void usage(FILE* f) {
           "  --dump FILE          write the topology XML (as NCCL_TOPO_DUMP_FILE would)\n"
           "  --graph-dump FILE    write the searched graphs (as NCCL_GRAPH_DUMP_FILE would)\n"
           "  --quiet              no text report (with --dot -)\n"
+          "  --tune               NCCL's tuning model over the searched graphs instead of the report: busBw and\n"
+          "                       latency per algorithm/protocol, then predicted times and the choice, 8 B .. 8 GB\n"
+          "  --coll NAME          with --tune: allreduce (default), allgather, reducescatter, broadcast, reduce, all\n"
+          "  --factor F           with --tune: size step (default 4)\n"
           "NCCL_P2P_LEVEL, NCCL_P2P_DISABLE, NCCL_SHM_DISABLE, NCCL_NET_GDR_LEVEL, NCCL_PXN_DISABLE, NCCL_CROSS_NIC,\n"
-          "NCCL_GRAPH_FILE and NCCL_HOSTID apply as in the library.\n");
+          "NCCL_GRAPH_FILE and NCCL_HOSTID apply as in the library; with --tune, NCCL_ALGO and NCCL_PROTO too.\n");
 }
 
 int fail(const braid::Status& s) {
@@ -34,12 +39,51 @@ int fail(const braid::Status& s) {
   return 1;
 }
 
+// --tune: NCCL's tuning tables and choices for a communicator over `nodes` such hosts, one rank per GPU.
+int printTuning(const braid::TopoGraph& g, const braid::HostGraphs& graphs, int nodes, const std::string& collName,
+                int factor) {
+  if (factor < 2) {
+    fprintf(stderr, "braid-topo: --factor must be >= 2\n");
+    return 2;
+  }
+  auto inR = braid::gpuModelInputFrom(g, graphs, nodes);
+  if (!inR.isOk()) return fail(inR.status());
+  braid::GpuModelInput in = inR.take();
+  auto algo = braid::parseFilter(braid::params::Algo(), braid::algoNames(), "NCCL_ALGO");
+  if (!algo.isOk()) return fail(algo.status());
+  auto proto = braid::parseFilter(braid::params::Proto(), braid::protoNames(), "NCCL_PROTO");
+  if (!proto.isOk()) return fail(proto.status());
+  in.algoFilter = algo.take();
+  in.protoFilter = proto.take();
+  std::vector<braid::FilterColl> colls;
+  if (collName == "all") {
+    for (int c = braid::kFilterColls - 1; c >= 0; --c) colls.push_back(static_cast<braid::FilterColl>(c));
+  } else {
+    auto c = braid::parseGpuColl(collName);
+    if (!c.isOk()) return fail(c.status());
+    colls.push_back(c.value());
+  }
+  const braid::GpuModel m = braid::buildGpuModel(in);
+  printf("# graphs: ring %d x %.1f/%.1f GB/s %s/%s, tree %d x %.1f/%.1f, nvls %d heads x %.1f/%.1f\n",
+         in.graphs[1].nChannels, in.graphs[1].bwIntra, in.graphs[1].bwInter,
+         braid::pathTypeName(in.graphs[1].typeIntra), braid::pathTypeName(in.graphs[1].typeInter),
+         in.graphs[0].nChannels, in.graphs[0].bwIntra, in.graphs[0].bwInter, in.graphs[4].nChannels,
+         in.graphs[4].bwIntra, in.graphs[4].bwInter);
+  for (braid::FilterColl c : colls) {
+    printf("\n%s\n", braid::describeGpuModel(m, c).c_str());
+    printf("%s", braid::describeGpuSweep(m, c, 8, size_t{8} << 30, static_cast<size_t>(factor)).c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string topoFile, hwlocXml, dotFile, dumpFile, graphDump;
   int nodes = 1;
-  bool quiet = false;
+  bool quiet = false, tune = false;
+  std::string collName = "allreduce";
+  int factor = 4;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&](const char* what) -> std::string {
@@ -63,6 +107,12 @@ int main(int argc, char** argv) {
       graphDump = next("a file");
     } else if (a == "--quiet") {
       quiet = true;
+    } else if (a == "--tune") {
+      tune = true;
+    } else if (a == "--coll") {
+      collName = next("a collective");
+    } else if (a == "--factor") {
+      factor = atoi(next("a factor").c_str());
     } else if (a == "-h" || a == "--help") {
       usage(stdout);
       return 0;
@@ -102,6 +152,7 @@ int main(int argc, char** argv) {
     if (!s.isOk()) return fail(s);
   }
 
+  if (tune) return printTuning(g, graphs, nodes, collName, factor);
   if (!quiet) {
     printf("# topology of host %s, from %s\n", sys.hostId.c_str(), sys.source.c_str());
     printf("# %zu GPUs, %zu NICs, %zu NUMA nodes, %zu PCI switches%s\n\n", g.nodesOf(braid::NodeType::kGpu).size(),
@@ -111,7 +162,9 @@ int main(int argc, char** argv) {
     printf("## Paths (type/GB/s)\n%s\n", g.describePaths().c_str());
     printf("## Ring graph%s\n%s\n", nodes > 1 ? " (inter-node)" : "", braid::describeGraph(graphs.ring).c_str());
     printf("## Tree graph\n%s\n", braid::describeGraph(graphs.tree).c_str());
-    if (graphs.nvls.nChannels > 0) printf("## NVLS: %d heads\n\n", graphs.nvls.nChannels);
+    if (graphs.nvls.nChannels > 0) {
+      printf("## NVLS: %d heads, bw %.1f/%.1f\n\n", graphs.nvls.nChannels, graphs.nvls.bwIntra, graphs.nvls.bwInter);
+    }
     if (!g.nodesOf(braid::NodeType::kNet).empty() && !g.nodesOf(braid::NodeType::kGpu).empty()) {
       printf("## NIC per GPU and channel (rail-aligned)\n");
       for (int i : g.nodesOf(braid::NodeType::kGpu)) {
