@@ -104,6 +104,41 @@ TEST(CostModel, FileCostsAndPins) {
   unlink(path.c_str());
 }
 
+// Across hosts: the ring pays 2(n-1) network hops, the tree 2 log2(hosts) plus its chains; bytes per link set
+// the slope. A "net" line replaces the measured figures.
+TEST(CostModel, AcrossHostsTradesHopsForBytes) {
+  CostModel m;
+  NetShape net;
+  net.nNodes = 4;
+  net.localRanks = 2;
+  net.link = AlgoCost{20, 1.25};
+  net.hostHopUs = 1;
+  const int n = 8;
+  const double ring0 = m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, n, net, 0);
+  const double tree0 = m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, n, net, 0);
+  EXPECT_DOUBLE_EQ(ring0, 2 * 7 * 20);
+  EXPECT_DOUBLE_EQ(tree0, 2 * (2 * 20 + 1 * 1));
+  const size_t big = size_t{256} << 20;
+  EXPECT_LT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, n, net, big),
+            m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, n, net, big));
+  // A slower network moves the crossover up: at 1 MB the tree wins with 2 ms hops, the ring with 2 us.
+  net.link.alphaUs = 2000;
+  EXPECT_LT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, n, net, 1 << 20),
+            m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, n, net, 1 << 20));
+  net.link.alphaUs = 2;
+  EXPECT_GT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, n, net, 1 << 20),
+            m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, n, net, 1 << 20));
+
+  const std::string path = writeTemp("# measured elsewhere\nnet 35.5 3.1\n");
+  Result<CostModel> f = CostModel::load(path);
+  unlink(path.c_str());
+  ASSERT_TRUE(f.isOk()) << f.status().message();
+  ASSERT_TRUE(f.value().hasNetFigures());
+  EXPECT_DOUBLE_EQ(f.value().netFigures().alphaUs, 35.5);
+  EXPECT_DOUBLE_EQ(f.value().netFigures().betaGBps, 3.1);
+  EXPECT_FALSE(m.hasNetFigures());
+}
+
 TEST(CostModel, BadFilesNameTheLine) {
   struct Case {
     const char* text;
@@ -118,7 +153,10 @@ TEST(CostModel, BadFilesNameTheLine) {
                         {"cost allreduce ring 4 1 1 extra\n", "unexpected 'extra'"},
                         {"tune allreduce\n", "unknown entry 'tune'"},
                         {"pin allreduce 0 1 ring LL64\n", "unknown protocol 'LL64'"},
-                        {"cost allreduce ring LL 4 1\n", "line 1: expected 'cost"}};
+                        {"cost allreduce ring LL 4 1\n", "line 1: expected 'cost"},
+                        {"net 5\n", "line 1: expected 'net <alpha us> <GB/s>'"},
+                        {"net -1 2\n", "net: alpha >= 0 and GB/s > 0"},
+                        {"net 3 0\n", "net: alpha >= 0 and GB/s > 0"}};
   for (const Case& k : cases) {
     const std::string path = writeTemp(k.text);
     Result<CostModel> m = CostModel::load(path);
