@@ -279,6 +279,11 @@ double CostModel::predictAcrossHostsUs(FilterColl coll, AlgoId algo, int nranks,
   return 0;
 }
 
+bool CostModel::pinsAlgorithm(FilterColl coll, int algo) const {
+  return std::any_of(pins_.begin(), pins_.end(),
+                     [&](const Pin& p) { return p.coll == static_cast<int>(coll) && p.algo == algo; });
+}
+
 int CostModel::pinned(FilterColl coll, size_t bytes, int* proto) const {
   for (const Pin& p : pins_) {
     if (p.coll == static_cast<int>(coll) && bytes >= p.minBytes && bytes <= p.maxBytes) {

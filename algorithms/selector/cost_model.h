@@ -68,6 +68,8 @@ class CostModel {
   bool hasNetFigures() const { return hasNet_; }
   const AlgoCost& netFigures() const { return net_; }
 
+  // Whether some pin forces `algo` for `coll` (at any size).
+  bool pinsAlgorithm(FilterColl coll, int algo) const;
   // The algorithm a pin forces for this size, or -1; *proto (if given) gets the pinned protocol or -1.
   int pinned(FilterColl coll, size_t bytes, int* proto = nullptr) const;
   // All-to-all with `bytesPerPeer` to each of nranks - 1 peers.

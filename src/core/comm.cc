@@ -273,6 +273,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
                  static_cast<void*>(this), rank, direct_->stageBytes());
     }
   }
+  BRAID_RETURN_IF_ERROR(setupHierarchy());
   if (logEnabled(LogLevel::kInfo, kLogInit)) {
     BRAID_INFO(kLogInit, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d - host memory, %d channels",
                static_cast<void*>(this), rank, nranks, nNodes_, topo.localRanks, topo.localRank, nChannels());
@@ -585,7 +586,8 @@ void Communicator::clearPending() {
 }
 
 Status Communicator::launch(const std::vector<Communicator*>& comms) {
-  Status result = launchDirect(comms);
+  Status result = launchHierarchical(comms);
+  if (result.isOk()) result = launchDirect(comms);
   bool anyLeft = false;
   for (Communicator* c : comms) anyLeft = anyLeft || !c->pending_.empty();
   if (result.isOk() && anyLeft) result = launchImpl(comms);

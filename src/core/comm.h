@@ -144,7 +144,8 @@ class Communicator {
     CollKind kind = CollKind::kAllReduce;
     size_t bytes = 0;
     FifoChoice fifo;
-    bool direct = false;  // NVLS; for an all-to-all entry, the log-step schedule
+    bool direct = false;    // NVLS; for an all-to-all entry, the log-step schedule
+    bool nvlsTree = false;  // across hosts: NVLS-style inside each host, the network between (comm_hier.cc)
   };
   static constexpr size_t kDecisionCacheSize = 16;
   Decision& decisionFor(const PendingOp& op) const;
@@ -161,6 +162,13 @@ class Communicator {
   static Status launchImpl(const std::vector<Communicator*>& comms);
   // Runs the queued operations the direct (NVLS-style) path takes and removes them from pending_.
   static Status launchDirect(const std::vector<Communicator*>& comms);
+  // NVLSTree (comm_hier.cc): at init, the host and cross-host sub-communicators when it can run; per operation,
+  // whether the model (or NCCL_ALGO) takes it; at launch, the all-reduces it takes, removed from pending_.
+  Status setupHierarchy();
+  bool computeNvlsTreeWanted(const PendingOp& op, const FifoChoice& fifo) const;
+  double predictNvlsTreeUs(size_t bytes) const;
+  static Status launchHierarchical(const std::vector<Communicator*>& comms);
+  Status runNvlsTree(const PendingOp& op);
   Status connect(const std::vector<Link>& sendNeeds, const std::vector<Link>& recvNeeds, int phase);
   ExecContext execContext() const;
   int treePos(int r) const { return treePos_[static_cast<size_t>(r)]; }
@@ -190,6 +198,9 @@ class Communicator {
   TreeNode myTree_[2];      // this rank's place in those two trees
   bool netPeers_ = false;   // some peer is reached through the network transport
   NetShape net_;            // hosts and the network between them (nNodes_ > 1)
+  // NVLSTree's sub-communicators: this rank's host (NVLS-style inside it) and the ranks with its local index on
+  // every host (the network between them). Null when it cannot run (see setupHierarchy).
+  std::unique_ptr<Communicator> hostComm_, crossComm_;
   std::vector<PendingOp> pending_;
   std::vector<std::unique_ptr<char[]>> staging_;
   std::unique_ptr<DirectGroup> direct_;  // null when the ranks cannot share memory or BRAID_DIRECT=0

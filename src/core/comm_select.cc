@@ -88,6 +88,7 @@ Communicator::Decision& Communicator::decisionFor(const PendingOp& op) const {
     d.bytes = bytes;
     d.fifo = computeFifoChoice(op);
     d.direct = computeDirectWanted(op, d.fifo);
+    d.nvlsTree = computeNvlsTreeWanted(op, d.fifo);
     d.valid = true;
   }
   return d;
@@ -202,15 +203,18 @@ void Communicator::logTuning(const PendingOp& op, AlgoId chosen, ProtoId proto) 
   if (!logEnabled(LogLevel::kInfo, kLogTuning) || !filterColl(op.kind, &fc)) return;
   const size_t bytes = unitBytes(op);
   std::string alternatives;
-  for (AlgoId a : {AlgoId::kRing, AlgoId::kTree, AlgoId::kNvls}) {
+  for (AlgoId a : {AlgoId::kRing, AlgoId::kTree, AlgoId::kNvls, AlgoId::kNvlsTree}) {
+    const bool nvlsTree = a == AlgoId::kNvlsTree && hostComm_ != nullptr && op.kind == CollKind::kAllReduce;
     const bool implemented = a == AlgoId::kRing || (a == AlgoId::kTree && treeImplemented(op.kind)) ||
-                             (a == AlgoId::kNvls && direct_ != nullptr && directWantedKind(op.kind));
+                             (a == AlgoId::kNvls && direct_ != nullptr && directWantedKind(op.kind)) || nvlsTree;
     if (!implemented || !algoFilter_.allows(fc, static_cast<int>(a))) continue;
+    const bool simpleOnly = a == AlgoId::kNvls || a == AlgoId::kNvlsTree;
     for (ProtoId p : {ProtoId::kLL, ProtoId::kSimple}) {
-      if (!protoFilter_.allows(fc, static_cast<int>(p)) || (a == AlgoId::kNvls && p != ProtoId::kSimple)) continue;
+      if (!protoFilter_.allows(fc, static_cast<int>(p)) || (simpleOnly && p != ProtoId::kSimple)) continue;
       alternatives +=
           strPrintf("%s%s/%s %.1f us", alternatives.empty() ? "" : ", ", algoNames()[static_cast<size_t>(a)].c_str(),
-                    protoNames()[static_cast<size_t>(p)].c_str(), predictUs(fc, a, p, bytes));
+                    protoNames()[static_cast<size_t>(p)].c_str(),
+                    nvlsTree ? predictNvlsTreeUs(bytes) : predictUs(fc, a, p, bytes));
     }
   }
   BRAID_INFO(kLogTuning, "%s %zu bytes, %d ranks: %s -> %s/%s (costs: %s%s%s)", filterCollName(fc), bytes, nranks_,
@@ -233,25 +237,32 @@ Status Communicator::checkAlgorithms(CollKind kind) const {
   DirectCollective dc;
   const bool nvls = direct_ != nullptr && directKind(kind, &dc);
   const bool tree = treeImplemented(kind);
+  const bool nvlsTree = hostComm_ != nullptr && kind == CollKind::kAllReduce;
+  const int nvlsTreeAlgo = static_cast<int>(AlgoId::kNvlsTree);
+  const char* nvlsTreeNote =
+      "; NVLSTree runs all-reduce over several hosts with the same number of ranks (at least 2) on each, sharing "
+      "memory inside them";
   if (!algoFilter_.allows(fc, kRingAlgo) && !(nvls && algoFilter_.allows(fc, kNvlsAlgo)) &&
-      !(tree && algoFilter_.allows(fc, kTreeAlgo))) {
+      !(tree && algoFilter_.allows(fc, kTreeAlgo)) && !(nvlsTree && algoFilter_.allows(fc, nvlsTreeAlgo))) {
     return invalidUsage(
-        "NCCL_ALGO=\"%s\" leaves no algorithm for %s on this communicator: braid implements Ring%s%s here (PAT, "
-        "CollNet and NVLSTree are not built yet%s)",
-        algoFilter_.setting.c_str(), filterCollName(fc), tree ? ", Tree" : "", nvls ? " and NVLS" : "",
-        direct_ == nullptr ? "; NVLS needs every rank on one host, sharing memory" : "");
+        "NCCL_ALGO=\"%s\" leaves no algorithm for %s on this communicator: braid implements Ring%s%s%s here (PAT "
+        "and CollNet are not built yet%s%s)",
+        algoFilter_.setting.c_str(), filterCollName(fc), tree ? ", Tree" : "", nvls ? ", NVLS" : "",
+        nvlsTree ? ", NVLSTree" : "", direct_ == nullptr ? "; NVLS needs every rank on one host, sharing memory" : "",
+        nvlsTree ? "" : nvlsTreeNote);
   }
   const bool fifoProto = protoFilter_.allows(fc, kLlProto) || protoFilter_.allows(fc, kSimpleProto);
   const bool fifoAlgo = algoFilter_.allows(fc, kRingAlgo) || (tree && algoFilter_.allows(fc, kTreeAlgo));
-  const bool nvlsOk = nvls && algoFilter_.allows(fc, kNvlsAlgo) && protoFilter_.allows(fc, kSimpleProto);
-  if (!(fifoProto && fifoAlgo) && !nvlsOk) {
+  const bool simple = protoFilter_.allows(fc, kSimpleProto);
+  const bool nvlsOk = nvls && algoFilter_.allows(fc, kNvlsAlgo) && simple;
+  const bool nvlsTreeOk = nvlsTree && algoFilter_.allows(fc, nvlsTreeAlgo) && simple;
+  if (!(fifoProto && fifoAlgo) && !nvlsOk && !nvlsTreeOk) {
     return invalidUsage(
         "NCCL_ALGO=\"%s\" with NCCL_PROTO=\"%s\" leaves nothing braid runs for %s: the host backend runs Ring%s "
-        "with LL or Simple%s (LL128 is defined for the CUDA backend only; PAT, CollNet and NVLSTree are not built "
-        "yet%s)",
+        "with LL or Simple%s%s (LL128 is defined for the CUDA backend only; PAT and CollNet are not built yet%s%s)",
         algoFilter_.setting.c_str(), protoFilter_.setting.c_str(), filterCollName(fc), tree ? " and Tree" : "",
-        nvls ? ", and NVLS with Simple" : "",
-        direct_ == nullptr ? "; NVLS needs every rank on one host, sharing memory" : "");
+        nvls ? ", and NVLS with Simple" : "", nvlsTree ? ", and NVLSTree with Simple" : "",
+        direct_ == nullptr ? "; NVLS needs every rank on one host, sharing memory" : "", nvlsTree ? "" : nvlsTreeNote);
   }
   return Status::ok();
 }

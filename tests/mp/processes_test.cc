@@ -287,6 +287,84 @@ TEST(Processes, CollectivesAcrossHostsOverTheNetwork) {
   }
 }
 
+// NVLSTree across hosts: NVLS-style reduce-scatter inside each host, all-reduce across hosts, all-gather inside.
+// Forced through NCCL_ALGO, every type/operator case below is exact, counts that do not split evenly included
+// (padding), and rank 0's TUNING log says NVLSTree ran. Without 2 ranks on every host it is refused by name.
+TEST(Processes, NvlsTreeAcrossHosts) {
+  char dir[] = "/tmp/braid-nvlstree-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string log = std::string(dir) + "/rank0.log";
+  std::vector<CollCase> cases;
+  for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclInt8, ncclUint64}) {
+    for (ncclRedOp_t op : {ncclSum, ncclAvg, ncclNumOps, ncclMax, ncclProd}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{(1 << 20) + 3}}) {
+        if (count > 1023 && t != ncclFloat32) continue;
+        cases.push_back(CollCase{Coll::kAllReduce, t, op, count, count == 7, 0});
+      }
+    }
+  }
+  setenv("NCCL_ALGO", "allreduce:nvlstree", 1);
+  auto status = runProcesses(
+      4, [&](int rank, ncclComm_t comm) { return runCaseList(cases, rank, 4, comm); }, 120, nullptr, nullptr,
+      [&](int rank) {
+        setenv("NCCL_HOSTID", rank % 2 == 0 ? "host-a" : "host-b", 1);
+        if (rank == 0) {
+          setenv("NCCL_DEBUG", "INFO", 1);
+          setenv("NCCL_DEBUG_SUBSYS", "TUNING,INIT", 1);
+          setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+          ncclResetDebugInit();
+        }
+      });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
+  const std::string text = readFile(log);
+  EXPECT_NE(text.find("NVLSTree on: 2 hosts x 2 ranks"), std::string::npos) << text;
+  EXPECT_NE(text.find("-> NVLSTree/Simple"), std::string::npos) << text;
+  unlink(log.c_str());
+
+  // A tuning file's pin takes it too (the model alone does not, yet).
+  const std::string tuning = std::string(dir) + "/tuning";
+  FILE* f = fopen(tuning.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fprintf(f, "pin allreduce 0 100000000 nvlstree\n");
+  fclose(f);
+  unsetenv("NCCL_ALGO");
+  setenv("BRAID_TUNING_FILE", tuning.c_str(), 1);
+  const std::vector<CollCase> few = {CollCase{Coll::kAllReduce, ncclFloat32, ncclAvg, 1001, false, 0}};
+  status = runProcesses(
+      4, [&](int rank, ncclComm_t comm) { return runCaseList(few, rank, 4, comm); }, 120, nullptr, nullptr,
+      [&](int rank) {
+        setenv("NCCL_HOSTID", rank % 2 == 0 ? "host-a" : "host-b", 1);
+        if (rank == 0) {
+          setenv("NCCL_DEBUG", "INFO", 1);
+          setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+          setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+          ncclResetDebugInit();
+        }
+      });
+  unsetenv("BRAID_TUNING_FILE");
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "pinned, rank " << r;
+  EXPECT_NE(readFile(log).find("-> NVLSTree/Simple"), std::string::npos) << readFile(log);
+  unlink(log.c_str());
+  unlink(tuning.c_str());
+
+  // One rank per host: NVLSTree cannot run, and forcing it alone is an error that says why.
+  setenv("NCCL_ALGO", "allreduce:nvlstree", 1);
+  status = runProcesses(
+      2,
+      [](int, ncclComm_t comm) {
+        float v = 1;
+        ncclResult_t rc = ncclAllReduce(&v, &v, 1, ncclFloat32, ncclSum, comm, nullptr);
+        const std::string err = ncclGetLastError(comm);
+        return rc == ncclInvalidUsage && err.find("NVLSTree runs all-reduce over several hosts") != std::string::npos
+                   ? 0
+                   : 1;
+      },
+      60, nullptr, nullptr, [](int rank) { setenv("NCCL_HOSTID", rank == 0 ? "host-a" : "host-b", 1); });
+  unsetenv("NCCL_ALGO");
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "refusal on rank " << r;
+  rmdir(dir);
+}
+
 // Across hosts the selector weighs network hops: with a slow network (a tuning file's "net" line standing in for
 // tc netem, which this kernel lacks) a 1 MB all-reduce over 2 hosts x 2 ranks takes the tree (2 network hops
 // each way) instead of the ring (6 steps, each waiting on the network); with a fast one, the ring. The TUNING

@@ -125,6 +125,8 @@ mode_hosts2() {
   run_perf ar2x2 2 2 9 -- all_reduce_perf "${std[@]}"
   local t
   for t in "${all_tools[@]:1}"; do run_perf "${t%_perf}2x2" 2 2 6 -- "$t" "${short[@]}"; done
+  # NVLSTree, forced: NVLS-style inside each host, the network between.
+  (export NCCL_ALGO=allreduce:nvlstree; run_perf ar_nvlstree2x2 2 2 9 -- all_reduce_perf "${std[@]}") || exit 1
 }
 
 mode_hosts3() {

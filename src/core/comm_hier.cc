@@ -1,0 +1,182 @@
+// NVLSTree on host memory (NCCL's NVLS + tree idea): an all-reduce over several hosts as
+//   1. a reduce-scatter inside each host (NVLS-style, through the host's shared segment), so each of a host's L
+//      ranks holds the host's sum of one L-th of the vector;
+//   2. an all-reduce of that piece among the ranks with the same local index on every host (the network; that
+//      communicator's own choice of ring or tree), so the L network connections of a host work in parallel on
+//      L-th-sized pieces;
+//   3. an all-gather inside each host.
+// Each step is an operation on a sub-communicator made at init by splitting this one, so each is planned,
+// chosen and checked like any other. Like the direct path, these all-reduces run before the group's FIFO work.
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "src/common/logging.h"
+#include "src/common/params.h"
+#include "src/core/comm.h"
+
+namespace braid {
+namespace {
+
+constexpr int kNvlsTreeAlgo = static_cast<int>(AlgoId::kNvlsTree);
+
+}  // namespace
+
+Status Communicator::setupHierarchy() {
+  if (nNodes_ < 2) return Status::ok();
+  // Where each rank sits: its host (in order of first appearance) and its index among that host's ranks.
+  std::map<uint64_t, int> hostIndex, count;
+  int myHost = 0, myIndex = 0;
+  for (const PeerInfo& p : peers_) {
+    const int h = hostIndex.emplace(p.hostHash, static_cast<int>(hostIndex.size())).first->second;
+    if (p.rank == rank_) {
+      myHost = h;
+      myIndex = count[p.hostHash];
+    }
+    ++count[p.hostHash];
+  }
+  const int perHost = count.begin()->second;
+  bool even = true;
+  for (const auto& [host, n] : count) even = even && n == perHost;
+  // Every rank decides from the same gathered data and settings (checked equal at init), so all split or none.
+  const char* why = nullptr;
+  if (!even) why = "hosts have different numbers of ranks";
+  if (perHost < 2) why = "one rank per host (the network carries everything anyway)";
+  if (params::Direct() == 0) why = "BRAID_DIRECT=0";
+  if (params::ShmDisable() == 1) why = "NCCL_SHM_DISABLE=1";
+  const FilterColl ar = FilterColl::kAllReduce;
+  const bool forced = !algoFilter_.allows(ar, static_cast<int>(AlgoId::kRing)) &&
+                      !algoFilter_.allows(ar, static_cast<int>(AlgoId::kTree));
+  if (!forced && !costs_.pinsAlgorithm(ar, kNvlsTreeAlgo)) {
+    why = "the model does not choose it yet: force it with NCCL_ALGO=allreduce:nvlstree or pin it in BRAID_TUNING_FILE";
+  }
+  if (!algoFilter_.allows(ar, kNvlsTreeAlgo)) why = "NCCL_ALGO excludes it";
+  if (why != nullptr) {
+    BRAID_INFO(kLogInit, "comm %p rank %d: NVLSTree off: %s", static_cast<void*>(this), rank_, why);
+    return Status::ok();
+  }
+  BRAID_RETURN_IF_ERROR(split(myHost, rank_, config_, &hostComm_).withContext("NVLSTree host communicator"));
+  BRAID_RETURN_IF_ERROR(split(myIndex, myHost, config_, &crossComm_).withContext("NVLSTree cross-host communicator"));
+  // The host communicator's NVLS-style group needs the ranks to share memory; if any host cannot, no rank uses it.
+  int32_t ok = hostComm_->direct_ != nullptr ? 1 : 0;
+  std::vector<int32_t> all(static_cast<size_t>(nranks_));
+  all[static_cast<size_t>(rank_)] = ok;
+  BRAID_RETURN_IF_ERROR(bootstrap_->allGather(all.data(), sizeof(int32_t)).withContext("NVLSTree agreement"));
+  if (std::find(all.begin(), all.end(), 0) != all.end()) {
+    BRAID_INFO(kLogInit, "comm %p rank %d: NVLSTree off: some host's ranks cannot share memory",
+               static_cast<void*>(this), rank_);
+    hostComm_.reset();
+    crossComm_.reset();
+    return Status::ok();
+  }
+  // Whether an all-reduce takes NVLSTree is decided on every rank from the sub-communicators' figures, which each
+  // measured for itself (each cross-host communicator timed its own round trips): take the same worst case
+  // everywhere, or ranks would choose differently and wait for each other forever.
+  struct Figures {
+    double alphaUs;
+    double gbps;
+    int32_t cpus;
+    int32_t pad;
+  };
+  std::vector<Figures> figures(static_cast<size_t>(nranks_));
+  figures[static_cast<size_t>(rank_)] =
+      Figures{crossComm_->net_.link.alphaUs, crossComm_->net_.link.betaGBps, hostComm_->cpus_, 0};
+  BRAID_RETURN_IF_ERROR(bootstrap_->allGather(figures.data(), sizeof(Figures)).withContext("NVLSTree figures"));
+  for (const Figures& f : figures) {
+    crossComm_->net_.link.alphaUs = std::max(crossComm_->net_.link.alphaUs, f.alphaUs);
+    crossComm_->net_.link.betaGBps = std::min(crossComm_->net_.link.betaGBps, f.gbps);
+    hostComm_->cpus_ = std::min(hostComm_->cpus_, static_cast<int>(f.cpus));
+  }
+  BRAID_INFO(kLogInit, "comm %p rank %d: NVLSTree on: %d hosts x %d ranks (host comm %p, cross-host comm %p)",
+             static_cast<void*>(this), rank_, nNodes_, perHost, static_cast<void*>(hostComm_.get()),
+             static_cast<void*>(crossComm_.get()));
+  return Status::ok();
+}
+
+double Communicator::predictNvlsTreeUs(size_t bytes) const {
+  const size_t hostRanks = static_cast<size_t>(hostComm_->nranks());
+  const size_t piece = (bytes + hostRanks - 1) / hostRanks;
+  const double inside = hostComm_->predictUs(FilterColl::kReduceScatter, AlgoId::kNvls, ProtoId::kSimple, piece) +
+                        hostComm_->predictUs(FilterColl::kAllGather, AlgoId::kNvls, ProtoId::kSimple, piece);
+  // A host's L cross-host all-reduces share its network link: together they move the whole vector's bytes.
+  const double across = std::min(crossComm_->predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, bytes),
+                                 crossComm_->predictUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kSimple, bytes));
+  return inside + across;
+}
+
+bool Communicator::computeNvlsTreeWanted(const PendingOp& op, const FifoChoice& fifo) const {
+  if (!hostComm_ || op.kind != CollKind::kAllReduce || nranks_ < 2) return false;
+  const FilterColl fc = FilterColl::kAllReduce;
+  if (!algoFilter_.allows(fc, kNvlsTreeAlgo) || !protoFilter_.allows(fc, static_cast<int>(ProtoId::kSimple))) {
+    return false;
+  }
+  const int pin = costs_.pinned(fc, unitBytes(op));
+  if (pin == kNvlsTreeAlgo) return true;
+  const bool ringOk = algoFilter_.allows(fc, static_cast<int>(AlgoId::kRing));
+  const bool treeOk = algoFilter_.allows(fc, static_cast<int>(AlgoId::kTree));
+  if ((pin == static_cast<int>(AlgoId::kRing) && ringOk) || (pin == static_cast<int>(AlgoId::kTree) && treeOk)) {
+    return false;
+  }
+  // Only when forced (NCCL_ALGO, or a tuning file's pin), not by the model yet: between network namespaces that
+  // share 2 cores it measured slower than the ring or the tree at every size from 8 B to 8 MB (docs/networks.md),
+  // where the model, which knows nothing of hosts sharing cores, predicts it faster above about 1 MB. Its
+  // predicted time is still logged under TUNING.
+  (void)fifo;
+  return !ringOk && !treeOk;
+}
+
+Status Communicator::runNvlsTree(const PendingOp& op) {
+  const size_t es = dtypeSize(op.dtype);
+  const size_t hostRanks = static_cast<size_t>(hostComm_->nranks());
+  const size_t piece = (op.count + hostRanks - 1) / hostRanks;
+  // A vector that does not split evenly is padded; the padding's results are dropped.
+  const bool even = piece * hostRanks == op.count;
+  std::vector<char> paddedIn, paddedOut;
+  const void* in = op.sendbuff;
+  void* out = op.recvbuff;
+  if (!even) {
+    paddedIn.assign(piece * hostRanks * es, 0);
+    paddedOut.resize(piece * hostRanks * es);
+    memcpy(paddedIn.data(), op.sendbuff, op.count * es);
+    in = paddedIn.data();
+    out = paddedOut.data();
+  }
+  std::vector<char> mine(piece * es);
+  // The operator's parts: a pre-multiplier applies once, on the inputs (step 1); an average divides once, by the
+  // whole communicator's rank count, at the end of the sum (step 2); max, min, prod and sum combine throughout.
+  ReduceOp first = op.op, second = op.op;
+  if (first.kind == OpKind::kAvg) first.kind = OpKind::kSum;
+  if (second.kind == OpKind::kPreMulSum) second.kind = OpKind::kSum;
+  second.nranks = nranks_;
+  hostComm_->pending().push_back(PendingOp{CollKind::kReduceScatter, in, mine.data(), piece, op.dtype, first, 0});
+  BRAID_RETURN_IF_ERROR(launch({hostComm_.get()}).withContext("NVLSTree reduce-scatter inside the host"));
+  crossComm_->pending().push_back(
+      PendingOp{CollKind::kAllReduce, mine.data(), mine.data(), piece, op.dtype, second, 0});
+  BRAID_RETURN_IF_ERROR(launch({crossComm_.get()}).withContext("NVLSTree all-reduce across hosts"));
+  ReduceOp copy = op.op;  // an all-gather only copies: a plain sum's pre-op is the identity
+  copy.kind = OpKind::kSum;
+  hostComm_->pending().push_back(PendingOp{CollKind::kAllGather, mine.data(), out, piece, op.dtype, copy, 0});
+  BRAID_RETURN_IF_ERROR(launch({hostComm_.get()}).withContext("NVLSTree all-gather inside the host"));
+  if (!even) memcpy(op.recvbuff, paddedOut.data(), op.count * es);
+  return Status::ok();
+}
+
+Status Communicator::launchHierarchical(const std::vector<Communicator*>& comms) {
+  for (Communicator* c : comms) {
+    if (!c->hostComm_) continue;
+    // Collectives are queued in the same order on every rank, so every rank takes the same ones, in order.
+    std::vector<PendingOp> rest;
+    for (const PendingOp& op : c->pending_) {
+      if (op.kind != CollKind::kAllReduce || !c->decisionFor(op).nvlsTree) {
+        rest.push_back(op);
+        continue;
+      }
+      c->logTuning(op, AlgoId::kNvlsTree, ProtoId::kSimple);
+      BRAID_RETURN_IF_ERROR(c->runNvlsTree(op));
+    }
+    c->pending_.swap(rest);
+  }
+  return Status::ok();
+}
+
+}  // namespace braid
