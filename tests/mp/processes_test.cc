@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -209,6 +210,20 @@ std::vector<std::string> linesWith(const std::string& text, const std::string& w
   return out;
 }
 
+// A beforeInit for runProcesses: rank r on host "host-a" or "host-b" as hostB(r) says; rank 0 logs `subsys` at
+// INFO to `log`.
+std::function<void(int)> hostsAndRank0Log(std::function<bool(int)> hostB, const std::string& log, const char* subsys) {
+  return [=](int rank) {
+    setenv("NCCL_HOSTID", hostB(rank) ? "host-b" : "host-a", 1);
+    if (rank == 0) {
+      setenv("NCCL_DEBUG", "INFO", 1);
+      setenv("NCCL_DEBUG_SUBSYS", subsys, 1);
+      setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+      ncclResetDebugInit();
+    }
+  };
+}
+
 // Ranks 0 and 2 on one host, 1 and 3 on another (NCCL_HOSTID): the topology stage groups them into two nodes and
 // every rank gets rings that visit a node's ranks together, logged in NCCL's style.
 TEST(Processes, TopologyGroupsRanksByHost) {
@@ -306,15 +321,7 @@ TEST(Processes, NvlsTreeAcrossHosts) {
   setenv("NCCL_ALGO", "allreduce:nvlstree", 1);
   auto status = runProcesses(
       4, [&](int rank, ncclComm_t comm) { return runCaseList(cases, rank, 4, comm); }, 120, nullptr, nullptr,
-      [&](int rank) {
-        setenv("NCCL_HOSTID", rank % 2 == 0 ? "host-a" : "host-b", 1);
-        if (rank == 0) {
-          setenv("NCCL_DEBUG", "INFO", 1);
-          setenv("NCCL_DEBUG_SUBSYS", "TUNING,INIT", 1);
-          setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
-          ncclResetDebugInit();
-        }
-      });
+      hostsAndRank0Log([](int r) { return r % 2 == 1; }, log, "TUNING,INIT"));
   for (int r = 0; r < 4; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
   const std::string text = readFile(log);
   EXPECT_NE(text.find("NVLSTree on: 2 hosts x 2 ranks"), std::string::npos) << text;
@@ -332,15 +339,7 @@ TEST(Processes, NvlsTreeAcrossHosts) {
   const std::vector<CollCase> few = {CollCase{Coll::kAllReduce, ncclFloat32, ncclAvg, 1001, false, 0}};
   status = runProcesses(
       4, [&](int rank, ncclComm_t comm) { return runCaseList(few, rank, 4, comm); }, 120, nullptr, nullptr,
-      [&](int rank) {
-        setenv("NCCL_HOSTID", rank % 2 == 0 ? "host-a" : "host-b", 1);
-        if (rank == 0) {
-          setenv("NCCL_DEBUG", "INFO", 1);
-          setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
-          setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
-          ncclResetDebugInit();
-        }
-      });
+      hostsAndRank0Log([](int r) { return r % 2 == 1; }, log, "TUNING"));
   unsetenv("BRAID_TUNING_FILE");
   for (int r = 0; r < 4; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "pinned, rank " << r;
   EXPECT_NE(readFile(log).find("-> NVLSTree/Simple"), std::string::npos) << readFile(log);
@@ -383,15 +382,7 @@ TEST(Processes, NetworkLatencyMovesTheAllReduceToTheTree) {
     setenv("BRAID_TUNING_FILE", tuning.c_str(), 1);
     auto status = runProcesses(
         4, [&](int rank, ncclComm_t comm) { return runCaseList(cases, rank, 4, comm); }, 120, nullptr, nullptr,
-        [&](int rank) {
-          setenv("NCCL_HOSTID", rank < 2 ? "host-a" : "host-b", 1);
-          if (rank == 0) {
-            setenv("NCCL_DEBUG", "INFO", 1);
-            setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
-            setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
-            ncclResetDebugInit();
-          }
-        });
+        hostsAndRank0Log([](int r) { return r >= 2; }, log, "TUNING"));
     unsetenv("BRAID_TUNING_FILE");
     for (int r = 0; r < 4; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "net alpha " << alpha << " rank " << r;
     const std::string text = readFile(log);
