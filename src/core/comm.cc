@@ -233,7 +233,8 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
                costs_.hasNetFigures() ? "BRAID_TUNING_FILE net line" : "measured round trips, device speed");
   }
   BRAID_ASSIGN_OR_RETURN(rings_, ringsForChannels(topo.search, static_cast<int>(nch), nranks));
-  // The trees run over the ranks in channel 0's ring order, so a subtree stays on one NUMA node (or host).
+  // On one host the trees run over channel 0's ring order, so a subtree stays on a NUMA node; across hosts,
+  // NCCL's trees (commTrees).
   treeOrder_ = rings_[0];
   treePos_.assign(static_cast<size_t>(nranks), 0);
   for (int i = 0; i < nranks; ++i) treePos_[static_cast<size_t>(treeOrder_[static_cast<size_t>(i)])] = i;
