@@ -60,12 +60,6 @@ struct InitExchange {
 
 constexpr int64_t kMaxStageBytes = int64_t{64} << 20;
 
-int localRankCount(const std::vector<InitExchange>& all, uint64_t hostHash) {
-  int n = 0;
-  for (const InitExchange& e : all) n += e.peer.hostHash == hostHash;
-  return std::max(1, n);
-}
-
 int64_t clampChannels(int64_t n, int64_t lo, int64_t hi) {
   if (lo > 0) n = std::max(n, lo);
   if (hi > 0) n = std::min(n, hi);
@@ -200,11 +194,15 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   // A channel is a worker thread per rank: more threads than CPUs on any host only queue behind each other
   // (2 ranks on 2 cores: 1 channel moves 3.9 GB/s at 16 MB, 2 channels 2.4), so by default the channels per rank
   // are capped at that host's CPUs / local ranks. Every rank computes the same cap from the same exchange.
-  const int nLocal = localRankCount(all, mine.peer.hostHash);
+  std::vector<uint64_t> hosts;
+  for (const PeerInfo& p : peers_) hosts.push_back(p.hostHash);
+  BRAID_ASSIGN_OR_RETURN(CommTopology topo, buildCommTopology(bootstrap_.get(), rank, nranks, hosts));
+  const int nLocal = topo.localRanks;
   if (!pinned) {
     int64_t cap = nch;
-    for (const InitExchange& e : all) {
-      cap = std::min<int64_t>(cap, std::max(1, e.cpus / localRankCount(all, e.peer.hostHash)));
+    for (int r = 0; r < nranks; ++r) {
+      const int onHost = topo.ranksOn[static_cast<size_t>(topo.nodeOf[static_cast<size_t>(r)])];
+      cap = std::min<int64_t>(cap, std::max(1, all[static_cast<size_t>(r)].cpus / onHost));
     }
     if (cap < nch) {
       BRAID_INFO(kLogInit, "comm %p rank %d: %d channels (not %lld): %d CPUs for %d local ranks (%s pins a count)",
@@ -216,11 +214,11 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   slotBytes_ = static_cast<size_t>(buffSize) / kFifoSlots / 64 * 64;
   llSlotBytes_ = static_cast<size_t>(llBuffSize) / kFifoSlots / 64 * 64;
 
-  std::vector<uint64_t> hosts;
-  for (const PeerInfo& p : peers_) hosts.push_back(p.hostHash);
-  BRAID_ASSIGN_OR_RETURN(CommTopology topo, buildCommTopology(bootstrap_.get(), rank, nranks, hosts));
   if (!topo.placeCpus.empty()) peers_[static_cast<size_t>(rank)].numa = topo.numaOf[static_cast<size_t>(rank)];
   nNodes_ = topo.nNodes;
+  nodeOf_ = topo.nodeOf;
+  ranksOn_ = topo.ranksOn;
+  localRank_ = topo.localRank;
   BRAID_RETURN_IF_ERROR(excludeLlOverNetwork());
   if (nNodes_ > 1) {
     const double hostHop = costs_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, cpus_, 0) / 2;

@@ -9,7 +9,6 @@
 // chosen and checked like any other. Like the direct path, these all-reduces run before the group's FIFO work.
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "src/common/logging.h"
 #include "src/common/params.h"
@@ -24,20 +23,9 @@ constexpr int kNvlsTreeAlgo = static_cast<int>(AlgoId::kNvlsTree);
 
 Status Communicator::setupHierarchy() {
   if (nNodes_ < 2) return Status::ok();
-  // Where each rank sits: its host (in order of first appearance) and its index among that host's ranks.
-  std::map<uint64_t, int> hostIndex, count;
-  int myHost = 0, myIndex = 0;
-  for (const PeerInfo& p : peers_) {
-    const int h = hostIndex.emplace(p.hostHash, static_cast<int>(hostIndex.size())).first->second;
-    if (p.rank == rank_) {
-      myHost = h;
-      myIndex = count[p.hostHash];
-    }
-    ++count[p.hostHash];
-  }
-  const int perHost = count.begin()->second;
-  bool even = true;
-  for (const auto& [host, n] : count) even = even && n == perHost;
+  const int myHost = nodeOf_[static_cast<size_t>(rank_)];
+  const int perHost = ranksOn_[0];
+  const bool even = std::all_of(ranksOn_.begin(), ranksOn_.end(), [&](int n) { return n == perHost; });
   // Every rank decides from the same gathered data and settings (checked equal at init), so all split or none.
   const char* why = nullptr;
   if (!even) why = "hosts have different numbers of ranks";
@@ -56,7 +44,8 @@ Status Communicator::setupHierarchy() {
     return Status::ok();
   }
   BRAID_RETURN_IF_ERROR(split(myHost, rank_, config_, &hostComm_).withContext("NVLSTree host communicator"));
-  BRAID_RETURN_IF_ERROR(split(myIndex, myHost, config_, &crossComm_).withContext("NVLSTree cross-host communicator"));
+  BRAID_RETURN_IF_ERROR(
+      split(localRank_, myHost, config_, &crossComm_).withContext("NVLSTree cross-host communicator"));
   // The host communicator's NVLS-style group needs the ranks to share memory; if any host cannot, no rank uses it.
   int32_t ok = hostComm_->direct_ != nullptr ? 1 : 0;
   std::vector<int32_t> all(static_cast<size_t>(nranks_));
@@ -104,7 +93,7 @@ double Communicator::predictNvlsTreeUs(size_t bytes) const {
   return inside + across;
 }
 
-bool Communicator::computeNvlsTreeWanted(const PendingOp& op, const FifoChoice& fifo) const {
+bool Communicator::computeNvlsTreeWanted(const PendingOp& op) const {
   if (!hostComm_ || op.kind != CollKind::kAllReduce || nranks_ < 2) return false;
   const FilterColl fc = FilterColl::kAllReduce;
   if (!algoFilter_.allows(fc, kNvlsTreeAlgo) || !protoFilter_.allows(fc, static_cast<int>(ProtoId::kSimple))) {
@@ -121,7 +110,6 @@ bool Communicator::computeNvlsTreeWanted(const PendingOp& op, const FifoChoice& 
   // share 2 cores it measured slower than the ring or the tree at every size from 8 B to 8 MB (docs/networks.md),
   // where the model, which knows nothing of hosts sharing cores, predicts it faster above about 1 MB. Its
   // predicted time is still logged under TUNING.
-  (void)fifo;
   return !ringOk && !treeOk;
 }
 

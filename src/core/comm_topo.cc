@@ -98,13 +98,8 @@ Result<NetShape> measureNetwork(Bootstrap* bs, int rank, int nranks, const CommT
   NetShape shape;
   shape.nNodes = topo.nNodes;
   shape.hostHopUs = hostHopUs;
-  std::vector<int> first(static_cast<size_t>(topo.nNodes), -1), count(static_cast<size_t>(topo.nNodes), 0);
-  for (int r = 0; r < nranks; ++r) {
-    const int n = topo.nodeOf[static_cast<size_t>(r)];
-    if (first[static_cast<size_t>(n)] < 0) first[static_cast<size_t>(n)] = r;
-    ++count[static_cast<size_t>(n)];
-  }
-  shape.localRanks = *std::max_element(count.begin(), count.end());
+  const std::vector<int>& first = topo.firstRankOf;
+  shape.localRanks = *std::max_element(topo.ranksOn.begin(), topo.ranksOn.end());
   struct Figures {
     double alphaUs;
     double gbps;
@@ -172,15 +167,16 @@ Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks,
   out.nodeOf = groupRanksByHost(hostOfRank);
   out.nNodes = 1 + *std::max_element(out.nodeOf.begin(), out.nodeOf.end());
   const int myNode = out.nodeOf[static_cast<size_t>(rank)];
-  std::vector<int> firstOfNode(static_cast<size_t>(out.nNodes), -1);
-  out.localRanks = 0;
+  out.firstRankOf.assign(static_cast<size_t>(out.nNodes), -1);
+  out.ranksOn.assign(static_cast<size_t>(out.nNodes), 0);
   for (int r = 0; r < nranks; ++r) {
     const int node = out.nodeOf[static_cast<size_t>(r)];
-    if (firstOfNode[static_cast<size_t>(node)] < 0) firstOfNode[static_cast<size_t>(node)] = r;
-    if (node != myNode) continue;
-    if (r < rank) ++out.localRank;
-    ++out.localRanks;
+    if (out.firstRankOf[static_cast<size_t>(node)] < 0) out.firstRankOf[static_cast<size_t>(node)] = r;
+    if (node == myNode && r < rank) ++out.localRank;
+    ++out.ranksOn[static_cast<size_t>(node)];
   }
+  out.localRanks = out.ranksOn[static_cast<size_t>(myNode)];
+  const std::vector<int>& firstOfNode = out.firstRankOf;
 
   // This rank's NUMA node, from the host's CPU nodes and the process's CPU mask.
   std::vector<int> cpuNodes = sys.graph.nodesOf(NodeType::kCpu);

@@ -19,8 +19,10 @@ namespace braid {
 
 struct CommTopology {
   int nNodes = 1;
-  std::vector<int> nodeOf;  // [rank] node index (nodes numbered by their first rank)
-  int localRank = 0;        // this rank's index among its host's ranks
+  std::vector<int> nodeOf;       // [rank] node index (nodes numbered by their first rank)
+  std::vector<int> firstRankOf;  // [node] its first rank
+  std::vector<int> ranksOn;      // [node] how many ranks it has
+  int localRank = 0;             // this rank's index among its host's ranks
   int localRanks = 1;
   std::vector<int> numaOf;     // [rank] NUMA node (CPU node id), -1 when unknown
   std::vector<int> placeCpus;  // CPUs of this rank's NUMA node it may use; empty: leave its threads unbound

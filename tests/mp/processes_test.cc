@@ -401,10 +401,16 @@ TEST(Processes, KillNineOneRankOthersGetRemoteError) {
   // BRAID_TIMEOUT deadline, because a dead peer process is detected directly.
   const int n = 3;
   std::vector<pid_t> pids;
+  // Rank 1 dies only once every rank is past init (on a loaded machine init can outlast a fixed delay, and a
+  // death during init is a different failure): each rank leaves a file here before its first collective.
+  char dir[] = "/tmp/braid-kill-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  auto readyFile = [&](int rank) { return std::string(dir) + "/ready." + std::to_string(rank); };
   auto t0 = std::chrono::steady_clock::now();
   auto status = runProcesses(
       n,
       [&](int rank, ncclComm_t comm) {
+        fclose(fopen(readyFile(rank).c_str(), "w"));
         std::vector<float> x(4 << 20, 1.0f);
         for (int iter = 0; iter < 100000; ++iter) {
           ncclResult_t r = ncclAllReduce(x.data(), x.data(), x.size(), ncclFloat, ncclSum, comm, nullptr);
@@ -418,11 +424,19 @@ TEST(Processes, KillNineOneRankOthersGetRemoteError) {
         return 0;
       },
       60, &pids,
-      [](const std::vector<pid_t>& p) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      [&](const std::vector<pid_t>& p) {
+        for (int i = 0; i < 3000; ++i) {  // at most 30 s
+          bool all = true;
+          for (int r = 0; r < n; ++r) all = all && access(readyFile(r).c_str(), F_OK) == 0;
+          if (all) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into the collectives
         kill(p[1], SIGKILL);
       });
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int r = 0; r < n; ++r) unlink(readyFile(r).c_str());
+  rmdir(dir);
   EXPECT_EQ(status[0], 42);
   EXPECT_EQ(status[1], 128 + SIGKILL);
   EXPECT_EQ(status[2], 42);

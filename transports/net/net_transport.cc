@@ -8,7 +8,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -25,8 +24,6 @@ using Clock = std::chrono::steady_clock;
 // What the receiver sends the sender through the bootstrap.
 struct NetBlob {
   char kind[8];  // "net"
-  int32_t dev;
-  int32_t pad;
   uint64_t slotBytes;
   char handle[NCCL_NET_HANDLE_MAXSIZE];
 };
@@ -307,15 +304,8 @@ class NetTransport : public Transport {
 
   Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes,
                               size_t llSlotBytes) override {
-    BRAID_ASSIGN_OR_RETURN(net::NetModule * net, chosen());
-    auto c = std::make_shared<NetConn>();
-    c->isSend = false;
-    c->net = net;
-    c->dev = 0;
-    c->self = self;
-    c->peer = peer;
-    c->slotBytes = slotBytes;
-    BRAID_RETURN_IF_ERROR(net->listen(c->dev, &c->handle, &c->listenComm).withContext("listen"));
+    BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c, newConn(false, self, peer, slotBytes));
+    BRAID_RETURN_IF_ERROR(c->net->listen(c->dev, &c->handle, &c->listenComm).withContext("listen"));
     BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(c, llSlotBytes));
     RecvSetup setup;
     setup.connector = std::make_unique<Connector>(fifo.mem, fifo.ctrl, fifo.slots, false, peer, false);
@@ -323,7 +313,6 @@ class NetTransport : public Transport {
     setup.connector->setDriver(c);
     NetBlob b{};
     strcpy(b.kind, "net");
-    b.dev = c->dev;
     b.slotBytes = slotBytes;
     memcpy(b.handle, c->handle.data(), sizeof(b.handle));
     memcpy(setup.blob, &b, sizeof(b));
@@ -339,14 +328,7 @@ class NetTransport : public Transport {
       return internalError("rank %d sent a connection description of kind \"%.8s\", expected a network handle",
                            peer.rank, b.kind);
     }
-    BRAID_ASSIGN_OR_RETURN(net::NetModule * net, chosen());
-    auto c = std::make_shared<NetConn>();
-    c->isSend = true;
-    c->net = net;
-    c->dev = 0;
-    c->self = self;
-    c->peer = peer;
-    c->slotBytes = static_cast<size_t>(b.slotBytes);
+    BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c, newConn(true, self, peer, static_cast<size_t>(b.slotBytes)));
     memcpy(c->handle.data(), b.handle, sizeof(b.handle));
     // The sender's LL slots are never used on a network connection; the layout only needs a size.
     BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(c, 64));
@@ -357,10 +339,19 @@ class NetTransport : public Transport {
   }
 
  private:
-  static Result<net::NetModule*> chosen() {
+  // One direction of a connection on the chosen network's device 0 (each end uses its own first device).
+  static Result<std::shared_ptr<NetConn>> newConn(bool isSend, const PeerInfo& self, const PeerInfo& peer,
+                                                  size_t slotBytes) {
     auto net = chosenNetwork();
     if (!net.isOk()) return net.status().withContext("no network for ranks on other hosts");
-    return net.value();
+    auto c = std::make_shared<NetConn>();
+    c->isSend = isSend;
+    c->net = net.value();
+    c->dev = 0;
+    c->self = self;
+    c->peer = peer;
+    c->slotBytes = slotBytes;
+    return c;
   }
 
   // The connection's FIFO in this process's memory; when the connector goes, the proxy lets go of it first.
