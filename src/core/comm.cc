@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <thread>
 
 #include "src/common/logging.h"
 #include "src/common/params.h"
@@ -584,12 +585,33 @@ void Communicator::clearPending() {
   staging_.clear();
 }
 
-Status Communicator::launch(const std::vector<Communicator*>& comms) {
-  Status result = launchHierarchical(comms);
-  if (result.isOk()) result = launchDirect(comms);
+Status Communicator::launchInOrder(const std::vector<Communicator*>& comms) {
+  BRAID_RETURN_IF_ERROR(launchHierarchical(comms));
+  BRAID_RETURN_IF_ERROR(launchDirect(comms));
   bool anyLeft = false;
   for (Communicator* c : comms) anyLeft = anyLeft || !c->pending_.empty();
-  if (result.isOk() && anyLeft) result = launchImpl(comms);
+  return anyLeft ? launchImpl(comms) : Status::ok();
+}
+
+Status Communicator::launch(const std::vector<Communicator*>& comms) {
+  Status result;
+  std::vector<Communicator*> directSide, fifoSide;
+  if (comms.size() > 1) {
+    for (Communicator* c : comms) (c->hasDirectWork() ? directSide : fifoSide).push_back(c);
+  }
+  if (!directSide.empty() && !fifoSide.empty()) {
+    // NCCL progresses all of a group's operations at once. A direct operation waits until every peer has issued
+    // it, and a peer may first wait for this group's FIFO work on another communicator (a send it receives, say),
+    // so the communicators without direct work run alongside, on a thread of their own. A communicator with both
+    // kinds keeps them in order: its peers issue its operations in the same group.
+    Status fifoResult;
+    std::thread fifo([&] { fifoResult = launchImpl(fifoSide); });
+    result = launchInOrder(directSide);
+    fifo.join();
+    if (result.isOk()) result = fifoResult;
+  } else {
+    result = launchInOrder(comms);
+  }
   for (Communicator* comm : comms) {
     comm->clearPending();
     for (Channel& ch : comm->channels_) ch.work.items.clear();

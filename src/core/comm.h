@@ -160,6 +160,10 @@ class Communicator {
   // Whether NCCL_ALGO leaves an algorithm on the FIFO path (ring, or tree for all-reduce) for `kind`.
   bool fifoPathAllowed(CollKind kind) const;
   static Status launchImpl(const std::vector<Communicator*>& comms);
+  // NVLSTree, then direct, then FIFO work, one after the other.
+  static Status launchInOrder(const std::vector<Communicator*>& comms);
+  // Whether a queued operation takes the direct path or NVLSTree (both wait for every peer before returning).
+  bool hasDirectWork() const;
   // Runs the queued operations the direct (NVLS-style) path takes and removes them from pending_.
   static Status launchDirect(const std::vector<Communicator*>& comms);
   // NVLSTree (comm_hier.cc): at init, the host and cross-host sub-communicators when it can run; per operation,

@@ -6,7 +6,8 @@
 //      L-th-sized pieces;
 //   3. an all-gather inside each host.
 // Each step is an operation on a sub-communicator made at init by splitting this one, so each is planned,
-// chosen and checked like any other. Like the direct path, these all-reduces run before the group's FIFO work.
+// chosen and checked like any other. Like the direct path, these all-reduces run before their communicator's FIFO
+// work (Communicator::launch).
 #include <algorithm>
 #include <cstring>
 

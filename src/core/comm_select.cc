@@ -267,6 +267,16 @@ Status Communicator::checkAlgorithms(CollKind kind) const {
   return Status::ok();
 }
 
+bool Communicator::hasDirectWork() const {
+  for (const PendingOp& op : pending_) {
+    DirectCollective dc;
+    FilterColl fc;
+    if (hostComm_ && op.kind == CollKind::kAllReduce && decisionFor(op).nvlsTree) return true;
+    if (direct_ && directKind(op.kind, &dc) && filterColl(op.kind, &fc) && directWanted(op)) return true;
+  }
+  return false;
+}
+
 Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
   // The latency path: one communicator with one queued collective, no bookkeeping allocations.
   if (comms.size() == 1 && comms[0]->direct_ && comms[0]->pending_.size() == 1) {

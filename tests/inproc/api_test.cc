@@ -661,3 +661,53 @@ TEST(Api, GroupAcrossCommunicatorsInAnyOrder) {
 
 }  // namespace
 }  // namespace braid_test
+
+namespace braid_test {
+namespace {
+
+// One thread groups a direct (NVLS-style) all-reduce on one communicator with a send on another; the peer thread
+// first receives, then joins the all-reduce. NCCL progresses a group's operations together, so this completes;
+// braid used to finish the group's direct work before starting its FIFO work and waited until BRAID_TIMEOUT.
+TEST(Api, GroupMixingDirectAndFifoWorkAcrossCommunicators) {
+  setenv("BRAID_TIMEOUT", "10", 1);
+  setenv("NCCL_ALGO", "allreduce:nvls", 1);
+  ncclComm_t x[2], y[2];
+  ASSERT_EQ(ncclCommInitAll(x, 2, nullptr), ncclSuccess);
+  ASSERT_EQ(ncclCommInitAll(y, 2, nullptr), ncclSuccess);
+  for (const size_t count : {size_t{16}, size_t{1} << 20}) {  // the staged path and the path on the buffers
+    std::vector<std::vector<float>> bx(2, std::vector<float>(count));
+    std::vector<int> sent(4096), received(4096, -1);
+    for (int r = 0; r < 2; ++r) std::fill(bx[r].begin(), bx[r].end(), static_cast<float>(r + 1));
+    for (size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<int>(i * 7);
+    ncclResult_t a = ncclInternalError, b1 = ncclInternalError, b2 = ncclInternalError;
+    std::thread ta([&] {
+      ncclGroupStart();
+      ncclAllReduce(bx[0].data(), bx[0].data(), count, ncclFloat, ncclSum, x[0], nullptr);
+      ncclSend(sent.data(), sent.size(), ncclInt32, 1, y[0], nullptr);
+      a = ncclGroupEnd();
+    });
+    std::thread tb([&] {
+      b1 = ncclRecv(received.data(), received.size(), ncclInt32, 0, y[1], nullptr);
+      b2 = ncclAllReduce(bx[1].data(), bx[1].data(), count, ncclFloat, ncclSum, x[1], nullptr);
+    });
+    ta.join();
+    tb.join();
+    EXPECT_EQ(a, ncclSuccess) << count;
+    EXPECT_EQ(b1, ncclSuccess) << count;
+    EXPECT_EQ(b2, ncclSuccess) << count;
+    EXPECT_EQ(received, sent) << count;
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(bx[r][0], 3.0f) << count;
+      EXPECT_EQ(bx[r][count - 1], 3.0f) << count;
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ncclCommDestroy(x[r]), ncclSuccess);
+    EXPECT_EQ(ncclCommDestroy(y[r]), ncclSuccess);
+  }
+  unsetenv("NCCL_ALGO");
+  unsetenv("BRAID_TIMEOUT");
+}
+
+}  // namespace
+}  // namespace braid_test
