@@ -75,10 +75,15 @@ std::string localHostId() {
   // /dev/shm, and their host names differ.
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
+  const std::string boot = localBootId();
+  return boot.empty() ? std::string(host) : std::string(host) + ":" + boot;
+}
+
+std::string localBootId() {
   std::string boot;
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   if (in) std::getline(in, boot);
-  return boot.empty() ? std::string(host) : std::string(host) + ":" + boot;
+  return boot;
 }
 
 uint64_t hostHash(const std::string& hostId) {

@@ -61,6 +61,8 @@ Status dumpTopo(const TopoSystem& sys, const std::string& path);
 
 // This host's identity: NCCL_HOSTID, else "hostname:boot id" (as NCCL); every layer groups ranks by it.
 std::string localHostId();
+// The running kernel's boot id ("" when unreadable): hosts that report the same one share a machine's CPUs.
+std::string localBootId();
 uint64_t hostHash(const std::string& hostId);
 
 // Host-topology blob for the init allgather: host id and document, length-prefixed; parse verifies everything.

@@ -56,6 +56,10 @@ BRAID_PARAM(TuningFile, kString, "BRAID_TUNING_FILE", "",
 BRAID_PARAM(Direct, kInt, "BRAID_DIRECT", "1",
             "1: all-reduce, reduce-scatter and all-gather among ranks of one host run NVLS-style (direct loads and "
             "stores over shared memory); 0: always the ring.")
+BRAID_PARAM(HostsShareCpus, kInt, "BRAID_HOSTS_SHARE_CPUS", "-1",
+            "Whether a communicator's hosts (ranks grouped by NCCL_HOSTID) run on one machine's CPUs: -1 detects it "
+            "(two hosts with the same kernel boot id: network namespaces or containers of one machine), 0 no, 1 yes. "
+            "On shared CPUs the model never takes NVLSTree (NCCL_ALGO or a pin still can).")
 BRAID_PARAM(DirectStageBytes, kInt, "BRAID_DIRECT_STAGE_BYTES", "4096",
             "Direct collectives whose input is at most this many bytes per rank are staged through the shared "
             "segment (any buffers, one barrier); larger ones work on the buffers themselves.")

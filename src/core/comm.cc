@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <thread>
+#include <unordered_map>
 
 #include "src/common/logging.h"
 #include "src/common/params.h"
@@ -57,9 +58,27 @@ struct InitExchange {
   int32_t deterministic;
   uint64_t algoHash;
   uint64_t protoHash;
+  uint64_t kernelHash;     // the boot id's hash (0: unknown): ranks of different hosts with one kernel share CPUs
+  int32_t hostsShareCpus;  // BRAID_HOSTS_SHARE_CPUS
+  int32_t pad;
 };
 
 constexpr int64_t kMaxStageBytes = int64_t{64} << 20;
+
+// Every rank decides from the same gathered data: a rank that says 1 wins, then one that says 0, then detection
+// (two ranks of different hosts on one kernel).
+bool agreeHostsShareCpus(const std::vector<InitExchange>& all, const std::vector<int>& nodeOf) {
+  int setting = -1;
+  for (const InitExchange& e : all) setting = std::max(setting, static_cast<int>(e.hostsShareCpus));
+  if (setting >= 0) return setting == 1;
+  std::unordered_map<uint64_t, int> nodeOfKernel;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].kernelHash == 0) continue;
+    const auto it = nodeOfKernel.emplace(all[r].kernelHash, nodeOf[r]).first;
+    if (it->second != nodeOf[r]) return true;
+  }
+  return false;
+}
 
 int64_t clampChannels(int64_t n, int64_t lo, int64_t hi) {
   if (lo > 0) n = std::max(n, lo);
@@ -145,6 +164,14 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   }
   mine.tuningHash = costs_.contentHash();
   mine.direct = params::Direct() != 0;
+  const std::string boot = localBootId();
+  mine.kernelHash = boot.empty() ? 0 : hostHash(boot);
+  BRAID_ASSIGN_OR_RETURN(int64_t shareCpus, getIntParam(params::kHostsShareCpus));
+  if (shareCpus < -1 || shareCpus > 1) {
+    return invalidArgument("%s=%lld: use -1 (detect), 0 or 1", params::kHostsShareCpus.name,
+                           static_cast<long long>(shareCpus));
+  }
+  mine.hostsShareCpus = static_cast<int32_t>(shareCpus);
   mine.deterministic = params::Deterministic() != 0;
   const std::string a2a = params::AlltoAllAlgo();
   if (!a2a.empty()) {
@@ -220,6 +247,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   nodeOf_ = topo.nodeOf;
   ranksOn_ = topo.ranksOn;
   localRank_ = topo.localRank;
+  hostsShareCpus_ = agreeHostsShareCpus(all, topo.nodeOf);
   BRAID_RETURN_IF_ERROR(excludeLlOverNetwork());
   if (nNodes_ > 1) {
     const double hostHop = costs_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, cpus_, 0) / 2;

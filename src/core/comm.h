@@ -169,7 +169,7 @@ class Communicator {
   // NVLSTree (comm_hier.cc): at init, the host and cross-host sub-communicators when it can run; per operation,
   // whether the model (or NCCL_ALGO) takes it; at launch, the all-reduces it takes, removed from pending_.
   Status setupHierarchy();
-  bool computeNvlsTreeWanted(const PendingOp& op) const;
+  bool computeNvlsTreeWanted(const PendingOp& op, const FifoChoice& fifo) const;
   double predictNvlsTreeUs(size_t bytes) const;
   static Status launchHierarchical(const std::vector<Communicator*>& comms);
   Status runNvlsTree(const PendingOp& op);
@@ -198,13 +198,14 @@ class Communicator {
   std::vector<int> treeOrder_;           // trees are built over positions: position i is rank treeOrder_[i]
   std::vector<int> treePos_;             // [rank] its position
   int nNodes_ = 1;
-  std::vector<int> nodeOf_;   // [rank] its host (numbered by first rank), from the topology stage
-  std::vector<int> ranksOn_;  // [host] its rank count
-  int localRank_ = 0;         // this rank's index among its host's ranks
-  bool hostTrees_ = false;    // several hosts: the all-reduce trees are NCCL's (chains in hosts, binary across)
-  TreeNode myTree_[2];        // this rank's place in those two trees
-  bool netPeers_ = false;     // some peer is reached through the network transport
-  NetShape net_;              // hosts and the network between them (nNodes_ > 1)
+  std::vector<int> nodeOf_;      // [rank] its host (numbered by first rank), from the topology stage
+  std::vector<int> ranksOn_;     // [host] its rank count
+  int localRank_ = 0;            // this rank's index among its host's ranks
+  bool hostsShareCpus_ = false;  // several hosts on one machine's CPUs (BRAID_HOSTS_SHARE_CPUS)
+  bool hostTrees_ = false;       // several hosts: the all-reduce trees are NCCL's (chains in hosts, binary across)
+  TreeNode myTree_[2];           // this rank's place in those two trees
+  bool netPeers_ = false;        // some peer is reached through the network transport
+  NetShape net_;                 // hosts and the network between them (nNodes_ > 1)
   // NVLSTree's sub-communicators: this rank's host (NVLS-style inside it) and the ranks with its local index on
   // every host (the network between them). Null when it cannot run (see setupHierarchy).
   std::unique_ptr<Communicator> hostComm_, crossComm_;

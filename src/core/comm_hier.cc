@@ -36,8 +36,10 @@ Status Communicator::setupHierarchy() {
   const FilterColl ar = FilterColl::kAllReduce;
   const bool forced = !algoFilter_.allows(ar, static_cast<int>(AlgoId::kRing)) &&
                       !algoFilter_.allows(ar, static_cast<int>(AlgoId::kTree));
-  if (!forced && !costs_.pinsAlgorithm(ar, kNvlsTreeAlgo)) {
-    why = "the model does not choose it yet: force it with NCCL_ALGO=allreduce:nvlstree or pin it in BRAID_TUNING_FILE";
+  if (!forced && !costs_.pinsAlgorithm(ar, kNvlsTreeAlgo) && hostsShareCpus_) {
+    why =
+        "the hosts share one machine's CPUs (BRAID_HOSTS_SHARE_CPUS), where the model cannot price it: force it "
+        "with NCCL_ALGO=allreduce:nvlstree or pin it in BRAID_TUNING_FILE";
   }
   if (!algoFilter_.allows(ar, kNvlsTreeAlgo)) why = "NCCL_ALGO excludes it";
   if (why != nullptr) {
@@ -94,7 +96,7 @@ double Communicator::predictNvlsTreeUs(size_t bytes) const {
   return inside + across;
 }
 
-bool Communicator::computeNvlsTreeWanted(const PendingOp& op) const {
+bool Communicator::computeNvlsTreeWanted(const PendingOp& op, const FifoChoice& fifo) const {
   if (!hostComm_ || op.kind != CollKind::kAllReduce || nranks_ < 2) return false;
   const FilterColl fc = FilterColl::kAllReduce;
   if (!algoFilter_.allows(fc, kNvlsTreeAlgo) || !protoFilter_.allows(fc, static_cast<int>(ProtoId::kSimple))) {
@@ -107,11 +109,12 @@ bool Communicator::computeNvlsTreeWanted(const PendingOp& op) const {
   if ((pin == static_cast<int>(AlgoId::kRing) && ringOk) || (pin == static_cast<int>(AlgoId::kTree) && treeOk)) {
     return false;
   }
-  // Only when forced (NCCL_ALGO, or a tuning file's pin), not by the model yet: between network namespaces that
-  // share 2 cores it measured slower than the ring or the tree at every size from 8 B to 8 MB (docs/networks.md),
-  // where the model, which knows nothing of hosts sharing cores, predicts it faster above about 1 MB. Its
-  // predicted time is still logged under TUNING.
-  return !ringOk && !treeOk;
+  if (!ringOk && !treeOk) return true;
+  // Hosts that share one machine's CPUs: only when forced or pinned. Between network namespaces on 2 cores it
+  // measured 3-8x slower than the model predicts (docs/networks.md): the model's host costs assume each host's
+  // ranks have its CPUs to themselves.
+  if (hostsShareCpus_) return false;
+  return predictNvlsTreeUs(unitBytes(op)) < fifo.predictedUs;
 }
 
 Status Communicator::runNvlsTree(const PendingOp& op) {

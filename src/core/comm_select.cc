@@ -88,7 +88,7 @@ Communicator::Decision& Communicator::decisionFor(const PendingOp& op) const {
     d.bytes = bytes;
     d.fifo = computeFifoChoice(op);
     d.direct = computeDirectWanted(op, d.fifo);
-    d.nvlsTree = computeNvlsTreeWanted(op);
+    d.nvlsTree = computeNvlsTreeWanted(op, d.fifo);
     d.valid = true;
   }
   return d;

@@ -328,7 +328,7 @@ TEST(Processes, NvlsTreeAcrossHosts) {
   EXPECT_NE(text.find("-> NVLSTree/Simple"), std::string::npos) << text;
   unlink(log.c_str());
 
-  // A tuning file's pin takes it too (the model alone does not, yet).
+  // A tuning file's pin takes it too (these hosts share CPUs, where the model alone never takes it).
   const std::string tuning = std::string(dir) + "/tuning";
   FILE* f = fopen(tuning.c_str(), "w");
   ASSERT_NE(f, nullptr);
@@ -361,6 +361,48 @@ TEST(Processes, NvlsTreeAcrossHosts) {
       60, nullptr, nullptr, [](int rank) { setenv("NCCL_HOSTID", rank == 0 ? "host-a" : "host-b", 1); });
   unsetenv("NCCL_ALGO");
   for (int r = 0; r < 2; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "refusal on rank " << r;
+  rmdir(dir);
+}
+
+// On hosts with CPUs of their own the model takes NVLSTree where it predicts it fastest: with a slow network it
+// crosses the network between H hosts instead of n ranks, and moves each host's bytes once (at 8 bytes it ties
+// with the tree, whose chain inside a host costs what NVLSTree's host steps do). Namespaces or
+// processes of one machine (the same kernel boot id) share CPUs, and there the model never takes it.
+TEST(Processes, ModelTakesNvlsTreeOnSeparateMachines) {
+  char dir[] = "/tmp/braid-nvlsmodel-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string tuning = std::string(dir) + "/tuning";
+  FILE* f = fopen(tuning.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fprintf(f, "net 500 0.5\n");
+  fclose(f);
+  const std::vector<CollCase> cases = {CollCase{Coll::kAllReduce, ncclFloat32, ncclSum, 2, false, 0},
+                                       CollCase{Coll::kAllReduce, ncclFloat32, ncclAvg, (1 << 20) + 5, false, 0}};
+  setenv("BRAID_TUNING_FILE", tuning.c_str(), 1);
+  for (const char* share : {"0", "-1"}) {
+    const std::string log = std::string(dir) + "/rank0." + share + ".log";
+    setenv("BRAID_HOSTS_SHARE_CPUS", share, 1);
+    auto status = runProcesses(
+        4, [&](int rank, ncclComm_t comm) { return runCaseList(cases, rank, 4, comm); }, 120, nullptr, nullptr,
+        hostsAndRank0Log([](int r) { return r >= 2; }, log, "TUNING,INIT"));
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "share " << share << " rank " << r;
+    const std::string text = readFile(log);
+    const std::vector<std::string> small = linesWith(text, "allreduce 8 bytes");
+    const std::vector<std::string> large = linesWith(text, "allreduce 4194324 bytes");
+    ASSERT_FALSE(small.empty()) << text;
+    ASSERT_FALSE(large.empty()) << text;
+    if (std::string(share) == "0") {
+      EXPECT_NE(text.find("NVLSTree on: 2 hosts x 2 ranks"), std::string::npos) << text;
+      EXPECT_NE(large[0].find("-> NVLSTree/Simple"), std::string::npos) << large[0];
+    } else {
+      EXPECT_NE(text.find("NVLSTree off: the hosts share one machine's CPUs"), std::string::npos) << text;
+      EXPECT_EQ(large[0].find("-> NVLSTree/Simple"), std::string::npos) << large[0];
+    }
+    unlink(log.c_str());
+  }
+  unsetenv("BRAID_HOSTS_SHARE_CPUS");
+  unsetenv("BRAID_TUNING_FILE");
+  unlink(tuning.c_str());
   rmdir(dir);
 }
 
