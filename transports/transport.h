@@ -58,6 +58,8 @@ struct PeerInfo {
   pid_t pid = 0;
   char hostname[64] = {};
   int numa = -1;  // NUMA node this rank's memory and threads go on (-1: not placed; set after the topology stage)
+  int rail = 0;   // the network device this rank's channel 0 uses, modulo the device count: its local rank (on
+                  // NVLSTree's cross-host communicator, its local rank on the parent, so both ends share a rail)
 };
 
 // A transport whose connector needs work done between the executor's checks (a network connection: posting
@@ -147,10 +149,11 @@ class Transport {
   virtual const char* name() const = 0;
   virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
   // Receiver: allocates the FIFO (slotBytes per Simple slot, llSlotBytes per LL slot) and describes it in blob.
-  virtual Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes,
+  // `channel` is the communicator channel the connection serves (a network spreads channels over its devices).
+  virtual Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, int channel, size_t slotBytes,
                                       size_t llSlotBytes) = 0;
   // Sender: attaches to the receiver's FIFO.
-  virtual Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer,
+  virtual Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer, int channel,
                                                          const char* blob) = 0;
 };
 

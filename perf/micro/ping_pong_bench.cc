@@ -180,12 +180,12 @@ Status connectThreads(const PeerInfo& a, const PeerInfo& b, std::unique_ptr<Conn
                       std::unique_ptr<Connector>* recvB, std::string* transportName) {
   BRAID_ASSIGN_OR_RETURN(braid::Transport * t, braid::selectTransport(a, b));
   *transportName = t->name();
-  BRAID_ASSIGN_OR_RETURN(braid::RecvSetup setupA, t->setupRecv(a, b, kSlotBytes, 0));
-  BRAID_ASSIGN_OR_RETURN(braid::RecvSetup setupB, t->setupRecv(b, a, kSlotBytes, 0));
+  BRAID_ASSIGN_OR_RETURN(braid::RecvSetup setupA, t->setupRecv(a, b, 0, kSlotBytes, 0));
+  BRAID_ASSIGN_OR_RETURN(braid::RecvSetup setupB, t->setupRecv(b, a, 0, kSlotBytes, 0));
   *recvA = std::move(setupA.connector);
   *recvB = std::move(setupB.connector);
-  BRAID_ASSIGN_OR_RETURN(*sendA, t->connectSend(a, b, setupB.blob));
-  BRAID_ASSIGN_OR_RETURN(*sendB, t->connectSend(b, a, setupA.blob));
+  BRAID_ASSIGN_OR_RETURN(*sendA, t->connectSend(a, b, 0, setupB.blob));
+  BRAID_ASSIGN_OR_RETURN(*sendB, t->connectSend(b, a, 0, setupA.blob));
   return Status::ok();
 }
 
@@ -233,11 +233,11 @@ Status connectOverSocket(const PeerInfo& self, const PeerInfo& peer, int fd, std
                          std::unique_ptr<Connector>* recv, std::string* transportName) {
   BRAID_ASSIGN_OR_RETURN(braid::Transport * t, braid::selectTransport(self, peer));
   *transportName = t->name();
-  BRAID_ASSIGN_OR_RETURN(braid::RecvSetup setup, t->setupRecv(self, peer, kSlotBytes, 0));
+  BRAID_ASSIGN_OR_RETURN(braid::RecvSetup setup, t->setupRecv(self, peer, 0, kSlotBytes, 0));
   *recv = std::move(setup.connector);
   char peerBlob[braid::kConnectBlobBytes];
   BRAID_RETURN_IF_ERROR(swapBlobs(fd, setup.blob, peerBlob));
-  BRAID_ASSIGN_OR_RETURN(*send, t->connectSend(self, peer, peerBlob));
+  BRAID_ASSIGN_OR_RETURN(*send, t->connectSend(self, peer, 0, peerBlob));
   return Status::ok();
 }
 

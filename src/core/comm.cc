@@ -243,6 +243,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   llSlotBytes_ = static_cast<size_t>(llBuffSize) / kFifoSlots / 64 * 64;
 
   if (!topo.placeCpus.empty()) peers_[static_cast<size_t>(rank)].numa = topo.numaOf[static_cast<size_t>(rank)];
+  peers_[static_cast<size_t>(rank)].rail = topo.localRank;
   nNodes_ = topo.nNodes;
   nodeOf_ = topo.nodeOf;
   ranksOn_ = topo.ranksOn;
@@ -582,7 +583,7 @@ Status Communicator::connect(const std::vector<Link>& sendNeeds, const std::vect
     for (const Link& l : recvNeeds) {
       const PeerInfo& peer = peers_[static_cast<size_t>(l.peer)];
       BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(self, peer));
-      BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(self, peer, slotBytes_, llSlotBytes_));
+      BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(self, peer, l.channel, slotBytes_, llSlotBytes_));
       BRAID_RETURN_IF_ERROR(bootstrap_->send(l.peer, tag(l), setup.blob, kConnectBlobBytes));
       BRAID_INFO(kLogInit | kLogShm, "Channel %02d : %d[%d] -> %d[%d] via %s%s", l.channel, l.peer, -1, rank_, device_,
                  t->name(), l.lane != 0 ? " (lane 1)" : "");
@@ -596,7 +597,7 @@ Status Communicator::connect(const std::vector<Link>& sendNeeds, const std::vect
                               .withContext(strPrintf("connecting channel %d to rank %d", l.channel, l.peer)));
     const PeerInfo& peer = peers_[static_cast<size_t>(l.peer)];
     BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(self, peer));
-    BRAID_ASSIGN_OR_RETURN(auto conn, t->connectSend(self, peer, blob));
+    BRAID_ASSIGN_OR_RETURN(auto conn, t->connectSend(self, peer, l.channel, blob));
     channels_[static_cast<size_t>(l.channel)].send[{l.peer, l.lane}] = std::move(conn);
   }
   return Status::ok();

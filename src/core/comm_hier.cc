@@ -49,6 +49,8 @@ Status Communicator::setupHierarchy() {
   BRAID_RETURN_IF_ERROR(split(myHost, rank_, config_, &hostComm_).withContext("NVLSTree host communicator"));
   BRAID_RETURN_IF_ERROR(
       split(localRank_, myHost, config_, &crossComm_).withContext("NVLSTree cross-host communicator"));
+  // Rank i of every host takes rail i: the cross-host connections of one piece run between same-numbered devices.
+  crossComm_->peers_[static_cast<size_t>(crossComm_->rank_)].rail = localRank_;
   // The host communicator's NVLS-style group needs the ranks to share memory; if any host cannot, no rank uses it.
   int32_t ok = hostComm_->direct_ != nullptr ? 1 : 0;
   std::vector<int32_t> all(static_cast<size_t>(nranks_));

@@ -2,10 +2,14 @@
 // full /dev/shm.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -300,6 +304,43 @@ TEST(Processes, CollectivesAcrossHostsOverTheNetwork) {
       }
     }
   }
+}
+
+// Several network devices: a host's ranks start on different devices and each rank's channels spread over them
+// (NCCL_SOCKET_IFNAME lists two interfaces of this machine, both reachable from itself). Rank 0 (rail 0) runs its
+// two channels over devices 0 and 1, and every result is exact.
+TEST(Processes, ChannelsSpreadOverNetworkDevices) {
+  std::vector<std::string> names;
+  ifaddrs* list = nullptr;
+  ASSERT_EQ(getifaddrs(&list), 0);
+  for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET || (it->ifa_flags & IFF_UP) == 0) continue;
+    if (std::find(names.begin(), names.end(), it->ifa_name) == names.end()) names.push_back(it->ifa_name);
+  }
+  freeifaddrs(list);
+  if (names.size() < 2) GTEST_SKIP() << "this machine has fewer than two IPv4 interfaces up";
+  const std::string ifnames = "=" + names[0] + "," + names[1];
+  char dir[] = "/tmp/braid-rails-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string log = std::string(dir) + "/rank0.log";
+  const std::vector<CollCase> cases = {CollCase{Coll::kAllReduce, ncclFloat32, ncclSum, (1 << 20) + 3, false, 0},
+                                       CollCase{Coll::kAlltoAll, ncclInt8, ncclSum, 1001, false, 0}};
+  setenv("NCCL_SOCKET_IFNAME", ifnames.c_str(), 1);
+  setenv("BRAID_CPU_NCHANNELS", "2", 1);
+  setenv("NCCL_ALGO", "ring", 1);
+  auto status = runProcesses(
+      4, [&](int rank, ncclComm_t comm) { return runCaseList(cases, rank, 4, comm); }, 120, nullptr, nullptr,
+      hostsAndRank0Log([](int r) { return r >= 2; }, log, "NET"));
+  unsetenv("NCCL_ALGO");
+  unsetenv("BRAID_CPU_NCHANNELS");
+  unsetenv("NCCL_SOCKET_IFNAME");
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
+  const std::string text = readFile(log);
+  EXPECT_NE(text.find("NET/Socket : Using [0]" + names[0]), std::string::npos) << text;
+  EXPECT_NE(text.find("via NET/Socket/0"), std::string::npos) << text;
+  EXPECT_NE(text.find("via NET/Socket/1"), std::string::npos) << text;
+  unlink(log.c_str());
+  rmdir(dir);
 }
 
 // NVLSTree across hosts: NVLS-style reduce-scatter inside each host, all-reduce across hosts, all-gather inside.

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -78,6 +80,28 @@ struct NetConn : ConnectorDriver {
 Result<net::NetModule*> chosenNetwork() {
   BRAID_ASSIGN_OR_RETURN(net::NetSelection * sel, net::processNetworks());
   return sel->chosen;
+}
+
+// Each device's NUMA node, read once per network from its sysfs device path (a network's devices are fixed for
+// the process's life).
+Result<const std::vector<int>*> deviceNumaNodes(net::NetModule* net) {
+  static std::mutex mu;
+  static std::map<net::NetModule*, std::vector<int>> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(net);
+  if (it != known.end()) return &it->second;
+  BRAID_ASSIGN_OR_RETURN(int n, net->devices());
+  std::vector<int> numa;
+  for (int d = 0; d < n; ++d) {
+    BRAID_ASSIGN_OR_RETURN(net::NetProperties props, net->getProperties(d));
+    int node = -1;
+    if (!props.pciPath.empty()) {
+      std::ifstream in(props.pciPath + "/numa_node");
+      if (!(in >> node)) node = -1;
+    }
+    numa.push_back(node);
+  }
+  return &known.emplace(net, std::move(numa)).first->second;
 }
 
 bool readyToClose(const NetConn& c) {
@@ -302,9 +326,9 @@ class NetTransport : public Transport {
 
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override { return needsNetwork(self, peer); }
 
-  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes,
+  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, int channel, size_t slotBytes,
                               size_t llSlotBytes) override {
-    BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c, newConn(false, self, peer, slotBytes));
+    BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c, newConn(false, self, peer, channel, slotBytes));
     BRAID_RETURN_IF_ERROR(c->net->listen(c->dev, &c->handle, &c->listenComm).withContext("listen"));
     BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(c, llSlotBytes));
     RecvSetup setup;
@@ -320,7 +344,7 @@ class NetTransport : public Transport {
     return setup;
   }
 
-  Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer,
+  Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer, int channel,
                                                  const char* blob) override {
     NetBlob b;
     memcpy(&b, blob, sizeof(b));
@@ -328,7 +352,8 @@ class NetTransport : public Transport {
       return internalError("rank %d sent a connection description of kind \"%.8s\", expected a network handle",
                            peer.rank, b.kind);
     }
-    BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c, newConn(true, self, peer, static_cast<size_t>(b.slotBytes)));
+    BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c,
+                           newConn(true, self, peer, channel, static_cast<size_t>(b.slotBytes)));
     memcpy(c->handle.data(), b.handle, sizeof(b.handle));
     // The sender's LL slots are never used on a network connection; the layout only needs a size.
     BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(c, 64));
@@ -339,15 +364,16 @@ class NetTransport : public Transport {
   }
 
  private:
-  // One direction of a connection on the chosen network's device 0 (each end uses its own first device).
-  static Result<std::shared_ptr<NetConn>> newConn(bool isSend, const PeerInfo& self, const PeerInfo& peer,
+  // One direction of a connection; each end picks its own device (pickNetDevice).
+  static Result<std::shared_ptr<NetConn>> newConn(bool isSend, const PeerInfo& self, const PeerInfo& peer, int channel,
                                                   size_t slotBytes) {
     auto net = chosenNetwork();
     if (!net.isOk()) return net.status().withContext("no network for ranks on other hosts");
+    BRAID_ASSIGN_OR_RETURN(const std::vector<int>* devNuma, deviceNumaNodes(net.value()));
     auto c = std::make_shared<NetConn>();
     c->isSend = isSend;
     c->net = net.value();
-    c->dev = 0;
+    c->dev = pickNetDevice(*devNuma, self, channel);
     c->self = self;
     c->peer = peer;
     c->slotBytes = slotBytes;
@@ -367,6 +393,19 @@ class NetTransport : public Transport {
 };
 
 }  // namespace
+
+int pickNetDevice(const std::vector<int>& devNuma, const PeerInfo& self, int channel) {
+  if (devNuma.empty()) return 0;
+  std::vector<int> near;
+  for (size_t d = 0; d < devNuma.size(); ++d) {
+    if (self.numa >= 0 && devNuma[d] == self.numa) near.push_back(static_cast<int>(d));
+  }
+  if (near.empty()) {
+    for (size_t d = 0; d < devNuma.size(); ++d) near.push_back(static_cast<int>(d));
+  }
+  const int n = static_cast<int>(near.size());
+  return near[static_cast<size_t>(((self.rail + channel) % n + n) % n)];
+}
 
 bool needsNetwork(const PeerInfo& self, const PeerInfo& peer) {
   if (self.hostHash != peer.hostHash) return true;

@@ -75,7 +75,7 @@ class InprocTransport : public Transport {
     return self.hostHash == peer.hostHash && self.pid == peer.pid;
   }
 
-  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes,
+  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, int channel, size_t slotBytes,
                               size_t llSlotBytes) override {
     size_t bytes = segmentBytes(slotBytes, llSlotBytes);
     BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, allocLocalFifo(self, slotBytes, llSlotBytes));
@@ -94,7 +94,7 @@ class InprocTransport : public Transport {
     return setup;
   }
 
-  Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer,
+  Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer, int channel,
                                                  const char* blob) override {
     Blob b;
     memcpy(&b, blob, sizeof(b));
@@ -125,7 +125,7 @@ class ShmTransport : public Transport {
     return self.hostHash == peer.hostHash && params::ShmDisable() != 1;
   }
 
-  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, size_t slotBytes,
+  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, int channel, size_t slotBytes,
                               size_t llSlotBytes) override {
     size_t bytes = segmentBytes(slotBytes, llSlotBytes);
     std::string dir = params::ShmDir();
@@ -181,7 +181,7 @@ class ShmTransport : public Transport {
     return setup;
   }
 
-  Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer,
+  Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer, int channel,
                                                  const char* blob) override {
     Blob b;
     memcpy(&b, blob, sizeof(b));

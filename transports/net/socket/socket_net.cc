@@ -152,11 +152,13 @@ Result<std::vector<Device>> findDevices() {
   }
   freeifaddrs(list);
   if (found.empty()) found = loop;  // nothing else: loopback, as NCCL does
-  // Unset NCCL_SOCKET_IFNAME: the bootstrap's interface (the one routed to the root) first, since the first
-  // interface found may be one the other hosts cannot reach.
+  // Unset NCCL_SOCKET_IFNAME: only the bootstrap's interface (the one routed to the root) when it is among them.
+  // The others may not reach the other hosts at all, and connections are spread over every device
+  // (pickNetDevice); NCCL_SOCKET_IFNAME lists interfaces to use several.
   const std::string boot = bootstrapInterface();
   if (spec.empty() && !boot.empty()) {
-    std::stable_partition(found.begin(), found.end(), [&](const Device& d) { return d.name == boot; });
+    const auto it = std::find_if(found.begin(), found.end(), [&](const Device& d) { return d.name == boot; });
+    if (it != found.end()) found = {*it};
   }
   for (Device& d : found) {
     std::ifstream speed("/sys/class/net/" + d.name + "/speed");
