@@ -108,6 +108,12 @@ class Connector {
     if (driver_) driver_->drive();
   }
 
+  // A transport whose messages arrive whole (a network: a receive completes only with all of its bytes) carries
+  // an LL step's chunk in the Simple slot: the message's completion is the flag, and lines would only double the
+  // bytes on the wire. Both ends of such a connection say so.
+  bool wholeMessages() const { return wholeMessages_; }
+  void setWholeMessages() { wholeMessages_ = true; }
+
   // Receive demand (FifoCtrl::wanted), announced only for connectors whose transport asks for it.
   bool demandDriven() const { return demandDriven_; }
   void setDemandDriven() { demandDriven_ = true; }
@@ -133,6 +139,7 @@ class Connector {
   PeerInfo peer_;
   bool crossProcess_;
   bool demandDriven_ = false;
+  bool wholeMessages_ = false;
   std::shared_ptr<ConnectorDriver> driver_;
   uint64_t step_ = 0;
 };

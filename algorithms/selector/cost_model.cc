@@ -250,11 +250,14 @@ double CostModel::predictUs(FilterColl coll, AlgoId algo, ProtoId proto, int nra
   return c.alphaUs + static_cast<double>(bytes) / (c.betaGBps * 1e3);
 }
 
-double CostModel::predictAcrossHostsUs(FilterColl coll, AlgoId algo, int nranks, const NetShape& net,
+double CostModel::predictAcrossHostsUs(FilterColl coll, AlgoId algo, ProtoId proto, int nranks, const NetShape& net,
                                        size_t bytes) const {
   const double n = nranks;
-  const double hop = std::max(net.link.alphaUs, net.hostHopUs);
-  const double perByteUs = 1.0 / (net.link.betaGBps * 1e3);
+  const bool ll = proto == ProtoId::kLL;
+  const double hostHopUs = net.hostHopUs * (ll ? kLlAlphaFactor : 1.0);
+  const double hop = std::max(net.link.alphaUs, hostHopUs);
+  const double hostGBps = net.hostGBps * (ll ? kLlBetaFactor : 1.0);
+  const double perByteUs = 1.0 / (std::min(net.link.betaGBps, net.localRanks > 1 ? hostGBps : 1e9) * 1e3);
   const double b = static_cast<double>(bytes);
   int depth = 0;
   while ((1 << depth) < net.nNodes) ++depth;
@@ -262,7 +265,7 @@ double CostModel::predictAcrossHostsUs(FilterColl coll, AlgoId algo, int nranks,
   const bool tree = algo == AlgoId::kTree;
   switch (coll) {
     case FilterColl::kAllReduce:
-      if (tree) return 2 * (depth * net.link.alphaUs + chain * net.hostHopUs) + 2 * b * perByteUs;
+      if (tree) return 2 * (depth * net.link.alphaUs + chain * hostHopUs) + 2 * b * perByteUs;
       return 2 * (n - 1) * hop + 2 * (n - 1) / n * b * perByteUs;
     case FilterColl::kBroadcast:
     case FilterColl::kReduce: {

@@ -44,9 +44,10 @@ struct AlgoCost {
 // A communicator spanning hosts, as the model sees it.
 struct NetShape {
   int nNodes = 1;
-  int localRanks = 1;    // the most ranks on one host
-  AlgoCost link;         // one message across the network: latency, and a host-to-host link's bandwidth
-  double hostHopUs = 1;  // one hop between ranks of a host
+  int localRanks = 1;     // the most ranks on one host
+  AlgoCost link;          // one message across the network: latency, and a host-to-host link's bandwidth
+  double hostHopUs = 1;   // one hop between ranks of a host
+  double hostGBps = 3.2;  // a hop's bandwidth between ranks of a host (Simple)
 };
 
 class CostModel {
@@ -63,7 +64,10 @@ class CostModel {
   // bytes. Tree (NCCL's double binary tree over hosts, chains inside): 2 x (log2 hosts network hops + the chain's
   // host hops), and a host's link carries 2 x the bytes (an interior rank of one tree sends up and to two
   // children, and it is a leaf of the other).
-  double predictAcrossHostsUs(FilterColl coll, AlgoId algo, int nranks, const NetShape& net, size_t bytes) const;
+  // LL: network hops cost what Simple's do (an LL chunk crosses the network as one whole message); hops inside a
+  // host take LL's latency and bandwidth factors, so every byte flows at the slower of the two.
+  double predictAcrossHostsUs(FilterColl coll, AlgoId algo, ProtoId proto, int nranks, const NetShape& net,
+                              size_t bytes) const;
   // The file's "net" line, if it has one.
   bool hasNetFigures() const { return hasNet_; }
   const AlgoCost& netFigures() const { return net_; }

@@ -249,11 +249,16 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   ranksOn_ = topo.ranksOn;
   localRank_ = topo.localRank;
   hostsShareCpus_ = agreeHostsShareCpus(all, topo.nodeOf);
-  BRAID_RETURN_IF_ERROR(excludeLlOverNetwork());
+  BRAID_RETURN_IF_ERROR(checkLlOverNetwork());
   if (nNodes_ > 1) {
     const double hostHop = costs_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, cpus_, 0) / 2;
     BRAID_ASSIGN_OR_RETURN(net_, measureNetwork(bootstrap_.get(), rank, nranks, topo, costs_, hostHop));
     if (!costs_.hasNetFigures()) net_.link.alphaUs += kNetProxyHopUs;
+    // And a host hop's bandwidth, from the same 2-rank model: what LL inside a host is weighed against.
+    const size_t probe = size_t{1} << 20;
+    const double probeUs =
+        costs_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, cpus_, probe) - 2 * hostHop;
+    if (probeUs > 0) net_.hostGBps = static_cast<double>(probe) / (probeUs * 1e3);
     BRAID_INFO(kLogInit | kLogTuning,
                "comm %p rank %d network: %d hosts, up to %d ranks on one, %.1f us per message, %.2f GB/s per link "
                "(%s)",
@@ -319,21 +324,27 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   return Status::ok();
 }
 
-Status Communicator::excludeLlOverNetwork() {
+Status Communicator::checkLlOverNetwork() {
   const PeerInfo& self = peers_[static_cast<size_t>(rank_)];
   netPeers_ = std::any_of(peers_.begin(), peers_.end(), [&](const PeerInfo& p) { return needsNetwork(self, p); });
-  if (!netPeers_) return Status::ok();
-  // Network connections carry Simple slots only (transports/net/net_transport.h). Every rank of a multi-host
-  // communicator has a network peer, so all of them drop LL alike.
+  // A network connection carries an LL step's chunk in its Simple slot (Connector::wholeMessages), so the chunk
+  // must fit there. It does unless NCCL_BUFFSIZE is set far below NCCL_LL_BUFFSIZE; then LL is dropped on every
+  // rank alike (every rank of a multi-host communicator has a network peer, and the sizes are agreed).
+  if (!netPeers_ || llPayloadCapacity(llSlotBytes_) <= slotBytes_) return Status::ok();
   const int ll = static_cast<int>(ProtoId::kLL), simple = static_cast<int>(ProtoId::kSimple);
   if (!protoFilter_.base[static_cast<size_t>(simple)] ||
       std::any_of(protoFilter_.allowed.begin(), protoFilter_.allowed.end(),
                   [&](const std::array<bool, 8>& a) { return !a[static_cast<size_t>(simple)]; })) {
     return invalidUsage(
-        "NCCL_PROTO=\"%s\" leaves a collective without Simple, but this communicator has ranks on other hosts "
-        "and the LL protocol does not run over the network yet (network connections carry Simple only)",
-        protoFilter_.setting.c_str());
+        "NCCL_PROTO=\"%s\" leaves a collective without Simple, but this communicator has ranks on other hosts and "
+        "an LL chunk (%zu bytes) does not fit a network message slot (%zu bytes): raise NCCL_BUFFSIZE or lower "
+        "NCCL_LL_BUFFSIZE",
+        protoFilter_.setting.c_str(), llPayloadCapacity(llSlotBytes_), slotBytes_);
   }
+  BRAID_INFO(kLogInit,
+             "comm %p rank %d: LL off: its %zu-byte chunks do not fit %zu-byte network slots "
+             "(NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE)",
+             static_cast<void*>(this), rank_, llPayloadCapacity(llSlotBytes_), slotBytes_);
   protoFilter_.base[static_cast<size_t>(ll)] = false;
   for (std::array<bool, 8>& a : protoFilter_.allowed) a[static_cast<size_t>(ll)] = false;
   return Status::ok();

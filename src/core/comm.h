@@ -178,8 +178,9 @@ class Communicator {
   int treePos(int r) const { return treePos_[static_cast<size_t>(r)]; }
   // A tree program is built over positions; its peers become ranks.
   void mapTreePeers(Program* prog) const;
-  // With network peers, LL is taken out of protoFilter_ (an error if a collective would be left without Simple).
-  Status excludeLlOverNetwork();
+  // Sets netPeers_; with network peers, LL is taken out of protoFilter_ when its chunks do not fit the network's
+  // Simple slots (an error if a collective would be left without Simple).
+  Status checkLlOverNetwork();
 
   int rank_ = 0;
   int nranks_ = 0;

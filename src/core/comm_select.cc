@@ -103,7 +103,7 @@ bool Communicator::directWanted(const PendingOp& op) const {
 }
 
 double Communicator::predictUs(FilterColl fc, AlgoId a, ProtoId p, size_t bytes) const {
-  if (nNodes_ > 1) return costs_.predictAcrossHostsUs(fc, a, nranks_, net_, bytes);
+  if (nNodes_ > 1) return costs_.predictAcrossHostsUs(fc, a, p, nranks_, net_, bytes);
   return costs_.predictUs(fc, a, p, nranks_, cpus_, bytes);
 }
 

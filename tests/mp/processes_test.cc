@@ -289,21 +289,45 @@ TEST(Processes, CollectivesAcrossHostsOverTheNetwork) {
       }
     }
   }
-  for (const char* algo : {"ring", "allreduce:tree;reduce:tree;broadcast:tree"}) {
-    for (bool shmOff : {false, true}) {
-      setenv("NCCL_ALGO", algo, 1);
-      auto status = runProcesses(
-          4, [&](int rank, ncclComm_t comm) { return runCaseList(cases, rank, 4, comm); }, 120, nullptr, nullptr,
-          [&](int rank) {
-            setenv("NCCL_HOSTID", rank % 2 == 0 ? "host-a" : "host-b", 1);
-            if (shmOff) setenv("NCCL_SHM_DISABLE", "1", 1);
-          });
-      unsetenv("NCCL_ALGO");
-      for (int r = 0; r < 4; ++r) {
-        EXPECT_EQ(status[static_cast<size_t>(r)], 0) << algo << (shmOff ? " shm off" : "") << ", rank " << r;
+  // LL too: its chunks cross the network as whole messages in the Simple slots, and run as lines inside a host.
+  for (const char* proto : {"Simple", "LL"}) {
+    for (const char* algo : {"ring", "allreduce:tree;reduce:tree;broadcast:tree"}) {
+      for (bool shmOff : {false, true}) {
+        setenv("NCCL_ALGO", algo, 1);
+        setenv("NCCL_PROTO", proto, 1);
+        auto status = runProcesses(
+            4, [&](int rank, ncclComm_t comm) { return runCaseList(cases, rank, 4, comm); }, 120, nullptr, nullptr,
+            [&](int rank) {
+              setenv("NCCL_HOSTID", rank % 2 == 0 ? "host-a" : "host-b", 1);
+              if (shmOff) setenv("NCCL_SHM_DISABLE", "1", 1);
+            });
+        unsetenv("NCCL_ALGO");
+        unsetenv("NCCL_PROTO");
+        for (int r = 0; r < 4; ++r) {
+          EXPECT_EQ(status[static_cast<size_t>(r)], 0)
+              << algo << " " << proto << (shmOff ? " shm off" : "") << ", rank " << r;
+        }
       }
     }
   }
+  // An LL chunk that cannot fit a network slot (NCCL_BUFFSIZE far below NCCL_LL_BUFFSIZE): LL alone is refused
+  // with both sizes and the remedy.
+  char dir[] = "/tmp/braid-llnet-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string log = std::string(dir) + "/rank0.log";
+  setenv("NCCL_PROTO", "LL", 1);
+  setenv("NCCL_BUFFSIZE", "65536", 1);
+  auto status = runProcesses(
+      2, [](int, ncclComm_t) { return 0; }, 60, nullptr, nullptr,
+      hostsAndRank0Log([](int r) { return r == 1; }, log, "INIT"));
+  unsetenv("NCCL_BUFFSIZE");
+  unsetenv("NCCL_PROTO");
+  for (int r = 0; r < 2; ++r) EXPECT_NE(status[static_cast<size_t>(r)], 0) << "tiny NCCL_BUFFSIZE with LL, rank " << r;
+  const std::string text = readFile(log);
+  EXPECT_NE(text.find("does not fit a network message slot (8192 bytes): raise NCCL_BUFFSIZE"), std::string::npos)
+      << text;
+  unlink(log.c_str());
+  rmdir(dir);
 }
 
 // Several network devices: a host's ranks start on different devices and each rank's channels spread over them

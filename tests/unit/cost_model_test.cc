@@ -114,20 +114,32 @@ TEST(CostModel, AcrossHostsTradesHopsForBytes) {
   net.link = AlgoCost{20, 1.25};
   net.hostHopUs = 1;
   const int n = 8;
-  const double ring0 = m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, n, net, 0);
-  const double tree0 = m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, n, net, 0);
+  const double ring0 = m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, n, net, 0);
+  const double tree0 = m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kSimple, n, net, 0);
   EXPECT_DOUBLE_EQ(ring0, 2 * 7 * 20);
   EXPECT_DOUBLE_EQ(tree0, 2 * (2 * 20 + 1 * 1));
   const size_t big = size_t{256} << 20;
-  EXPECT_LT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, n, net, big),
-            m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, n, net, big));
+  EXPECT_LT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, n, net, big),
+            m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kSimple, n, net, big));
   // A slower network moves the crossover up: at 1 MB the tree wins with 2 ms hops, the ring with 2 us.
   net.link.alphaUs = 2000;
-  EXPECT_LT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, n, net, 1 << 20),
-            m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, n, net, 1 << 20));
+  EXPECT_LT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kSimple, n, net, 1 << 20),
+            m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, n, net, 1 << 20));
   net.link.alphaUs = 2;
-  EXPECT_GT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, n, net, 1 << 20),
-            m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, n, net, 1 << 20));
+  EXPECT_GT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kSimple, n, net, 1 << 20),
+            m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, n, net, 1 << 20));
+
+  // LL: network hops as Simple's (whole messages), hops inside a host at LL's factors, so a ring's latency is
+  // the same, a tree's chains are a little cheaper, and bytes flow at the slower of LL-in-a-host and the network.
+  net.link.alphaUs = 20;
+  EXPECT_DOUBLE_EQ(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kLL, n, net, 0), ring0);
+  EXPECT_LT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kLL, n, net, 0), tree0);
+  EXPECT_GT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kLL, n, net, 1 << 20),
+            m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, n, net, 1 << 20));
+  NetShape alone = net;  // one rank per host: no hop inside a host, so LL costs what Simple does
+  alone.localRanks = 1;
+  EXPECT_DOUBLE_EQ(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kLL, 4, alone, 1 << 20),
+                   m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 4, alone, 1 << 20));
 
   const std::string path = writeTemp("# measured elsewhere\nnet 35.5 3.1\n");
   Result<CostModel> f = CostModel::load(path);

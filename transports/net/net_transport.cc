@@ -334,6 +334,7 @@ class NetTransport : public Transport {
     RecvSetup setup;
     setup.connector = std::make_unique<Connector>(fifo.mem, fifo.ctrl, fifo.slots, false, peer, false);
     setup.connector->setDemandDriven();
+    setup.connector->setWholeMessages();
     setup.connector->setDriver(c);
     NetBlob b{};
     strcpy(b.kind, "net");
@@ -355,10 +356,12 @@ class NetTransport : public Transport {
     BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c,
                            newConn(true, self, peer, channel, static_cast<size_t>(b.slotBytes)));
     memcpy(c->handle.data(), b.handle, sizeof(b.handle));
-    // The sender's LL slots are never used on a network connection; the layout only needs a size.
+    // The sender's LL slots are never used on a network connection (LL steps travel in the Simple slots); the
+    // layout only needs a size.
     BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(c, 64));
     auto conn = std::make_unique<Connector>(fifo.mem, fifo.ctrl, fifo.slots, true, peer, false);
     conn->setDriver(c);
+    conn->setWholeMessages();
     NetProxy::get().add(c);
     return conn;
   }

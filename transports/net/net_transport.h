@@ -11,8 +11,8 @@
 // without blocking the caller. A network failure marks the connector failed with the network's message, which
 // the executor reports as ncclRemoteError naming the peer's rank and host.
 //
-// Only the Simple protocol crosses the network: a communicator that has a network peer does not choose LL
-// (NCCL's LL over a network needs a proxy that polls line flags; not built).
+// Only Simple slots cross the network: an LL operation's chunk travels in the Simple slot as one message, whose
+// completion stands for the line flags (Connector::wholeMessages).
 #pragma once
 
 #include <string>

@@ -45,13 +45,17 @@ bool tryStep(WorkItem& w) {
   const size_t msgBytes = packed ? bytes * pack->size() : bytes;
   const char* rs = nullptr;
   char* ss = nullptr;
+  // LL over a connector whose messages arrive whole (the network) uses its Simple slot (Connector::wholeMessages).
+  const bool recvLines = w.ll && rc != nullptr && !rc->wholeMessages();
+  const bool sendLines = w.ll && sc != nullptr && !sc->wholeMessages();
   if (w.ll) {
     // The slot is complete when every line carries this step's flag; lines already copied are not read again.
-    if (rc != nullptr && !llTryReadMessage(rc->llSlot(), w.llRecv.data(), msgBytes, rc->llFlagNow(), &w.llLinesDone)) {
+    if (recvLines && !llTryReadMessage(rc->llSlot(), w.llRecv.data(), msgBytes, rc->llFlagNow(), &w.llLinesDone)) {
       return false;
     }
-    rs = w.llRecv.data();
-    ss = w.llSend.data();
+    if (rc != nullptr && !recvLines && !rc->recvReady()) return false;
+    rs = recvLines ? w.llRecv.data() : rc ? rc->recvSlot() : nullptr;
+    ss = sendLines ? w.llSend.data() : sc ? sc->sendSlot() : nullptr;
   } else {
     if (rc != nullptr && !rc->recvReady()) return false;
     rs = rc ? rc->recvSlot() : nullptr;
@@ -127,7 +131,7 @@ bool tryStep(WorkItem& w) {
   }
   if (w.ll) {
     w.llLinesDone = 0;
-    if (sc != nullptr) llWriteMessage(sc->llSlot(), ss, msgBytes, sc->llFlagNow());
+    if (sendLines) llWriteMessage(sc->llSlot(), ss, msgBytes, sc->llFlagNow());
   }
   if (rc != nullptr) rc->recvPost();
   if (sc != nullptr) {
@@ -174,7 +178,8 @@ Connector* waitingOn(const ChannelWork& cw) {
     Connector* rc = w.recvConn[w.step];
     Connector* sc = w.sendConn[w.step];
     if (sc != nullptr && !sc->sendReady()) return sc;
-    if (rc != nullptr && (w.ll || !rc->recvReady())) return rc;  // a ready LL slot would have been consumed
+    // A ready LL slot would have been consumed.
+    if (rc != nullptr && ((w.ll && !rc->wholeMessages()) || !rc->recvReady())) return rc;
   }
   return nullptr;
 }
