@@ -85,6 +85,9 @@ BRAID_PARAM(IbGidIndex, kInt, "NCCL_IB_GID_INDEX", "-1",
             "GID index for RoCE/global addressing; -1: the port's LID when it has one, else GID 0.")
 BRAID_PARAM(IbTimeout, kInt, "NCCL_IB_TIMEOUT", "20", "IB QP ACK timeout exponent: 4.096 us * 2^value (1..31).")
 BRAID_PARAM(IbRetryCnt, kInt, "NCCL_IB_RETRY_CNT", "7", "IB QP transport retry count (0..7).")
+BRAID_PARAM(OfiExcludeTcpIf, kString, "OFI_NCCL_EXCLUDE_TCP_IF", "lo,docker0",
+            "Interfaces the OFI network leaves out on libfabric's tcp provider (exact names, comma list; "
+            "aws-ofi-nccl's knob), unless nothing else is left: loopback cannot reach other hosts.")
 BRAID_PARAM(SocketNthreads, kInt, "NCCL_SOCKET_NTHREADS", "1",
             "Helper threads per Socket-network connection (1..16); NTHREADS x NSOCKS_PERTHREAD must be <= 64.")
 BRAID_PARAM(NsocksPerthread, kInt, "NCCL_NSOCKS_PERTHREAD", "1",

@@ -49,10 +49,20 @@ ncclResult_t ofiInit(ncclDebugLogger_t logFn) {
     return ncclSuccess;  // zero devices
   }
   if (rc != 0) return BRAID_NET_RESULT(ofiError(rc, "fi_getinfo"));
-  // Devices: libfabric's first provider, one per domain (its first address format, IPv4 before IPv6).
+  // Devices: libfabric's first provider, one per domain (its first address format, IPv4 before IPv6). On the
+  // tcp provider a domain is an interface: OFI_NCCL_EXCLUDE_TCP_IF's (loopback) are left out unless nothing else
+  // is there, since connections spread over every device and loopback reaches no other host.
   std::string prov = list->fabric_attr->prov_name;
+  const std::string exclude = "," + params::OfiExcludeTcpIf() + ",";
+  const bool tcp = prov.rfind("tcp", 0) == 0;
+  bool others = false;
+  for (fi_info* i = list; i != nullptr && tcp; i = i->next) {
+    const std::string domain = std::string(",") + i->domain_attr->name + ",";
+    others = others || (prov == i->fabric_attr->prov_name && exclude.find(domain) == std::string::npos);
+  }
   for (fi_info* i = list; i != nullptr; i = i->next) {
     if (prov != i->fabric_attr->prov_name) continue;
+    if (others && exclude.find(std::string(",") + i->domain_attr->name + ",") != std::string::npos) continue;
     std::string name = prov + "/" + i->domain_attr->name;
     bool dup = false;
     for (const Device& d : gDevices) dup = dup || d.name == name;
