@@ -81,6 +81,12 @@ BRAID_PARAM(IbGidIndex, kInt, "NCCL_IB_GID_INDEX", "-1",
             "GID index for RoCE/global addressing; -1: the port's LID when it has one, else GID 0.")
 BRAID_PARAM(IbTimeout, kInt, "NCCL_IB_TIMEOUT", "20", "IB QP ACK timeout exponent: 4.096 us * 2^value (1..31).")
 BRAID_PARAM(IbRetryCnt, kInt, "NCCL_IB_RETRY_CNT", "7", "IB QP transport retry count (0..7).")
+BRAID_PARAM(IbverbsLib, kString, "BRAID_IBVERBS_LIB", "libibverbs.so.1",
+            "braid-specific, for tests: the library the IB network dlopen()s for the verbs API (a soname or a "
+            "path). One that cannot be loaded leaves IB with no devices.")
+BRAID_PARAM(LibfabricLib, kString, "BRAID_LIBFABRIC_LIB", "libfabric.so.1",
+            "braid-specific, for tests: the library the OFI network dlopen()s for libfabric (a soname or a path). "
+            "One that cannot be loaded leaves OFI with no devices.")
 BRAID_PARAM(SocketNthreads, kInt, "NCCL_SOCKET_NTHREADS", "1",
             "Helper threads per Socket-network connection (1..16); NTHREADS x NSOCKS_PERTHREAD must be <= 64.")
 BRAID_PARAM(NsocksPerthread, kInt, "NCCL_NSOCKS_PERTHREAD", "1",
