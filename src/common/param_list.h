@@ -88,6 +88,12 @@ BRAID_PARAM(IbRetryCnt, kInt, "NCCL_IB_RETRY_CNT", "7", "IB QP transport retry c
 BRAID_PARAM(OfiExcludeTcpIf, kString, "OFI_NCCL_EXCLUDE_TCP_IF", "lo,docker0",
             "Interfaces the OFI network leaves out on libfabric's tcp provider (exact names, comma list; "
             "aws-ofi-nccl's knob), unless nothing else is left: loopback cannot reach other hosts.")
+BRAID_PARAM(IbverbsLib, kString, "BRAID_IBVERBS_LIB", "libibverbs.so.1",
+            "braid-specific, for tests: the library the IB network dlopen()s for the verbs API (a soname or a "
+            "path). One that cannot be loaded leaves IB with no devices.")
+BRAID_PARAM(LibfabricLib, kString, "BRAID_LIBFABRIC_LIB", "libfabric.so.1",
+            "braid-specific, for tests: the library the OFI network dlopen()s for libfabric (a soname or a path). "
+            "One that cannot be loaded leaves OFI with no devices.")
 BRAID_PARAM(SocketNthreads, kInt, "NCCL_SOCKET_NTHREADS", "1",
             "Helper threads per Socket-network connection (1..16); NTHREADS x NSOCKS_PERTHREAD must be <= 64.")
 BRAID_PARAM(NsocksPerthread, kInt, "NCCL_NSOCKS_PERTHREAD", "1",

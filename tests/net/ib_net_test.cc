@@ -5,6 +5,7 @@
 
 #if BRAID_HAVE_IBVERBS
 #include "transports/net/ibverbs/ib_hca.h"
+#include "transports/net/ibverbs/ibv_lib.h"
 #endif
 
 namespace braid {
@@ -71,6 +72,19 @@ TEST(IbNet, NoDeviceMeansZeroDevicesAndCleanErrors) {
   Status l = net->listen(0, &handle, &listen);
   EXPECT_EQ(l.code(), Code::kInvalidArgument) << l.message();
   EXPECT_EQ(listen, nullptr);
+}
+// libibverbs is dlopen()ed, and each function resolved at the symbol version this build's headers link against,
+// which on the build host is the library's default (what dlsym gives). ibv_reg_dmabuf_mr is optional; rdma-core
+// 34 and later have it.
+TEST(IbNet, LibraryIsLoadedAtTheHeadersSymbolVersions) {
+  Result<const ib::IbvLib*> lib = ib::loadIbvLib();
+  ASSERT_TRUE(lib.isOk()) << lib.status().message();
+  EXPECT_EQ(lib.value()->name, "libibverbs.so.1");
+  std::string notDefault;
+  for (const std::string& s : lib.value()->notDefault) notDefault += " " + s;
+  EXPECT_TRUE(lib.value()->notDefault.empty()) << "pinned versions that are not the default:" << notDefault;
+  EXPECT_NE(lib.value()->regDmabufMr, nullptr);
+  EXPECT_EQ(ib::loadIbvLib().value(), lib.value()) << "loaded once per process";
 }
 #else
 TEST(IbNet, NotBuilt) {

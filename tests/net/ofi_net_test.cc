@@ -3,6 +3,9 @@
 #include <cstdlib>
 
 #include "tests/net/net_test_util.h"
+#if BRAID_HAVE_LIBFABRIC
+#include "transports/net/libfabric/ofi_lib.h"
+#endif
 
 namespace braid {
 namespace net {
@@ -42,6 +45,20 @@ TEST_F(OfiNet, PropertiesNameTheProvider) {
   EXPECT_EQ(p.value().maxRecvs, 8);
   EXPECT_EQ(net_->name(), "OFI");
 }
+
+#if BRAID_HAVE_LIBFABRIC
+// libfabric is dlopen()ed, and each function resolved at the symbol version this build's headers link against,
+// which on the build host is the library's default (what dlsym gives).
+TEST_F(OfiNet, LibraryIsLoadedAtTheHeadersSymbolVersions) {
+  Result<const ofi::OfiLib*> lib = ofi::loadOfiLib();
+  ASSERT_TRUE(lib.isOk()) << lib.status().message();
+  EXPECT_EQ(lib.value()->name, "libfabric.so.1");
+  std::string notDefault;
+  for (const std::string& s : lib.value()->notDefault) notDefault += " " + s;
+  EXPECT_TRUE(lib.value()->notDefault.empty()) << "pinned versions that are not the default:" << notDefault;
+  EXPECT_EQ(ofi::ofiLib(), lib.value()) << "loaded once per process";
+}
+#endif
 
 TEST_F(OfiNet, SizesZeroToSixtyFourMegabytes) {
   runSizes(*net_, dev_);

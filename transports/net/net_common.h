@@ -6,6 +6,9 @@
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "include/nccl_net.h"
 #include "src/common/status.h"
@@ -18,6 +21,31 @@ inline std::atomic<ncclDebugLogger_t>& builtinLogger() {
   static std::atomic<ncclDebugLogger_t> logger{nullptr};
   return logger;
 }
+
+// Why a built-in network has no devices, when the cause says more than "No device found": its library could not
+// be loaded. The network records it in init(); the loader puts it in NCCL_NET's error. Keyed by network name.
+class NoDeviceReasons {
+ public:
+  static void set(const std::string& net, const std::string& reason) {
+    std::lock_guard<std::mutex> lk(mu());
+    map()[net] = reason;
+  }
+  static std::string get(const std::string& net) {
+    std::lock_guard<std::mutex> lk(mu());
+    auto it = map().find(net);
+    return it == map().end() ? std::string() : it->second;
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<std::string, std::string>& map() {
+    static std::map<std::string, std::string> m;
+    return m;
+  }
+};
 
 // Logs s (a failure) at WARN under NET and returns its ncclResult_t.
 inline ncclResult_t netFail(const Status& s, const char* file, int line) {

@@ -12,6 +12,7 @@
 
 #include "src/common/logging.h"
 #include "src/common/params.h"
+#include "transports/net/net_common.h"
 
 namespace braid {
 namespace net {
@@ -394,6 +395,11 @@ bool isSoftwareNet(NetModule& m) {
   return false;
 }
 
+// Why a built-in network has no device, when it knows (IB and OFI without their library); empty otherwise.
+std::string noDeviceReason(const NetModule& m) {
+  return m.external() ? std::string() : NoDeviceReasons::get(m.name());
+}
+
 }  // namespace
 
 Result<NetSelection> loadNetworks() {
@@ -427,7 +433,14 @@ Result<NetSelection> loadNetworks() {
       BRAID_INFO(kLogInit | kLogNet, "NET : network %s: %s", m->name().c_str(), n.status().message().c_str());
       continue;
     }
-    if (n.value() == 0) BRAID_INFO(kLogInit | kLogNet, "NET/%s : No device found.", m->name().c_str());
+    if (n.value() == 0) {
+      std::string why = noDeviceReason(*m);
+      if (why.empty()) {
+        BRAID_INFO(kLogInit | kLogNet, "NET/%s : No device found.", m->name().c_str());
+      } else {
+        BRAID_INFO(kLogInit | kLogNet, "NET/%s : No device found (%s).", m->name().c_str(), why.c_str());
+      }
+    }
     ndevs.push_back(n.value());
     sel.modules.push_back(std::move(m));
   }
@@ -446,8 +459,10 @@ Result<NetSelection> loadNetworks() {
       std::string n = lower(sel.modules[i]->name());
       if (n == w || (w == "ofi" && n == "libfabric")) {
         if (ndevs[i] == 0) {
-          return invalidArgument("NCCL_NET=%s: network %s has no devices on this host (available: %s)", want.c_str(),
-                                 sel.modules[i]->name().c_str(), names.c_str());
+          std::string why = noDeviceReason(*sel.modules[i]);
+          if (!why.empty()) why = ": " + why;
+          return invalidArgument("NCCL_NET=%s: network %s has no devices on this host%s (available: %s)", want.c_str(),
+                                 sel.modules[i]->name().c_str(), why.c_str(), names.c_str());
         }
         sel.chosen = sel.modules[i].get();
         sel.reason = "NCCL_NET=" + want;

@@ -5,7 +5,8 @@
 // Selection (loadNetworks):
 //   1. External plugin, per NCCL_NET_PLUGIN: unset tries libnccl-net.so; "NAME" tries libnccl-net-NAME.so, then
 //      NAME as given (a path or a soname); "none" loads nothing. The newest of ncclNetPlugin_v10/_v9/_v8 is used.
-//   2. Built-ins: IB (skipped when NCCL_IB_DISABLE=1), OFI (libfabric), Socket.
+//   2. Built-ins: IB (skipped when NCCL_IB_DISABLE=1), OFI (libfabric), Socket. IB and OFI dlopen() their library
+//      at init; without it they have no devices (an INFO line and NCCL_NET's error name the library).
 //   3. NCCL_NET=name (case-insensitive; "Libfabric" is an alias of OFI) picks that network, which must have a
 //      device; an unknown name is an error listing the networks available. Unset: the first of external plugin,
 //      IB, OFI-on-a-hardware-provider, Socket that has a device. OFI on a software provider (tcp, udp, shm,
@@ -115,7 +116,8 @@ struct NetSelection {
 
 // Loads and initialises every network, then picks one (see the top of this file). Errors: NCCL_NET names no
 // available network (kInvalidArgument, naming the value and the networks available), or it names one with no
-// device. A missing or broken plugin is not an error (WARN, then the built-ins).
+// device (naming the library a built-in could not load, when that is why). A missing or broken plugin is not an
+// error (WARN, then the built-ins).
 [[nodiscard]] Result<NetSelection> loadNetworks();
 
 // The process's networks: loadNetworks() on the first successful call, then the same selection until exit (NCCL

@@ -8,9 +8,10 @@
 // RNR retry is infinite (7), so a send waits in the HCA until its receive is posted. QP numbers, LID/GID, PSN and
 // MTU are exchanged over a TCP side channel, which also tells each side when the other closes. NCCL's RDMA-write
 // protocol with a CTS FIFO, multiple QPs per connection, adaptive routing and GPUDirect flush are not implemented.
+//
+// libibverbs is dlopen()ed by init (ibv_lib.h); without it the network has no devices.
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <infiniband/verbs.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -32,6 +33,7 @@
 #include "src/common/socket.h"
 #include "src/common/wait.h"
 #include "transports/net/ibverbs/ib_hca.h"
+#include "transports/net/ibverbs/ibv_lib.h"
 #include "transports/net/net_common.h"
 #include "transports/net/net_plugin.h"
 
@@ -58,6 +60,8 @@ struct Device {
 std::mutex gMu;
 std::vector<Device> gDevices;
 bool gInitDone = false;
+// libibverbs; set by init when it loads (every device, hence every comm, exists only then).
+const IbvLib* gIbv = nullptr;
 
 struct Handle {
   uint64_t magic;
@@ -109,8 +113,8 @@ struct Comm {
   Clock::time_point lastPeerCheck{};
   Status connError;
   ~Comm() {
-    if (qp != nullptr) ibv_destroy_qp(qp);
-    if (cq != nullptr) ibv_destroy_cq(cq);
+    if (qp != nullptr) gIbv->destroyQp(qp);
+    if (cq != nullptr) gIbv->destroyCq(cq);
     if (fd >= 0) ::close(fd);
   }
 };
@@ -172,7 +176,7 @@ Status checkKnobs(int* timeout, int* retry, int* gidIndex) {
 
 Status createQp(Comm& c) {
   Device& d = *c.dev;
-  c.cq = ibv_create_cq(d.ctx, kCqDepth, nullptr, nullptr, 0);
+  c.cq = gIbv->createCq(d.ctx, kCqDepth, nullptr, nullptr, 0);
   if (c.cq == nullptr) return errnoError(errno, "NET/IB : ibv_create_cq on %s", d.name.c_str());
   ibv_qp_init_attr init{};
   init.send_cq = c.cq;
@@ -182,20 +186,20 @@ Status createQp(Comm& c) {
   init.cap.max_recv_wr = NCCL_NET_MAX_REQUESTS;
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
-  c.qp = ibv_create_qp(d.pd, &init);
+  c.qp = gIbv->createQp(d.pd, &init);
   if (c.qp == nullptr) return errnoError(errno, "NET/IB : ibv_create_qp on %s", d.name.c_str());
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
   a.port_num = static_cast<uint8_t>(d.port);
   a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  int rc = ibv_modify_qp(c.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  int rc = gIbv->modifyQp(c.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   if (rc != 0) return errnoError(rc, "NET/IB : ibv_modify_qp(INIT) on %s", d.name.c_str());
   int timeout = 0, retry = 0, gidIndex = 0;
   BRAID_RETURN_IF_ERROR(checkKnobs(&timeout, &retry, &gidIndex));
   ibv_gid gid{};
   int useGid = gidIndex < 0 ? 0 : gidIndex;  // auto: GID 0 (NCCL searches for a RoCEv2 IPv4 GID; braid does not)
-  if (ibv_query_gid(d.ctx, static_cast<uint8_t>(d.port), useGid, &gid) != 0) {
+  if (gIbv->queryGid(d.ctx, static_cast<uint8_t>(d.port), useGid, &gid) != 0) {
     return systemError("NET/IB : ibv_query_gid(%s port %d, NCCL_IB_GID_INDEX=%d) failed", d.name.c_str(), d.port,
                        useGid);
   }
@@ -232,9 +236,9 @@ Status connectQp(Comm& c) {
   } else {
     a.ah_attr.dlid = c.remote.lid;
   }
-  int rc = ibv_modify_qp(c.qp, &a,
-                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  int rc = gIbv->modifyQp(c.qp, &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   if (rc != 0) return errnoError(rc, "NET/IB : ibv_modify_qp(RTR) to peer %s", c.peer.c_str());
   ibv_qp_attr s{};
   s.qp_state = IBV_QPS_RTS;
@@ -243,7 +247,7 @@ Status connectQp(Comm& c) {
   s.retry_cnt = static_cast<uint8_t>(retry);
   s.rnr_retry = 7;  // infinite: a send waits for its receive to be posted
   s.max_rd_atomic = 1;
-  rc = ibv_modify_qp(
+  rc = gIbv->modifyQp(
       c.qp, &s,
       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc != 0) return errnoError(rc, "NET/IB : ibv_modify_qp(RTS) to peer %s", c.peer.c_str());
@@ -276,31 +280,44 @@ ncclResult_t ibInit(ncclDebugLogger_t logFn) {
   gInitDone = true;
   Result<IbHcaSpec> spec = parseIbHca(params::IbHca());
   if (!spec.isOk()) return BRAID_NET_RESULT(spec.status());
+  Result<const IbvLib*> loaded = loadIbvLib();
+  if (!loaded.isOk()) {
+    // No libibverbs means no IB devices, not an error: the loader falls back, and NCCL_NET=IB says why.
+    BRAID_NET_INFO("NET/IB : %s", loaded.status().message().c_str());
+    NoDeviceReasons::set("IB", loaded.status().message());
+    return ncclSuccess;
+  }
+  gIbv = loaded.value();
+  const IbvLib& lib = *gIbv;
+  for (const std::string& s : lib.notDefault) {
+    BRAID_NET_INFO("NET/IB : using %s, older than %s's default (braid was built against older headers)", s.c_str(),
+                   lib.name.c_str());
+  }
   int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
+  ibv_device** list = lib.getDeviceList(&n);
   if (list == nullptr || n == 0) {
-    if (list != nullptr) ibv_free_device_list(list);
+    if (list != nullptr) lib.freeDeviceList(list);
     return ncclSuccess;  // zero devices; the loader logs "NET/IB : No device found."
   }
   for (int i = 0; i < n; ++i) {
-    ibv_context* ctx = ibv_open_device(list[i]);
+    ibv_context* ctx = lib.openDevice(list[i]);
     if (ctx == nullptr) continue;
     ibv_device_attr attr{};
     bool used = false;
-    if (ibv_query_device(ctx, &attr) == 0) {
+    if (lib.queryDevice(ctx, &attr) == 0) {
       for (int port = 1; port <= attr.phys_port_cnt; ++port) {
         ibv_port_attr pa{};
-        if (ibv_query_port(ctx, static_cast<uint8_t>(port), &pa) != 0 || pa.state != IBV_PORT_ACTIVE) continue;
-        std::string name = ibv_get_device_name(list[i]);
+        if (queryPort(lib, ctx, static_cast<uint8_t>(port), &pa) != 0 || pa.state != IBV_PORT_ACTIVE) continue;
+        std::string name = lib.getDeviceName(list[i]);
         if (!matchIbHca(spec.value(), name, port)) continue;
         Device d;
         d.name = name;
         d.port = port;
         d.ctx = ctx;
-        d.pd = ibv_alloc_pd(ctx);
+        d.pd = lib.allocPd(ctx);
         if (d.pd == nullptr) continue;
         d.portAttr = pa;
-        d.guid = ibv_get_device_guid(list[i]);
+        d.guid = lib.getDeviceGuid(list[i]);
         d.speedMbps = rateMbps(pa);
         d.maxQp = attr.max_qp;
         char real[PATH_MAX];
@@ -310,9 +327,9 @@ ncclResult_t ibInit(ncclDebugLogger_t logFn) {
         used = true;
       }
     }
-    if (!used) ibv_close_device(ctx);
+    if (!used) lib.closeDevice(ctx);
   }
-  ibv_free_device_list(list);
+  lib.freeDeviceList(list);
   for (const Device& d : gDevices) {
     BRAID_NET_INFO("NET/IB : Using %s:%d (%s, %d Mbps)", d.name.c_str(), d.port,
                    d.portAttr.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "IB", d.speedMbps);
@@ -502,7 +519,7 @@ ncclResult_t ibRegMr(void* comm, void* data, size_t size, int type, void** mhand
   }
   Comm* c = static_cast<Comm*>(comm);
   ibv_mr* mr =
-      ibv_reg_mr(c->dev->pd, data, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+      gIbv->regMr(c->dev->pd, data, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   if (mr == nullptr) return BRAID_NET_RESULT(errnoError(errno, "NET/IB : ibv_reg_mr of %zu bytes", size));
   *mhandle = mr;
   return ncclSuccess;
@@ -511,7 +528,11 @@ ncclResult_t ibRegMr(void* comm, void* data, size_t size, int type, void** mhand
 ncclResult_t ibRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle) {
   if (comm == nullptr || mhandle == nullptr) return BRAID_NET_RESULT(invalidArgument("NET/IB : regMrDmaBuf: null"));
   Comm* c = static_cast<Comm*>(comm);
-  ibv_mr* mr = ibv_reg_dmabuf_mr(c->dev->pd, offset, size, reinterpret_cast<uint64_t>(data), fd,
+  if (gIbv->regDmabufMr == nullptr) {
+    return BRAID_NET_RESULT(internalError(
+        "NET/IB : regMrDmaBuf: %s has no ibv_reg_dmabuf_mr (rdma-core 34 or later needed)", gIbv->name.c_str()));
+  }
+  ibv_mr* mr = gIbv->regDmabufMr(c->dev->pd, offset, size, reinterpret_cast<uint64_t>(data), fd,
                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   if (mr == nullptr) return BRAID_NET_RESULT(errnoError(errno, "NET/IB : ibv_reg_dmabuf_mr of %zu bytes", size));
   *mhandle = mr;
@@ -519,7 +540,7 @@ ncclResult_t ibRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64
 }
 
 ncclResult_t ibDeregMr(void*, void* mhandle) {
-  if (mhandle != nullptr) ibv_dereg_mr(static_cast<ibv_mr*>(mhandle));
+  if (mhandle != nullptr) gIbv->deregMr(static_cast<ibv_mr*>(mhandle));
   return ncclSuccess;
 }
 
@@ -607,7 +628,7 @@ void pollCq(Comm& c) {
     r.done = true;
     if (wc[i].status != IBV_WC_SUCCESS) {
       r.error = remoteError("NET/IB : %s peer %s failed: %s (NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT bound the wait)",
-                            c.isSend ? "send to" : "receive from", c.peer.c_str(), ibv_wc_status_str(wc[i].status));
+                            c.isSend ? "send to" : "receive from", c.peer.c_str(), gIbv->wcStatusStr(wc[i].status));
       c.connError = r.error;
     } else if (!c.isSend) {
       r.size = wc[i].byte_len;

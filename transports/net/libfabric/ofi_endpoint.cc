@@ -15,7 +15,9 @@ std::mutex gPendingMu;
 std::set<void*> gPending;
 
 Status ofiError(int rc, const char* what) {
-  return systemError("NET/OFI : %s failed: %s (%d)", what, fi_strerror(-rc), rc);
+  const OfiLib* lib = ofiLib();
+  return systemError("NET/OFI : %s failed: %s (%d)", what, lib != nullptr ? lib->strError(-rc) : "libfabric not loaded",
+                     rc);
 }
 
 Endpoint::~Endpoint() {
@@ -38,7 +40,7 @@ Result<MemHandle> registerMem(Device* dev, void* buf, size_t len) {
 
 static Status openDomain(Device* dev) {
   if (dev->domain != nullptr) return Status::ok();
-  int rc = fi_fabric(dev->info->fabric_attr, &dev->fabric, nullptr);
+  int rc = ofiLib()->fabric(dev->info->fabric_attr, &dev->fabric, nullptr);
   if (rc != 0) return ofiError(rc, "fi_fabric");
   rc = fi_domain(dev->fabric, dev->info, &dev->domain, nullptr);
   if (rc != 0) return ofiError(rc, "fi_domain");
@@ -156,9 +158,9 @@ Status progress(Endpoint& e) {
       if (op->kind == OpKind::kData && op->req != nullptr && err.err != FI_ECANCELED) {
         Comm& c = *op->req->comm;
         if (op->req->error.isOk()) {
-          op->req->error = remoteError("NET/OFI : %s peer %s failed: %s (provider: %s)",
-                                       c.isSend ? "send to" : "receive from", c.peer.c_str(), fi_strerror(err.err),
-                                       fi_cq_strerror(e.cq, err.prov_errno, err.err_data, nullptr, 0));
+          op->req->error = remoteError(
+              "NET/OFI : %s peer %s failed: %s (provider: %s)", c.isSend ? "send to" : "receive from", c.peer.c_str(),
+              ofiLib()->strError(err.err), fi_cq_strerror(e.cq, err.prov_errno, err.err_data, nullptr, 0));
         }
       }
       releaseIfAbandoned(op);

@@ -22,6 +22,7 @@
 #include "include/nccl_net.h"
 #include "src/common/status.h"
 #include "src/common/wait.h"
+#include "transports/net/libfabric/ofi_lib.h"
 
 namespace braid {
 namespace net {

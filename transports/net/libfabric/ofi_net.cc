@@ -15,6 +15,8 @@
 // can no longer be satisfied (ncclRemoteError naming the peer) instead of waiting forever. A peer process killed
 // outright is only detected when the provider reports it (tcp does for in-flight transfers); the transport
 // above has its own deadline.
+//
+// libfabric is dlopen()ed by init (ofi_lib.h); without it the network has no devices.
 #include <cstring>
 #include <random>
 
@@ -34,7 +36,19 @@ ncclResult_t ofiInit(ncclDebugLogger_t logFn) {
   builtinLogger().store(logFn);
   std::lock_guard<std::mutex> lk(gMu);
   if (!gDevices.empty()) return ncclSuccess;  // already initialised (devices live until exit)
-  fi_info* hints = fi_allocinfo();
+  Result<const OfiLib*> loaded = loadOfiLib();
+  if (!loaded.isOk()) {
+    // No libfabric means no OFI devices, not an error: the loader falls back, and NCCL_NET=OFI says why.
+    BRAID_NET_INFO("NET/OFI : %s", loaded.status().message().c_str());
+    NoDeviceReasons::set("OFI", loaded.status().message());
+    return ncclSuccess;
+  }
+  const OfiLib& lib = *loaded.value();
+  for (const std::string& s : lib.notDefault) {
+    BRAID_NET_INFO("NET/OFI : using %s, older than %s's default (braid was built against older headers)", s.c_str(),
+                   lib.name.c_str());
+  }
+  fi_info* hints = lib.dupInfo(nullptr);  // fi_allocinfo()
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_TAGGED | FI_MSG;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -42,8 +56,8 @@ ncclResult_t ofiInit(ncclDebugLogger_t logFn) {
   hints->tx_attr->msg_order = FI_ORDER_SAS;
   hints->rx_attr->msg_order = FI_ORDER_SAS;
   fi_info* list = nullptr;
-  int rc = fi_getinfo(FI_VERSION(1, 10), nullptr, nullptr, 0, hints, &list);
-  fi_freeinfo(hints);
+  int rc = lib.getInfo(FI_VERSION(1, 10), nullptr, nullptr, 0, hints, &list);
+  lib.freeInfo(hints);
   if (rc == -FI_ENODATA) {
     BRAID_NET_INFO("NET/OFI : No provider offers reliable tagged endpoints (FI_EP_RDM, FI_TAGGED).");
     return ncclSuccess;  // zero devices
@@ -68,14 +82,14 @@ ncclResult_t ofiInit(ncclDebugLogger_t logFn) {
     for (const Device& d : gDevices) dup = dup || d.name == name;
     if (dup) continue;
     Device d;
-    d.info = fi_dupinfo(i);
+    d.info = lib.dupInfo(i);
     d.name = name;
     gDevices.push_back(d);
   }
-  fi_freeinfo(list);
+  lib.freeInfo(list);
   std::string names;
   for (size_t i = 0; i < gDevices.size(); ++i) names += " [" + std::to_string(i) + "]" + gDevices[i].name;
-  BRAID_NET_INFO("NET/OFI : Using libfabric %u.%u:%s", FI_MAJOR(fi_version()), FI_MINOR(fi_version()), names.c_str());
+  BRAID_NET_INFO("NET/OFI : Using libfabric %u.%u:%s", FI_MAJOR(lib.version()), FI_MINOR(lib.version()), names.c_str());
   return ncclSuccess;
 }
 
@@ -403,7 +417,9 @@ ncclResult_t ofiCloseSend(void* sendComm) {
                     ctrlTag(c->commId, kCloseKind), &c->ctrlOp[1].ctx);
       if (rc == -FI_EAGAIN) (void)progress(*c->ep);
     }
-    if (rc != 0) BRAID_NET_INFO("NET/OFI : could not tell %s about the close: %s", c->peer.c_str(), fi_strerror(-rc));
+    if (rc != 0)
+      BRAID_NET_INFO("NET/OFI : could not tell %s about the close: %s", c->peer.c_str(),
+                     ofiLib()->strError(static_cast<int>(-rc)));
     if (rc == 0) {
       c->ctrlOp[1].posted = true;
       drain(*c, 1000, true);  // tell the peer, then let go
