@@ -647,6 +647,11 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
     Status fifoResult;
     std::thread fifo([&] { fifoResult = launchImpl(fifoSide); });
     result = launchInOrder(directSide);
+    // A failed group leaves every communicator in it unusable (below): stop the other half now rather than at its
+    // deadline, and its peers fail fast too.
+    if (!result.isOk()) {
+      for (Communicator* c : fifoSide) c->abort_.store(true);
+    }
     fifo.join();
     if (result.isOk()) result = fifoResult;
   } else {
