@@ -59,4 +59,22 @@ class DynLib {
   std::vector<std::string> notDefault_;
 };
 
+// A table of a library's functions (a struct with `name` and `notDefault` fields beside the pointers), loaded
+// once per process: the first call opens `lib` and runs bindAll; later calls return the same table or the same
+// error. Thread-safe (a function-local static). Each Table type has one table, so every caller of loadTableOnce<T>
+// must pass the same arguments.
+template <typename Table>
+Result<const Table*> loadTableOnce(const std::string& lib, Status (*bindAll)(DynLib&, Table*)) {
+  static const Result<const Table*> loaded = [&]() -> Result<const Table*> {
+    Result<DynLib> dl = DynLib::open(lib);
+    if (!dl.isOk()) return dl.status();
+    static Table table;
+    BRAID_RETURN_IF_ERROR(bindAll(dl.value(), &table));
+    table.name = dl.value().name();
+    table.notDefault = dl.value().notDefault();
+    return static_cast<const Table*>(&table);
+  }();
+  return loaded;
+}
+
 }  // namespace braid

@@ -41,16 +41,7 @@ Status bindAll(DynLib& dl, IbvLib* t) {
 }  // namespace
 
 Result<const IbvLib*> loadIbvLib() {
-  static const Result<const IbvLib*> loaded = []() -> Result<const IbvLib*> {
-    Result<DynLib> dl = DynLib::open(params::IbverbsLib());
-    if (!dl.isOk()) return dl.status();
-    static IbvLib table;
-    BRAID_RETURN_IF_ERROR(bindAll(dl.value(), &table));
-    table.name = dl.value().name();
-    table.notDefault = dl.value().notDefault();
-    return static_cast<const IbvLib*>(&table);
-  }();
-  return loaded;
+  return loadTableOnce<IbvLib>(params::IbverbsLib(), bindAll);
 }
 
 int queryPort(const IbvLib& lib, ibv_context* ctx, uint8_t port, ibv_port_attr* attr) {

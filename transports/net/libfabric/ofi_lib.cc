@@ -21,27 +21,14 @@ Status bindAll(DynLib& dl, OfiLib* t) {
   return Status::ok();
 }
 
-const Result<const OfiLib*>& loadedOnce() {
-  static const Result<const OfiLib*> loaded = []() -> Result<const OfiLib*> {
-    Result<DynLib> dl = DynLib::open(params::LibfabricLib());
-    if (!dl.isOk()) return dl.status();
-    static OfiLib table;
-    BRAID_RETURN_IF_ERROR(bindAll(dl.value(), &table));
-    table.name = dl.value().name();
-    table.notDefault = dl.value().notDefault();
-    return static_cast<const OfiLib*>(&table);
-  }();
-  return loaded;
-}
-
 }  // namespace
 
 Result<const OfiLib*> loadOfiLib() {
-  return loadedOnce();
+  return loadTableOnce<OfiLib>(params::LibfabricLib(), bindAll);
 }
 
 const OfiLib* ofiLib() {
-  const Result<const OfiLib*>& r = loadedOnce();
+  const Result<const OfiLib*> r = loadOfiLib();
   return r.isOk() ? r.value() : nullptr;
 }
 
