@@ -30,4 +30,9 @@ for col in ring/LL ring/Simple tree/LL tree/Simple nvls auto regret; do
   grep -q "$col" "$tmp/regret.out" || { cat "$tmp/regret.out"; fail "regret table lacks $col"; }
 done
 grep -q "# worst regret:" "$tmp/regret.out" || fail "no worst-regret line"
-echo "ok: algo_regret prints every forced setting"
+# The choice column comes from the selector's TUNING log: every size row names a forced setting (2 ranks on one
+# host choose NVLS-style for these sizes), none is "?".
+rows=$(grep -cE '^ +[0-9]+ ' "$tmp/regret.out")
+named=$(grep -cE '^ +[0-9]+ .* (ring/LL|ring/Simple|tree/LL|tree/Simple|nvls) +[0-9.]+$' "$tmp/regret.out")
+[ "$rows" -gt 0 ] && [ "$rows" = "$named" ] || { cat "$tmp/regret.out"; fail "choice column: $named of $rows rows named"; }
+echo "ok: algo_regret prints every forced setting and the selector's choice"
