@@ -8,8 +8,10 @@
 #   --build DIR   braid build directory holding perf/tcp_pingpong (default build)
 #   --time S      seconds per iperf3 run (default 5)
 #   --streams N   also measure N parallel streams (default 4; 1 is always measured)
-#   --delay D     repeat everything with a netem delay D on each host's interface (a round trip gets 2 x D);
-#                 reported as unavailable when the kernel has no netem
+#   --delay D     repeat everything with a one-way delay D between the hosts (a round trip gets 2 x D): netem on
+#                 each host's interface, or where the kernel has no netem the TUN delay switch (tools/tun_delay,
+#                 built in DIR; it replaces the bridge, see tests/multihost/netns_lib.sh); reported as unavailable
+#                 when neither works
 #   --iters N     ping-pong round trips per size (default 10000; 1000 under a delay)
 #
 # Also measured for reference: the same over loopback inside one namespace (no veth, no bridge).
@@ -67,9 +69,9 @@ pings() {  # from-host to-addr iters
 
 measure() {  # label iters
   echo "== $1"
-  echo "iperf3 veth host1 -> host0, 1 stream:  $(stream 1 "$server" 1)"
-  [ "$streams" -le 1 ] || echo "iperf3 veth host1 -> host0, $streams streams: $(stream 1 "$server" "$streams")"
-  echo "TCP ping-pong veth host1 -> host0:"
+  echo "iperf3 host1 -> host0, 1 stream:  $(stream 1 "$server" 1)"
+  [ "$streams" -le 1 ] || echo "iperf3 host1 -> host0, $streams streams: $(stream 1 "$server" "$streams")"
+  echo "TCP ping-pong host1 -> host0:"
   pings 1 "$server" "$2"
 }
 
@@ -80,9 +82,14 @@ echo "TCP ping-pong lo:"
 pings 0 127.0.0.1 "$iters"
 measure "two namespaces through veth + bridge (no delay)" "$iters"
 if [ -n "$delay" ]; then
-  if netns_set_delay "$delay" 2>/dev/null; then
-    measure "two namespaces, netem delay $delay on each host's interface" $((iters / 10 > 100 ? iters / 10 : 100))
+  if netns_set_delay "$delay" auto "$build/tools/tun_delay/tun_delay"; then
+    if [ "$NETNS_DELAY_KIND" = netem ]; then
+      label="netem delay $delay on each host's interface"
+    else
+      label="delay $delay one way by the TUN delay switch (no netem in this kernel)"
+    fi
+    measure "two namespaces, $label" $((iters / 10 > 100 ? iters / 10 : 100))
   else
-    echo "== netem delay $delay: unavailable (this kernel has no sch_netem); not measured"
+    echo "== delay $delay: unavailable (no netem in this kernel, and no TUN delay switch); not measured"
   fi
 fi

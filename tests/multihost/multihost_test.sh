@@ -13,7 +13,10 @@
 #             leftovers are removed by `netns.sh cleanup`, which spares live runs
 #   ifname    without NCCL_SOCKET_IFNAME, with an unrelated interface listed first on every host: the bootstrap
 #             must listen on the interface routed to the root (regression: it took the first one and hung)
-#   netem     2 hosts x 1 rank with a 2 ms netem delay (skipped when the kernel lacks netem)
+#   netem     2 hosts x 2 ranks, all_reduce_perf 8 B .. 8 MB without and with a 1 ms one-way delay between hosts
+#             (netem, or the TUN delay switch tools/tun_delay where the kernel lacks netem): the network latency the
+#             ranks measure at init must show the delay, every rank must choose the same algorithm per size, and
+#             some sizes must move from ring to tree under the delay (the latency-bound range grows)
 #
 # Every perf run must exit 0 on every host (each rank exits 1 on any wrong value), print one table row per size
 # with #wrong 0 in both columns, and every rank must log nNodes = hosts with its localRank on its own host.
@@ -46,6 +49,7 @@ fail() {
 }
 
 export BRAID_TIMEOUT=${BRAID_TIMEOUT:-20}
+debug_subsys=INIT,BOOTSTRAP,NET  # NCCL_DEBUG_SUBSYS of every run
 
 # run_perf NAME HOSTS RANKS_PER_HOST ROWS [--mpirun] [netns options] -- tool args...: runs tool on every host (one
 # braidrun each, or one mpirun on host 0 that starts the others through `netns.sh rsh`) and checks the result;
@@ -74,7 +78,7 @@ run_perf() {
       -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS -x BRAID_TIMEOUT
       "$build/perf/$tool" "$@")
   fi
-  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,NET "$netns" run -H "$hosts" --timeout 90 --log-dir "$dir" "${opts[@]}" -- \
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=$debug_subsys "$netns" run -H "$hosts" --timeout 90 --log-dir "$dir" "${opts[@]}" -- \
     "${cmd[@]}" >"$dir.out" 2>&1 || rc=$?
   if [ "$rc" != 0 ]; then
     cat "$dir.out"
@@ -169,12 +173,59 @@ mode_ifname() {
   run_perf decoy 2 1 9 --no-ifname --decoy-if -- all_reduce_perf "${std[@]}"
 }
 
+# The latency the ranks measured at init (rank 0's "network: ... X us per message" line), in us.
+network_alpha() {
+  grep -ho " rank 0 network: .* us per message" "$1"/host*.log | head -1 | sed -E 's/.* ([0-9.]+) us per message/\1/'
+}
+
+# "bytes algorithm" for each all-reduce size of a run, from every rank's TUNING lines; fails when ranks disagree.
+chosen_algorithms() {
+  local pairs
+  pairs=$(grep -hoE "allreduce [0-9]+ bytes, [0-9]+ ranks: .* -> [A-Za-z]+/" "$1"/host*.log |
+    sed -E 's/^allreduce ([0-9]+) bytes.* -> ([A-Za-z]+)\/$/\1 \2/' | sort -u -k1,1n -k2,2)
+  [ -n "$pairs" ] || fail "$1: no TUNING line for allreduce"
+  local split
+  split=$(awk '{ n[$1]++ } END { for (b in n) if (n[b] > 1) print b }' <<<"$pairs")
+  [ -z "$split" ] || fail "$1: ranks chose different algorithms for $split bytes: $(tr '\n' ';' <<<"$pairs")"
+  printf '%s\n' "$pairs"
+}
+
 mode_netem() {
-  if ! "$netns" check-netem; then
-    echo "SKIP: the netem qdisc is not available in this kernel"
+  local tool=$build/tools/tun_delay/tun_delay delay_us=1000
+  if ! "$netns" check-delay --delay-tool "$tool"; then
+    echo "SKIP: no way to delay packets here (no netem qdisc, no TUN delay switch)"
     exit 77
   fi
-  run_perf netem 2 1 5 --delay 2ms -- all_reduce_perf -b 8 -e 64K -f 8 -c 1 -n 2 -w 1
+  debug_subsys=INIT,BOOTSTRAP,NET,TUNING
+  local sweep=(-b 8 -e 8M -f 4 -c 1 -n 2 -w 1)  # 8 B .. 8 MB: 11 sizes
+  run_perf delay0 2 2 11 -- all_reduce_perf "${sweep[@]}"
+  run_perf delay1ms 2 2 11 --delay "${delay_us}us" --delay-tool "$tool" -- all_reduce_perf "${sweep[@]}"
+  grep -h "delay ${delay_us}us one way by" "$work/delay1ms.out" | sed 's/^/   /'
+  grep -h "^tun_delay: dropped" "$work/delay1ms.out" | sed 's/^/   /' || true
+
+  # The ranks measure the network's latency at init: one way, so the delay once, plus what it was without.
+  local a0 a1
+  a0=$(network_alpha "$work/delay0")
+  a1=$(network_alpha "$work/delay1ms")
+  if [ -z "$a0" ] || [ -z "$a1" ]; then fail "netem: no 'network: ... us per message' line of rank 0"; fi
+  echo "   measured latency per message: $a0 us without delay, $a1 us with ${delay_us} us"
+  awk -v a0="$a0" -v a1="$a1" -v d="$delay_us" 'BEGIN { exit !(a1 - a0 >= 0.9 * d && a1 <= a0 + 2 * d) }' ||
+    fail "netem: the latency measured under a ${delay_us} us delay ($a1 us) is not about $a0 + $delay_us us"
+
+  # The model's choice per size: under the delay the latency-bound range (tree) must reach sizes that ring took
+  # without it, and never the other way round.
+  local c0 c1 diff
+  c0=$(chosen_algorithms "$work/delay0")
+  c1=$(chosen_algorithms "$work/delay1ms")
+  diff=$(awk 'NR == FNR { a[$1] = $2; next } ($1 in a) && a[$1] != $2 { print $1, a[$1], $2 }' <(echo "$c0") <(echo "$c1"))
+  echo "   algorithm per size without delay: $(tr '\n' ' ' <<<"$c0")"
+  echo "   algorithm per size with delay:    $(tr '\n' ' ' <<<"$c1")"
+  [ -n "$diff" ] || fail "netem: no all-reduce size changed algorithm under a ${delay_us} us delay"
+  if awk '$2 != "Ring" || $3 != "Tree" { bad = 1 } END { exit !bad }' <<<"$diff"; then
+    fail "netem: a size changed algorithm the wrong way under the delay: $(tr '\n' ';' <<<"$diff")"
+  fi
+  echo "ok: under a ${delay_us} us delay the measured latency went from $a0 to $a1 us and these sizes moved from" \
+    "ring to tree: $(awk '{ printf "%s%s", sep, $1; sep = ", " }' <<<"$diff") bytes"
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -276,6 +327,16 @@ ns_has() {  # grep -q on a pipe could SIGPIPE `ip` and fail under pipefail
   grep -q "$1" <<<"$list"
 }
 marker_alive() { pgrep -f "^sleep $1\$" >/dev/null; }
+switch_alive() { pgrep -f "tun_delay .*--host brdc$1-h0:" >/dev/null; }  # harness pid
+# wait_for CHECK ARG [-not]: waits up to 5 s for CHECK ARG to succeed (with -not: to fail); 1 when it never did.
+wait_for() {
+  local _
+  for _ in $(seq 50); do
+    if [ "${3:-}" = -not ]; then ! "$1" "$2" && return 0; else "$1" "$2" && return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
 
 wait_for_namespaces() {  # harness pid
   local _
@@ -350,9 +411,32 @@ mode_cleanup() {
   ns_has "^brdc$live-h1" || fail "cleanup: 'netns.sh cleanup' removed a live run's namespaces"
   kill -TERM "$live"
   wait "$live" || true
+
+  # 5. A delay by the TUN switch (tools/tun_delay): the switch stops with a harness that got SIGTERM, and with one
+  #    that got SIGKILL (PR_SET_PDEATHSIG); `netns.sh cleanup` removes the rest.
+  local tool=$build/tools/tun_delay/tun_delay tun=""
+  if [ -x "$tool" ] && [ -c /dev/net/tun ]; then
+    tun=", the TUN delay switch"
+    for sig in TERM KILL; do
+      marker="$((900 + RANDOM % 99)).$$5"
+      set -m
+      "$netns" run --prefix brdc -H 2 --delay 1ms --delay-mode tun --delay-tool "$tool" -- sleep "$marker" \
+        >/dev/null 2>&1 &
+      pid=$!
+      set +m
+      wait_for_namespaces "$pid"
+      wait_for switch_alive "$pid" || fail "cleanup: harness $pid never started its delay switch"
+      kill "-$sig" "$pid"
+      wait "$pid" || true
+      wait_for switch_alive "$pid" -not || fail "cleanup: the delay switch outlived SIG$sig to the harness"
+      [ "$sig" = TERM ] || "$netns" cleanup --prefix brdc
+      [ -z "$(ours)" ] || fail "cleanup: namespaces left after SIG$sig to a harness with a delay: $(ours)"
+      ! marker_alive "$marker" || fail "cleanup: a host process survived SIG$sig to a harness with a delay"
+    done
+  fi
   after=$(ours)
   [ -z "$after" ] || fail "cleanup: namespaces left at the end: $after"
-  echo "ok: no namespaces or processes left after success, failure, timeout, SIGTERM, SIGINT, SIGKILL + cleanup"
+  echo "ok: no namespaces or processes left after success, failure, timeout, SIGTERM, SIGINT, SIGKILL + cleanup$tun"
 }
 
 case $mode in

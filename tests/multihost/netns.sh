@@ -5,14 +5,19 @@
 #   netns.sh cleanup [--prefix P] [--all]     removes the leftovers of runs that were killed (SIGKILL)
 #   netns.sh check                            exit 0 when namespaces work here, 77 (and why) when not
 #   netns.sh check-netem                      exit 0 when the netem qdisc exists, 77 when not
+#   netns.sh check-delay [--delay-tool PATH]  exit 0 when --delay works here (netem, or the TUN delay switch), 77 when not
 #   netns.sh rsh host<i> command...           inside a run: runs command on host i (mpirun's plm_rsh_agent)
 #
 # run options:
 #   -H, --hosts N        hosts, 2 to 4 (default 2)
 #   --timeout S          hard limit for the whole run in seconds (default 120): then everything inside the hosts
 #                        is killed and the exit status is 124
-#   --delay D            netem delay on every host's interface (e.g. 2ms; a round trip gets 2 x D); fails when
-#                        the kernel has no netem
+#   --delay D            a one-way delay D between any two hosts (e.g. 2ms, 500us; a round trip gets 2 x D): a netem
+#                        qdisc on every host's interface when the kernel has sch_netem, else the TUN delay switch
+#                        (tools/tun_delay: the bridge is replaced by a process that forwards every packet D late)
+#   --delay-mode M       auto (default), netem or tun: how --delay is made
+#   --delay-tool PATH    the TUN delay switch (default: $BRAID_TUN_DELAY, else build/tools/tun_delay/tun_delay in
+#                        this checkout); with --log-dir its output and counters are kept in DIR/delay_switch.log
 #   --port P             MASTER_PORT (default 29500; each run's addresses are private, so any port is free)
 #   --prefix P           name prefix, 1-5 lowercase letters (default brd); names are P<pid>-h<i>, P<pid>-sw
 #   --subnet 10.X.Y      host i gets 10.X.Y.(i+1)/24 (default 10.201.0)
@@ -29,8 +34,9 @@
 # and in its arguments {host}, {nhosts}, {addr}, {master}, {port} and {ifname} are replaced by the same values.
 # The command also runs in its own UTS namespace with hostname host<i> (when unshare works), so logs name hosts.
 # Output lines are prefixed with [host<i>]; with --log-dir, DIR/host<i>.rc and .end hold the status and end time. The exit status is 0 when every host's command succeeded, else the
-# status of the lowest-numbered host that failed (124 on timeout). Namespaces, veths and the bridge are removed
-# on every exit, SIGINT, SIGTERM and SIGHUP included; `cleanup` handles a run that was SIGKILLed.
+# status of the lowest-numbered host that failed (124 on timeout). Namespaces, veths and the bridge (or the TUN
+# delay switch, whose counters are printed) are removed on every exit, SIGINT, SIGTERM and SIGHUP included;
+# `cleanup` handles a run that was SIGKILLed (the delay switch itself stops with its harness).
 #
 # Example: two hosts of two ranks each, over braidrun:
 #   netns.sh run -H 2 -- build/tools/braidrun/braidrun -np 2 --nnodes {nhosts} --node-rank {host} \
@@ -101,8 +107,9 @@ cmd_rsh() {
 }
 
 # ---------------------------------------------------------------------------------------------------------------
-hosts=2 timeout_s=120 delay="" port=29500 prefix=brd subnet=10.201.0 log_dir="" keep_logs=0 set_ifname=1 decoy=0
+hosts=2 timeout_s=120 delay="" delay_mode=auto port=29500 prefix=brd subnet=10.201.0 log_dir="" keep_logs=0 set_ifname=1 decoy=0
 work="" watchdog=""
+delay_tool=${BRAID_TUN_DELAY:-$(cd "$here/../.." && pwd)/build/tools/tun_delay/tun_delay}
 
 finish() {
   local status=$?
@@ -112,6 +119,8 @@ finish() {
     wait "$watchdog" 2>/dev/null || true
   fi
   netns_teardown
+  # The TUN delay switch's counters (packets per host, drops, lateness), logged when it stopped.
+  if [ -n "$NETNS_DELAY_LOG" ] && [ -f "$NETNS_DELAY_LOG" ]; then grep -v "ready" "$NETNS_DELAY_LOG" >&2 || true; fi
   if [ -n "$work" ] && [ "$keep_logs" = 0 ]; then rm -rf "$work"; fi
   exit "$status"
 }
@@ -127,6 +136,8 @@ cmd_run() {
       -H | --hosts) hosts=${2:?}; shift 2 ;;
       --timeout) timeout_s=${2:?}; shift 2 ;;
       --delay) delay=${2:?}; shift 2 ;;
+      --delay-mode) delay_mode=${2:?}; shift 2 ;;
+      --delay-tool) delay_tool=${2:?}; shift 2 ;;
       --port) port=${2:?}; shift 2 ;;
       --prefix) prefix=${2:?}; shift 2 ;;
       --subnet) subnet=${2:?}; shift 2 ;;
@@ -141,6 +152,7 @@ cmd_run() {
   [ $# -gt 0 ] || die "run: no command given (netns.sh run [options] -- command ...)"
   [[ $hosts =~ ^[2-4]$ ]] || die "--hosts must be 2, 3 or 4 (got '$hosts')"
   [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive number of seconds"
+  [[ $delay_mode =~ ^(auto|netem|tun)$ ]] || die "--delay-mode must be auto, netem or tun (got '$delay_mode')"
   if ! [[ $port =~ ^[1-9][0-9]*$ ]] || [ "$port" -gt 65535 ]; then die "--port must be 1..65535"; fi
   local reason
   if ! reason=$(netns_check); then
@@ -161,9 +173,9 @@ cmd_run() {
     work=$(mktemp -d /tmp/braid-netns.XXXXXX)
   fi
   netns_setup "$prefix" "$hosts" "$subnet" "$decoy"
-  if [ -n "$delay" ]; then netns_set_delay "$delay" || exit 4; fi
+  if [ -n "$delay" ]; then netns_set_delay "$delay" "$delay_mode" "$delay_tool" "$work/delay_switch.log" || exit 4; fi
   netns_log "$hosts hosts ($NETNS_TAG): $(for ((i = 0; i < hosts; i++)); do
-    printf 'host%d=%s ' "$i" "$(netns_host_addr "$i")"; done)${delay:+delay $delay}"
+    printf 'host%d=%s ' "$i" "$(netns_host_addr "$i")"; done)${delay:+delay $delay one way by $NETNS_DELAY_KIND}"
 
   # Watchdog: at the deadline, everything inside the hosts is killed, which ends the host jobs below.
   local main=$$
@@ -233,6 +245,15 @@ case ${1:-} in
     cmd_check
     if netns_netem_available; then exit 0; fi
     netns_log "the netem qdisc is not available in this kernel"
+    exit 77
+    ;;
+  check-delay)
+    shift
+    cmd_check
+    if [ "${1:-}" = --delay-tool ]; then delay_tool=${2:?--delay-tool needs a value}; fi
+    if netns_netem_available; then exit 0; fi
+    if reason=$(netns_tun_delay_available "$delay_tool"); then exit 0; fi
+    netns_log "no delay possible: the kernel has no netem qdisc, and $reason"
     exit 77
     ;;
   -h | --help | help) usage ;;

@@ -3,9 +3,12 @@
 # and perf/net_baseline.sh. Source it, then:
 #
 #   netns_setup PREFIX HOSTS SUBNET [DECOY]   hosts 0..HOSTS-1 joined by veth pairs to a bridge in a switch namespace
-#   netns_set_delay DELAY                      netem delay on every host's veth (egress: a round trip gets 2 x DELAY)
+#   netns_set_delay DELAY [MODE] [TOOL] [LOG]  a one-way delay DELAY between any two hosts (a round trip gets 2 x
+#                                              DELAY); MODE netem, tun or auto (the default: netem when the kernel
+#                                              has it, else tun), see below
 #   netns_exec I cmd...                        runs cmd inside host I's namespace
-#   netns_teardown                             kills what runs inside, deletes namespaces, veths and the bridge
+#   netns_teardown                             stops the TUN delay switch, kills what runs inside, deletes
+#                                              namespaces, veths and the bridge
 #   netns_cleanup_stale PREFIX [all]           the same for the leftovers of runs that were SIGKILLed
 #
 # Names: every object of one run carries the tag PREFIX + the PID of the script that made it (PREFIX of at most 5
@@ -17,10 +20,22 @@
 # hosts' addresses inside every host (/etc/netns/<ns>/hosts, which `ip netns exec` mounts over /etc/hosts). With DECOY=1 each host also gets an
 # unrelated, up veth pair (10.250.I.1/24) created before the real interface, so it is the first non-loopback
 # interface in the host's list: a program that picks "the first interface" instead of the route to its peer fails.
+#
+# The delay. netem: a `netem delay DELAY` qdisc on every host's veth (its egress). tun, for kernels without
+# sch_netem: the bridge is replaced by TOOL (tools/tun_delay, built as build/tools/tun_delay/tun_delay), a
+# process in the switch namespace that owns one TUN interface per host, named and addressed as the host's veth was
+# (the veths are deleted), and passes every IPv4 packet to the destination host's interface DELAY after reading it.
+# Its output (a ready line, and its counters when it stops) goes to LOG (default: a temporary file, removed by
+# netns_teardown). Either way, host I's interface and address, and so NCCL_SOCKET_IFNAME, stay the same.
+# NETNS_DELAY_KIND is then netem or tun.
 
 NETNS_TAG=""
 NETNS_HOSTS=0
 NETNS_SUBNET=""
+NETNS_DELAY_KIND=""
+NETNS_DELAY_PID=""
+NETNS_DELAY_LOG=""
+NETNS_DELAY_TMPLOG=""
 
 netns_log() { printf 'netns: %s\n' "$*" >&2; }
 
@@ -120,14 +135,101 @@ netns_setup() {
   done
 }
 
+# 0 when the TUN delay switch can run: TOOL is an executable and /dev/net/tun exists; otherwise prints why.
+netns_tun_delay_available() {
+  local tool=$1
+  if [ -z "$tool" ] || [ ! -x "$tool" ]; then
+    echo "the TUN delay switch '${tool:-tun_delay}' is not built (cmake --build build --target tun_delay)"
+    return 1
+  fi
+  if [ ! -c /dev/net/tun ]; then
+    echo "/dev/net/tun does not exist (no TUN support in this kernel)"
+    return 1
+  fi
+  return 0
+}
+
 netns_set_delay() {
-  local delay=$1 i
+  local delay=$1 mode=${2:-auto} tool=${3:-} log=${4:-} i
+  if ! [[ $delay =~ ^[0-9]+(\.[0-9]+)?(us|ms|s)$ ]]; then
+    netns_log "delay '$delay' must be a number with us, ms or s (e.g. 2ms)"
+    return 2
+  fi
+  if [ "$mode" = auto ]; then
+    mode=tun
+    if netns_netem_available; then mode=netem; fi
+  fi
+  case $mode in
+    netem)
+      for ((i = 0; i < NETNS_HOSTS; i++)); do
+        if ! ip netns exec "$(netns_host_ns "$i")" tc qdisc add dev "$(netns_host_if "$i")" root netem delay "$delay"; then
+          netns_log "cannot add 'netem delay $delay' on host $i (is sch_netem in this kernel?)"
+          return 1
+        fi
+      done
+      ;;
+    tun) netns_start_tun_delay "$delay" "$tool" "$log" || return 1 ;;
+    *)
+      netns_log "delay mode '$mode' must be netem, tun or auto"
+      return 2
+      ;;
+  esac
+  # shellcheck disable=SC2034 # read by the scripts that source this file
+  NETNS_DELAY_KIND=$mode
+}
+
+# The bridge and the veths give way to the TUN delay switch (see the top of this file).
+netns_start_tun_delay() {
+  local delay=$1 tool=$2 log=$3 reason i sw args=()
+  if ! reason=$(netns_tun_delay_available "$tool"); then
+    netns_log "no delay: $reason"
+    return 1
+  fi
+  if [ -z "$log" ]; then
+    log=$(mktemp /tmp/braid-netns-delay.XXXXXX)
+    NETNS_DELAY_TMPLOG=$log
+  fi
+  # shellcheck disable=SC2034 # read by the scripts that source this file
+  NETNS_DELAY_LOG=$log
+  : >"$log"
+  sw=$(netns_switch_ns)
   for ((i = 0; i < NETNS_HOSTS; i++)); do
-    if ! ip netns exec "$(netns_host_ns "$i")" tc qdisc add dev "$(netns_host_if "$i")" root netem delay "$delay"; then
-      netns_log "cannot add 'netem delay $delay' on host $i (is sch_netem in this kernel?)"
-      return 1
-    fi
+    ip -n "$(netns_host_ns "$i")" link del "$(netns_host_if "$i")"  # its switch port goes with it
+    args+=(--host "$(netns_host_ns "$i"):$(netns_host_if "$i"):$(netns_host_addr "$i")")
   done
+  ip -n "$sw" link del "${NETNS_TAG}br"
+  # In the switch namespace, so that `ip netns pids` (and so netns_delete) finds it; it also stops when this
+  # shell dies (PR_SET_PDEATHSIG), and its interfaces go with it. SCHED_FIFO (--realtime), so that packets leave
+  # on time while the ranks keep every CPU busy; it sleeps between packets.
+  ip netns exec "$sw" "$tool" --realtime --delay "$delay" "${args[@]}" </dev/null >"$log" 2>&1 &
+  NETNS_DELAY_PID=$!
+  local tries
+  for ((tries = 0; tries < 100; tries++)); do
+    grep -q "^tun_delay: ready" "$log" && break
+    if ! kill -0 "$NETNS_DELAY_PID" 2>/dev/null; then break; fi
+    sleep 0.05
+  done
+  if ! grep -q "^tun_delay: ready" "$log"; then
+    netns_log "the TUN delay switch did not start: $(tr '\n' ' ' <"$log")"
+    return 1
+  fi
+  for ((i = 0; i < NETNS_HOSTS; i++)); do
+    ip -n "$(netns_host_ns "$i")" addr add "$(netns_host_addr "$i")/24" dev "$(netns_host_if "$i")"
+  done
+}
+
+# Stops the TUN delay switch (SIGTERM, so it logs its counters; SIGKILL after 3 s).
+netns_stop_tun_delay() {
+  [ -n "$NETNS_DELAY_PID" ] || return 0
+  local tries
+  kill -TERM "$NETNS_DELAY_PID" 2>/dev/null || true
+  for ((tries = 0; tries < 60; tries++)); do
+    kill -0 "$NETNS_DELAY_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -KILL "$NETNS_DELAY_PID" 2>/dev/null || true
+  wait "$NETNS_DELAY_PID" 2>/dev/null || true
+  NETNS_DELAY_PID=""
 }
 
 netns_exec() {
@@ -163,6 +265,9 @@ netns_delete() {
 }
 
 netns_teardown() {
+  netns_stop_tun_delay
+  if [ -n "$NETNS_DELAY_TMPLOG" ]; then rm -f "$NETNS_DELAY_TMPLOG"; fi
+  NETNS_DELAY_TMPLOG=""
   [ -n "$NETNS_TAG" ] || return 0
   local names=() ns
   while read -r ns _; do
