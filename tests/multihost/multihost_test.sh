@@ -328,10 +328,11 @@ ns_has() {  # grep -q on a pipe could SIGPIPE `ip` and fail under pipefail
 }
 marker_alive() { pgrep -f "^sleep $1\$" >/dev/null; }
 switch_alive() { pgrep -f "tun_delay .*--host brdc$1-h0:" >/dev/null; }  # harness pid
-# wait_for CHECK ARG [-not]: waits up to 5 s for CHECK ARG to succeed (with -not: to fail); 1 when it never did.
+# wait_for CHECK ARG [-not]: waits up to 30 s for CHECK ARG to succeed (with -not: to fail); 1 when it never did.
+# Generous: under the full suite on 2 cores a harness can take seconds to start or stop its hosts.
 wait_for() {
   local _
-  for _ in $(seq 50); do
+  for _ in $(seq 300); do
     if [ "${3:-}" = -not ]; then ! "$1" "$2" && return 0; else "$1" "$2" && return 0; fi
     sleep 0.1
   done
@@ -340,7 +341,7 @@ wait_for() {
 
 wait_for_namespaces() {  # harness pid
   local _
-  for _ in $(seq 100); do
+  for _ in $(seq 300); do
     ns_has "^brdc$1-h1" && return 0
     sleep 0.1
   done
@@ -368,7 +369,7 @@ mode_cleanup() {
   local t0=$SECONDS
   "$netns" run --prefix brdc --timeout 2 -- sleep "$marker" || rc=$?
   [ "$rc" = 124 ] || fail "cleanup: timeout should give status 124, got $rc"
-  [ $((SECONDS - t0)) -le 10 ] || fail "cleanup: --timeout 2 took $((SECONDS - t0)) s"
+  [ $((SECONDS - t0)) -le 30 ] || fail "cleanup: --timeout 2 took $((SECONDS - t0)) s"
   [ -z "$(ours)" ] || fail "cleanup: namespaces left after a timeout: $(ours)"
   ! marker_alive "$marker" || fail "cleanup: a host process survived the timeout"
 
