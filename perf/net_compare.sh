@@ -26,7 +26,7 @@ trap 'rm -rf "$work"' EXIT
 baseline=$("$root/perf/net_baseline.sh" --build "$build" --time 3 --streams 1 --iters 2000)
 echo "$baseline"
 # The veth section's single stream, in GB/s.
-raw=$(printf '%s\n' "$baseline" | awk '/veth host1 -> host0, 1 stream/ {print $(NF-3); exit}')
+raw=$(printf "%s\n" "$baseline" | awk "/host1 -> host0, 1 stream/ {print \$(NF-3); exit}")
 
 # run NAME TOOL [env...]: one rank per host; leaves host 0's table in $work/NAME.
 run() {

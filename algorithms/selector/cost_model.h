@@ -64,8 +64,8 @@ class CostModel {
   // bytes. Tree (NCCL's double binary tree over hosts, chains inside): 2 x (log2 hosts network hops + the chain's
   // host hops), and a host's link carries 2 x the bytes (an interior rank of one tree sends up and to two
   // children, and it is a leaf of the other).
-  // LL: network hops cost what Simple's do (an LL chunk crosses the network as one whole message); hops inside a
-  // host take LL's latency and bandwidth factors, so every byte flows at the slower of the two.
+  // Bytes flow at the slower of the network and a host hop. LL pays LL's bandwidth factor on every byte and gains
+  // no latency (its chunks cross the network as small whole messages): measured slower, never the model's choice.
   double predictAcrossHostsUs(FilterColl coll, AlgoId algo, ProtoId proto, int nranks, const NetShape& net,
                               size_t bytes) const;
   // The file's "net" line, if it has one.

@@ -135,7 +135,7 @@ FifoChoice Communicator::computeFifoChoice(const PendingOp& op) const {
   best.predictedUs = -1;
   for (AlgoId a : {AlgoId::kRing, AlgoId::kTree}) {
     if (!(a == AlgoId::kRing ? useRing : useTree)) continue;
-    for (ProtoId p : {ProtoId::kLL, ProtoId::kSimple}) {
+    for (ProtoId p : {ProtoId::kSimple, ProtoId::kLL}) {  // a tie keeps Simple
       if (!(p == ProtoId::kLL ? useLl : useSimple)) continue;
       const double t = predictUs(fc, a, p, bytes);
       if (best.predictedUs < 0 || t < best.predictedUs) best = FifoChoice{a, p, t};

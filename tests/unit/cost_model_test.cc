@@ -130,18 +130,19 @@ TEST(CostModel, AcrossHostsTradesHopsForBytes) {
   EXPECT_GT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kSimple, n, net, 1 << 20),
             m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, n, net, 1 << 20));
 
-  // LL: network hops as Simple's (whole messages), hops inside a host at LL's factors, so latency is a little
-  // lower, and bytes flow at the slower of LL-in-a-host and the network.
+  // LL across hosts: the same latency, every byte at LL's bandwidth factor (its chunks cross the network as small
+  // messages), so the model never prefers it; with one rank per host too.
   net.link.alphaUs = 20;
-  EXPECT_DOUBLE_EQ(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kLL, n, net, 0),
-                   2 * (4 * 20 + 3 * 0.92));
-  EXPECT_LT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kLL, n, net, 0), tree0);
-  EXPECT_GT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kLL, n, net, 1 << 20),
-            m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, n, net, 1 << 20));
-  NetShape alone = net;  // one rank per host: no hop inside a host, so LL costs what Simple does
+  for (AlgoId a : {AlgoId::kRing, AlgoId::kTree}) {
+    const double simple0 = m.predictAcrossHostsUs(FilterColl::kAllReduce, a, ProtoId::kSimple, n, net, 0);
+    EXPECT_DOUBLE_EQ(m.predictAcrossHostsUs(FilterColl::kAllReduce, a, ProtoId::kLL, n, net, 0), simple0);
+    EXPECT_GT(m.predictAcrossHostsUs(FilterColl::kAllReduce, a, ProtoId::kLL, n, net, 4096),
+              m.predictAcrossHostsUs(FilterColl::kAllReduce, a, ProtoId::kSimple, n, net, 4096));
+  }
+  NetShape alone = net;
   alone.localRanks = 1;
-  EXPECT_DOUBLE_EQ(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kLL, 4, alone, 1 << 20),
-                   m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 4, alone, 1 << 20));
+  EXPECT_GT(m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kLL, 4, alone, 1 << 20),
+            m.predictAcrossHostsUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 4, alone, 1 << 20));
 
   const std::string path = writeTemp("# measured elsewhere\nnet 35.5 3.1\n");
   Result<CostModel> f = CostModel::load(path);
