@@ -254,7 +254,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     const double hostHop = costs_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, cpus_, 0) / 2;
     BRAID_ASSIGN_OR_RETURN(net_, measureNetwork(bootstrap_.get(), rank, nranks, topo, costs_, hostHop));
     if (!costs_.hasNetFigures()) net_.link.alphaUs += kNetProxyHopUs;
-    // And a host hop's bandwidth, from the same 2-rank model: what LL inside a host is weighed against.
+    // And a host hop's bandwidth, from the same 2-rank model: bytes cross hosts at the slower of it and the link.
     const size_t probe = size_t{1} << 20;
     const double probeUs =
         costs_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, cpus_, probe) - 2 * hostHop;
