@@ -17,6 +17,14 @@
 #             (netem, or the TUN delay switch tools/tun_delay where the kernel lacks netem): the network latency the
 #             ranks measure at init must show the delay, every rank must choose the same algorithm per size, and
 #             some sizes must move from ring to tree under the delay (the latency-bound range grows)
+#   rails     2 hosts x 2 ranks with two NICs per host (netns.sh --nics 2, one subnet each), NCCL_SOCKET_IFNAME
+#             naming both and BRAID_CPU_NCHANNELS=2: all_reduce_perf up to 16 MB and alltoall_perf up to 256 KB;
+#             every rank must list both Socket devices, connections must run via NET/Socket/0 and /1, and each
+#             interface of each host must have sent at least 20% of that host's bytes (its counters in /sys)
+#   rails     2 hosts x 2 ranks with two NICs per host (netns.sh --nics 2, one subnet each), NCCL_SOCKET_IFNAME
+#             naming both and BRAID_CPU_NCHANNELS=2: all_reduce_perf up to 16 MB and alltoall_perf up to 256 KB;
+#             every rank must list both Socket devices, connections must run via NET/Socket/0 and /1, and each
+#             interface of each host must have sent at least 20% of that host's bytes (its counters in /sys)
 #
 # Every perf run must exit 0 on every host (each rank exits 1 on any wrong value), print one table row per size
 # with #wrong 0 in both columns, and every rank must log nNodes = hosts with its localRank on its own host.
@@ -51,17 +59,25 @@ fail() {
 export BRAID_TIMEOUT=${BRAID_TIMEOUT:-20}
 debug_subsys=INIT,BOOTSTRAP,NET  # NCCL_DEBUG_SUBSYS of every run
 
-# run_perf NAME HOSTS RANKS_PER_HOST ROWS [--mpirun] [netns options] -- tool args...: runs tool on every host (one
-# braidrun each, or one mpirun on host 0 that starts the others through `netns.sh rsh`) and checks the result;
-# ROWS is the number of sizes the table must show.
+# run_perf NAME HOSTS RANKS_PER_HOST ROWS [--mpirun] [--env VAR=VALUE]... [--bytes] [netns options] -- tool args...:
+# runs tool on every host (one braidrun each, or one mpirun on host 0 that starts the others through `netns.sh
+# rsh`) and checks the result; ROWS is the number of sizes the table must show. --env sets VAR in every host's
+# braidrun ({ifname}, {ifname2} .. are replaced by netns.sh); --bytes writes what each interface of host i sent and
+# received during the run to NAME/host<i>.bytes ("interface tx_bytes rx_bytes" a line; see count_bytes).
 run_perf() {
   local name=$1 hosts=$2 np=$3 expected_rows=$4
   shift 4
-  local opts=() launcher=braidrun
+  local opts=() launcher=braidrun wrap=() envs=()
   while [ "$1" != "--" ]; do
-    if [ "$1" = --mpirun ]; then launcher=mpirun; else opts+=("$1"); fi
+    case $1 in
+      --mpirun) launcher=mpirun ;;
+      --env) envs+=("$2"); shift ;;
+      --bytes) write_count_bytes; wrap=("$work/count_bytes.sh") ;;
+      *) opts+=("$1") ;;
+    esac
     shift
   done
+  [ ${#envs[@]} -eq 0 ] || wrap+=(env "${envs[@]}")
   shift
   local tool=$1
   shift
@@ -69,8 +85,8 @@ run_perf() {
   echo "== $name: $hosts hosts x $np ranks by $launcher: $tool $*"
   local rc=0 cmd
   if [ "$launcher" = braidrun ]; then
-    cmd=("$braidrun" -np "$np" --nnodes "{nhosts}" --node-rank "{host}" --master-addr "{master}" --master-port "{port}"
-      -- "$build/perf/$tool" "$@")
+    cmd=("${wrap[@]}" "$braidrun" -np "$np" --nnodes "{nhosts}" --node-rank "{host}" --master-addr "{master}"
+      --master-port "{port}" -- "$build/perf/$tool" "$@")
   else
     # shellcheck disable=SC2016 # expanded on host 0
     cmd=(bash -c '[ "$NODE_RANK" != 0 ] || exec "$@"' mpirun mpirun --allow-run-as-root --bind-to none
@@ -118,6 +134,33 @@ run_perf() {
 }
 
 std=(-b 8 -e 1M -f 4 -c 1 -n 2 -w 1)  # 8 B .. 512 KB: 9 sizes
+
+# $work/count_bytes.sh command...: runs the command on a host of `netns.sh run`, then writes what each of the host's
+# interfaces (BRAID_NETNS_IF, BRAID_NETNS_IF2) sent and received meanwhile to $BRAID_NETNS_LOGDIR/host<i>.bytes,
+# "interface tx_bytes rx_bytes" a line: the counters in /sys/class/net, which `ip netns exec` mounts for the
+# host's namespace.
+write_count_bytes() {
+  cat >"$work/count_bytes.sh" <<'EOF'
+#!/usr/bin/env bash
+set -uo pipefail
+ifs=("$BRAID_NETNS_IF")
+[ -z "${BRAID_NETNS_IF2:-}" ] || ifs+=("$BRAID_NETNS_IF2")
+snap() {
+  local f
+  for f in "${ifs[@]}"; do
+    echo "$f $(cat "/sys/class/net/$f/statistics/tx_bytes") $(cat "/sys/class/net/$f/statistics/rx_bytes")"
+  done
+}
+before=$(snap)
+"$@"
+rc=$?
+snap | awk -v before="$before" 'BEGIN { n = split(before, l, "\n"); for (i = 1; i <= n; i++) { split(l[i], f, " ")
+    tx[f[1]] = f[2]; rx[f[1]] = f[3] } } { print $1, $2 - tx[$1], $3 - rx[$1] }' \
+  >"$BRAID_NETNS_LOGDIR/host$NODE_RANK.bytes"
+exit "$rc"
+EOF
+  chmod +x "$work/count_bytes.sh"
+}
 
 # ---------------------------------------------------------------------------------------------------------------
 all_tools=(all_reduce_perf all_gather_perf reduce_scatter_perf alltoall_perf broadcast_perf reduce_perf sendrecv_perf
@@ -226,6 +269,51 @@ mode_netem() {
   fi
   echo "ok: under a ${delay_us} us delay the measured latency went from $a0 to $a1 us and these sizes moved from" \
     "ring to tree: $(awk '{ printf "%s%s", sep, $1; sep = ", " }' <<<"$diff") bytes"
+}
+
+# Two NICs per host: checks of a run_perf NAME HOSTS NP run with --nics 2 --bytes (and NCCL_SOCKET_IFNAME naming
+# both interfaces). Prints each host's byte split.
+check_rails() {
+  local name=$1 hosts=$2 np=$3 dir=$work/$1 nranks=$(($2 * $3)) r h pid
+  for ((r = 0; r < nranks; r++)); do
+    h=$((r / np))
+    # The rank's process (its init line), and that process's list of Socket devices: both of its host's interfaces.
+    pid=$(grep -Eh "^host$h:[0-9]+:[0-9]+ .* rank $r nRanks $nranks " "$dir"/host*.log | head -1 | cut -d: -f2)
+    [ -n "$pid" ] || fail "$name: no init line of rank $r"
+    grep -Eqh "^host$h:$pid:.*NET/Socket : Using \[0\][a-z]+[0-9]+h$h:10\.201\.0\.$((h + 1))[^ ]* \[1\][a-z]+[0-9]+n$h:10\.201\.1\.$((h + 1))" \
+      "$dir"/host*.log ||
+      { cat "$dir.out"; fail "$name: rank $r (pid $pid on host$h) does not list its host's two interfaces as Socket devices"; }
+  done
+  local d
+  for d in 0 1; do
+    grep -qh "via NET/Socket/$d\b" "$dir"/host*.log ||
+      { cat "$dir.out"; fail "$name: no connection via NET/Socket/$d"; }
+  done
+  # Each interface of each host sent at least 20% of what the host sent.
+  local split="" line
+  for ((h = 0; h < hosts; h++)); do
+    [ -s "$dir/host$h.bytes" ] || fail "$name: no byte counters of host$h"
+    line=$(awk -v h="$h" '{ n[NR] = $1; tx[NR] = $2; t += $2 }
+      END { if (NR != 2 || t <= 0) { print "bad"; exit }
+            printf "host%d %s %.1f MB (%.0f%%) / %s %.1f MB (%.0f%%)", h, n[1], tx[1] / 1e6, 100 * tx[1] / t, n[2],
+              tx[2] / 1e6, 100 * tx[2] / t
+            if (tx[1] < 0.2 * t || tx[2] < 0.2 * t) printf " UNDER 20%%" }' "$dir/host$h.bytes")
+    case $line in
+      bad) fail "$name: host$h's byte counters are not two interfaces with bytes sent: $(cat "$dir/host$h.bytes")" ;;
+      *UNDER*) fail "$name: an interface sent less than 20% of the bytes: $line" ;;
+    esac
+    split+="${split:+; }$line"
+  done
+  echo "   ok: every rank lists 2 Socket devices, connections via NET/Socket/0 and /1; sent: $split"
+}
+
+# 2 hosts x 2 ranks, two NICs per host, both named in NCCL_SOCKET_IFNAME, two channels: data must spread over both.
+mode_rails() {
+  local rails=(--nics 2 --bytes --env "NCCL_SOCKET_IFNAME=={ifname},{ifname2}" --env BRAID_CPU_NCHANNELS=2)
+  run_perf rails_ar 2 2 8 "${rails[@]}" -- all_reduce_perf -b 8 -e 16M -f 8 -c 1 -n 2 -w 1  # 8 B .. 16 MB
+  check_rails rails_ar 2 2
+  run_perf rails_a2a 2 2 6 "${rails[@]}" -- alltoall_perf "${short[@]}"
+  check_rails rails_a2a 2 2
 }
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -441,6 +529,6 @@ mode_cleanup() {
 }
 
 case $mode in
-  hosts2 | hosts3 | ofi | mpi | kill | hang | cleanup | ifname | netem) "mode_$mode" ;;
+  hosts2 | hosts3 | ofi | mpi | kill | hang | cleanup | ifname | netem | rails) "mode_$mode" ;;
   *) fail "unknown mode '$mode'" ;;
 esac

@@ -24,14 +24,21 @@
 #   --log-dir DIR        keep each host's output in DIR/host<i>.log (default: a temporary directory, removed)
 #   --no-ifname          do not set NCCL_SOCKET_IFNAME (the library must find the interface itself)
 #   --decoy-if           give each host an unrelated interface listed before the real one
+#   --nics N             1 (default) or 2: with 2 each host also gets a second interface <tag>n<i> with address
+#                        10.X.(Y+1).(i+1)/24 on a second bridge ("rails": one subnet per NIC); NCCL_SOCKET_IFNAME
+#                        still names the first only (list both, e.g. NCCL_SOCKET_IFNAME=={ifname},{ifname2}, to use
+#                        both). Not combinable with --delay.
 #
 # Each host's command runs inside its namespace with, in its environment:
 #   NCCL_HOSTID=host<i>, NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME=<its interface>, MASTER_ADDR=<host 0's
 #   address>, MASTER_PORT, NODE_RANK=<i>, NNODES=<H>, BRAID_NETNS_ADDR=<its address>, BRAID_NETNS_LOGDIR (the
-#   log directory), BRAID_NETNS_TAG (the run's name tag: host j's namespace is $BRAID_NETNS_TAG-h<j>)
+#   log directory), BRAID_NETNS_TAG (the run's name tag: host j's namespace is $BRAID_NETNS_TAG-h<j>),
+#   BRAID_NETNS_IF=<its interface>, BRAID_NETNS_NICS=<1 or 2>, and with --nics 2 BRAID_NETNS_IF2 and
+#   BRAID_NETNS_ADDR2 (its second interface and address)
 # Names host0 .. host<H-1> resolve to the hosts' addresses inside every host, and $BRAID_NETNS_LOGDIR/hostfile
 # lists them, one a line, for mpirun --hostfile with --mca plm_rsh_agent "<this script> rsh".
-# and in its arguments {host}, {nhosts}, {addr}, {master}, {port} and {ifname} are replaced by the same values.
+# and in its arguments {host}, {nhosts}, {addr}, {master}, {port} and {ifname} are replaced by the same values, and
+# with --nics 2 {ifname2} and {addr2}.
 # The command also runs in its own UTS namespace with hostname host<i> (when unshare works), so logs name hosts.
 # Output lines are prefixed with [host<i>]; with --log-dir, DIR/host<i>.rc and .end hold the status and end time. The exit status is 0 when every host's command succeeded, else the
 # status of the lowest-numbered host that failed (124 on timeout). Namespaces, veths and the bridge (or the TUN
@@ -81,7 +88,11 @@ host_command() {
   ifname=$(netns_host_if "$i")
   local env=(NCCL_HOSTID="host$i" MASTER_ADDR="$master" MASTER_PORT="$port" NODE_RANK="$i" NNODES="$NETNS_HOSTS"
     BRAID_NETNS_ADDR="$(netns_host_addr "$i")" BRAID_NETNS_LOGDIR="$logdir" BRAID_NETNS_TAG="$NETNS_TAG"
-    BRAID_NETNS_SUBNET="$NETNS_SUBNET" BRAID_NETNS_IFNAME="$set_ifname")
+    BRAID_NETNS_SUBNET="$NETNS_SUBNET" BRAID_NETNS_IFNAME="$set_ifname" BRAID_NETNS_IF="$ifname"
+    BRAID_NETNS_NICS="$NETNS_NICS")
+  if [ "$NETNS_NICS" = 2 ]; then
+    env+=(BRAID_NETNS_IF2="$(netns_host_if2 "$i")" BRAID_NETNS_ADDR2="$(netns_host_addr2 "$i")")
+  fi
   if [ "$set_ifname" = 1 ]; then env+=(NCCL_SOCKET_IFNAME="$ifname" GLOO_SOCKET_IFNAME="$ifname"); fi
   HOST_COMMAND=(ip netns exec "$(netns_host_ns "$i")")
   if unshare --uts -- true 2>/dev/null; then
@@ -101,13 +112,15 @@ cmd_rsh() {
   NETNS_TAG=$BRAID_NETNS_TAG
   NETNS_SUBNET=${BRAID_NETNS_SUBNET:?}
   NETNS_HOSTS=${NNODES:?}
+  NETNS_NICS=${BRAID_NETNS_NICS:-1}
+  NETNS_SUBNET2=$(netns_next_subnet "$NETNS_SUBNET")
   host_command "${BASH_REMATCH[1]}" "${MASTER_ADDR:?}" "${MASTER_PORT:?}" "${BRAID_NETNS_IFNAME:-1}" \
     "${BRAID_NETNS_LOGDIR:-}"
   exec "${HOST_COMMAND[@]}" sh -c "$*"
 }
 
 # ---------------------------------------------------------------------------------------------------------------
-hosts=2 timeout_s=120 delay="" delay_mode=auto port=29500 prefix=brd subnet=10.201.0 log_dir="" keep_logs=0 set_ifname=1 decoy=0
+hosts=2 timeout_s=120 delay="" delay_mode=auto port=29500 prefix=brd subnet=10.201.0 log_dir="" keep_logs=0 set_ifname=1 decoy=0 nics=1
 work="" watchdog=""
 delay_tool=${BRAID_TUN_DELAY:-$(cd "$here/../.." && pwd)/build/tools/tun_delay/tun_delay}
 
@@ -144,6 +157,7 @@ cmd_run() {
       --log-dir) log_dir=${2:?}; shift 2 ;;
       --no-ifname) set_ifname=0; shift ;;
       --decoy-if) decoy=1; shift ;;
+      --nics) nics=${2:?}; shift 2 ;;
       -h | --help) usage; exit 0 ;;
       --) shift; break ;;
       *) die "run: unknown option '$1' (put -- before the command)" ;;
@@ -153,6 +167,11 @@ cmd_run() {
   [[ $hosts =~ ^[2-4]$ ]] || die "--hosts must be 2, 3 or 4 (got '$hosts')"
   [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive number of seconds"
   [[ $delay_mode =~ ^(auto|netem|tun)$ ]] || die "--delay-mode must be auto, netem or tun (got '$delay_mode')"
+  [[ $nics =~ ^[12]$ ]] || die "--nics must be 1 or 2 (got '$nics')"
+  if [ "$nics" = 2 ] && [ -n "$delay" ]; then
+    die "--nics 2 cannot be combined with --delay (the delay is made on one interface per host, or by the TUN" \
+      "delay switch, which serves one subnet)"
+  fi
   if ! [[ $port =~ ^[1-9][0-9]*$ ]] || [ "$port" -gt 65535 ]; then die "--port must be 1..65535"; fi
   local reason
   if ! reason=$(netns_check); then
@@ -172,10 +191,15 @@ cmd_run() {
   else
     work=$(mktemp -d /tmp/braid-netns.XXXXXX)
   fi
-  netns_setup "$prefix" "$hosts" "$subnet" "$decoy"
+  netns_setup "$prefix" "$hosts" "$subnet" "$decoy" "$nics"
   if [ -n "$delay" ]; then netns_set_delay "$delay" "$delay_mode" "$delay_tool" "$work/delay_switch.log" || exit 4; fi
-  netns_log "$hosts hosts ($NETNS_TAG): $(for ((i = 0; i < hosts; i++)); do
-    printf 'host%d=%s ' "$i" "$(netns_host_addr "$i")"; done)${delay:+delay $delay one way by $NETNS_DELAY_KIND}"
+  local summary="" i
+  for ((i = 0; i < hosts; i++)); do
+    summary+="host$i=$(netns_host_addr "$i")"
+    [ "$nics" = 1 ] || summary+=",$(netns_host_addr2 "$i")"
+    summary+=" "
+  done
+  netns_log "$hosts hosts ($NETNS_TAG): $summary${delay:+delay $delay one way by $NETNS_DELAY_KIND}"
 
   # Watchdog: at the deadline, everything inside the hosts is killed, which ends the host jobs below.
   local main=$$
@@ -198,9 +222,13 @@ cmd_run() {
   master=$(netns_host_addr 0)
   printf 'host%d\n' $(seq 0 $((hosts - 1))) >"$work/hostfile"
   for ((i = 0; i < hosts; i++)); do
-    local addr ifname args=() a
+    local addr ifname addr2="" ifname2="" args=() a
     addr=$(netns_host_addr "$i")
     ifname=$(netns_host_if "$i")
+    if [ "$nics" = 2 ]; then
+      addr2=$(netns_host_addr2 "$i")
+      ifname2=$(netns_host_if2 "$i")
+    fi
     for a in "$@"; do
       a=${a//\{host\}/$i}
       a=${a//\{nhosts\}/$hosts}
@@ -208,6 +236,10 @@ cmd_run() {
       a=${a//\{master\}/$master}
       a=${a//\{port\}/$port}
       a=${a//\{ifname\}/$ifname}
+      if [ "$nics" = 2 ]; then
+        a=${a//\{ifname2\}/$ifname2}
+        a=${a//\{addr2\}/$addr2}
+      fi
       args+=("$a")
     done
     host_command "$i" "$master" "$port" "$set_ifname" "$work"

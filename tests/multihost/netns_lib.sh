@@ -2,7 +2,9 @@
 # Several "hosts" on one machine made of Linux network namespaces: the functions behind tests/multihost/netns.sh
 # and perf/net_baseline.sh. Source it, then:
 #
-#   netns_setup PREFIX HOSTS SUBNET [DECOY]   hosts 0..HOSTS-1 joined by veth pairs to a bridge in a switch namespace
+#   netns_setup PREFIX HOSTS SUBNET [DECOY] [NICS]
+#                                              hosts 0..HOSTS-1 joined by veth pairs to a bridge in a switch namespace;
+#                                              NICS=2 gives each host a second veth to a second bridge (see below)
 #   netns_set_delay DELAY [MODE] [TOOL] [LOG]  a one-way delay DELAY between any two hosts (a round trip gets 2 x
 #                                              DELAY); MODE netem, tun or auto (the default: netem when the kernel
 #                                              has it, else tun), see below
@@ -13,13 +15,22 @@
 #
 # Names: every object of one run carries the tag PREFIX + the PID of the script that made it (PREFIX of at most 5
 # characters keeps interface names within Linux's 15): namespaces TAG-h0 .. TAG-h3 and TAG-sw, host interfaces
-# TAGh0 .., switch ports TAGs0 .. and the bridge TAGbr inside TAG-sw. Nothing is created in the root namespace, so
+# TAGh0 .., switch ports TAGs0 .. and the bridge TAGbr inside TAG-sw (with NICS=2 also TAGn0 .., TAGt0 .. and TAGb2,
+# see below). Nothing is created in the root namespace, so
 # runs in parallel never collide, even on addresses: SUBNET (e.g. 10.201.0) is private to each run's switch.
 #
 # Host I's interface gets SUBNET.(I+1)/24 and is its only route out; lo is up; the names host0 .. resolve to the
 # hosts' addresses inside every host (/etc/netns/<ns>/hosts, which `ip netns exec` mounts over /etc/hosts). With DECOY=1 each host also gets an
 # unrelated, up veth pair (10.250.I.1/24) created before the real interface, so it is the first non-loopback
 # interface in the host's list: a program that picks "the first interface" instead of the route to its peer fails.
+#
+# Two NICs per host (NICS=2, "rails"): host I also gets interface TAGn<I> (its switch port TAGt<I>) on a second
+# bridge TAGb2 in the same switch namespace, with SUBNET2.(I+1)/24, where SUBNET2 is SUBNET's next /24 (10.X.Y ->
+# 10.X.(Y+1), so Y must be below 255). The two bridges are not connected: a host reaches the others' second
+# addresses only over its second interface, so the kernel's route to a destination address decides which
+# interface a packet leaves by, and each interface's byte counters (/sys/class/net/<if>/statistics inside the
+# namespace) show what went over it. The names host0 .. keep resolving to the first addresses. It cannot be combined
+# with a delay (netns_set_delay refuses it: the TUN delay switch serves one subnet).
 #
 # The delay. netem: a `netem delay DELAY` qdisc on every host's veth (its egress). tun, for kernels without
 # sch_netem: the bridge is replaced by TOOL (tools/tun_delay, built as build/tools/tun_delay/tun_delay), a
@@ -32,6 +43,8 @@
 NETNS_TAG=""
 NETNS_HOSTS=0
 NETNS_SUBNET=""
+NETNS_SUBNET2=""
+NETNS_NICS=1
 NETNS_DELAY_KIND=""
 NETNS_DELAY_PID=""
 NETNS_DELAY_LOG=""
@@ -76,10 +89,24 @@ netns_netem_available() {
 netns_host_ns() { printf '%s-h%s' "$NETNS_TAG" "$1"; }
 netns_host_if() { printf '%sh%s' "$NETNS_TAG" "$1"; }
 netns_host_addr() { printf '%s.%s' "$NETNS_SUBNET" "$(($1 + 1))"; }
+# The second NIC (NICS=2): interface and address.
+netns_host_if2() { printf '%sn%s' "$NETNS_TAG" "$1"; }
+netns_host_addr2() { printf '%s.%s' "$NETNS_SUBNET2" "$(($1 + 1))"; }
+# Host I's interfaces, one or two, space-separated.
+netns_host_ifs() {
+  netns_host_if "$1"
+  if [ "$NETNS_NICS" = 2 ]; then printf ' %s' "$(netns_host_if2 "$1")"; fi
+}
+# SUBNET's next /24: 10.X.Y -> 10.X.(Y+1) (empty when Y is 255).
+netns_next_subnet() {
+  local y=${1##*.}
+  [ "$y" -lt 255 ] || return 0
+  printf '%s.%s' "${1%.*}" "$((y + 1))"
+}
 netns_switch_ns() { printf '%s-sw' "$NETNS_TAG"; }
 
 netns_setup() {
-  local prefix=$1 hosts=$2 subnet=$3 decoy=${4:-0}
+  local prefix=$1 hosts=$2 subnet=$3 decoy=${4:-0} nics=${5:-1}
   if ! [[ $prefix =~ ^[a-z]{1,5}$ ]]; then
     netns_log "prefix '$prefix' must be 1-5 lowercase letters"
     return 2
@@ -88,9 +115,19 @@ netns_setup() {
     netns_log "subnet '$subnet' must look like 10.X.Y"
     return 2
   fi
+  if [ "$nics" != 1 ] && [ "$nics" != 2 ]; then
+    netns_log "NICS must be 1 or 2 (got '$nics')"
+    return 2
+  fi
+  NETNS_SUBNET2=$(netns_next_subnet "$subnet")
+  if [ "$nics" = 2 ] && [ -z "$NETNS_SUBNET2" ]; then
+    netns_log "subnet '$subnet' has no next /24 for the second NICs (10.X.Y needs Y < 255)"
+    return 2
+  fi
   NETNS_TAG="${prefix}$$"
   NETNS_HOSTS=$hosts
   NETNS_SUBNET=$subnet
+  NETNS_NICS=$nics
   local sw br i ns
   sw=$(netns_switch_ns)
   br="${NETNS_TAG}br"
@@ -98,6 +135,10 @@ netns_setup() {
   ip -n "$sw" link set lo up
   ip -n "$sw" link add "$br" type bridge
   ip -n "$sw" link set "$br" up
+  if [ "$nics" = 2 ]; then
+    ip -n "$sw" link add "${NETNS_TAG}b2" type bridge
+    ip -n "$sw" link set "${NETNS_TAG}b2" up
+  fi
   for ((i = 0; i < hosts; i++)); do
     ns=$(netns_host_ns "$i")
     ip netns add "$ns"
@@ -113,6 +154,12 @@ netns_setup() {
     ip -n "$sw" link set "${NETNS_TAG}s${i}" master "$br" up
     ip -n "$ns" addr add "$(netns_host_addr "$i")/24" dev "$(netns_host_if "$i")"
     ip -n "$ns" link set "$(netns_host_if "$i")" up
+    if [ "$nics" = 2 ]; then  # after the first, so that it comes second in the host's interface list
+      ip link add "$(netns_host_if2 "$i")" netns "$ns" type veth peer name "${NETNS_TAG}t${i}" netns "$sw"
+      ip -n "$sw" link set "${NETNS_TAG}t${i}" master "${NETNS_TAG}b2" up
+      ip -n "$ns" addr add "$(netns_host_addr2 "$i")/24" dev "$(netns_host_if2 "$i")"
+      ip -n "$ns" link set "$(netns_host_if2 "$i")" up
+    fi
   done
   # Host names resolve inside every host: `ip netns exec` bind-mounts /etc/netns/<ns>/hosts over /etc/hosts.
   for ((i = 0; i < hosts; i++)); do
@@ -126,11 +173,13 @@ netns_setup() {
   done
   # The bridge forwards once its ports leave the listening state; with STP off that is at once, but wait for
   # carrier on every host so the first packet is not lost to a link still coming up.
-  local tries
+  local tries ifname
   for ((i = 0; i < hosts; i++)); do
-    for ((tries = 0; tries < 50; tries++)); do
-      ip -n "$(netns_host_ns "$i")" link show "$(netns_host_if "$i")" | grep -q "LOWER_UP" && break
-      sleep 0.1
+    for ifname in $(netns_host_ifs "$i"); do
+      for ((tries = 0; tries < 50; tries++)); do
+        ip -n "$(netns_host_ns "$i")" link show "$ifname" | grep -q "LOWER_UP" && break
+        sleep 0.1
+      done
     done
   done
 }
@@ -151,6 +200,10 @@ netns_tun_delay_available() {
 
 netns_set_delay() {
   local delay=$1 mode=${2:-auto} tool=${3:-} log=${4:-} i
+  if [ "$NETNS_NICS" != 1 ]; then
+    netns_log "a delay cannot be combined with two NICs per host (the TUN delay switch serves one subnet)"
+    return 2
+  fi
   if ! [[ $delay =~ ^[0-9]+(\.[0-9]+)?(us|ms|s)$ ]]; then
     netns_log "delay '$delay' must be a number with us, ms or s (e.g. 2ms)"
     return 2
