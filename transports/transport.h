@@ -70,6 +70,9 @@ class ConnectorDriver {
  public:
   virtual ~ConnectorDriver() = default;
   virtual void drive() = 0;
+  // The executor stopped driving the connector (its operation is done): what is still in flight (a large send
+  // the network finishes after the sender's last slot was published) is the transport's own thread's from now.
+  virtual void release() {}
 };
 
 class Connector {
@@ -106,6 +109,9 @@ class Connector {
   void setDriver(std::shared_ptr<ConnectorDriver> d) { driver_ = std::move(d); }
   void drive() const {
     if (driver_) driver_->drive();
+  }
+  void release() const {
+    if (driver_) driver_->release();
   }
 
   // A transport whose messages arrive whole (a network: a receive completes only with all of its bytes) carries

@@ -166,6 +166,11 @@ bool progressChannel(ChannelWork& cw) {
       w.done = true;
       --cw.remaining;
       progress = true;
+      // Its sends may still be in flight while this thread waits on other connectors (a send/receive pair): the
+      // transport's own thread finishes them from now on.
+      for (Connector* c : w.sendConn) {
+        if (c) c->release();
+      }
     }
   }
   return progress;
