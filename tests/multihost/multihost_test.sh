@@ -415,6 +415,7 @@ ns_has() {  # grep -q on a pipe could SIGPIPE `ip` and fail under pipefail
   grep -q "$1" <<<"$list"
 }
 marker_alive() { pgrep -f "^sleep $1\$" >/dev/null; }
+markers_on_both() { [ "$(pgrep -cf "^sleep $1\$")" -ge 2 ]; }  # both hosts of a 2-host run
 switch_alive() { pgrep -f "tun_delay .*--host brdc$1-h0:" >/dev/null; }  # harness pid
 # wait_for CHECK ARG [-not]: waits up to 30 s for CHECK ARG to succeed (with -not: to fail); 1 when it never did.
 # Generous: under the full suite on 2 cores a harness can take seconds to start or stop its hosts.
@@ -470,6 +471,9 @@ mode_cleanup() {
     pid=$!
     set +m
     wait_for_namespaces "$pid"
+    # Only once the hosts run their command is the harness in its `wait`: a SIGINT that lands while it runs a
+    # foreground `ip` during setup is dropped by bash when that child exits normally (a CI run timed out on it).
+    wait_for markers_on_both "$marker" || fail "cleanup: harness $pid never started its hosts' command"
     kill "-$sig" "$pid"
     rc=0
     wait "$pid" || rc=$?
