@@ -70,8 +70,8 @@ class ConnectorDriver {
  public:
   virtual ~ConnectorDriver() = default;
   virtual void drive() = 0;
-  // The executor stopped driving the connector (its operation is done): what is still in flight (a large send
-  // the network finishes after the sender's last slot was published) is the transport's own thread's from now.
+  // The executor stopped driving the connector (the work item that used it is done): what is still in flight (a
+  // large send the network finishes after the sender's last slot was published) is the transport's own thread's.
   virtual void release() {}
 };
 

@@ -258,7 +258,6 @@ double CostModel::predictAcrossHostsUs(FilterColl coll, AlgoId algo, ProtoId pro
   // Simple, OFI-tcp 12.0 against 3.3). So LL gets no latency gain across hosts and LL's bandwidth factor on every
   // byte: the model keeps Simple, and NCCL_PROTO=LL still forces LL.
   const bool ll = proto == ProtoId::kLL;
-  const double hostHopUs = net.hostHopUs;
   const double perByteUs =
       1.0 / (std::min(net.link.betaGBps, net.localRanks > 1 ? net.hostGBps : 1e9) * 1e3) / (ll ? kLlBetaFactor : 1.0);
   const double b = static_cast<double>(bytes);
@@ -271,17 +270,17 @@ double CostModel::predictAcrossHostsUs(FilterColl coll, AlgoId algo, ProtoId pro
   // host hops for the rest. NCCL's model counts nNodes - 1 per pass, the fastest block's; between namespaces with
   // a 1 ms delay (2 hosts x 2 ranks) a 128 KB ring took 3.9 ms, nearer 4 network hops than 2.
   const double netHops = std::min(static_cast<double>(net.nNodes), n - 1);
-  const double ringPassUs = netHops * net.link.alphaUs + (n - 1 - netHops) * hostHopUs;
+  const double ringPassUs = netHops * net.link.alphaUs + (n - 1 - netHops) * net.hostHopUs;
   switch (coll) {
     case FilterColl::kAllReduce:
-      if (tree) return 2 * (depth * net.link.alphaUs + chain * hostHopUs) + 2 * b * perByteUs;
+      if (tree) return 2 * (depth * net.link.alphaUs + chain * net.hostHopUs) + 2 * b * perByteUs;
       return 2 * ringPassUs + 2 * (n - 1) / n * b * perByteUs;
     case FilterColl::kBroadcast:
     case FilterColl::kReduce: {
       // The rooted trees are binary over the ring order: log2(n) levels, each of which may cross hosts.
       int levels = 0;
       while ((1 << levels) < nranks) ++levels;
-      if (tree) return levels * std::max(net.link.alphaUs, hostHopUs) + 2 * b * perByteUs;
+      if (tree) return levels * std::max(net.link.alphaUs, net.hostHopUs) + 2 * b * perByteUs;
       return ringPassUs + b * perByteUs;
     }
     case FilterColl::kAllGather:

@@ -162,7 +162,10 @@ class Communicator {
   static Status launchImpl(const std::vector<Communicator*>& comms);
   // NVLSTree, then direct, then FIFO work, one after the other.
   static Status launchInOrder(const std::vector<Communicator*>& comms);
-  // Whether a queued operation takes the direct path or NVLSTree (both wait for every peer before returning).
+  // Whether `op` takes the direct (NVLS-style) path, or NVLSTree.
+  bool takesDirect(const PendingOp& op) const;
+  bool takesNvlsTree(const PendingOp& op) const;
+  // Whether a queued operation takes either (both wait for every peer before returning).
   bool hasDirectWork() const;
   // Runs the queued operations the direct (NVLS-style) path takes and removes them from pending_.
   static Status launchDirect(const std::vector<Communicator*>& comms);

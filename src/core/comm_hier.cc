@@ -161,7 +161,7 @@ Status Communicator::launchHierarchical(const std::vector<Communicator*>& comms)
     // Collectives are queued in the same order on every rank, so every rank takes the same ones, in order.
     std::vector<PendingOp> rest;
     for (const PendingOp& op : c->pending_) {
-      if (op.kind != CollKind::kAllReduce || !c->decisionFor(op).nvlsTree) {
+      if (!c->takesNvlsTree(op)) {
         rest.push_back(op);
         continue;
       }

@@ -267,14 +267,20 @@ Status Communicator::checkAlgorithms(CollKind kind) const {
   return Status::ok();
 }
 
+bool Communicator::takesDirect(const PendingOp& op) const {
+  // directKind first: an all-to-all's cache entry holds the log-step choice in the same field.
+  DirectCollective dc;
+  FilterColl fc;
+  return direct_ && directKind(op.kind, &dc) && filterColl(op.kind, &fc) && directWanted(op);
+}
+
+bool Communicator::takesNvlsTree(const PendingOp& op) const {
+  return hostComm_ && op.kind == CollKind::kAllReduce && decisionFor(op).nvlsTree;
+}
+
 bool Communicator::hasDirectWork() const {
-  for (const PendingOp& op : pending_) {
-    DirectCollective dc;
-    FilterColl fc;
-    if (hostComm_ && op.kind == CollKind::kAllReduce && decisionFor(op).nvlsTree) return true;
-    if (direct_ && directKind(op.kind, &dc) && filterColl(op.kind, &fc) && directWanted(op)) return true;
-  }
-  return false;
+  return std::any_of(pending_.begin(), pending_.end(),
+                     [&](const PendingOp& op) { return takesNvlsTree(op) || takesDirect(op); });
 }
 
 Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
@@ -313,10 +319,7 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     if (!c->direct_) continue;
     Job j{c, {}, {}};
     for (size_t i = 0; i < c->pending_.size(); ++i) {
-      DirectCollective dc;
-      FilterColl fc;
-      const CollKind kind = c->pending_[i].kind;
-      if (directKind(kind, &dc) && filterColl(kind, &fc) && c->directWanted(c->pending_[i])) {
+      if (c->takesDirect(c->pending_[i])) {
         c->logTuning(c->pending_[i], AlgoId::kNvls, ProtoId::kSimple);
         j.ops.push_back(i);
       }

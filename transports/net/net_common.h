@@ -66,3 +66,26 @@ inline ncclResult_t netFail(const Status& s, const char* file, int line) {
     ncclDebugLogger_t braid_log_ = ::braid::net::builtinLogger().load();                             \
     if (braid_log_ != nullptr) braid_log_(NCCL_LOG_INFO, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
+
+namespace braid {
+namespace net {
+
+// A built-in network's dlopen()ed library table (ibverbs/ibv_lib.h, libfabric/ofi_lib.h): the table, or null when
+// it could not be loaded, after logging why at INFO and recording it for NCCL_NET's error (the network then has
+// no devices). Also logs each symbol bound at a version older than the library's default.
+template <typename Table>
+const Table* libraryOrNoDevices(const Result<const Table*>& loaded, const char* net) {
+  if (!loaded.isOk()) {
+    BRAID_NET_INFO("NET/%s : %s", net, loaded.status().message().c_str());
+    NoDeviceReasons::set(net, loaded.status().message());
+    return nullptr;
+  }
+  for (const std::string& s : loaded.value()->notDefault) {
+    BRAID_NET_INFO("NET/%s : using %s, older than %s's default (braid was built against older headers)", net, s.c_str(),
+                   loaded.value()->name.c_str());
+  }
+  return loaded.value();
+}
+
+}  // namespace net
+}  // namespace braid

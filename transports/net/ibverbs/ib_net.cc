@@ -280,19 +280,10 @@ ncclResult_t ibInit(ncclDebugLogger_t logFn) {
   gInitDone = true;
   Result<IbHcaSpec> spec = parseIbHca(params::IbHca());
   if (!spec.isOk()) return BRAID_NET_RESULT(spec.status());
-  Result<const IbvLib*> loaded = loadIbvLib();
-  if (!loaded.isOk()) {
-    // No libibverbs means no IB devices, not an error: the loader falls back, and NCCL_NET=IB says why.
-    BRAID_NET_INFO("NET/IB : %s", loaded.status().message().c_str());
-    NoDeviceReasons::set("IB", loaded.status().message());
-    return ncclSuccess;
-  }
-  gIbv = loaded.value();
+  // No libibverbs means no IB devices, not an error: the loader falls back, and NCCL_NET=IB says why.
+  gIbv = libraryOrNoDevices(loadIbvLib(), "IB");
+  if (gIbv == nullptr) return ncclSuccess;
   const IbvLib& lib = *gIbv;
-  for (const std::string& s : lib.notDefault) {
-    BRAID_NET_INFO("NET/IB : using %s, older than %s's default (braid was built against older headers)", s.c_str(),
-                   lib.name.c_str());
-  }
   int n = 0;
   ibv_device** list = lib.getDeviceList(&n);
   if (list == nullptr || n == 0) {

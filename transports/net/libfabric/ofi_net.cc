@@ -36,18 +36,10 @@ ncclResult_t ofiInit(ncclDebugLogger_t logFn) {
   builtinLogger().store(logFn);
   std::lock_guard<std::mutex> lk(gMu);
   if (!gDevices.empty()) return ncclSuccess;  // already initialised (devices live until exit)
-  Result<const OfiLib*> loaded = loadOfiLib();
-  if (!loaded.isOk()) {
-    // No libfabric means no OFI devices, not an error: the loader falls back, and NCCL_NET=OFI says why.
-    BRAID_NET_INFO("NET/OFI : %s", loaded.status().message().c_str());
-    NoDeviceReasons::set("OFI", loaded.status().message());
-    return ncclSuccess;
-  }
-  const OfiLib& lib = *loaded.value();
-  for (const std::string& s : lib.notDefault) {
-    BRAID_NET_INFO("NET/OFI : using %s, older than %s's default (braid was built against older headers)", s.c_str(),
-                   lib.name.c_str());
-  }
+  // No libfabric means no OFI devices, not an error: the loader falls back, and NCCL_NET=OFI says why.
+  const OfiLib* loaded = libraryOrNoDevices(loadOfiLib(), "OFI");
+  if (loaded == nullptr) return ncclSuccess;
+  const OfiLib& lib = *loaded;
   fi_info* hints = lib.dupInfo(nullptr);  // fi_allocinfo()
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_TAGGED | FI_MSG;
@@ -69,14 +61,16 @@ ncclResult_t ofiInit(ncclDebugLogger_t logFn) {
   std::string prov = list->fabric_attr->prov_name;
   const std::string exclude = "," + params::OfiExcludeTcpIf() + ",";
   const bool tcp = prov.rfind("tcp", 0) == 0;
+  auto listed = [&](const fi_info* i) {
+    return exclude.find(std::string(",") + i->domain_attr->name + ",") != std::string::npos;
+  };
   bool others = false;
   for (fi_info* i = list; i != nullptr && tcp; i = i->next) {
-    const std::string domain = std::string(",") + i->domain_attr->name + ",";
-    others = others || (prov == i->fabric_attr->prov_name && exclude.find(domain) == std::string::npos);
+    others = others || (prov == i->fabric_attr->prov_name && !listed(i));
   }
   for (fi_info* i = list; i != nullptr; i = i->next) {
     if (prov != i->fabric_attr->prov_name) continue;
-    if (others && exclude.find(std::string(",") + i->domain_attr->name + ",") != std::string::npos) continue;
+    if (others && listed(i)) continue;
     std::string name = prov + "/" + i->domain_attr->name;
     bool dup = false;
     for (const Device& d : gDevices) dup = dup || d.name == name;
