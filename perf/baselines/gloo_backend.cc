@@ -171,7 +171,7 @@ class GlooComms final : public ThreadComms {
   bool groupEnd(std::string*) override { return true; }
 
   bool allReduce(const std::vector<void*>& bufs, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                 std::string* error) override {
+                 const std::vector<cudaStream_t>&, std::string* error) override {
     try {
       gloo::AllreduceOptions o(ctx_);
       o.setTag(kBookkeepingTag);
@@ -394,7 +394,8 @@ class GlooBackend final : public Backend {
     return true;
   }
 
-  std::unique_ptr<ThreadComms> connect(int firstRank, int, int nranks, std::string* error) override {
+  std::unique_ptr<ThreadComms> connect(int firstRank, int, int nranks, const std::vector<int>&,
+                                       std::string* error) override {
     try {
       const std::string host = envOr("MASTER_ADDR", "127.0.0.1");
       const int port = std::atoi(envOr("MASTER_PORT", "29500"));

@@ -176,7 +176,7 @@ class MpiComms final : public ThreadComms {
   bool groupEnd(std::string*) override { return true; }
 
   bool allReduce(const std::vector<void*>& bufs, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                 std::string* error) override {
+                 const std::vector<cudaStream_t>&, std::string* error) override {
     return mpiCheck(
         MPI_Allreduce(MPI_IN_PLACE, bufs[0], static_cast<int>(count), mpiType(type), mpiOp(op), MPI_COMM_WORLD),
         "MPI_Allreduce (bookkeeping)", error);
@@ -213,7 +213,9 @@ class MpiBackend final : public Backend {
     return true;
   }
 
-  std::unique_ptr<ThreadComms> connect(int, int, int, std::string*) override { return std::make_unique<MpiComms>(); }
+  std::unique_ptr<ThreadComms> connect(int, int, int, const std::vector<int>&, std::string*) override {
+    return std::make_unique<MpiComms>();
+  }
 
   void finishProcess() override { mpiFinalizeIfStarted(); }
 };

@@ -20,6 +20,13 @@ void Backend::release(void* p) {
   std::free(p);
 }
 
+void* Backend::allocateOnDevice(size_t, std::string* error) {
+  *error = std::string("--baseline ") + name() + " measures host memory only";
+  return nullptr;
+}
+
+void Backend::releaseOnDevice(void*) {}
+
 std::string availableBackends() {
   std::string s = "braid";
 #ifdef BRAID_PERF_WITH_MPI

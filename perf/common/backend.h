@@ -48,6 +48,7 @@ struct RunArgs {
   int root = 0;
   int rank = 0;
   int nranks = 1;
+  cudaStream_t stream = nullptr;  // device buffers: the rank's stream (NULL with -y 1); host buffers: NULL
 };
 
 // The ranks one driver thread drives, all through one library. Each call covers every rank of the thread (a
@@ -57,16 +58,17 @@ class ThreadComms {
   virtual ~ThreadComms() = default;
   // Whether `kind` with this type and op can run at all; *why explains a refusal (asked before any size runs).
   virtual bool supports(CollKind kind, const TypeInfo& type, const OpInfo& op, std::string* why) const = 0;
-  // Issues the operation on every rank of the thread; complete on return.
+  // Issues the operation on every rank of the thread. On host buffers it is complete on return; on device buffers
+  // it is ordered on each rank's args.stream and the driver synchronizes the streams.
   virtual bool run(CollKind kind, const std::vector<RunArgs>& args, std::string* error) = 0;
   // Several run() calls fused into one group (-m); libraries without groups just run them in turn.
   virtual bool groupStart(std::string* error) = 0;
   virtual bool groupEnd(std::string* error) = 0;
   // The driver's own bookkeeping: an in-place all-reduce of `count` elements per rank (float64 sum/min/max,
-  // int64 sum, uint8 sum).
+  // int64 sum, uint8 sum). `streams` is empty for host buffers, else one per rank (the caller synchronizes).
   virtual bool allReduce(const std::vector<void*>& bufs, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                         std::string* error) = 0;
-  // The device of rank i of this thread (-1: host memory).
+                         const std::vector<cudaStream_t>& streams, std::string* error) = 0;
+  // The device of rank i of this thread as the library reports it (ncclCommCuDevice; -1: host memory).
   virtual int device(size_t i) const = 0;
   // Tears the communicators down; false with *error when that fails.
   virtual bool close(std::string* error) = 0;
@@ -78,8 +80,12 @@ class Backend {
   virtual const char* name() const = 0;  // "braid", "mpi", "gloo"
   // Once per process, before any thread connects; nprocs/procRank may be corrected from the library (MPI).
   virtual bool startProcess(LaunchInfo* launch, int ranksPerProcess, std::string* error) = 0;
-  // Connects ranks [firstRank, firstRank + count) of nranks, driven by the calling thread.
-  virtual std::unique_ptr<ThreadComms> connect(int firstRank, int count, int nranks, std::string* error) = 0;
+  // Connects ranks [firstRank, firstRank + count) of nranks, driven by the calling thread. devices[i] >= 0: the CUDA
+  // device rank firstRank + i should use (made current before its communicator is created, as nccl-tests does).
+  virtual std::unique_ptr<ThreadComms> connect(int firstRank, int count, int nranks, const std::vector<int>& devices,
+                                               std::string* error) = 0;
+  // Whether the library takes device buffers at all (the baselines measure host memory only).
+  virtual bool takesDeviceBuffers() const { return false; }
   // How many ranks one thread may drive, and one process may hold (0: no limit).
   virtual int maxRanksPerThread() const { return 0; }
   virtual int maxThreadsPerProcess() const { return 0; }
@@ -88,6 +94,9 @@ class Backend {
   // the baselines use plain page-aligned memory. Returns zeroed memory or nullptr.
   virtual void* allocate(size_t bytes);
   virtual void release(void* p);
+  // Device buffers on the current CUDA device (braid: ncclMemAlloc, as nccl-tests), zeroed; nullptr with *error.
+  virtual void* allocateOnDevice(size_t bytes, std::string* error);
+  virtual void releaseOnDevice(void* p);
 };
 
 // "braid" (the default), "mpi" or "gloo"; nullptr with *error when the name is unknown or this build lacks it.

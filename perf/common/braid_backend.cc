@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "perf/common/backend.h"
+#include "perf/common/cuda_runtime.h"
 
 namespace braid::perf {
 namespace {
@@ -43,10 +44,11 @@ class BraidComms final : public ThreadComms {
   bool groupEnd(std::string* error) override { return check(ncclGroupEnd(), "ncclGroupEnd", comms_[0], error); }
 
   bool allReduce(const std::vector<void*>& bufs, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                 std::string* error) override {
+                 const std::vector<cudaStream_t>& streams, std::string* error) override {
     if (!check(ncclGroupStart(), "ncclGroupStart", nullptr, error)) return false;
     for (size_t i = 0; i < comms_.size(); ++i) {
-      if (!check(ncclAllReduce(bufs[i], bufs[i], count, type, op, comms_[i], nullptr), "ncclAllReduce", comms_[i],
+      cudaStream_t stream = streams.empty() ? nullptr : streams[i];
+      if (!check(ncclAllReduce(bufs[i], bufs[i], count, type, op, comms_[i], stream), "ncclAllReduce", comms_[i],
                  error)) {
         (void)ncclGroupEnd();
         return false;
@@ -98,32 +100,32 @@ class BraidComms final : public ThreadComms {
   static bool issueWith(CollKind kind, const RunArgs& a, ncclRedOp_t op, ncclComm_t comm, std::string* error) {
     const ncclDataType_t t = a.type->type;
     const CollCounts& c = a.counts;
+    cudaStream_t st = a.stream;
     switch (kind) {
       case CollKind::kAllReduce:
-        return check(ncclAllReduce(a.send, a.recv, c.paramCount, t, op, comm, nullptr), "ncclAllReduce", comm, error);
+        return check(ncclAllReduce(a.send, a.recv, c.paramCount, t, op, comm, st), "ncclAllReduce", comm, error);
       case CollKind::kAllGather:
-        return check(ncclAllGather(a.send, a.recv, c.paramCount, t, comm, nullptr), "ncclAllGather", comm, error);
+        return check(ncclAllGather(a.send, a.recv, c.paramCount, t, comm, st), "ncclAllGather", comm, error);
       case CollKind::kReduceScatter:
-        return check(ncclReduceScatter(a.send, a.recv, c.paramCount, t, op, comm, nullptr), "ncclReduceScatter", comm,
+        return check(ncclReduceScatter(a.send, a.recv, c.paramCount, t, op, comm, st), "ncclReduceScatter", comm,
                      error);
       case CollKind::kAlltoAll:
-        return check(ncclAlltoAll(a.send, a.recv, c.paramCount, t, comm, nullptr), "ncclAlltoAll", comm, error);
+        return check(ncclAlltoAll(a.send, a.recv, c.paramCount, t, comm, st), "ncclAlltoAll", comm, error);
       case CollKind::kBroadcast:
-        return check(ncclBroadcast(a.send, a.recv, c.paramCount, t, a.root, comm, nullptr), "ncclBroadcast", comm,
-                     error);
+        return check(ncclBroadcast(a.send, a.recv, c.paramCount, t, a.root, comm, st), "ncclBroadcast", comm, error);
       case CollKind::kReduce:
-        return check(ncclReduce(a.send, a.recv, c.paramCount, t, op, a.root, comm, nullptr), "ncclReduce", comm, error);
+        return check(ncclReduce(a.send, a.recv, c.paramCount, t, op, a.root, comm, st), "ncclReduce", comm, error);
       case CollKind::kGather:
-        return check(ncclGather(a.send, a.recv, c.paramCount, t, a.root, comm, nullptr), "ncclGather", comm, error);
+        return check(ncclGather(a.send, a.recv, c.paramCount, t, a.root, comm, st), "ncclGather", comm, error);
       case CollKind::kScatter:
-        return check(ncclScatter(a.send, a.recv, c.paramCount, t, a.root, comm, nullptr), "ncclScatter", comm, error);
+        return check(ncclScatter(a.send, a.recv, c.paramCount, t, a.root, comm, st), "ncclScatter", comm, error);
       case CollKind::kSendRecv: {
         // nccl-tests' pattern: every rank sends to the next and receives from the previous, in one group.
         const int next = (a.rank + 1) % a.nranks;
         const int prev = (a.rank - 1 + a.nranks) % a.nranks;
         if (!check(ncclGroupStart(), "ncclGroupStart", comm, error)) return false;
-        const ncclResult_t s = ncclSend(a.send, c.paramCount, t, next, comm, nullptr);
-        const ncclResult_t r = s == ncclSuccess ? ncclRecv(a.recv, c.paramCount, t, prev, comm, nullptr) : s;
+        const ncclResult_t s = ncclSend(a.send, c.paramCount, t, next, comm, st);
+        const ncclResult_t r = s == ncclSuccess ? ncclRecv(a.recv, c.paramCount, t, prev, comm, st) : s;
         const ncclResult_t e = ncclGroupEnd();
         if (!check(s, "ncclSend", comm, error) || !check(r, "ncclRecv", comm, error)) return false;
         return check(e, "ncclGroupEnd", comm, error);
@@ -160,7 +162,10 @@ class BraidBackend final : public Backend {
     return true;
   }
 
-  std::unique_ptr<ThreadComms> connect(int firstRank, int count, int nranks, std::string* error) override {
+  bool takesDeviceBuffers() const override { return true; }
+
+  std::unique_ptr<ThreadComms> connect(int firstRank, int count, int nranks, const std::vector<int>& devices,
+                                       std::string* error) override {
     std::vector<ncclComm_t> comms(static_cast<size_t>(count), nullptr);
     // nccl-tests initializes a thread's GPUs in one group; braid's grouped init runs them concurrently.
     if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess) {
@@ -168,13 +173,19 @@ class BraidBackend final : public Backend {
       return nullptr;
     }
     ncclResult_t first = ncclSuccess;
+    std::string deviceError;
     for (int i = 0; i < count && first == ncclSuccess; ++i) {
+      const int device = devices[static_cast<size_t>(i)];
+      if (device >= 0 && !CudaRuntime::get().setDevice(device, &deviceError)) {
+        first = ncclSystemError;
+        break;
+      }
       first = ncclCommInitRank(&comms[static_cast<size_t>(i)], nranks, id_, firstRank + i);
     }
     const ncclResult_t end = ncclGroupEnd();
     const ncclResult_t r = first != ncclSuccess ? first : end;
     if (r != ncclSuccess) {
-      *error = describe("ncclCommInitRank", r, nullptr);
+      *error = deviceError.empty() ? describe("ncclCommInitRank", r, nullptr) : deviceError;
       for (ncclComm_t c : comms) {
         if (c != nullptr) (void)ncclCommAbort(c);
       }
@@ -192,6 +203,20 @@ class BraidBackend final : public Backend {
     return p;
   }
   void release(void* p) override { (void)ncclMemFree(p); }
+
+  void* allocateOnDevice(size_t bytes, std::string* error) override {
+    void* p = nullptr;
+    if (ncclResult_t r = ncclMemAlloc(&p, bytes); r != ncclSuccess) {
+      *error = describe("ncclMemAlloc", r, nullptr);
+      return nullptr;
+    }
+    if (!CudaRuntime::get().fill(p, 0, bytes, error)) {
+      (void)ncclMemFree(p);
+      return nullptr;
+    }
+    return p;
+  }
+  void releaseOnDevice(void* p) override { (void)ncclMemFree(p); }
 
  private:
   ncclUniqueId id_{};

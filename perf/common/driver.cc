@@ -18,16 +18,17 @@
 
 #include "perf/common/backend.h"
 #include "perf/common/collective.h"
+#include "perf/common/cuda_runtime.h"
 #include "perf/common/data_types.h"
 #include "perf/common/launch.h"
 #include "perf/common/options.h"
+#include "perf/common/rank_buffers.h"
 #include "perf/common/report.h"
 
 namespace braid::perf {
 namespace {
 
 constexpr size_t kDeviceLineBytes = 192;  // one rank's slot when the "# Using devices" lines are gathered
-constexpr size_t kBufferAlignment = 4096;
 constexpr int kStatusWrong = 1;
 constexpr int kStatusError = 2;
 constexpr int kStatusTimeout = 3;
@@ -72,27 +73,6 @@ inline uint64_t combineSeed(uint64_t a, uint64_t b) {
   return (a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2)));
 }
 
-// Buffers come from the backend (ncclMemAlloc for braid) and go back to it.
-struct BackendFree {
-  Backend* backend = nullptr;
-  void operator()(char* p) const { backend->release(p); }
-};
-using Buffer = std::unique_ptr<char, BackendFree>;
-
-Buffer allocateBuffer(Backend* backend, size_t bytes) {
-  const size_t rounded =
-      std::max<size_t>(kBufferAlignment, (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
-  return Buffer(static_cast<char*>(backend->allocate(rounded)), BackendFree{backend});
-}
-
-// One rank's buffers.
-struct RankBuffers {
-  int rank = 0;
-  Buffer send;
-  Buffer recv;
-  Buffer expected;
-};
-
 // One driver thread: the -g ranks it drives, through one backend.
 class ThreadRunner {
  public:
@@ -101,25 +81,21 @@ class ThreadRunner {
 
   void run() {
     std::string error;
-    comms_ = s_.backend->connect(firstRank_, s_.ranksPerThread, s_.nranks, &error);
+    const std::vector<int> devices = pickDevices();
+    comms_ = s_.backend->connect(firstRank_, s_.ranksPerThread, s_.nranks, devices, &error);
     if (!comms_) fail(s_, firstRank_, error);
-    refuseUnsupported();
-    const std::vector<std::string> lines = gatherDeviceLines();
-    if (isReporter()) printDevicesAndTableHeader(stdout, lines);
-
+    const std::vector<int> places = placeBuffers(devices);
     for (int i = 0; i < s_.ranksPerThread; ++i) {
-      RankBuffers b;
-      b.rank = firstRank_ + i;
-      b.send = allocateBuffer(s_.backend.get(), s_.sendBufferBytes);
-      b.recv = allocateBuffer(s_.backend.get(), s_.recvBufferBytes);
-      b.expected = allocateBuffer(s_.backend.get(), s_.recvBufferBytes);
-      if (!b.send || !b.recv || !b.expected) {
-        fail(s_, b.rank,
-             "cannot allocate " + std::to_string(s_.sendBufferBytes) + " + 2 x " + std::to_string(s_.recvBufferBytes) +
-                 " bytes of buffers (lower -e)");
-      }
+      std::unique_ptr<RankBuffers> b =
+          RankBuffers::create(s_.backend.get(), firstRank_ + i, places[i], s_.sendBufferBytes, s_.recvBufferBytes,
+                              s_.opts.streamNull != 0, &error);
+      if (!b) fail(s_, firstRank_ + i, error);
       ranks_.push_back(std::move(b));
     }
+    onDevice_ = ranks_[0]->onDevice();
+    refuseUnsupported();
+    const std::vector<std::string> lines = gatherDeviceLines();
+    if (isReporter()) printDevicesAndTableHeader(stdout, lines, hostBuffersNote(devices), s_.opts);
 
     const PerfOptions& o = s_.opts;
     std::vector<RowResult> rows;
@@ -131,7 +107,7 @@ class ThreadRunner {
             const uint64_t seed = combineSeed(combineSeed(combineSeed(cycle, ti), oi), si);
             RowResult row = measureRow(*o.types[ti], *o.ops[oi], s_.sizes[si], seed);
             wrongTotal += row.outOfPlace.wrong + row.inPlace.wrong;
-            if (isReporter()) printRow(stdout, row);
+            if (isReporter()) printRow(stdout, row, o);
             rows.push_back(row);
           }
         }
@@ -147,6 +123,54 @@ class ThreadRunner {
 
  private:
   bool isReporter() const { return firstRank_ == 0; }
+
+  // nccl-tests' GPU choice: the first device is NCCL_TESTS_DEVICE when set, else localRank x ranks per process; a
+  // process's ranks take consecutive devices from there. All -1 (leave CUDA alone) for host buffers, a host-only
+  // library or no CUDA device, and in auto mode for ranks beyond the last device (a host library needs none).
+  std::vector<int> pickDevices() const {
+    std::vector<int> devices(static_cast<size_t>(s_.ranksPerThread), -1);
+    const CudaRuntime* cuda =
+        s_.opts.buffers == BufferPlace::kHost || !s_.backend->takesDeviceBuffers() ? nullptr : &CudaRuntime::get();
+    if (cuda == nullptr || cuda->deviceCount() == 0) return devices;
+    const char* first = std::getenv("NCCL_TESTS_DEVICE");
+    const long long perProcess = static_cast<long long>(s_.opts.nThreads) * s_.opts.nGpus;
+    const long long base =
+        first != nullptr && *first != '\0' ? std::max(0ll, std::atoll(first)) : s_.launch.localRank * perProcess;
+    const long long indexInProcess = firstRank_ - s_.launch.procRank * perProcess;
+    if (base + perProcess > cuda->deviceCount()) {
+      if (s_.opts.buffers == BufferPlace::kDevice) {
+        fail(s_, firstRank_,
+             "--buffers device: " + std::to_string(base + perProcess) + " devices requested but only " +
+                 std::to_string(cuda->deviceCount()) +
+                 " found (check the processes per host, -t, -g and NCCL_TESTS_DEVICE)");
+      }
+      return devices;
+    }
+    for (size_t i = 0; i < devices.size(); ++i) devices[i] = static_cast<int>(base + indexInProcess + i);
+    return devices;
+  }
+
+  // Where each rank's buffers go (-1: host memory). auto: on the device the communicator reports, when every
+  // communicator of the thread reports one (one placement per thread keeps the bookkeeping simple).
+  std::vector<int> placeBuffers(const std::vector<int>& devices) const {
+    std::vector<int> places(devices.size(), -1);
+    bool allOnDevices = true;
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const int reported = comms_->device(i);
+      places[i] = reported >= 0 ? reported : devices[i];
+      allOnDevices = allOnDevices && devices[i] >= 0 && reported >= 0;
+    }
+    if (s_.opts.buffers == BufferPlace::kDevice || (s_.opts.buffers == BufferPlace::kAuto && allOnDevices)) {
+      return places;
+    }
+    return std::vector<int>(devices.size(), -1);
+  }
+
+  // Why auto chose host memory on a machine with GPUs (empty otherwise).
+  std::string hostBuffersNote(const std::vector<int>& devices) const {
+    if (onDevice_ || s_.opts.buffers != BufferPlace::kAuto || devices.empty() || devices[0] < 0) return "";
+    return "# Buffers in host memory: the communicators report no CUDA device (ncclCommCuDevice -1)";
+  }
 
   void check(bool ok, const std::string& error) {
     if (!ok) fail(s_, firstRank_, error);
@@ -177,7 +201,17 @@ class ThreadRunner {
     std::vector<void*> bufs;
     for (auto& v : perRank) bufs.push_back(v.data());
     std::string error;
-    check(comms_->allReduce(bufs, count, type, op, &error), error);
+    if (onDevice_) {
+      check(deviceBookkeepingAllReduce(comms_.get(), ranks_, bufs, perRank[0].size(), count, type, op, &error), error);
+    } else {
+      check(comms_->allReduce(bufs, count, type, op, {}, &error), error);
+    }
+  }
+
+  // Waits for every rank's stream (nothing on host buffers).
+  void synchronize() {
+    std::string error;
+    for (auto& b : ranks_) check(b->synchronize(&error), error);
   }
 
   void barrier() {
@@ -194,7 +228,9 @@ class ThreadRunner {
                                          std::vector<char>(kDeviceLineBytes * static_cast<size_t>(s_.nranks), 0));
     for (int i = 0; i < s_.ranksPerThread; ++i) {
       const int rank = firstRank_ + i;
-      const std::string mine = deviceLine(rank, static_cast<int>(getpid()), host, comms_->device(i));
+      const int device = ranks_[static_cast<size_t>(i)]->device();
+      const std::string where = device < 0 ? "[host] CPU" : CudaRuntime::get().describe(device);
+      const std::string mine = deviceLine(rank, static_cast<int>(getpid()), host, device, where);
       std::memcpy(&slots[i][kDeviceLineBytes * rank], mine.data(), std::min(mine.size(), kDeviceLineBytes - 1));
     }
     bookkeepingAllReduce(slots, slots[0].size(), ncclUint8, ncclSum);
@@ -223,6 +259,18 @@ class ThreadRunner {
     return result;
   }
 
+  // Each iteration's time on the slowest rank, in microseconds (every rank takes part; all get the result).
+  std::vector<double> slowestPerIteration(const std::vector<double>& seconds) {
+    const size_t bytes = seconds.size() * sizeof(double);
+    std::vector<std::vector<char>> v(static_cast<size_t>(s_.ranksPerThread), std::vector<char>(bytes));
+    for (auto& mine : v) std::memcpy(mine.data(), seconds.data(), bytes);
+    bookkeepingAllReduce(v, seconds.size(), ncclFloat64, ncclMax);
+    std::vector<double> us(seconds.size());
+    std::memcpy(us.data(), v[0].data(), bytes);
+    for (double& t : us) t *= 1e6;
+    return us;
+  }
+
   int64_t sumOverRanks(const std::vector<int64_t>& perRank) {
     std::vector<std::vector<char>> v(perRank.size(), std::vector<char>(sizeof(int64_t)));
     for (size_t i = 0; i < perRank.size(); ++i) std::memcpy(v[i].data(), &perRank[i], sizeof(int64_t));
@@ -242,16 +290,19 @@ class ThreadRunner {
     row.root = s_.spec->hasRoot ? s_.opts.root : -1;
     row.outOfPlace = measure(type, op, counts, combineSeed(seed, 1), false);
     row.inPlace = measure(type, op, counts, combineSeed(seed, 2), true);
+    if (s_.opts.reportTimestamps != 0) row.timestamp = timestampNow();
     return row;
   }
 
   // nccl-tests' buffer placement: out of place, separate buffers; in place, one buffer holding both, the smaller
   // side at rank * offset elements into the larger one.
-  RunArgs argsFor(RankBuffers& b, const TypeInfo& type, const OpInfo& op, const CollCounts& counts, bool inPlace) {
+  // `images`: the pointers into the host images rather than the library's buffers (the same on host memory).
+  RunArgs argsFor(const RankBuffers& b, const TypeInfo& type, const OpInfo& op, const CollCounts& counts, bool inPlace,
+                  bool images) {
     const size_t ts = type.size;
-    const size_t rank = static_cast<size_t>(b.rank);
-    char* send = b.send.get() + s_.opts.unalign * ts;
-    char* recv = b.recv.get() + s_.opts.unalign * ts;
+    const size_t rank = static_cast<size_t>(b.rank());
+    char* send = (images ? b.hostSend() : b.send()) + s_.opts.unalign * ts;
+    char* recv = (images ? b.hostRecv() : b.recv()) + s_.opts.unalign * ts;
     RunArgs a;
     if (inPlace) {
       send = recv;
@@ -265,8 +316,9 @@ class ThreadRunner {
     a.type = &type;
     a.op = &op;
     a.root = s_.opts.root;
-    a.rank = b.rank;
+    a.rank = b.rank();
     a.nranks = s_.nranks;
+    a.stream = b.stream();
     return a;
   }
 
@@ -276,49 +328,67 @@ class ThreadRunner {
     const CollectiveSpec& spec = *s_.spec;
     const size_t ts = type.size;
     std::vector<RunArgs> args;
+    std::vector<RunArgs> images;
     std::vector<DataCtx> ctxs;
-    for (RankBuffers& b : ranks_) {
-      args.push_back(argsFor(b, type, op, counts, inPlace));
+    for (const auto& b : ranks_) {
+      args.push_back(argsFor(*b, type, op, counts, inPlace, false));
+      images.push_back(argsFor(*b, type, op, counts, inPlace, true));
       DataCtx ctx;
       ctx.type = &type;
       ctx.op = op.op;
       ctx.root = o.root;
-      ctx.rank = b.rank;
+      ctx.rank = b->rank();
       ctx.nranks = s_.nranks;
       ctx.counts = counts;
       ctxs.push_back(ctx);
     }
+    // The bytes of each buffer an operation of this size touches (the in-place send lies inside the receive one).
+    const size_t lead = static_cast<size_t>(o.unalign) * ts;
+    const size_t sendUsed = lead + counts.sendCount * ts;
+    const size_t recvUsed = lead + std::max(counts.sendCount, counts.recvCount) * ts;
+    std::string error;
     auto prepare = [&](uint64_t dataSeed) {
       for (size_t i = 0; i < ranks_.size(); ++i) {
         ctxs[i].seed = dataSeed;
-        poison(args[i].recv, counts.recvCount * ts);
-        spec.initInput(ctxs[i], const_cast<void*>(args[i].send));
+        poison(images[i].recv, counts.recvCount * ts);
+        spec.initInput(ctxs[i], const_cast<void*>(images[i].send));
+        check(ranks_[i]->upload(sendUsed, recvUsed, inPlace, &error), error);
       }
     };
-    std::string error;
     auto runOnce = [&]() { check(comms_->run(spec.kind, args, &error), error); };
     auto iteration = [&]() {
       if (o.aggIters > 1) check(comms_->groupStart(&error), error);
       for (int a = 0; a < o.aggIters; ++a) runOnce();
       if (o.aggIters > 1) check(comms_->groupEnd(&error), error);
+      if (o.blocking == 1 || o.blocking == 2) synchronize();
       if (o.blocking == 1) barrier();  // after the group: a barrier inside it would be fused with the ops
+    };
+    // Seconds from `start` to completion, or to the last issue with -C (the same on host buffers).
+    auto finish = [&](Clock::time_point start) {
+      const auto issued = Clock::now();
+      synchronize();
+      return std::chrono::duration<double>((o.reportCpuTime != 0 ? issued : Clock::now()) - start).count();
     };
 
     prepare(combineSeed(seed, 0));
     for (int w = 0; w < o.warmupIters; ++w) iteration();
+    synchronize();
     double elapsed = 0;
-    if (o.blocking == 3) {
-      // Barrier after each iteration, outside the timed span.
+    std::vector<double> iterSeconds;  // -I
+    if (o.blocking == 3 || o.perIterTiming != 0) {
+      // Each iteration timed on its own; -z 3's barrier after each one stays outside the timed span.
       for (int it = 0; it < o.iters; ++it) {
         const auto start = Clock::now();
         iteration();
-        elapsed += std::chrono::duration<double>(Clock::now() - start).count();
-        barrier();
+        const double t = finish(start);
+        elapsed += t;
+        if (o.perIterTiming != 0) iterSeconds.push_back(t);
+        if (o.blocking == 3) barrier();
       }
     } else {
       const auto start = Clock::now();
       for (int it = 0; it < o.iters; ++it) iteration();
-      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      elapsed = finish(start);
     }
     const double perOp = elapsed / (static_cast<double>(o.iters) * static_cast<double>(o.aggIters));
 
@@ -327,16 +397,23 @@ class ThreadRunner {
     result.timeUs = seconds * 1e6;
     result.algBw = static_cast<double>(spec.algBytes(counts, ts, s_.nranks)) / 1e9 / seconds;
     result.busBw = result.algBw * spec.busBwFactor(s_.nranks);
+    if (o.perIterTiming != 0) {
+      result.iter = computeIterStats(slowestPerIteration(iterSeconds), o.perIterSkip);
+      result.hasIterStats = true;
+    }
 
     if (o.check > 0 && (spec.checkInPlace || !inPlace)) {
       std::vector<int64_t> wrong(ranks_.size(), 0);
       for (int c = 0; c < o.check; ++c) {
         prepare(combineSeed(seed, 100 + static_cast<uint64_t>(c)));
         runOnce();
+        synchronize();
         for (size_t i = 0; i < ranks_.size(); ++i) {
-          const size_t n = spec.initExpected(ctxs[i], ranks_[i].expected.get());
-          if (injectWrong_ == ranks_[i].rank && n > 0) corruptFirst(args[i].recv, ranks_[i].expected.get(), ts);
-          wrong[i] += static_cast<int64_t>(countMismatches(type, args[i].recv, ranks_[i].expected.get(), n));
+          RankBuffers& b = *ranks_[i];
+          check(b.download(recvUsed, &error), error);
+          const size_t n = spec.initExpected(ctxs[i], b.expected());
+          if (injectWrong_ == b.rank() && n > 0) corruptFirst(images[i].recv, b.expected(), ts);
+          wrong[i] += static_cast<int64_t>(countMismatches(type, images[i].recv, b.expected(), n));
         }
       }
       result.wrong = sumOverRanks(wrong);
@@ -346,15 +423,17 @@ class ThreadRunner {
   }
 
   void finishReport(const std::vector<RowResult>& rows, int64_t wrongTotal, double avgBusBw) {
-    printFooter(stdout, s_.spec->name, wrongTotal, avgBusBw);
+    const char* bwCheck = "";  // nccl-tests marks the average OK or FAILED only when NCCL_TESTS_MIN_BW is set
     if (const char* minBw = std::getenv("NCCL_TESTS_MIN_BW"); minBw != nullptr && *minBw != '\0') {
       const double expected = std::atof(minBw);
+      bwCheck = avgBusBw < 0.9 * expected ? "FAILED" : "OK";
       if (avgBusBw < 0.9 * expected) {
         std::fprintf(stderr, "%s: average bus bandwidth %g GB/s is below 0.9 x NCCL_TESTS_MIN_BW (%g)\n", s_.spec->name,
                      avgBusBw, expected);
         s_.raiseStatus(kStatusWrong);
       }
     }
+    printFooter(stdout, s_.spec->name, wrongTotal, avgBusBw, bwCheck);
     if (!s_.opts.jsonFile.empty()) {
       std::string error;
       if (!writeJson(s_.opts.jsonFile, s_.info, rows, wrongTotal, avgBusBw, &error)) {
@@ -380,7 +459,8 @@ class ThreadRunner {
   const int firstRank_;
   const int injectWrong_ = injectWrongRank();
   std::unique_ptr<ThreadComms> comms_;
-  std::vector<RankBuffers> ranks_;
+  std::vector<std::unique_ptr<RankBuffers>> ranks_;
+  bool onDevice_ = false;
 };
 
 // Per-rank buffer sizes: the largest any swept size needs for any selected type, plus the misalignment.
@@ -427,6 +507,18 @@ int runPerf(const CollectiveSpec& spec, int argc, char** argv) {
     return kStatusError;
   }
   const Backend& backend = *s.backend;
+  if (s.opts.buffers == BufferPlace::kDevice) {
+    if (!backend.takesDeviceBuffers()) {
+      std::fprintf(stderr, "%s: --buffers device: --baseline %s measures host memory only\n", spec.name,
+                   backend.name());
+      return kStatusError;
+    }
+    if (const CudaRuntime& cuda = CudaRuntime::get(); cuda.deviceCount() == 0) {
+      std::fprintf(stderr, "%s: --buffers device: no CUDA device (%s); use --buffers host or auto\n", spec.name,
+                   cuda.why().c_str());
+      return kStatusError;
+    }
+  }
   if (backend.maxRanksPerThread() != 0 && s.opts.nGpus > backend.maxRanksPerThread()) {
     std::fprintf(stderr, "%s: --baseline %s drives one rank per thread; use -g 1\n", spec.name, backend.name());
     return kStatusError;

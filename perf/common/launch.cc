@@ -20,6 +20,9 @@ constexpr EnvPair kLaunchers[] = {
     {"SLURM_NTASKS", "SLURM_PROCID"},                  // srun
 };
 
+constexpr const char* kLocalRankVars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                          "SLURM_LOCALID"};
+
 constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 constexpr const char* kDefaultMasterPort = "29500";
 
@@ -67,6 +70,10 @@ bool detectLaunch(LaunchInfo* info, std::string* error) {
     }
     info->worldSize = worldSize;
     info->procRank = procRank;
+    info->localRank = procRank;
+    for (const char* name : kLocalRankVars) {
+      if (parseNonNegative(std::getenv(name), &info->localRank)) break;
+    }
     info->source = std::string(pair.size) + "/" + pair.rank;
     return true;
   }

@@ -18,6 +18,8 @@ namespace braid::perf {
 struct LaunchInfo {
   int worldSize = 1;            // processes
   int procRank = 0;             // this process
+  int localRank = 0;            // this process among those of its host (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
+                                // MPI_LOCALRANKID, SLURM_LOCALID; procRank when none is set): picks its GPUs
   std::string source;           // the variables it came from ("WORLD_SIZE/RANK"), empty for a single process
   std::string commId;           // NCCL_COMM_ID used for the rendezvous, empty for a single process
   bool commIdFromUser = false;  // NCCL_COMM_ID was set before we started

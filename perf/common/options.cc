@@ -11,11 +11,13 @@
 namespace braid::perf {
 namespace {
 
+constexpr int kBuffersOption = 1000;  // long-only options take codes outside the char range
+
 void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
   std::fprintf(
       out,
       "Usage: %s [options]\n"
-      "Runs %s over NCCL communicators on host memory, nccl-tests style.\n"
+      "Runs %s over NCCL communicators, nccl-tests style, on host or device buffers (--buffers).\n"
       "Ranks: this process runs -t ranks as threads; under braidrun, torchrun, mpirun or srun (WORLD_SIZE/"
       "RANK,\n"
       "OMPI_COMM_WORLD_SIZE/RANK, PMI_SIZE/RANK or SLURM_NTASKS/PROCID set) every process runs -t ranks.\n"
@@ -38,15 +40,22 @@ void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
       "  -z,--blocking <0-3>      1 barrier after each op, 2 sync only, 3 barrier per iteration\n"
       "                           (excluded from the time) [0]\n"
       "  -R,--local_register <0>  only 0: braid has no buffer registration yet [0]\n"
-      "  -y,--stream_null <0/1>   accepted; host operations always use the NULL stream [0]\n"
+      "  -y,--stream_null <0/1>   device buffers: use the default stream instead of one per rank [0]\n"
       "  -T,--timeout <sec>       give up (exit status 3) when the test runs longer than this [off]\n"
       "  -G,--cudagraph <0>       only 0 on host memory [0]\n"
-      "  -C,--report_cputime <0/1> accepted; on host memory issue and completion coincide [0]\n"
+      "  -C,--report_cputime <0/1> report the time to issue the operations, not to complete them\n"
+      "                           (device buffers; on host memory the two coincide) [0]\n"
       "  -a,--average <0-3>       time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max [1]\n"
+      "  -I,--per_iter_timing <0/1> time every iteration; add i_min, i_max, i_p99 and i_cv%% columns\n"
+      "                           (each iteration's time is the slowest rank's) [0]\n"
+      "  -K,--per_iter_skip <n>   leave the first n iterations out of those columns [0]\n"
+      "  -S,--report_timestamps <0/1> add a timestamp column [0]\n"
       "  -u,--unalign <n>         misalign buffers by n elements [0]\n"
       "  -J,--output_file <file>  also write the results as JSON\n"
       "  --baseline <lib>         measure braid (default), or MPI's or Gloo's own collectives with the\n"
       "                           same sizes, table and check: braid, mpi (start with mpirun), gloo\n"
+      "  --buffers <where>        auto: device memory where the communicators have a CUDA device, host\n"
+      "                           memory otherwise; host; device (needs libcudart and a GPU) [auto]\n"
       "  -h,--help                this text\n"
       "Exit status: 0 success, 1 wrong results (or bandwidth below NCCL_TESTS_MIN_BW), 2 usage or NCCL\n"
       "error, 3 timeout.\n",
@@ -116,6 +125,7 @@ const struct option kLongOptions[] = {
     {"output_file", required_argument, nullptr, 'J'},
     {"local_register", required_argument, nullptr, 'R'},
     {"baseline", required_argument, nullptr, 'B'},
+    {"buffers", required_argument, nullptr, kBuffersOption},
     {"per_iter_timing", required_argument, nullptr, 'I'},
     {"per_iter_skip", required_argument, nullptr, 'K'},
     {"report_timestamps", required_argument, nullptr, 'S'},
@@ -254,18 +264,34 @@ bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool 
         if (arg == nullptr || *arg == '\0') return bad("baseline (--baseline)", arg);
         opts->baseline = arg;
         break;
+      case kBuffersOption: {
+        const std::string v = arg == nullptr ? "" : arg;
+        if (v == "auto") {
+          opts->buffers = BufferPlace::kAuto;
+        } else if (v == "host") {
+          opts->buffers = BufferPlace::kHost;
+        } else if (v == "device") {
+          opts->buffers = BufferPlace::kDevice;
+        } else {
+          return bad("buffer place (--buffers auto|host|device)", arg);
+        }
+        break;
+      }
       case 'I':
+        if (!parseInt(arg, 0, 1, &opts->perIterTiming)) return bad("per-iteration timing flag (-I)", arg);
+        break;
       case 'K':
+        if (!parseInt(arg, 0, INT_MAX, &opts->perIterSkip)) return bad("per-iteration skip (-K)", arg);
+        break;
       case 'S':
+        if (!parseInt(arg, 0, 1, &opts->reportTimestamps)) return bad("timestamp flag (-S)", arg);
+        break;
       case 'M':
       case 'x':
       case 'D':
       case 'V': {
         // nccl-tests flags braid's tools do not implement yet: named, never silently ignored.
-        const char* what = c == 'I'   ? "per-iteration timing"
-                           : c == 'K' ? "per-iteration skip"
-                           : c == 'S' ? "timestamp column"
-                           : c == 'M' ? "GPU memory report"
+        const char* what = c == 'M'   ? "GPU memory report"
                            : c == 'x' ? "CTA policy (CUDA)"
                                       : "device-API kernels (CUDA)";
         std::fprintf(stderr, "%s: -%c (%s) is not implemented in braid's perf tools\n", toolName, c, what);
@@ -294,6 +320,11 @@ bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool 
   }
   if (opts->cudaGraph != 0) {
     std::fprintf(stderr, "%s: -G %d: CUDA graphs need device buffers; use -G 0\n", toolName, opts->cudaGraph);
+    return false;
+  }
+  if (opts->perIterTiming != 0 && opts->perIterSkip >= opts->iters) {
+    std::fprintf(stderr, "%s: -K %d skips every one of the %d iterations (-n); use -K below -n\n", toolName,
+                 opts->perIterSkip, opts->iters);
     return false;
   }
   if (opts->minBytes > opts->maxBytes) {

@@ -10,32 +10,40 @@
 
 namespace braid::perf {
 
+// Where the perf buffers live. kAuto: device memory when every communicator of the thread reports a CUDA device
+// (ncclCommCuDevice >= 0) and the CUDA runtime sees devices, host memory otherwise.
+enum class BufferPlace { kAuto, kHost, kDevice };
+
 struct PerfOptions {
-  int nThreads = 1;                    // -t: ranks (threads) per process
-  int nGpus = 1;                       // -g: GPUs (ranks) per thread, driven in one group as nccl-tests does
-  size_t minBytes = 32 << 20;          // -b
-  size_t maxBytes = 32 << 20;          // -e
-  size_t stepBytes = 1 << 20;          // -i: additive step (used when no -f > 1)
-  size_t stepFactor = 1;               // -f: multiplicative step; > 1 selects it
-  int iters = 20;                      // -n
-  int warmupIters = 1;                 // -w
-  int aggIters = 1;                    // -m: ops per iteration, grouped in ncclGroupStart/End
-  int runCycles = 1;                   // -N: repeat the whole sweep; 0 = forever
-  int parallelInit = 0;                // -p: accepted; ranks always initialize concurrently here
-  int check = 1;                       // -c: correctness-check iterations per size (0: #wrong is N/A)
-  int root = 0;                        // -r: root of rooted collectives
-  int blocking = 0;                    // -z: 1 barrier after each op, 2 sync only, 3 barrier per iteration
-  int streamNull = 0;                  // -y: accepted; host operations always use the NULL stream
-  int timeoutSec = 0;                  // -T: abort the whole test after this many seconds (0: off)
-  int cudaGraph = 0;                   // -G: only 0 in the host build
-  int reportCpuTime = 0;               // -C: accepted; on the host, issue time and completion time coincide
-  int average = 1;                     // -a: time reduction across ranks: 0 rank 0, 1 mean, 2 min, 3 max
-  int unalign = 0;                     // -u: misalign buffers by this many elements
-  std::string jsonFile;                // -J: write the results as JSON to this file
-  int localRegister = 0;               // -R: buffer registration; only 0 (braid has no ncclCommRegister yet)
-  std::string baseline = "braid";      // --baseline: braid, mpi or gloo
-  std::vector<const TypeInfo*> types;  // -d (default float; "all")
-  std::vector<const OpInfo*> ops;      // -o (default sum; "all")
+  int nThreads = 1;                          // -t: ranks (threads) per process
+  int nGpus = 1;                             // -g: GPUs (ranks) per thread, driven in one group as nccl-tests does
+  size_t minBytes = 32 << 20;                // -b
+  size_t maxBytes = 32 << 20;                // -e
+  size_t stepBytes = 1 << 20;                // -i: additive step (used when no -f > 1)
+  size_t stepFactor = 1;                     // -f: multiplicative step; > 1 selects it
+  int iters = 20;                            // -n
+  int warmupIters = 1;                       // -w
+  int aggIters = 1;                          // -m: ops per iteration, grouped in ncclGroupStart/End
+  int runCycles = 1;                         // -N: repeat the whole sweep; 0 = forever
+  int parallelInit = 0;                      // -p: accepted; ranks always initialize concurrently here
+  int check = 1;                             // -c: correctness-check iterations per size (0: #wrong is N/A)
+  int root = 0;                              // -r: root of rooted collectives
+  int blocking = 0;                          // -z: 1 barrier after each op, 2 sync only, 3 barrier per iteration
+  int streamNull = 0;                        // -y: device buffers use the NULL (legacy default) stream, not their own
+  int timeoutSec = 0;                        // -T: abort the whole test after this many seconds (0: off)
+  int cudaGraph = 0;                         // -G: only 0 in the host build
+  int reportCpuTime = 0;                     // -C: time to issue, not to complete (the same on host buffers)
+  int average = 1;                           // -a: time reduction across ranks: 0 rank 0, 1 mean, 2 min, 3 max
+  int perIterTiming = 0;                     // -I: per-iteration statistics columns
+  int perIterSkip = 0;                       // -K: leading iterations left out of them
+  int reportTimestamps = 0;                  // -S: timestamp column
+  int unalign = 0;                           // -u: misalign buffers by this many elements
+  std::string jsonFile;                      // -J: write the results as JSON to this file
+  int localRegister = 0;                     // -R: buffer registration; only 0 (braid has no ncclCommRegister yet)
+  std::string baseline = "braid";            // --baseline: braid, mpi or gloo
+  BufferPlace buffers = BufferPlace::kAuto;  // --buffers
+  std::vector<const TypeInfo*> types;        // -d (default float; "all")
+  std::vector<const OpInfo*> ops;            // -o (default sum; "all")
 };
 
 // Parses argv into *opts and returns true when the test should run. Otherwise it has printed the usage (-h) or the

@@ -1,17 +1,62 @@
 #include "perf/common/report.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdarg>
 #include <cstring>
+#include <ctime>
 
 namespace braid::perf {
 namespace {
 
-constexpr const char* kTableHeader =
-    "#                                                              out-of-place                       in-place\n"
-    "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw "
-    " #wrong\n"
-    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)\n";
+constexpr const char* kTimestampFormat = "%Y-%m-%d %H:%M:%S";
+constexpr int kTimestampWidth = 19;
+
+// One header line from printf-style pieces, without trailing blanks (nccl-tests pads its lines; diffs ignore it).
+void printHeaderLine(FILE* out, const char* format, ...) __attribute__((format(printf, 2, 3)));
+void printHeaderLine(FILE* out, const char* format, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, format);
+  std::vsnprintf(buf, sizeof(buf), format, ap);
+  va_end(ap);
+  size_t n = std::strlen(buf);
+  while (n > 0 && buf[n - 1] == ' ') --n;
+  std::fprintf(out, "%.*s\n", static_cast<int>(n), buf);
+}
+
+// The three table header lines, in nccl-tests' column widths.
+void printTableHeader(FILE* out, const PerfOptions& o) {
+  const char* time = o.reportCpuTime != 0 ? "cputime" : "time";
+  const int tsWidth = o.reportTimestamps != 0 ? kTimestampWidth : 0;
+  const char* tsLabel = o.reportTimestamps != 0 ? "timestamp" : "";
+  const char* tsUnit = o.reportTimestamps != 0 ? kTimestampFormat : "";
+  if (o.perIterTiming == 0) {
+    printHeaderLine(out, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place", "", "",
+                    "", "", "");
+    printHeaderLine(out, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s", "size", "count",
+                    "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw", "#wrong",
+                    tsWidth, tsLabel);
+    printHeaderLine(out, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s", "(B)", "(elements)",
+                    "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", tsWidth, tsUnit);
+    return;
+  }
+  printHeaderLine(out,
+                  "# %10s  %12s  %8s  %6s  %6s              out-of-place (+ per-iteration)                        "
+                  "        in-place (+ per-iteration)",
+                  "", "", "", "", "");
+  printHeaderLine(out,
+                  "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  "
+                  "%7s  %7s %*s",
+                  "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99",
+                  "i_cv%", time, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%", tsWidth, tsLabel);
+  printHeaderLine(out,
+                  "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  "
+                  "%7s  %7s %*s",
+                  "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)",
+                  "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", tsWidth, tsUnit);
+}
 
 void printPlacement(FILE* out, const PlacementResult& r) {
   std::fprintf(out, "  %7s  %6s  %6s", fitNumber(r.timeUs, 7).c_str(), fitNumber(r.algBw, 6).c_str(),
@@ -20,6 +65,11 @@ void printPlacement(FILE* out, const PlacementResult& r) {
     std::fprintf(out, "  %6g", static_cast<double>(r.wrong));
   } else {
     std::fprintf(out, "  %6s", "N/A");
+  }
+  if (r.hasIterStats) {
+    const IterStats& i = r.iter;
+    std::fprintf(out, "  %7s  %7s  %7s  %7s", fitNumber(i.minUs, 7).c_str(), fitNumber(i.maxUs, 7).c_str(),
+                 fitNumber(i.p99Us, 7).c_str(), fitNumber(i.cvPct, 7).c_str());
   }
 }
 
@@ -61,10 +111,24 @@ void writePlacementJson(FILE* f, const char* key, const PlacementResult& r) {
   std::fprintf(f, "\"%s\": {\"time_us\": %s, \"algbw_gbps\": %s, \"busbw_gbps\": %s, \"wrong\": ", key,
                jsonNumber(r.timeUs).c_str(), jsonNumber(r.algBw).c_str(), jsonNumber(r.busBw).c_str());
   if (r.checked) {
-    std::fprintf(f, "%lld}", static_cast<long long>(r.wrong));
+    std::fprintf(f, "%lld", static_cast<long long>(r.wrong));
   } else {
-    std::fprintf(f, "null}");
+    std::fprintf(f, "null");
   }
+  if (r.hasIterStats) {
+    const IterStats& i = r.iter;
+    std::fprintf(f,
+                 ", \"per_iter\": {\"min_us\": %s, \"max_us\": %s, \"avg_us\": %s, \"p50_us\": %s, \"p95_us\": %s, "
+                 "\"p99_us\": %s, \"stdev_us\": %s, \"cv_pct\": %s, \"times_us\": [",
+                 jsonNumber(i.minUs).c_str(), jsonNumber(i.maxUs).c_str(), jsonNumber(i.avgUs).c_str(),
+                 jsonNumber(i.p50Us).c_str(), jsonNumber(i.p95Us).c_str(), jsonNumber(i.p99Us).c_str(),
+                 jsonNumber(i.stdevUs).c_str(), jsonNumber(i.cvPct).c_str());
+    for (size_t k = 0; k < i.timesUs.size(); ++k) {
+      std::fprintf(f, "%s%s", k == 0 ? "" : ", ", jsonNumber(i.timesUs[k]).c_str());
+    }
+    std::fprintf(f, "]}");
+  }
+  std::fprintf(f, "}");
 }
 
 }  // namespace
@@ -91,36 +155,78 @@ void printHeader(FILE* out, const RunInfo& info) {
                o.nThreads, o.nGpus, o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : o.stepBytes,
                o.stepFactor > 1 ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check, o.cudaGraph,
                o.unalign);
+  if (o.blocking == 1) std::fprintf(out, "# Blocking Enabled: wait for completion and barrier after each collective\n");
+  if (o.blocking > 1) std::fprintf(out, "# Blocking Enabled: wait for completion after each collective (no barrier)\n");
+  if (o.perIterTiming != 0) {
+    std::fprintf(out, "# Per-Iteration Report: host timing; i_* uses the slowest rank of each iteration%s\n",
+                 o.perIterSkip > 0 ? (", first " + std::to_string(o.perIterSkip) + " skipped").c_str() : "");
+  }
   std::fprintf(out, "#\n");
   std::fflush(out);
 }
 
-std::string deviceLine(int rank, int pid, const char* host, int device) {
+std::string deviceLine(int rank, int pid, const char* host, int device, const std::string& where) {
   char buf[512];
   std::snprintf(buf, sizeof(buf), "#  Rank %2d Group %2d Pid %6d on %10s device %2d %s", rank, 0, pid, host, device,
-                device < 0 ? "[host] CPU" : "[cuda] GPU");
+                where.c_str());
   return buf;
 }
 
-void printDevicesAndTableHeader(FILE* out, const std::vector<std::string>& deviceLines) {
+IterStats computeIterStats(std::vector<double> timesUs, int skip) {
+  IterStats st;
+  st.timesUs = timesUs;
+  std::vector<double> t(timesUs.begin() + skip, timesUs.end());
+  std::sort(t.begin(), t.end());
+  const size_t n = t.size();
+  // The smallest sample with at least p % of the samples at or below it.
+  auto percentile = [&](size_t p) { return t[std::min(n - 1, (n * p + 99) / 100 - 1)]; };
+  st.minUs = t.front();
+  st.maxUs = t.back();
+  st.p50Us = t[n / 2];
+  st.p95Us = percentile(95);
+  st.p99Us = percentile(99);
+  double sum = 0;
+  for (double v : t) sum += v;
+  st.avgUs = sum / static_cast<double>(n);
+  double var = 0;
+  for (double v : t) var += (v - st.avgUs) * (v - st.avgUs);
+  st.stdevUs = std::sqrt(var / static_cast<double>(n));
+  st.cvPct = st.avgUs > 0 ? st.stdevUs / st.avgUs * 100.0 : 0.0;
+  return st;
+}
+
+std::string timestampNow() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), kTimestampFormat, &local);
+  return buf;
+}
+
+void printDevicesAndTableHeader(FILE* out, const std::vector<std::string>& deviceLines, const std::string& note,
+                                const PerfOptions& opts) {
   std::fprintf(out, "# Using devices\n");
   for (const std::string& line : deviceLines) std::fprintf(out, "%s\n", line.c_str());
-  std::fprintf(out, "#\n%s", kTableHeader);
+  if (!note.empty()) std::fprintf(out, "%s\n", note.c_str());
+  std::fprintf(out, "#\n");
+  printTableHeader(out, opts);
   std::fflush(out);
 }
 
-void printRow(FILE* out, const RowResult& row) {
+void printRow(FILE* out, const RowResult& row, const PerfOptions& opts) {
   std::fprintf(out, "%12zu  %12zu  %8s  %6s  %6d", row.bytes, row.count, row.type, row.op, row.root);
   printPlacement(out, row.outOfPlace);
   printPlacement(out, row.inPlace);
+  if (opts.reportTimestamps != 0) std::fprintf(out, "  %*s", kTimestampWidth, row.timestamp.c_str());
   std::fprintf(out, "\n");
   std::fflush(out);
 }
 
-void printFooter(FILE* out, const char* tool, int64_t wrongTotal, double avgBusBw) {
+void printFooter(FILE* out, const char* tool, int64_t wrongTotal, double avgBusBw, const char* bwCheck) {
   std::fprintf(out, "# Out of bounds values : %lld %s\n", static_cast<long long>(wrongTotal),
                wrongTotal == 0 ? "OK" : "FAILED");
-  std::fprintf(out, "# Avg bus bandwidth    : %g\n", avgBusBw);
+  std::fprintf(out, "# Avg bus bandwidth    : %g%s%s\n", avgBusBw, *bwCheck != '\0' ? " " : "", bwCheck);
   std::fprintf(out, "#\n");
   std::fprintf(out, "# Collective test concluded: %s\n", tool);
   std::fflush(out);
@@ -150,9 +256,10 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
   std::fprintf(f,
                "  \"options\": {\"minbytes\": %zu, \"maxbytes\": %zu, \"stepbytes\": %zu, \"stepfactor\": %zu, "
                "\"iters\": %d, \"warmup_iters\": %d, \"agg_iters\": %d, \"check\": %d, \"average\": %d, "
-               "\"unalign\": %d},\n",
+               "\"unalign\": %d, \"blocking\": %d, \"report_cputime\": %d, \"per_iter_timing\": %d, "
+               "\"per_iter_skip\": %d},\n",
                o.minBytes, o.maxBytes, o.stepBytes, o.stepFactor, o.iters, o.warmupIters, o.aggIters, o.check,
-               o.average, o.unalign);
+               o.average, o.unalign, o.blocking, o.reportCpuTime, o.perIterTiming, o.perIterSkip);
   std::fprintf(f, "  \"results\": [");
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult& r = rows[i];
@@ -161,6 +268,7 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
     writePlacementJson(f, "out_of_place", r.outOfPlace);
     std::fprintf(f, ", ");
     writePlacementJson(f, "in_place", r.inPlace);
+    if (!r.timestamp.empty()) std::fprintf(f, ", \"timestamp\": %s", jsonString(r.timestamp).c_str());
     std::fprintf(f, "}");
   }
   std::fprintf(f, "%s],\n", rows.empty() ? "" : "\n  ");

@@ -10,12 +10,24 @@
 
 namespace braid::perf {
 
+// Per-iteration statistics (-I): each iteration's time is the slowest rank's; -K leading iterations are left out.
+struct IterStats {
+  double minUs = 0, maxUs = 0, avgUs = 0, p50Us = 0, p95Us = 0, p99Us = 0, stdevUs = 0;
+  double cvPct = 0;             // stdev / avg, in percent
+  std::vector<double> timesUs;  // every iteration, the skipped ones included (JSON only)
+};
+
+// Statistics of timesUs[skip..]; skip must be below timesUs.size().
+IterStats computeIterStats(std::vector<double> timesUs, int skip);
+
 struct PlacementResult {
   double timeUs = 0;
   double algBw = 0;  // GB/s (1e9 bytes)
   double busBw = 0;
   int64_t wrong = 0;
   bool checked = false;
+  bool hasIterStats = false;
+  IterStats iter;
 };
 
 struct RowResult {
@@ -26,7 +38,11 @@ struct RowResult {
   int root = -1;
   PlacementResult outOfPlace;
   PlacementResult inPlace;
+  std::string timestamp;  // -S: "YYYY-MM-DD hh:mm:ss" local time when the row was measured
 };
+
+// The -S timestamp of now.
+std::string timestampNow();
 
 struct RunInfo {
   const char* tool = "";
@@ -38,15 +54,19 @@ struct RunInfo {
   const PerfOptions* opts = nullptr;
 };
 
-// "# nccl-tests version ...", "# Collective test starting: ...", "# nThread ...", "#".
+// "# nccl-tests version ...", "# Collective test starting: ...", "# nThread ...", the "# Blocking Enabled" and
+// "# Per-Iteration Report" lines where they apply, "#".
 void printHeader(FILE* out, const RunInfo& info);
-// One "#  Rank ..." line (without the newline).
-std::string deviceLine(int rank, int pid, const char* host, int device);
-// "# Using devices", the device lines, "#", and the three table header lines.
-void printDevicesAndTableHeader(FILE* out, const std::vector<std::string>& deviceLines);
-void printRow(FILE* out, const RowResult& row);
-// "# Out of bounds values : ...", "# Avg bus bandwidth    : ...", "#", "# Collective test concluded: ...".
-void printFooter(FILE* out, const char* tool, int64_t wrongTotal, double avgBusBw);
+// One "#  Rank ..." line (without the newline); `where` is "[host] CPU" or the GPU's "[bus id] name".
+std::string deviceLine(int rank, int pid, const char* host, int device, const std::string& where);
+// "# Using devices", the device lines, `note` (a "# ..." line, skipped when empty), "#", and the three table header
+// lines (with "cputime" for -C, the per-iteration columns for -I, the timestamp column for -S).
+void printDevicesAndTableHeader(FILE* out, const std::vector<std::string>& deviceLines, const std::string& note,
+                                const PerfOptions& opts);
+void printRow(FILE* out, const RowResult& row, const PerfOptions& opts);
+// "# Out of bounds values : ...", "# Avg bus bandwidth    : ... [bwCheck]", "#", "# Collective test concluded: ...".
+// bwCheck is "OK" or "FAILED" under NCCL_TESTS_MIN_BW, empty otherwise.
+void printFooter(FILE* out, const char* tool, int64_t wrongTotal, double avgBusBw, const char* bwCheck);
 
 // Mean busbw over every out-of-place and in-place result (nccl-tests' "Avg bus bandwidth").
 double averageBusBw(const std::vector<RowResult>& rows);

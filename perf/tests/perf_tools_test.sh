@@ -4,11 +4,11 @@
 # expected number of data rows, 0 in every checked #wrong column (N/A only where the tool defines no in-place
 # result) and nccl-tests' footer.
 #
-# Usage: perf/tests/perf_tools_test.sh BUILD_DIR braid|flags|braidrun|gloo|mpi
+# Usage: perf/tests/perf_tools_test.sh BUILD_DIR braid|flags|braidrun|gloo|mpi|devicebufs
 set -u
 
 if [ $# -ne 2 ]; then
-  echo "usage: $0 BUILD_DIR braid|flags|braidrun|gloo|mpi" >&2
+  echo "usage: $0 BUILD_DIR braid|flags|braidrun|gloo|mpi|devicebufs" >&2
   exit 2
 fi
 build=$1
@@ -67,7 +67,7 @@ check() {
       if ($0 ~ /^# Out of bounds values : [1-9][0-9]* FAILED$/) footer_failed = 1
       if ($0 == "# Collective test concluded: " tool) concluded = 1
       if ($0 == "# Collective test starting: " tool) headers++
-      if ($0 ~ /^#       size         count      type   redop    root     time   algbw   busbw  #wrong/) tables++
+      if ($0 ~ /^#       size         count      type   redop    root  (   time|cputime)   algbw   busbw  #wrong/) tables++
       next
     }
     NF == 13 && $1 ~ /^[0-9]+$/ {
@@ -152,6 +152,16 @@ case "$mode" in
     report "-c 0: #wrong N/A" "$problems" "$rc"
     # An injected wrong value (test hook) must be counted and give exit status 1.
     check "wrong values give exit status 1" all_reduce_perf "$rows" 1 env BRAID_PERF_INJECT_WRONG=1 "$p" "${args[@]}" -t 2
+    # NCCL_TESTS_MIN_BW: the average is marked, and missing it is exit status 1.
+    check "NCCL_TESTS_MIN_BW met" all_reduce_perf "$rows" 0 env NCCL_TESTS_MIN_BW=0.000001 "$p" "${args[@]}" -t 2
+    grep -Eq "^# Avg bus bandwidth    : [0-9.e+-]+ OK$" "$out" || report "NCCL_TESTS_MIN_BW met says OK" "no OK" 1
+    timeout "$timeout_s" env NCCL_TESTS_MIN_BW=1000000 "$p" "${args[@]}" -t 2 >"$out" 2>"$err"
+    rc=$?
+    problems=""
+    [ "$rc" -eq 1 ] || problems="exit status $rc, want 1; "
+    grep -Eq "^# Avg bus bandwidth    : [0-9.e+-]+ FAILED$" "$out" || problems="${problems}no FAILED mark; "
+    grep -q "below 0.9 x NCCL_TESTS_MIN_BW" "$err" || problems="${problems}no message; "
+    report "NCCL_TESTS_MIN_BW missed" "$problems" "$rc"
     # JSON output parses and carries every row.
     check "-J writes JSON" all_reduce_perf "$rows" 0 "$p" "${args[@]}" -t 2 -J "$tmp/r.json"
     if command -v python3 >/dev/null; then
@@ -168,7 +178,44 @@ PY
     refuse "unknown datatype" "invalid datatype \(-d\) 'float17'" "$p" -d float17
     refuse "root out of range" "root 3 \(-r\) is not a rank below 2" "$perfdir/broadcast_perf" -t 2 -r 3
     refuse "bad size" "invalid size \(-b\) '12Q'" "$p" -b 12Q
-    refuse "-I named as not implemented" "-I \(per-iteration timing\) is not implemented" "$p" -I 1
+    refuse "-M named as not implemented" "-M \(GPU memory report\) is not implemented" "$p" -M 1
+    refuse "-K must leave iterations" "-K 5 skips every one of the 5 iterations" "$p" -I 1 -K 5 -n 5
+    # -I (per-iteration columns), -K, -S (timestamp column) and -C (cputime label), across 2 processes: nccl-tests'
+    # wider table, ordered statistics, and the per-iteration times in the JSON.
+    timeout "$timeout_s" "${L2[@]}" "$p" "${args[@]}" -n 6 -I 1 -K 2 -S 1 -C 1 -J "$tmp/i.json" >"$out" 2>"$err"
+    rc=$?
+    problems=$(awk -v expected="$rows" '
+      /^#       size +count +type +redop +root +cputime +algbw +busbw +#wrong +i_min +i_max +i_p99 +i_cv% +cputime .* timestamp$/ { header = 1 }
+      /^# Per-Iteration Report: host timing; .*first 2 skipped$/ { report = 1 }
+      /^ +[0-9]+ / {
+        rows++
+        if (NF != 23) { printf "row with %d fields (want 23); ", NF; next }
+        if ($9 != "0" || $17 != "0") printf "#wrong not 0 in a row; "
+        if (!($10 <= $12 && $12 <= $11 && $18 <= $20 && $20 <= $19)) printf "i_min <= i_p99 <= i_max fails: %s; ", $0
+        if ($22 !~ /^20[0-9][0-9]-[01][0-9]-[0-3][0-9]$/ || $23 !~ /^[0-2][0-9]:[0-5][0-9]:[0-6][0-9]$/) printf "bad timestamp; "
+      }
+      END {
+        if (!header) printf "no -I/-S/-C header line; "
+        if (!report) printf "no Per-Iteration Report line; "
+        if (rows != expected) printf "%d rows, want %d; ", rows, expected
+      }' "$out")
+    [ "$rc" -eq 0 ] || problems="exit status $rc; $problems"
+    python3 - "$tmp/i.json" <<'PY' || problems="${problems}per-iteration JSON wrong; "
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["results"]:
+    for k in ("out_of_place", "in_place"):
+        it = r[k]["per_iter"]
+        assert len(it["times_us"]) == 6, it
+        kept = it["times_us"][2:]
+        assert abs(it["min_us"] - min(kept)) < 1e-9 and abs(it["max_us"] - max(kept)) < 1e-9, it
+        assert it["min_us"] <= it["p50_us"] <= it["p95_us"] <= it["p99_us"] <= it["max_us"], it
+    assert len(r["timestamp"]) == 19, r
+PY
+    report "-I 1 -K 2 -S 1 -C 1 columns and JSON" "$problems" "$rc"
+    check "-z 2 header line" all_reduce_perf "$rows" 0 "$p" "${args[@]}" -t 2 -z 2
+    grep -q "^# Blocking Enabled: wait for completion after each collective (no barrier)$" "$out" ||
+      report "-z 2 says so in the header" "no Blocking Enabled line" 1
     timeout "$timeout_s" "$p" -h >"$out" 2>"$err"
     rc=$?
     grep -q -- "--baseline" "$out" && [ "$rc" -eq 0 ] || report "-h" "usage text missing --baseline or status $rc" "$rc"
@@ -245,8 +292,77 @@ PY
     check "braid under mpirun, 3 ranks" all_reduce_perf "$rows" 0 "${mpi[@]}" -np 3 "$perfdir/all_reduce_perf" "${args[@]}"
     refuse "mpi refuses avg" "MPI has no reduction op avg" "${mpi[@]}" -np 2 "$perfdir/all_reduce_perf" --baseline mpi -o avg
     ;;
+  devicebufs)
+    # The device-buffer path without a GPU: a fake libcudart whose "device" memory is host memory. Exact results
+    # prove the images were copied in and the results copied back (either copy missing leaves poison or zeros).
+    fake=$build/perf/libbraid_fake_cudart.so
+    [ -f "$fake" ] || { echo "FAIL: $fake not built" >&2; exit 1; }
+    log=$tmp/cudart.log
+    dev=(env BRAID_PERF_CUDART="$fake" FAKE_CUDART_LOG="$log")
+    for t in $tools; do
+      check "${t}_perf --buffers device, 2 ranks" "${t}_perf" "$rows" 0 \
+        "${dev[@]}" "${L2[@]}" "$perfdir/${t}_perf" --buffers device "${args[@]}" -r 1
+    done
+    # Each process holds device (LOCAL_RANK x ranks per process + index) mod count, named as nccl-tests does.
+    check "-t 2 -g 2 x 2 processes on 8 devices" all_reduce_perf "$rows" 0 env FAKE_CUDART_DEVICES=8 \
+      "${dev[@]}" "${L2[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -t 2 -g 2
+    problems=""
+    for r in 0 1 2 3 4 5 6 7; do
+      grep -Eq "^#  Rank  $r Group  0 Pid +[0-9]+ on +[^ ]+ device  $r \[0000:1$r:00\.0\] Fake GPU$" "$out" ||
+        problems="${problems}no device line for rank $r on device $r; "
+    done
+    report "device lines name each rank's device" "$problems" 0
+    refuse "--buffers device with too few devices" "4 devices requested but only 2 found" "${dev[@]}" "${L2[@]}" \
+      "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -t 2
+    check "NCCL_TESTS_DEVICE picks the first device" all_reduce_perf "$rows" 0 env FAKE_CUDART_DEVICES=4 \
+      NCCL_TESTS_DEVICE=2 "${dev[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -t 2
+    grep -Eq "^#  Rank  1 Group  0 Pid +[0-9]+ on +[^ ]+ device  3 \[0000:13:00\.0\] Fake GPU$" "$out" ||
+      report "NCCL_TESTS_DEVICE=2: rank 1 on device 3" "no such device line" 1
+    : >"$log"
+    check "-z 2 -C 1 -y 1 -u 1 -m 2 on device buffers" reduce_scatter_perf "$rows" 0 "${dev[@]}" "${L2[@]}" \
+      "$perfdir/reduce_scatter_perf" --buffers device "${args[@]}" -z 2 -C 1 -y 1 -u 1 -m 2
+    problems=""
+    [ "$(wc -l <"$log")" -eq 2 ] || problems="want a fake-cudart log line from each of 2 processes; "
+    awk '{split($2,c,"="); split($4,y,"="); if (c[2] < 10 || y[2] < 10) bad = 1} END {exit bad}' "$log" ||
+      problems="${problems}too few copies or synchronizations: $(tr '\n' ' ' <"$log"); "
+    report "device buffers are copied and streams synchronized" "$problems" 0
+    check "a wrong value on device buffers is counted" all_reduce_perf "$rows" 1 env BRAID_PERF_INJECT_WRONG=1 \
+      "${dev[@]}" "${L2[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}"
+    # auto: braid's communicators report no CUDA device, so the buffers stay in host memory, and the header says why.
+    check "auto keeps host buffers for host communicators" all_reduce_perf "$rows" 0 "${dev[@]}" "${L2[@]}" \
+      "$perfdir/all_reduce_perf" "${args[@]}"
+    problems=""
+    grep -q "^# Buffers in host memory: the communicators report no CUDA device" "$out" || problems="no note; "
+    grep -q "device -1 \[host\] CPU" "$out" || problems="${problems}no host device line; "
+    report "auto names why it chose host memory" "$problems" 0
+    refuse "--buffers device without libcudart" "--buffers device: no CUDA device \(/nonexistent/libcudart.so.*cannot open" \
+      env BRAID_PERF_CUDART=/nonexistent/libcudart.so "$perfdir/all_reduce_perf" --buffers device -b 8 -e 8
+    refuse "--buffers device with a baseline" "--buffers device: --baseline gloo measures host memory only" \
+      "${dev[@]}" "$perfdir/all_reduce_perf" --baseline gloo --buffers device -b 8 -e 8
+    # The same binaries against NVIDIA's NCCL (where the CUDA toolkit has it): every symbol resolves at load
+    # (LD_BIND_NOW) and, without a GPU, init fails with NCCL's own error instead of a crash.
+    nvlib=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')
+    if [ -n "$nvlib" ] && [ "$(readlink -f "$nvlib")" != "$(readlink -f "$build/libnccl.so.2")" ]; then
+      for t in $tools; do
+        timeout "$timeout_s" env LD_LIBRARY_PATH="$(dirname "$nvlib")" LD_BIND_NOW=1 \
+          "$perfdir/${t}_perf" -b 8 -e 8 -n 1 -w 0 >"$out" 2>"$err"
+        rc=$?
+        problems=""
+        grep -q "symbol lookup error\|undefined symbol" "$err" && problems="unresolved symbol; "
+        if [ "$rc" -ne 0 ]; then
+          [ "$rc" -eq 2 ] || problems="${problems}exit status $rc; "
+          grep -q "rank 0: ncclCommInitRank failed" "$err" || problems="${problems}no named init error; "
+        fi
+        report "${t}_perf loads NVIDIA's $(basename "$nvlib") ($(dirname "$nvlib"))" "$problems" "$rc"
+      done
+    else
+      echo "SKIP: no NVIDIA libnccl.so.2 on this machine"
+    fi
+    refuse "--buffers elsewhere" "invalid buffer place \(--buffers auto\|host\|device\) 'elsewhere'" \
+      "$perfdir/all_reduce_perf" --buffers elsewhere
+    ;;
   *)
-    echo "unknown mode '$mode' (braid, flags, braidrun, gloo, mpi)" >&2
+    echo "unknown mode '$mode' (braid, flags, braidrun, gloo, mpi, devicebufs)" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,127 @@
+#include "perf/common/rank_buffers.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "perf/common/cuda_runtime.h"
+
+namespace braid::perf {
+namespace {
+
+constexpr size_t kPage = 4096;
+
+size_t roundToPages(size_t bytes) {
+  return std::max<size_t>(kPage, (bytes + kPage - 1) / kPage * kPage);
+}
+
+// Images and expected results: plain page-aligned host memory, touched before anything is timed.
+char* hostAllocate(size_t bytes) {
+  void* p = std::aligned_alloc(kPage, bytes);
+  if (p != nullptr) std::memset(p, 0, bytes);
+  return static_cast<char*>(p);
+}
+
+}  // namespace
+
+std::unique_ptr<RankBuffers> RankBuffers::create(Backend* backend, int rank, int device, size_t sendBytes,
+                                                 size_t recvBytes, bool streamNull, std::string* error) {
+  sendBytes = roundToPages(sendBytes);
+  recvBytes = roundToPages(recvBytes);
+  std::unique_ptr<RankBuffers> b(new RankBuffers(backend, rank, device));
+  const std::string sizes = std::to_string(sendBytes) + " + " + std::to_string(recvBytes);
+  b->expected_ = hostAllocate(recvBytes);
+  if (b->expected_ == nullptr) {
+    *error = "cannot allocate " + std::to_string(recvBytes) + " bytes of host memory for expected results (lower -e)";
+    return nullptr;
+  }
+  if (device < 0) {
+    b->send_ = b->hostSend_ = static_cast<char*>(backend->allocate(sendBytes));
+    b->recv_ = b->hostRecv_ = static_cast<char*>(backend->allocate(recvBytes));
+    if (b->send_ == nullptr || b->recv_ == nullptr) {
+      *error = "cannot allocate " + sizes + " bytes of host buffers (lower -e)";
+      return nullptr;
+    }
+    return b;
+  }
+  const CudaRuntime& cuda = CudaRuntime::get();
+  // ncclMemAlloc allocates on the current device.
+  if (!cuda.setDevice(device, error)) return nullptr;
+  std::string why;
+  b->send_ = static_cast<char*>(backend->allocateOnDevice(sendBytes, &why));
+  if (b->send_ != nullptr) b->recv_ = static_cast<char*>(backend->allocateOnDevice(recvBytes, &why));
+  if (b->recv_ == nullptr) {
+    *error = "cannot allocate " + sizes + " bytes of buffers on CUDA device " + std::to_string(device) + ": " + why +
+             " (lower -e)";
+    return nullptr;
+  }
+  b->hostSend_ = hostAllocate(sendBytes);
+  b->hostRecv_ = hostAllocate(recvBytes);
+  if (b->hostSend_ == nullptr || b->hostRecv_ == nullptr) {
+    *error = "cannot allocate " + sizes + " bytes of host images of the device buffers (lower -e)";
+    return nullptr;
+  }
+  if (!streamNull && !cuda.createStream(&b->stream_, error)) return nullptr;
+  return b;
+}
+
+RankBuffers::~RankBuffers() {
+  if (onDevice()) {
+    const CudaRuntime& cuda = CudaRuntime::get();
+    std::string ignored;
+    if (stream_ != nullptr) {
+      (void)cuda.synchronize(stream_, &ignored);
+      cuda.destroyStream(stream_);
+    }
+    if (send_ != nullptr) backend_->releaseOnDevice(send_);
+    if (recv_ != nullptr) backend_->releaseOnDevice(recv_);
+    std::free(hostSend_);
+    std::free(hostRecv_);
+  } else {
+    if (send_ != nullptr) backend_->release(send_);
+    if (recv_ != nullptr) backend_->release(recv_);
+  }
+  std::free(expected_);
+}
+
+bool RankBuffers::upload(size_t sendBytes, size_t recvBytes, bool inPlace, std::string* error) {
+  if (!onDevice()) return true;
+  const CudaRuntime& cuda = CudaRuntime::get();
+  return cuda.copy(recv_, hostRecv_, recvBytes, error) && (inPlace || cuda.copy(send_, hostSend_, sendBytes, error));
+}
+
+bool RankBuffers::download(size_t recvBytes, std::string* error) {
+  return !onDevice() || CudaRuntime::get().copy(hostRecv_, recv_, recvBytes, error);
+}
+
+bool RankBuffers::synchronize(std::string* error) {
+  if (!onDevice()) return true;
+  const CudaRuntime& cuda = CudaRuntime::get();
+  // The NULL stream (-y 1) is per device: make this rank's device current first.
+  return (stream_ != nullptr || cuda.setDevice(device_, error)) && cuda.synchronize(stream_, error);
+}
+
+bool deviceBookkeepingAllReduce(ThreadComms* comms, const std::vector<std::unique_ptr<RankBuffers>>& ranks,
+                                const std::vector<void*>& hostBufs, size_t bytes, size_t count, ncclDataType_t type,
+                                ncclRedOp_t op, std::string* error) {
+  const CudaRuntime& cuda = CudaRuntime::get();
+  std::vector<void*> scratch(ranks.size(), nullptr);
+  std::vector<cudaStream_t> streams;
+  auto freeAll = [&]() {
+    for (void* p : scratch) cuda.release(p);
+  };
+  bool ok = true;
+  for (size_t i = 0; ok && i < ranks.size(); ++i) {
+    streams.push_back(ranks[i]->stream());
+    ok = cuda.setDevice(ranks[i]->device(), error) && cuda.allocate(&scratch[i], std::max<size_t>(bytes, 1), error) &&
+         cuda.copy(scratch[i], hostBufs[i], bytes, error);
+  }
+  ok = ok && comms->allReduce(scratch, count, type, op, streams, error);
+  for (size_t i = 0; ok && i < ranks.size(); ++i) {
+    ok = ranks[i]->synchronize(error) && cuda.copy(hostBufs[i], scratch[i], bytes, error);
+  }
+  freeAll();
+  return ok;
+}
+
+}  // namespace braid::perf

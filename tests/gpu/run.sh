@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The GPU checks, as one script for a machine with an NVIDIA GPU and driver (the device tool's machine):
+#   bash tests/gpu/run.sh [BUILD_DIR]        (default build/; built here when missing)
+# braid has no CUDA backend yet, so what a GPU can check today is the perf tools' device-buffer path:
+#  1. every <coll>_perf on device buffers with NVIDIA's NCCL from the CUDA toolkit (LD_LIBRARY_PATH), one rank per
+#     GPU: the table, #wrong 0, and a "# Using devices" line naming the GPU;
+#  2. braid itself on that machine: --buffers auto keeps host buffers (and says why); --buffers device fails with a
+#     named error (braid takes no device buffers or streams until its CUDA backend exists), logged for the record.
+# Writes its log to $OUT/gpu-perf.log when OUT is set; exits non-zero when a check fails.
+set -u
+build=${1:-build}
+log=${OUT:-/tmp}/gpu-perf.log
+: >"$log"
+say() { echo "$*" | tee -a "$log"; }
+failures=0
+fail() { say "FAIL: $*"; failures=$((failures + 1)); }
+
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >>"$log" 2>&1; then
+  say "SKIP: no NVIDIA GPU or driver here (nvidia-smi -L failed)"
+  exit 0
+fi
+ngpus=$(nvidia-smi -L | wc -l)
+if [ ! -x "$build/perf/all_reduce_perf" ]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1 &&
+    cmake --build "$build" -j"$(nproc)" >>"$log" 2>&1 || { fail "build"; exit 1; }
+fi
+nvlib=$(ldconfig -p | awk '/libnccl\.so\.2 / {print $NF; exit}')
+[ -n "$nvlib" ] || { fail "no NVIDIA libnccl.so.2 (CUDA toolkit) found"; exit 1; }
+nvdir=$(dirname "$nvlib")
+say "GPUs: $ngpus; NVIDIA NCCL: $nvlib"
+
+tools="all_reduce all_gather reduce_scatter alltoall broadcast reduce sendrecv gather scatter"
+for t in $tools; do
+  out=$(env LD_LIBRARY_PATH="$nvdir" timeout 300 "$build/perf/${t}_perf" -g "$ngpus" -b 8 -e 128M -f 4 -c 1 2>&1)
+  rc=$?
+  echo "$out" >>"$log"
+  [ "$rc" -eq 0 ] || fail "${t}_perf with NVIDIA NCCL: exit status $rc"
+  echo "$out" | grep -Eq '^#  Rank  0 .* device  0 \[[0-9a-fA-F:.]+\] ' || fail "${t}_perf: no GPU device line"
+  echo "$out" | grep -q '^# Out of bounds values : 0 OK$' || fail "${t}_perf: wrong values"
+  echo "$out" | grep -q 'Avg bus bandwidth' && say "ok: ${t}_perf on device buffers, NVIDIA NCCL: $(echo "$out" | grep 'Avg bus')"
+done
+
+out=$("$build/perf/all_reduce_perf" -b 8 -e 1M -f 8 -c 1 2>&1)
+rc=$?
+echo "$out" >>"$log"
+[ "$rc" -eq 0 ] && echo "$out" | grep -q '^# Buffers in host memory: the communicators report no CUDA device' ||
+  fail "braid --buffers auto on a GPU machine: exit $rc or no host-buffer note"
+out=$("$build/perf/all_reduce_perf" --buffers device -b 8 -e 8 2>&1)
+rc=$?
+echo "$out" >>"$log"
+[ "$rc" -eq 2 ] && echo "$out" | grep -q 'all_reduce_perf: rank 0: ' ||
+  fail "braid --buffers device: want exit 2 and a named error (braid takes no device buffers yet), got $rc"
+say "braid --buffers device on a GPU: $(echo "$out" | tail -1)"
+
+if [ "$failures" -ne 0 ]; then
+  say "gpu checks: $failures failure(s)"
+  exit 1
+fi
+say "gpu checks: all passed"
