@@ -8,9 +8,7 @@ using braid::perf::DataCtx;
 
 CollCounts counts(size_t bytes, size_t typeSize, int nranks) {
   const size_t n = static_cast<size_t>(nranks);
-  // nccl-tests keeps each block a multiple of 16 bytes.
-  const size_t perBlockAlign = typeSize >= 16 ? 1 : 16 / typeSize;
-  const size_t block = bytes / typeSize / n / perBlockAlign * perBlockAlign;
+  const size_t block = braid::perf::blockCount(bytes, typeSize, nranks);
   CollCounts c;
   c.paramCount = block;
   c.sendCount = c.recvCount = block * n;

@@ -9,7 +9,7 @@ using braid::perf::DataCtx;
 CollCounts counts(size_t bytes, size_t typeSize, int nranks) {
   const size_t n = static_cast<size_t>(nranks);
   CollCounts c;
-  c.sendCount = c.paramCount = bytes / typeSize / n;
+  c.sendCount = c.paramCount = braid::perf::blockCount(bytes, typeSize, nranks);
   c.recvCount = c.sendCount * n;
   c.sendInPlaceOffset = c.sendCount;  // in place, each rank's input is its own block of the root's output
   return c;

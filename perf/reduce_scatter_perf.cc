@@ -6,11 +6,9 @@ namespace {
 using braid::perf::CollCounts;
 using braid::perf::DataCtx;
 
-constexpr size_t kAlign = 4;  // nccl-tests rounds each rank's block down to a multiple of 4 elements
-
 CollCounts counts(size_t bytes, size_t typeSize, int nranks) {
   const size_t n = static_cast<size_t>(nranks);
-  const size_t base = bytes / typeSize / (kAlign * n) * kAlign;
+  const size_t base = braid::perf::blockCount(bytes, typeSize, nranks);
   CollCounts c;
   c.recvCount = c.paramCount = base;
   c.sendCount = base * n;

@@ -9,7 +9,7 @@ using braid::perf::DataCtx;
 CollCounts counts(size_t bytes, size_t typeSize, int nranks) {
   const size_t n = static_cast<size_t>(nranks);
   CollCounts c;
-  c.recvCount = c.paramCount = bytes / typeSize / n;
+  c.recvCount = c.paramCount = braid::perf::blockCount(bytes, typeSize, nranks);
   c.sendCount = c.recvCount * n;
   c.recvInPlaceOffset = c.recvCount;  // in place, each rank's output is its own block of the root's input
   return c;

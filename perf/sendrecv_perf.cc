@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   spec.kind = CollKind::kSendRecv;
   // Sending and receiving the same buffer at once has no defined result; nccl-tests reports in-place #wrong N/A.
   spec.checkInPlace = false;
+  // nccl-tests' send/receive runs once per -o op and names it in the redop column, though no op is applied.
+  spec.hasOp = true;
   spec.counts = wholeBufferCounts;
   spec.algBytes = countBytes;
   spec.busBwFactor = unitBusFactor;

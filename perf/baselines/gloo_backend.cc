@@ -287,6 +287,10 @@ class GlooComms final : public ThreadComms {
         return;
       }
       case CollKind::kSendRecv: {
+        if (nranks == 1) {  // Gloo has no pair to itself; the one rank's "message" is a copy
+          if (a.recv != a.send) std::memmove(a.recv, a.send, n * ts);
+          return;
+        }
         const int next = (a.rank + 1) % nranks;
         const int prev = (a.rank - 1 + nranks) % nranks;
         const void* in = a.send;
@@ -391,14 +395,16 @@ class GlooBackend final : public Backend {
 
   bool startProcess(LaunchInfo* launch, int, std::string*) override {
     nprocs_ = launch->worldSize;
+    host_ = launch->masterAddr;
+    port_ = launch->masterPort;
     return true;
   }
 
   std::unique_ptr<ThreadComms> connect(int firstRank, int, int nranks, const std::vector<int>&,
                                        std::string* error) override {
     try {
-      const std::string host = envOr("MASTER_ADDR", "127.0.0.1");
-      const int port = std::atoi(envOr("MASTER_PORT", "29500"));
+      const std::string& host = host_;
+      const int port = port_;
       const auto timeout = std::chrono::seconds(std::atoi(envOr("BRAID_TIMEOUT", "60")));
       auto store = std::make_unique<TcpStore>(host, port, firstRank == 0, nranks, timeout);
       gloo::transport::tcp::attr attr;
@@ -425,6 +431,8 @@ class GlooBackend final : public Backend {
     return name;
   }
   int nprocs_ = 1;
+  std::string host_;  // the store's address: rank 0's host and port (LaunchInfo)
+  int port_ = 0;
 };
 
 }  // namespace

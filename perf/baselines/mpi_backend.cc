@@ -230,8 +230,19 @@ bool mpiLaunchDetected() {
   return false;
 }
 
-bool mpiBroadcastFromRoot(void* data, size_t bytes, std::string* error) {
+bool mpiBroadcastFromRoot(const LaunchInfo& launch, void* data, size_t bytes, std::string* error) {
   if (!startMpi(error)) return false;
+  int size = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (size != launch.worldSize || rank != launch.procRank) {
+    // Typically a launcher of another MPI (MPICH's PMI variables, this build's Open MPI): MPI_Init then sees
+    // singletons, and the id would never reach the other processes.
+    *error = "MPI says rank " + std::to_string(rank) + " of " + std::to_string(size) + " but " + launch.source +
+             " says " + std::to_string(launch.procRank) + " of " + std::to_string(launch.worldSize) +
+             "; start the tools with the mpirun of the MPI they were built with, or unset " + launch.source;
+    return false;
+  }
   return mpiCheck(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast (unique id)",
                   error);
 }

@@ -64,7 +64,7 @@ std::unique_ptr<Backend> makeBackend(const std::string& name, std::string* error
 bool mpiLaunchDetected() {
   return false;
 }
-bool mpiBroadcastFromRoot(void*, size_t, std::string* error) {
+bool mpiBroadcastFromRoot(const LaunchInfo&, void*, size_t, std::string* error) {
   *error = "this build has no MPI";
   return false;
 }

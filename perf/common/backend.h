@@ -111,7 +111,8 @@ std::unique_ptr<Backend> makeGlooBackend();
 
 // When the process was started by an MPI launcher and this build has MPI: initializes MPI (if not yet) and
 // broadcasts `bytes` bytes from world rank 0 (braid's unique id, as nccl-tests' MPI build does); false otherwise.
-bool mpiBroadcastFromRoot(void* data, size_t bytes, std::string* error);
+// Fails, naming both, when MPI's rank and size differ from the launcher's variables in `launch`.
+bool mpiBroadcastFromRoot(const LaunchInfo& launch, void* data, size_t bytes, std::string* error);
 // True when this build has MPI support and the environment is an MPI launch (Open MPI, MPICH/PMI).
 bool mpiLaunchDetected();
 void mpiFinalizeIfStarted();

@@ -152,7 +152,7 @@ class BraidBackend final : public Backend {
           return false;
         }
       }
-      return mpiBroadcastFromRoot(&id_, sizeof(id_), error);
+      return mpiBroadcastFromRoot(*launch, &id_, sizeof(id_), error);
     }
     prepareRendezvous(launch);
     if (ncclResult_t r = ncclGetUniqueId(&id_); r != ncclSuccess) {

@@ -45,8 +45,7 @@ struct Shared {
   int nranks = 1;
   int ranksPerThread = 1;  // -g
   std::vector<size_t> sizes;
-  size_t sendBufferBytes = 0;  // per rank, unalignment included
-  size_t recvBufferBytes = 0;  // per rank: large enough for either shape, since in place shares it
+  size_t bufferBytes = 0;  // per rank, each of send and receive: the largest operation's, unalignment included
   std::atomic<int> status{0};
 
   std::mutex mu;
@@ -86,9 +85,8 @@ class ThreadRunner {
     if (!comms_) fail(s_, firstRank_, error);
     const std::vector<int> places = placeBuffers(devices);
     for (int i = 0; i < s_.ranksPerThread; ++i) {
-      std::unique_ptr<RankBuffers> b =
-          RankBuffers::create(s_.backend.get(), firstRank_ + i, places[i], s_.sendBufferBytes, s_.recvBufferBytes,
-                              s_.opts.streamNull != 0, &error);
+      std::unique_ptr<RankBuffers> b = RankBuffers::create(s_.backend.get(), firstRank_ + i, places[i], s_.bufferBytes,
+                                                           s_.bufferBytes, s_.opts.streamNull != 0, &error);
       if (!b) fail(s_, firstRank_ + i, error);
       ranks_.push_back(std::move(b));
     }
@@ -99,23 +97,29 @@ class ThreadRunner {
 
     const PerfOptions& o = s_.opts;
     std::vector<RowResult> rows;
-    int64_t wrongTotal = 0;
+    int64_t failedChecks = 0;
+    // -r -1 sweeps every root, as nccl-tests does.
+    const int firstRoot = s_.spec->hasRoot && o.root < 0 ? 0 : o.root;
+    const int lastRoot = s_.spec->hasRoot && o.root < 0 ? s_.nranks - 1 : o.root;
     for (int cycle = 0; o.runCycles == 0 || cycle < o.runCycles; ++cycle) {
       for (size_t ti = 0; ti < o.types.size(); ++ti) {
         for (size_t oi = 0; oi < o.ops.size(); ++oi) {
-          for (size_t si = 0; si < s_.sizes.size(); ++si) {
-            const uint64_t seed = combineSeed(combineSeed(combineSeed(cycle, ti), oi), si);
-            RowResult row = measureRow(*o.types[ti], *o.ops[oi], s_.sizes[si], seed);
-            wrongTotal += row.outOfPlace.wrong + row.inPlace.wrong;
-            if (isReporter()) printRow(stdout, row, o);
-            rows.push_back(row);
+          for (int root = firstRoot; root <= lastRoot; ++root) {
+            for (size_t si = 0; si < s_.sizes.size(); ++si) {
+              const uint64_t seed =
+                  combineSeed(combineSeed(combineSeed(combineSeed(cycle, ti), oi), si), static_cast<uint64_t>(root));
+              RowResult row = measureRow(*o.types[ti], *o.ops[oi], root, s_.sizes[si], seed);
+              failedChecks += row.outOfPlace.failedChecks + row.inPlace.failedChecks;
+              if (isReporter()) printRow(stdout, row, o);
+              rows.push_back(row);
+            }
           }
         }
       }
     }
     const double avgBusBw = averageBusBw(rows);
-    if (wrongTotal != 0) s_.raiseStatus(kStatusWrong);
-    if (isReporter()) finishReport(rows, wrongTotal, avgBusBw);
+    if (failedChecks != 0) s_.raiseStatus(kStatusWrong);
+    if (isReporter()) finishReport(rows, failedChecks, avgBusBw);
 
     if (!comms_->close(&error)) fail(s_, firstRank_, error);
     comms_.reset();
@@ -280,16 +284,16 @@ class ThreadRunner {
     return total;
   }
 
-  RowResult measureRow(const TypeInfo& type, const OpInfo& op, size_t bytes, uint64_t seed) {
+  RowResult measureRow(const TypeInfo& type, const OpInfo& op, int root, size_t bytes, uint64_t seed) {
     const CollCounts counts = s_.spec->counts(bytes, type.size, s_.nranks);
     RowResult row;
     row.bytes = std::max(counts.sendCount, counts.recvCount) * type.size;
     row.count = counts.paramCount;
     row.type = type.name;
     row.op = s_.spec->hasOp ? op.name : "none";
-    row.root = s_.spec->hasRoot ? s_.opts.root : -1;
-    row.outOfPlace = measure(type, op, counts, combineSeed(seed, 1), false);
-    row.inPlace = measure(type, op, counts, combineSeed(seed, 2), true);
+    row.root = s_.spec->hasRoot ? root : -1;
+    row.outOfPlace = measure(type, op, root, counts, combineSeed(seed, 1), false);
+    row.inPlace = measure(type, op, root, counts, combineSeed(seed, 2), true);
     if (s_.opts.reportTimestamps != 0) row.timestamp = timestampNow();
     return row;
   }
@@ -297,8 +301,8 @@ class ThreadRunner {
   // nccl-tests' buffer placement: out of place, separate buffers; in place, one buffer holding both, the smaller
   // side at rank * offset elements into the larger one.
   // `images`: the pointers into the host images rather than the library's buffers (the same on host memory).
-  RunArgs argsFor(const RankBuffers& b, const TypeInfo& type, const OpInfo& op, const CollCounts& counts, bool inPlace,
-                  bool images) {
+  RunArgs argsFor(const RankBuffers& b, const TypeInfo& type, const OpInfo& op, int root, const CollCounts& counts,
+                  bool inPlace, bool images) {
     const size_t ts = type.size;
     const size_t rank = static_cast<size_t>(b.rank());
     char* send = (images ? b.hostSend() : b.send()) + s_.opts.unalign * ts;
@@ -315,14 +319,14 @@ class ThreadRunner {
     a.counts = counts;
     a.type = &type;
     a.op = &op;
-    a.root = s_.opts.root;
+    a.root = root;
     a.rank = b.rank();
     a.nranks = s_.nranks;
     a.stream = b.stream();
     return a;
   }
 
-  PlacementResult measure(const TypeInfo& type, const OpInfo& op, const CollCounts& counts, uint64_t seed,
+  PlacementResult measure(const TypeInfo& type, const OpInfo& op, int root, const CollCounts& counts, uint64_t seed,
                           bool inPlace) {
     const PerfOptions& o = s_.opts;
     const CollectiveSpec& spec = *s_.spec;
@@ -331,12 +335,12 @@ class ThreadRunner {
     std::vector<RunArgs> images;
     std::vector<DataCtx> ctxs;
     for (const auto& b : ranks_) {
-      args.push_back(argsFor(*b, type, op, counts, inPlace, false));
-      images.push_back(argsFor(*b, type, op, counts, inPlace, true));
+      args.push_back(argsFor(*b, type, op, root, counts, inPlace, false));
+      images.push_back(argsFor(*b, type, op, root, counts, inPlace, true));
       DataCtx ctx;
       ctx.type = &type;
       ctx.op = op.op;
-      ctx.root = o.root;
+      ctx.root = root;
       ctx.rank = b->rank();
       ctx.nranks = s_.nranks;
       ctx.counts = counts;
@@ -355,10 +359,29 @@ class ThreadRunner {
         check(ranks_[i]->upload(sendUsed, recvUsed, inPlace, &error), error);
       }
     };
-    auto runOnce = [&]() { check(comms_->run(spec.kind, args, &error), error); };
+    // nccl-tests moves each operation to the next unused stretch of the buffers (by its own size) so that
+    // consecutive operations do not find their data in the caches; the arguments for every offset are made
+    // before the timed loop. Checks run at offset 0, where the inputs were written.
+    const size_t opBytes = std::max(sendUsed, recvUsed) - lead;
+    const size_t steps = opBytes == 0 ? 1 : std::max<size_t>(1, (s_.bufferBytes - lead) / opBytes);
+    const size_t variants =
+        std::min(steps, static_cast<size_t>(std::max(o.iters, o.warmupIters)) * static_cast<size_t>(o.aggIters));
+    std::vector<std::vector<RunArgs>> rotated(std::max<size_t>(variants, 1), args);
+    for (size_t k = 1; k < rotated.size(); ++k) {
+      for (RunArgs& a : rotated[k]) {
+        a.send = static_cast<const char*>(a.send) + k * opBytes;
+        a.recv = static_cast<char*>(a.recv) + k * opBytes;
+      }
+    }
+    auto runAt = [&](size_t opIndex) {
+      check(comms_->run(spec.kind, rotated[opIndex % rotated.size()], &error), error);
+    };
+    auto runOnce = [&]() { runAt(0); };
+    int iterIndex = 0;
     auto iteration = [&]() {
       if (o.aggIters > 1) check(comms_->groupStart(&error), error);
-      for (int a = 0; a < o.aggIters; ++a) runOnce();
+      for (int a = 0; a < o.aggIters; ++a) runAt(static_cast<size_t>(iterIndex) * o.aggIters + a);
+      ++iterIndex;
       if (o.aggIters > 1) check(comms_->groupEnd(&error), error);
       if (o.blocking == 1 || o.blocking == 2) synchronize();
       if (o.blocking == 1) barrier();  // after the group: a barrier inside it would be fused with the ops
@@ -373,6 +396,7 @@ class ThreadRunner {
     prepare(combineSeed(seed, 0));
     for (int w = 0; w < o.warmupIters; ++w) iteration();
     synchronize();
+    iterIndex = 0;
     double elapsed = 0;
     std::vector<double> iterSeconds;  // -I
     if (o.blocking == 3 || o.perIterTiming != 0) {
@@ -403,26 +427,33 @@ class ThreadRunner {
     }
 
     if (o.check > 0 && (spec.checkInPlace || !inPlace)) {
-      std::vector<int64_t> wrong(ranks_.size(), 0);
-      for (int c = 0; c < o.check; ++c) {
+      // As in nccl-tests: the first check iteration with wrong values ends the checking, #wrong shows its count,
+      // and each thread whose ranks saw wrong values adds one to the footer's "Out of bounds values".
+      for (int c = 0; c < o.check && result.wrong == 0; ++c) {
         prepare(combineSeed(seed, 100 + static_cast<uint64_t>(c)));
         runOnce();
         synchronize();
+        std::vector<int64_t> wrong(ranks_.size(), 0);
+        int64_t threadWrong = 0;
         for (size_t i = 0; i < ranks_.size(); ++i) {
           RankBuffers& b = *ranks_[i];
           check(b.download(recvUsed, &error), error);
           const size_t n = spec.initExpected(ctxs[i], b.expected());
           if (injectWrong_ == b.rank() && n > 0) corruptFirst(images[i].recv, b.expected(), ts);
-          wrong[i] += static_cast<int64_t>(countMismatches(type, images[i].recv, b.expected(), n));
+          wrong[i] = static_cast<int64_t>(countMismatches(type, images[i].recv, b.expected(), n));
+          threadWrong += wrong[i];
         }
+        result.wrong = sumOverRanks(wrong);
+        std::vector<int64_t> failed(ranks_.size(), 0);
+        failed[0] = threadWrong != 0 ? 1 : 0;
+        result.failedChecks = sumOverRanks(failed);
       }
-      result.wrong = sumOverRanks(wrong);
       result.checked = true;
     }
     return result;
   }
 
-  void finishReport(const std::vector<RowResult>& rows, int64_t wrongTotal, double avgBusBw) {
+  void finishReport(const std::vector<RowResult>& rows, int64_t failedChecks, double avgBusBw) {
     const char* bwCheck = "";  // nccl-tests marks the average OK or FAILED only when NCCL_TESTS_MIN_BW is set
     if (const char* minBw = std::getenv("NCCL_TESTS_MIN_BW"); minBw != nullptr && *minBw != '\0') {
       const double expected = std::atof(minBw);
@@ -433,10 +464,10 @@ class ThreadRunner {
         s_.raiseStatus(kStatusWrong);
       }
     }
-    printFooter(stdout, s_.spec->name, wrongTotal, avgBusBw, bwCheck);
+    printFooter(stdout, s_.spec->name, failedChecks, avgBusBw, bwCheck);
     if (!s_.opts.jsonFile.empty()) {
       std::string error;
-      if (!writeJson(s_.opts.jsonFile, s_.info, rows, wrongTotal, avgBusBw, &error)) {
+      if (!writeJson(s_.opts.jsonFile, s_.info, rows, failedChecks, avgBusBw, &error)) {
         std::fprintf(stderr, "%s: %s\n", s_.spec->name, error.c_str());
         s_.raiseStatus(kStatusError);
       }
@@ -469,8 +500,7 @@ void sizeBuffers(Shared& s) {
     for (size_t bytes : s.sizes) {
       const CollCounts c = s.spec->counts(bytes, type->size, s.nranks);
       const size_t extra = static_cast<size_t>(s.opts.unalign) * type->size;
-      s.sendBufferBytes = std::max(s.sendBufferBytes, c.sendCount * type->size + extra);
-      s.recvBufferBytes = std::max(s.recvBufferBytes, std::max(c.sendCount, c.recvCount) * type->size + extra);
+      s.bufferBytes = std::max(s.bufferBytes, std::max(c.sendCount, c.recvCount) * type->size + extra);
     }
   }
 }
@@ -500,6 +530,15 @@ int runPerf(const CollectiveSpec& spec, int argc, char** argv) {
   int exitStatus = 0;
   if (!parseOptions(argc, argv, spec.name, spec.hasOp, spec.hasRoot, &s.opts, &exitStatus)) return exitStatus;
 
+  for (const char* split : {"NCCL_TESTS_SPLIT", "NCCL_TESTS_SPLIT_MASK"}) {
+    if (const char* v = std::getenv(split); v != nullptr && *v != '\0') {
+      std::fprintf(stderr,
+                   "%s: %s=%s: running one test per group of ranks is not implemented in braid's perf tools; unset "
+                   "it\n",
+                   spec.name, split, v);
+      return kStatusError;
+    }
+  }
   std::string error;
   s.backend = makeBackend(s.opts.baseline, &error);
   if (!s.backend) {
@@ -560,6 +599,11 @@ int runPerf(const CollectiveSpec& spec, int argc, char** argv) {
   s.info.libraryVersion = libraryVersion;
   s.info.nranks = s.nranks;
   s.info.nprocs = s.launch.worldSize;
+  if (backend.takesDeviceBuffers()) {  // the NCCL API's own selection knobs; the baselines have none
+    for (auto [name, field] : {std::pair{"NCCL_ALGO", &s.info.algo}, std::pair{"NCCL_PROTO", &s.info.proto}}) {
+      if (const char* v = std::getenv(name); v != nullptr) *field = v;
+    }
+  }
   s.info.opts = &s.opts;
   if (s.launch.procRank == 0) printHeader(stdout, s.info);
 

@@ -17,7 +17,7 @@ constexpr EnvPair kLaunchers[] = {
     {"WORLD_SIZE", "RANK"},                            // braidrun, torchrun
     {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},  // Open MPI
     {"PMI_SIZE", "PMI_RANK"},                          // MPICH, Intel MPI, Slurm PMI
-    {"SLURM_NTASKS", "SLURM_PROCID"},                  // srun
+    {"SLURM_STEP_NUM_TASKS", "SLURM_PROCID"},          // srun (a batch script itself has only SLURM_NTASKS)
 };
 
 constexpr const char* kLocalRankVars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
@@ -41,13 +41,46 @@ const char* envOr(const char* name, const char* fallback) {
   return v != nullptr && *v != '\0' ? v : fallback;
 }
 
-// The first host of a Slurm hostlist ("node[03-05,9],gpu1" -> "node03"): rank 0's host under srun's default
-// block distribution.
+// The first host of a Slurm hostlist: the first value of every bracket group of its first entry
+// ("rack[1-2]-n[07,09],gpu1" -> "rack1-n07"), rank 0's host under srun's default block distribution.
 std::string firstSlurmHost(const std::string& list) {
-  const size_t end = list.find_first_of(",[");
-  if (end == std::string::npos || list[end] == ',') return list.substr(0, end);
-  const size_t digits = list.find_first_not_of("0123456789", end + 1);
-  return list.substr(0, end) + list.substr(end + 1, (digits == std::string::npos ? list.size() : digits) - end - 1);
+  std::string host;
+  for (size_t i = 0; i < list.size() && list[i] != ','; ++i) {
+    if (list[i] != '[') {
+      host += list[i];
+      continue;
+    }
+    const size_t close = list.find(']', i);
+    const size_t valueEnd = list.find_first_of(",-]", i + 1);
+    host += list.substr(i + 1, valueEnd - i - 1);
+    if (close == std::string::npos) break;
+    i = close;
+  }
+  return host;
+}
+
+// MASTER_ADDR/MASTER_PORT (or their defaults) as rank 0's listening address.
+bool rendezvousAddress(LaunchInfo* info, std::string* error) {
+  std::string addr = envOr("MASTER_ADDR", "");
+  if (addr.empty() && info->source.rfind("SLURM", 0) == 0) {
+    addr = firstSlurmHost(envOr("SLURM_STEP_NODELIST", envOr("SLURM_JOB_NODELIST", "")));
+  }
+  info->masterAddr = addr.empty() ? kDefaultMasterAddr : addr;
+  const char* portText = envOr("MASTER_PORT", kDefaultMasterPort);
+  int port = 0;
+  if (!parseNonNegative(portText, &port) || port < 1 || port > 65535) {
+    *error = std::string("MASTER_PORT='") + portText + "' is not a port number";
+    return false;
+  }
+  const bool torchrun = std::getenv("TORCHELASTIC_RUN_ID") != nullptr;
+  if (torchrun && port == 65535) {
+    *error =
+        "MASTER_PORT=65535 under torchrun: braid listens on MASTER_PORT + 1 (torchrun's store holds "
+        "MASTER_PORT); pick a lower port or set NCCL_COMM_ID";
+    return false;
+  }
+  info->masterPort = torchrun ? port + 1 : port;
+  return true;
 }
 
 }  // namespace
@@ -70,6 +103,7 @@ bool detectLaunch(LaunchInfo* info, std::string* error) {
     }
     info->worldSize = worldSize;
     info->procRank = procRank;
+    if (!rendezvousAddress(info, error)) return false;
     info->localRank = procRank;
     for (const char* name : kLocalRankVars) {
       if (parseNonNegative(std::getenv(name), &info->localRank)) break;
@@ -88,13 +122,9 @@ void prepareRendezvous(LaunchInfo* info) {
     info->commIdFromUser = true;
     return;
   }
-  std::string addr = envOr("MASTER_ADDR", "");
-  if (addr.empty() && info->source.rfind("SLURM", 0) == 0) {
-    addr = firstSlurmHost(envOr("SLURM_STEP_NODELIST", envOr("SLURM_JOB_NODELIST", "")));
-  }
-  if (addr.empty()) addr = kDefaultMasterAddr;
+  std::string addr = info->masterAddr;
   if (addr.find(':') != std::string::npos && addr.front() != '[') addr = "[" + addr + "]";  // IPv6 literal
-  info->commId = addr + ":" + envOr("MASTER_PORT", kDefaultMasterPort);
+  info->commId = addr + ":" + std::to_string(info->masterPort);
   setenv("NCCL_COMM_ID", info->commId.c_str(), 1);
 }
 

@@ -61,7 +61,7 @@ void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
       "error, 3 timeout.\n",
       tool, tool,
       hasOp ? "  -o,--op <op>             sum prod max min avg mulsum (pre-multiplied sum), or all [sum]\n" : "",
-      hasRoot ? "  -r,--root <rank>         root rank of the collective [0]\n" : "");
+      hasRoot ? "  -r,--root <rank>         root rank of the collective, -1 every rank in turn [0]\n" : "");
 }
 
 bool parseInt(const char* text, long minValue, long maxValue, int* out) {
@@ -141,10 +141,18 @@ const struct option kLongOptions[] = {
 
 bool parseSize(const char* text, size_t* out) {
   if (text == nullptr || *text == '\0' || *text == '-') return false;
+  // Whole numbers exactly; fractions ("1.5K", as nccl-tests accepts) are rounded down to whole bytes.
   errno = 0;
   char* end = nullptr;
-  const unsigned long long v = std::strtoull(text, &end, 10);
+  const unsigned long long whole = std::strtoull(text, &end, 10);
   if (errno != 0 || end == text) return false;
+  double fraction = 0;
+  if (*end == '.') {
+    char* fracEnd = nullptr;
+    fraction = std::strtod(end, &fracEnd);  // ".5"
+    if (fracEnd == end + 1) return false;   // a lone '.'
+    end = fracEnd;
+  }
   unsigned shift = 0;
   switch (*end) {
     case '\0':
@@ -165,8 +173,8 @@ bool parseSize(const char* text, size_t* out) {
       return false;
   }
   if (*end != '\0' && end[1] != '\0') return false;
-  if (shift != 0 && v > (static_cast<unsigned long long>(SIZE_MAX) >> shift)) return false;
-  *out = static_cast<size_t>(v) << shift;
+  if (whole > (static_cast<unsigned long long>(SIZE_MAX) >> shift) - 1) return false;
+  *out = (static_cast<size_t>(whole) << shift) + static_cast<size_t>(fraction * static_cast<double>(1ull << shift));
   return true;
 }
 
@@ -230,7 +238,7 @@ bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool 
         if (!parseList<TypeInfo>(arg, allTypes, findType, &opts->types)) return bad("datatype (-d)", arg);
         break;
       case 'r':
-        if (!parseInt(arg, 0, INT_MAX, &opts->root)) return bad("root (-r)", arg);
+        if (!parseInt(arg, -1, INT_MAX, &opts->root)) return bad("root (-r)", arg);
         break;
       case 'z':
         if (!parseInt(arg, 0, 3, &opts->blocking)) return bad("blocking mode (-z)", arg);

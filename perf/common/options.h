@@ -27,7 +27,7 @@ struct PerfOptions {
   int runCycles = 1;                         // -N: repeat the whole sweep; 0 = forever
   int parallelInit = 0;                      // -p: accepted; ranks always initialize concurrently here
   int check = 1;                             // -c: correctness-check iterations per size (0: #wrong is N/A)
-  int root = 0;                              // -r: root of rooted collectives
+  int root = 0;                              // -r: root of rooted collectives; -1 sweeps every rank
   int blocking = 0;                          // -z: 1 barrier after each op, 2 sync only, 3 barrier per iteration
   int streamNull = 0;                        // -y: device buffers use the NULL (legacy default) stream, not their own
   int timeoutSec = 0;                        // -T: abort the whole test after this many seconds (0: off)

@@ -13,17 +13,15 @@ namespace {
 constexpr const char* kTimestampFormat = "%Y-%m-%d %H:%M:%S";
 constexpr int kTimestampWidth = 19;
 
-// One header line from printf-style pieces, without trailing blanks (nccl-tests pads its lines; diffs ignore it).
+// One header line from printf-style pieces, padding included: nccl-tests' header lines end in blanks, and keeping
+// them lets a plain diff compare the two tables.
 void printHeaderLine(FILE* out, const char* format, ...) __attribute__((format(printf, 2, 3)));
 void printHeaderLine(FILE* out, const char* format, ...) {
-  char buf[1024];
   va_list ap;
   va_start(ap, format);
-  std::vsnprintf(buf, sizeof(buf), format, ap);
+  std::vfprintf(out, format, ap);
   va_end(ap);
-  size_t n = std::strlen(buf);
-  while (n > 0 && buf[n - 1] == ' ') --n;
-  std::fprintf(out, "%.*s\n", static_cast<int>(n), buf);
+  std::fputc('\n', out);
 }
 
 // The three table header lines, in nccl-tests' column widths.
@@ -33,8 +31,8 @@ void printTableHeader(FILE* out, const PerfOptions& o) {
   const char* tsLabel = o.reportTimestamps != 0 ? "timestamp" : "";
   const char* tsUnit = o.reportTimestamps != 0 ? kTimestampFormat : "";
   if (o.perIterTiming == 0) {
-    printHeaderLine(out, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place", "", "",
-                    "", "", "");
+    printHeaderLine(out, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          ",
+                    "", "", "", "", "");
     printHeaderLine(out, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s", "size", "count",
                     "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw", "#wrong",
                     tsWidth, tsLabel);
@@ -137,8 +135,10 @@ std::string fitNumber(double v, int width) {
   char buf[64];
   for (int precision = 2; precision >= 0; --precision) {
     std::snprintf(buf, sizeof(buf), "%.*f", precision, v);
-    if (static_cast<int>(std::strlen(buf)) <= width) break;
+    if (static_cast<int>(std::strlen(buf)) <= width) return buf;
   }
+  // Too large even without decimals (hours, in microseconds): exponent form, as nccl-tests does.
+  std::snprintf(buf, sizeof(buf), "%.*e", width >= 7 ? 1 : 0, v);
   return buf;
 }
 
@@ -155,12 +155,19 @@ void printHeader(FILE* out, const RunInfo& info) {
                o.nThreads, o.nGpus, o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : o.stepBytes,
                o.stepFactor > 1 ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check, o.cudaGraph,
                o.unalign);
-  if (o.blocking == 1) std::fprintf(out, "# Blocking Enabled: wait for completion and barrier after each collective\n");
-  if (o.blocking > 1) std::fprintf(out, "# Blocking Enabled: wait for completion after each collective (no barrier)\n");
+  if (o.blocking == 1)
+    std::fprintf(out, "# Blocking Enabled: wait for completion and barrier after each collective \n");
+  if (o.blocking == 2)
+    std::fprintf(out, "# Blocking Enabled: wait for completion after each collective (no barrier) \n");
+  if (o.blocking == 3) {
+    std::fprintf(out,
+                 "# Blocking Enabled: wait for completion and barrier after each iteration (barrier not timed) \n");
+  }
   if (o.perIterTiming != 0) {
     std::fprintf(out, "# Per-Iteration Report: host timing; i_* uses the slowest rank of each iteration%s\n",
                  o.perIterSkip > 0 ? (", first " + std::to_string(o.perIterSkip) + " skipped").c_str() : "");
   }
+  if (o.parallelInit != 0) std::fprintf(out, "# Parallel Init Enabled: threads call into NcclInitRank concurrently \n");
   std::fprintf(out, "#\n");
   std::fflush(out);
 }
@@ -223,10 +230,10 @@ void printRow(FILE* out, const RowResult& row, const PerfOptions& opts) {
   std::fflush(out);
 }
 
-void printFooter(FILE* out, const char* tool, int64_t wrongTotal, double avgBusBw, const char* bwCheck) {
-  std::fprintf(out, "# Out of bounds values : %lld %s\n", static_cast<long long>(wrongTotal),
-               wrongTotal == 0 ? "OK" : "FAILED");
-  std::fprintf(out, "# Avg bus bandwidth    : %g%s%s\n", avgBusBw, *bwCheck != '\0' ? " " : "", bwCheck);
+void printFooter(FILE* out, const char* tool, int64_t failedChecks, double avgBusBw, const char* bwCheck) {
+  std::fprintf(out, "# Out of bounds values : %lld %s\n", static_cast<long long>(failedChecks),
+               failedChecks == 0 ? "OK" : "FAILED");
+  std::fprintf(out, "# Avg bus bandwidth    : %g %s\n", avgBusBw, bwCheck);
   std::fprintf(out, "#\n");
   std::fprintf(out, "# Collective test concluded: %s\n", tool);
   std::fflush(out);
@@ -239,7 +246,7 @@ double averageBusBw(const std::vector<RowResult>& rows) {
   return sum / (2.0 * static_cast<double>(rows.size()));
 }
 
-bool writeJson(const std::string& path, const RunInfo& info, const std::vector<RowResult>& rows, int64_t wrongTotal,
+bool writeJson(const std::string& path, const RunInfo& info, const std::vector<RowResult>& rows, int64_t failedChecks,
                double avgBusBw, std::string* error) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
@@ -251,6 +258,8 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
   std::fprintf(f, "  \"tool\": %s,\n", jsonString(info.tool).c_str());
   std::fprintf(f, "  \"library\": %s,\n", jsonString(info.library).c_str());
   std::fprintf(f, "  \"nccl_headers\": %d,\n  \"nccl_library\": %d,\n", info.headerVersion, info.libraryVersion);
+  if (!info.algo.empty()) std::fprintf(f, "  \"algo\": %s,\n", jsonString(info.algo).c_str());
+  if (!info.proto.empty()) std::fprintf(f, "  \"proto\": %s,\n", jsonString(info.proto).c_str());
   std::fprintf(f, "  \"nranks\": %d,\n  \"nprocs\": %d,\n  \"nthreads\": %d,\n  \"ngpus\": %d,\n", info.nranks,
                info.nprocs, o.nThreads, o.nGpus);
   std::fprintf(f,
@@ -272,9 +281,12 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
     std::fprintf(f, "}");
   }
   std::fprintf(f, "%s],\n", rows.empty() ? "" : "\n  ");
+  int64_t wrongTotal = 0;
+  for (const RowResult& r : rows) wrongTotal += r.outOfPlace.wrong + r.inPlace.wrong;
   std::fprintf(f, "  \"wrong_total\": %lld,\n", static_cast<long long>(wrongTotal));
+  std::fprintf(f, "  \"out_of_bounds\": %lld,\n", static_cast<long long>(failedChecks));
   std::fprintf(f, "  \"avg_busbw_gbps\": %s,\n", jsonNumber(avgBusBw).c_str());
-  std::fprintf(f, "  \"status\": \"%s\"\n}\n", wrongTotal == 0 ? "OK" : "FAILED");
+  std::fprintf(f, "  \"status\": \"%s\"\n}\n", failedChecks == 0 ? "OK" : "FAILED");
   const bool ok = std::ferror(f) == 0;
   if (std::fclose(f) != 0 || !ok) {
     *error = "cannot write " + path;

@@ -24,7 +24,8 @@ struct PlacementResult {
   double timeUs = 0;
   double algBw = 0;  // GB/s (1e9 bytes)
   double busBw = 0;
-  int64_t wrong = 0;
+  int64_t wrong = 0;         // wrong elements over all ranks, in the first check iteration that had any
+  int64_t failedChecks = 0;  // driver threads that saw wrong elements (nccl-tests' "Out of bounds values")
   bool checked = false;
   bool hasIterStats = false;
   IterStats iter;
@@ -51,6 +52,8 @@ struct RunInfo {
   int libraryVersion = 0;
   int nranks = 1;
   int nprocs = 1;
+  std::string algo;  // NCCL_ALGO / NCCL_PROTO as set for the run ("" when not), so plots can tell runs apart
+  std::string proto;
   const PerfOptions* opts = nullptr;
 };
 
@@ -65,14 +68,14 @@ void printDevicesAndTableHeader(FILE* out, const std::vector<std::string>& devic
                                 const PerfOptions& opts);
 void printRow(FILE* out, const RowResult& row, const PerfOptions& opts);
 // "# Out of bounds values : ...", "# Avg bus bandwidth    : ... [bwCheck]", "#", "# Collective test concluded: ...".
-// bwCheck is "OK" or "FAILED" under NCCL_TESTS_MIN_BW, empty otherwise.
-void printFooter(FILE* out, const char* tool, int64_t wrongTotal, double avgBusBw, const char* bwCheck);
+// failedChecks sums PlacementResult::failedChecks; bwCheck is "OK" or "FAILED" under NCCL_TESTS_MIN_BW, else empty.
+void printFooter(FILE* out, const char* tool, int64_t failedChecks, double avgBusBw, const char* bwCheck);
 
 // Mean busbw over every out-of-place and in-place result (nccl-tests' "Avg bus bandwidth").
 double averageBusBw(const std::vector<RowResult>& rows);
 
 // Writes the run as JSON; false (with *error) when the file cannot be written.
-bool writeJson(const std::string& path, const RunInfo& info, const std::vector<RowResult>& rows, int64_t wrongTotal,
+bool writeJson(const std::string& path, const RunInfo& info, const std::vector<RowResult>& rows, int64_t failedChecks,
                double avgBusBw, std::string* error);
 
 // Formats v with 2 decimals, or fewer when that does not fit in `width` characters.

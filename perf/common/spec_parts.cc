@@ -8,6 +8,11 @@ CollCounts wholeBufferCounts(size_t bytes, size_t typeSize, int /*nranks*/) {
   return c;
 }
 
+size_t blockCount(size_t bytes, size_t typeSize, int nranks) {
+  const size_t perLine = typeSize >= 16 ? 1 : 16 / typeSize;
+  return nranks > 0 ? bytes / typeSize / static_cast<size_t>(nranks) / perLine * perLine : 0;
+}
+
 size_t countBytes(const CollCounts& c, size_t typeSize, int /*nranks*/) {
   return c.paramCount * typeSize;
 }

@@ -12,6 +12,10 @@ namespace braid::perf {
 // send/recv).
 CollCounts wholeBufferCounts(size_t bytes, size_t typeSize, int nranks);
 
+// One rank's block of a message of `bytes` bytes split over nranks, in elements: nccl-tests rounds it down to whole
+// 16-byte lines ((count / nranks) & -(16 / typeSize)), so the table's size and count columns match its own.
+size_t blockCount(size_t bytes, size_t typeSize, int nranks);
+
 // S in algbw = S / t: the count argument's bytes, or that times the rank count (per-rank counts).
 size_t countBytes(const CollCounts& c, size_t typeSize, int nranks);
 size_t countBytesTimesRanks(const CollCounts& c, size_t typeSize, int nranks);

@@ -178,6 +178,37 @@ PY
     refuse "unknown datatype" "invalid datatype \(-d\) 'float17'" "$p" -d float17
     refuse "root out of range" "root 3 \(-r\) is not a rank below 2" "$perfdir/broadcast_perf" -t 2 -r 3
     refuse "bad size" "invalid size \(-b\) '12Q'" "$p" -b 12Q
+    # nccl-tests' shapes: per-rank blocks are whole 16-byte lines, so size and count match its table.
+    timeout "$timeout_s" "$perfdir/gather_perf" -b 1M -e 1M -t 3 -n 1 -w 0 -c 1 >"$out" 2>"$err"
+    grep -Eq "^ +1048560 +87380 +float +none +0 " "$out" || report "gather sizes round to 16-byte blocks" "no 1048560 87380 row" 1
+    timeout "$timeout_s" "$perfdir/all_gather_perf" -d int8 -b 48 -e 48 -t 2 -n 1 -w 0 -c 1 >"$out" 2>"$err"
+    grep -Eq "^ +32 +16 +int8 +none +-1 " "$out" || report "all_gather int8 rounds to 16 elements" "no 32 16 row" 1
+    # -r -1: every root in turn; fractional sizes.
+    check "-r -1 sweeps the roots" broadcast_perf $((3 * rows)) 0 "$perfdir/broadcast_perf" "${args[@]}" -t 3 -r -1
+    [ "$(awk '/^ +[0-9]/ {print $5}' "$out" | sort -u | tr '\n' ' ')" = "0 1 2 " ] ||
+      report "-r -1 names each root" "root column: $(awk '/^ +[0-9]/ {print $5}' "$out" | sort -u | tr '\n' ' ')" 1
+    check "-b 1.5K" all_reduce_perf 1 0 "$p" -b 1.5K -e 1.5K -c 1 -n 1 -t 2
+    grep -Eq "^ +1536 +384 " "$out" || report "-b 1.5K is 1536 bytes" "no 1536 row" 1
+    # send/receive names the op, and -o all runs it once per op, as nccl-tests does.
+    check "sendrecv_perf -o all" sendrecv_perf $((6 * rows)) 0 "$perfdir/sendrecv_perf" "${args[@]}" -t 2 -o all
+    grep -Eq "^ +8 +2 +float +sum +-1 " "$out" || report "sendrecv redop column" "no 'sum' in the redop column" 1
+    # The footer counts failed checks (the first failing check iteration of each result), not elements.
+    check "-c 3 with one wrong element per check" all_reduce_perf 2 1 env BRAID_PERF_INJECT_WRONG=1 "$p" -b 8 -e 16 -f 2 \
+      -c 3 -n 1 -t 2
+    problems=""
+    grep -q "^# Out of bounds values : 4 FAILED$" "$out" || problems="footer: $(grep 'Out of bounds' "$out"); "
+    [ "$(awk '/^ +[0-9]/ {print $9, $13}' "$out" | sort -u | tr '\n' ' ')" = "1 1 " ] ||
+      problems="${problems}#wrong cells: $(awk '/^ +[0-9]/ {print $9, $13}' "$out" | tr '\n' ' '); "
+    report "Out of bounds values counts failed checks" "$problems" 1
+    # nccl-tests pads its header lines; a plain diff of the two tables needs the same blanks.
+    timeout "$timeout_s" "$p" -b 8 -e 8 -n 1 >"$out" 2>"$err"
+    problems=""
+    grep -q "in-place          $" "$out" || problems="first header line not padded; "
+    grep -q "#wrong $" "$out" || problems="${problems}second header line not padded; "
+    grep -Eq "^# Avg bus bandwidth    : [0-9.e+-]+ $" "$out" || problems="${problems}Avg line without its blank; "
+    report "header padding as nccl-tests" "$problems" 0
+    refuse "NCCL_TESTS_SPLIT named as not implemented" "NCCL_TESTS_SPLIT=MOD 2: running one test per group" \
+      env NCCL_TESTS_SPLIT="MOD 2" "$p" -b 8 -e 8
     refuse "-M named as not implemented" "-M \(GPU memory report\) is not implemented" "$p" -M 1
     refuse "-K must leave iterations" "-K 5 skips every one of the 5 iterations" "$p" -I 1 -K 5 -n 5
     # -I (per-iteration columns), -K, -S (timestamp column) and -C (cputime label), across 2 processes: nccl-tests'
@@ -214,7 +245,7 @@ for r in d["results"]:
 PY
     report "-I 1 -K 2 -S 1 -C 1 columns and JSON" "$problems" "$rc"
     check "-z 2 header line" all_reduce_perf "$rows" 0 "$p" "${args[@]}" -t 2 -z 2
-    grep -q "^# Blocking Enabled: wait for completion after each collective (no barrier)$" "$out" ||
+    grep -q "^# Blocking Enabled: wait for completion after each collective (no barrier) $" "$out" ||
       report "-z 2 says so in the header" "no Blocking Enabled line" 1
     timeout "$timeout_s" "$p" -h >"$out" 2>"$err"
     rc=$?
@@ -258,13 +289,64 @@ PY
     problems=""
     for r in 0 1; do grep -q "^term $r$" "$out" || problems="${problems}rank $r did not get SIGTERM; "; done
     report "braidrun forwards SIGTERM" "$problems" "$rc"
+    # SIGHUP (a closed terminal) and SIGUSR1 reach the ranks too; braidrun itself stays to report them.
+    "$braidrun" -np 2 -- sh -c 'trap "echo usr1 $RANK" USR1; trap "echo hup $RANK; exit 3" HUP
+      while :; do sleep 0.2; done' >"$out" 2>"$err" &
+    pid=$!
+    sleep 1
+    kill -USR1 "$pid"
+    sleep 0.5
+    kill -HUP "$pid"
+    wait "$pid"
+    rc=$?
+    problems=""
+    [ "$rc" -eq 3 ] || problems="exit status $rc, want 3 (the ranks' own); "
+    for r in 0 1; do
+      grep -q "^usr1 $r$" "$out" || problems="${problems}rank $r did not get SIGUSR1; "
+      grep -q "^hup $r$" "$out" || problems="${problems}rank $r did not get SIGHUP; "
+    done
+    report "braidrun forwards SIGUSR1 and SIGHUP" "$problems" "$rc"
+    # Launchers other than braidrun, by their variables: srun's tasks (no MASTER_ADDR: Slurm's first host),
+    # torchrun's workers (its agent's store already holds MASTER_PORT), and an sbatch script calling the tool
+    # directly (SLURM_NTASKS alone: one process, not a wait for absent ranks).
+    port=$((20000 + RANDOM % 20000))
+    run_pair() {  # run_pair NAME ENV...: the tool as ranks 0 and 1 of 2 processes with ENV plus RANK-specific vars
+      local name=$1
+      shift
+      local pids=() r rc=0
+      for r in 0 1; do
+        timeout "$timeout_s" env "$@" "${rankvars[@]/@R@/$r}" "$perfdir/all_reduce_perf" "${args[@]}" \
+          >"$tmp/pair$r" 2>&1 &
+        pids+=($!)
+      done
+      for r in 0 1; do wait "${pids[$r]}" || rc=$?; done
+      cp "$tmp/pair0" "$out"
+      : >"$err"
+      problems=""
+      [ "$rc" -eq 0 ] || problems="exit status $rc: $(tail -2 "$tmp/pair1" | tr '\n' ' '); "
+      grep -q "^# Out of bounds values : 0 OK$" "$out" || problems="${problems}no OK footer; "
+      [ "$(grep -c '^#  Rank' "$out")" -eq 2 ] || problems="${problems}want 2 ranks; "
+      report "$name" "$problems" "$rc"
+    }
+    rankvars=(SLURM_PROCID=@R@ SLURM_LOCALID=@R@)
+    run_pair "srun's variables (SLURM_STEP_NUM_TASKS, first host of the nodelist)" SLURM_STEP_NUM_TASKS=2 \
+      SLURM_NTASKS=2 SLURM_STEP_NODELIST=127.0.0.1 MASTER_PORT=$port
+    python3 -c 'import socket,sys,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(120)' $((port + 7)) &
+    store=$!
+    sleep 0.5
+    rankvars=(RANK=@R@ LOCAL_RANK=@R@)
+    run_pair "torchrun's variables (its store on MASTER_PORT; braid takes MASTER_PORT + 1)" WORLD_SIZE=2 \
+      LOCAL_WORLD_SIZE=2 GROUP_RANK=0 TORCHELASTIC_RUN_ID=none MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 7))
+    kill "$store" 2>/dev/null
+    check "sbatch script step (SLURM_NTASKS=2, no srun): one process" all_reduce_perf "$rows" 0 env SLURM_NTASKS=2 \
+      SLURM_PROCID=0 "$perfdir/all_reduce_perf" "${args[@]}"
     ;;
   gloo)
     if ! "$perfdir/all_reduce_perf" --baseline gloo -b 8 -e 8 -n 1 >"$out" 2>"$err"; then
       if grep -q "no Gloo" "$err"; then echo "SKIP: this build has no Gloo"; exit 0; fi
     fi
     for t in $tools; do
-      for np in 2 4; do
+      for np in 1 2 4; do
         launcher "$np"
         check "${t}_perf --baseline gloo, $np ranks" "${t}_perf" "$rows" 0 \
           "${L[@]}" "$perfdir/${t}_perf" --baseline gloo "${args[@]}" -r $((np - 1))

@@ -7,12 +7,12 @@
 // 127.0.0.1 and MASTER_PORT a free port unless --master-port is given; across nodes one braidrun runs on each node
 // with the same --nnodes, --master-addr (node 0's address, where rank 0 listens) and --master-port, which default
 // to $MASTER_ADDR, $MASTER_PORT and $NODE_RANK. Children's output goes straight to braidrun's stdout/stderr. Each
-// child leads its own process group; SIGINT and SIGTERM sent to braidrun are forwarded to every group. When a
-// child exits with a non-zero status or dies from a signal, braidrun reports it, sends SIGTERM to the others, and
-// SIGKILL to those still alive 5 s later. braidrun's exit status is that first failure's (128 + signal number for
-// a signal), 0 when every rank succeeded. Children also get SIGTERM if braidrun itself dies. braidrun does not
-// reach other nodes: their ranks learn of a failure through the library (a dead peer is an ncclRemoteError naming
-// its rank, within BRAID_TIMEOUT) and their own braidrun then stops the rest of that node.
+// child leads its own process group; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to braidrun are
+// forwarded to every group. When a child exits with a non-zero status or dies from a signal, braidrun reports it,
+// sends SIGTERM to the others, and SIGKILL to those still alive 5 s later. braidrun's exit status is that first
+// failure's (128 + signal number for a signal), 0 when every rank succeeded. Children also get SIGTERM if braidrun
+// itself dies. braidrun does not reach other nodes: their ranks learn of a failure through the library (a dead peer is
+// an ncclRemoteError naming its rank, within BRAID_TIMEOUT) and their own braidrun then stops the rest of that node.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -37,6 +37,7 @@ constexpr const char* kMasterAddr = "127.0.0.1";
 constexpr auto kKillGrace = std::chrono::seconds(5);
 constexpr long kPollNanoseconds = 100 * 1000 * 1000;
 constexpr int kMaxProcesses = 4096;
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};  // passed on to every rank
 
 struct Options {
   int nprocs = 0;          // ranks on this node
@@ -67,10 +68,11 @@ void usage(FILE* out) {
       "    nodeA$ braidrun -np 8 --nnodes 2 --node-rank 0 --master-addr nodeA --master-port 29500 -- prog\n"
       "    nodeB$ braidrun -np 8 --nnodes 2 --node-rank 1 --master-addr nodeA --master-port 29500 -- prog\n"
       "  (-np is also --nproc-per-node; torchrun's underscore spellings are accepted.)\n"
-      "SIGINT/SIGTERM are forwarded to the ranks. If a rank fails, this node's other ranks are terminated\n"
-      "(SIGTERM, then SIGKILL after 5 s) and braidrun exits with the failed rank's status (128+N for signal\n"
-      "N). Ranks on other nodes fail through the library (ncclRemoteError naming the dead rank, bounded by\n"
-      "BRAID_TIMEOUT) and their braidrun stops the rest of their node.\n");
+      "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to the ranks. If a rank fails,\n"
+      "this node's other ranks are terminated (SIGTERM, then SIGKILL after 5 s) and braidrun exits with the\n"
+      "failed rank's status (128+N for signal N). Ranks on other nodes fail through the library\n"
+      "(ncclRemoteError naming the dead rank, bounded by BRAID_TIMEOUT) and their braidrun stops the rest\n"
+      "of their node.\n");
 }
 
 bool parseInt(const char* text, int minValue, int maxValue, int* out) {
@@ -256,8 +258,7 @@ class Launcher {
     sigaction(SIGCHLD, &sa, nullptr);
     sigemptyset(&handled_);
     sigaddset(&handled_, SIGCHLD);
-    sigaddset(&handled_, SIGINT);
-    sigaddset(&handled_, SIGTERM);
+    for (int sig : kForwarded) sigaddset(&handled_, sig);
     sigprocmask(SIG_BLOCK, &handled_, &originalMask_);
     std::fflush(stdout);
     std::fflush(stderr);
@@ -362,7 +363,7 @@ class Launcher {
     while (running_ > 0) {
       timespec timeout{0, kPollNanoseconds};
       const int sig = sigtimedwait(&handled_, nullptr, &timeout);
-      if (sig == SIGINT || sig == SIGTERM) signalRunning(sig);
+      if (sig > 0 && sig != SIGCHLD) signalRunning(sig);
       reap();
       if (terminating_ && !killed && running_ > 0 && std::chrono::steady_clock::now() >= killDeadline_) {
         std::fprintf(stderr, "braidrun%s: %d rank(s) still running %lld s after SIGTERM; sending SIGKILL\n",

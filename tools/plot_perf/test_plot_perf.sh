@@ -54,6 +54,28 @@ sample "$tmp/braid.json" "" 0.5
 sample "$tmp/mpi.json" mpi 0.25
 printf '{"tool": "all_reduce_perf", "results": [{"size": 8,]}\n' >"$tmp/malformed.json"
 
+# nccl-tests' own -J output (NVIDIA's library, say) beside braid's, and runs told apart by the forced algorithm.
+cat >"$tmp/nccl.json" <<'EOF'
+{"version": 2, "args": ["all_reduce_perf", "-b", "8", "-e", "1K"], "env": ["NCCL_ALGO=Ring"], "nccl_version": 22809,
+ "config": {"nthreads": 1, "ngpus": 2, "devices": [{"rank": 0}, {"rank": 1}]},
+ "results": [
+  {"size": 8, "count": 2, "type": "float", "redop": "sum", "root": "    -1",
+   "out_of_place": {"time": 10.5, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0},
+   "in_place": {"time": 10.0, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0}},
+  {"size": 1024, "count": 256, "type": "float", "redop": "sum", "root": "    -1",
+   "out_of_place": {"time": 11.0, "alg_bw": 0.09, "bus_bw": 0.09, "nwrong": 0},
+   "in_place": {"time": 11.0, "alg_bw": 0.09, "bus_bw": 0.09, "nwrong": 0}}]}
+EOF
+sed 's/"nranks": 2,/"nranks": 2, "algo": "tree",/' "$tmp/braid.json" >"$tmp/braid-tree.json"
+if python3 "$plot_perf" --csv "$tmp/nccl.json" "$tmp/braid-tree.json" >"$tmp/csv" 2>"$tmp/err"; then
+  header="size,nccl-tests nranks=2 algo=Ring time_us,nccl-tests nranks=2 algo=Ring busbw_gbps"
+  header="$header,braid nranks=2 algo=tree time_us,braid nranks=2 algo=tree busbw_gbps"
+  [ "$(head -n 1 "$tmp/csv")" = "$header" ] || fail "nccl-tests JSON --csv header: $(head -n 1 "$tmp/csv")"
+  grep -q "^1024,11,0.09,2,0.5$" "$tmp/csv" || fail "nccl-tests JSON --csv 1 KB row: $(grep '^1024' "$tmp/csv")"
+else
+  fail "--csv of nccl-tests' JSON: $(cat "$tmp/err")"
+fi
+
 # --csv: one header naming both runs, one row per size.
 if python3 "$plot_perf" --csv "$tmp/braid.json" "$tmp/mpi.json" >"$tmp/csv" 2>"$tmp/err"; then
   header="size,braid nranks=2 time_us,braid nranks=2 busbw_gbps,mpi nranks=2 time_us,mpi nranks=2 busbw_gbps"
