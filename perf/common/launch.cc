@@ -20,6 +20,8 @@ constexpr EnvPair kLaunchers[] = {
     {"SLURM_STEP_NUM_TASKS", "SLURM_PROCID"},          // srun (a batch script itself has only SLURM_NTASKS)
 };
 
+constexpr const char* kLocalSizeVars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                          "SLURM_NTASKS_PER_NODE"};
 constexpr const char* kLocalRankVars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                                           "SLURM_LOCALID"};
 
@@ -103,15 +105,20 @@ bool detectLaunch(LaunchInfo* info, std::string* error) {
     }
     info->worldSize = worldSize;
     info->procRank = procRank;
+    info->source = std::string(pair.size) + "/" + pair.rank;
     if (!rendezvousAddress(info, error)) return false;
     info->localRank = procRank;
     for (const char* name : kLocalRankVars) {
       if (parseNonNegative(std::getenv(name), &info->localRank)) break;
     }
-    info->source = std::string(pair.size) + "/" + pair.rank;
+    info->localSize = 0;  // unknown unless a launcher says
+    for (const char* name : kLocalSizeVars) {
+      if (parseNonNegative(std::getenv(name), &info->localSize) && info->localSize > 0) break;
+      info->localSize = 0;
+    }
     return true;
   }
-  return true;
+  return rendezvousAddress(info, error);  // one process: the Gloo baseline's store still needs an address
 }
 
 void prepareRendezvous(LaunchInfo* info) {

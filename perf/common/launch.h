@@ -20,6 +20,9 @@ struct LaunchInfo {
   int procRank = 0;             // this process
   int localRank = 0;            // this process among those of its host (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
                                 // MPI_LOCALRANKID, SLURM_LOCALID; procRank when none is set): picks its GPUs
+  int localSize = 1;            // processes on this host (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE,
+                                // MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE); 0 when a launcher started us but none
+                                // of those says
   std::string source;           // the variables it came from ("WORLD_SIZE/RANK"), empty for a single process
   std::string commId;           // NCCL_COMM_ID used for the rendezvous, empty for a single process
   bool commIdFromUser = false;  // NCCL_COMM_ID was set before we started

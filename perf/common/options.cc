@@ -12,6 +12,7 @@ namespace braid::perf {
 namespace {
 
 constexpr int kBuffersOption = 1000;  // long-only options take codes outside the char range
+constexpr int kBindOption = 1001;
 
 void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
   std::fprintf(
@@ -56,6 +57,8 @@ void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
       "                           same sizes, table and check: braid, mpi (start with mpirun), gloo\n"
       "  --buffers <where>        auto: device memory where the communicators have a CUDA device, host\n"
       "                           memory otherwise; host; device (needs libcudart and a GPU) [auto]\n"
+      "  --bind <auto|none>       auto: when the host's rank threads (processes per host x -t) fit its\n"
+      "                           CPUs, bind each to its own CPU; none: leave them to the scheduler [auto]\n"
       "  -h,--help                this text\n"
       "Exit status: 0 success, 1 wrong results (or bandwidth below NCCL_TESTS_MIN_BW), 2 usage or NCCL\n"
       "error, 3 timeout.\n",
@@ -126,6 +129,7 @@ const struct option kLongOptions[] = {
     {"local_register", required_argument, nullptr, 'R'},
     {"baseline", required_argument, nullptr, 'B'},
     {"buffers", required_argument, nullptr, kBuffersOption},
+    {"bind", required_argument, nullptr, kBindOption},
     {"per_iter_timing", required_argument, nullptr, 'I'},
     {"per_iter_skip", required_argument, nullptr, 'K'},
     {"report_timestamps", required_argument, nullptr, 'S'},
@@ -283,6 +287,12 @@ bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool 
         } else {
           return bad("buffer place (--buffers auto|host|device)", arg);
         }
+        break;
+      }
+      case kBindOption: {
+        const std::string v = arg == nullptr ? "" : arg;
+        if (v != "auto" && v != "none") return bad("thread binding (--bind auto|none)", arg);
+        opts->bindThreads = v == "auto";
         break;
       }
       case 'I':

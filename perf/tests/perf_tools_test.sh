@@ -290,7 +290,7 @@ PY
     for r in 0 1; do grep -q "^term $r$" "$out" || problems="${problems}rank $r did not get SIGTERM; "; done
     report "braidrun forwards SIGTERM" "$problems" "$rc"
     # SIGHUP (a closed terminal) and SIGUSR1 reach the ranks too; braidrun itself stays to report them.
-    "$braidrun" -np 2 -- sh -c 'trap "echo usr1 $RANK" USR1; trap "echo hup $RANK; exit 3" HUP
+    "$braidrun" -np 2 -- sh -c 'trap "echo usr1 $RANK" USR1; trap "echo hup $RANK; exit 0" HUP
       while :; do sleep 0.2; done' >"$out" 2>"$err" &
     pid=$!
     sleep 1
@@ -300,7 +300,7 @@ PY
     wait "$pid"
     rc=$?
     problems=""
-    [ "$rc" -eq 3 ] || problems="exit status $rc, want 3 (the ranks' own); "
+    [ "$rc" -eq 0 ] || problems="exit status $rc, want 0 (the ranks' own); "
     for r in 0 1; do
       grep -q "^usr1 $r$" "$out" || problems="${problems}rank $r did not get SIGUSR1; "
       grep -q "^hup $r$" "$out" || problems="${problems}rank $r did not get SIGHUP; "
@@ -330,7 +330,9 @@ PY
     }
     rankvars=(SLURM_PROCID=@R@ SLURM_LOCALID=@R@)
     run_pair "srun's variables (SLURM_STEP_NUM_TASKS, first host of the nodelist)" SLURM_STEP_NUM_TASKS=2 \
-      SLURM_NTASKS=2 SLURM_STEP_NODELIST=127.0.0.1 MASTER_PORT=$port
+      SLURM_NTASKS=2 SLURM_STEP_NODELIST="127.0.0.[3-4]" MASTER_PORT=$port NCCL_DEBUG=INFO
+    grep -q "bootstrap root listening on 127.0.0.3:$port" "$out" ||
+      report "srun: rank 0 listens on the nodelist's first host" "no root on 127.0.0.3:$port" 1
     python3 -c 'import socket,sys,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(120)' $((port + 7)) &
     store=$!
     sleep 0.5
@@ -338,6 +340,19 @@ PY
     run_pair "torchrun's variables (its store on MASTER_PORT; braid takes MASTER_PORT + 1)" WORLD_SIZE=2 \
       LOCAL_WORLD_SIZE=2 GROUP_RANK=0 TORCHELASTIC_RUN_ID=none MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 7))
     kill "$store" 2>/dev/null
+    # Rank threads get a CPU each when the host's rank threads fit its CPUs (--bind none: left alone).
+    if [ "$(nproc)" -ge 2 ]; then
+      check "rank threads bound to their own CPUs" all_reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/all_reduce_perf" "${args[@]}"
+      [ "$(grep -cE '^#  Rank  [01] .*\[host\] CPU [0-9]+$' "$out")" -eq 2 ] &&
+        [ "$(grep -oE 'CPU [0-9]+$' "$out" | sort -u | wc -l)" -eq 2 ] ||
+        report "device lines name two different CPUs" "$(grep '^#  Rank' "$out" | tr '\n' ' ')" 1
+      check "--bind none" all_reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/all_reduce_perf" "${args[@]}" --bind none
+      [ "$(grep -cE '\[host\] CPU$' "$out")" -eq 2 ] || report "--bind none names no CPU" "$(grep '^#  Rank' "$out")" 1
+    fi
+    check "more rank threads than CPUs stay unbound" all_reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/all_reduce_perf" \
+      "${args[@]}" -t "$(nproc)"
+    [ "$(grep -cE '\[host\] CPU$' "$out")" -eq $((2 * $(nproc))) ] ||
+      report "oversubscribed ranks name no CPU" "$(grep '^#  Rank' "$out" | tr '\n' ' ')" 1
     check "sbatch script step (SLURM_NTASKS=2, no srun): one process" all_reduce_perf "$rows" 0 env SLURM_NTASKS=2 \
       SLURM_PROCID=0 "$perfdir/all_reduce_perf" "${args[@]}"
     ;;
