@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "src/backends/cpu/reduce.h"
@@ -35,10 +36,10 @@ void bmMemcpyLarge(benchmark::State& state) {
 }
 BENCHMARK(bmMemcpyLarge)->Threads(1)->Threads(2)->UseRealTime();
 
-void bmReduce(benchmark::State& state) {
+void bmReduce(benchmark::State& state, braid::DType dtype, braid::OpKind kind) {
   braid::ReduceOp op;
-  op.dtype = static_cast<braid::DType>(state.range(0));
-  op.kind = static_cast<braid::OpKind>(state.range(1));
+  op.dtype = dtype;
+  op.kind = kind;
   op.nranks = 2;
   const size_t n = kBytes / braid::dtypeSize(op.dtype);
   std::vector<char> a(kBytes, 0), b(kBytes, 0), c(kBytes);
@@ -47,9 +48,21 @@ void bmReduce(benchmark::State& state) {
     benchmark::DoNotOptimize(c.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
-  state.SetLabel(std::string(braid::dtypeName(op.dtype)));
 }
-BENCHMARK(bmReduce)->ArgsProduct({benchmark::CreateDenseRange(0, 11, 1), {0, 2}});
+
+// Named Reduce/<type>/<op> ("Reduce/bfloat16/sum"), so --benchmark_filter=Reduce/half selects by type.
+const bool kReduceRegistered = [] {
+  constexpr braid::OpKind kOps[] = {braid::OpKind::kSum, braid::OpKind::kMax};
+  constexpr const char* kOpNames[] = {"sum", "max"};
+  for (int t = 0; t < 12; ++t) {
+    const auto dtype = static_cast<braid::DType>(t);
+    for (size_t o = 0; o < 2; ++o) {
+      const std::string name = std::string("Reduce/") + braid::dtypeName(dtype) + "/" + kOpNames[o];
+      benchmark::RegisterBenchmark(name.c_str(), bmReduce, dtype, kOps[o]);
+    }
+  }
+  return true;
+}();
 
 }  // namespace
 
