@@ -111,6 +111,7 @@ class ThreadRunner {
       for (size_t ti = 0; ti < o.types.size(); ++ti) {
         for (size_t oi = 0; oi < o.ops.size(); ++oi) {
           for (int root = firstRoot; root <= lastRoot; ++root) {
+            warmUp(*o.types[ti], *o.ops[oi], root);
             for (size_t si = 0; si < s_.sizes.size(); ++si) {
               const uint64_t seed =
                   combineSeed(combineSeed(combineSeed(combineSeed(cycle, ti), oi), si), static_cast<uint64_t>(root));
@@ -134,10 +135,10 @@ class ThreadRunner {
  private:
   bool isReporter() const { return firstRank_ == 0; }
 
-  // Rank threads that wait by spinning briefly and then yielding can settle on one CPU together and stay there,
-  // each keeping the other cache-hot, while another CPU idles: 8-byte operations then took 3-25 us instead of 0.5.
-  // So, when the host's rank threads fit its CPUs (launchers that name the local rank and size), each thread is
-  // bound to its own CPU, as mpirun binds ranks to cores. Returns the CPU, or -1 when left unbound.
+  // --bind cores: when the host's rank threads fit its CPUs (launchers that name the local rank and size), each
+  // thread is bound to its own CPU, as mpirun binds ranks to cores. Rank threads that spin briefly and then yield
+  // can settle on one CPU together and stay there while another CPU idles (docs/perf.md, "CPU binding").
+  // Returns the CPU, or -1 when left unbound.
   int bindToOwnCpu() const {
     const PerfOptions& o = s_.opts;
     const long long slots = static_cast<long long>(s_.launch.localSize) * o.nThreads;
@@ -308,6 +309,21 @@ class ThreadRunner {
     return total;
   }
 
+  // nccl-tests' warm-up: -w out-of-place operations at the largest size, then -w at the smallest, before each sweep.
+  // The large ones also keep every rank busy at once, so the kernel spreads them over the CPUs before anything is
+  // timed.
+  void warmUp(const TypeInfo& type, const OpInfo& op, int root) {
+    if (s_.opts.warmupIters <= 0 || s_.sizes.empty()) return;
+    std::string error;
+    for (size_t bytes : {*std::max_element(s_.sizes.begin(), s_.sizes.end()), s_.sizes.front()}) {
+      const CollCounts counts = s_.spec->counts(bytes, type.size, s_.nranks);
+      std::vector<RunArgs> args;
+      for (const auto& b : ranks_) args.push_back(argsFor(*b, type, op, root, counts, false, false));
+      for (int w = 0; w < s_.opts.warmupIters; ++w) check(comms_->run(s_.spec->kind, args, &error), error);
+      synchronize();
+    }
+  }
+
   RowResult measureRow(const TypeInfo& type, const OpInfo& op, int root, size_t bytes, uint64_t seed) {
     const CollCounts counts = s_.spec->counts(bytes, type.size, s_.nranks);
     RowResult row;
@@ -388,8 +404,7 @@ class ThreadRunner {
     // before the timed loop. Checks run at offset 0, where the inputs were written.
     const size_t opBytes = std::max(sendUsed, recvUsed) - lead;
     const size_t steps = opBytes == 0 ? 1 : std::max<size_t>(1, (s_.bufferBytes - lead) / opBytes);
-    const size_t variants =
-        std::min(steps, static_cast<size_t>(std::max(o.iters, o.warmupIters)) * static_cast<size_t>(o.aggIters));
+    const size_t variants = std::min(steps, static_cast<size_t>(o.iters) * static_cast<size_t>(o.aggIters));
     std::vector<std::vector<RunArgs>> rotated(std::max<size_t>(variants, 1), args);
     for (size_t k = 1; k < rotated.size(); ++k) {
       for (RunArgs& a : rotated[k]) {
@@ -417,10 +432,11 @@ class ThreadRunner {
       return std::chrono::duration<double>((o.reportCpuTime != 0 ? issued : Clock::now()) - start).count();
     };
 
+    // As nccl-tests: one untimed operation and a barrier before the timed ones (-w warms up once per sweep).
     prepare(combineSeed(seed, 0));
-    for (int w = 0; w < o.warmupIters; ++w) iteration();
+    runOnce();
     synchronize();
-    iterIndex = 0;
+    barrier();
     double elapsed = 0;
     std::vector<double> iterSeconds;  // -I
     if (o.blocking == 3 || o.perIterTiming != 0) {

@@ -30,7 +30,8 @@ void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
       "  -i,--stepbytes <size>    additive size step [1M]\n"
       "  -f,--stepfactor <n>      multiplicative size step (overrides -i when > 1)\n"
       "  -n,--iters <n>           timed iterations per size [20]\n"
-      "  -w,--warmup_iters <n>    untimed iterations per size [1]\n"
+      "  -w,--warmup_iters <n>    untimed iterations at the largest, then the smallest size, before each\n"
+      "                           sweep; each size also runs one untimed operation first [1]\n"
       "  -m,--agg_iters <n>       operations aggregated in one group per iteration [1]\n"
       "  -N,--run_cycles <n>      repeat the sweep n times, 0 = forever [1]\n"
       "  -p,--parallel_init <0/1> accepted for compatibility (ranks always initialize concurrently) [0]\n"
@@ -43,7 +44,7 @@ void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
       "  -R,--local_register <0>  only 0: braid has no buffer registration yet [0]\n"
       "  -y,--stream_null <0/1>   device buffers: use the default stream instead of one per rank [0]\n"
       "  -T,--timeout <sec>       give up (exit status 3) when the test runs longer than this [off]\n"
-      "  -G,--cudagraph <0>       only 0 on host memory [0]\n"
+      "  -G,--cudagraph <0>       only 0: CUDA graph capture is not implemented [0]\n"
       "  -C,--report_cputime <0/1> report the time to issue the operations, not to complete them\n"
       "                           (device buffers; on host memory the two coincide) [0]\n"
       "  -a,--average <0-3>       time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max [1]\n"
@@ -57,8 +58,8 @@ void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
       "                           same sizes, table and check: braid, mpi (start with mpirun), gloo\n"
       "  --buffers <where>        auto: device memory where the communicators have a CUDA device, host\n"
       "                           memory otherwise; host; device (needs libcudart and a GPU) [auto]\n"
-      "  --bind <auto|none>       auto: when the host's rank threads (processes per host x -t) fit its\n"
-      "                           CPUs, bind each to its own CPU; none: leave them to the scheduler [auto]\n"
+      "  --bind <none|cores>      cores: when the host's rank threads (processes per host x -t) fit its\n"
+      "                           CPUs, bind each to its own CPU; none: leave them to the scheduler [none]\n"
       "  -h,--help                this text\n"
       "Exit status: 0 success, 1 wrong results (or bandwidth below NCCL_TESTS_MIN_BW), 2 usage or NCCL\n"
       "error, 3 timeout.\n",
@@ -291,8 +292,8 @@ bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool 
       }
       case kBindOption: {
         const std::string v = arg == nullptr ? "" : arg;
-        if (v != "auto" && v != "none") return bad("thread binding (--bind auto|none)", arg);
-        opts->bindThreads = v == "auto";
+        if (v != "cores" && v != "none") return bad("thread binding (--bind none|cores)", arg);
+        opts->bindThreads = v == "cores";
         break;
       }
       case 'I':
@@ -337,7 +338,8 @@ bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool 
     return false;
   }
   if (opts->cudaGraph != 0) {
-    std::fprintf(stderr, "%s: -G %d: CUDA graphs need device buffers; use -G 0\n", toolName, opts->cudaGraph);
+    std::fprintf(stderr, "%s: -G %d: CUDA graph capture is not implemented in braid's perf tools; use -G 0\n", toolName,
+                 opts->cudaGraph);
     return false;
   }
   if (opts->perIterTiming != 0 && opts->perIterSkip >= opts->iters) {

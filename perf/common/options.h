@@ -42,7 +42,7 @@ struct PerfOptions {
   int localRegister = 0;                     // -R: buffer registration; only 0 (braid has no ncclCommRegister yet)
   std::string baseline = "braid";            // --baseline: braid, mpi or gloo
   BufferPlace buffers = BufferPlace::kAuto;  // --buffers
-  bool bindThreads = true;                   // --bind auto: one CPU per rank thread when they fit (none: off)
+  bool bindThreads = false;                  // --bind cores: one CPU per rank thread when they fit (none: off)
   std::vector<const TypeInfo*> types;        // -d (default float; "all")
   std::vector<const OpInfo*> ops;            // -o (default sum; "all")
 };

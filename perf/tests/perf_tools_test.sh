@@ -340,17 +340,17 @@ PY
     run_pair "torchrun's variables (its store on MASTER_PORT; braid takes MASTER_PORT + 1)" WORLD_SIZE=2 \
       LOCAL_WORLD_SIZE=2 GROUP_RANK=0 TORCHELASTIC_RUN_ID=none MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 7))
     kill "$store" 2>/dev/null
-    # Rank threads get a CPU each when the host's rank threads fit its CPUs (--bind none: left alone).
+    # --bind cores: each rank thread gets a CPU of its own when the host's rank threads fit its CPUs.
     if [ "$(nproc)" -ge 2 ]; then
-      check "rank threads bound to their own CPUs" all_reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/all_reduce_perf" "${args[@]}"
+      check "--bind cores" all_reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/all_reduce_perf" "${args[@]}" --bind cores
       [ "$(grep -cE '^#  Rank  [01] .*\[host\] CPU [0-9]+$' "$out")" -eq 2 ] &&
         [ "$(grep -oE 'CPU [0-9]+$' "$out" | sort -u | wc -l)" -eq 2 ] ||
         report "device lines name two different CPUs" "$(grep '^#  Rank' "$out" | tr '\n' ' ')" 1
-      check "--bind none" all_reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/all_reduce_perf" "${args[@]}" --bind none
-      [ "$(grep -cE '\[host\] CPU$' "$out")" -eq 2 ] || report "--bind none names no CPU" "$(grep '^#  Rank' "$out")" 1
+      check "unbound by default" all_reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/all_reduce_perf" "${args[@]}"
+      [ "$(grep -cE '\[host\] CPU$' "$out")" -eq 2 ] || report "default names no CPU" "$(grep '^#  Rank' "$out")" 1
     fi
     check "more rank threads than CPUs stay unbound" all_reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/all_reduce_perf" \
-      "${args[@]}" -t "$(nproc)"
+      "${args[@]}" -t "$(nproc)" --bind cores
     [ "$(grep -cE '\[host\] CPU$' "$out")" -eq $((2 * $(nproc))) ] ||
       report "oversubscribed ranks name no CPU" "$(grep '^#  Rank' "$out" | tr '\n' ' ')" 1
     check "sbatch script step (SLURM_NTASKS=2, no srun): one process" all_reduce_perf "$rows" 0 env SLURM_NTASKS=2 \

@@ -63,7 +63,7 @@ BRAID_PARAM(HostsShareCpus, kInt, "BRAID_HOSTS_SHARE_CPUS", "-1",
 BRAID_PARAM(DirectStageBytes, kInt, "BRAID_DIRECT_STAGE_BYTES", "4096",
             "Direct collectives whose input is at most this many bytes per rank are staged through the shared "
             "segment (any buffers, one barrier); larger ones work on the buffers themselves.")
-BRAID_PARAM(SpinCount, kInt, "BRAID_SPIN_COUNT", "100",
+BRAID_PARAM(SpinCount, kInt, "BRAID_SPIN_COUNT", "2000",
             "Idle polls before a waiting rank starts yielding its core (20 when not set and this host has more "
             "ranks than usable CPUs).")
 

@@ -193,7 +193,7 @@ class Communicator {
   size_t llSlotBytes_ = 0;
   size_t p2pLlThreshold_ = 0;  // NCCL_P2P_LL_THRESHOLD
   double timeoutSec_ = 60;
-  int spinCount_ = 100;
+  int spinCount_ = 2000;
   size_t inlineBytes_ = 0;
   std::vector<PeerInfo> peers_;
   std::unique_ptr<Bootstrap> bootstrap_;

@@ -46,7 +46,7 @@ struct ExecContext {
   int rank = 0;
   const std::atomic<bool>* abort = nullptr;
   double timeoutSec = 60;
-  int spinCount = 100;
+  int spinCount = 2000;
 };
 
 struct ChannelWork {
