@@ -349,6 +349,22 @@ PY
       check "unbound by default" all_reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/all_reduce_perf" "${args[@]}"
       [ "$(grep -cE '\[host\] CPU$' "$out")" -eq 2 ] || report "default names no CPU" "$(grep '^#  Rank' "$out")" 1
     fi
+    # braidrun --bind-to core, as mpirun's: each local rank on a CPU of its own, when there are enough.
+    if [ "$(nproc)" -ge 2 ]; then
+      timeout "$timeout_s" "$braidrun" -np 2 --bind-to core -- sh -c 'echo "cpus $RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"' >"$out" 2>"$err"
+      rc=$?
+      problems=""
+      [ "$rc" -eq 0 ] || problems="exit status $rc; "
+      [ "$(awk '/^cpus/ {print $3}' "$out" | sort -u | wc -l)" -eq 2 ] && ! grep -q -- "[-,]" <(awk '/^cpus/ {print $3}' "$out") ||
+        problems="${problems}ranks not on one CPU each: $(tr '\n' ' ' <"$out"); "
+      report "braidrun --bind-to core" "$problems" "$rc"
+    fi
+    timeout "$timeout_s" "$braidrun" -np $(($(nproc) + 1)) --bind-to core -- true >"$out" 2>"$err"
+    rc=$?
+    problems=""
+    [ "$rc" -eq 0 ] || problems="exit status $rc; "
+    grep -q "ranks but $(nproc) CPUs; leaving the ranks unbound" "$err" || problems="${problems}no warning; "
+    report "braidrun --bind-to core with more ranks than CPUs warns and runs" "$problems" "$rc"
     check "more rank threads than CPUs stay unbound" all_reduce_perf "$rows" 0 "${L2[@]}" "$perfdir/all_reduce_perf" \
       "${args[@]}" -t "$(nproc)" --bind cores
     [ "$(grep -cE '\[host\] CPU$' "$out")" -eq $((2 * $(nproc))) ] ||

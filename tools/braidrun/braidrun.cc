@@ -15,6 +15,7 @@
 // an ncclRemoteError naming its rank, within BRAID_TIMEOUT) and their own braidrun then stops the rest of that node.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -40,11 +41,12 @@ constexpr int kMaxProcesses = 4096;
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};  // passed on to every rank
 
 struct Options {
-  int nprocs = 0;          // ranks on this node
-  int nnodes = 1;          // braidruns in the job, one per node
-  int nodeRank = -1;       // -1: $NODE_RANK across nodes, else 0
-  std::string masterAddr;  // empty: $MASTER_ADDR across nodes, 127.0.0.1 on one
-  int masterPort = 0;      // 0: $MASTER_PORT across nodes, a free port on one
+  int nprocs = 0;           // ranks on this node
+  int nnodes = 1;           // braidruns in the job, one per node
+  int nodeRank = -1;        // -1: $NODE_RANK across nodes, else 0
+  std::string masterAddr;   // empty: $MASTER_ADDR across nodes, 127.0.0.1 on one
+  int masterPort = 0;       // 0: $MASTER_PORT across nodes, a free port on one
+  bool bindToCore = false;  // --bind-to core: local rank i on the i-th CPU of braidrun's affinity mask
   std::vector<char*> command;
 };
 
@@ -57,7 +59,8 @@ struct Child {
 void usage(FILE* out) {
   std::fprintf(
       out,
-      "Usage: braidrun -np N [--nnodes H --node-rank I --master-addr A] [--master-port P] [--] command [args...]\n"
+      "Usage: braidrun -np N [--nnodes H --node-rank I --master-addr A] [--master-port P] [--bind-to none|core]\n"
+      "                [--] command [args...]\n"
       "Starts N local processes of command with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
       "MASTER_ADDR and MASTER_PORT set.\n"
       "  One node (default): ranks 0..N-1, MASTER_ADDR=127.0.0.1, MASTER_PORT a free port unless given.\n"
@@ -68,6 +71,8 @@ void usage(FILE* out) {
       "    nodeA$ braidrun -np 8 --nnodes 2 --node-rank 0 --master-addr nodeA --master-port 29500 -- prog\n"
       "    nodeB$ braidrun -np 8 --nnodes 2 --node-rank 1 --master-addr nodeA --master-port 29500 -- prog\n"
       "  (-np is also --nproc-per-node; torchrun's underscore spellings are accepted.)\n"
+      "--bind-to core binds local rank i to the i-th CPU braidrun may use (as mpirun's), when there are enough;\n"
+      "the default, none, leaves the ranks to the scheduler.\n"
       "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to the ranks. If a rank fails,\n"
       "this node's other ranks are terminated (SIGTERM, then SIGKILL after 5 s) and braidrun exits with the\n"
       "failed rank's status (128+N for signal N). Ranks on other nodes fail through the library\n"
@@ -174,6 +179,14 @@ int parseArgs(int argc, char** argv, Options* opts) {
         std::fprintf(stderr, "braidrun: %s needs a node rank between 0 and %d\n", name.c_str(), kMaxProcesses - 1);
         return 2;
       }
+    } else if (is("--bind-to") || is("--bind_to")) {
+      const std::string name = arg.substr(0, arg.find('='));
+      const char* v = value(name.c_str());
+      if (v == nullptr || (std::strcmp(v, "none") != 0 && std::strcmp(v, "core") != 0)) {
+        std::fprintf(stderr, "braidrun: %s needs none or core, not '%s'\n", name.c_str(), v == nullptr ? "" : v);
+        return 2;
+      }
+      opts->bindToCore = std::strcmp(v, "core") == 0;
     } else if (is("--master-addr") || is("--master_addr")) {
       const std::string name = arg.substr(0, arg.find('='));
       const char* v = value(name.c_str());
@@ -265,6 +278,19 @@ class Launcher {
 
     const pid_t self = getpid();
     if (opts_.nnodes > 1) where_ = " (node " + std::to_string(opts_.nodeRank) + ")";
+    if (opts_.bindToCore) {
+      // As mpirun --bind-to core: local rank i gets the i-th CPU braidrun may use, when every rank gets its own.
+      if (cpu_set_t allowed; sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+        for (int c = 0; c < CPU_SETSIZE; ++c) {
+          if (CPU_ISSET(c, &allowed)) cpus_.push_back(c);
+        }
+      }
+      if (static_cast<int>(cpus_.size()) < opts_.nprocs) {
+        std::fprintf(stderr, "braidrun%s: --bind-to core: %d ranks but %zu CPUs; leaving the ranks unbound\n",
+                     where_.c_str(), opts_.nprocs, cpus_.size());
+        cpus_.clear();
+      }
+    }
     children_.resize(static_cast<size_t>(opts_.nprocs));
     for (int local = 0; local < opts_.nprocs && !terminating_; ++local) {
       Child& c = children_[static_cast<size_t>(local)];
@@ -294,6 +320,15 @@ class Launcher {
     if (getppid() != parent) _exit(1);
     signal(SIGCHLD, SIG_DFL);
     sigprocmask(SIG_SETMASK, &originalMask_, nullptr);
+    if (!cpus_.empty()) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpus_[static_cast<size_t>(localRank)], &one);
+      if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+        std::fprintf(stderr, "braidrun%s: rank %d: cannot bind to CPU %d: %s\n", where_.c_str(), rank,
+                     cpus_[static_cast<size_t>(localRank)], std::strerror(errno));
+      }
+    }
     setenv("RANK", std::to_string(rank).c_str(), 1);
     setenv("WORLD_SIZE", std::to_string(opts_.nnodes * opts_.nprocs).c_str(), 1);
     setenv("LOCAL_RANK", std::to_string(localRank).c_str(), 1);
@@ -376,7 +411,8 @@ class Launcher {
 
   const Options& opts_;
   std::string port_;
-  std::string where_;  // " (node I)" in messages of a multi-node job
+  std::string where_;      // " (node I)" in messages of a multi-node job
+  std::vector<int> cpus_;  // --bind-to core: local rank i runs on cpus_[i] (empty: unbound)
   std::vector<Child> children_;
   int running_ = 0;
   bool failed_ = false;
