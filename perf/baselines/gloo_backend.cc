@@ -393,7 +393,11 @@ class GlooBackend final : public Backend {
   const char* name() const override { return "gloo"; }
   int maxRanksPerThread() const override { return 1; }
 
-  bool startProcess(LaunchInfo* launch, int, std::string*) override {
+  bool startProcess(LaunchInfo* launch, int, std::string* error) override {
+    if (!launch->masterPortError.empty()) {
+      *error = "Gloo's store: " + launch->masterPortError;
+      return false;
+    }
     nprocs_ = launch->worldSize;
     host_ = launch->masterAddr;
     port_ = launch->masterPort;

@@ -154,7 +154,7 @@ class BraidBackend final : public Backend {
       }
       return mpiBroadcastFromRoot(*launch, &id_, sizeof(id_), error);
     }
-    prepareRendezvous(launch);
+    if (!prepareRendezvous(launch, error)) return false;
     if (ncclResult_t r = ncclGetUniqueId(&id_); r != ncclSuccess) {
       *error = describe("ncclGetUniqueId", r, nullptr);
       return false;

@@ -59,6 +59,7 @@ CudaRuntime::CudaRuntime() {
   bind(lib, "cudaStreamCreateWithFlags", &streamCreate_, &missing);
   bind(lib, "cudaStreamSynchronize", &streamSync_, &missing);
   bind(lib, "cudaStreamDestroy", &streamDestroy_, &missing);
+  bind(lib, "cudaDeviceSynchronize", &deviceSync_, &missing);
   bind(lib, "cudaGetErrorString", &errorString_, &missing);
   if (!missing.empty()) {
     why_ = library_ + " has no " + missing;
@@ -115,6 +116,10 @@ bool CudaRuntime::synchronize(cudaStream_t stream, std::string* error) const {
   return check(streamSync_(stream), "cudaStreamSynchronize", error);
 }
 
+bool CudaRuntime::synchronizeDevice(std::string* error) const {
+  return check(deviceSync_(), "cudaDeviceSynchronize", error);
+}
+
 void CudaRuntime::destroyStream(cudaStream_t stream) const {
   if (stream != nullptr) (void)streamDestroy_(stream);
 }
@@ -122,6 +127,8 @@ void CudaRuntime::destroyStream(cudaStream_t stream) const {
 std::string CudaRuntime::describe(int device) const {
   char bus[32] = {0};
   if (busId_ == nullptr || busId_(bus, sizeof(bus), device) != kCudaSuccess) std::snprintf(bus, sizeof(bus), "cuda");
+  // nccl-tests prints domain:bus:device ("0000:18:00"); the runtime adds the function (".0").
+  if (char* dot = std::strrchr(bus, '.'); dot != nullptr) *dot = '\0';
   std::string name = "GPU";
   if (properties_ != nullptr) {
     std::vector<char> props(kPropertiesBytes, 0);

@@ -34,6 +34,9 @@ class CudaRuntime {
   void release(void* p) const;
   bool createStream(cudaStream_t* stream, std::string* error) const;  // non-blocking, as nccl-tests' streams
   bool synchronize(cudaStream_t stream, std::string* error) const;
+  // Waits for all work on the current device: a copy from pageable memory may return before its data has landed,
+  // and non-blocking streams are not ordered after it.
+  bool synchronizeDevice(std::string* error) const;
   void destroyStream(cudaStream_t stream) const;
   // "[0000:18:00.0] NVIDIA H200": bus id and name, as nccl-tests' "# Using devices" lines ("cuda" / "GPU" where the
   // runtime cannot say).
@@ -53,6 +56,7 @@ class CudaRuntime {
   using StreamFn = int (*)(cudaStream_t);
   using ErrorStringFn = const char* (*)(int);
   using BusIdFn = int (*)(char*, int, int);
+  using VoidFn = int (*)();
   using PropertiesFn = int (*)(void*, int);
 
   int deviceCount_ = 0;
@@ -67,6 +71,7 @@ class CudaRuntime {
   StreamCreateFn streamCreate_ = nullptr;
   StreamFn streamSync_ = nullptr;
   StreamFn streamDestroy_ = nullptr;
+  VoidFn deviceSync_ = nullptr;
   ErrorStringFn errorString_ = nullptr;
   BusIdFn busId_ = nullptr;
   PropertiesFn properties_ = nullptr;

@@ -1,5 +1,6 @@
 // The shared driver of the perf tools: ranks as threads (and processes), buffers, timing, checking, output.
 // The library measured is a Backend (braid, or an MPI/Gloo baseline); nothing here calls a library directly.
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@ namespace braid::perf {
 namespace {
 
 constexpr size_t kDeviceLineBytes = 192;  // one rank's slot when the "# Using devices" lines are gathered
+constexpr size_t kMaxRotations = 4096;
 constexpr int kStatusWrong = 1;
 constexpr int kStatusError = 2;
 constexpr int kStatusTimeout = 3;
@@ -47,8 +49,9 @@ struct Shared {
   int nranks = 1;
   int ranksPerThread = 1;  // -g
   std::vector<size_t> sizes;
-  std::vector<int> cpus;   // the CPUs this process may use, read before any driver thread starts
-  size_t bufferBytes = 0;  // per rank, each of send and receive: the largest operation's, unalignment included
+  std::vector<int> cpus;        // the CPUs this process may use, read before any driver thread starts
+  bool libraryIsBraid = false;  // the libnccl.so.2 loaded is braid's (it exports braid's extension)
+  size_t bufferBytes = 0;       // per rank, each of send and receive: the largest operation's, unalignment included
   std::atomic<int> status{0};
 
   std::mutex mu;
@@ -99,7 +102,7 @@ class ThreadRunner {
     onDevice_ = ranks_[0]->onDevice();
     refuseUnsupported();
     const std::vector<std::string> lines = gatherDeviceLines();
-    if (isReporter()) printDevicesAndTableHeader(stdout, lines, hostBuffersNote(devices), s_.opts);
+    if (isReporter()) printDevicesAndTableHeader(stdout, lines, hostBuffersNote(), s_.opts);
 
     const PerfOptions& o = s_.opts;
     std::vector<RowResult> rows;
@@ -157,6 +160,8 @@ class ThreadRunner {
   // library or no CUDA device, and in auto mode for ranks beyond the last device (a host library needs none).
   std::vector<int> pickDevices() const {
     std::vector<int> devices(static_cast<size_t>(s_.ranksPerThread), -1);
+    // braid runs on host memory: in auto mode no CUDA context is made for it (only --buffers device asks).
+    if (s_.opts.buffers == BufferPlace::kAuto && s_.libraryIsBraid) return devices;
     const CudaRuntime* cuda =
         s_.opts.buffers == BufferPlace::kHost || !s_.backend->takesDeviceBuffers() ? nullptr : &CudaRuntime::get();
     if (cuda == nullptr || cuda->deviceCount() == 0) return devices;
@@ -195,8 +200,12 @@ class ThreadRunner {
   }
 
   // Why auto chose host memory on a machine with GPUs (empty otherwise).
-  std::string hostBuffersNote(const std::vector<int>& devices) const {
-    if (onDevice_ || s_.opts.buffers != BufferPlace::kAuto || devices.empty() || devices[0] < 0) return "";
+  std::string hostBuffersNote() const {
+    if (onDevice_ || s_.opts.buffers != BufferPlace::kAuto || !s_.backend->takesDeviceBuffers() ||
+        CudaRuntime::get().deviceCount() == 0) {
+      return "";
+    }
+    if (s_.libraryIsBraid) return "# Buffers in host memory: braid's communicators run on host memory";
     return "# Buffers in host memory: the communicators report no CUDA device (ncclCommCuDevice -1)";
   }
 
@@ -404,7 +413,10 @@ class ThreadRunner {
     // before the timed loop. Checks run at offset 0, where the inputs were written.
     const size_t opBytes = std::max(sendUsed, recvUsed) - lead;
     const size_t steps = opBytes == 0 ? 1 : std::max<size_t>(1, (s_.bufferBytes - lead) / opBytes);
-    const size_t variants = std::min(steps, static_cast<size_t>(o.iters) * static_cast<size_t>(o.aggIters));
+    // At most kMaxRotations distinct offsets: beyond that the oldest stretches have left the caches anyway, and the
+    // table stays small for long runs.
+    const size_t variants =
+        std::min({steps, static_cast<size_t>(o.iters) * static_cast<size_t>(o.aggIters), kMaxRotations});
     std::vector<std::vector<RunArgs>> rotated(std::max<size_t>(variants, 1), args);
     for (size_t k = 1; k < rotated.size(); ++k) {
       for (RunArgs& a : rotated[k]) {
@@ -446,7 +458,7 @@ class ThreadRunner {
         iteration();
         const double t = finish(start);
         elapsed += t;
-        if (o.perIterTiming != 0) iterSeconds.push_back(t);
+        if (o.perIterTiming != 0) iterSeconds.push_back(t / o.aggIters);  // per operation, as the time column
         if (o.blocking == 3) barrier();
       }
     } else {
@@ -631,6 +643,7 @@ int runPerf(const CollectiveSpec& spec, int argc, char** argv) {
     return kStatusError;
   }
   s.sizes = sweepSizes(s.opts);
+  s.libraryIsBraid = dlsym(RTLD_DEFAULT, "braidAlltoAllv") != nullptr;
   if (cpu_set_t allowed; sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
     for (int c = 0; c < CPU_SETSIZE; ++c) {
       if (CPU_ISSET(c, &allowed)) s.cpus.push_back(c);

@@ -62,7 +62,7 @@ std::string firstSlurmHost(const std::string& list) {
 }
 
 // MASTER_ADDR/MASTER_PORT (or their defaults) as rank 0's listening address.
-bool rendezvousAddress(LaunchInfo* info, std::string* error) {
+void rendezvousAddress(LaunchInfo* info) {
   std::string addr = envOr("MASTER_ADDR", "");
   if (addr.empty() && info->source.rfind("SLURM", 0) == 0) {
     addr = firstSlurmHost(envOr("SLURM_STEP_NODELIST", envOr("SLURM_JOB_NODELIST", "")));
@@ -70,19 +70,19 @@ bool rendezvousAddress(LaunchInfo* info, std::string* error) {
   info->masterAddr = addr.empty() ? kDefaultMasterAddr : addr;
   const char* portText = envOr("MASTER_PORT", kDefaultMasterPort);
   int port = 0;
+  // A bad port is an error only where it is used (a rendezvous without NCCL_COMM_ID, the Gloo store).
   if (!parseNonNegative(portText, &port) || port < 1 || port > 65535) {
-    *error = std::string("MASTER_PORT='") + portText + "' is not a port number";
-    return false;
+    info->masterPortError = std::string("MASTER_PORT='") + portText + "' is not a port number";
+    return;
   }
   const bool torchrun = std::getenv("TORCHELASTIC_RUN_ID") != nullptr;
   if (torchrun && port == 65535) {
-    *error =
+    info->masterPortError =
         "MASTER_PORT=65535 under torchrun: braid listens on MASTER_PORT + 1 (torchrun's store holds "
         "MASTER_PORT); pick a lower port or set NCCL_COMM_ID";
-    return false;
+    return;
   }
   info->masterPort = torchrun ? port + 1 : port;
-  return true;
 }
 
 }  // namespace
@@ -106,7 +106,7 @@ bool detectLaunch(LaunchInfo* info, std::string* error) {
     info->worldSize = worldSize;
     info->procRank = procRank;
     info->source = std::string(pair.size) + "/" + pair.rank;
-    if (!rendezvousAddress(info, error)) return false;
+    rendezvousAddress(info);
     info->localRank = procRank;
     for (const char* name : kLocalRankVars) {
       if (parseNonNegative(std::getenv(name), &info->localRank)) break;
@@ -118,21 +118,27 @@ bool detectLaunch(LaunchInfo* info, std::string* error) {
     }
     return true;
   }
-  return rendezvousAddress(info, error);  // one process: the Gloo baseline's store still needs an address
+  rendezvousAddress(info);  // one process: the Gloo baseline's store still needs an address
+  return true;
 }
 
-void prepareRendezvous(LaunchInfo* info) {
-  if (info->source.empty()) return;
+bool prepareRendezvous(LaunchInfo* info, std::string* error) {
+  if (info->source.empty()) return true;
   const char* existing = std::getenv("NCCL_COMM_ID");
   if (existing != nullptr && *existing != '\0') {
     info->commId = existing;
     info->commIdFromUser = true;
-    return;
+    return true;
+  }
+  if (!info->masterPortError.empty()) {
+    *error = info->masterPortError;
+    return false;
   }
   std::string addr = info->masterAddr;
   if (addr.find(':') != std::string::npos && addr.front() != '[') addr = "[" + addr + "]";  // IPv6 literal
   info->commId = addr + ":" + std::to_string(info->masterPort);
   setenv("NCCL_COMM_ID", info->commId.c_str(), 1);
+  return true;
 }
 
 }  // namespace braid::perf

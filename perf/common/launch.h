@@ -28,6 +28,7 @@ struct LaunchInfo {
   bool commIdFromUser = false;  // NCCL_COMM_ID was set before we started
   std::string masterAddr;       // rank 0's host: MASTER_ADDR, Slurm's first host, or 127.0.0.1
   int masterPort = 29500;       // where rank 0 listens: MASTER_PORT, plus one under torchrun (see below)
+  std::string masterPortError;  // why MASTER_PORT is unusable; an error only where the port is needed
 };
 
 // Reads the launcher's environment. Returns false (with *error) when the variables are present but malformed.
@@ -35,7 +36,8 @@ struct LaunchInfo {
 // listens on MASTER_PORT + 1; NCCL_COMM_ID overrides either.
 bool detectLaunch(LaunchInfo* info, std::string* error);
 
-// For a multi-process launch: sets NCCL_COMM_ID from MASTER_ADDR/MASTER_PORT when it is not set already.
-void prepareRendezvous(LaunchInfo* info);
+// For a multi-process launch: sets NCCL_COMM_ID from MASTER_ADDR/MASTER_PORT when it is not set already; false
+// (with *error) when MASTER_PORT is needed and malformed.
+bool prepareRendezvous(LaunchInfo* info, std::string* error);
 
 }  // namespace braid::perf

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,7 +22,8 @@ void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
       "Runs %s over NCCL communicators, nccl-tests style, on host or device buffers (--buffers).\n"
       "Ranks: this process runs -t ranks as threads; under braidrun, torchrun, mpirun or srun (WORLD_SIZE/"
       "RANK,\n"
-      "OMPI_COMM_WORLD_SIZE/RANK, PMI_SIZE/RANK or SLURM_NTASKS/PROCID set) every process runs -t ranks.\n"
+      "OMPI_COMM_WORLD_SIZE/RANK, PMI_SIZE/RANK or SLURM_STEP_NUM_TASKS/SLURM_PROCID set) every process runs\n"
+      "-t ranks.\n"
       "Options (sizes accept K, M, G suffixes = 2^10, 2^20, 2^30):\n"
       "  -t,--nthreads <n>        ranks (threads) per process [1]\n"
       "  -g,--ngpus <n>           ranks (GPUs) per thread, driven in one NCCL group [1]\n"
@@ -146,40 +148,35 @@ const struct option kLongOptions[] = {
 
 bool parseSize(const char* text, size_t* out) {
   if (text == nullptr || *text == '\0' || *text == '-') return false;
-  // Whole numbers exactly; fractions ("1.5K", as nccl-tests accepts) are rounded down to whole bytes.
+  // A number as nccl-tests reads it ("1048576", "1.5K", ".5M", "1e3"), then an optional K, M or G (powers of two);
+  // fractions of a byte are dropped.
   errno = 0;
   char* end = nullptr;
-  const unsigned long long whole = std::strtoull(text, &end, 10);
-  if (errno != 0 || end == text) return false;
-  double fraction = 0;
-  if (*end == '.') {
-    char* fracEnd = nullptr;
-    fraction = std::strtod(end, &fracEnd);  // ".5"
-    if (fracEnd == end + 1) return false;   // a lone '.'
-    end = fracEnd;
-  }
-  unsigned shift = 0;
+  const double v = std::strtod(text, &end);
+  if (errno != 0 || end == text || !std::isfinite(v) || v < 0) return false;
+  double scale = 1;
   switch (*end) {
     case '\0':
       break;
     case 'k':
     case 'K':
-      shift = 10;
+      scale = 1024.0;
       break;
     case 'm':
     case 'M':
-      shift = 20;
+      scale = 1024.0 * 1024.0;
       break;
     case 'g':
     case 'G':
-      shift = 30;
+      scale = 1024.0 * 1024.0 * 1024.0;
       break;
     default:
       return false;
   }
   if (*end != '\0' && end[1] != '\0') return false;
-  if (whole > (static_cast<unsigned long long>(SIZE_MAX) >> shift) - 1) return false;
-  *out = (static_cast<size_t>(whole) << shift) + static_cast<size_t>(fraction * static_cast<double>(1ull << shift));
+  const double bytes = v * scale;
+  if (bytes >= 18446744073709551616.0) return false;  // 2^64: does not fit a size_t
+  *out = static_cast<size_t>(bytes);
   return true;
 }
 

@@ -73,6 +73,7 @@ RankBuffers::~RankBuffers() {
       (void)cuda.synchronize(stream_, &ignored);
       cuda.destroyStream(stream_);
     }
+    cuda.release(scratch_);
     if (send_ != nullptr) backend_->releaseOnDevice(send_);
     if (recv_ != nullptr) backend_->releaseOnDevice(recv_);
     std::free(hostSend_);
@@ -87,7 +88,21 @@ RankBuffers::~RankBuffers() {
 bool RankBuffers::upload(size_t sendBytes, size_t recvBytes, bool inPlace, std::string* error) {
   if (!onDevice()) return true;
   const CudaRuntime& cuda = CudaRuntime::get();
-  return cuda.copy(recv_, hostRecv_, recvBytes, error) && (inPlace || cuda.copy(send_, hostSend_, sendBytes, error));
+  return cuda.copy(recv_, hostRecv_, recvBytes, error) && (inPlace || cuda.copy(send_, hostSend_, sendBytes, error)) &&
+         cuda.setDevice(device_, error) && cuda.synchronizeDevice(error);
+}
+
+char* RankBuffers::scratch(size_t bytes, std::string* error) {
+  if (bytes <= scratchBytes_) return scratch_;
+  const CudaRuntime& cuda = CudaRuntime::get();
+  cuda.release(scratch_);
+  scratch_ = nullptr;
+  scratchBytes_ = 0;
+  void* p = nullptr;
+  if (!cuda.setDevice(device_, error) || !cuda.allocate(&p, bytes, error)) return nullptr;
+  scratch_ = static_cast<char*>(p);
+  scratchBytes_ = bytes;
+  return scratch_;
 }
 
 bool RankBuffers::download(size_t recvBytes, std::string* error) {
@@ -104,24 +119,25 @@ bool RankBuffers::synchronize(std::string* error) {
 bool deviceBookkeepingAllReduce(ThreadComms* comms, const std::vector<std::unique_ptr<RankBuffers>>& ranks,
                                 const std::vector<void*>& hostBufs, size_t bytes, size_t count, ncclDataType_t type,
                                 ncclRedOp_t op, std::string* error) {
+  // Each rank's scratch is kept (grown when needed), so a barrier inside a timed span (-z 1) costs an all-reduce and
+  // two small copies, no allocation.
   const CudaRuntime& cuda = CudaRuntime::get();
-  std::vector<void*> scratch(ranks.size(), nullptr);
+  std::vector<void*> scratch;
   std::vector<cudaStream_t> streams;
-  auto freeAll = [&]() {
-    for (void* p : scratch) cuda.release(p);
-  };
-  bool ok = true;
-  for (size_t i = 0; ok && i < ranks.size(); ++i) {
-    streams.push_back(ranks[i]->stream());
-    ok = cuda.setDevice(ranks[i]->device(), error) && cuda.allocate(&scratch[i], std::max<size_t>(bytes, 1), error) &&
-         cuda.copy(scratch[i], hostBufs[i], bytes, error);
+  for (const auto& r : ranks) {
+    char* s = r->scratch(std::max<size_t>(bytes, 1), error);
+    if (s == nullptr || !cuda.copy(s, hostBufs[scratch.size()], bytes, error) || !cuda.setDevice(r->device(), error) ||
+        !cuda.synchronizeDevice(error)) {
+      return false;
+    }
+    scratch.push_back(s);
+    streams.push_back(r->stream());
   }
-  ok = ok && comms->allReduce(scratch, count, type, op, streams, error);
-  for (size_t i = 0; ok && i < ranks.size(); ++i) {
-    ok = ranks[i]->synchronize(error) && cuda.copy(hostBufs[i], scratch[i], bytes, error);
+  if (!comms->allReduce(scratch, count, type, op, streams, error)) return false;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (!ranks[i]->synchronize(error) || !cuda.copy(hostBufs[i], scratch[i], bytes, error)) return false;
   }
-  freeAll();
-  return ok;
+  return true;
 }
 
 }  // namespace braid::perf

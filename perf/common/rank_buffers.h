@@ -45,6 +45,8 @@ class RankBuffers {
   bool download(size_t recvBytes, std::string* error);
   // Waits for everything issued on this rank's stream (nothing on host memory, where operations complete on return).
   bool synchronize(std::string* error);
+  // A device buffer of at least `bytes` for the driver's bookkeeping, kept between calls; nullptr with *error.
+  char* scratch(size_t bytes, std::string* error);
 
  private:
   RankBuffers(Backend* backend, int rank, int device) : backend_(backend), rank_(rank), device_(device) {}
@@ -58,6 +60,8 @@ class RankBuffers {
   char* hostSend_ = nullptr;
   char* hostRecv_ = nullptr;
   char* expected_ = nullptr;
+  char* scratch_ = nullptr;  // device memory, grown by scratch()
+  size_t scratchBytes_ = 0;
 };
 
 // The driver's bookkeeping all-reduce on device ranks: copies each rank's `bytes` host bytes to a device scratch

@@ -57,7 +57,7 @@ printf '{"tool": "all_reduce_perf", "results": [{"size": 8,]}\n' >"$tmp/malforme
 # nccl-tests' own -J output (NVIDIA's library, say) beside braid's, and runs told apart by the forced algorithm.
 cat >"$tmp/nccl.json" <<'EOF'
 {"version": 2, "args": ["all_reduce_perf", "-b", "8", "-e", "1K"], "env": ["NCCL_ALGO=Ring"], "nccl_version": 22809,
- "config": {"nthreads": 1, "ngpus": 2, "devices": [{"rank": 0}, {"rank": 1}]},
+ "config": {"nthreads": 1, "ngpus": 2, "devices": [{"rank": 0, "device": 0}]},
  "results": [
   {"size": 8, "count": 2, "type": "float", "redop": "sum", "root": "    -1",
    "out_of_place": {"time": 10.5, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0},
