@@ -74,6 +74,10 @@ class ThreadComms {
   virtual bool close(std::string* error) = 0;
 };
 
+// bytes rounded up to whole 4 KB pages (at least one), and zeroed page-aligned host memory of that size (std::free).
+size_t pageRounded(size_t bytes);
+void* zeroedHostPages(size_t bytes);
+
 class Backend {
  public:
   virtual ~Backend() = default;

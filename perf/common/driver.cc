@@ -285,37 +285,40 @@ class ThreadRunner {
     ncclRedOp_t op = ncclSum;
     if (s_.opts.average == 2) op = ncclMin;
     if (s_.opts.average == 3) op = ncclMax;
-    std::vector<std::vector<char>> v(static_cast<size_t>(s_.ranksPerThread), std::vector<char>(sizeof(double)));
+    std::vector<std::vector<double>> mine(static_cast<size_t>(s_.ranksPerThread));
     for (int i = 0; i < s_.ranksPerThread; ++i) {
-      const double mine = s_.opts.average == 0 && firstRank_ + i != 0 ? 0.0 : seconds;
-      std::memcpy(v[i].data(), &mine, sizeof(mine));
+      mine[static_cast<size_t>(i)] = {s_.opts.average == 0 && firstRank_ + i != 0 ? 0.0 : seconds};
     }
-    bookkeepingAllReduce(v, 1, ncclFloat64, op);
-    double result = 0;
-    std::memcpy(&result, v[0].data(), sizeof(result));
+    double result = reduceOverRanks(mine, ncclFloat64, op)[0];
     if (s_.opts.average == 1) result /= s_.nranks;
     return result;
   }
 
   // Each iteration's time on the slowest rank, in microseconds (every rank takes part; all get the result).
   std::vector<double> slowestPerIteration(const std::vector<double>& seconds) {
-    const size_t bytes = seconds.size() * sizeof(double);
-    std::vector<std::vector<char>> v(static_cast<size_t>(s_.ranksPerThread), std::vector<char>(bytes));
-    for (auto& mine : v) std::memcpy(mine.data(), seconds.data(), bytes);
-    bookkeepingAllReduce(v, seconds.size(), ncclFloat64, ncclMax);
-    std::vector<double> us(seconds.size());
-    std::memcpy(us.data(), v[0].data(), bytes);
+    std::vector<double> us = reduceOverRanks(
+        std::vector<std::vector<double>>(static_cast<size_t>(s_.ranksPerThread), seconds), ncclFloat64, ncclMax);
     for (double& t : us) t *= 1e6;
     return us;
   }
 
   int64_t sumOverRanks(const std::vector<int64_t>& perRank) {
-    std::vector<std::vector<char>> v(perRank.size(), std::vector<char>(sizeof(int64_t)));
-    for (size_t i = 0; i < perRank.size(); ++i) std::memcpy(v[i].data(), &perRank[i], sizeof(int64_t));
-    bookkeepingAllReduce(v, 1, ncclInt64, ncclSum);
-    int64_t total = 0;
-    std::memcpy(&total, v[0].data(), sizeof(total));
-    return total;
+    std::vector<std::vector<int64_t>> mine;
+    for (int64_t v : perRank) mine.push_back({v});
+    return reduceOverRanks(mine, ncclInt64, ncclSum)[0];
+  }
+
+  // The bookkeeping all-reduce over typed values: perRank[i] is this thread's rank i's vector (all of one length);
+  // returns the reduced vector.
+  template <typename T>
+  std::vector<T> reduceOverRanks(const std::vector<std::vector<T>>& perRank, ncclDataType_t type, ncclRedOp_t op) {
+    const size_t n = perRank[0].size();
+    std::vector<std::vector<char>> bytes(perRank.size(), std::vector<char>(n * sizeof(T)));
+    for (size_t i = 0; i < perRank.size(); ++i) std::memcpy(bytes[i].data(), perRank[i].data(), n * sizeof(T));
+    bookkeepingAllReduce(bytes, n, type, op);
+    std::vector<T> result(n);
+    std::memcpy(result.data(), bytes[0].data(), n * sizeof(T));
+    return result;
   }
 
   // nccl-tests' warm-up: -w out-of-place operations at the largest size, then -w at the smallest, before each sweep.

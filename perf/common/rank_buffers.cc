@@ -9,25 +9,17 @@
 namespace braid::perf {
 namespace {
 
-constexpr size_t kPage = 4096;
-
-size_t roundToPages(size_t bytes) {
-  return std::max<size_t>(kPage, (bytes + kPage - 1) / kPage * kPage);
-}
-
-// Images and expected results: plain page-aligned host memory, touched before anything is timed.
+// Images and expected results: plain page-aligned host memory.
 char* hostAllocate(size_t bytes) {
-  void* p = std::aligned_alloc(kPage, bytes);
-  if (p != nullptr) std::memset(p, 0, bytes);
-  return static_cast<char*>(p);
+  return static_cast<char*>(zeroedHostPages(bytes));
 }
 
 }  // namespace
 
 std::unique_ptr<RankBuffers> RankBuffers::create(Backend* backend, int rank, int device, size_t sendBytes,
                                                  size_t recvBytes, bool streamNull, std::string* error) {
-  sendBytes = roundToPages(sendBytes);
-  recvBytes = roundToPages(recvBytes);
+  sendBytes = pageRounded(sendBytes);
+  recvBytes = pageRounded(recvBytes);
   std::unique_ptr<RankBuffers> b(new RankBuffers(backend, rank, device));
   const std::string sizes = std::to_string(sendBytes) + " + " + std::to_string(recvBytes);
   b->expected_ = hostAllocate(recvBytes);
