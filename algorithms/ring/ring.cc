@@ -4,28 +4,6 @@
 
 namespace braid {
 
-const char* collKindName(CollKind kind) {
-  switch (kind) {
-    case CollKind::kAllReduce:
-      return "AllReduce";
-    case CollKind::kBroadcast:
-      return "Broadcast";
-    case CollKind::kReduce:
-      return "Reduce";
-    case CollKind::kAllGather:
-      return "AllGather";
-    case CollKind::kReduceScatter:
-      return "ReduceScatter";
-    case CollKind::kSend:
-      return "Send";
-    case CollKind::kRecv:
-      return "Recv";
-    case CollKind::kAlltoAll:
-      return "AlltoAll";
-  }
-  return "?";
-}
-
 void channelRange(size_t count, int nChannels, int channel, size_t align, size_t* begin, size_t* end) {
   size_t per = (count + static_cast<size_t>(nChannels) - 1) / static_cast<size_t>(nChannels);
   if (align > 1) per = (per + align - 1) / align * align;

@@ -4,21 +4,10 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
+#include "src/common/coll_types.h"
 #include "src/common/status.h"
 
 namespace braid {
-
-enum class CollKind : uint8_t {
-  kAllReduce,
-  kBroadcast,
-  kReduce,
-  kAllGather,
-  kReduceScatter,
-  kSend,
-  kRecv,
-  kAlltoAll,  // queued as one collective only for the log-step (Bruck) schedule; otherwise sends and receives
-};
-const char* collKindName(CollKind kind);
 
 struct RingParams {
   CollKind kind;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "src/common/coll_types.h"
 #include "src/common/status.h"
 
 namespace braid {
@@ -21,11 +22,7 @@ enum class FilterColl { kBroadcast, kReduce, kAllGather, kReduceScatter, kAllRed
 constexpr int kFilterColls = 5;
 const char* filterCollName(FilterColl c);
 
-// Algorithm and protocol names as NCCL spells them, in NCCL's order.
-enum class AlgoId { kTree, kRing, kCollNetDirect, kCollNetChain, kNvls, kNvlsTree, kPat };
-constexpr int kAlgos = 7;
-enum class ProtoId { kLL, kLL128, kSimple };
-constexpr int kProtos = 3;
+// Algorithm and protocol names as NCCL spells them, in NCCL's order (AlgoId / ProtoId index them).
 const std::vector<std::string>& algoNames();   // "Tree", "Ring", ...
 const std::vector<std::string>& protoNames();  // "LL", "LL128", "Simple"
 

@@ -16,18 +16,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/common/coll_types.h"
 #include "src/common/dtype.h"
 
 namespace braid {
-
-enum class OpKind : uint8_t { kSum, kProd, kMax, kMin, kAvg, kPreMulSum };
-
-struct ReduceOp {
-  OpKind kind = OpKind::kSum;
-  DType dtype = DType::kFloat32;
-  uint64_t scalar = 0;  // kPreMulSum: the scalar's bytes in dtype's own format (little-endian, low bytes)
-  int nranks = 1;       // kAvg: the divisor applied by the post-op (values < 1 are treated as 1)
-};
 
 // dst[i] = peer[i] (op) pre(local[i]); if post, dst[i] = post(dst[i]).
 void reduceInto(const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post);
