@@ -79,7 +79,7 @@
  *   - An operation called with a NULL stream has completed, and its output buffers hold the result, when the call
  *     returns; inside a group, when the outermost ncclGroupEnd returns. This is the normal way to use them.
  *   - The meaning of a non-NULL stream on a host communicator depends on the build: braid either orders the work
- *     after the work already submitted to that stream, or rejects the call with ncclInvalidArgument. Portable host
+ *     after the work already submitted to that stream, or rejects the call with ncclInvalidUsage. Portable host
  *     code passes NULL.
  *   - ncclCommCuDevice reports -1, unless the communicator was created by ncclCommInitAll with a non-NULL devlist,
  *     in which case it reports that rank's devlist entry.
@@ -88,8 +88,8 @@
  * and pnccl*), but a given build of braid may not implement all of them. A function that is not implemented returns
  * ncclInvalidUsage and logs a WARN naming the function; it does not crash and does not change any state. The ones
  * that may be in that situation are: ncclCommShrink, ncclCommRevoke, ncclCommInitRankScalable with nId > 1,
- * ncclCommRegister / ncclCommDeregister, ncclCommWindowRegister / ncclCommWindowDeregister, ncclGroupSimulateEnd and
- * ncclMemAlloc / ncclMemFree. See src/api for which are implemented in this version.
+ * ncclCommRegister / ncclCommDeregister, ncclCommWindowRegister / ncclCommWindowDeregister and ncclGroupSimulateEnd.
+ * See src/api for which are implemented in this version.
  *
  * Profiling twins. Every function also exists with a "p" prefix (pncclAllReduce, ...) with the same signature and
  * behaviour, in the style of MPI's PMPI interface, so a tool can interpose on ncclX and forward to pncclX.

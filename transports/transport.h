@@ -9,7 +9,6 @@
 
 #include <sys/types.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -18,38 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "src/backends/common/fifo.h"
 #include "src/common/status.h"
 #include "transports/ll.h"
 
 namespace braid {
 
-constexpr int kFifoSlots = 8;              // NCCL_STEPS
 constexpr size_t kConnectBlobBytes = 256;  // like NCCL's CONNECT_SIZE
-
-// Shared control block at the start of every connector segment. Counters sit on their own cache lines.
-struct alignas(64) FifoCtrl {
-  std::atomic<uint64_t> tail;  // slots published by the sender
-  char pad0[56];
-  std::atomic<uint64_t> head;  // slots released by the receiver
-  char pad1[56];
-  // Messages the receiving rank's schedules will consume, announced when each operation starts: a network
-  // transport posts receives for these only, so it never waits for data a peer that finished will not send.
-  std::atomic<uint64_t> wanted;
-  char pad2[56];
-  std::atomic<uint32_t> senderAborted;    // set when the sending rank aborts or fails
-  std::atomic<uint32_t> receiverAborted;  // set when the receiving rank aborts or fails
-  uint64_t slotBytes;
-  uint32_t nslots;
-  uint64_t llSlotBytes;  // bytes of lines per LL slot (transports/ll.h)
-  // Bytes of the message in each Simple slot, written by the sender before it publishes the slot: a network
-  // transport sends that many (shared-memory receivers know sizes from their schedule and ignore it).
-  uint64_t msgBytes[8];
-  // Why the connection failed, set (NUL-terminated) before the *Aborted flag by whoever detected it: a network
-  // transport's proxy thread names the network error here.
-  char failure[192];
-};
-static_assert(kFifoSlots == 8, "FifoCtrl::msgBytes has one entry per slot");
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process counters need lock-free atomics");
 
 // Who is on the other end, for transport choice and for naming a dead or failed peer in errors.
 struct PeerInfo {
@@ -75,36 +49,34 @@ class ConnectorDriver {
   virtual void release() {}
 };
 
+// The owning host form of one connector end: the mapping that keeps the FIFO alive, the peer, the transport's
+// driver, and the plain FifoView and FifoCursor that the executor (and later a kernel) runs on.
 class Connector {
  public:
   Connector(std::shared_ptr<void> mem, FifoCtrl* ctrl, char* slots, bool isSend, const PeerInfo& peer,
             bool crossProcess)
-      : mem_(std::move(mem)), ctrl_(ctrl), slots_(slots), isSend_(isSend), peer_(peer), crossProcess_(crossProcess) {}
+      : mem_(std::move(mem)), view_(FifoView::of(ctrl, slots, isSend)), peer_(peer), crossProcess_(crossProcess) {}
 
-  size_t slotBytes() const { return ctrl_->slotBytes; }
+  size_t slotBytes() const { return view_.slotBytes; }
   const PeerInfo& peer() const { return peer_; }
-  bool isSend() const { return isSend_; }
+  bool isSend() const { return view_.isSend; }
+  const FifoView& view() const { return view_; }
+  FifoCursor& cursor() { return cursor_; }
 
   // Sender side.
-  bool sendReady() const { return ctrl_->head.load(std::memory_order_acquire) + kFifoSlots > step_; }
-  char* sendSlot() const { return slots_ + (step_ % kFifoSlots) * ctrl_->slotBytes; }
-  void sendPost(size_t msgBytes) {
-    ctrl_->msgBytes[step_ % kFifoSlots] = msgBytes;
-    ctrl_->tail.store(++step_, std::memory_order_release);
-  }
+  bool sendReady() const { return view_.sendReady(cursor_); }
+  char* sendSlot() const { return view_.sendSlot(cursor_); }
+  void sendPost(size_t msgBytes) { view_.sendPost(cursor_, msgBytes); }
 
   // Receiver side.
-  bool recvReady() const { return ctrl_->tail.load(std::memory_order_acquire) > step_; }
-  const char* recvSlot() const { return slots_ + (step_ % kFifoSlots) * ctrl_->slotBytes; }
-  void recvPost() { ctrl_->head.store(++step_, std::memory_order_release); }
+  bool recvReady() const { return view_.recvReady(cursor_); }
+  const char* recvSlot() const { return view_.recvSlot(cursor_); }
+  void recvPost() { view_.recvPost(cursor_); }
 
   // LL protocol: the lines of the current step's slot and the flag its message carries.
-  size_t llSlotBytes() const { return ctrl_->llSlotBytes; }
-  LlLine* llSlot() const {
-    return reinterpret_cast<LlLine*>(slots_ + kFifoSlots * ctrl_->slotBytes +
-                                     (step_ % kFifoSlots) * ctrl_->llSlotBytes);
-  }
-  uint32_t llFlagNow() const { return llFlag(step_); }
+  size_t llSlotBytes() const { return view_.llSlotBytes; }
+  LlLine* llSlot() const { return view_.llSlot(cursor_); }
+  uint32_t llFlagNow() const { return view_.llFlagNow(cursor_); }
 
   void setDriver(std::shared_ptr<ConnectorDriver> d) { driver_ = std::move(d); }
   void drive() const {
@@ -123,31 +95,28 @@ class Connector {
   // Receive demand (FifoCtrl::wanted), announced only for connectors whose transport asks for it.
   bool demandDriven() const { return demandDriven_; }
   void setDemandDriven() { demandDriven_ = true; }
-  void expectMessages(uint64_t n) { ctrl_->wanted.fetch_add(n, std::memory_order_release); }
+  void expectMessages(uint64_t n) { view_.expectMessages(n); }
 
   // Failure signalling between the two ends.
-  void markAborted() { (isSend_ ? ctrl_->senderAborted : ctrl_->receiverAborted).store(1, std::memory_order_release); }
-  bool peerAborted() const {
-    return (isSend_ ? ctrl_->receiverAborted : ctrl_->senderAborted).load(std::memory_order_acquire) != 0;
-  }
+  void markAborted() { view_.markAborted(); }
+  bool peerAborted() const { return view_.peerAborted(); }
   // For a peer in another process: false once that process no longer exists.
   bool peerAlive() const;
   // What the transport said about a failure (empty when it said nothing).
   std::string failureText() const {
-    return std::string(ctrl_->failure, strnlen(ctrl_->failure, sizeof(ctrl_->failure)));
+    const char* f = view_.ctrl->failure;
+    return std::string(f, strnlen(f, sizeof(view_.ctrl->failure)));
   }
 
  private:
   std::shared_ptr<void> mem_;  // keeps the segment mapped while this end uses it
-  FifoCtrl* ctrl_;
-  char* slots_;
-  bool isSend_;
+  FifoView view_;
+  FifoCursor cursor_;
   PeerInfo peer_;
   bool crossProcess_;
   bool demandDriven_ = false;
   bool wholeMessages_ = false;
   std::shared_ptr<ConnectorDriver> driver_;
-  uint64_t step_ = 0;
 };
 
 // The receiver's half of a connection under construction: its connector plus the blob the sender attaches with.

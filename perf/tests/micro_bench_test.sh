@@ -5,7 +5,7 @@
 # Usage: perf/tests/micro_bench_test.sh BUILD_DIR
 set -u
 bench=$1/perf/micro/braid_micro_bench
-[ -x "$bench" ] || { echo "SKIP: $bench not built (no Google Benchmark)"; exit 0; }
+[ -x "$bench" ] || { echo "SKIP: $bench not built (no Google Benchmark)"; exit 77; }
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 if ! timeout 300 "$bench" --benchmark_min_time=0.01 >"$out" 2>&1; then

@@ -26,13 +26,13 @@ if "$build/perf/tcp_pingpong" -c 127.0.0.1 -s 2>/dev/null; then fail "tcp_pingpo
 
 # 2. net_baseline.sh across two namespaces.
 if [ "$(id -u)" -ne 0 ] || ! command -v iperf3 >/dev/null || ! command -v ip >/dev/null; then
-  echo "net_baseline.sh not run: needs root, ip and iperf3"
-  exit 0
+  echo "SKIP: net_baseline.sh not run: needs root, ip and iperf3"
+  exit 77
 fi
 rc=0
 out=$("$src/perf/net_baseline.sh" --build "$build" --time 1 --streams 2 --iters 200 --delay 1ms 2>&1) || rc=$?
 echo "$out"
-[ "$rc" != 77 ] || { echo "net_baseline.sh skipped: namespaces unavailable"; exit 0; }
+[ "$rc" != 77 ] || { echo "SKIP: net_baseline.sh: namespaces unavailable"; exit 77; }
 [ "$rc" = 0 ] || fail "net_baseline.sh exited with status $rc"
 # The delayed run (netem, or the TUN delay switch without it) adds 2 iperf3 figures and 5 ping-pong rows, whose
 # round trips take at least the two delays; a kernel and build with neither report it unavailable.

@@ -358,7 +358,8 @@ BRAID_API(ncclResult_t, ncclGroupEnd) {
 
 BRAID_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
   return apiCall("ncclGroupSimulateEnd", [&]() {
-    return notSupported("ncclGroupSimulateEnd", "the cost model arrives with the algorithm selector");
+    return notSupported("ncclGroupSimulateEnd",
+                        "the cost model's estimate of a group is not reported through ncclSimInfo_t yet");
   });
 }
 

@@ -664,6 +664,13 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
     if (!result.isOk()) {
       comm->asyncError_.store(static_cast<int>(result.code()));
       if (comm->direct_) comm->direct_->markAborted();
+      // Every link says so too, not only those of the failed work: a peer still waiting on this rank in a ring
+      // (after this rank failed in a direct collective, say) then blames the rank that caused the failure, not
+      // this one, once this process has exited.
+      for (Channel& ch : comm->channels_) {
+        for (auto& e : ch.send) e.second->markAborted();
+        for (auto& e : ch.recv) e.second->markAborted();
+      }
     }
   }
   return result;

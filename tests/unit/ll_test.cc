@@ -33,7 +33,7 @@ std::vector<unsigned char> pattern(uint64_t message, size_t bytes) {
 // Lines start zeroed, like a fresh mmap or /dev/shm segment.
 std::unique_ptr<LlLine[]> zeroedLines(size_t n) {
   auto lines = std::make_unique<LlLine[]>(n == 0 ? 1 : n);
-  for (size_t i = 0; i < (n == 0 ? 1 : n); ++i) lines[i].store(0, std::memory_order_relaxed);
+  for (size_t i = 0; i < (n == 0 ? 1 : n); ++i) llStoreWord(&lines[i], 0);
   return lines;
 }
 
@@ -67,10 +67,10 @@ TEST(LlTest, RoundTrip) {
     auto lines = zeroedLines(n);
     std::vector<unsigned char> src = pattern(7, bytes);
     llWrite(lines.get(), src.data(), bytes, llFlag(7));
-    for (size_t i = 0; i < n; ++i) EXPECT_EQ(llFlagOf(lines[i].load()), llFlag(7)) << "line " << i;
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(llFlagOf(llLoadWord(&lines[i])), llFlag(7)) << "line " << i;
     if (bytes % kLlDataBytesPerLine != 0) {
       // Padding is zero, so the line's bytes are deterministic whatever src held beyond its end.
-      uint32_t last = llDataOf(lines[n - 1].load());
+      uint32_t last = llDataOf(llLoadWord(&lines[n - 1]));
       size_t used = bytes % kLlDataBytesPerLine;
       unsigned char lastBytes[4];
       memcpy(lastBytes, &last, 4);

@@ -462,10 +462,25 @@ INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceTest, ::testing::ValuesIn(allCase
 // ---- Hand-written expectations. ----
 
 TEST(Reduce, ZeroElementsTouchNothing) {
+  // Null pointers with a zero count are valid (NCCL allows count 0 with any buffers): nothing is dereferenced.
   ReduceOp op;
   reduceInto(op, nullptr, nullptr, nullptr, 0, true);
   copyLocal(op, nullptr, nullptr, 0, true);
   copyPost(op, nullptr, nullptr, 0, true);
+  // Real buffers with a zero count stay as they were, for every type and op (the post-op included).
+  for (DType t : {DType::kInt8, DType::kFloat16, DType::kFloat32, DType::kFloat64, DType::kFp8E4M3}) {
+    for (OpKind k : kAllOps) {
+      ReduceOp o{k, t, 0x3c00, kNranks};
+      unsigned char dst[16], peer[16], local[16];
+      std::memset(dst, 0xA5, sizeof(dst));
+      std::memset(peer, 0x11, sizeof(peer));
+      std::memset(local, 0x22, sizeof(local));
+      reduceInto(o, dst, peer, local, 0, true);
+      copyLocal(o, dst, local, 0, true);
+      copyPost(o, dst, peer, 0, true);
+      for (unsigned char b : dst) ASSERT_EQ(b, 0xA5) << dtypeName(t) << " " << opName(k);
+    }
+  }
 }
 
 TEST(Reduce, IntegerAverageTruncatesTowardZero) {

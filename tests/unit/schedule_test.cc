@@ -31,7 +31,7 @@ TEST(RingSchedule, AllCollectivesAllSizes) {
                             CollKind::kReduceScatter};
   for (CollKind kind : kinds) {
     for (int n = 1; n <= 16; ++n) {
-      for (size_t count : {size_t{1}, size_t{7}, size_t{n * 3 + 1}, size_t{100}}) {
+      for (size_t count : {size_t{1}, size_t{7}, static_cast<size_t>(n * 3 + 1), size_t{100}}) {
         for (size_t chunk : {size_t{1}, size_t{3}, size_t{16}}) {
           for (int nch : {1, 2, 3}) {
             int root = (n + static_cast<int>(count)) % n;

@@ -14,7 +14,7 @@ compare=$repo/perf/compare_baselines
 
 if ! command -v python3 >/dev/null 2>&1; then
   echo "SKIP: python3 missing"
-  exit 0
+  exit 77
 fi
 
 tmp=$(mktemp -d)

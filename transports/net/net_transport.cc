@@ -107,8 +107,8 @@ Result<const std::vector<int>*> deviceNumaNodes(net::NetModule* net) {
 
 bool readyToClose(const NetConn& c) {
   if (c.failed || !c.isSend || c.comm == nullptr) return true;
-  if (c.ctrl->senderAborted.load(std::memory_order_acquire) != 0) return true;  // this rank aborted
-  const uint64_t tail = c.ctrl->tail.load(std::memory_order_acquire);
+  if (loadAcquire(&c.ctrl->senderAborted) != 0) return true;  // this rank aborted
+  const uint64_t tail = loadAcquire(&c.ctrl->tail);
   return c.done == tail || Clock::now() > c.closeDeadline;
 }
 
@@ -125,7 +125,7 @@ void close(NetConn& c) {
 void fail(NetConn& c, const Status& st) {
   c.failed = true;
   snprintf(c.ctrl->failure, sizeof(c.ctrl->failure), "%s", st.message().c_str());
-  (c.isSend ? c.ctrl->receiverAborted : c.ctrl->senderAborted).store(1, std::memory_order_release);
+  storeRelease(c.isSend ? &c.ctrl->receiverAborted : &c.ctrl->senderAborted, 1u);
   BRAID_INFO(kLogNet, "rank %d: network connection %s %s failed: %s", c.self.rank, c.isSend ? "to" : "from",
              describe(c.peer).c_str(), st.message().c_str());
 }
@@ -157,10 +157,10 @@ Status completeInOrder(NetConn& c, bool* did) {
         c.net->test(c.requests[slot], &finished, &size).withContext(c.isSend ? "send test" : "receive test"));
     if (!finished) break;
     if (c.isSend) {
-      c.ctrl->head.store(++c.done, std::memory_order_release);
+      storeRelease(&c.ctrl->head, ++c.done);
     } else {
       c.ctrl->msgBytes[slot] = static_cast<uint64_t>(size);
-      c.ctrl->tail.store(++c.done, std::memory_order_release);
+      storeRelease(&c.ctrl->tail, ++c.done);
     }
     *did = true;
   }
@@ -174,7 +174,7 @@ Status progressSend(NetConn& c, bool* did) {
     BRAID_RETURN_IF_ERROR(connected(c));
     *did = true;
   }
-  const uint64_t tail = c.ctrl->tail.load(std::memory_order_acquire);
+  const uint64_t tail = loadAcquire(&c.ctrl->tail);
   while (c.posted < tail && c.posted < c.done + kFifoSlots) {
     const size_t slot = c.posted % kFifoSlots;
     void* req = nullptr;
@@ -198,8 +198,8 @@ Status progressRecv(NetConn& c, bool* did) {
     BRAID_RETURN_IF_ERROR(connected(c));
     *did = true;
   }
-  const uint64_t head = c.ctrl->head.load(std::memory_order_acquire);
-  const uint64_t wanted = c.ctrl->wanted.load(std::memory_order_acquire);
+  const uint64_t head = loadAcquire(&c.ctrl->head);
+  const uint64_t wanted = loadAcquire(&c.ctrl->wanted);
   while (c.posted < head + kFifoSlots && c.posted < wanted) {
     const size_t slot = c.posted % kFifoSlots;
     void* data = c.slots + slot * c.slotBytes;

@@ -43,14 +43,7 @@ void placeOnNumaNode(void* base, size_t bytes, const PeerInfo& self) {
 
 FifoCtrl* initCtrl(void* base, size_t slotBytes, size_t llSlotBytes) {
   auto* ctrl = new (base) FifoCtrl();
-  ctrl->tail.store(0, std::memory_order_relaxed);
-  ctrl->head.store(0, std::memory_order_relaxed);
-  ctrl->wanted.store(0, std::memory_order_relaxed);
-  ctrl->senderAborted.store(0, std::memory_order_relaxed);
-  ctrl->receiverAborted.store(0, std::memory_order_relaxed);
-  ctrl->slotBytes = slotBytes;
-  ctrl->nslots = kFifoSlots;
-  ctrl->llSlotBytes = llSlotBytes;
+  fifoCtrlInit(ctrl, slotBytes, llSlotBytes);
   return ctrl;
 }
 

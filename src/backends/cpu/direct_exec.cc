@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #endif
 
+#include "src/backends/common/direct_engine.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/common/logging.h"
 #include "src/common/wait.h"
@@ -74,8 +75,25 @@ void streamFence() {
 }
 
 inline bool reached(uint32_t value, uint32_t gen) {
-  return static_cast<int32_t>(value - gen) >= 0;
+  return genReached(value, gen);
 }
+
+// The direct executor's CTA and data paths: the calling thread, with the SIMD loops.
+struct HostCta {
+  static constexpr bool kSerial = true;
+  int tid() const { return 0; }
+  int nthreads() const { return 1; }
+  void sync() const {}
+  bool syncAll(bool v) const { return v; }
+};
+struct HostDataEnv {
+  void reduce(const HostCta&, const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post) {
+    reduceInto(op, dst, peer, local, n, post);
+  }
+  void copyLocal(const HostCta&, const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
+    braid::copyLocal(op, dst, src, n, post);
+  }
+};
 
 struct SegmentInfo {
   int32_t pid = 0;
@@ -376,9 +394,15 @@ Status DirectGroup::runSteps(const DirectRequest& req) {
       char* acc = tile_.data();
       const size_t at = (s.srcOffset + t) * es;
       // Always rank order 0..n-1: the result is bitwise the same whichever rank computes it, at any tiling.
-      copyLocal(ops[0], acc, srcs[0] + at, len, n == 1);
-      for (int p = 1; p < n; ++p)
-        reduceInto(ops[static_cast<size_t>(p)], acc, acc, srcs[static_cast<size_t>(p)] + at, len, p == n - 1);
+      DirectTileArgs tile;
+      tile.srcs = srcs.data();
+      tile.ops = ops.data();
+      tile.nranks = n;
+      tile.at = at;
+      tile.len = len;
+      tile.acc = acc;
+      HostDataEnv env;
+      directReduceTile(HostCta{}, env, tile);
       for (int d = d0; d < d1; ++d) {
         char* dst = dsts[static_cast<size_t>(d)] + (s.dstOffset + t) * es;
         // In place (the destination is the source just read, so it is cached) ordinary stores are cheaper.

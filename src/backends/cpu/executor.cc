@@ -1,5 +1,7 @@
 #include "src/backends/cpu/executor.h"
 
+#include "src/backends/common/step_engine.h"
+
 #include <sched.h>
 #include <time.h>
 
@@ -12,191 +14,40 @@
 namespace braid {
 namespace {
 
-bool opIsPlainCopy(const ReduceOp& op) {
-  return op.kind != OpKind::kPreMulSum && op.kind != OpKind::kAvg;
-}
+// The CPU backend's CTA: the calling thread alone. Its barriers are nothing, so the step engine runs exactly the
+// sequence of a plain loop.
+struct HostCta {
+  static constexpr bool kSerial = true;
+  int tid() const { return 0; }
+  int nthreads() const { return 1; }
+  void sync() const {}
+  bool syncAll(bool v) const { return v; }
+};
 
-// The op for combining two partial results: no pre-multiplication (each side already had it); avg keeps its
-// post-op (the division at the final step).
-ReduceOp combineOnly(const ReduceOp& op) {
-  ReduceOp c = op;
-  if (c.kind == OpKind::kPreMulSum) c.kind = OpKind::kSum;
-  return c;
-}
-
-// Executes the current step of `w` if its slots are ready. Returns true when it did.
-bool tryStep(WorkItem& w) {
-  const Step& s = w.prog.steps[w.step];
-  Connector* rc = w.recvConn[w.step];
-  Connector* sc = w.sendConn[w.step];
-  if (sc != nullptr) sc->drive();
-  if (rc != nullptr) rc->drive();
-  if (sc != nullptr && !sc->sendReady()) return false;
-
-  size_t inOff = 0, outOff = 0, n = 0;
-  w.prog.blockRange(w.tile, s.block, 0, &inOff, &n);
-  w.prog.blockRange(w.tile, s.block, 1, &outOff, &n);
-  const size_t es = w.elemSize;
-  const char* in = w.input ? w.input + inOff * es : nullptr;
-  char* out = w.output ? w.output + outOff * es : nullptr;
-  const size_t bytes = n * es;
-  const bool packed = s.op == StepOp::kSendPack || s.op == StepOp::kRecvPack;
-  const std::vector<PackEntry>* pack = packed ? &w.prog.packs[static_cast<size_t>(s.block)] : nullptr;
-  const size_t msgBytes = packed ? bytes * pack->size() : bytes;
-  const char* rs = nullptr;
-  char* ss = nullptr;
-  // LL over a connector whose messages arrive whole (the network) uses its Simple slot (Connector::wholeMessages).
-  const bool recvLines = w.ll && rc != nullptr && !rc->wholeMessages();
-  const bool sendLines = w.ll && sc != nullptr && !sc->wholeMessages();
-  if (w.ll) {
-    // The slot is complete when every line carries this step's flag; lines already copied are not read again.
-    if (recvLines && !llTryReadMessage(rc->llSlot(), w.llRecv.data(), msgBytes, rc->llFlagNow(), &w.llLinesDone)) {
-      return false;
-    }
-    if (rc != nullptr && !recvLines && !rc->recvReady()) return false;
-    rs = recvLines ? w.llRecv.data() : rc ? rc->recvSlot() : nullptr;
-    ss = sendLines ? w.llSend.data() : sc ? sc->sendSlot() : nullptr;
-  } else {
-    if (rc != nullptr && !rc->recvReady()) return false;
-    rs = rc ? rc->recvSlot() : nullptr;
-    ss = sc ? sc->sendSlot() : nullptr;
+// What the step engine asks of the CPU backend: network progress on the waiting thread, and the SIMD data paths.
+struct HostEnv {
+  static Connector* conn(const ConnSlot& c) { return static_cast<Connector*>(c.owner); }
+  void drive(const ConnSlot& c) { conn(c)->drive(); }
+  void released(const ConnSlot& c) { conn(c)->release(); }
+  void reduce(const HostCta&, const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post) {
+    reduceInto(op, dst, peer, local, n, post);
   }
-
-  if (n > 0) {
-    switch (s.op) {
-      case StepOp::kSend:
-        copyLocal(w.op, ss, in, n, false);
-        break;
-      case StepOp::kSendFromOutput:
-        memcpy(ss, out, bytes);
-        break;
-      case StepOp::kCopySend:
-        copyLocal(w.op, ss, in, n, false);
-        if (out != in) memcpy(out, ss, bytes);
-        break;
-      case StepOp::kRecv:
-        memcpy(out, rs, bytes);
-        break;
-      case StepOp::kRecvSend:
-        memcpy(ss, rs, bytes);
-        break;
-      case StepOp::kRecvCopySend:
-        memcpy(out, rs, bytes);
-        memcpy(ss, rs, bytes);
-        break;
-      case StepOp::kRecvReduceSend:
-        reduceInto(w.op, ss, rs, in, n, false);
-        break;
-      case StepOp::kRecvReduceCopy:
-        reduceInto(w.op, out, rs, in, n, true);
-        break;
-      case StepOp::kRecvReduceCopySend:
-        reduceInto(w.op, out, rs, in, n, true);
-        memcpy(ss, out, bytes);
-        break;
-      case StepOp::kCopy:
-        if (out != in || !opIsPlainCopy(w.op)) copyLocal(w.op, out, in, n, true);
-        break;
-      case StepOp::kRecvReducePartial:
-        reduceInto(w.op, out, rs, in, n, false);
-        break;
-      case StepOp::kRecvAccumulateSend:
-        // The output block already holds this rank's pre-multiplied input: combine only.
-        reduceInto(combineOnly(w.op), ss, rs, out, n, false);
-        break;
-      case StepOp::kRecvAccumulateCopySend:
-        reduceInto(combineOnly(w.op), out, rs, out, n, true);
-        memcpy(ss, out, bytes);
-        break;
-      case StepOp::kRecvAccumulateCopy:
-        reduceInto(combineOnly(w.op), out, rs, out, n, true);
-        break;
-      case StepOp::kRecvAccumulate:
-        reduceInto(combineOnly(w.op), out, rs, out, n, false);
-        break;
-      case StepOp::kSendPack:
-      case StepOp::kRecvPack:
-        for (size_t i = 0; i < pack->size(); ++i) {
-          const PackEntry& e = (*pack)[i];
-          size_t off = 0, cnt = 0;
-          w.prog.blockRange(w.tile, e.block, e.buf, &off, &cnt);
-          if (s.op == StepOp::kSendPack) {
-            memcpy(ss + i * bytes, (e.buf == 0 ? w.input : w.output) + off * es, bytes);
-          } else {
-            memcpy(w.output + off * es, rs + i * bytes, bytes);
-          }
-        }
-        break;
-    }
+  void copyLocal(const HostCta&, const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
+    braid::copyLocal(op, dst, src, n, post);
   }
-  if (w.ll) {
-    w.llLinesDone = 0;
-    if (sendLines) llWriteMessage(sc->llSlot(), ss, msgBytes, sc->llFlagNow());
+  void copy(const HostCta&, void* dst, const void* src, size_t bytes) {
+    if (dst != src && bytes != 0) memcpy(dst, src, bytes);
   }
-  if (rc != nullptr) rc->recvPost();
-  if (sc != nullptr) {
-    sc->sendPost(msgBytes);
-    sc->drive();  // a network connection sends the slot now, not when its progress thread next looks
-  }
-  if (++w.step == w.prog.steps.size()) {
-    w.step = 0;
-    ++w.tile;
-  }
-  return true;
-}
-
-// Progresses every runnable item of one channel; returns true when anything moved.
-bool progressChannel(ChannelWork& cw) {
-  bool progress = false;
-  for (size_t i = 0; i < cw.items.size(); ++i) {
-    WorkItem& w = cw.items[i];
-    if (w.done) continue;
-    bool blocked = false;
-    for (size_t b : w.blockers) {
-      if (!cw.items[b].done) blocked = true;
-    }
-    if (blocked) continue;
-    // A bounded burst keeps one large item from starving the others in the queue.
-    for (int burst = 0; burst < 64; ++burst) {
-      if (w.tile >= w.prog.numTiles()) break;
-      if (!tryStep(w)) break;
-      progress = true;
-    }
-    if (w.tile >= w.prog.numTiles()) {
-      w.done = true;
-      --cw.remaining;
-      progress = true;
-      // Its sends may still be in flight while this thread waits on other connectors (a send/receive pair): the
-      // transport's own thread finishes them from now on.
-      for (Connector* c : w.sendConn) {
-        if (c) c->release();
-      }
-    }
-  }
-  return progress;
-}
-
-// The connector an unfinished item is waiting on, for error messages and liveness checks.
-Connector* waitingOn(const ChannelWork& cw) {
-  for (const WorkItem& w : cw.items) {
-    if (w.done || w.tile >= w.prog.numTiles()) continue;
-    Connector* rc = w.recvConn[w.step];
-    Connector* sc = w.sendConn[w.step];
-    if (sc != nullptr && !sc->sendReady()) return sc;
-    // A ready LL slot would have been consumed.
-    if (rc != nullptr && ((w.ll && !rc->wholeMessages()) || !rc->recvReady())) return rc;
-  }
-  return nullptr;
-}
+};
 
 void markAllAborted(const std::vector<ChannelWork*>& works) {
   for (ChannelWork* cw : works) {
-    for (WorkItem& w : cw->items) {
-      if (w.done) continue;
-      for (Connector* c : w.recvConn) {
+    for (size_t i = 0; i < cw->items.size(); ++i) {
+      if (cw->states[i].done) continue;
+      for (Connector* c : cw->items[i].recvConn) {
         if (c) c->markAborted();
       }
-      for (Connector* c : w.sendConn) {
+      for (Connector* c : cw->items[i].sendConn) {
         if (c) c->markAborted();
       }
     }
@@ -213,8 +64,9 @@ Status checkPeers(const std::vector<ChannelWork*>& works, const ExecContext& ctx
   // (and may have exited since) was only reacting to a failure.
   for (int pass = 0; pass < 3; ++pass) {
     for (ChannelWork* cw : works) {
-      for (const WorkItem& w : cw->items) {
-        if (w.done) continue;
+      for (size_t k = 0; k < cw->items.size(); ++k) {
+        const WorkItem& w = cw->items[k];
+        if (cw->states[k].done) continue;
         for (size_t i = 0; i < w.recvConn.size(); ++i) {
           for (Connector* c : {w.recvConn[i], w.sendConn[i]}) {
             if (c == nullptr) continue;
@@ -242,7 +94,8 @@ Status checkPeers(const std::vector<ChannelWork*>& works, const ExecContext& ctx
   }
   if (timedOut) {
     for (ChannelWork* cw : works) {
-      if (Connector* c = waitingOn(*cw)) {
+      if (const ConnSlot* slot = waitingOn(cw->flat)) {
+        const Connector* c = HostEnv::conn(*slot);
         return remoteError("rank %d: no progress for %.0f s waiting %s %s (BRAID_TIMEOUT)", ctx.rank, ctx.timeoutSec,
                            c->isSend() ? "for FIFO space at" : "for data from", describePeer(c).c_str());
       }
@@ -255,21 +108,40 @@ Status checkPeers(const std::vector<ChannelWork*>& works, const ExecContext& ctx
 }  // namespace
 
 void ChannelWork::prepare() {
-  remaining = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    WorkItem& w = items[i];
-    // A network connector posts receives only for messages the schedule will consume: one per tile per step
-    // that receives on it.
-    const size_t tiles = w.prog.numTiles();
-    for (Connector* c : w.recvConn) {
-      if (c != nullptr && c->demandDriven()) c->expectMessages(tiles);
+  const size_t n = items.size();
+  descs.assign(n, WorkDesc{});
+  states.assign(n, ItemState{});
+  conns.clear();
+  connIdx.clear();
+  blockers.clear();
+  packOffsets.clear();
+  packEntries.clear();
+  // The connector table: each connector once, in order of first use.
+  std::vector<std::pair<Connector*, int32_t>> seen;
+  auto indexOf = [&](Connector* c) -> int32_t {
+    if (c == nullptr) return -1;
+    for (const auto& e : seen) {
+      if (e.first == c) return e.second;
     }
-    w.tile = 0;
-    w.step = 0;
-    w.done = false;
-    w.llLinesDone = 0;
-    w.blockers.clear();
-    ++remaining;
+    ConnSlot slot;
+    slot.view = c->view();
+    slot.cursor = &c->cursor();
+    slot.wholeMessages = c->wholeMessages();
+    slot.demandDriven = c->demandDriven();
+    slot.owner = c;
+    conns.push_back(slot);
+    seen.emplace_back(c, static_cast<int32_t>(conns.size() - 1));
+    return seen.back().second;
+  };
+  // First pass: indices and sizes (the vectors are filled before any pointer into them is taken).
+  std::vector<size_t> connAt(n), blockAt(n), blockCount(n), packAt(n);
+  for (size_t i = 0; i < n; ++i) {
+    const WorkItem& w = items[i];
+    connAt[i] = connIdx.size();
+    for (Connector* c : w.sendConn) connIdx.push_back(indexOf(c));
+    for (Connector* c : w.recvConn) connIdx.push_back(indexOf(c));
+    // Items that share a connector run in queue order.
+    blockAt[i] = blockers.size();
     for (size_t j = 0; j < i; ++j) {
       const WorkItem& e = items[j];
       bool shares = false;
@@ -279,12 +151,50 @@ void ChannelWork::prepare() {
       for (Connector* a : w.recvConn) {
         for (Connector* b : e.recvConn) shares |= (a != nullptr && a == b);
       }
-      if (shares) w.blockers.push_back(j);
+      if (shares) blockers.push_back(static_cast<uint32_t>(j));
+    }
+    blockCount[i] = blockers.size() - blockAt[i];
+    packAt[i] = packOffsets.size();
+    if (!w.prog.packs.empty()) {
+      for (const std::vector<PackEntry>& pack : w.prog.packs) {
+        packOffsets.push_back(static_cast<uint32_t>(packEntries.size()));
+        packEntries.insert(packEntries.end(), pack.begin(), pack.end());
+      }
+      packOffsets.push_back(static_cast<uint32_t>(packEntries.size()));
     }
   }
+  for (size_t i = 0; i < n; ++i) {
+    WorkItem& w = items[i];
+    WorkDesc& d = descs[i];
+    d.prog = w.prog.desc();
+    if (!w.prog.packs.empty()) {
+      d.prog.packOffsets = packOffsets.data() + packAt[i];
+      d.prog.packEntries = packEntries.data();
+    }
+    d.input = w.input;
+    d.output = w.output;
+    d.elemSize = static_cast<uint32_t>(w.elemSize);
+    d.op = w.op;
+    d.proto = w.ll ? ProtoId::kLL : ProtoId::kSimple;
+    d.sendConn = connIdx.data() + connAt[i];
+    d.recvConn = connIdx.data() + connAt[i] + w.prog.steps.size();
+    d.blockers = blockers.data() + blockAt[i];
+    d.nblockers = static_cast<uint32_t>(blockCount[i]);
+    d.llRecv = w.llRecv.data();
+    d.llSend = w.llSend.data();
+  }
+  flat.items = descs.data();
+  flat.states = states.data();
+  flat.nitems = static_cast<uint32_t>(n);
+  flat.remaining = static_cast<uint32_t>(n);
+  flat.conns = conns.data();
+  flat.nconns = static_cast<uint32_t>(conns.size());
+  announceDemand(flat);
 }
 
 Status runChannels(const std::vector<ChannelWork*>& works, const ExecContext& ctx) {
+  const HostCta cta;
+  HostEnv env;
   auto lastProgress = Clock::now();
   auto lastCheck = lastProgress;
   int idle = 0;
@@ -292,9 +202,9 @@ Status runChannels(const std::vector<ChannelWork*>& works, const ExecContext& ct
     bool progress = false;
     bool done = true;
     for (ChannelWork* cw : works) {
-      if (cw->remaining == 0) continue;
-      progress |= progressChannel(*cw);
-      if (cw->remaining != 0) done = false;
+      if (cw->finished()) continue;
+      progress |= progressChannel(cta, env, cw->flat);
+      if (!cw->finished()) done = false;
     }
     if (done) return Status::ok();
     if (progress) {

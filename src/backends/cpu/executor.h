@@ -15,12 +15,16 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
+#include "src/backends/common/work.h"
 #include "src/backends/cpu/reduce.h"
 #include "src/common/status.h"
 #include "transports/transport.h"
 
 namespace braid {
 
+// One operation's program on one channel, as the planner hands it over: the owning host form. ChannelWork::prepare
+// flattens a queue of these into the plain form the step engine runs (src/backends/common/work.h), the same form a
+// GPU kernel reads, so every host run also exercises the flattening.
 struct WorkItem {
   Program prog;
   const char* input = nullptr;
@@ -29,16 +33,10 @@ struct WorkItem {
   ReduceOp op;
   std::vector<Connector*> sendConn;  // per step (null when the step does not send)
   std::vector<Connector*> recvConn;  // per step
-  std::vector<size_t> blockers;      // earlier items of the same queue that share a connector with this one
   // LL: every slot travels as flagged lines (transports/ll.h). The step's data is staged in these buffers (one
   // chunk each), so the step operations themselves are the Simple ones.
   bool ll = false;
   std::vector<char> llRecv, llSend;
-  size_t llLinesDone = 0;  // lines of the current step's slot already copied into llRecv
-
-  size_t tile = 0;
-  size_t step = 0;
-  bool done = false;
 };
 
 // What a wait needs to know to fail cleanly instead of hanging.
@@ -51,9 +49,22 @@ struct ExecContext {
 
 struct ChannelWork {
   std::vector<WorkItem> items;
-  size_t remaining = 0;
-  // Computes blockers and resets progress; call once after filling items.
+
+  // Flattens items into the plain work form and resets progress; call once after filling items (and after every
+  // change to them). Announces each item's receive demand to demand-driven connectors.
   void prepare();
+  bool finished() const { return flat.remaining == 0; }
+
+  // The flattened form (valid after prepare()): descriptors, states, the connector table and the arrays they point
+  // into.
+  ChannelWorkDesc flat;
+  std::vector<WorkDesc> descs;
+  std::vector<ItemState> states;
+  std::vector<ConnSlot> conns;
+  std::vector<int32_t> connIdx;    // per item: nsteps send indices, then nsteps receive indices
+  std::vector<uint32_t> blockers;  // per item: its blockers
+  std::vector<uint32_t> packOffsets;
+  std::vector<PackEntry> packEntries;
 };
 
 // Drives every channel in `works` until all items are done, the deadline passes without progress, a peer fails,

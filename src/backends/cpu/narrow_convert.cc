@@ -4,6 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define BRAID_X86 1
 #endif
@@ -153,9 +154,16 @@ __attribute__((target("avx,f16c"))) void narrowFp8F16c(const uint8_t* table, uns
   for (; i < n; ++i) dst[i] = table == fp8FromHalf().e4m3 ? floatToFp8e4m3(src[i]) : floatToFp8e5m2(src[i]);
 }
 
+// CPUID leaf 1 (ECX: bit 27 OSXSAVE, 28 AVX, 29 F16C) and XGETBV (the OS saves the XMM and YMM state), read
+// directly: clang 14's __builtin_cpu_supports does not know "f16c".
 bool detectF16c() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const bool osxsave = (ecx >> 27) & 1u, avx = (ecx >> 28) & 1u, f16c = (ecx >> 29) & 1u;
+  if (!osxsave || !avx || !f16c) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 0x6u) == 0x6u;
 }
 #else
 bool detectF16c() {

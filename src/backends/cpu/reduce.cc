@@ -4,123 +4,16 @@
 #include <cstring>
 #include <type_traits>
 
+#include "src/backends/common/reduce_elem.h"
 #include "src/backends/cpu/narrow_convert.h"
 #include "src/common/host_device.h"
 
-// Every step rounds on its own: x * scalar + y must not become one fused multiply-add when the build enables FMA
-// (GCC contracts across statements by default, -ffp-contract=fast, even in ISO C++ modes).
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+// Every step rounds on its own: the whole build uses -ffp-contract=off (CMakeLists.txt; reduce_elem.h says why).
 
 namespace braid {
 namespace {
 
-// ---- Arithmetic per element type. Each traits class has storage type S, divisor type D and add/mul/max/min/div. ----
-
-template <typename T>
-struct IntTraits {
-  using S = T;
-  using D = T;
-  // Wrap-around arithmetic in an unsigned type at least as wide as unsigned int (no promotion to signed int).
-  using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
-  static BRAID_FORCE_INLINE S add(S a, S b) { return static_cast<S>(static_cast<W>(a) + static_cast<W>(b)); }
-  static BRAID_FORCE_INLINE S mul(S a, S b) { return static_cast<S>(static_cast<W>(a) * static_cast<W>(b)); }
-  static BRAID_FORCE_INLINE S max(S a, S b) { return a < b ? b : a; }
-  static BRAID_FORCE_INLINE S min(S a, S b) { return b < a ? b : a; }
-  static BRAID_FORCE_INLINE S div(S a, D d) { return static_cast<S>(a / d); }  // d >= 1, so no INT_MIN / -1
-  static BRAID_FORCE_INLINE D divisor(int n) { return static_cast<D>(n); }
-};
-
-template <typename T>
-struct FloatTraits {
-  using S = T;
-  using D = T;
-  static BRAID_FORCE_INLINE S add(S a, S b) { return a + b; }
-  static BRAID_FORCE_INLINE S mul(S a, S b) { return a * b; }
-  // fmax/fmin semantics (a NaN operand loses unless both are NaN), written so GCC vectorizes it.
-  static BRAID_FORCE_INLINE S max(S a, S b) { return (b > a || a != a) ? b : a; }
-  static BRAID_FORCE_INLINE S min(S a, S b) { return (b < a || a != a) ? b : a; }
-  static BRAID_FORCE_INLINE S div(S a, D d) { return a / d; }
-  static BRAID_FORCE_INLINE D divisor(int n) { return static_cast<D>(n); }
-};
-
-// Narrow floats: widen to float, operate, round back (RNE) after every step. For half/bf16/fp8 a float operation
-// followed by that rounding equals the correctly rounded narrow operation (float has >= 2p+2 bits for each).
-template <typename T, float (*kToF)(T), T (*kFromF)(float)>
-struct NarrowTraits {
-  using S = T;
-  using D = float;
-  static BRAID_FORCE_INLINE S add(S a, S b) { return kFromF(kToF(a) + kToF(b)); }
-  static BRAID_FORCE_INLINE S mul(S a, S b) { return kFromF(kToF(a) * kToF(b)); }
-  static BRAID_FORCE_INLINE S max(S a, S b) {
-    const float fa = kToF(a), fb = kToF(b);
-    return (fb > fa || fa != fa) ? b : a;
-  }
-  static BRAID_FORCE_INLINE S min(S a, S b) {
-    const float fa = kToF(a), fb = kToF(b);
-    return (fb < fa || fa != fa) ? b : a;
-  }
-  static BRAID_FORCE_INLINE S div(S a, D d) { return kFromF(kToF(a) / d); }
-  static BRAID_FORCE_INLINE D divisor(int n) { return static_cast<D>(n); }
-};
-
-using HalfTraits = NarrowTraits<uint16_t, halfToFloat, floatToHalf>;
-using Bf16Traits = NarrowTraits<uint16_t, bf16ToFloat, floatToBf16>;
-using E4m3Traits = NarrowTraits<uint8_t, fp8e4m3ToFloat, floatToFp8e4m3>;
-using E5m2Traits = NarrowTraits<uint8_t, fp8e5m2ToFloat, floatToFp8e5m2>;
-
-template <class Tr>
-struct Params {
-  typename Tr::S scalar;
-  typename Tr::D divisor;
-};
-
-template <class Tr>
-Params<Tr> makeParams(const ReduceOp& op) {
-  Params<Tr> p;
-  std::memcpy(&p.scalar, &op.scalar, sizeof(p.scalar));  // low bytes on a little-endian host
-  p.divisor = Tr::divisor(op.nranks < 1 ? 1 : op.nranks);
-  return p;
-}
-
-// ---- Element functions. ----
-
-// The binary step: peer (op) pre(local), then the optional post-op.
-template <class Tr, OpKind kKind, bool kPost>
-struct Combine {
-  using S = typename Tr::S;
-  static BRAID_FORCE_INLINE S apply(S p, S l, const Params<Tr>& prm) {
-    S r;
-    if constexpr (kKind == OpKind::kProd) {
-      r = Tr::mul(p, l);
-    } else if constexpr (kKind == OpKind::kMax) {
-      r = Tr::max(p, l);
-    } else if constexpr (kKind == OpKind::kMin) {
-      r = Tr::min(p, l);
-    } else if constexpr (kKind == OpKind::kPreMulSum) {
-      r = Tr::add(p, Tr::mul(l, prm.scalar));
-    } else {  // kSum, kAvg
-      r = Tr::add(p, l);
-    }
-    if constexpr (kPost) r = Tr::div(r, prm.divisor);
-    return r;
-  }
-};
-
-// The unary steps.
-template <class Tr>
-struct PreMul {
-  using S = typename Tr::S;
-  static BRAID_FORCE_INLINE S apply(S x, const Params<Tr>& prm) { return Tr::mul(x, prm.scalar); }
-};
-template <class Tr>
-struct PostDiv {
-  using S = typename Tr::S;
-  static BRAID_FORCE_INLINE S apply(S x, const Params<Tr>& prm) { return Tr::div(x, prm.divisor); }
-};
+using namespace reduce_elem;  // the element functions: src/backends/common/reduce_elem.h
 
 // ---- Loops. Byte pointers plus memcpy loads/stores: any alignment, and GCC still vectorizes them. ----
 

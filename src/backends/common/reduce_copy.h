@@ -1,0 +1,164 @@
+// Data movement for a CTA of several threads: the element functions of reduce_elem.h in loops strided over the
+// CTA's threads (thread t takes elements t, t + nthreads, ...). This is the form a GPU kernel and the CTA emulator
+// run; the CPU backend keeps its own SIMD block loops (src/backends/cpu/reduce.cc) over the same element functions,
+// and tests compare the two bitwise.
+//
+// Semantics are cpu/reduce.h's: dst may be exactly peer and/or local (src for the copies), never a partial
+// overlap; each element is read and written by one thread, so the exact aliasing is safe without barriers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "src/backends/common/reduce_elem.h"
+#include "src/common/coll_types.h"
+#include "src/common/dtype.h"
+#include "src/common/host_device.h"
+
+namespace braid {
+namespace cta_detail {
+
+using namespace reduce_elem;
+
+template <typename S>
+BRAID_HOST_DEVICE BRAID_FORCE_INLINE S loadElem(const void* p, size_t i) {
+  S v;
+  memcpy(&v, static_cast<const unsigned char*>(p) + i * sizeof(S), sizeof(S));
+  return v;
+}
+template <typename S>
+BRAID_HOST_DEVICE BRAID_FORCE_INLINE void storeElem(void* p, size_t i, S v) {
+  memcpy(static_cast<unsigned char*>(p) + i * sizeof(S), &v, sizeof(S));
+}
+
+template <class Tr, OpKind kKind, bool kPost, class Cta>
+BRAID_HOST_DEVICE void binary(const Cta& cta, void* dst, const void* peer, const void* local, size_t n,
+                              const Params<Tr>& prm) {
+  using S = typename Tr::S;
+  for (size_t i = static_cast<size_t>(cta.tid()); i < n; i += static_cast<size_t>(cta.nthreads())) {
+    storeElem<S>(dst, i, Combine<Tr, kKind, kPost>::apply(loadElem<S>(peer, i), loadElem<S>(local, i), prm));
+  }
+}
+
+template <class Tr, class Cta>
+BRAID_HOST_DEVICE void reduceT(const Cta& cta, const ReduceOp& op, void* dst, const void* peer, const void* local,
+                               size_t n, bool post) {
+  const Params<Tr> prm = makeParams<Tr>(op);
+  switch (op.kind) {
+    case OpKind::kProd:
+      return binary<Tr, OpKind::kProd, false>(cta, dst, peer, local, n, prm);
+    case OpKind::kMax:
+      return binary<Tr, OpKind::kMax, false>(cta, dst, peer, local, n, prm);
+    case OpKind::kMin:
+      return binary<Tr, OpKind::kMin, false>(cta, dst, peer, local, n, prm);
+    case OpKind::kPreMulSum:
+      return binary<Tr, OpKind::kPreMulSum, false>(cta, dst, peer, local, n, prm);
+    case OpKind::kAvg:
+      if (post && op.nranks > 1) return binary<Tr, OpKind::kAvg, true>(cta, dst, peer, local, n, prm);
+      return binary<Tr, OpKind::kSum, false>(cta, dst, peer, local, n, prm);
+    default:
+      return binary<Tr, OpKind::kSum, false>(cta, dst, peer, local, n, prm);
+  }
+}
+
+// dst = pre(src), then post if asked.
+template <class Tr, class Cta>
+BRAID_HOST_DEVICE void copyLocalT(const Cta& cta, const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
+  using S = typename Tr::S;
+  const Params<Tr> prm = makeParams<Tr>(op);
+  const bool pre = op.kind == OpKind::kPreMulSum;
+  const bool div = !pre && post && op.kind == OpKind::kAvg && op.nranks > 1;
+  for (size_t i = static_cast<size_t>(cta.tid()); i < n; i += static_cast<size_t>(cta.nthreads())) {
+    S x = loadElem<S>(src, i);
+    if (pre) x = PreMul<Tr>::apply(x, prm);
+    if (div) x = PostDiv<Tr>::apply(x, prm);
+    storeElem<S>(dst, i, x);
+  }
+}
+
+// Calls F::template run<Traits>(args...) for the dtype.
+template <class F, class... A>
+BRAID_HOST_DEVICE void dispatchDtype(DType t, A&&... a) {
+  switch (t) {
+    case DType::kInt8:
+      return F::template run<IntTraits<int8_t>>(a...);
+    case DType::kUint8:
+      return F::template run<IntTraits<uint8_t>>(a...);
+    case DType::kInt32:
+      return F::template run<IntTraits<int32_t>>(a...);
+    case DType::kUint32:
+      return F::template run<IntTraits<uint32_t>>(a...);
+    case DType::kInt64:
+      return F::template run<IntTraits<int64_t>>(a...);
+    case DType::kUint64:
+      return F::template run<IntTraits<uint64_t>>(a...);
+    case DType::kFloat16:
+      return F::template run<HalfTraits>(a...);
+    case DType::kFloat32:
+      return F::template run<FloatTraits<float>>(a...);
+    case DType::kFloat64:
+      return F::template run<FloatTraits<double>>(a...);
+    case DType::kBfloat16:
+      return F::template run<Bf16Traits>(a...);
+    case DType::kFp8E4M3:
+      return F::template run<E4m3Traits>(a...);
+    case DType::kFp8E5M2:
+      return F::template run<E5m2Traits>(a...);
+    default:
+      return;  // callers validate the dtype
+  }
+}
+
+struct ReduceFn {
+  template <class Tr, class Cta>
+  BRAID_HOST_DEVICE static void run(const Cta& cta, const ReduceOp& op, void* dst, const void* peer, const void* local,
+                                    size_t n, bool post) {
+    reduceT<Tr>(cta, op, dst, peer, local, n, post);
+  }
+};
+struct CopyLocalFn {
+  template <class Tr, class Cta>
+  BRAID_HOST_DEVICE static void run(const Cta& cta, const ReduceOp& op, void* dst, const void* src, size_t n,
+                                    bool post) {
+    copyLocalT<Tr>(cta, op, dst, src, n, post);
+  }
+};
+
+}  // namespace cta_detail
+
+// dst[i] = peer[i] (op) pre(local[i]); if post, dst[i] = post(dst[i]).
+template <class Cta>
+BRAID_HOST_DEVICE void ctaReduce(const Cta& cta, const ReduceOp& op, void* dst, const void* peer, const void* local,
+                                 size_t n, bool post) {
+  cta_detail::dispatchDtype<cta_detail::ReduceFn>(op.dtype, cta, op, dst, peer, local, n, post);
+}
+
+// dst[i] = pre(src[i]); if post, dst[i] = post(dst[i]).
+template <class Cta>
+BRAID_HOST_DEVICE void ctaCopyLocal(const Cta& cta, const ReduceOp& op, void* dst, const void* src, size_t n,
+                                    bool post) {
+  cta_detail::dispatchDtype<cta_detail::CopyLocalFn>(op.dtype, cta, op, dst, src, n, post);
+}
+
+// A plain copy, in 8-byte words where both ends allow it.
+template <class Cta>
+BRAID_HOST_DEVICE void ctaCopy(const Cta& cta, void* dst, const void* src, size_t bytes) {
+  if (dst == src) return;
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  const size_t t = static_cast<size_t>(cta.tid()), nt = static_cast<size_t>(cta.nthreads());
+  size_t head = 0;
+  if (((reinterpret_cast<uintptr_t>(d) | reinterpret_cast<uintptr_t>(s)) & 7) == 0) {
+    const size_t words = bytes / 8;
+    for (size_t i = t; i < words; i += nt) {
+      uint64_t v;
+      memcpy(&v, s + i * 8, 8);
+      memcpy(d + i * 8, &v, 8);
+    }
+    head = words * 8;
+  }
+  for (size_t i = head + t; i < bytes; i += nt) d[i] = s[i];
+}
+
+}  // namespace braid

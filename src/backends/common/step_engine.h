@@ -1,0 +1,221 @@
+// The step engine: runs a channel's work items (work.h) step by step over their connectors. Written once, as
+// templates over a CTA and an environment, and compiled three ways: by g++ for the CPU backend (a one-thread CTA,
+// src/backends/cpu/executor.cc), by g++ for a multi-threaded CTA (tests/unit/step_engine_test.cc; the CUDA
+// backend's emulator), and by nvcc for the kernel.
+//
+// The CTA concept (a template parameter, so the device pays no indirection):
+//   static constexpr bool kSerial;   one thread: barriers are no-ops and thread 0 is everyone
+//   int tid() const; int nthreads() const;
+//   void sync() const;               all threads arrive (__syncthreads)
+//   bool syncAll(bool) const;        all threads arrive; true when every thread's value was true (__syncthreads_and)
+// The environment concept (what is the backend's own):
+//   void drive(const ConnSlot&);     host: let a network connector's transport make progress; device: nothing
+//   void released(const ConnSlot&);  an item that sent on it is done (its transport finishes what is in flight)
+//   reduce / copyLocal / copy        the data movement (cpu: SIMD paths; device: reduce_copy.h), each told the CTA
+//
+// Every item is a resumable state machine (tile, step): tryStep moves one slot if it is ready and returns, so one
+// CTA drives many items, and items on different connectors (the sends and receives of a grouped all-to-all)
+// progress together; grouped send/recv never deadlocks. Items that share a connector run in queue order.
+//
+// Per step, on a CTA of several threads: thread 0 checks readiness and all threads learn it in one barrier; each
+// thread gathers its LL lines (a second barrier says whether all are in); every thread moves its share of the data;
+// a barrier orders all data before thread 0 publishes; thread 0 advances the item's state; a last barrier makes the
+// new state visible. On one thread all of it collapses to the sequence the CPU executor always ran.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/backends/common/protocols.h"
+#include "src/backends/common/step_shape.h"
+#include "src/backends/common/work.h"
+#include "src/common/host_device.h"
+
+namespace braid {
+
+// The op for combining two partial results: no pre-multiplication (each side already had it); avg keeps its
+// post-op (the division at the final step).
+BRAID_HOST_DEVICE inline ReduceOp combineOnly(const ReduceOp& op) {
+  ReduceOp c = op;
+  if (c.kind == OpKind::kPreMulSum) c.kind = OpKind::kSum;
+  return c;
+}
+
+// The data movement of one (non-packed) step: result = recv (+) local, or whichever of the two the step has,
+// into the first destination, then copied to the second.
+template <class Cta, class Env>
+BRAID_HOST_DEVICE void runStepData(const Cta& cta, Env& env, const StepShape& sh, const WorkDesc& w, const char* rs,
+                                   char* ss, const char* in, char* out, size_t n) {
+  const size_t bytes = n * w.elemSize;
+  const char* local = sh.local == Local::kInput ? in : sh.local == Local::kOutput ? out : nullptr;
+  const bool toOut = sh.writesOutput;
+  const bool toSend = sh.send;
+  char* first = (toSend && (sh.sendFirst || !toOut)) ? ss : out;
+  char* second = (toOut && toSend) ? (first == ss ? out : ss) : nullptr;
+  if (rs != nullptr && local != nullptr) {
+    env.reduce(cta, sh.local == Local::kOutput ? combineOnly(w.op) : w.op, first, rs, local, n, sh.isFinal);
+  } else if (sh.local == Local::kInput) {
+    env.copyLocal(cta, w.op, first, local, n, sh.isFinal);
+  } else {
+    env.copy(cta, first, rs != nullptr ? rs : local, bytes);
+  }
+  // An in-place copySend (output is the input) already has its data in place.
+  if (second != nullptr && second != local) {
+    cta.sync();  // every thread's share of `first` is written before any thread reads it
+    env.copy(cta, second, first, bytes);
+  }
+}
+
+template <class Cta, class Env>
+BRAID_HOST_DEVICE void runPackData(const Cta& cta, Env& env, const Step& s, const WorkDesc& w, size_t tile,
+                                   const char* rs, char* ss, size_t bytes) {
+  const uint32_t np = w.prog.packSize(s.block);
+  for (uint32_t i = 0; i < np; ++i) {
+    const PackEntry& e = w.prog.packEntry(s.block, i);
+    size_t off = 0, cnt = 0;
+    w.prog.blockRange(tile, e.block, e.buf, &off, &cnt);
+    if (s.op == StepOp::kSendPack) {
+      env.copy(cta, ss + i * bytes, (e.buf == 0 ? w.input : w.output) + off * w.elemSize, bytes);
+    } else {
+      env.copy(cta, w.output + off * w.elemSize, rs + i * bytes, bytes);
+    }
+  }
+}
+
+// Executes the current step of item `w` if its slots are ready. Returns true when it did.
+template <class Proto, class Cta, class Env>
+BRAID_HOST_DEVICE bool tryStep(const Cta& cta, Env& env, ChannelWorkDesc& ch, const WorkDesc& w, ItemState& st) {
+  const Step& s = w.prog.steps[st.step];
+  const int32_t ri = w.recvConn[st.step];
+  const int32_t si = w.sendConn[st.step];
+  ConnSlot* rc = ri >= 0 ? &ch.conns[ri] : nullptr;
+  ConnSlot* sc = si >= 0 ? &ch.conns[si] : nullptr;
+  const StepShape sh = stepShape(s.op);
+  size_t inOff = 0, outOff = 0, n = 0;
+  w.prog.blockRange(st.tile, s.block, 0, &inOff, &n);
+  w.prog.blockRange(st.tile, s.block, 1, &outOff, &n);
+  const size_t bytes = n * w.elemSize;
+  const size_t msgBytes = sh.packed ? bytes * w.prog.packSize(s.block) : bytes;
+
+  bool ready = true;
+  if (cta.tid() == 0) {
+    if (sc != nullptr) env.drive(*sc);
+    if (rc != nullptr) env.drive(*rc);
+    ready = (sc == nullptr || sc->view.sendReady(*sc->cursor)) && (rc == nullptr || Proto::recvReady(*rc));
+  }
+  if (!cta.syncAll(ready)) return false;
+  if (rc != nullptr && !cta.syncAll(Proto::recvArrived(cta, w, st, *rc, msgBytes))) return false;
+
+  const char* rs = rc != nullptr ? Proto::recvSrc(w, *rc) : nullptr;
+  char* ss = sc != nullptr ? Proto::sendDst(w, *sc) : nullptr;
+  if (n > 0) {
+    if (sh.packed) {
+      runPackData(cta, env, s, w, st.tile, rs, ss, bytes);
+    } else {
+      const char* in = w.input != nullptr ? w.input + inOff * w.elemSize : nullptr;
+      char* out = w.output != nullptr ? w.output + outOff * w.elemSize : nullptr;
+      runStepData(cta, env, sh, w, rs, ss, in, out, n);
+    }
+  }
+  cta.sync();  // all data is in place before the slot is published or returned
+  if (sc != nullptr) {
+    Proto::sendPublish(cta, w, *sc, msgBytes);
+    cta.sync();
+  }
+  if (cta.tid() == 0) {
+    st.llLinesDone = 0;
+    if (rc != nullptr) rc->view.recvPost(*rc->cursor);
+    if (sc != nullptr) {
+      sc->view.sendPost(*sc->cursor, msgBytes);
+      env.drive(*sc);  // a network connection sends the slot now, not when its progress thread next looks
+    }
+    if (++st.step == w.prog.nsteps) {
+      st.step = 0;
+      ++st.tile;
+    }
+  }
+  cta.sync();
+  return true;
+}
+
+template <class Cta, class Env>
+BRAID_HOST_DEVICE bool tryStepAny(const Cta& cta, Env& env, ChannelWorkDesc& ch, const WorkDesc& w, ItemState& st) {
+  switch (w.proto) {
+    case ProtoId::kLL:
+      return tryStep<LlProto>(cta, env, ch, w, st);
+    case ProtoId::kLL128:
+      return tryStep<Ll128Proto>(cta, env, ch, w, st);
+    default:
+      return tryStep<SimpleProto>(cta, env, ch, w, st);
+  }
+}
+
+// The prologue of a launch: a demand-driven (network) connector is told how many messages this launch's schedules
+// will consume on it, one per tile per step that receives on it, so it never posts a receive for data a peer that
+// finished will not send. Thread 0 only.
+BRAID_HOST_DEVICE inline void announceDemand(const ChannelWorkDesc& ch) {
+  for (uint32_t i = 0; i < ch.nitems; ++i) {
+    const WorkDesc& w = ch.items[i];
+    const size_t tiles = w.prog.numTiles();
+    for (uint32_t s = 0; s < w.prog.nsteps; ++s) {
+      const int32_t ri = w.recvConn[s];
+      if (ri >= 0 && ch.conns[ri].demandDriven) ch.conns[ri].view.expectMessages(tiles);
+    }
+  }
+}
+
+// Progresses every runnable item of one channel; returns true when anything moved.
+template <class Cta, class Env>
+BRAID_HOST_DEVICE bool progressChannel(const Cta& cta, Env& env, ChannelWorkDesc& ch) {
+  bool progress = false;
+  for (uint32_t i = 0; i < ch.nitems; ++i) {
+    const WorkDesc& w = ch.items[i];
+    ItemState& st = ch.states[i];
+    if (st.done) continue;
+    bool blocked = false;
+    for (uint32_t b = 0; b < w.nblockers; ++b) {
+      if (!ch.states[w.blockers[b]].done) blocked = true;
+    }
+    if (blocked) continue;
+    const size_t tiles = w.prog.numTiles();
+    // A bounded burst keeps one large item from starving the others in the queue.
+    for (int burst = 0; burst < 64; ++burst) {
+      if (st.tile >= tiles) break;
+      if (!tryStepAny(cta, env, ch, w, st)) break;
+      progress = true;
+    }
+    if (st.tile >= tiles) {
+      // Every thread saw the same tile count (the last barrier of tryStep); thread 0 records the end.
+      if (cta.tid() == 0) {
+        st.done = true;
+        --ch.remaining;
+        // Its sends may still be in flight while this CTA waits on other connectors (a send/receive pair): the
+        // transport's own thread finishes them from now on.
+        for (uint32_t s = 0; s < w.prog.nsteps; ++s) {
+          if (w.sendConn[s] >= 0) env.released(ch.conns[w.sendConn[s]]);
+        }
+      }
+      cta.sync();
+      progress = true;
+    }
+  }
+  return progress;
+}
+
+// The connector an unfinished item is waiting on (for error messages), or null. Host only in practice.
+BRAID_HOST_DEVICE inline const ConnSlot* waitingOn(const ChannelWorkDesc& ch) {
+  for (uint32_t i = 0; i < ch.nitems; ++i) {
+    const WorkDesc& w = ch.items[i];
+    const ItemState& st = ch.states[i];
+    if (st.done || st.tile >= w.prog.numTiles()) continue;
+    const ConnSlot* rc = w.recvConn[st.step] >= 0 ? &ch.conns[w.recvConn[st.step]] : nullptr;
+    const ConnSlot* sc = w.sendConn[st.step] >= 0 ? &ch.conns[w.sendConn[st.step]] : nullptr;
+    if (sc != nullptr && !sc->view.sendReady(*sc->cursor)) return sc;
+    // A ready LL slot would have been consumed.
+    const bool lines = w.proto != ProtoId::kSimple && rc != nullptr && !rc->wholeMessages;
+    if (rc != nullptr && (lines || !rc->view.recvReady(*rc->cursor))) return rc;
+  }
+  return nullptr;
+}
+
+}  // namespace braid
