@@ -150,10 +150,18 @@ struct LocalFifo {
 Result<LocalFifo> allocLocalFifo(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
                                  std::function<bool()> beforeUnmap = nullptr);
 
-// Transports in the order they are tried for each peer (p2p, shm, net as they exist).
+// The transports (transports/shm, transports/net). Each is one object for the process.
+Transport* inprocTransport();  // ranks that are threads of one process
+Transport* shmTransport();     // ranks that are processes of one host (/dev/shm)
+Transport* netTransport();     // ranks on other hosts (transports/net)
+
+// The registry (transports/transport.cc): the host backend's transports in the order they are tried for each peer.
 const std::vector<Transport*>& hostTransports();
 
-// The first transport that can connect self and peer, or an error that says why none can.
+// The first of `transports` that can connect self and peer, or an error that says why none can.
+Result<Transport*> selectTransport(const std::vector<Transport*>& transports, const PeerInfo& self,
+                                   const PeerInfo& peer);
+// The same over hostTransports().
 Result<Transport*> selectTransport(const PeerInfo& self, const PeerInfo& peer);
 
 }  // namespace braid

@@ -25,8 +25,6 @@ namespace braid {
 namespace {
 
 constexpr uint32_t kTagConnect = 0x10000;
-constexpr int kOversubscribedSpinCount = 20;
-constexpr int kNetSpinCount = 20;
 
 // CPUs this process may run on (its affinity mask), at least 1.
 int usableCpus() {
@@ -40,7 +38,6 @@ constexpr uint32_t kTagSplit = 0x20000;
 // network's own work (measured on 2 cores over the Socket network: about 12 us per hop against 10 us one way).
 constexpr double kNetProxyHopUs = 3;
 constexpr int kMaxChannels = 64;
-constexpr int kLanes = 2;
 constexpr size_t kLane1Peers = 3;  // tree 1's parent and two children
 
 // What every rank tells every other rank at init.
@@ -92,13 +89,6 @@ uint64_t localHostHash() {
   return hostHash(localHostId());
 }
 
-struct Communicator::Plan {
-  // Per channel, the connectors the pending ops need that do not exist yet.
-  std::vector<Link> sendNeeds;
-  std::vector<Link> recvNeeds;
-  size_t totalBytes = 0;
-};
-
 Communicator::Communicator() = default;
 
 Communicator::~Communicator() {
@@ -110,8 +100,8 @@ Communicator::~Communicator() {
       initThread.join();
     }
   }
-  // Workers first: they may hold pointers into the connectors.
-  for (Channel& ch : channels_) ch.worker.reset();
+  // The backend first: its workers may hold pointers into the connectors.
+  backend_.reset();
 }
 
 Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const CommConfig& config, int device) {
@@ -121,8 +111,6 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   config_ = config;
   logSetThreadDevice(device);
   timeoutSec_ = static_cast<double>(params::Timeout());
-  spinCount_ = static_cast<int>(std::max<int64_t>(1, params::SpinCount()));
-  inlineBytes_ = static_cast<size_t>(std::max<int64_t>(0, params::InlineBytes()));
   p2pLlThreshold_ = static_cast<size_t>(std::max<int64_t>(0, params::P2pLlThreshold()));
 
   BRAID_ASSIGN_OR_RETURN(int64_t buffSize, getIntParam(params::kBuffSize));
@@ -283,30 +271,25 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     for (size_t i = 0; i < l.children.size(); ++i) myTree_[w].children[i] = l.children[i];
   }
   channels_.resize(static_cast<size_t>(nch));
-  for (int c = 0; c < nch; ++c) {
-    channels_[static_cast<size_t>(c)].worker = std::make_unique<ChannelWorker>(c, topo.placeCpus);
-  }
-
-  // More ranks on this host than CPUs: a waiting rank's spinning only delays the rank it waits for (measured on 2
-  // cores with 4 ranks: an 8-byte all-reduce takes 370 us with 2000 spins, 11 us with 20), so it yields early.
-  const int cpus = mine.cpus;
-  if (nLocal > cpus && !lookupParam(params::kSpinCount).isSet) {
-    spinCount_ = std::min(spinCount_, kOversubscribedSpinCount);
-    BRAID_INFO(kLogInit, "comm %p rank %d: %d local ranks on %d CPUs, spinning %d times before yielding (%s)",
-               static_cast<void*>(this), rank, nLocal, cpus, spinCount_, params::kSpinCount.name);
-  }
-  // Waiting on the network, spinning keeps the kernel from delivering packets: on a busy core, the softirq that
-  // moves a packet through veth and bridge is deferred to ksoftirqd until the spinner yields (measured between
-  // two namespaces on 2 cores: an 8-byte send/receive took 770 us spinning 2000 times, 44 us spinning 20).
-  if (netPeers_ && !lookupParam(params::kSpinCount).isSet) spinCount_ = std::min(spinCount_, kNetSpinCount);
-  if (mine.direct != 0 && !netPeers_) {  // direct segments are shared memory: one host, shm allowed
-    BRAID_ASSIGN_OR_RETURN(direct_,
-                           DirectGroup::create(bootstrap_.get(), peers_, rank, static_cast<size_t>(mine.stageBytes)));
-    if (direct_) {
-      BRAID_INFO(kLogInit, "comm %p rank %d: direct (NVLS-style) collectives on, inputs up to %zu bytes staged",
-                 static_cast<void*>(this), rank, direct_->stageBytes());
-    }
-  }
+  BackendInitContext bctx;
+  bctx.rank = rank;
+  bctx.nranks = nranks;
+  bctx.nChannels = static_cast<int>(nch);
+  bctx.peers = &peers_;
+  bctx.bootstrap = bootstrap_.get();
+  bctx.abort = &abort_;
+  bctx.timeoutSec = timeoutSec_;
+  bctx.spinCount = static_cast<int>(std::max<int64_t>(1, params::SpinCount()));
+  bctx.spinCountSet = lookupParam(params::kSpinCount).isSet;
+  bctx.inlineBytes = static_cast<size_t>(std::max<int64_t>(0, params::InlineBytes()));
+  bctx.localRanks = nLocal;
+  bctx.cpus = mine.cpus;
+  bctx.netPeers = netPeers_;
+  bctx.direct = mine.direct != 0;
+  bctx.directStageBytes = static_cast<size_t>(mine.stageBytes);
+  bctx.placeCpus = topo.placeCpus;
+  BRAID_ASSIGN_OR_RETURN(backend_, createBackend(BackendKind::kHost));
+  BRAID_RETURN_IF_ERROR(backend_->init(bctx));
   BRAID_RETURN_IF_ERROR(setupHierarchy());
   if (logEnabled(LogLevel::kInfo, kLogInit)) {
     BRAID_INFO(kLogInit, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d - host memory, %d channels",
@@ -350,13 +333,6 @@ Status Communicator::checkLlOverNetwork() {
   return Status::ok();
 }
 
-void Communicator::mapTreePeers(Program* prog) const {
-  for (Step& s : prog->steps) {
-    if (s.sendPeer >= 0) s.sendPeer = treeOrder_[static_cast<size_t>(s.sendPeer)];
-    if (s.recvPeer >= 0) s.recvPeer = treeOrder_[static_cast<size_t>(s.recvPeer)];
-  }
-}
-
 size_t Communicator::fifoMemoryBound() const {
   // A rank owns its receive FIFOs, created at first use: on lane 0 of a channel at most one per peer (itself
   // included, for a send to self), whatever mix of ring, tree, rooted tree, all-to-all and send/receive traffic
@@ -366,15 +342,6 @@ size_t Communicator::fifoMemoryBound() const {
 
 size_t Communicator::connectorBytes() const {
   return (slotBytes_ + llSlotBytes_) * kFifoSlots;
-}
-
-ExecContext Communicator::execContext() const {
-  ExecContext ctx;
-  ctx.rank = rank_;
-  ctx.abort = &abort_;
-  ctx.timeoutSec = timeoutSec_;
-  ctx.spinCount = spinCount_;
-  return ctx;
 }
 
 // ---- reduction operators -----------------------------------------------------------------------------------------
@@ -447,141 +414,49 @@ Status Communicator::destroyOp(int op) {
 
 // ---- planning and execution ----------------------------------------------------------------------------------------
 
-namespace {
-
-// Channels used by a collective of `bytes`: small operations stay on one channel (more would only add latency).
-int channelsFor(size_t bytes, int nChannels) {
-  constexpr size_t kMinBytesPerChannel = 64 * 1024;
-  size_t n = std::max<size_t>(1, bytes / kMinBytesPerChannel);
-  return static_cast<int>(std::min<size_t>(n, static_cast<size_t>(nChannels)));
-}
-
-// Point-to-point traffic between two ranks uses one channel, the same on both sides.
-int p2pChannel(int src, int dst, int nChannels) {
-  return (src + dst) % nChannels;
-}
-
-}  // namespace
-
-size_t unitBytes(const PendingOp& op) {
-  return op.count * dtypeSize(op.dtype);
-}
-
 Status Communicator::buildPlan(Plan* plan) {
-  for (Channel& ch : channels_) ch.work.items.clear();
   // Collectives first, then point-to-point, as NCCL schedules a group: p2p order relative to collectives within a
   // group may differ between ranks without changing the result.
-  std::vector<const PendingOp*> ordered;
-  for (const PendingOp& op : pending_) {
-    if (op.kind != CollKind::kSend && op.kind != CollKind::kRecv) ordered.push_back(&op);
-  }
-  for (const PendingOp& op : pending_) {
-    if (op.kind == CollKind::kSend || op.kind == CollKind::kRecv) ordered.push_back(&op);
-  }
-  std::map<Link, bool> needSend, needRecv;
-  for (const PendingOp* op : ordered) {
-    const size_t elemSize = dtypeSize(op->dtype);
-    const FifoChoice choice = chooseFifo(*op);
-    const bool ll = choice.proto == ProtoId::kLL;
-    // An LL slot carries half its bytes as payload.
-    const size_t chunkElems = std::max<size_t>(1, (ll ? llPayloadCapacity(llSlotBytes_) : slotBytes_) / elemSize);
-    const size_t align = std::max<size_t>(1, 256 / elemSize);
-    const bool perRank =
-        op->kind == CollKind::kAllGather || op->kind == CollKind::kReduceScatter || op->kind == CollKind::kAlltoAll;
-    plan->totalBytes += unitBytes(*op) * (perRank ? static_cast<size_t>(nranks_) : 1);
-    std::vector<std::pair<int, Program>> progs;  // (channel, program)
-    const bool isP2p = op->kind == CollKind::kSend || op->kind == CollKind::kRecv;
-    const bool a2a = op->kind == CollKind::kAlltoAll;
-    const bool tree = !isP2p && !a2a && choice.algo == AlgoId::kTree;
-    if (!isP2p && !a2a) logTuning(*op, choice.algo, choice.proto);
-    if (a2a) {
-      // A slot carries a whole pack: each block gets its share of it.
-      const size_t packElems = std::max<size_t>(1, chunkElems / static_cast<size_t>(bruckMaxPack(nranks_)));
-      int nch = channelsFor(unitBytes(*op) * static_cast<size_t>(nranks_), nChannels());
-      for (int c = 0; c < nch; ++c) {
-        BruckParams bp{nranks_, rank_, op->count, 0, 0, packElems};
-        channelRange(op->count, nch, c, align, &bp.begin, &bp.end);
-        BRAID_ASSIGN_OR_RETURN(Program prog, buildBruckProgram(bp));
-        progs.emplace_back(c, std::move(prog));
-      }
-    } else if (isP2p) {
-      bool isSend = op->kind == CollKind::kSend;
-      int peer = op->root;
-      int c = isSend ? p2pChannel(rank_, peer, nChannels()) : p2pChannel(peer, rank_, nChannels());
-      progs.emplace_back(c, buildP2pProgram(isSend, peer, 0, op->count, chunkElems));
-    } else if (tree && op->kind != CollKind::kAllReduce) {
-      // Reduce and broadcast over one tree rooted at the root.
-      const bool reduce = op->kind == CollKind::kReduce;
-      int nch = channelsFor(unitBytes(*op), nChannels());
-      for (int c = 0; c < nch; ++c) {
-        TreeParams tp{nranks_, treePos(rank_), 0, 0, 0, chunkElems};
-        channelRange(op->count, nch, c, align, &tp.begin, &tp.end);
-        BRAID_ASSIGN_OR_RETURN(Program prog, buildTreeRootedProgram(reduce, treePos(op->root), tp));
-        mapTreePeers(&prog);
-        progs.emplace_back(c, std::move(prog));
-      }
-    } else if (tree) {
-      // Double binary tree: each channel's range is halved between the two trees.
-      int nch = channelsFor(unitBytes(*op), nChannels());
-      for (int c = 0; c < nch; ++c) {
-        size_t b = 0, e = 0;
-        channelRange(op->count, nch, c, align, &b, &e);
-        // Deterministic mode keeps every element on tree 0, so its reduction order never depends on the split.
-        const size_t mid = deterministic_ ? e : std::min(e, b + ((e - b) / 2 + align - 1) / align * align);
-        for (int which = 0; which < (deterministic_ ? 1 : 2); ++which) {
-          TreeParams tp{nranks_, treePos(rank_), which, which == 0 ? b : mid, which == 0 ? mid : e, chunkElems};
-          std::vector<Program> parts;
-          if (hostTrees_) {
-            tp.rank = rank_;
-            BRAID_ASSIGN_OR_RETURN(parts, buildTreeAllReduceProgramsFor(myTree_[which], tp));
-          } else {
-            BRAID_ASSIGN_OR_RETURN(parts, buildTreeAllReducePrograms(tp));
-            for (Program& prog : parts) mapTreePeers(&prog);
-          }
-          for (Program& prog : parts) progs.emplace_back(c, std::move(prog));
-        }
-      }
-    } else {
-      int nch = channelsFor(unitBytes(*op), nChannels());
-      for (int c = 0; c < nch; ++c) {
-        RingParams rp{op->kind, rings_[static_cast<size_t>(c)], rank_, op->root, op->count, 0, 0, chunkElems};
-        channelRange(op->count, nch, c, align, &rp.begin, &rp.end);
-        BRAID_ASSIGN_OR_RETURN(Program prog, buildRingProgram(rp));
-        progs.emplace_back(c, std::move(prog));
-      }
-    }
-    for (auto& [c, prog] : progs) {
-      Channel& ch = channels_[static_cast<size_t>(c)];
-      WorkItem w;
-      w.prog = std::move(prog);
-      w.input = static_cast<const char*>(op->sendbuff);
-      w.output = static_cast<char*>(op->recvbuff);
-      // A tree reduce's interior ranks accumulate in an output NCCL does not give them (only the root's counts).
-      if (tree && op->kind == CollKind::kReduce && rank_ != op->root &&
-          treeReduceWritesOutput(nranks_, treePos(rank_), treePos(op->root))) {
-        staging_.push_back(std::make_unique<char[]>(op->count * elemSize));
-        w.output = staging_.back().get();
-      }
-      w.elemSize = elemSize;
-      w.op = op->op;
-      if (ll) {
-        w.ll = true;
-        const size_t scratch = std::min(w.prog.chunkElems, w.prog.end - w.prog.begin) * elemSize *
-                               (a2a ? static_cast<size_t>(bruckMaxPack(nranks_)) : 1);
-        w.llRecv.resize(scratch);
-        w.llSend.resize(scratch);
-      }
-      const int lane = w.prog.lane;
-      for (const Step& s : w.prog.steps) {
-        if (s.sendPeer >= 0 && ch.send.count({s.sendPeer, lane}) == 0) needSend[Link{c, s.sendPeer, lane}] = true;
-        if (s.recvPeer >= 0 && ch.recv.count({s.recvPeer, lane}) == 0) needRecv[Link{c, s.recvPeer, lane}] = true;
-      }
-      ch.work.items.push_back(std::move(w));
+  std::vector<PlanOp> ops;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const PendingOp& op : pending_) {
+      const bool p2p = op.kind == CollKind::kSend || op.kind == CollKind::kRecv;
+      if (p2p != (pass == 1)) continue;
+      PlanOp po{&op, chooseFifo(op)};
+      if (!p2p && op.kind != CollKind::kAlltoAll) logTuning(op, po.choice.algo, po.choice.proto);
+      ops.push_back(po);
     }
   }
-  for (const auto& e : needSend) plan->sendNeeds.push_back(e.first);
-  for (const auto& e : needRecv) plan->recvNeeds.push_back(e.first);
+  PlanShape shape;
+  shape.rank = rank_;
+  shape.nranks = nranks_;
+  shape.nChannels = nChannels();
+  shape.slotBytes = slotBytes_;
+  shape.llSlotBytes = llSlotBytes_;
+  shape.rings = &rings_;
+  shape.treeOrder = &treeOrder_;
+  shape.treePos = &treePos_;
+  shape.hostTrees = hostTrees_;
+  shape.myTree = myTree_;
+  shape.deterministic = deterministic_;
+  BRAID_RETURN_IF_ERROR(planOps(shape, ops, plan));
+  // Only the links that do not exist yet are connected.
+  auto missing = [&](std::vector<Link>* links, bool send) {
+    links->erase(std::remove_if(links->begin(), links->end(),
+                                [&](const Link& l) { return link(l.channel, l.peer, l.lane, send) != nullptr; }),
+                 links->end());
+  };
+  missing(&plan->sendLinks, true);
+  missing(&plan->recvLinks, false);
   return Status::ok();
+}
+
+Connector* Communicator::link(int channel, int peer, int lane, bool send) const {
+  if (channel < 0 || static_cast<size_t>(channel) >= channels_.size()) return nullptr;
+  const Channel& ch = channels_[static_cast<size_t>(channel)];
+  const auto& m = send ? ch.send : ch.recv;
+  const auto it = m.find({peer, lane});
+  return it == m.end() ? nullptr : it->second.get();
 }
 
 // Phase 0 creates receive FIFOs and sends their descriptions; phase 1 receives descriptions and attaches. All comms
@@ -593,7 +468,7 @@ Status Communicator::connect(const std::vector<Link>& sendNeeds, const std::vect
   if (phase == 0) {
     for (const Link& l : recvNeeds) {
       const PeerInfo& peer = peers_[static_cast<size_t>(l.peer)];
-      BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(self, peer));
+      BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(backend_->transports(), self, peer));
       BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(self, peer, l.channel, slotBytes_, llSlotBytes_));
       BRAID_RETURN_IF_ERROR(bootstrap_->send(l.peer, tag(l), setup.blob, kConnectBlobBytes));
       BRAID_INFO(kLogInit | kLogShm, "Channel %02d : %d[%d] -> %d[%d] via %s%s", l.channel, l.peer, -1, rank_, device_,
@@ -607,7 +482,7 @@ Status Communicator::connect(const std::vector<Link>& sendNeeds, const std::vect
     BRAID_RETURN_IF_ERROR(bootstrap_->recv(l.peer, tag(l), blob, kConnectBlobBytes)
                               .withContext(strPrintf("connecting channel %d to rank %d", l.channel, l.peer)));
     const PeerInfo& peer = peers_[static_cast<size_t>(l.peer)];
-    BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(self, peer));
+    BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(backend_->transports(), self, peer));
     BRAID_ASSIGN_OR_RETURN(auto conn, t->connectSend(self, peer, l.channel, blob));
     channels_[static_cast<size_t>(l.channel)].send[{l.peer, l.lane}] = std::move(conn);
   }
@@ -615,14 +490,12 @@ Status Communicator::connect(const std::vector<Link>& sendNeeds, const std::vect
 }
 
 const void* Communicator::stageCopy(const void* src, size_t bytes) {
-  staging_.push_back(std::make_unique<char[]>(bytes));
-  std::memcpy(staging_.back().get(), src, bytes);
-  return staging_.back().get();
+  return backend_->stageCopy(src, bytes);
 }
 
 void Communicator::clearPending() {
   pending_.clear();
-  staging_.clear();
+  if (backend_) backend_->releaseLaunchMemory();
 }
 
 Status Communicator::launchInOrder(const std::vector<Communicator*>& comms) {
@@ -659,11 +532,10 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
   }
   for (Communicator* comm : comms) {
     comm->clearPending();
-    for (Channel& ch : comm->channels_) ch.work.items.clear();
     // A failed operation leaves FIFOs in an unknown state: the communicator is unusable from now on.
     if (!result.isOk()) {
       comm->asyncError_.store(static_cast<int>(result.code()));
-      if (comm->direct_) comm->direct_->markAborted();
+      comm->backend_->markAborted();
       // Every link says so too, not only those of the failed work: a peer still waiting on this rank in a ring
       // (after this rank failed in a direct collective, say) then blames the rank that caused the failure, not
       // this one, once this process has exited.
@@ -681,49 +553,20 @@ Status Communicator::launchImpl(const std::vector<Communicator*>& comms) {
   for (size_t i = 0; i < comms.size(); ++i) BRAID_RETURN_IF_ERROR(comms[i]->buildPlan(&plans[i]));
   for (int phase = 0; phase < 2; ++phase) {
     for (size_t i = 0; i < comms.size(); ++i) {
-      BRAID_RETURN_IF_ERROR(comms[i]->connect(plans[i].sendNeeds, plans[i].recvNeeds, phase));
+      BRAID_RETURN_IF_ERROR(comms[i]->connect(plans[i].sendLinks, plans[i].recvLinks, phase));
     }
   }
-  // Resolve connectors for every step, then run.
-  bool useWorkers = false;
-  std::vector<ChannelWork*> inlineWork;
+  std::vector<FifoLaunch> group(comms.size());
   for (size_t i = 0; i < comms.size(); ++i) {
     Communicator* comm = comms[i];
-    for (Channel& ch : comm->channels_) {
-      for (WorkItem& w : ch.work.items) {
-        w.sendConn.assign(w.prog.steps.size(), nullptr);
-        w.recvConn.assign(w.prog.steps.size(), nullptr);
-        for (size_t s = 0; s < w.prog.steps.size(); ++s) {
-          const Step& st = w.prog.steps[s];
-          if (st.sendPeer >= 0) w.sendConn[s] = ch.send.at({st.sendPeer, w.prog.lane}).get();
-          if (st.recvPeer >= 0) w.recvConn[s] = ch.recv.at({st.recvPeer, w.prog.lane}).get();
-        }
-      }
-      ch.work.prepare();
-      if (!ch.work.items.empty()) inlineWork.push_back(&ch.work);
-    }
-    if (plans[i].totalBytes >= comm->inlineBytes_ && comm->nChannels() > 1) useWorkers = true;
+    group[i].backend = comm->backend_.get();
+    group[i].works = &plans[i].works;
+    group[i].totalBytes = plans[i].totalBytes;
+    group[i].link = [comm](int channel, int peer, int lane, bool send) {
+      return comm->link(channel, peer, lane, send);
+    };
   }
-  Status result;
-  if (!useWorkers) {
-    // Small groups: the caller drives everything (a hand-off to a worker would cost more than the work).
-    ExecContext ctx = comms.front()->execContext();
-    result = runChannels(inlineWork, ctx);
-  } else {
-    for (Communicator* comm : comms) {
-      for (Channel& ch : comm->channels_) {
-        if (!ch.work.items.empty()) ch.worker->post(&ch.work, comm->execContext());
-      }
-    }
-    for (Communicator* comm : comms) {
-      for (Channel& ch : comm->channels_) {
-        if (ch.work.items.empty()) continue;
-        Status st = ch.worker->wait();
-        if (result.isOk() && !st.isOk()) result = st;
-      }
-    }
-  }
-  return result;
+  return comms.front()->backend_->launchFifo(group);
 }
 
 // ---- split -------------------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 // The communicator: who the ranks are, how to reach them (lazily connected FIFOs per channel and peer), the channel
 // workers, user-created reduction ops, and the lifecycle flags (initialising, finalized, aborted).
 //
-// Deliberately narrow: algorithms see RingParams, the executor sees WorkItems and an ExecContext, transports see
-// PeerInfo. Nothing below src/core takes a Communicator.
+// Deliberately narrow: algorithms see RingParams, the planner a PlanShape, the backend (src/backends/backend.h) plans
+// and links, transports PeerInfo. Nothing below src/core takes a Communicator.
 #pragma once
 
 #include <atomic>
@@ -18,11 +18,11 @@
 #include "algorithms/selector/algo_filter.h"
 #include "algorithms/selector/cost_model.h"
 #include "algorithms/tree/tree.h"
-#include "src/backends/cpu/direct_exec.h"
-#include "src/backends/cpu/executor.h"
+#include "src/backends/backend.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/common/dtype.h"
 #include "src/common/status.h"
+#include "src/core/planner.h"
 #include "transports/transport.h"
 
 namespace braid {
@@ -35,17 +35,6 @@ struct CommConfig {
   std::string commName;
 };
 
-// One queued operation of the current group (validated at call time, run at group end).
-struct PendingOp {
-  CollKind kind;
-  const void* sendbuff;
-  void* recvbuff;
-  size_t count;  // the unit count (see RingParams)
-  DType dtype;
-  ReduceOp op;
-  int root;  // root for rooted collectives, peer for send/recv
-};
-
 // A user-created reduction operator (ncclRedOpCreatePreMulSum).
 struct UserRedOp {
   bool live = false;
@@ -54,15 +43,6 @@ struct UserRedOp {
   uint64_t scalarBits = 0;          // immediate value
   const void* scalarPtr = nullptr;  // ncclScalarDevice: read at each launch (host memory on host comms)
 };
-
-struct FifoChoice {
-  AlgoId algo = AlgoId::kRing;
-  ProtoId proto = ProtoId::kSimple;
-  double predictedUs = 0;
-};
-
-// Bytes of one queued operation's unit (NCCL's count times the type size).
-size_t unitBytes(const PendingOp& op);
 
 class Communicator {
  public:
@@ -124,19 +104,14 @@ class Communicator {
   // A connector is one direction of one (channel, peer, lane) link. Lanes let two programs of one channel use the
   // same peer independently (tree 1 of the double binary tree runs on lane 1 beside tree 0).
   using LinkKey = std::pair<int, int>;  // (peer rank, lane)
-  struct Link {
-    int channel, peer, lane;
-    bool operator<(const Link& o) const { return std::tie(channel, peer, lane) < std::tie(o.channel, o.peer, o.lane); }
-  };
   struct Channel {
     std::map<LinkKey, std::unique_ptr<Connector>> send;
     std::map<LinkKey, std::unique_ptr<Connector>> recv;
-    std::unique_ptr<ChannelWorker> worker;
-    ChannelWork work;
   };
-  struct Plan;
 
+  // The FIFO-path plan of the pending operations, with only the links that do not exist yet.
   Status buildPlan(Plan* plan);
+  Connector* link(int channel, int peer, int lane, bool send) const;
   // The FIFO path's algorithm and protocol for `op` (send/recv: the protocol only), with its predicted time.
   FifoChoice chooseFifo(const PendingOp& op) const;
   struct Decision {
@@ -177,10 +152,6 @@ class Communicator {
   static Status launchHierarchical(const std::vector<Communicator*>& comms);
   Status runNvlsTree(const PendingOp& op);
   Status connect(const std::vector<Link>& sendNeeds, const std::vector<Link>& recvNeeds, int phase);
-  ExecContext execContext() const;
-  int treePos(int r) const { return treePos_[static_cast<size_t>(r)]; }
-  // A tree program is built over positions; its peers become ranks.
-  void mapTreePeers(Program* prog) const;
   // Sets netPeers_; with network peers, LL is taken out of protoFilter_ when its chunks do not fit the network's
   // Simple slots (an error if a collective would be left without Simple).
   Status checkLlOverNetwork();
@@ -193,8 +164,6 @@ class Communicator {
   size_t llSlotBytes_ = 0;
   size_t p2pLlThreshold_ = 0;  // NCCL_P2P_LL_THRESHOLD
   double timeoutSec_ = 60;
-  int spinCount_ = 2000;
-  size_t inlineBytes_ = 0;
   std::vector<PeerInfo> peers_;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::vector<Channel> channels_;
@@ -214,10 +183,9 @@ class Communicator {
   // every host (the network between them). Null when it cannot run (see setupHierarchy).
   std::unique_ptr<Communicator> hostComm_, crossComm_;
   std::vector<PendingOp> pending_;
-  std::vector<std::unique_ptr<char[]>> staging_;
-  std::unique_ptr<DirectGroup> direct_;  // null when the ranks cannot share memory or BRAID_DIRECT=0
-  Filter algoFilter_;                    // NCCL_ALGO
-  CostModel costs_;                      // BRAID_TUNING_FILE, or built-in figures
+  std::unique_ptr<Backend> backend_;  // executes plans: CpuBackend on host memory (src/backends)
+  Filter algoFilter_;                 // NCCL_ALGO
+  CostModel costs_;                   // BRAID_TUNING_FILE, or built-in figures
   int cpus_ = 1;
   bool deterministic_ = false;                      // BRAID_DETERMINISTIC
   Filter protoFilter_;                              // NCCL_PROTO

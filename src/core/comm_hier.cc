@@ -52,7 +52,7 @@ Status Communicator::setupHierarchy() {
   // Rank i of every host takes rail i: the cross-host connections of one piece run between same-numbered devices.
   crossComm_->peers_[static_cast<size_t>(crossComm_->rank_)].rail = localRank_;
   // The host communicator's NVLS-style group needs the ranks to share memory; if any host cannot, no rank uses it.
-  int32_t ok = hostComm_->direct_ != nullptr ? 1 : 0;
+  int32_t ok = hostComm_->backend_->caps().direct ? 1 : 0;
   std::vector<int32_t> all(static_cast<size_t>(nranks_));
   all[static_cast<size_t>(rank_)] = ok;
   BRAID_RETURN_IF_ERROR(bootstrap_->allGather(all.data(), sizeof(int32_t)).withContext("NVLSTree agreement"));

@@ -182,8 +182,8 @@ bool Communicator::computeDirectWanted(const PendingOp& op, const FifoChoice& fi
   DirectCollective dc;
   FilterColl fc;
   // NVLS runs Simple only, as in NCCL.
-  if (!direct_ || !directKind(op.kind, &dc) || !filterColl(op.kind, &fc) || !algoFilter_.allows(fc, kNvlsAlgo) ||
-      !protoFilter_.allows(fc, kSimpleProto)) {
+  if (!backend_->caps().direct || !directKind(op.kind, &dc) || !filterColl(op.kind, &fc) ||
+      !algoFilter_.allows(fc, kNvlsAlgo) || !protoFilter_.allows(fc, kSimpleProto)) {
     return false;
   }
   // A pin to an algorithm that is allowed and runs on the FIFO path takes the operation there.
@@ -206,7 +206,7 @@ void Communicator::logTuning(const PendingOp& op, AlgoId chosen, ProtoId proto) 
   for (AlgoId a : {AlgoId::kRing, AlgoId::kTree, AlgoId::kNvls, AlgoId::kNvlsTree}) {
     const bool nvlsTree = a == AlgoId::kNvlsTree && hostComm_ != nullptr && op.kind == CollKind::kAllReduce;
     const bool implemented = a == AlgoId::kRing || (a == AlgoId::kTree && treeImplemented(op.kind)) ||
-                             (a == AlgoId::kNvls && direct_ != nullptr && directWantedKind(op.kind)) || nvlsTree;
+                             (a == AlgoId::kNvls && backend_->caps().direct && directWantedKind(op.kind)) || nvlsTree;
     if (!implemented || !algoFilter_.allows(fc, static_cast<int>(a))) continue;
     const bool simpleOnly = a == AlgoId::kNvls || a == AlgoId::kNvlsTree;
     for (ProtoId p : {ProtoId::kLL, ProtoId::kSimple}) {
@@ -235,7 +235,7 @@ Status Communicator::checkAlgorithms(CollKind kind) const {
   // One rank moves nothing between ranks: every algorithm and protocol is the same local copy (as in NCCL).
   if (nranks_ == 1 || !filterColl(kind, &fc)) return Status::ok();
   DirectCollective dc;
-  const bool nvls = direct_ != nullptr && directKind(kind, &dc);
+  const bool nvls = backend_->caps().direct && directKind(kind, &dc);
   const bool tree = treeImplemented(kind);
   const bool nvlsTree = hostComm_ != nullptr && kind == CollKind::kAllReduce;
   const int nvlsTreeAlgo = static_cast<int>(AlgoId::kNvlsTree);
@@ -248,7 +248,8 @@ Status Communicator::checkAlgorithms(CollKind kind) const {
         "NCCL_ALGO=\"%s\" leaves no algorithm for %s on this communicator: braid implements Ring%s%s%s here (PAT "
         "and CollNet are not built yet%s%s)",
         algoFilter_.setting.c_str(), filterCollName(fc), tree ? ", Tree" : "", nvls ? ", NVLS" : "",
-        nvlsTree ? ", NVLSTree" : "", direct_ == nullptr ? "; NVLS needs every rank on one host, sharing memory" : "",
+        nvlsTree ? ", NVLSTree" : "",
+        !backend_->caps().direct ? "; NVLS needs every rank on one host, sharing memory" : "",
         nvlsTree ? "" : nvlsTreeNote);
   }
   const bool fifoProto = protoFilter_.allows(fc, kLlProto) || protoFilter_.allows(fc, kSimpleProto);
@@ -262,7 +263,8 @@ Status Communicator::checkAlgorithms(CollKind kind) const {
         "with LL or Simple%s%s (LL128 is defined for the CUDA backend only; PAT and CollNet are not built yet%s%s)",
         algoFilter_.setting.c_str(), protoFilter_.setting.c_str(), filterCollName(fc), tree ? " and Tree" : "",
         nvls ? ", and NVLS with Simple" : "", nvlsTree ? ", and NVLSTree with Simple" : "",
-        direct_ == nullptr ? "; NVLS needs every rank on one host, sharing memory" : "", nvlsTree ? "" : nvlsTreeNote);
+        !backend_->caps().direct ? "; NVLS needs every rank on one host, sharing memory" : "",
+        nvlsTree ? "" : nvlsTreeNote);
   }
   return Status::ok();
 }
@@ -271,7 +273,7 @@ bool Communicator::takesDirect(const PendingOp& op) const {
   // directKind first: an all-to-all's cache entry holds the log-step choice in the same field.
   DirectCollective dc;
   FilterColl fc;
-  return direct_ && directKind(op.kind, &dc) && filterColl(op.kind, &fc) && directWanted(op);
+  return backend_->caps().direct && directKind(op.kind, &dc) && filterColl(op.kind, &fc) && directWanted(op);
 }
 
 bool Communicator::takesNvlsTree(const PendingOp& op) const {
@@ -284,117 +286,52 @@ bool Communicator::hasDirectWork() const {
 }
 
 Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
-  // The latency path: one communicator with one queued collective, no bookkeeping allocations.
-  if (comms.size() == 1 && comms[0]->direct_ && comms[0]->pending_.size() == 1) {
-    Communicator* c = comms[0];
-    const PendingOp& op = c->pending_[0];
-    DirectRequest r;
-    FilterColl fc;
-    if (!c->directWanted(op) || !directKind(op.kind, &r.coll) || !filterColl(op.kind, &fc)) return Status::ok();
-    c->logTuning(op, AlgoId::kNvls, ProtoId::kSimple);
-    r.send = op.sendbuff;
-    r.recv = op.recvbuff;
-    r.count = op.count;
-    r.op = op.op;
-    const ExecContext ctx = c->execContext();
-    bool ran = false;
-    BRAID_RETURN_IF_ERROR(c->direct_->post(r, ctx));
-    BRAID_RETURN_IF_ERROR(c->direct_->execute(r, ctx, &ran));
-    if (!ran && !c->fifoPathAllowed(op.kind)) return nvlsOnlyError(c->algoFilter_, fc);
-    c->direct_->finishPost();
-    BRAID_RETURN_IF_ERROR(c->direct_->finishWait(ctx));
-    if (ran) c->pending_.clear();
-    return Status::ok();
-  }
   // Which queued ops each communicator runs directly. Collectives are queued in the same order on every rank, so
-  // every rank picks the same ones; p2p ops (which may differ per rank) never take this path.
-  struct Job {
-    Communicator* comm;
-    std::vector<size_t> ops;  // indices into pending_
-    std::vector<bool> ran;
-  };
-  std::vector<Job> jobs;
-  size_t rounds = 0;
-  for (Communicator* c : comms) {
-    if (!c->direct_) continue;
-    Job j{c, {}, {}};
+  // every rank picks the same ones; p2p ops (which may differ per rank) never take this path. The vectors are kept
+  // per thread: the latency path allocates nothing once warm.
+  thread_local std::vector<DirectBatch> batches;
+  thread_local std::vector<std::vector<DirectOp>> opsOf;
+  thread_local std::vector<std::vector<size_t>> indexOf;  // the pending_ index of each direct op
+  batches.clear();
+  if (opsOf.size() < comms.size()) {
+    opsOf.resize(comms.size());
+    indexOf.resize(comms.size());
+  }
+  for (size_t x = 0; x < comms.size(); ++x) {
+    Communicator* c = comms[x];
+    opsOf[x].clear();
+    indexOf[x].clear();
+    if (!c->backend_->caps().direct) continue;
     for (size_t i = 0; i < c->pending_.size(); ++i) {
-      if (c->takesDirect(c->pending_[i])) {
-        c->logTuning(c->pending_[i], AlgoId::kNvls, ProtoId::kSimple);
-        j.ops.push_back(i);
-      }
+      const PendingOp& op = c->pending_[i];
+      if (!c->takesDirect(op)) continue;
+      c->logTuning(op, AlgoId::kNvls, ProtoId::kSimple);
+      DirectOp d;
+      directKind(op.kind, &d.req.coll);
+      d.req.send = op.sendbuff;
+      d.req.recv = op.recvbuff;
+      d.req.count = op.count;
+      d.req.op = op.op;
+      FilterColl fc;
+      if (filterColl(op.kind, &fc) && !c->fifoPathAllowed(op.kind)) d.noFallback = nvlsOnlyError(c->algoFilter_, fc);
+      opsOf[x].push_back(d);
+      indexOf[x].push_back(i);
     }
-    if (j.ops.empty()) continue;
-    j.ran.assign(j.ops.size(), false);
-    rounds = std::max(rounds, j.ops.size());
-    jobs.push_back(std::move(j));
+    if (!opsOf[x].empty()) batches.push_back(DirectBatch{c->backend_.get(), &opsOf[x]});
   }
-  auto request = [](const Communicator* c, size_t i) {
-    const PendingOp& op = c->pending_[i];
-    DirectRequest r;
-    directKind(op.kind, &r.coll);
-    r.send = op.sendbuff;
-    r.recv = op.recvbuff;
-    r.count = op.count;
-    r.op = op.op;
-    return r;
-  };
-  // Phase by phase across communicators: posts never block, so one thread may drive several ranks of a clique.
-  // Executes run in whichever order the communicators become ready (a fixed order could wait on one whose peers
-  // are busy with another communicator this thread drives), and each signals done at once.
-  for (size_t k = 0; k < rounds; ++k) {
-    for (Job& j : jobs) {
-      if (k < j.ops.size()) {
-        BRAID_RETURN_IF_ERROR(j.comm->direct_->post(request(j.comm, j.ops[k]), j.comm->execContext()));
-      }
+  if (batches.empty()) return Status::ok();
+  BRAID_RETURN_IF_ERROR(batches.front().backend->launchDirect(batches));
+  for (size_t x = 0; x < comms.size(); ++x) {
+    if (opsOf[x].empty()) continue;
+    Communicator* c = comms[x];
+    // The ones that ran leave the queue; the rest (buffers some rank could not reach) take the FIFO path.
+    size_t kept = 0, next = 0;
+    for (size_t i = 0; i < c->pending_.size(); ++i) {
+      const bool isDirect = next < indexOf[x].size() && indexOf[x][next] == i;
+      if (isDirect && opsOf[x][next++].ran) continue;
+      c->pending_[kept++] = c->pending_[i];
     }
-    std::vector<char> executed(jobs.size(), 0);
-    size_t left = 0;
-    for (Job& j : jobs) left += k < j.ops.size() ? 1 : 0;
-    const auto since = std::chrono::steady_clock::now();
-    int idle = 0;
-    while (left > 0) {
-      bool progressed = false;
-      for (size_t x = 0; x < jobs.size(); ++x) {
-        Job& j = jobs[x];
-        if (k >= j.ops.size() || executed[x] != 0) continue;
-        // With one communicator left there is nothing to interleave: its execute may block.
-        if (left > 1 && !j.comm->direct_->allPosted()) continue;
-        bool ran = false;
-        const PendingOp& op = j.comm->pending_[j.ops[k]];
-        BRAID_RETURN_IF_ERROR(j.comm->direct_->execute(request(j.comm, j.ops[k]), j.comm->execContext(), &ran));
-        FilterColl fc;
-        if (!ran && filterColl(op.kind, &fc) && !j.comm->fifoPathAllowed(op.kind)) {
-          return nvlsOnlyError(j.comm->algoFilter_, fc);
-        }
-        j.comm->direct_->finishPost();
-        j.ran[k] = ran;
-        executed[x] = 1;
-        --left;
-        progressed = true;
-      }
-      if (progressed || left == 0) {
-        idle = 0;
-        continue;
-      }
-      if (++idle < 64) continue;
-      std::this_thread::yield();
-      if ((idle & 255) != 0) continue;
-      for (Job& j : jobs) BRAID_RETURN_IF_ERROR(j.comm->direct_->checkStalled(j.comm->execContext(), since));
-    }
-    for (Job& j : jobs) {
-      if (k < j.ops.size()) BRAID_RETURN_IF_ERROR(j.comm->direct_->finishWait(j.comm->execContext()));
-    }
-  }
-  for (Job& j : jobs) {
-    std::vector<PendingOp> rest;
-    size_t next = 0;
-    for (size_t i = 0; i < j.comm->pending_.size(); ++i) {
-      const bool isDirect = next < j.ops.size() && j.ops[next] == i;
-      if (isDirect && j.ran[next++]) continue;
-      rest.push_back(j.comm->pending_[i]);
-    }
-    j.comm->pending_.swap(rest);
+    c->pending_.resize(kept);
   }
   return Status::ok();
 }

@@ -17,7 +17,6 @@
 #include "src/common/logging.h"
 #include "src/common/numa.h"
 #include "src/common/params.h"
-#include "transports/net/net_transport.h"
 #include "transports/transport.h"
 
 namespace braid {
@@ -214,19 +213,14 @@ Result<LocalFifo> allocLocalFifo(const PeerInfo& self, size_t slotBytes, size_t 
   return fifo;
 }
 
-const std::vector<Transport*>& hostTransports() {
-  static InprocTransport inproc;
-  static ShmTransport shm;
-  static const std::vector<Transport*> all = {&inproc, &shm, netTransport()};
-  return all;
+Transport* inprocTransport() {
+  static InprocTransport t;
+  return &t;
 }
 
-Result<Transport*> selectTransport(const PeerInfo& self, const PeerInfo& peer) {
-  for (Transport* t : hostTransports()) {
-    if (t->canConnect(self, peer)) return t;
-  }
-  return internalError("no transport connects rank %d (host %s) and rank %d (host %s)", self.rank, self.hostname,
-                       peer.rank, peer.hostname);
+Transport* shmTransport() {
+  static ShmTransport t;
+  return &t;
 }
 
 }  // namespace braid

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "algorithms/direct/direct.h"
+#include "src/backends/backend.h"
 #include "src/backends/cpu/executor.h"
 #include "src/backends/cpu/reduce.h"
 #include "src/common/shareable_mem.h"
@@ -29,15 +30,6 @@
 namespace braid {
 
 class Bootstrap;
-
-// One direct collective, as the communicator queued it.
-struct DirectRequest {
-  DirectCollective coll = DirectCollective::kAllReduceTwoShot;  // all-reduce (shot chosen here), RS or AG
-  const void* send = nullptr;
-  void* recv = nullptr;
-  size_t count = 0;  // NCCL's count: all-reduce elements, RS/AG per-rank elements
-  ReduceOp op;
-};
 
 class DirectGroup {
  public:

@@ -1,0 +1,144 @@
+// The seam between the backend-neutral core (src/core: communicators, groups, selection, planning, links) and what
+// executes plans on a kind of memory. A backend owns execution: its workers or streams, its wait and spin policy,
+// scratch and staging memory, its NVLS-style (direct) machinery, and the transports it connects over. The core
+// owns what every backend shares: the ranks, the topology, the algorithm choice, the plans (pure data:
+// algorithms/schedule.h Programs) and the links (connectors made by the backend's transports).
+//
+// A collective's path: src/api validates -> src/core queues it (PendingOp) -> at the outermost ncclGroupEnd the
+// selector picks algorithm and protocol -> the planner turns each operation into channel Programs (PlannedWork) and
+// the links they need -> the core connects missing links over backend->transports() -> backend->launchFifo runs
+// the Programs over the links (the CPU backend: the step engine on the calling thread or channel workers; the CUDA
+// backend: a kernel per channel on the user's stream). NVLS-style operations go to backend->launchDirect instead.
+//
+// Thread safety: a backend is used by its communicator's calling thread (and its own internal threads); a group
+// launch is handed all communicators of the group at once, on one thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "algorithms/direct/direct.h"
+#include "algorithms/schedule.h"
+#include "src/common/coll_types.h"
+#include "src/common/status.h"
+#include "transports/transport.h"
+
+namespace braid {
+
+class Bootstrap;
+
+enum class BackendKind : uint8_t { kHost, kCuda };
+const char* backendKindName(BackendKind kind);
+
+struct BackendCaps {
+  bool proto[kProtos] = {};     // the protocols its executor runs
+  bool streams = false;         // operations enqueue on the caller's stream and return at once
+  bool direct = false;          // NVLS-style collectives are set up on this communicator (after init)
+  size_t directStageBytes = 0;  // inputs up to this size are staged in the direct segment (any buffer works)
+};
+
+// What a communicator tells its backend at init (after the ranks agreed on the settings).
+struct BackendInitContext {
+  int rank = 0;
+  int nranks = 0;
+  int nChannels = 1;
+  const std::vector<PeerInfo>* peers = nullptr;
+  Bootstrap* bootstrap = nullptr;            // for the backend's collective setup (the direct segment)
+  const std::atomic<bool>* abort = nullptr;  // ncclCommAbort: every wait polls it
+  double timeoutSec = 60;                    // BRAID_TIMEOUT: a wait without progress fails after this
+  int spinCount = 2000;                      // BRAID_SPIN_COUNT
+  bool spinCountSet = false;                 // the user chose it: no automatic lowering
+  size_t inlineBytes = 0;                    // BRAID_INLINE_BYTES
+  int localRanks = 1;                        // ranks of this communicator on this host
+  int cpus = 1;                              // CPUs this process may use
+  bool netPeers = false;                     // some peer is reached over the network
+  bool direct = false;                       // NVLS-style collectives wanted (agreed BRAID_DIRECT, no network)
+  size_t directStageBytes = 0;               // agreed BRAID_DIRECT_STAGE_BYTES
+  std::vector<int> placeCpus;                // where worker threads run (this rank's NUMA node); empty: anywhere
+};
+
+// One operation's program on one channel, from the planner (src/core/planner.h): pure data plus buffers.
+struct PlannedWork {
+  int channel = 0;
+  Program prog;
+  const void* input = nullptr;
+  void* output = nullptr;
+  size_t elemSize = 1;
+  ReduceOp op;
+  ProtoId proto = ProtoId::kSimple;
+  // Scratch the backend provides for the launch: a tree reduce's interior rank accumulates in an output NCCL does
+  // not give it (outputScratchBytes replaces `output`), and LL stages one slot's payload each way.
+  size_t outputScratchBytes = 0;
+  size_t llStagingBytes = 0;
+};
+
+// The connector a step uses: (channel, peer, lane) in one direction; null when there is none.
+using LinkLookup = std::function<Connector*(int channel, int peer, int lane, bool send)>;
+
+class Backend;
+
+// One communicator's part of a group launch on the FIFO path.
+struct FifoLaunch {
+  Backend* backend = nullptr;
+  const std::vector<PlannedWork>* works = nullptr;
+  LinkLookup link;
+  size_t totalBytes = 0;  // bytes the operations move (small groups run on the calling thread)
+};
+
+// One NVLS-style operation.
+struct DirectRequest {
+  DirectCollective coll = DirectCollective::kAllReduceTwoShot;  // all-reduce (shot chosen by the backend), RS or AG
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // NCCL's count: all-reduce elements, RS/AG per-rank elements
+  ReduceOp op;
+};
+
+struct DirectOp {
+  DirectRequest req;
+  // What to return when the backend cannot run it directly (buffers some rank cannot reach) and the FIFO path is
+  // not allowed either (NCCL_ALGO forces NVLS); ok when the FIFO path may run it instead.
+  Status noFallback;
+  bool ran = false;  // set by launchDirect: false means the FIFO path must run it
+};
+
+// One communicator's NVLS-style operations of a group, in queue order (the same on every rank).
+struct DirectBatch {
+  Backend* backend = nullptr;
+  std::vector<DirectOp>* ops = nullptr;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual BackendKind kind() const = 0;
+  // Collective over the communicator's ranks when it sets up shared state (the direct segment).
+  [[nodiscard]] virtual Status init(const BackendInitContext& ctx) = 0;
+  virtual BackendCaps caps() const = 0;
+  // The transports tried in order for each peer.
+  virtual const std::vector<Transport*>& transports() const = 0;
+
+  // Memory that lives until releaseLaunchMemory (the group's operations are complete or dropped): a snapshot of a
+  // buffer an operation also overwrites (an in-place all-to-all).
+  virtual const void* stageCopy(const void* src, size_t bytes) = 0;
+  virtual void releaseLaunchMemory() = 0;
+
+  // Runs the FIFO-path work of every communicator in `group` together (one thread may drive several ranks). Every
+  // entry's backend is of this backend's kind. Blocks until done on a host backend.
+  [[nodiscard]] virtual Status launchFifo(const std::vector<FifoLaunch>& group) = 0;
+  // Runs NVLS-style operations of every communicator in `group`, phase by phase across communicators, and says per
+  // operation whether it ran. Requires caps().direct on every entry.
+  [[nodiscard]] virtual Status launchDirect(const std::vector<DirectBatch>& group) = 0;
+
+  // The communicator failed or was aborted: peers waiting on this rank fail at once instead of at their deadline.
+  virtual void markAborted() = 0;
+};
+
+// The backend of a kind; an explicit error names kinds this build does not have.
+Result<std::unique_ptr<Backend>> createBackend(BackendKind kind);
+
+}  // namespace braid

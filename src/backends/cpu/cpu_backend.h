@@ -1,0 +1,50 @@
+// The host-memory backend: runs plans with the step engine on CPU threads (the calling thread for small groups,
+// a worker thread per channel for large ones), NVLS-style collectives through a shared-memory segment of the local
+// ranks (direct_exec.h), and connects over the in-process, shared-memory and network transports.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "src/backends/backend.h"
+#include "src/backends/cpu/direct_exec.h"
+#include "src/backends/cpu/executor.h"
+
+namespace braid {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() = default;
+  ~CpuBackend() override;
+
+  BackendKind kind() const override { return BackendKind::kHost; }
+  Status init(const BackendInitContext& ctx) override;
+  BackendCaps caps() const override;
+  const std::vector<Transport*>& transports() const override;
+  const void* stageCopy(const void* src, size_t bytes) override;
+  void releaseLaunchMemory() override;
+  Status launchFifo(const std::vector<FifoLaunch>& group) override;
+  Status launchDirect(const std::vector<DirectBatch>& group) override;
+  void markAborted() override;
+
+ private:
+  struct Channel {
+    std::unique_ptr<ChannelWorker> worker;
+    ChannelWork work;
+  };
+  ExecContext execContext() const;
+  // Turns this communicator's planned works into its channels' work queues (connectors resolved, scratch given).
+  Status materialize(const FifoLaunch& launch);
+  static Status runDirectOne(CpuBackend* b, DirectOp& op);
+
+  int rank_ = 0;
+  const std::atomic<bool>* abort_ = nullptr;
+  double timeoutSec_ = 60;
+  int spinCount_ = 2000;
+  size_t inlineBytes_ = 0;
+  std::vector<Channel> channels_;
+  std::unique_ptr<DirectGroup> direct_;  // null when the ranks cannot share memory or BRAID_DIRECT=0
+  std::vector<std::unique_ptr<char[]>> staging_;
+};
+
+}  // namespace braid

@@ -1,0 +1,80 @@
+// The planner: a pure function from a communicator's shape and its queued operations (each with the selector's
+// choice) to a plan: per operation and channel, the Program and its buffers (PlannedWork, backends/backend.h), plus
+// the links the plan uses. No connectors, no allocation of buffers: scratch the plan needs is a size in the plan,
+// provided by the backend at launch. Every rank plans the same group alike, so peers' programs match.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "algorithms/tree/tree.h"
+#include "src/backends/backend.h"
+#include "src/common/coll_types.h"
+#include "src/common/dtype.h"
+#include "src/common/status.h"
+
+namespace braid {
+
+// Programs of one channel on different lanes use separate connectors to the same peer (the double binary tree's
+// second tree is lane 1).
+constexpr int kLanes = 2;
+
+// One queued operation of the current group (validated at call time, run at group end).
+struct PendingOp {
+  CollKind kind;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;  // the unit count (see RingParams)
+  DType dtype;
+  ReduceOp op;
+  int root;  // root for rooted collectives, peer for send/recv
+};
+
+// Bytes of one queued operation's unit (NCCL's count times the type size).
+size_t unitBytes(const PendingOp& op);
+
+// The selector's choice for the FIFO path (send/recv: the protocol only), with its predicted time.
+struct FifoChoice {
+  AlgoId algo = AlgoId::kRing;
+  ProtoId proto = ProtoId::kSimple;
+  double predictedUs = 0;
+};
+
+// One direction of one (channel, peer, lane) link.
+struct Link {
+  int channel, peer, lane;
+  bool operator<(const Link& o) const;
+  bool operator==(const Link& o) const { return channel == o.channel && peer == o.peer && lane == o.lane; }
+};
+
+// What planning needs to know of the communicator.
+struct PlanShape {
+  int rank = 0;
+  int nranks = 1;
+  int nChannels = 1;
+  size_t slotBytes = 0;                                  // one Simple FIFO slot
+  size_t llSlotBytes = 0;                                // one LL FIFO slot (lines)
+  const std::vector<std::vector<int>>* rings = nullptr;  // [channel] ranks in ring order
+  const std::vector<int>* treeOrder = nullptr;           // trees are built over positions: position i is this rank
+  const std::vector<int>* treePos = nullptr;             // [rank] its position
+  bool hostTrees = false;                                // several hosts: NCCL's trees, from myTree
+  const TreeNode* myTree = nullptr;                      // [2]: this rank's place in the two trees
+  bool deterministic = false;                            // BRAID_DETERMINISTIC: one tree, fixed order
+};
+
+struct PlanOp {
+  const PendingOp* op = nullptr;
+  FifoChoice choice;
+};
+
+struct Plan {
+  std::vector<PlannedWork> works;  // in execution order per channel
+  std::vector<Link> sendLinks;     // every link the works send on, once each
+  std::vector<Link> recvLinks;
+  size_t totalBytes = 0;  // bytes the operations move (their unit bytes, per rank for per-rank collectives)
+};
+
+// Plans `ops` (in the order given: the caller puts collectives before point-to-point, as NCCL schedules a group).
+[[nodiscard]] Status planOps(const PlanShape& shape, const std::vector<PlanOp>& ops, Plan* plan);
+
+}  // namespace braid
