@@ -1,6 +1,6 @@
 #include "algorithms/checker.h"
 
-#include "transports/transport.h"
+#include "src/backends/common/fifo.h"
 
 #include <algorithm>
 #include <deque>

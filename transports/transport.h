@@ -137,6 +137,11 @@ class Transport {
   // Sender: attaches to the receiver's FIFO.
   virtual Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer, int channel,
                                                          const char* blob) = 0;
+  // A network (messages cross hosts through a device and a proxy thread), as opposed to memory both ends map.
+  virtual bool isNetwork() const { return false; }
+  // A network's link bandwidth (GB/s) for the cost model; an error for a transport that is not a network or whose
+  // devices cannot be loaded.
+  virtual Result<double> linkGBps() const { return invalidUsage("%s is not a network transport", name()); }
 };
 
 // A FIFO in this process's own memory (an anonymous mapping placed on self's NUMA node): the control block, then

@@ -29,7 +29,9 @@
 
 namespace braid {
 
-class Bootstrap;
+// Collective over the communicator's ranks: every rank passes an array of nranks entries of `bytesPerRank` with its
+// own entry filled; on return every entry is (the bootstrap's all-gather).
+using AllGatherFn = std::function<Status(void* data, size_t bytesPerRank)>;
 
 enum class BackendKind : uint8_t { kHost, kCuda };
 const char* backendKindName(BackendKind kind);
@@ -47,7 +49,7 @@ struct BackendInitContext {
   int nranks = 0;
   int nChannels = 1;
   const std::vector<PeerInfo>* peers = nullptr;
-  Bootstrap* bootstrap = nullptr;            // for the backend's collective setup (the direct segment)
+  AllGatherFn allGather;                     // for the backend's collective setup (the direct segment)
   const std::atomic<bool>* abort = nullptr;  // ncclCommAbort: every wait polls it
   double timeoutSec = 60;                    // BRAID_TIMEOUT: a wait without progress fails after this
   int spinCount = 2000;                      // BRAID_SPIN_COUNT

@@ -141,6 +141,15 @@ Result<int64_t> getIntParam(const ParamDef& def) {
   return static_cast<int64_t>(x);
 }
 
+Status validateIntParams() {
+  for (const ParamDef* def : allParams()) {
+    if (def->type != ParamType::kInt) continue;
+    Result<int64_t> r = getIntParam(*def);
+    if (!r.isOk()) return r.status();
+  }
+  return Status::ok();
+}
+
 namespace params {
 #define BRAID_PARAM_kInt(ident)                        \
   int64_t ident() {                                    \

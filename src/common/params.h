@@ -57,6 +57,11 @@ ParamValue lookupParam(const ParamDef& def);
 // Integer value; an unparsable setting is an error naming the knob and the text.
 Result<int64_t> getIntParam(const ParamDef& def);
 
+// Every integer knob parses, wherever it is set; else an error naming the knob, its text and where it came from.
+// Communicators check this at init, so a value that does not parse (BRAID_TIMEOUT=1m) fails instead of silently
+// becoming the default.
+[[nodiscard]] Status validateIntParams();
+
 // Re-reads configuration files (tests change NCCL_CONF_FILE). The environment is always read live.
 void reloadParamFiles();
 

@@ -4,7 +4,6 @@
 #include "algorithms/tree/tree.h"
 #include "src/core/comm_topo.h"
 #include "topology/topo.h"
-#include "transports/net/net_transport.h"
 
 #include <sched.h>
 #include <strings.h>
@@ -110,6 +109,8 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   device_ = device;
   config_ = config;
   logSetThreadDevice(device);
+  BRAID_RETURN_IF_ERROR(validateIntParams());
+  BRAID_ASSIGN_OR_RETURN(backend_, createBackend(BackendKind::kHost));
   timeoutSec_ = static_cast<double>(params::Timeout());
   p2pLlThreshold_ = static_cast<size_t>(std::max<int64_t>(0, params::P2pLlThreshold()));
 
@@ -240,7 +241,8 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   BRAID_RETURN_IF_ERROR(checkLlOverNetwork());
   if (nNodes_ > 1) {
     const double hostHop = costs_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, cpus_, 0) / 2;
-    BRAID_ASSIGN_OR_RETURN(net_, measureNetwork(bootstrap_.get(), rank, nranks, topo, costs_, hostHop));
+    BRAID_ASSIGN_OR_RETURN(
+        net_, measureNetwork(bootstrap_.get(), rank, nranks, topo, costs_, hostHop, backend_->transports()));
     if (!costs_.hasNetFigures()) net_.link.alphaUs += kNetProxyHopUs;
     // And a host hop's bandwidth, from the same 2-rank model: bytes cross hosts at the slower of it and the link.
     const size_t probe = size_t{1} << 20;
@@ -276,7 +278,8 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   bctx.nranks = nranks;
   bctx.nChannels = static_cast<int>(nch);
   bctx.peers = &peers_;
-  bctx.bootstrap = bootstrap_.get();
+  Bootstrap* bs = bootstrap_.get();
+  bctx.allGather = [bs](void* data, size_t bytes) { return bs->allGather(data, bytes); };
   bctx.abort = &abort_;
   bctx.timeoutSec = timeoutSec_;
   bctx.spinCount = static_cast<int>(std::max<int64_t>(1, params::SpinCount()));
@@ -288,7 +291,6 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   bctx.direct = mine.direct != 0;
   bctx.directStageBytes = static_cast<size_t>(mine.stageBytes);
   bctx.placeCpus = topo.placeCpus;
-  BRAID_ASSIGN_OR_RETURN(backend_, createBackend(BackendKind::kHost));
   BRAID_RETURN_IF_ERROR(backend_->init(bctx));
   BRAID_RETURN_IF_ERROR(setupHierarchy());
   if (logEnabled(LogLevel::kInfo, kLogInit)) {
@@ -309,7 +311,10 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
 
 Status Communicator::checkLlOverNetwork() {
   const PeerInfo& self = peers_[static_cast<size_t>(rank_)];
-  netPeers_ = std::any_of(peers_.begin(), peers_.end(), [&](const PeerInfo& p) { return needsNetwork(self, p); });
+  netPeers_ = std::any_of(peers_.begin(), peers_.end(), [&](const PeerInfo& p) {
+    Result<Transport*> t = selectTransport(backend_->transports(), self, p);
+    return t.isOk() && t.value()->isNetwork();
+  });
   // A network connection carries an LL step's chunk in its Simple slot (Connector::wholeMessages), so the chunk
   // must fit there. It does unless NCCL_BUFFSIZE is set far below NCCL_LL_BUFFSIZE; then LL is dropped on every
   // rank alike (every rank of a multi-host communicator has a network peer, and the sizes are agreed).

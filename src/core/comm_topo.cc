@@ -12,7 +12,7 @@
 #include "src/common/params.h"
 #include "topology/topo.h"
 #include "topology/topo_init.h"
-#include "transports/net/net_transport.h"
+#include "transports/transport.h"
 
 namespace braid {
 namespace {
@@ -94,7 +94,7 @@ void logCommChannels(const std::vector<std::vector<int>>& rings, const std::vect
 }
 
 Result<NetShape> measureNetwork(Bootstrap* bs, int rank, int nranks, const CommTopology& topo, const CostModel& costs,
-                                double hostHopUs) {
+                                double hostHopUs, const std::vector<Transport*>& transports) {
   NetShape shape;
   shape.nNodes = topo.nNodes;
   shape.hostHopUs = hostHopUs;
@@ -108,7 +108,14 @@ Result<NetShape> measureNetwork(Bootstrap* bs, int rank, int nranks, const CommT
   if (costs.hasNetFigures()) {
     mine = Figures{costs.netFigures().alphaUs, costs.netFigures().betaGBps};
   } else {
-    auto gbps = netLinkGBps();
+    // The network transport answers for its devices (the first of the registry's transports that is a network).
+    Result<double> gbps = invalidUsage("no network transport");
+    for (Transport* t : transports) {
+      if (t->isNetwork()) {
+        gbps = t->linkGBps();
+        break;
+      }
+    }
     mine.gbps = gbps.isOk() ? gbps.value() : 10000 / 8e3;  // connecting will report the network's error
     const int node = topo.nodeOf[static_cast<size_t>(rank)];
     if (first[static_cast<size_t>(node)] == rank) {

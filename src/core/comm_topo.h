@@ -14,6 +14,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/common/status.h"
 #include "topology/topo_channels.h"
+#include "transports/transport.h"
 
 namespace braid {
 
@@ -57,8 +58,9 @@ void logCommChannels(const std::vector<std::vector<int>>& rings, const std::vect
 // each host times a few bootstrap round trips to the next host's first rank (the same network path; a tc netem
 // delay shows up here), every rank takes the largest; the bandwidth is the smallest of every rank's network
 // device speed. A tuning file's "net" line replaces both. Every rank gets the same NetShape.
+// `transports`: the backend's, in order; the first network among them reports the link's bandwidth.
 Result<NetShape> measureNetwork(Bootstrap* bs, int rank, int nranks, const CommTopology& topo, const CostModel& costs,
-                                double hostHopUs);
+                                double hostHopUs, const std::vector<Transport*>& transports);
 
 // The NUMA node a host-memory rank runs on: the node holding all of `processCpus` when there is one, else the
 // local ranks are spread over the nodes in blocks (local rank i of n on node i * nodes / n). `nodeCpus[k]` are the

@@ -279,6 +279,27 @@ struct BadInputCase {
   const char* mentions;
 };
 
+TEST(Api, KnobsThatDoNotParseFailInitByName) {
+  // Every integer knob parses strictly: a unit suffix or junk is an error naming the knob and the text, never the
+  // default in disguise.
+  for (const char* knob : {"BRAID_TIMEOUT", "NCCL_BUFFSIZE", "BRAID_SPIN_COUNT"}) {
+    for (const char* text : {"1m", "4M", "12abc"}) {
+      setenv(knob, text, 1);
+      ncclComm_t c[1] = {nullptr};
+      const ncclResult_t r = ncclCommInitAll(c, 1, nullptr);
+      unsetenv(knob);
+      EXPECT_EQ(r, ncclInvalidArgument) << knob << "=" << text;
+      const std::string err = ncclGetLastError(nullptr);
+      EXPECT_NE(err.find(knob), std::string::npos) << err;
+      EXPECT_NE(err.find(std::string("\"") + text + "\""), std::string::npos) << err;
+      if (r == ncclSuccess) ncclCommDestroy(c[0]);
+    }
+  }
+  ncclComm_t c[1];
+  ASSERT_EQ(ncclCommInitAll(c, 1, nullptr), ncclSuccess);  // and a clean environment works again
+  EXPECT_EQ(ncclCommDestroy(c[0]), ncclSuccess);
+}
+
 TEST(Api, BadInputGetsANamedError) {
   float dummy = 0;
   ncclComm_t dead = nullptr;

@@ -340,6 +340,8 @@ class NetTransport : public Transport {
   const char* name() const override { return "net"; }
 
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override { return needsNetwork(self, peer); }
+  bool isNetwork() const override { return true; }
+  Result<double> linkGBps() const override { return netLinkGBps(); }
 
   Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, int channel, size_t slotBytes,
                               size_t llSlotBytes) override {

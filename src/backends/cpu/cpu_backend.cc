@@ -42,7 +42,7 @@ Status CpuBackend::init(const BackendInitContext& ctx) {
   }
   if (ctx.netPeers && !ctx.spinCountSet) spinCount_ = std::min(spinCount_, kNetSpinCount);
   if (ctx.direct && !ctx.netPeers) {  // direct segments are shared memory: one host, shm allowed
-    BRAID_ASSIGN_OR_RETURN(direct_, DirectGroup::create(ctx.bootstrap, *ctx.peers, ctx.rank, ctx.directStageBytes));
+    BRAID_ASSIGN_OR_RETURN(direct_, DirectGroup::create(ctx.allGather, *ctx.peers, ctx.rank, ctx.directStageBytes));
     if (direct_) {
       BRAID_INFO(kLogInit, "rank %d: direct (NVLS-style) collectives on, inputs up to %zu bytes staged", ctx.rank,
                  direct_->stageBytes());

@@ -19,7 +19,6 @@
 #endif
 
 #include "src/backends/common/direct_engine.h"
-#include "src/bootstrap/bootstrap.h"
 #include "src/common/logging.h"
 #include "src/common/wait.h"
 
@@ -120,8 +119,9 @@ struct DirectGroup::Slot {
   uint64_t scalar[2];
 };
 
-Result<std::unique_ptr<DirectGroup>> DirectGroup::create(Bootstrap* bootstrap, const std::vector<PeerInfo>& peers,
-                                                         int rank, size_t stageBytes) {
+Result<std::unique_ptr<DirectGroup>> DirectGroup::create(const AllGatherFn& allGather,
+                                                         const std::vector<PeerInfo>& peers, int rank,
+                                                         size_t stageBytes) {
   const int n = static_cast<int>(peers.size());
   // Every rank evaluates the same facts, so all return a group or all return none.
   bool oneHost = true;
@@ -153,7 +153,7 @@ Result<std::unique_ptr<DirectGroup>> DirectGroup::create(Bootstrap* bootstrap, c
       close(fd);
     }
   }
-  BRAID_RETURN_IF_ERROR(bootstrap->allGather(infos.data(), sizeof(SegmentInfo)).withContext("direct segment"));
+  BRAID_RETURN_IF_ERROR(allGather(infos.data(), sizeof(SegmentInfo)).withContext("direct segment"));
   int32_t ok = infos[0].fd >= 0 ? 1 : 0;
   if (rank != 0 && ok) {
     Result<void*> mapped = mapPeerFd(infos[0].pid, infos[0].fd, infos[0].ino, infos[0].bytes);
@@ -166,7 +166,7 @@ Result<std::unique_ptr<DirectGroup>> DirectGroup::create(Bootstrap* bootstrap, c
   }
   std::vector<int32_t> oks(static_cast<size_t>(n), 0);
   oks[static_cast<size_t>(rank)] = ok;
-  BRAID_RETURN_IF_ERROR(bootstrap->allGather(oks.data(), sizeof(int32_t)).withContext("direct segment check"));
+  BRAID_RETURN_IF_ERROR(allGather(oks.data(), sizeof(int32_t)).withContext("direct segment check"));
   if (g->ownFd_ >= 0) {
     close(g->ownFd_);  // every rank has mapped it (or given up): the mappings keep it alive
     g->ownFd_ = -1;

@@ -29,14 +29,13 @@
 
 namespace braid {
 
-class Bootstrap;
-
 class DirectGroup {
  public:
-  // Collective over the communicator's bootstrap: rank 0 creates the segment, every rank maps it. Returns nullptr
-  // (not an error) when the ranks cannot share memory (not all on one host, or /proc/<pid>/fd is not reachable).
-  static Result<std::unique_ptr<DirectGroup>> create(Bootstrap* bootstrap, const std::vector<PeerInfo>& peers, int rank,
-                                                     size_t stageBytes);
+  // Collective over the communicator's ranks (allGather): rank 0 creates the segment, every rank maps it. Returns
+  // nullptr (not an error) when the ranks cannot share memory (not all on one host, or /proc/<pid>/fd is not
+  // reachable).
+  static Result<std::unique_ptr<DirectGroup>> create(const AllGatherFn& allGather, const std::vector<PeerInfo>& peers,
+                                                     int rank, size_t stageBytes);
   ~DirectGroup();
 
   // Phases of one operation (see the file comment). execute() sets *ran = false when the buffers turned out not
