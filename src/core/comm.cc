@@ -3,6 +3,7 @@
 #include "algorithms/alltoall/bruck.h"
 #include "algorithms/tree/tree.h"
 #include "src/core/comm_topo.h"
+#include "src/core/nvls_tree.h"
 #include "topology/topo.h"
 
 #include <sched.h>
@@ -112,7 +113,9 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   BRAID_RETURN_IF_ERROR(validateIntParams());
   BRAID_ASSIGN_OR_RETURN(backend_, createBackend(BackendKind::kHost));
   timeoutSec_ = static_cast<double>(params::Timeout());
-  p2pLlThreshold_ = static_cast<size_t>(std::max<int64_t>(0, params::P2pLlThreshold()));
+  SelectorConfig sc;
+  sc.nranks = nranks;
+  sc.p2pLlThreshold = static_cast<size_t>(std::max<int64_t>(0, params::P2pLlThreshold()));
 
   BRAID_ASSIGN_OR_RETURN(int64_t buffSize, getIntParam(params::kBuffSize));
   if (buffSize < kFifoSlots * 64) {
@@ -143,15 +146,15 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   mine.buffSize = buffSize;
   mine.llBuffSize = llBuffSize;
   mine.cpus = usableCpus();
-  BRAID_ASSIGN_OR_RETURN(algoFilter_, parseFilter(params::Algo(), algoNames(), params::kAlgo.name));
-  BRAID_ASSIGN_OR_RETURN(protoFilter_, parseFilter(params::Proto(), protoNames(), params::kProto.name));
+  BRAID_ASSIGN_OR_RETURN(sc.algo, parseFilter(params::Algo(), algoNames(), params::kAlgo.name));
+  BRAID_ASSIGN_OR_RETURN(sc.proto, parseFilter(params::Proto(), protoNames(), params::kProto.name));
   BRAID_ASSIGN_OR_RETURN(int64_t stageBytes, getIntParam(params::kDirectStageBytes));
   mine.stageBytes = std::min(std::max<int64_t>(0, stageBytes), kMaxStageBytes);
   const std::string tuningFile = params::TuningFile();
   if (!tuningFile.empty()) {
-    BRAID_ASSIGN_OR_RETURN(costs_, CostModel::load(tuningFile));
+    BRAID_ASSIGN_OR_RETURN(sc.costs, CostModel::load(tuningFile));
   }
-  mine.tuningHash = costs_.contentHash();
+  mine.tuningHash = sc.costs.contentHash();
   mine.direct = params::Direct() != 0;
   const std::string boot = localBootId();
   mine.kernelHash = boot.empty() ? 0 : hostHash(boot);
@@ -165,15 +168,15 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   const std::string a2a = params::AlltoAllAlgo();
   if (!a2a.empty()) {
     for (AlltoAllAlgo a : {AlltoAllAlgo::kPairwise, AlltoAllAlgo::kBruck}) {
-      if (strcasecmp(a2a.c_str(), alltoAllAlgoName(a)) == 0) alltoAllForced_ = static_cast<int>(a);
+      if (strcasecmp(a2a.c_str(), alltoAllAlgoName(a)) == 0) sc.alltoAllForced = static_cast<int>(a);
     }
-    if (alltoAllForced_ < 0) {
+    if (sc.alltoAllForced < 0) {
       return invalidArgument("%s=\"%s\" is not an all-to-all schedule (pairwise or bruck)", params::kAlltoAllAlgo.name,
                              a2a.c_str());
     }
   }
-  mine.algoHash = std::hash<std::string>()(algoFilter_.setting + "|" + std::to_string(alltoAllForced_));
-  mine.protoHash = std::hash<std::string>()(protoFilter_.setting);
+  mine.algoHash = std::hash<std::string>()(sc.algo.setting + "|" + std::to_string(sc.alltoAllForced));
+  mine.protoHash = std::hash<std::string>()(sc.proto.setting);
   mine.channelsPinned = lookupParam(params::kCpuChannels).isSet || lookupParam(params::kMinNChannels).isSet ||
                         lookupParam(params::kMaxNChannels).isSet || config.minChannels > 0 || config.maxChannels > 0;
   std::vector<InitExchange> all(static_cast<size_t>(nranks));
@@ -197,7 +200,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
       return invalidUsage(
           "NCCL_ALGO/NCCL_PROTO/%s differ between rank %d and rank %d (here NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\"): set "
           "them identically on every rank",
-          params::kAlltoAllAlgo.name, e.peer.rank, rank, algoFilter_.setting.c_str(), protoFilter_.setting.c_str());
+          params::kAlltoAllAlgo.name, e.peer.rank, rank, sc.algo.setting.c_str(), sc.proto.setting.c_str());
     }
     // The others cannot differ either without ranks choosing different paths: the most conservative wins.
     mine.stageBytes = std::min(mine.stageBytes, e.stageBytes);
@@ -205,9 +208,9 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     mine.deterministic = mine.deterministic || e.deterministic;
   }
   // The model's inputs must be the same on every rank, or ranks would choose different algorithms.
-  cpus_ = mine.cpus;
-  for (const InitExchange& e : all) cpus_ = std::min(cpus_, static_cast<int>(e.cpus));
-  deterministic_ = mine.deterministic != 0;
+  sc.cpus = mine.cpus;
+  for (const InitExchange& e : all) sc.cpus = std::min(sc.cpus, static_cast<int>(e.cpus));
+  sc.deterministic = mine.deterministic != 0;
   // A channel is a worker thread per rank: more threads than CPUs on any host only queue behind each other
   // (2 ranks on 2 cores: 1 channel moves 3.9 GB/s at 16 MB, 2 channels 2.4), so by default the channels per rank
   // are capped at that host's CPUs / local ranks. Every rank computes the same cap from the same exchange.
@@ -228,49 +231,49 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
       nch = cap;
     }
   }
-  slotBytes_ = static_cast<size_t>(buffSize) / kFifoSlots / 64 * 64;
-  llSlotBytes_ = static_cast<size_t>(llBuffSize) / kFifoSlots / 64 * 64;
+  fifo_.slotBytes = static_cast<size_t>(buffSize) / kFifoSlots / 64 * 64;
+  fifo_.llSlotBytes = static_cast<size_t>(llBuffSize) / kFifoSlots / 64 * 64;
 
   if (!topo.placeCpus.empty()) peers_[static_cast<size_t>(rank)].numa = topo.numaOf[static_cast<size_t>(rank)];
   peers_[static_cast<size_t>(rank)].rail = topo.localRank;
-  nNodes_ = topo.nNodes;
-  nodeOf_ = topo.nodeOf;
-  ranksOn_ = topo.ranksOn;
-  localRank_ = topo.localRank;
-  hostsShareCpus_ = agreeHostsShareCpus(all, topo.nodeOf);
-  BRAID_RETURN_IF_ERROR(checkLlOverNetwork());
-  if (nNodes_ > 1) {
-    const double hostHop = costs_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, cpus_, 0) / 2;
+  sc.nNodes = topo.nNodes;
+  sc.hostsShareCpus = agreeHostsShareCpus(all, topo.nodeOf);
+  if (topo.nNodes > 1) {
+    const double hostHop =
+        sc.costs.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, sc.cpus, 0) / 2;
     BRAID_ASSIGN_OR_RETURN(
-        net_, measureNetwork(bootstrap_.get(), rank, nranks, topo, costs_, hostHop, backend_->transports()));
-    if (!costs_.hasNetFigures()) net_.link.alphaUs += kNetProxyHopUs;
+        sc.net, measureNetwork(bootstrap_.get(), rank, nranks, topo, sc.costs, hostHop, backend_->transports()));
+    if (!sc.costs.hasNetFigures()) sc.net.link.alphaUs += kNetProxyHopUs;
     // And a host hop's bandwidth, from the same 2-rank model: bytes cross hosts at the slower of it and the link.
     const size_t probe = size_t{1} << 20;
     const double probeUs =
-        costs_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, cpus_, probe) - 2 * hostHop;
-    if (probeUs > 0) net_.hostGBps = static_cast<double>(probe) / (probeUs * 1e3);
+        sc.costs.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, 2, sc.cpus, probe) - 2 * hostHop;
+    if (probeUs > 0) sc.net.hostGBps = static_cast<double>(probe) / (probeUs * 1e3);
     BRAID_INFO(kLogInit | kLogTuning,
                "comm %p rank %d network: %d hosts, up to %d ranks on one, %.1f us per message, %.2f GB/s per link "
                "(%s)",
-               static_cast<void*>(this), rank, nNodes_, net_.localRanks, net_.link.alphaUs, net_.link.betaGBps,
-               costs_.hasNetFigures() ? "BRAID_TUNING_FILE net line" : "measured round trips, device speed");
+               static_cast<void*>(this), rank, topo.nNodes, sc.net.localRanks, sc.net.link.alphaUs,
+               sc.net.link.betaGBps,
+               sc.costs.hasNetFigures() ? "BRAID_TUNING_FILE net line" : "measured round trips, device speed");
   }
-  BRAID_ASSIGN_OR_RETURN(rings_, ringsForChannels(topo.search, static_cast<int>(nch), nranks));
+  selector_ = Selector(std::move(sc));
+  BRAID_RETURN_IF_ERROR(checkLlOverNetwork());
+  BRAID_ASSIGN_OR_RETURN(sched_.rings, ringsForChannels(topo.search, static_cast<int>(nch), nranks));
   // On one host the trees run over channel 0's ring order, so a subtree stays on a NUMA node; across hosts,
   // NCCL's trees (commTrees).
-  treeOrder_ = rings_[0];
-  treePos_.assign(static_cast<size_t>(nranks), 0);
-  for (int i = 0; i < nranks; ++i) treePos_[static_cast<size_t>(treeOrder_[static_cast<size_t>(i)])] = i;
-  const std::vector<std::vector<TreeLinks>> trees = commTrees(topo, treeOrder_);
-  hostTrees_ = nNodes_ > 1;
+  sched_.treeOrder = sched_.rings[0];
+  sched_.treePos.assign(static_cast<size_t>(nranks), 0);
+  for (int i = 0; i < nranks; ++i) sched_.treePos[static_cast<size_t>(sched_.treeOrder[static_cast<size_t>(i)])] = i;
+  const std::vector<std::vector<TreeLinks>> trees = commTrees(topo, sched_.treeOrder);
+  sched_.hostTrees = topo.nNodes > 1;
   for (int w = 0; w < 2; ++w) {
     const TreeLinks& l = trees[static_cast<size_t>(w)][static_cast<size_t>(rank)];
     if (l.children.size() > static_cast<size_t>(kMaxTreeChildren)) {
       return internalError("tree %d gives rank %d %zu children", w, rank, l.children.size());
     }
-    myTree_[w] = TreeNode{};
-    myTree_[w].parent = l.parent;
-    for (size_t i = 0; i < l.children.size(); ++i) myTree_[w].children[i] = l.children[i];
+    sched_.myTree[w] = TreeNode{};
+    sched_.myTree[w].parent = l.parent;
+    for (size_t i = 0; i < l.children.size(); ++i) sched_.myTree[w].children[i] = l.children[i];
   }
   channels_.resize(static_cast<size_t>(nch));
   BackendInitContext bctx;
@@ -292,12 +295,18 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   bctx.directStageBytes = static_cast<size_t>(mine.stageBytes);
   bctx.placeCpus = topo.placeCpus;
   BRAID_RETURN_IF_ERROR(backend_->init(bctx));
-  BRAID_RETURN_IF_ERROR(setupHierarchy());
+  selector_.setDirect(backend_->caps().direct);
+  topo_ = topo;
+  BRAID_ASSIGN_OR_RETURN(nvlsTree_, NvlsTree::create(*this));
+  if (nvlsTree_) {
+    const NvlsTree* t = nvlsTree_.get();
+    selector_.setNvlsTree([t](size_t bytes) { return t->predictUs(bytes); });
+  }
   if (logEnabled(LogLevel::kInfo, kLogInit)) {
     BRAID_INFO(kLogInit, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d - host memory, %d channels",
-               static_cast<void*>(this), rank, nranks, nNodes_, topo.localRanks, topo.localRank, nChannels());
+               static_cast<void*>(this), rank, nranks, topo.nNodes, topo.localRanks, topo.localRank, nChannels());
     BRAID_INFO(kLogInit | kLogGraph, "comm %p rank %d %s", static_cast<void*>(this), rank, topo.summary.c_str());
-    logCommChannels(rings_, trees, rank);
+    logCommChannels(sched_.rings, trees, rank);
     BRAID_INFO(kLogInit | kLogAlloc,
                "comm %p rank %d FIFO memory bound %zu bytes ((NCCL_BUFFSIZE %lld + NCCL_LL_BUFFSIZE %lld) x %d "
                "channels x (%d ranks + %d)); receive FIFOs are mapped at first use, a ring all-reduce maps %zu",
@@ -318,24 +327,8 @@ Status Communicator::checkLlOverNetwork() {
   // A network connection carries an LL step's chunk in its Simple slot (Connector::wholeMessages), so the chunk
   // must fit there. It does unless NCCL_BUFFSIZE is set far below NCCL_LL_BUFFSIZE; then LL is dropped on every
   // rank alike (every rank of a multi-host communicator has a network peer, and the sizes are agreed).
-  if (!netPeers_ || llPayloadCapacity(llSlotBytes_) <= slotBytes_) return Status::ok();
-  const int ll = static_cast<int>(ProtoId::kLL), simple = static_cast<int>(ProtoId::kSimple);
-  if (!protoFilter_.base[static_cast<size_t>(simple)] ||
-      std::any_of(protoFilter_.allowed.begin(), protoFilter_.allowed.end(),
-                  [&](const std::array<bool, 8>& a) { return !a[static_cast<size_t>(simple)]; })) {
-    return invalidUsage(
-        "NCCL_PROTO=\"%s\" leaves a collective without Simple, but this communicator has ranks on other hosts and "
-        "an LL chunk (%zu bytes) does not fit a network message slot (%zu bytes): raise NCCL_BUFFSIZE or lower "
-        "NCCL_LL_BUFFSIZE",
-        protoFilter_.setting.c_str(), llPayloadCapacity(llSlotBytes_), slotBytes_);
-  }
-  BRAID_INFO(kLogInit,
-             "comm %p rank %d: LL off: its %zu-byte chunks do not fit %zu-byte network slots "
-             "(NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE)",
-             static_cast<void*>(this), rank_, llPayloadCapacity(llSlotBytes_), slotBytes_);
-  protoFilter_.base[static_cast<size_t>(ll)] = false;
-  for (std::array<bool, 8>& a : protoFilter_.allowed) a[static_cast<size_t>(ll)] = false;
-  return Status::ok();
+  if (!netPeers_ || llPayloadCapacity(fifo_.llSlotBytes) <= fifo_.slotBytes) return Status::ok();
+  return selector_.dropLlForNetwork(llPayloadCapacity(fifo_.llSlotBytes), fifo_.slotBytes, rank_);
 }
 
 size_t Communicator::fifoMemoryBound() const {
@@ -346,75 +339,21 @@ size_t Communicator::fifoMemoryBound() const {
 }
 
 size_t Communicator::connectorBytes() const {
-  return (slotBytes_ + llSlotBytes_) * kFifoSlots;
+  return (fifo_.slotBytes + fifo_.llSlotBytes) * kFifoSlots;
 }
 
 // ---- reduction operators -----------------------------------------------------------------------------------------
 
 Result<ReduceOp> Communicator::resolveOp(int op, DType dtype) const {
-  ReduceOp r;
-  r.dtype = dtype;
-  r.nranks = nranks_;
-  // Built-in ops 0..4 (sum, prod, max, min, avg) are OpKind's first five values.
-  static_assert(static_cast<int>(OpKind::kAvg) == 4, "OpKind must follow ncclRedOp_t for built-in ops");
-  if (op >= 0 && op <= 4) {
-    r.kind = static_cast<OpKind>(op);
-    return r;
-  }
-  std::lock_guard<std::mutex> lock(opsMu_);
-  size_t idx = static_cast<size_t>(op) - 5;
-  if (op < 5 || idx >= userOps_.size() || !userOps_[idx].live) {
-    return invalidArgument(
-        "op=%d is not a valid reduction operator (0..4 or one made by ncclRedOpCreatePreMulSum "
-        "on this communicator)",
-        op);
-  }
-  const UserRedOp& u = userOps_[idx];
-  if (u.dtype != dtype) {
-    return invalidArgument("op=%d was created for datatype %s but the collective uses %s", op, dtypeName(u.dtype),
-                           dtypeName(dtype));
-  }
-  r.kind = OpKind::kPreMulSum;
-  r.scalar = 0;
-  if (u.immediate) {
-    r.scalar = u.scalarBits;
-  } else {
-    memcpy(&r.scalar, u.scalarPtr, dtypeSize(dtype));
-  }
-  return r;
+  return redOps_.resolve(op, dtype, nranks_);
 }
 
 Result<int> Communicator::createPreMulSum(const void* scalar, DType dtype, bool immediate) {
-  UserRedOp u;
-  u.live = true;
-  u.dtype = dtype;
-  u.immediate = immediate;
-  if (immediate) {
-    memcpy(&u.scalarBits, scalar, dtypeSize(dtype));
-  } else {
-    u.scalarPtr = scalar;
-  }
-  std::lock_guard<std::mutex> lock(opsMu_);
-  for (size_t i = 0; i < userOps_.size(); ++i) {
-    if (!userOps_[i].live) {
-      userOps_[i] = u;
-      return static_cast<int>(i) + 5;
-    }
-  }
-  userOps_.push_back(u);
-  return static_cast<int>(userOps_.size()) + 4;
+  return redOps_.createPreMulSum(scalar, dtype, immediate);
 }
 
 Status Communicator::destroyOp(int op) {
-  std::lock_guard<std::mutex> lock(opsMu_);
-  if (op < 5)
-    return invalidArgument("op=%d is a built-in operator; only ops from ncclRedOpCreatePreMulSum can be destroyed", op);
-  size_t idx = static_cast<size_t>(op) - 5;
-  if (idx >= userOps_.size() || !userOps_[idx].live) {
-    return invalidArgument("op=%d was not created on this communicator or was already destroyed", op);
-  }
-  userOps_[idx].live = false;
-  return Status::ok();
+  return redOps_.destroy(op);
 }
 
 // ---- planning and execution ----------------------------------------------------------------------------------------
@@ -427,8 +366,9 @@ Status Communicator::buildPlan(Plan* plan) {
     for (const PendingOp& op : pending_) {
       const bool p2p = op.kind == CollKind::kSend || op.kind == CollKind::kRecv;
       if (p2p != (pass == 1)) continue;
-      PlanOp po{&op, chooseFifo(op)};
-      if (!p2p && op.kind != CollKind::kAlltoAll) logTuning(op, po.choice.algo, po.choice.proto);
+      PlanOp po{&op, selector_.chooseFifo(op.kind, unitBytes(op))};
+      if (!p2p && op.kind != CollKind::kAlltoAll)
+        selector_.logTuning(op.kind, unitBytes(op), po.choice.algo, po.choice.proto);
       ops.push_back(po);
     }
   }
@@ -436,14 +376,9 @@ Status Communicator::buildPlan(Plan* plan) {
   shape.rank = rank_;
   shape.nranks = nranks_;
   shape.nChannels = nChannels();
-  shape.slotBytes = slotBytes_;
-  shape.llSlotBytes = llSlotBytes_;
-  shape.rings = &rings_;
-  shape.treeOrder = &treeOrder_;
-  shape.treePos = &treePos_;
-  shape.hostTrees = hostTrees_;
-  shape.myTree = myTree_;
-  shape.deterministic = deterministic_;
+  shape.fifo = fifo_;
+  shape.sched = &sched_;
+  shape.deterministic = selector_.config().deterministic;
   BRAID_RETURN_IF_ERROR(planOps(shape, ops, plan));
   // Only the links that do not exist yet are connected.
   auto missing = [&](std::vector<Link>* links, bool send) {
@@ -474,7 +409,7 @@ Status Communicator::connect(const std::vector<Link>& sendNeeds, const std::vect
     for (const Link& l : recvNeeds) {
       const PeerInfo& peer = peers_[static_cast<size_t>(l.peer)];
       BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(backend_->transports(), self, peer));
-      BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(self, peer, l.channel, slotBytes_, llSlotBytes_));
+      BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(self, peer, l.channel, fifo_.slotBytes, fifo_.llSlotBytes));
       BRAID_RETURN_IF_ERROR(bootstrap_->send(l.peer, tag(l), setup.blob, kConnectBlobBytes));
       BRAID_INFO(kLogInit | kLogShm, "Channel %02d : %d[%d] -> %d[%d] via %s%s", l.channel, l.peer, -1, rank_, device_,
                  t->name(), l.lane != 0 ? " (lane 1)" : "");

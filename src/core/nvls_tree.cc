@@ -13,7 +13,7 @@
 
 #include "src/common/logging.h"
 #include "src/common/params.h"
-#include "src/core/comm.h"
+#include "src/core/nvls_tree.h"
 
 namespace braid {
 namespace {
@@ -22,11 +22,12 @@ constexpr int kNvlsTreeAlgo = static_cast<int>(AlgoId::kNvlsTree);
 
 }  // namespace
 
-Status Communicator::setupHierarchy() {
-  if (nNodes_ < 2) return Status::ok();
-  const int myHost = nodeOf_[static_cast<size_t>(rank_)];
-  const int perHost = ranksOn_[0];
-  const bool even = std::all_of(ranksOn_.begin(), ranksOn_.end(), [&](int n) { return n == perHost; });
+Result<std::unique_ptr<NvlsTree>> NvlsTree::create(Communicator& c) {
+  std::unique_ptr<NvlsTree> none;
+  if (c.topo_.nNodes < 2) return none;
+  const int myHost = c.topo_.nodeOf[static_cast<size_t>(c.rank_)];
+  const int perHost = c.topo_.ranksOn[0];
+  const bool even = std::all_of(c.topo_.ranksOn.begin(), c.topo_.ranksOn.end(), [&](int n) { return n == perHost; });
   // Every rank decides from the same gathered data and settings (checked equal at init), so all split or none.
   const char* why = nullptr;
   if (!even) why = "hosts have different numbers of ranks";
@@ -34,34 +35,34 @@ Status Communicator::setupHierarchy() {
   if (params::Direct() == 0) why = "BRAID_DIRECT=0";
   if (params::ShmDisable() == 1) why = "NCCL_SHM_DISABLE=1";
   const FilterColl ar = FilterColl::kAllReduce;
-  const bool forced = !algoFilter_.allows(ar, static_cast<int>(AlgoId::kRing)) &&
-                      !algoFilter_.allows(ar, static_cast<int>(AlgoId::kTree));
-  if (!forced && !costs_.pinsAlgorithm(ar, kNvlsTreeAlgo) && hostsShareCpus_) {
+  const SelectorConfig& sc = c.selector_.config();
+  const bool forced =
+      !sc.algo.allows(ar, static_cast<int>(AlgoId::kRing)) && !sc.algo.allows(ar, static_cast<int>(AlgoId::kTree));
+  if (!forced && !sc.costs.pinsAlgorithm(ar, kNvlsTreeAlgo) && sc.hostsShareCpus) {
     why =
         "the hosts share one machine's CPUs (BRAID_HOSTS_SHARE_CPUS), where the model cannot price it: force it "
         "with NCCL_ALGO=allreduce:nvlstree or pin it in BRAID_TUNING_FILE";
   }
-  if (!algoFilter_.allows(ar, kNvlsTreeAlgo)) why = "NCCL_ALGO excludes it";
+  if (!sc.algo.allows(ar, kNvlsTreeAlgo)) why = "NCCL_ALGO excludes it";
   if (why != nullptr) {
-    BRAID_INFO(kLogInit, "comm %p rank %d: NVLSTree off: %s", static_cast<void*>(this), rank_, why);
-    return Status::ok();
+    BRAID_INFO(kLogInit, "comm %p rank %d: NVLSTree off: %s", static_cast<void*>(&c), c.rank_, why);
+    return none;
   }
-  BRAID_RETURN_IF_ERROR(split(myHost, rank_, config_, &hostComm_).withContext("NVLSTree host communicator"));
+  std::unique_ptr<NvlsTree> t(new NvlsTree());
+  BRAID_RETURN_IF_ERROR(c.split(myHost, c.rank_, c.config_, &t->host_).withContext("NVLSTree host communicator"));
   BRAID_RETURN_IF_ERROR(
-      split(localRank_, myHost, config_, &crossComm_).withContext("NVLSTree cross-host communicator"));
+      c.split(c.topo_.localRank, myHost, c.config_, &t->cross_).withContext("NVLSTree cross-host communicator"));
   // Rank i of every host takes rail i: the cross-host connections of one piece run between same-numbered devices.
-  crossComm_->peers_[static_cast<size_t>(crossComm_->rank_)].rail = localRank_;
+  t->cross_->peers_[static_cast<size_t>(t->cross_->rank_)].rail = c.topo_.localRank;
   // The host communicator's NVLS-style group needs the ranks to share memory; if any host cannot, no rank uses it.
-  int32_t ok = hostComm_->backend_->caps().direct ? 1 : 0;
-  std::vector<int32_t> all(static_cast<size_t>(nranks_));
-  all[static_cast<size_t>(rank_)] = ok;
-  BRAID_RETURN_IF_ERROR(bootstrap_->allGather(all.data(), sizeof(int32_t)).withContext("NVLSTree agreement"));
+  int32_t ok = t->host_->backend_->caps().direct ? 1 : 0;
+  std::vector<int32_t> all(static_cast<size_t>(c.nranks_));
+  all[static_cast<size_t>(c.rank_)] = ok;
+  BRAID_RETURN_IF_ERROR(c.bootstrap_->allGather(all.data(), sizeof(int32_t)).withContext("NVLSTree agreement"));
   if (std::find(all.begin(), all.end(), 0) != all.end()) {
-    BRAID_INFO(kLogInit, "comm %p rank %d: NVLSTree off: some host's ranks cannot share memory",
-               static_cast<void*>(this), rank_);
-    hostComm_.reset();
-    crossComm_.reset();
-    return Status::ok();
+    BRAID_INFO(kLogInit, "comm %p rank %d: NVLSTree off: some host's ranks cannot share memory", static_cast<void*>(&c),
+               c.rank_);
+    return none;
   }
   // Whether an all-reduce takes NVLSTree is decided on every rank from the sub-communicators' figures, which each
   // measured for itself (each cross-host communicator timed its own round trips): take the same worst case
@@ -72,56 +73,39 @@ Status Communicator::setupHierarchy() {
     int32_t cpus;
     int32_t pad;
   };
-  std::vector<Figures> figures(static_cast<size_t>(nranks_));
-  figures[static_cast<size_t>(rank_)] =
-      Figures{crossComm_->net_.link.alphaUs, crossComm_->net_.link.betaGBps, hostComm_->cpus_, 0};
-  BRAID_RETURN_IF_ERROR(bootstrap_->allGather(figures.data(), sizeof(Figures)).withContext("NVLSTree figures"));
+  NetShape crossNet = t->cross_->selector_.config().net;
+  int hostCpus = t->host_->selector_.config().cpus;
+  std::vector<Figures> figures(static_cast<size_t>(c.nranks_));
+  figures[static_cast<size_t>(c.rank_)] = Figures{crossNet.link.alphaUs, crossNet.link.betaGBps, hostCpus, 0};
+  BRAID_RETURN_IF_ERROR(c.bootstrap_->allGather(figures.data(), sizeof(Figures)).withContext("NVLSTree figures"));
   for (const Figures& f : figures) {
-    crossComm_->net_.link.alphaUs = std::max(crossComm_->net_.link.alphaUs, f.alphaUs);
-    crossComm_->net_.link.betaGBps = std::min(crossComm_->net_.link.betaGBps, f.gbps);
-    hostComm_->cpus_ = std::min(hostComm_->cpus_, static_cast<int>(f.cpus));
+    crossNet.link.alphaUs = std::max(crossNet.link.alphaUs, f.alphaUs);
+    crossNet.link.betaGBps = std::min(crossNet.link.betaGBps, f.gbps);
+    hostCpus = std::min(hostCpus, static_cast<int>(f.cpus));
   }
+  t->cross_->selector_.setNet(crossNet);
+  t->host_->selector_.setCpus(hostCpus);
   BRAID_INFO(kLogInit, "comm %p rank %d: NVLSTree on: %d hosts x %d ranks (host comm %p, cross-host comm %p)",
-             static_cast<void*>(this), rank_, nNodes_, perHost, static_cast<void*>(hostComm_.get()),
-             static_cast<void*>(crossComm_.get()));
-  return Status::ok();
+             static_cast<void*>(&c), c.rank_, c.topo_.nNodes, perHost, static_cast<void*>(t->host_.get()),
+             static_cast<void*>(t->cross_.get()));
+  return t;
 }
 
-double Communicator::predictNvlsTreeUs(size_t bytes) const {
-  const size_t hostRanks = static_cast<size_t>(hostComm_->nranks());
+double NvlsTree::predictUs(size_t bytes) const {
+  const size_t hostRanks = static_cast<size_t>(host_->nranks());
   const size_t piece = (bytes + hostRanks - 1) / hostRanks;
-  const double inside = hostComm_->predictUs(FilterColl::kReduceScatter, AlgoId::kNvls, ProtoId::kSimple, piece) +
-                        hostComm_->predictUs(FilterColl::kAllGather, AlgoId::kNvls, ProtoId::kSimple, piece);
+  const double inside = host_->selector_.predictUs(FilterColl::kReduceScatter, AlgoId::kNvls, ProtoId::kSimple, piece) +
+                        host_->selector_.predictUs(FilterColl::kAllGather, AlgoId::kNvls, ProtoId::kSimple, piece);
   // A host's L cross-host all-reduces share its network link: together they move the whole vector's bytes.
-  const double across = std::min(crossComm_->predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, bytes),
-                                 crossComm_->predictUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kSimple, bytes));
+  const double across =
+      std::min(cross_->selector_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, bytes),
+               cross_->selector_.predictUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kSimple, bytes));
   return inside + across;
 }
 
-bool Communicator::computeNvlsTreeWanted(const PendingOp& op, const FifoChoice& fifo) const {
-  if (!hostComm_ || op.kind != CollKind::kAllReduce || nranks_ < 2) return false;
-  const FilterColl fc = FilterColl::kAllReduce;
-  if (!algoFilter_.allows(fc, kNvlsTreeAlgo) || !protoFilter_.allows(fc, static_cast<int>(ProtoId::kSimple))) {
-    return false;
-  }
-  const int pin = costs_.pinned(fc, unitBytes(op));
-  if (pin == kNvlsTreeAlgo) return true;
-  const bool ringOk = algoFilter_.allows(fc, static_cast<int>(AlgoId::kRing));
-  const bool treeOk = algoFilter_.allows(fc, static_cast<int>(AlgoId::kTree));
-  if ((pin == static_cast<int>(AlgoId::kRing) && ringOk) || (pin == static_cast<int>(AlgoId::kTree) && treeOk)) {
-    return false;
-  }
-  if (!ringOk && !treeOk) return true;
-  // Hosts that share one machine's CPUs: only when forced or pinned. Between network namespaces on 2 cores it
-  // measured 3-8x slower than the model predicts (docs/networks.md): the model's host costs assume each host's
-  // ranks have its CPUs to themselves.
-  if (hostsShareCpus_) return false;
-  return predictNvlsTreeUs(unitBytes(op)) < fifo.predictedUs;
-}
-
-Status Communicator::runNvlsTree(const PendingOp& op) {
+Status NvlsTree::run(const PendingOp& op, int nranks) {
   const size_t es = dtypeSize(op.dtype);
-  const size_t hostRanks = static_cast<size_t>(hostComm_->nranks());
+  const size_t hostRanks = static_cast<size_t>(host_->nranks());
   const size_t piece = (op.count + hostRanks - 1) / hostRanks;
   // A vector that does not split evenly is padded; the padding's results are dropped.
   const bool even = piece * hostRanks == op.count;
@@ -141,23 +125,22 @@ Status Communicator::runNvlsTree(const PendingOp& op) {
   ReduceOp first = op.op, second = op.op;
   if (first.kind == OpKind::kAvg) first.kind = OpKind::kSum;
   if (second.kind == OpKind::kPreMulSum) second.kind = OpKind::kSum;
-  second.nranks = nranks_;
-  hostComm_->pending().push_back(PendingOp{CollKind::kReduceScatter, in, mine.data(), piece, op.dtype, first, 0});
-  BRAID_RETURN_IF_ERROR(launch({hostComm_.get()}).withContext("NVLSTree reduce-scatter inside the host"));
-  crossComm_->pending().push_back(
-      PendingOp{CollKind::kAllReduce, mine.data(), mine.data(), piece, op.dtype, second, 0});
-  BRAID_RETURN_IF_ERROR(launch({crossComm_.get()}).withContext("NVLSTree all-reduce across hosts"));
+  second.nranks = nranks;
+  host_->pending().push_back(PendingOp{CollKind::kReduceScatter, in, mine.data(), piece, op.dtype, first, 0});
+  BRAID_RETURN_IF_ERROR(Communicator::launch({host_.get()}).withContext("NVLSTree reduce-scatter inside the host"));
+  cross_->pending().push_back(PendingOp{CollKind::kAllReduce, mine.data(), mine.data(), piece, op.dtype, second, 0});
+  BRAID_RETURN_IF_ERROR(Communicator::launch({cross_.get()}).withContext("NVLSTree all-reduce across hosts"));
   ReduceOp copy = op.op;  // an all-gather only copies: a plain sum's pre-op is the identity
   copy.kind = OpKind::kSum;
-  hostComm_->pending().push_back(PendingOp{CollKind::kAllGather, mine.data(), out, piece, op.dtype, copy, 0});
-  BRAID_RETURN_IF_ERROR(launch({hostComm_.get()}).withContext("NVLSTree all-gather inside the host"));
+  host_->pending().push_back(PendingOp{CollKind::kAllGather, mine.data(), out, piece, op.dtype, copy, 0});
+  BRAID_RETURN_IF_ERROR(Communicator::launch({host_.get()}).withContext("NVLSTree all-gather inside the host"));
   if (!even) memcpy(op.recvbuff, paddedOut.data(), op.count * es);
   return Status::ok();
 }
 
 Status Communicator::launchHierarchical(const std::vector<Communicator*>& comms) {
   for (Communicator* c : comms) {
-    if (!c->hostComm_) continue;
+    if (!c->nvlsTree_) continue;
     // Collectives are queued in the same order on every rank, so every rank takes the same ones, in order.
     std::vector<PendingOp> rest;
     for (const PendingOp& op : c->pending_) {
@@ -165,8 +148,8 @@ Status Communicator::launchHierarchical(const std::vector<Communicator*>& comms)
         rest.push_back(op);
         continue;
       }
-      c->logTuning(op, AlgoId::kNvlsTree, ProtoId::kSimple);
-      BRAID_RETURN_IF_ERROR(c->runNvlsTree(op));
+      c->selector_.logTuning(op.kind, unitBytes(op), AlgoId::kNvlsTree, ProtoId::kSimple);
+      BRAID_RETURN_IF_ERROR(c->nvlsTree_->run(op, c->nranks_));
     }
     c->pending_.swap(rest);
   }

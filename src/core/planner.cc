@@ -26,13 +26,13 @@ int p2pChannel(int src, int dst, int nChannels) {
 // A tree program is built over positions; its peers become ranks.
 void mapTreePeers(const PlanShape& s, Program* prog) {
   for (Step& st : prog->steps) {
-    if (st.sendPeer >= 0) st.sendPeer = (*s.treeOrder)[static_cast<size_t>(st.sendPeer)];
-    if (st.recvPeer >= 0) st.recvPeer = (*s.treeOrder)[static_cast<size_t>(st.recvPeer)];
+    if (st.sendPeer >= 0) st.sendPeer = s.sched->treeOrder[static_cast<size_t>(st.sendPeer)];
+    if (st.recvPeer >= 0) st.recvPeer = s.sched->treeOrder[static_cast<size_t>(st.recvPeer)];
   }
 }
 
 int treePos(const PlanShape& s, int r) {
-  return (*s.treePos)[static_cast<size_t>(r)];
+  return s.sched->treePos[static_cast<size_t>(r)];
 }
 
 // The (channel, Program) list of one operation.
@@ -80,9 +80,9 @@ Status planPrograms(const PlanShape& s, const PendingOp& op, const FifoChoice& c
       for (int which = 0; which < (s.deterministic ? 1 : 2); ++which) {
         TreeParams tp{s.nranks, treePos(s, s.rank), which, which == 0 ? b : mid, which == 0 ? mid : e, chunkElems};
         std::vector<Program> parts;
-        if (s.hostTrees) {
+        if (s.sched->hostTrees) {
           tp.rank = s.rank;
-          BRAID_ASSIGN_OR_RETURN(parts, buildTreeAllReduceProgramsFor(s.myTree[which], tp));
+          BRAID_ASSIGN_OR_RETURN(parts, buildTreeAllReduceProgramsFor(s.sched->myTree[which], tp));
         } else {
           BRAID_ASSIGN_OR_RETURN(parts, buildTreeAllReducePrograms(tp));
           for (Program& prog : parts) mapTreePeers(s, &prog);
@@ -93,7 +93,7 @@ Status planPrograms(const PlanShape& s, const PendingOp& op, const FifoChoice& c
   } else {
     const int nch = channelsFor(unitBytes(op), s.nChannels);
     for (int c = 0; c < nch; ++c) {
-      RingParams rp{op.kind, (*s.rings)[static_cast<size_t>(c)], s.rank, op.root, op.count, 0, 0, chunkElems};
+      RingParams rp{op.kind, s.sched->rings[static_cast<size_t>(c)], s.rank, op.root, op.count, 0, 0, chunkElems};
       channelRange(op.count, nch, c, align, &rp.begin, &rp.end);
       BRAID_ASSIGN_OR_RETURN(Program prog, buildRingProgram(rp));
       progs->emplace_back(c, std::move(prog));
@@ -119,7 +119,8 @@ Status planOps(const PlanShape& s, const std::vector<PlanOp>& ops, Plan* plan) {
     const size_t elemSize = dtypeSize(op.dtype);
     const bool ll = po.choice.proto == ProtoId::kLL;
     // An LL slot carries half its bytes as payload.
-    const size_t chunkElems = std::max<size_t>(1, (ll ? llPayloadCapacity(s.llSlotBytes) : s.slotBytes) / elemSize);
+    const size_t chunkElems =
+        std::max<size_t>(1, (ll ? llPayloadCapacity(s.fifo.llSlotBytes) : s.fifo.slotBytes) / elemSize);
     const bool perRank =
         op.kind == CollKind::kAllGather || op.kind == CollKind::kReduceScatter || op.kind == CollKind::kAlltoAll;
     plan->totalBytes += unitBytes(op) * (perRank ? static_cast<size_t>(s.nranks) : 1);

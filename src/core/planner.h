@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "algorithms/selector/selector.h"
 #include "algorithms/tree/tree.h"
 #include "src/backends/backend.h"
 #include "src/common/coll_types.h"
@@ -33,13 +34,6 @@ struct PendingOp {
 // Bytes of one queued operation's unit (NCCL's count times the type size).
 size_t unitBytes(const PendingOp& op);
 
-// The selector's choice for the FIFO path (send/recv: the protocol only), with its predicted time.
-struct FifoChoice {
-  AlgoId algo = AlgoId::kRing;
-  ProtoId proto = ProtoId::kSimple;
-  double predictedUs = 0;
-};
-
 // One direction of one (channel, peer, lane) link.
 struct Link {
   int channel, peer, lane;
@@ -47,19 +41,29 @@ struct Link {
   bool operator==(const Link& o) const { return channel == o.channel && peer == o.peer && lane == o.lane; }
 };
 
+// The rings and trees a communicator's schedules follow (from the topology search, fixed at init).
+struct CommSchedules {
+  std::vector<std::vector<int>> rings;  // [channel] ranks in ring order
+  std::vector<int> treeOrder;           // trees are built over positions: position i is rank treeOrder[i]
+  std::vector<int> treePos;             // [rank] its position
+  bool hostTrees = false;               // several hosts: NCCL's trees (chains in hosts, binary across), from myTree
+  TreeNode myTree[2];                   // this rank's place in those two trees
+};
+
+// The FIFO slot sizes every rank agreed on.
+struct FifoSizes {
+  size_t slotBytes = 0;    // one Simple slot
+  size_t llSlotBytes = 0;  // one LL slot (lines)
+};
+
 // What planning needs to know of the communicator.
 struct PlanShape {
   int rank = 0;
   int nranks = 1;
   int nChannels = 1;
-  size_t slotBytes = 0;                                  // one Simple FIFO slot
-  size_t llSlotBytes = 0;                                // one LL FIFO slot (lines)
-  const std::vector<std::vector<int>>* rings = nullptr;  // [channel] ranks in ring order
-  const std::vector<int>* treeOrder = nullptr;           // trees are built over positions: position i is this rank
-  const std::vector<int>* treePos = nullptr;             // [rank] its position
-  bool hostTrees = false;                                // several hosts: NCCL's trees, from myTree
-  const TreeNode* myTree = nullptr;                      // [2]: this rank's place in the two trees
-  bool deterministic = false;                            // BRAID_DETERMINISTIC: one tree, fixed order
+  FifoSizes fifo;
+  const CommSchedules* sched = nullptr;
+  bool deterministic = false;  // BRAID_DETERMINISTIC: one tree, fixed order
 };
 
 struct PlanOp {

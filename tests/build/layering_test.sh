@@ -83,6 +83,22 @@ while IFS= read -r f; do
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 done < <(find src topology algorithms transports -name '*.h' -o -name '*.cc' | sort)
 
+# The communicator stays narrow (NCCL's 185-field ncclComm is the cautionary tale): at most 22 data members, each a
+# layer's object rather than its fields. Data members are the declarations of the class body ending in ';' that
+# are not functions (no '(' before any initializer) - a heuristic, written for this code's style.
+comm=src/core/comm.h
+if [ -f "$comm" ]; then
+  members=$(awk '/^class Communicator \{/,/^\};/' "$comm" | sed -e 's://.*$::' |
+    grep -E '^  [A-Za-z].*;[[:space:]]*$' | grep -vE '^  (using|friend|static|struct|class|enum) ' |
+    sed -e 's/[{=].*$//' | grep -v '(' | wc -l)
+  if [ "$members" -gt 22 ]; then
+    echo "LAYERING: Communicator has $members data members (at most 22): move state into a layer's object"
+    violations=$((violations + 1))
+  else
+    echo "layering: Communicator has $members data members (at most 22)"
+  fi
+fi
+
 if [ "$violations" -ne 0 ]; then
   echo "layering: $violations violation(s) in $checked project includes"
   exit 1

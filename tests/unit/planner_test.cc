@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -14,34 +15,31 @@ namespace braid {
 namespace {
 
 struct RankShape {
-  std::vector<std::vector<int>> rings;
-  std::vector<int> order, pos;
-  TreeNode trees[2];
+  CommSchedules sched;
   PlanShape shape;
 };
 
-RankShape shapeFor(int nranks, int rank, int nChannels) {
-  RankShape r;
+// Returned by pointer: the shape points into the schedules.
+std::unique_ptr<RankShape> shapeFor(int nranks, int rank, int nChannels) {
+  auto p = std::make_unique<RankShape>();
+  RankShape& r = *p;
   for (int c = 0; c < nChannels; ++c) {
     std::vector<int> ring;
     // Channel c's ring starts at a different rank, as the topology search's rings may.
     for (int i = 0; i < nranks; ++i) ring.push_back((i + c) % nranks);
-    r.rings.push_back(ring);
+    r.sched.rings.push_back(ring);
   }
   for (int i = 0; i < nranks; ++i) {
-    r.order.push_back(i);
-    r.pos.push_back(i);
+    r.sched.treeOrder.push_back(i);
+    r.sched.treePos.push_back(i);
   }
   r.shape.rank = rank;
   r.shape.nranks = nranks;
   r.shape.nChannels = nChannels;
-  r.shape.slotBytes = 1024;
-  r.shape.llSlotBytes = 1024;
-  r.shape.rings = &r.rings;
-  r.shape.treeOrder = &r.order;
-  r.shape.treePos = &r.pos;
-  r.shape.myTree = r.trees;
-  return r;
+  r.shape.fifo.slotBytes = 1024;
+  r.shape.fifo.llSlotBytes = 1024;
+  r.shape.sched = &r.sched;
+  return p;
 }
 
 struct PlanCase {
@@ -64,10 +62,10 @@ TEST(Planner, PlansOfEveryRankPassTheChecker) {
         const int root = n > 2 ? 2 : 0;
         CheckSpec spec{pc.kind, n, root, count, {}, {}};
         for (int r = 0; r < n; ++r) {
-          RankShape rs = shapeFor(n, r, 2);
+          std::unique_ptr<RankShape> rs = shapeFor(n, r, 2);
           PendingOp op{pc.kind, nullptr, nullptr, count, DType::kFloat32, ReduceOp{}, root};
           Plan plan;
-          ASSERT_TRUE(planOps(rs.shape, {PlanOp{&op, FifoChoice{pc.algo, pc.proto, 0}}}, &plan).isOk());
+          ASSERT_TRUE(planOps(rs->shape, {PlanOp{&op, FifoChoice{pc.algo, pc.proto, 0}}}, &plan).isOk());
           std::vector<Program> progs;
           std::vector<int> chans;
           std::set<std::tuple<int, int, int>> sends, recvs;
@@ -106,12 +104,12 @@ TEST(Planner, SendRecvPairsMeetOnOneChannel) {
     for (int a = 0; a < n; ++a) {
       for (int b = 0; b < n; ++b) {
         if (a == b) continue;
-        RankShape sa = shapeFor(n, a, 3), sb = shapeFor(n, b, 3);
+        std::unique_ptr<RankShape> sa = shapeFor(n, a, 3), sb = shapeFor(n, b, 3);
         PendingOp send{CollKind::kSend, nullptr, nullptr, 5000, DType::kInt32, ReduceOp{}, b};
         PendingOp recv{CollKind::kRecv, nullptr, nullptr, 5000, DType::kInt32, ReduceOp{}, a};
         Plan ps, pr;
-        ASSERT_TRUE(planOps(sa.shape, {PlanOp{&send, FifoChoice{}}}, &ps).isOk());
-        ASSERT_TRUE(planOps(sb.shape, {PlanOp{&recv, FifoChoice{}}}, &pr).isOk());
+        ASSERT_TRUE(planOps(sa->shape, {PlanOp{&send, FifoChoice{}}}, &ps).isOk());
+        ASSERT_TRUE(planOps(sb->shape, {PlanOp{&recv, FifoChoice{}}}, &pr).isOk());
         ASSERT_EQ(ps.works.size(), 1u);
         ASSERT_EQ(pr.works.size(), 1u);
         EXPECT_EQ(ps.works[0].channel, pr.works[0].channel);

@@ -38,11 +38,22 @@ struct SimpleProto {
   BRAID_HOST_DEVICE static void sendPublish(const Cta&, const WorkDesc&, const ConnSlot&, size_t) {}
 };
 
-struct LlProto {
-  static constexpr ProtoId kId = ProtoId::kLL;
+// What both line protocols share: the lines live in the FIFO's LL area and their payload in the item's staging,
+// except over a connector whose messages arrive whole, where the Simple slot is the message.
+struct LinesProtoBase {
   BRAID_HOST_DEVICE static bool recvReady(const ConnSlot& rc) {
     return !rc.wholeMessages || rc.view.recvReady(*rc.cursor);
   }
+  BRAID_HOST_DEVICE static const char* recvSrc(const WorkDesc& w, const ConnSlot& rc) {
+    return rc.wholeMessages ? rc.view.recvSlot(*rc.cursor) : w.llRecv;
+  }
+  BRAID_HOST_DEVICE static char* sendDst(const WorkDesc& w, const ConnSlot& sc) {
+    return sc.wholeMessages ? sc.view.sendSlot(*sc.cursor) : w.llSend;
+  }
+};
+
+struct LlProto : LinesProtoBase {
+  static constexpr ProtoId kId = ProtoId::kLL;
   template <class Cta>
   BRAID_HOST_DEVICE static bool recvArrived(const Cta& cta, const WorkDesc& w, ItemState& st, const ConnSlot& rc,
                                             size_t msgBytes) {
@@ -53,12 +64,6 @@ struct LlProto {
     if constexpr (Cta::kSerial) return llTryReadMessage(lines, w.llRecv, msgBytes, flag, &st.llLinesDone);
     return llTryReadMessageLines(lines, w.llRecv, msgBytes, flag, static_cast<size_t>(cta.tid()),
                                  static_cast<size_t>(cta.nthreads()));
-  }
-  BRAID_HOST_DEVICE static const char* recvSrc(const WorkDesc& w, const ConnSlot& rc) {
-    return rc.wholeMessages ? rc.view.recvSlot(*rc.cursor) : w.llRecv;
-  }
-  BRAID_HOST_DEVICE static char* sendDst(const WorkDesc& w, const ConnSlot& sc) {
-    return sc.wholeMessages ? sc.view.sendSlot(*sc.cursor) : w.llSend;
   }
   template <class Cta>
   BRAID_HOST_DEVICE static void sendPublish(const Cta& cta, const WorkDesc& w, const ConnSlot& sc, size_t msgBytes) {
@@ -74,11 +79,8 @@ struct LlProto {
   }
 };
 
-struct Ll128Proto {
+struct Ll128Proto : LinesProtoBase {
   static constexpr ProtoId kId = ProtoId::kLL128;
-  BRAID_HOST_DEVICE static bool recvReady(const ConnSlot& rc) {
-    return !rc.wholeMessages || rc.view.recvReady(*rc.cursor);
-  }
   template <class Cta>
   BRAID_HOST_DEVICE static bool recvArrived(const Cta& cta, const WorkDesc& w, ItemState&, const ConnSlot& rc,
                                             size_t msgBytes) {
@@ -94,12 +96,6 @@ struct Ll128Proto {
       memcpy(w.llRecv + off, lines[i].data, len);
     }
     return true;
-  }
-  BRAID_HOST_DEVICE static const char* recvSrc(const WorkDesc& w, const ConnSlot& rc) {
-    return rc.wholeMessages ? rc.view.recvSlot(*rc.cursor) : w.llRecv;
-  }
-  BRAID_HOST_DEVICE static char* sendDst(const WorkDesc& w, const ConnSlot& sc) {
-    return sc.wholeMessages ? sc.view.sendSlot(*sc.cursor) : w.llSend;
   }
   template <class Cta>
   BRAID_HOST_DEVICE static void sendPublish(const Cta& cta, const WorkDesc& w, const ConnSlot& sc, size_t msgBytes) {

@@ -19,6 +19,7 @@
 #endif
 
 #include "src/backends/common/direct_engine.h"
+#include "src/backends/cpu/host_cta.h"
 #include "src/common/logging.h"
 #include "src/common/wait.h"
 
@@ -76,23 +77,6 @@ void streamFence() {
 inline bool reached(uint32_t value, uint32_t gen) {
   return genReached(value, gen);
 }
-
-// The direct executor's CTA and data paths: the calling thread, with the SIMD loops.
-struct HostCta {
-  static constexpr bool kSerial = true;
-  int tid() const { return 0; }
-  int nthreads() const { return 1; }
-  void sync() const {}
-  bool syncAll(bool v) const { return v; }
-};
-struct HostDataEnv {
-  void reduce(const HostCta&, const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post) {
-    reduceInto(op, dst, peer, local, n, post);
-  }
-  void copyLocal(const HostCta&, const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
-    braid::copyLocal(op, dst, src, n, post);
-  }
-};
 
 struct SegmentInfo {
   int32_t pid = 0;
@@ -401,7 +385,7 @@ Status DirectGroup::runSteps(const DirectRequest& req) {
       tile.at = at;
       tile.len = len;
       tile.acc = acc;
-      HostDataEnv env;
+      HostDataOps env;
       directReduceTile(HostCta{}, env, tile);
       for (int d = d0; d < d1; ++d) {
         char* dst = dsts[static_cast<size_t>(d)] + (s.dstOffset + t) * es;

@@ -1,6 +1,7 @@
 #include "src/backends/cpu/executor.h"
 
 #include "src/backends/common/step_engine.h"
+#include "src/backends/cpu/host_cta.h"
 
 #include <sched.h>
 #include <time.h>
@@ -14,30 +15,10 @@
 namespace braid {
 namespace {
 
-// The CPU backend's CTA: the calling thread alone. Its barriers are nothing, so the step engine runs exactly the
-// sequence of a plain loop.
-struct HostCta {
-  static constexpr bool kSerial = true;
-  int tid() const { return 0; }
-  int nthreads() const { return 1; }
-  void sync() const {}
-  bool syncAll(bool v) const { return v; }
-};
-
-// What the step engine asks of the CPU backend: network progress on the waiting thread, and the SIMD data paths.
-struct HostEnv {
+struct HostEnv : HostDataOps {
   static Connector* conn(const ConnSlot& c) { return static_cast<Connector*>(c.owner); }
   void drive(const ConnSlot& c) { conn(c)->drive(); }
   void released(const ConnSlot& c) { conn(c)->release(); }
-  void reduce(const HostCta&, const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post) {
-    reduceInto(op, dst, peer, local, n, post);
-  }
-  void copyLocal(const HostCta&, const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
-    braid::copyLocal(op, dst, src, n, post);
-  }
-  void copy(const HostCta&, void* dst, const void* src, size_t bytes) {
-    if (dst != src && bytes != 0) memcpy(dst, src, bytes);
-  }
 };
 
 void markAllAborted(const std::vector<ChannelWork*>& works) {

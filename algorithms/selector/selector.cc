@@ -1,0 +1,283 @@
+#include "algorithms/selector/selector.h"
+
+#include <algorithm>
+#include <string>
+
+#include "src/common/logging.h"
+
+namespace braid {
+namespace {
+
+// What each collective is to the selector: its NCCL_ALGO name, and its direct schedule when it has one.
+struct KindInfo {
+  CollKind kind;
+  FilterColl filter;
+  bool direct;
+  DirectCollective directColl;  // all-reduce: the shot is chosen at run time
+};
+
+constexpr KindInfo kKinds[] = {
+    {CollKind::kAllReduce, FilterColl::kAllReduce, true, DirectCollective::kAllReduceOneShot},
+    {CollKind::kBroadcast, FilterColl::kBroadcast, false, DirectCollective::kAllReduceOneShot},
+    {CollKind::kReduce, FilterColl::kReduce, false, DirectCollective::kAllReduceOneShot},
+    {CollKind::kAllGather, FilterColl::kAllGather, true, DirectCollective::kAllGather},
+    {CollKind::kReduceScatter, FilterColl::kReduceScatter, true, DirectCollective::kReduceScatter},
+};
+
+const KindInfo* kindInfo(CollKind kind) {
+  for (const KindInfo& k : kKinds) {
+    if (k.kind == kind) return &k;
+  }
+  return nullptr;  // send, receive and all-to-all
+}
+
+constexpr int kRingAlgo = static_cast<int>(AlgoId::kRing);
+constexpr int kNvlsAlgo = static_cast<int>(AlgoId::kNvls);
+constexpr int kTreeAlgo = static_cast<int>(AlgoId::kTree);
+constexpr int kNvlsTreeAlgo = static_cast<int>(AlgoId::kNvlsTree);
+constexpr int kLlProto = static_cast<int>(ProtoId::kLL);
+constexpr int kSimpleProto = static_cast<int>(ProtoId::kSimple);
+
+}  // namespace
+
+bool filterCollOf(CollKind kind, FilterColl* out) {
+  const KindInfo* k = kindInfo(kind);
+  if (k != nullptr) *out = k->filter;
+  return k != nullptr;
+}
+
+bool directCollOf(CollKind kind, DirectCollective* out) {
+  const KindInfo* k = kindInfo(kind);
+  if (k == nullptr || !k->direct) return false;
+  *out = k->directColl;
+  return true;
+}
+
+bool treeImplemented(CollKind kind) {
+  return kind == CollKind::kAllReduce || kind == CollKind::kReduce || kind == CollKind::kBroadcast;
+}
+
+const Selector::Decision& Selector::decide(CollKind kind, size_t bytes) const {
+  // Both choices depend only on the collective and its size (everything else is fixed at init), so a small
+  // direct-mapped cache keeps the model off the latency path of repeated operations.
+  const size_t slot = (bytes * 31 + static_cast<size_t>(kind)) % kCacheSize;
+  Decision& d = cache_[slot];
+  if (!d.valid || d.kind != kind || d.bytes != bytes) {
+    d.kind = kind;
+    d.bytes = bytes;
+    d.fifo = computeFifo(kind, bytes);
+    d.direct = computeDirect(kind, bytes, d.fifo);
+    d.nvlsTree = computeNvlsTree(kind, bytes, d.fifo);
+    d.valid = true;
+  }
+  return d;
+}
+
+double Selector::predictUs(FilterColl fc, AlgoId a, ProtoId p, size_t bytes) const {
+  if (c_.nNodes > 1) return c_.costs.predictAcrossHostsUs(fc, a, p, c_.nranks, c_.net, bytes);
+  return c_.costs.predictUs(fc, a, p, c_.nranks, c_.cpus, bytes);
+}
+
+FifoChoice Selector::computeFifo(CollKind kind, size_t bytes) const {
+  FifoChoice best;
+  FilterColl fc;
+  if (!filterCollOf(kind, &fc)) {
+    // Send and receive: NCCL's rule, LL up to NCCL_P2P_LL_THRESHOLD bytes, within NCCL_PROTO's default entry.
+    const bool llOk = c_.proto.allowsDefault(kLlProto);
+    const bool simpleOk = c_.proto.allowsDefault(kSimpleProto);
+    best.proto = llOk && (bytes <= c_.p2pLlThreshold || !simpleOk) ? ProtoId::kLL : ProtoId::kSimple;
+    return best;
+  }
+  int pinProto = -1;
+  const int pin = c_.costs.pinned(fc, bytes, &pinProto);
+  const bool treeOk = treeImplemented(kind) && c_.algo.allows(fc, kTreeAlgo);
+  const bool ringOk = c_.algo.allows(fc, kRingAlgo);
+  bool useRing = ringOk, useTree = treeOk;
+  // Deterministic mode: the ring all-reduce's order per element depends on the chunking, a tree's does not.
+  if (treeOk && ((c_.deterministic && kind == CollKind::kAllReduce) || !ringOk || pin == kTreeAlgo)) {
+    useRing = false;
+  } else if (ringOk && (!treeOk || pin == kRingAlgo)) {
+    useTree = false;
+  }
+  bool useLl = c_.proto.allows(fc, kLlProto), useSimple = c_.proto.allows(fc, kSimpleProto);
+  if (pinProto == kLlProto && useLl) useSimple = false;
+  if (pinProto == kSimpleProto && useSimple) useLl = false;
+  best.predictedUs = -1;
+  for (AlgoId a : {AlgoId::kRing, AlgoId::kTree}) {
+    if (!(a == AlgoId::kRing ? useRing : useTree)) continue;
+    for (ProtoId p : {ProtoId::kSimple, ProtoId::kLL}) {  // a tie keeps Simple
+      if (!(p == ProtoId::kLL ? useLl : useSimple)) continue;
+      const double t = predictUs(fc, a, p, bytes);
+      if (best.predictedUs < 0 || t < best.predictedUs) best = FifoChoice{a, p, t};
+    }
+  }
+  return best;
+}
+
+bool Selector::useBruck(size_t bytesPerPeer) const {
+  if (c_.nranks < 2) return false;
+  // Cached like the other decisions (the collective and its size decide).
+  Decision& d = cache_[(bytesPerPeer * 31 + static_cast<size_t>(CollKind::kAlltoAll)) % kCacheSize];
+  // With TUNING logs on, every call prices the alternatives again so each one is logged.
+  if (d.valid && d.kind == CollKind::kAlltoAll && d.bytes == bytesPerPeer && !logEnabled(LogLevel::kInfo, kLogTuning)) {
+    return d.direct;
+  }
+  d.valid = true;
+  d.kind = CollKind::kAlltoAll;
+  d.bytes = bytesPerPeer;
+  d.direct = computeBruck(bytesPerPeer);
+  return d.direct;
+}
+
+bool Selector::computeBruck(size_t bytesPerPeer) const {
+  int algo = c_.alltoAllForced;
+  const char* why = "BRAID_ALLTOALL_ALGO";
+  if (algo < 0) {
+    algo = c_.costs.pinnedAlltoAll(bytesPerPeer);
+    why = "pinned";
+  }
+  const double pairwise = c_.costs.predictAlltoAllUs(AlltoAllAlgo::kPairwise, c_.nranks, c_.cpus, bytesPerPeer);
+  const double bruck = c_.costs.predictAlltoAllUs(AlltoAllAlgo::kBruck, c_.nranks, c_.cpus, bytesPerPeer);
+  if (algo < 0) {
+    algo = static_cast<int>(bruck < pairwise ? AlltoAllAlgo::kBruck : AlltoAllAlgo::kPairwise);
+    why = "model";
+  }
+  BRAID_INFO(kLogTuning, "alltoall %zu bytes per peer, %d ranks: pairwise %.1f us, bruck %.1f us -> %s (%s, costs: %s)",
+             bytesPerPeer, c_.nranks, pairwise, bruck, alltoAllAlgoName(static_cast<AlltoAllAlgo>(algo)), why,
+             c_.costs.source().c_str());
+  return algo == static_cast<int>(AlltoAllAlgo::kBruck);
+}
+
+bool Selector::computeDirect(CollKind kind, size_t bytes, const FifoChoice& fifo) const {
+  DirectCollective dc;
+  FilterColl fc;
+  // NVLS runs Simple only, as in NCCL.
+  if (!direct_ || !directCollOf(kind, &dc) || !filterCollOf(kind, &fc) || !c_.algo.allows(fc, kNvlsAlgo) ||
+      !c_.proto.allows(fc, kSimpleProto)) {
+    return false;
+  }
+  // A pin to an algorithm that is allowed and runs on the FIFO path takes the operation there.
+  const int pin = c_.costs.pinned(fc, bytes);
+  const bool treeOk = treeImplemented(kind) && c_.algo.allows(fc, kTreeAlgo);
+  const bool ringOk = c_.algo.allows(fc, kRingAlgo);
+  if ((pin == kRingAlgo && ringOk) || (pin == kTreeAlgo && treeOk)) return false;
+  if (pin == kNvlsAlgo || c_.deterministic) return true;
+  if (!treeOk && !ringOk) return true;
+  // Otherwise the model: NVLS unless a FIFO-path choice is predicted faster.
+  const double nvls = c_.costs.predictUs(fc, AlgoId::kNvls, ProtoId::kSimple, c_.nranks, c_.cpus, bytes);
+  return nvls <= fifo.predictedUs;
+}
+
+bool Selector::computeNvlsTree(CollKind kind, size_t bytes, const FifoChoice& fifo) const {
+  if (!nvlsTreeUs_ || kind != CollKind::kAllReduce || c_.nranks < 2) return false;
+  const FilterColl fc = FilterColl::kAllReduce;
+  if (!c_.algo.allows(fc, kNvlsTreeAlgo) || !c_.proto.allows(fc, kSimpleProto)) return false;
+  const int pin = c_.costs.pinned(fc, bytes);
+  if (pin == kNvlsTreeAlgo) return true;
+  const bool ringOk = c_.algo.allows(fc, kRingAlgo);
+  const bool treeOk = c_.algo.allows(fc, kTreeAlgo);
+  if ((pin == kRingAlgo && ringOk) || (pin == kTreeAlgo && treeOk)) return false;
+  if (!ringOk && !treeOk) return true;
+  // Hosts that share one machine's CPUs: only when forced or pinned. Between network namespaces on 2 cores it
+  // measured 3-8x slower than the model predicts (docs/networks.md): the model's host costs assume each host's
+  // ranks have its CPUs to themselves.
+  if (c_.hostsShareCpus) return false;
+  return nvlsTreeUs_(bytes) < fifo.predictedUs;
+}
+
+void Selector::logTuning(CollKind kind, size_t bytes, AlgoId chosen, ProtoId proto) const {
+  FilterColl fc;
+  if (!logEnabled(LogLevel::kInfo, kLogTuning) || !filterCollOf(kind, &fc)) return;
+  std::string alternatives;
+  DirectCollective dc;
+  for (AlgoId a : {AlgoId::kRing, AlgoId::kTree, AlgoId::kNvls, AlgoId::kNvlsTree}) {
+    const bool nvlsTree = a == AlgoId::kNvlsTree && nvlsTreeUs_ && kind == CollKind::kAllReduce;
+    const bool implemented = a == AlgoId::kRing || (a == AlgoId::kTree && treeImplemented(kind)) ||
+                             (a == AlgoId::kNvls && direct_ && directCollOf(kind, &dc)) || nvlsTree;
+    if (!implemented || !c_.algo.allows(fc, static_cast<int>(a))) continue;
+    const bool simpleOnly = a == AlgoId::kNvls || a == AlgoId::kNvlsTree;
+    for (ProtoId p : {ProtoId::kLL, ProtoId::kSimple}) {
+      if (!c_.proto.allows(fc, static_cast<int>(p)) || (simpleOnly && p != ProtoId::kSimple)) continue;
+      alternatives += strPrintf("%s%s/%s %.1f us", alternatives.empty() ? "" : ", ", algoName(a), protoName(p),
+                                nvlsTree ? nvlsTreeUs_(bytes) : predictUs(fc, a, p, bytes));
+    }
+  }
+  BRAID_INFO(kLogTuning, "%s %zu bytes, %d ranks: %s -> %s/%s (costs: %s%s%s)", filterCollName(fc), bytes, c_.nranks,
+             alternatives.c_str(), algoName(chosen), protoName(proto), c_.costs.source().c_str(),
+             c_.costs.pinned(fc, bytes) >= 0 ? ", pinned" : "", c_.deterministic ? ", deterministic" : "");
+}
+
+bool Selector::fifoPathAllowed(CollKind kind) const {
+  FilterColl fc;
+  if (!filterCollOf(kind, &fc)) return true;
+  const bool proto = c_.proto.allows(fc, kLlProto) || c_.proto.allows(fc, kSimpleProto);
+  return proto && (c_.algo.allows(fc, kRingAlgo) || (treeImplemented(kind) && c_.algo.allows(fc, kTreeAlgo)));
+}
+
+Status Selector::nvlsOnlyError(CollKind kind) const {
+  FilterColl fc = FilterColl::kAllReduce;
+  filterCollOf(kind, &fc);
+  return invalidUsage(
+      "NCCL_ALGO=\"%s\" allows only NVLS for %s, which needs every rank's buffers reachable by every other "
+      "rank: allocate them with ncclMemAlloc (or run the ranks as threads of one process)",
+      c_.algo.setting.c_str(), filterCollName(fc));
+}
+
+Status Selector::checkAlgorithms(CollKind kind) const {
+  FilterColl fc;
+  // One rank moves nothing between ranks: every algorithm and protocol is the same local copy (as in NCCL).
+  if (c_.nranks == 1 || !filterCollOf(kind, &fc)) return Status::ok();
+  DirectCollective dc;
+  const bool nvls = direct_ && directCollOf(kind, &dc);
+  const bool tree = treeImplemented(kind);
+  const bool nvlsTree = nvlsTreeUs_ && kind == CollKind::kAllReduce;
+  const char* nvlsTreeNote =
+      "; NVLSTree runs all-reduce over several hosts with the same number of ranks (at least 2) on each, sharing "
+      "memory inside them";
+  const char* nvlsNote = !direct_ ? "; NVLS needs every rank on one host, sharing memory" : "";
+  if (!c_.algo.allows(fc, kRingAlgo) && !(nvls && c_.algo.allows(fc, kNvlsAlgo)) &&
+      !(tree && c_.algo.allows(fc, kTreeAlgo)) && !(nvlsTree && c_.algo.allows(fc, kNvlsTreeAlgo))) {
+    return invalidUsage(
+        "NCCL_ALGO=\"%s\" leaves no algorithm for %s on this communicator: braid implements Ring%s%s%s here (PAT "
+        "and CollNet are not built yet%s%s)",
+        c_.algo.setting.c_str(), filterCollName(fc), tree ? ", Tree" : "", nvls ? ", NVLS" : "",
+        nvlsTree ? ", NVLSTree" : "", nvlsNote, nvlsTree ? "" : nvlsTreeNote);
+  }
+  const bool fifoProto = c_.proto.allows(fc, kLlProto) || c_.proto.allows(fc, kSimpleProto);
+  const bool fifoAlgo = c_.algo.allows(fc, kRingAlgo) || (tree && c_.algo.allows(fc, kTreeAlgo));
+  const bool simple = c_.proto.allows(fc, kSimpleProto);
+  const bool nvlsOk = nvls && c_.algo.allows(fc, kNvlsAlgo) && simple;
+  const bool nvlsTreeOk = nvlsTree && c_.algo.allows(fc, kNvlsTreeAlgo) && simple;
+  if (!(fifoProto && fifoAlgo) && !nvlsOk && !nvlsTreeOk) {
+    return invalidUsage(
+        "NCCL_ALGO=\"%s\" with NCCL_PROTO=\"%s\" leaves nothing braid runs for %s: the host backend runs Ring%s "
+        "with LL or Simple%s%s (LL128 is defined for the CUDA backend only; PAT and CollNet are not built yet%s%s)",
+        c_.algo.setting.c_str(), c_.proto.setting.c_str(), filterCollName(fc), tree ? " and Tree" : "",
+        nvls ? ", and NVLS with Simple" : "", nvlsTree ? ", and NVLSTree with Simple" : "", nvlsNote,
+        nvlsTree ? "" : nvlsTreeNote);
+  }
+  return Status::ok();
+}
+
+Status Selector::dropLlForNetwork(size_t llChunkBytes, size_t slotBytes, int rank) {
+  const int ll = kLlProto, simple = kSimpleProto;
+  if (!c_.proto.base[static_cast<size_t>(simple)] ||
+      std::any_of(c_.proto.allowed.begin(), c_.proto.allowed.end(),
+                  [&](const std::array<bool, 8>& a) { return !a[static_cast<size_t>(simple)]; })) {
+    return invalidUsage(
+        "NCCL_PROTO=\"%s\" leaves a collective without Simple, but this communicator has ranks on other hosts and "
+        "an LL chunk (%zu bytes) does not fit a network message slot (%zu bytes): raise NCCL_BUFFSIZE or lower "
+        "NCCL_LL_BUFFSIZE",
+        c_.proto.setting.c_str(), llChunkBytes, slotBytes);
+  }
+  BRAID_INFO(kLogInit,
+             "rank %d: LL off: its %zu-byte chunks do not fit %zu-byte network slots (NCCL_BUFFSIZE, "
+             "NCCL_LL_BUFFSIZE)",
+             rank, llChunkBytes, slotBytes);
+  c_.proto.base[static_cast<size_t>(ll)] = false;
+  for (std::array<bool, 8>& a : c_.proto.allowed) a[static_cast<size_t>(ll)] = false;
+  invalidate();
+  return Status::ok();
+}
+
+}  // namespace braid

@@ -1,0 +1,125 @@
+// The algorithm selector of one communicator: for each collective and size, the FIFO path's algorithm and protocol
+// (ring or tree, LL or Simple), and whether the NVLS-style (direct) path or NVLSTree takes it instead; for an
+// all-to-all, pairwise or log-step. NCCL_ALGO / NCCL_PROTO restrict the choice, BRAID_TUNING_FILE pins or re-prices
+// it, and the cost model decides the rest. Every input is agreed between the ranks at init, so every rank makes
+// the same choice. Decisions depend only on the collective and its size and are cached.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "algorithms/direct/direct.h"
+#include "algorithms/selector/algo_filter.h"
+#include "algorithms/selector/cost_model.h"
+#include "src/common/coll_types.h"
+#include "src/common/status.h"
+
+namespace braid {
+
+// The FIFO path's choice (send/recv: the protocol only), with its predicted time.
+struct FifoChoice {
+  AlgoId algo = AlgoId::kRing;
+  ProtoId proto = ProtoId::kSimple;
+  double predictedUs = 0;
+};
+
+// The NCCL_ALGO name of a collective (false for send, receive and all-to-all).
+bool filterCollOf(CollKind kind, FilterColl* out);
+// The direct schedule of a collective (false when it has none; all-reduce's shot is chosen at run time).
+bool directCollOf(CollKind kind, DirectCollective* out);
+// Whether braid has a tree schedule for the collective.
+bool treeImplemented(CollKind kind);
+
+// What the ranks agreed on at init.
+struct SelectorConfig {
+  int nranks = 1;
+  int nNodes = 1;
+  int cpus = 1;                 // the fewest CPUs any rank's process may use
+  NetShape net;                 // nNodes > 1: the network between hosts
+  bool deterministic = false;   // BRAID_DETERMINISTIC
+  bool hostsShareCpus = false;  // several hosts on one machine's CPUs
+  size_t p2pLlThreshold = 0;    // NCCL_P2P_LL_THRESHOLD
+  int alltoAllForced = -1;      // BRAID_ALLTOALL_ALGO as an AlltoAllAlgo; -1: the model
+  Filter algo;                  // NCCL_ALGO
+  Filter proto;                 // NCCL_PROTO
+  CostModel costs;              // BRAID_TUNING_FILE, or built-in figures
+};
+
+class Selector {
+ public:
+  Selector() = default;
+  explicit Selector(SelectorConfig config) : c_(std::move(config)) {}
+
+  // What can run besides the FIFO path, known once the backend and NVLSTree's sub-communicators exist.
+  void setDirect(bool available) {
+    direct_ = available;
+    invalidate();
+  }
+  // NVLSTree's predicted time for an all-reduce of n bytes; empty when NVLSTree cannot run.
+  void setNvlsTree(std::function<double(size_t)> predictUs) {
+    nvlsTreeUs_ = std::move(predictUs);
+    invalidate();
+  }
+  bool nvlsTreeAvailable() const { return static_cast<bool>(nvlsTreeUs_); }
+
+  FifoChoice chooseFifo(CollKind kind, size_t bytes) const { return decide(kind, bytes).fifo; }
+  bool directWanted(CollKind kind, size_t bytes) const { return decide(kind, bytes).direct; }
+  bool nvlsTreeWanted(CollKind kind, size_t bytes) const { return decide(kind, bytes).nvlsTree; }
+  // Whether an all-to-all of `bytesPerPeer` runs the log-step (Bruck) schedule.
+  bool useBruck(size_t bytesPerPeer) const;
+
+  // Whether NCCL_ALGO / NCCL_PROTO leave an algorithm and protocol braid implements for `kind`; an error names the
+  // setting and what is missing. Send/receive always pass.
+  Status checkAlgorithms(CollKind kind) const;
+  // Whether NCCL_ALGO leaves an algorithm on the FIFO path (ring, or tree where it exists) for `kind`.
+  bool fifoPathAllowed(CollKind kind) const;
+  // The error when only NVLS is allowed and some rank's buffers are not reachable by the others.
+  Status nvlsOnlyError(CollKind kind) const;
+
+  // The cost model's prediction for this communicator (across hosts: the network model).
+  double predictUs(FilterColl fc, AlgoId a, ProtoId p, size_t bytes) const;
+  // NCCL_DEBUG_SUBSYS=TUNING: the predicted time of every allowed algorithm and the choice.
+  void logTuning(CollKind kind, size_t bytes, AlgoId chosen, ProtoId proto) const;
+
+  // Network peers whose Simple slots cannot carry an LL chunk: LL leaves the protocol filter (an error when a
+  // collective would be left without Simple).
+  Status dropLlForNetwork(size_t llChunkBytes, size_t slotBytes, int rank);
+
+  const SelectorConfig& config() const { return c_; }
+  // NVLSTree's agreement at init: every rank takes the slowest network and the fewest CPUs.
+  void setNet(const NetShape& net) {
+    c_.net = net;
+    invalidate();
+  }
+  void setCpus(int cpus) {
+    c_.cpus = cpus;
+    invalidate();
+  }
+
+ private:
+  struct Decision {
+    bool valid = false;
+    CollKind kind = CollKind::kAllReduce;
+    size_t bytes = 0;
+    FifoChoice fifo;
+    bool direct = false;    // NVLS; for an all-to-all entry, the log-step schedule
+    bool nvlsTree = false;  // across hosts: NVLS-style inside each host, the network between
+  };
+  static constexpr size_t kCacheSize = 16;
+  const Decision& decide(CollKind kind, size_t bytes) const;
+  FifoChoice computeFifo(CollKind kind, size_t bytes) const;
+  bool computeDirect(CollKind kind, size_t bytes, const FifoChoice& fifo) const;
+  bool computeNvlsTree(CollKind kind, size_t bytes, const FifoChoice& fifo) const;
+  bool computeBruck(size_t bytesPerPeer) const;
+  void invalidate() {
+    for (Decision& d : cache_) d.valid = false;
+  }
+
+  SelectorConfig c_;
+  bool direct_ = false;
+  std::function<double(size_t)> nvlsTreeUs_;
+  mutable Decision cache_[kCacheSize];
+};
+
+}  // namespace braid

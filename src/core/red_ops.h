@@ -1,0 +1,37 @@
+// A communicator's reduction operators: the built-in ones (ncclSum .. ncclAvg) and those made by
+// ncclRedOpCreatePreMulSum, resolved into the ReduceOp a collective carries. Thread-safe: ops may be created and
+// destroyed from any thread while collectives resolve others.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "src/common/coll_types.h"
+#include "src/common/dtype.h"
+#include "src/common/status.h"
+
+namespace braid {
+
+// A user-created reduction operator (ncclRedOpCreatePreMulSum).
+struct UserRedOp {
+  bool live = false;
+  DType dtype = DType::kFloat32;
+  bool immediate = true;            // ncclScalarHostImmediate: scalar captured at creation
+  uint64_t scalarBits = 0;          // immediate value
+  const void* scalarPtr = nullptr;  // ncclScalarDevice: read at each launch (host memory on host comms)
+};
+
+class RedOpTable {
+ public:
+  // The ReduceOp of `op` (ncclRedOp_t's value) for `dtype` on `nranks` ranks; errors name the op.
+  Result<ReduceOp> resolve(int op, DType dtype, int nranks) const;
+  Result<int> createPreMulSum(const void* scalar, DType dtype, bool immediate);
+  Status destroy(int op);
+
+ private:
+  std::vector<UserRedOp> ops_;
+  mutable std::mutex mu_;
+};
+
+}  // namespace braid
