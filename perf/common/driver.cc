@@ -129,7 +129,17 @@ class ThreadRunner {
     }
     const double avgBusBw = averageBusBw(rows);
     if (failedChecks != 0) s_.raiseStatus(kStatusWrong);
-    if (isReporter()) finishReport(rows, failedChecks, avgBusBw);
+    if (isReporter()) {
+      // Test hook (BRAID_PERF_REPORT_DELAY_MS): a slow reporter, so a test sees that no rank exits before it.
+      if (const char* d = std::getenv("BRAID_PERF_REPORT_DELAY_MS"); d != nullptr && *d != '\0') {
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
+      }
+      finishReport(rows, failedChecks, avgBusBw);
+      std::fflush(stdout);
+    }
+    // No rank leaves before the report is out: a launcher that stops the others once one rank exits non-zero
+    // (braidrun, mpirun; exit status 1 for wrong values) would otherwise cut the reporter's last rows and footer.
+    sumOverRanks(std::vector<int64_t>(ranks_.size(), 0));
 
     if (!comms_->close(&error)) fail(s_, firstRank_, error);
     comms_.reset();

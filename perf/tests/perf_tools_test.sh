@@ -447,6 +447,11 @@ PY
     report "device buffers are copied and streams synchronized" "$problems" 0
     check "a wrong value on device buffers is counted" all_reduce_perf "$rows" 1 env BRAID_PERF_INJECT_WRONG=1 \
       "${dev[@]}" "${L2[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}"
+    # Regression: rank 1 (wrong values, exit status 1) must not leave before the reporter has written its last rows
+    # and footer; braidrun stops the others once one rank fails, which used to cut them (1 run in 30).
+    check "the report is whole when another rank exits with wrong values" all_reduce_perf "$rows" 1 env \
+      BRAID_PERF_INJECT_WRONG=1 BRAID_PERF_REPORT_DELAY_MS=500 "${dev[@]}" "${L2[@]}" "$perfdir/all_reduce_perf" \
+      --buffers device "${args[@]}"
     # auto: braid runs on host memory, so the buffers stay there, no CUDA context is made, and the header says why.
     : >"$log"
     check "auto keeps host buffers for host communicators" all_reduce_perf "$rows" 0 "${dev[@]}" "${L2[@]}" \

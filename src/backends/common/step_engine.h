@@ -90,13 +90,7 @@ BRAID_HOST_DEVICE bool tryStep(const Cta& cta, Env& env, ChannelWorkDesc& ch, co
   const int32_t si = w.sendConn[st.step];
   ConnSlot* rc = ri >= 0 ? &ch.conns[ri] : nullptr;
   ConnSlot* sc = si >= 0 ? &ch.conns[si] : nullptr;
-  const StepShape sh = stepShape(s.op);
-  size_t inOff = 0, outOff = 0, n = 0;
-  w.prog.blockRange(st.tile, s.block, 0, &inOff, &n);
-  w.prog.blockRange(st.tile, s.block, 1, &outOff, &n);
-  const size_t bytes = n * w.elemSize;
-  const size_t msgBytes = sh.packed ? bytes * w.prog.packSize(s.block) : bytes;
-
+  // Readiness first: a step polled many times before its slots are there computes nothing else.
   bool ready = true;
   if (cta.tid() == 0) {
     if (sc != nullptr) env.drive(*sc);
@@ -104,6 +98,13 @@ BRAID_HOST_DEVICE bool tryStep(const Cta& cta, Env& env, ChannelWorkDesc& ch, co
     ready = (sc == nullptr || sc->view.sendReady(*sc->cursor)) && (rc == nullptr || Proto::recvReady(*rc));
   }
   if (!cta.syncAll(ready)) return false;
+
+  const StepShape sh = stepShape(s.op);
+  size_t inOff = 0, outOff = 0, n = 0;
+  w.prog.blockRange(st.tile, s.block, 0, &inOff, &n);
+  w.prog.blockRange(st.tile, s.block, 1, &outOff, &n);
+  const size_t bytes = n * w.elemSize;
+  const size_t msgBytes = sh.packed ? bytes * w.prog.packSize(s.block) : bytes;
   if (rc != nullptr && !cta.syncAll(Proto::recvArrived(cta, w, st, *rc, msgBytes))) return false;
 
   const char* rs = rc != nullptr ? Proto::recvSrc(w, *rc) : nullptr;
