@@ -38,13 +38,20 @@ const char* filterCollName(FilterColl c) {
 }
 
 const std::vector<std::string>& algoNames() {
-  static const std::vector<std::string> names = {"Tree",     "Ring", "CollNetDirect", "CollNetChain", "NVLS",
-                                                 "NVLSTree", "PAT"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (int a = 0; a < kAlgos; ++a) v.push_back(algoName(static_cast<AlgoId>(a)));
+    return v;
+  }();
   return names;
 }
 
 const std::vector<std::string>& protoNames() {
-  static const std::vector<std::string> names = {"LL", "LL128", "Simple"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (int p = 0; p < kProtos; ++p) v.push_back(protoName(static_cast<ProtoId>(p)));
+    return v;
+  }();
   return names;
 }
 

@@ -38,7 +38,6 @@ size_t unitBytes(const PendingOp& op);
 struct Link {
   int channel, peer, lane;
   bool operator<(const Link& o) const;
-  bool operator==(const Link& o) const { return channel == o.channel && peer == o.peer && lane == o.lane; }
 };
 
 // The rings and trees a communicator's schedules follow (from the topology search, fixed at init).

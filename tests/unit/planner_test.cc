@@ -82,8 +82,12 @@ TEST(Planner, PlansOfEveryRankPassTheChecker) {
               EXPECT_EQ(w.outputScratchBytes, count * sizeof(float));
             }
             for (const Step& st : w.prog.steps) {
-              if (st.sendPeer >= 0) EXPECT_EQ(sends.count({w.channel, st.sendPeer, w.prog.lane}), 1u);
-              if (st.recvPeer >= 0) EXPECT_EQ(recvs.count({w.channel, st.recvPeer, w.prog.lane}), 1u);
+              if (st.sendPeer >= 0) {
+                EXPECT_EQ(sends.count({w.channel, st.sendPeer, w.prog.lane}), 1u);
+              }
+              if (st.recvPeer >= 0) {
+                EXPECT_EQ(recvs.count({w.channel, st.recvPeer, w.prog.lane}), 1u);
+              }
             }
             progs.push_back(w.prog);
             chans.push_back(w.channel);

@@ -335,6 +335,21 @@ void NetConn::release() {
   NetProxy::get().wake();
 }
 
+// Ranks `self` and `peer` talk through the network: different hosts, or NCCL_SHM_DISABLE=1 between processes of
+// one host.
+bool needsNetwork(const PeerInfo& self, const PeerInfo& peer) {
+  if (self.hostHash != peer.hostHash) return true;
+  return self.pid != peer.pid && params::ShmDisable() == 1;
+}
+
+// The bandwidth (GB/s) of the network device connections use, from its reported speed (10 Gb/s when it reports
+// none). An error when no network can be loaded (NCCL_NET names none, say).
+Result<double> netLinkGBps() {
+  BRAID_ASSIGN_OR_RETURN(net::NetModule * net, chosenNetwork());
+  BRAID_ASSIGN_OR_RETURN(net::NetProperties props, net->getProperties(0));
+  return props.speedMbps > 0 ? props.speedMbps / 8e3 : 10000 / 8e3;
+}
+
 class NetTransport : public Transport {
  public:
   const char* name() const override { return "net"; }
@@ -425,17 +440,6 @@ int pickNetDevice(const std::vector<int>& devNuma, const PeerInfo& self, int cha
   }
   const int n = static_cast<int>(near.size());
   return near[static_cast<size_t>(((self.rail + channel) % n + n) % n)];
-}
-
-bool needsNetwork(const PeerInfo& self, const PeerInfo& peer) {
-  if (self.hostHash != peer.hostHash) return true;
-  return self.pid != peer.pid && params::ShmDisable() == 1;
-}
-
-Result<double> netLinkGBps() {
-  BRAID_ASSIGN_OR_RETURN(net::NetModule * net, chosenNetwork());
-  BRAID_ASSIGN_OR_RETURN(net::NetProperties props, net->getProperties(0));
-  return props.speedMbps > 0 ? props.speedMbps / 8e3 : 10000 / 8e3;
 }
 
 Transport* netTransport() {

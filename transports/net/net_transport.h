@@ -22,21 +22,13 @@
 
 namespace braid {
 
-// The network transport, tried after in-process and shared memory.
-Transport* netTransport();
-
-// Whether ranks `self` and `peer` would talk through the network (different hosts, or NCCL_SHM_DISABLE=1 between
-// processes of one host).
-bool needsNetwork(const PeerInfo& self, const PeerInfo& peer);
+// The network transport itself is netTransport() (transports/transport.h); it answers which peers need it
+// (Transport::canConnect / isNetwork) and its link speed (Transport::linkGBps).
 
 // The network device a connection of `self` on `channel` uses: among the devices on self's NUMA node (all of
 // them when none is, or self is not placed), the one at (self.rail + channel) modulo their count, so a host's
 // ranks start on different devices and each rank's channels spread over them. devNuma[d] is device d's NUMA node
 // (-1 unknown).
 int pickNetDevice(const std::vector<int>& devNuma, const PeerInfo& self, int channel);
-
-// The bandwidth (GB/s) of the network device connections use, from its reported speed (10 Gb/s when it reports
-// none). An error when no network can be loaded (NCCL_NET names none, say).
-Result<double> netLinkGBps();
 
 }  // namespace braid

@@ -43,16 +43,29 @@ struct alignas(kLl128LineBytes) Ll128Line {
 };
 static_assert(sizeof(Ll128Line) == kLl128LineBytes, "an LL128 line is 128 bytes");
 
-// Host reference writer: payload first, then the flag with release. The last line is zero-padded.
-BRAID_HOST_DEVICE inline void ll128Write(Ll128Line* lines, const void* src, size_t bytes, uint32_t flag) {
-  const char* p = static_cast<const char*>(src);
-  for (size_t i = 0, n = ll128LineCount(bytes); i < n; ++i) {
-    const size_t off = i * kLl128DataBytesPerLine;
+// Line i of a `bytes` message from src: payload (zero-padded), then the flag with release.
+BRAID_HOST_DEVICE inline void ll128StoreLine(Ll128Line* lines, const void* src, size_t bytes, size_t i, uint32_t flag) {
+  const size_t off = i * kLl128DataBytesPerLine;
+  const size_t len = off >= bytes ? 0 : bytes - off < kLl128DataBytesPerLine ? bytes - off : kLl128DataBytesPerLine;
+  memset(lines[i].data, 0, sizeof(lines[i].data));
+  if (len != 0) memcpy(lines[i].data, static_cast<const char*>(src) + off, len);
+  storeRelease(&lines[i].flag, static_cast<uint64_t>(flag));
+}
+
+// Line i's payload into dst, if it carries `flag` (acquire); false otherwise.
+BRAID_HOST_DEVICE inline bool ll128LoadLine(const Ll128Line* lines, void* dst, size_t bytes, size_t i, uint32_t flag) {
+  if (loadAcquire(&lines[i].flag) != flag) return false;
+  const size_t off = i * kLl128DataBytesPerLine;
+  if (off < bytes) {
     const size_t len = bytes - off < kLl128DataBytesPerLine ? bytes - off : kLl128DataBytesPerLine;
-    memset(lines[i].data, 0, sizeof(lines[i].data));
-    memcpy(lines[i].data, p + off, len);
-    storeRelease(&lines[i].flag, static_cast<uint64_t>(flag));
+    memcpy(static_cast<char*>(dst) + off, lines[i].data, len);
   }
+  return true;
+}
+
+// Host reference writer: every line of the payload.
+BRAID_HOST_DEVICE inline void ll128Write(Ll128Line* lines, const void* src, size_t bytes, uint32_t flag) {
+  for (size_t i = 0, n = ll128LineCount(bytes); i < n; ++i) ll128StoreLine(lines, src, bytes, i, flag);
 }
 
 // Host reference reader: false (nothing written to dst) until every line carries `flag`.
@@ -61,11 +74,24 @@ BRAID_HOST_DEVICE inline bool ll128TryRead(const Ll128Line* lines, void* dst, si
   for (size_t i = 0; i < n; ++i) {
     if (loadAcquire(&lines[i].flag) != flag) return false;
   }
-  char* out = static_cast<char*>(dst);
-  for (size_t i = 0; i < n; ++i) {
-    const size_t off = i * kLl128DataBytesPerLine;
-    const size_t len = bytes - off < kLl128DataBytesPerLine ? bytes - off : kLl128DataBytesPerLine;
-    memcpy(out + off, lines[i].data, len);
+  for (size_t i = 0; i < n; ++i) ll128LoadLine(lines, dst, bytes, i, flag);
+  return true;
+}
+
+// FIFO messages for a CTA of several threads, as ll_ops.h's: each thread writes or reads the lines first,
+// first + stride, ... (a zero-byte message is its one empty line). A read returns whether every one of this
+// thread's lines carries `flag`; dst may hold a prefix on false.
+BRAID_HOST_DEVICE inline void ll128WriteMessageLines(Ll128Line* lines, const void* src, size_t bytes, uint32_t flag,
+                                                     size_t first, size_t stride) {
+  const size_t n = bytes == 0 ? 1 : ll128LineCount(bytes);
+  for (size_t i = first; i < n; i += stride) ll128StoreLine(lines, src, bytes, i, flag);
+}
+
+BRAID_HOST_DEVICE inline bool ll128TryReadMessageLines(const Ll128Line* lines, void* dst, size_t bytes, uint32_t flag,
+                                                       size_t first, size_t stride) {
+  const size_t n = bytes == 0 ? 1 : ll128LineCount(bytes);
+  for (size_t i = first; i < n; i += stride) {
+    if (!ll128LoadLine(lines, dst, bytes, i, flag)) return false;
   }
   return true;
 }

@@ -24,7 +24,6 @@
 namespace braid {
 
 struct SimpleProto {
-  static constexpr ProtoId kId = ProtoId::kSimple;
   BRAID_HOST_DEVICE static bool recvReady(const ConnSlot& rc) { return rc.view.recvReady(*rc.cursor); }
   template <class Cta>
   BRAID_HOST_DEVICE static bool recvArrived(const Cta&, const WorkDesc&, ItemState&, const ConnSlot&, size_t) {
@@ -53,7 +52,6 @@ struct LinesProtoBase {
 };
 
 struct LlProto : LinesProtoBase {
-  static constexpr ProtoId kId = ProtoId::kLL;
   template <class Cta>
   BRAID_HOST_DEVICE static bool recvArrived(const Cta& cta, const WorkDesc& w, ItemState& st, const ConnSlot& rc,
                                             size_t msgBytes) {
@@ -80,38 +78,20 @@ struct LlProto : LinesProtoBase {
 };
 
 struct Ll128Proto : LinesProtoBase {
-  static constexpr ProtoId kId = ProtoId::kLL128;
   template <class Cta>
   BRAID_HOST_DEVICE static bool recvArrived(const Cta& cta, const WorkDesc& w, ItemState&, const ConnSlot& rc,
                                             size_t msgBytes) {
     if (rc.wholeMessages) return true;
-    const Ll128Line* lines = reinterpret_cast<const Ll128Line*>(rc.view.llSlot(*rc.cursor));
-    const uint32_t flag = rc.view.llFlagNow(*rc.cursor);
-    const size_t n = msgBytes == 0 ? 1 : ll128LineCount(msgBytes);
-    for (size_t i = static_cast<size_t>(cta.tid()); i < n; i += static_cast<size_t>(cta.nthreads())) {
-      if (loadAcquire(&lines[i].flag) != flag) return false;
-      const size_t off = i * kLl128DataBytesPerLine;
-      if (off >= msgBytes) continue;
-      const size_t len = msgBytes - off < kLl128DataBytesPerLine ? msgBytes - off : kLl128DataBytesPerLine;
-      memcpy(w.llRecv + off, lines[i].data, len);
-    }
-    return true;
+    return ll128TryReadMessageLines(reinterpret_cast<const Ll128Line*>(rc.view.llSlot(*rc.cursor)), w.llRecv, msgBytes,
+                                    rc.view.llFlagNow(*rc.cursor), static_cast<size_t>(cta.tid()),
+                                    static_cast<size_t>(cta.nthreads()));
   }
   template <class Cta>
   BRAID_HOST_DEVICE static void sendPublish(const Cta& cta, const WorkDesc& w, const ConnSlot& sc, size_t msgBytes) {
     if (sc.wholeMessages) return;
-    Ll128Line* lines = reinterpret_cast<Ll128Line*>(sc.view.llSlot(*sc.cursor));
-    const uint32_t flag = sc.view.llFlagNow(*sc.cursor);
-    const size_t n = msgBytes == 0 ? 1 : ll128LineCount(msgBytes);
-    for (size_t i = static_cast<size_t>(cta.tid()); i < n; i += static_cast<size_t>(cta.nthreads())) {
-      const size_t off = i * kLl128DataBytesPerLine;
-      const size_t len = off >= msgBytes                           ? 0
-                         : msgBytes - off < kLl128DataBytesPerLine ? msgBytes - off
-                                                                   : kLl128DataBytesPerLine;
-      memset(lines[i].data, 0, sizeof(lines[i].data));
-      if (len != 0) memcpy(lines[i].data, w.llSend + off, len);
-      storeRelease(&lines[i].flag, static_cast<uint64_t>(flag));
-    }
+    ll128WriteMessageLines(reinterpret_cast<Ll128Line*>(sc.view.llSlot(*sc.cursor)), w.llSend, msgBytes,
+                           sc.view.llFlagNow(*sc.cursor), static_cast<size_t>(cta.tid()),
+                           static_cast<size_t>(cta.nthreads()));
   }
 };
 

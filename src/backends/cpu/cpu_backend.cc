@@ -95,7 +95,7 @@ Status CpuBackend::materialize(const FifoLaunch& launch) {
       return internalError("rank %d: planned work on channel %d of %zu", rank_, pw.channel, channels_.size());
     }
     WorkItem w;
-    w.prog = pw.prog;
+    w.prog = &pw.prog;
     w.input = static_cast<const char*>(pw.input);
     w.output = static_cast<char*>(pw.output);
     if (pw.outputScratchBytes > 0) {
@@ -111,13 +111,13 @@ Status CpuBackend::materialize(const FifoLaunch& launch) {
     } else if (pw.proto != ProtoId::kSimple) {
       return invalidUsage("rank %d: the host backend runs LL and Simple, not %s", rank_, protoName(pw.proto));
     }
-    const size_t n = w.prog.steps.size();
+    const size_t n = w.prog->steps.size();
     w.sendConn.assign(n, nullptr);
     w.recvConn.assign(n, nullptr);
     for (size_t s = 0; s < n; ++s) {
-      const Step& st = w.prog.steps[s];
-      if (st.sendPeer >= 0) w.sendConn[s] = launch.link(pw.channel, st.sendPeer, w.prog.lane, true);
-      if (st.recvPeer >= 0) w.recvConn[s] = launch.link(pw.channel, st.recvPeer, w.prog.lane, false);
+      const Step& st = w.prog->steps[s];
+      if (st.sendPeer >= 0) w.sendConn[s] = launch.link(pw.channel, st.sendPeer, w.prog->lane, true);
+      if (st.recvPeer >= 0) w.recvConn[s] = launch.link(pw.channel, st.recvPeer, w.prog->lane, false);
       if ((st.sendPeer >= 0 && w.sendConn[s] == nullptr) || (st.recvPeer >= 0 && w.recvConn[s] == nullptr)) {
         return internalError("rank %d: channel %d step %zu has no connector", rank_, pw.channel, s);
       }

@@ -74,10 +74,6 @@ void streamFence() {
 #endif
 }
 
-inline bool reached(uint32_t value, uint32_t gen) {
-  return genReached(value, gen);
-}
-
 struct SegmentInfo {
   int32_t pid = 0;
   int32_t fd = -1;
@@ -233,7 +229,7 @@ Status DirectGroup::peerFailure(const ExecContext& ctx) const {
 
 bool DirectGroup::allPosted() const {
   for (int p = 0; p < nranks_; ++p) {
-    if (!reached(slot(p).posted.load(std::memory_order_acquire), gen_)) return false;
+    if (!genReached(slot(p).posted.load(std::memory_order_acquire), gen_)) return false;
   }
   return true;
 }
@@ -257,10 +253,10 @@ Status DirectGroup::waitAll(bool done, uint32_t gen, const ExecContext& ctx) con
     Slot& s = slot(p);
     std::atomic<uint32_t>& word = done ? s.done : s.posted;
     std::atomic<uint32_t>& waiters = done ? s.doneWaiters : s.postedWaiters;
-    if (reached(word.load(std::memory_order_acquire), gen)) continue;
-    for (int i = 0; i < ctx.spinCount && !reached(word.load(std::memory_order_acquire), gen); ++i) cpuRelax();
+    if (genReached(word.load(std::memory_order_acquire), gen)) continue;
+    for (int i = 0; i < ctx.spinCount && !genReached(word.load(std::memory_order_acquire), gen); ++i) cpuRelax();
     int rounds = 0;
-    while (!reached(word.load(std::memory_order_acquire), gen)) {
+    while (!genReached(word.load(std::memory_order_acquire), gen)) {
       if (start == Clock::time_point{}) start = Clock::now();
       if (ctx.abort != nullptr && ctx.abort->load(std::memory_order_relaxed)) {
         slot(rank_).aborted.store(1, std::memory_order_release);
@@ -277,7 +273,7 @@ Status DirectGroup::waitAll(bool done, uint32_t gen, const ExecContext& ctx) con
       }
       waiters.fetch_add(1, std::memory_order_seq_cst);
       const uint32_t cur = word.load(std::memory_order_seq_cst);
-      if (!reached(cur, gen)) futexWait(&word, cur);
+      if (!genReached(cur, gen)) futexWait(&word, cur);
       waiters.fetch_sub(1, std::memory_order_seq_cst);
     }
   }

@@ -97,12 +97,24 @@ void ChannelWork::prepare() {
   blockers.clear();
   packOffsets.clear();
   packEntries.clear();
+  // The arrays are sized first, so pointers into them taken below stay valid while they fill (every array is a
+  // member: a launch reuses the last one's capacity).
+  size_t steps = 0, packs = 0, entries = 0;
+  for (const WorkItem& w : items) {
+    steps += w.prog->steps.size();
+    packs += w.prog->packs.empty() ? 0 : w.prog->packs.size() + 1;
+    for (const std::vector<PackEntry>& pack : w.prog->packs) entries += pack.size();
+  }
+  connIdx.reserve(2 * steps);
+  conns.reserve(2 * steps);
+  blockers.reserve(n > 0 ? n * (n - 1) / 2 : 0);
+  packOffsets.reserve(packs);
+  packEntries.reserve(entries);
   // The connector table: each connector once, in order of first use.
-  std::vector<std::pair<Connector*, int32_t>> seen;
   auto indexOf = [&](Connector* c) -> int32_t {
     if (c == nullptr) return -1;
-    for (const auto& e : seen) {
-      if (e.first == c) return e.second;
+    for (size_t k = 0; k < conns.size(); ++k) {
+      if (conns[k].owner == c) return static_cast<int32_t>(k);
     }
     ConnSlot slot;
     slot.view = c->view();
@@ -111,18 +123,25 @@ void ChannelWork::prepare() {
     slot.demandDriven = c->demandDriven();
     slot.owner = c;
     conns.push_back(slot);
-    seen.emplace_back(c, static_cast<int32_t>(conns.size() - 1));
-    return seen.back().second;
+    return static_cast<int32_t>(conns.size() - 1);
   };
-  // First pass: indices and sizes (the vectors are filled before any pointer into them is taken).
-  std::vector<size_t> connAt(n), blockAt(n), blockCount(n), packAt(n);
   for (size_t i = 0; i < n; ++i) {
-    const WorkItem& w = items[i];
-    connAt[i] = connIdx.size();
+    WorkItem& w = items[i];
+    WorkDesc& d = descs[i];
+    d.prog = w.prog->desc();
+    d.input = w.input;
+    d.output = w.output;
+    d.elemSize = static_cast<uint32_t>(w.elemSize);
+    d.op = w.op;
+    d.proto = w.ll ? ProtoId::kLL : ProtoId::kSimple;
+    d.llRecv = w.llRecv.data();
+    d.llSend = w.llSend.data();
+    d.sendConn = connIdx.data() + connIdx.size();
     for (Connector* c : w.sendConn) connIdx.push_back(indexOf(c));
+    d.recvConn = connIdx.data() + connIdx.size();
     for (Connector* c : w.recvConn) connIdx.push_back(indexOf(c));
     // Items that share a connector run in queue order.
-    blockAt[i] = blockers.size();
+    d.blockers = blockers.data() + blockers.size();
     for (size_t j = 0; j < i; ++j) {
       const WorkItem& e = items[j];
       bool shares = false;
@@ -134,35 +153,16 @@ void ChannelWork::prepare() {
       }
       if (shares) blockers.push_back(static_cast<uint32_t>(j));
     }
-    blockCount[i] = blockers.size() - blockAt[i];
-    packAt[i] = packOffsets.size();
-    if (!w.prog.packs.empty()) {
-      for (const std::vector<PackEntry>& pack : w.prog.packs) {
+    d.nblockers = static_cast<uint32_t>(blockers.data() + blockers.size() - d.blockers);
+    if (!w.prog->packs.empty()) {
+      d.prog.packOffsets = packOffsets.data() + packOffsets.size();
+      d.prog.packEntries = packEntries.data();
+      for (const std::vector<PackEntry>& pack : w.prog->packs) {
         packOffsets.push_back(static_cast<uint32_t>(packEntries.size()));
         packEntries.insert(packEntries.end(), pack.begin(), pack.end());
       }
       packOffsets.push_back(static_cast<uint32_t>(packEntries.size()));
     }
-  }
-  for (size_t i = 0; i < n; ++i) {
-    WorkItem& w = items[i];
-    WorkDesc& d = descs[i];
-    d.prog = w.prog.desc();
-    if (!w.prog.packs.empty()) {
-      d.prog.packOffsets = packOffsets.data() + packAt[i];
-      d.prog.packEntries = packEntries.data();
-    }
-    d.input = w.input;
-    d.output = w.output;
-    d.elemSize = static_cast<uint32_t>(w.elemSize);
-    d.op = w.op;
-    d.proto = w.ll ? ProtoId::kLL : ProtoId::kSimple;
-    d.sendConn = connIdx.data() + connAt[i];
-    d.recvConn = connIdx.data() + connAt[i] + w.prog.steps.size();
-    d.blockers = blockers.data() + blockAt[i];
-    d.nblockers = static_cast<uint32_t>(blockCount[i]);
-    d.llRecv = w.llRecv.data();
-    d.llSend = w.llSend.data();
   }
   flat.items = descs.data();
   flat.states = states.data();

@@ -22,11 +22,11 @@
 
 namespace braid {
 
-// One operation's program on one channel, as the planner hands it over: the owning host form. ChannelWork::prepare
-// flattens a queue of these into the plain form the step engine runs (src/backends/common/work.h), the same form a
-// GPU kernel reads, so every host run also exercises the flattening.
+// One operation's program on one channel with its connectors: the host form. ChannelWork::prepare flattens a queue
+// of these into the plain form the step engine runs (src/backends/common/work.h), the same form a GPU kernel reads,
+// so every host run also exercises the flattening.
 struct WorkItem {
-  Program prog;
+  const Program* prog = nullptr;  // the plan's (backends/backend.h PlannedWork), which outlives the launch
   const char* input = nullptr;
   char* output = nullptr;
   size_t elemSize = 1;
