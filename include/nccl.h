@@ -732,6 +732,35 @@ ncclResult_t braidAlltoAllv(const void* sendbuff, const size_t sendcounts[], con
                             const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm,
                             cudaStream_t stream);
 
+/* The launcher that started this process, as braid reads it: braid's tools (braid-train, the perf tools) use this
+ * rather than reading launcher variables themselves, so every program agrees on ranks and on the rendezvous.
+ * Rank and size come from the first complete pair of WORLD_SIZE/RANK (braidrun, torchrun), OMPI_COMM_WORLD_SIZE/
+ * OMPI_COMM_WORLD_RANK (Open MPI), PMI_SIZE/PMI_RANK (MPICH, Intel MPI, Slurm's PMI), SLURM_STEP_NUM_TASKS/
+ * SLURM_PROCID (srun); without any, the process is rank 0 of 1 and source is "". The rendezvous, commId, is
+ * NCCL_COMM_ID when set; else MASTER_ADDR (under srun without it, the first host of SLURM_STEP_NODELIST; else
+ * 127.0.0.1) and MASTER_PORT (default 29500), plus one under torchrun (TORCHELASTIC_RUN_ID set), because
+ * torchrun's agent already listens on MASTER_PORT with its own store. To initialise from it, every rank sets
+ * NCCL_COMM_ID to commId, calls ncclGetUniqueId, then ncclCommInitRank(&comm, nranks, id, rank).
+ * Thread-safe; reads the environment at each call. Errors: ncclInvalidArgument (env NULL; a size that is not a
+ * positive integer or a rank not below it, naming the variable and value). A malformed MASTER_PORT is not an error
+ * here (an MPI launch may not need it): masterPort is then 0, rendezvousError says why, and commId is "" unless
+ * NCCL_COMM_ID is set. */
+#define BRAID_HAS_LAUNCH_ENV 1
+typedef struct {
+  int rank;                  /* this process's rank among the launched processes */
+  int nranks;                /* launched processes */
+  int localRank;             /* among its host's processes (LOCAL_RANK, ...); rank when no launcher says */
+  int localSize;             /* processes on its host (LOCAL_WORLD_SIZE, ...); 0 when a launcher does not say */
+  int torchrun;              /* 1 under torchrun */
+  int commIdFromUser;        /* 1 when commId is the user's NCCL_COMM_ID */
+  int masterPort;            /* where global rank 0's bootstrap listens; 0 when unusable */
+  char source[64];           /* the variables rank and size came from, e.g. "WORLD_SIZE/RANK"; "" without one */
+  char masterAddr[256];      /* global rank 0's host */
+  char commId[320];          /* "host:port" of the rendezvous; "" when unusable */
+  char rendezvousError[256]; /* why masterPort is 0 ("" when it is usable) */
+} braidLaunchEnv_t;
+ncclResult_t braidGetLaunchEnv(braidLaunchEnv_t* env);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,6 +1,8 @@
 // The transport registry: which transports exist, and the order a backend tries them in for each peer.
 #include "transports/transport.h"
 
+#include "src/common/params.h"
+
 namespace braid {
 
 const std::vector<Transport*>& hostTransports() {
@@ -8,17 +10,21 @@ const std::vector<Transport*>& hostTransports() {
   return all;
 }
 
-Result<Transport*> selectTransport(const std::vector<Transport*>& transports, const PeerInfo& self,
-                                   const PeerInfo& peer) {
+TransportConfig TransportConfig::fromParams() {
+  TransportConfig cfg;
+  cfg.timeoutSec = static_cast<double>(params::Timeout());
+  cfg.shmDisable = params::ShmDisable() == 1;
+  cfg.shmDir = params::ShmDir();
+  return cfg;
+}
+
+Result<Transport*> selectTransport(const std::vector<Transport*>& transports, const TransportConfig& cfg,
+                                   const PeerInfo& self, const PeerInfo& peer) {
   for (Transport* t : transports) {
-    if (t->canConnect(self, peer)) return t;
+    if (t->canConnect(cfg, self, peer)) return t;
   }
   return internalError("no transport connects rank %d (host %s) and rank %d (host %s)", self.rank, self.hostname,
                        peer.rank, peer.hostname);
-}
-
-Result<Transport*> selectTransport(const PeerInfo& self, const PeerInfo& peer) {
-  return selectTransport(hostTransports(), self, peer);
 }
 
 }  // namespace braid

@@ -125,18 +125,30 @@ struct RecvSetup {
   char blob[kConnectBlobBytes] = {};
 };
 
+// The knobs every transport obeys. The communicator reads them once at init (fromParams) and passes them to
+// each call below; a transport never reads them from the parameter registry itself. (The networks behind
+// include/nccl_net.h, which the plugin ABI gives no way to hand anything, read their own knobs once at their
+// init, as NCCL's plugins do.)
+struct TransportConfig {
+  double timeoutSec = 60;           // BRAID_TIMEOUT: bounds a connection's set-up and its close
+  bool shmDisable = false;          // NCCL_SHM_DISABLE=1: processes of one host talk through the network
+  std::string shmDir = "/dev/shm";  // BRAID_SHM_DIR: where shared-memory FIFOs are created
+
+  static TransportConfig fromParams();
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
-  virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
+  virtual bool canConnect(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer) const = 0;
   // Receiver: allocates the FIFO (slotBytes per Simple slot, llSlotBytes per LL slot) and describes it in blob.
   // `channel` is the communicator channel the connection serves (a network spreads channels over its devices).
-  virtual Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, int channel, size_t slotBytes,
-                                      size_t llSlotBytes) = 0;
+  virtual Result<RecvSetup> setupRecv(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer,
+                                      int channel, size_t slotBytes, size_t llSlotBytes) = 0;
   // Sender: attaches to the receiver's FIFO.
-  virtual Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer, int channel,
-                                                         const char* blob) = 0;
+  virtual Result<std::unique_ptr<Connector>> connectSend(const TransportConfig& cfg, const PeerInfo& self,
+                                                         const PeerInfo& peer, int channel, const char* blob) = 0;
   // A network (messages cross hosts through a device and a proxy thread), as opposed to memory both ends map.
   virtual bool isNetwork() const { return false; }
   // A network's link bandwidth (GB/s) for the cost model; an error for a transport that is not a network or whose
@@ -164,9 +176,7 @@ Transport* netTransport();     // ranks on other hosts (transports/net)
 const std::vector<Transport*>& hostTransports();
 
 // The first of `transports` that can connect self and peer, or an error that says why none can.
-Result<Transport*> selectTransport(const std::vector<Transport*>& transports, const PeerInfo& self,
-                                   const PeerInfo& peer);
-// The same over hostTransports().
-Result<Transport*> selectTransport(const PeerInfo& self, const PeerInfo& peer);
+Result<Transport*> selectTransport(const std::vector<Transport*>& transports, const TransportConfig& cfg,
+                                   const PeerInfo& self, const PeerInfo& peer);
 
 }  // namespace braid

@@ -3,12 +3,14 @@
 // Launched by braidrun, torchrun, mpirun or srun, a process is rank RANK of WORLD_SIZE processes (the first complete
 // pair of WORLD_SIZE/RANK, OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK, PMI_SIZE/PMI_RANK, SLURM_STEP_NUM_TASKS/
 // SLURM_PROCID) and runs -t ranks as threads: global rank = RANK * t + thread, nranks = WORLD_SIZE * t.
-// Rendezvous is NCCL's own: unless NCCL_COMM_ID is already set, it is set to MASTER_ADDR:MASTER_PORT (default
-// 127.0.0.1:29500; MASTER_PORT + 1 under torchrun; under srun without MASTER_ADDR, the first host of
-// SLURM_STEP_NODELIST, where rank 0 runs); every process then calls ncclGetUniqueId (which derives the id from that
-// address) and global rank 0's ncclCommInitRank starts the root listener there. In an MPI build under mpirun (Open
-// MPI, MPICH/PMI) the id is broadcast with MPI instead, as in nccl-tests' MPI build, so a hostfile alone spans
-// hosts. Without those variables there is one process, and the id comes from ncclGetUniqueId in the main thread.
+// The library reads those variables (braidGetLaunchEnv in include/nccl.h, which documents them), so the perf tools
+// and braid-train agree. Rendezvous is NCCL's own: unless NCCL_COMM_ID is already set, it is set to
+// MASTER_ADDR:MASTER_PORT (default 127.0.0.1:29500; MASTER_PORT + 1 under torchrun; under srun without
+// MASTER_ADDR, the first host of SLURM_STEP_NODELIST, where rank 0 runs); every process then calls ncclGetUniqueId
+// (which derives the id from that address) and global rank 0's ncclCommInitRank starts the root listener there. In an
+// MPI build under mpirun (Open MPI, MPICH/PMI) the id is broadcast with MPI instead, as in nccl-tests' MPI build, so a
+// hostfile alone spans hosts. Without those variables there is one process, and the id comes from ncclGetUniqueId in
+// the main thread.
 #pragma once
 
 #include <string>
@@ -25,9 +27,10 @@ struct LaunchInfo {
                                 // of those says
   std::string source;           // the variables it came from ("WORLD_SIZE/RANK"), empty for a single process
   std::string commId;           // NCCL_COMM_ID used for the rendezvous, empty for a single process
+  std::string rendezvous;       // the rendezvous braid derived (NCCL_COMM_ID or MASTER_ADDR:port); empty: unusable
   bool commIdFromUser = false;  // NCCL_COMM_ID was set before we started
   std::string masterAddr;       // rank 0's host: MASTER_ADDR, Slurm's first host, or 127.0.0.1
-  int masterPort = 29500;       // where rank 0 listens: MASTER_PORT, plus one under torchrun (see below)
+  int masterPort = 29500;       // where rank 0 listens: MASTER_PORT, plus one under torchrun (see below); 0: unusable
   std::string masterPortError;  // why MASTER_PORT is unusable; an error only where the port is needed
 };
 

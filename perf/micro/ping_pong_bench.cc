@@ -178,14 +178,15 @@ void initiate(benchmark::State& state, Peer& peer, size_t bytes) {
 Status connectThreads(const PeerInfo& a, const PeerInfo& b, std::unique_ptr<Connector>* sendA,
                       std::unique_ptr<Connector>* recvA, std::unique_ptr<Connector>* sendB,
                       std::unique_ptr<Connector>* recvB, std::string* transportName) {
-  BRAID_ASSIGN_OR_RETURN(braid::Transport * t, braid::selectTransport(a, b));
+  const braid::TransportConfig cfg = braid::TransportConfig::fromParams();
+  BRAID_ASSIGN_OR_RETURN(braid::Transport * t, braid::selectTransport(braid::hostTransports(), cfg, a, b));
   *transportName = t->name();
-  BRAID_ASSIGN_OR_RETURN(braid::RecvSetup setupA, t->setupRecv(a, b, 0, kSlotBytes, 0));
-  BRAID_ASSIGN_OR_RETURN(braid::RecvSetup setupB, t->setupRecv(b, a, 0, kSlotBytes, 0));
+  BRAID_ASSIGN_OR_RETURN(braid::RecvSetup setupA, t->setupRecv(cfg, a, b, 0, kSlotBytes, 0));
+  BRAID_ASSIGN_OR_RETURN(braid::RecvSetup setupB, t->setupRecv(cfg, b, a, 0, kSlotBytes, 0));
   *recvA = std::move(setupA.connector);
   *recvB = std::move(setupB.connector);
-  BRAID_ASSIGN_OR_RETURN(*sendA, t->connectSend(a, b, 0, setupB.blob));
-  BRAID_ASSIGN_OR_RETURN(*sendB, t->connectSend(b, a, 0, setupA.blob));
+  BRAID_ASSIGN_OR_RETURN(*sendA, t->connectSend(cfg, a, b, 0, setupB.blob));
+  BRAID_ASSIGN_OR_RETURN(*sendB, t->connectSend(cfg, b, a, 0, setupA.blob));
   return Status::ok();
 }
 
@@ -231,13 +232,14 @@ Status swapBlobs(int fd, const char* mine, char* theirs) {
 // the peer over the socket, attach to the peer's FIFO.
 Status connectOverSocket(const PeerInfo& self, const PeerInfo& peer, int fd, std::unique_ptr<Connector>* send,
                          std::unique_ptr<Connector>* recv, std::string* transportName) {
-  BRAID_ASSIGN_OR_RETURN(braid::Transport * t, braid::selectTransport(self, peer));
+  const braid::TransportConfig cfg = braid::TransportConfig::fromParams();
+  BRAID_ASSIGN_OR_RETURN(braid::Transport * t, braid::selectTransport(braid::hostTransports(), cfg, self, peer));
   *transportName = t->name();
-  BRAID_ASSIGN_OR_RETURN(braid::RecvSetup setup, t->setupRecv(self, peer, 0, kSlotBytes, 0));
+  BRAID_ASSIGN_OR_RETURN(braid::RecvSetup setup, t->setupRecv(cfg, self, peer, 0, kSlotBytes, 0));
   *recv = std::move(setup.connector);
   char peerBlob[braid::kConnectBlobBytes];
   BRAID_RETURN_IF_ERROR(swapBlobs(fd, setup.blob, peerBlob));
-  BRAID_ASSIGN_OR_RETURN(*send, t->connectSend(self, peer, 0, peerBlob));
+  BRAID_ASSIGN_OR_RETURN(*send, t->connectSend(cfg, self, peer, 0, peerBlob));
   return Status::ok();
 }
 

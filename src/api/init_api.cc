@@ -119,6 +119,39 @@ BRAID_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
   });
 }
 
+extern "C" __attribute__((visibility("default"))) ncclResult_t braidGetLaunchEnv(braidLaunchEnv_t* env) {
+  return apiCall("braidGetLaunchEnv", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(env, "braidGetLaunchEnv", "env"));
+    BRAID_ASSIGN_OR_RETURN(LaunchEnv found, detectLaunchEnv());
+    *env = braidLaunchEnv_t{};
+    env->rank = found.rank;
+    env->nranks = found.nranks;
+    env->localRank = found.localRank;
+    env->localSize = found.localSize;
+    env->torchrun = found.torchrun ? 1 : 0;
+    env->commIdFromUser = found.commIdFromUser ? 1 : 0;
+    env->masterPort = found.masterPort;
+    // Texts that do not fit their field are errors rather than silently cut addresses.
+    const struct {
+      const std::string& text;
+      char* field;
+      size_t size;
+      const char* name;
+    } texts[] = {{found.source, env->source, sizeof(env->source), "source"},
+                 {found.masterAddr, env->masterAddr, sizeof(env->masterAddr), "MASTER_ADDR"},
+                 {found.commId, env->commId, sizeof(env->commId), "the rendezvous address"}};
+    for (const auto& t : texts) {
+      if (t.text.size() >= t.size) {
+        return invalidArgument("%s is %zu characters long (at most %zu): '%.64s...'", t.name, t.text.size(), t.size - 1,
+                               t.text.c_str());
+      }
+      std::memcpy(t.field, t.text.c_str(), t.text.size() + 1);
+    }
+    snprintf(env->rendezvousError, sizeof(env->rendezvousError), "%s", found.rendezvousError.c_str());
+    return Status::ok();
+  });
+}
+
 BRAID_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   return apiCall("ncclCommInitRank", [&]() { return initRank(comm, nranks, commId, rank, nullptr, -1); });
 }

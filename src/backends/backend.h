@@ -25,6 +25,7 @@
 #include "algorithms/schedule.h"
 #include "src/common/coll_types.h"
 #include "src/common/status.h"
+#include "src/common/wait.h"
 #include "transports/transport.h"
 
 namespace braid {
@@ -49,18 +50,16 @@ struct BackendInitContext {
   int nranks = 0;
   int nChannels = 1;
   const std::vector<PeerInfo>* peers = nullptr;
-  AllGatherFn allGather;                     // for the backend's collective setup (the direct segment)
-  const std::atomic<bool>* abort = nullptr;  // ncclCommAbort: every wait polls it
-  double timeoutSec = 60;                    // BRAID_TIMEOUT: a wait without progress fails after this
-  int spinCount = 2000;                      // BRAID_SPIN_COUNT
-  bool spinCountSet = false;                 // the user chose it: no automatic lowering
-  size_t inlineBytes = 0;                    // BRAID_INLINE_BYTES
-  int localRanks = 1;                        // ranks of this communicator on this host
-  int cpus = 1;                              // CPUs this process may use
-  bool netPeers = false;                     // some peer is reached over the network
-  bool direct = false;                       // NVLS-style collectives wanted (agreed BRAID_DIRECT, no network)
-  size_t directStageBytes = 0;               // agreed BRAID_DIRECT_STAGE_BYTES
-  std::vector<int> placeCpus;                // where worker threads run (this rank's NUMA node); empty: anywhere
+  AllGatherFn allGather;        // for the backend's collective setup (the direct segment)
+  WaitContext wait;             // abort flag, BRAID_TIMEOUT, BRAID_SPIN_COUNT, rank: every wait's
+  bool spinCountSet = false;    // the user chose BRAID_SPIN_COUNT: no automatic lowering
+  size_t inlineBytes = 0;       // BRAID_INLINE_BYTES
+  int localRanks = 1;           // ranks of this communicator on this host
+  int cpus = 1;                 // CPUs this process may use
+  bool netPeers = false;        // some peer is reached over the network
+  bool direct = false;          // NVLS-style collectives wanted (agreed BRAID_DIRECT, no network)
+  size_t directStageBytes = 0;  // agreed BRAID_DIRECT_STAGE_BYTES
+  std::vector<int> placeCpus;   // where worker threads run (this rank's NUMA node); empty: anywhere
 };
 
 // One operation's program on one channel, from the planner (src/core/planner.h): pure data plus buffers.

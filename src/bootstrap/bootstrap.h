@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "src/bootstrap/launch_env.h"  // the launcher's variables: where the rendezvous is (part of this interface)
 #include "src/common/socket.h"
 #include "src/common/status.h"
 

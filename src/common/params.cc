@@ -97,6 +97,11 @@ const std::vector<const ParamDef*>& allParams() {
   return all;
 }
 
+std::string launcherVariable(const char* name) {
+  const char* v = getenv(name);
+  return v != nullptr ? std::string(v) : std::string();
+}
+
 void reloadParamFiles() {
   std::lock_guard<std::mutex> lock(filesMutex());
   loadFiles(&fileValues());

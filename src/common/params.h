@@ -62,6 +62,11 @@ Result<int64_t> getIntParam(const ParamDef& def);
 // becoming the default.
 [[nodiscard]] Status validateIntParams();
 
+// A variable a launcher sets (RANK, WORLD_SIZE, MASTER_PORT, ...): read from the environment only, never from a
+// configuration file, and not a knob (braid-info does not list it); "" when unset. src/bootstrap/launch_env.cc is
+// its one user.
+std::string launcherVariable(const char* name);
+
 // Re-reads configuration files (tests change NCCL_CONF_FILE). The environment is always read live.
 void reloadParamFiles();
 

@@ -112,7 +112,12 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   logSetThreadDevice(device);
   BRAID_RETURN_IF_ERROR(validateIntParams());
   BRAID_ASSIGN_OR_RETURN(backend_, createBackend(BackendKind::kHost));
-  timeoutSec_ = static_cast<double>(params::Timeout());
+  // The knobs every wait and every transport obeys, read here once and passed down.
+  links_ = TransportConfig::fromParams();
+  wait_.abort = &abort_;
+  wait_.timeoutSec = links_.timeoutSec;
+  wait_.rank = rank;
+  wait_.spinCount = static_cast<int>(std::max<int64_t>(1, params::SpinCount()));
   SelectorConfig sc;
   sc.nranks = nranks;
   sc.p2pLlThreshold = static_cast<size_t>(std::max<int64_t>(0, params::P2pLlThreshold()));
@@ -135,7 +140,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   int64_t nch = clampChannels(cpuCh, minCh, maxCh);
 
   if (id.fromEnv && rank == 0) BRAID_RETURN_IF_ERROR(startRoot(id).withContext("starting the NCCL_COMM_ID root"));
-  BRAID_ASSIGN_OR_RETURN(bootstrap_, Bootstrap::create(id, rank, nranks, &abort_, timeoutSec_));
+  BRAID_ASSIGN_OR_RETURN(bootstrap_, Bootstrap::create(id, rank, nranks, &abort_, wait_.timeoutSec));
 
   InitExchange mine{};
   mine.peer.rank = rank;
@@ -283,9 +288,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   bctx.peers = &peers_;
   Bootstrap* bs = bootstrap_.get();
   bctx.allGather = [bs](void* data, size_t bytes) { return bs->allGather(data, bytes); };
-  bctx.abort = &abort_;
-  bctx.timeoutSec = timeoutSec_;
-  bctx.spinCount = static_cast<int>(std::max<int64_t>(1, params::SpinCount()));
+  bctx.wait = wait_;
   bctx.spinCountSet = lookupParam(params::kSpinCount).isSet;
   bctx.inlineBytes = static_cast<size_t>(std::max<int64_t>(0, params::InlineBytes()));
   bctx.localRanks = nLocal;
@@ -321,7 +324,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
 Status Communicator::checkLlOverNetwork() {
   const PeerInfo& self = peers_[static_cast<size_t>(rank_)];
   netPeers_ = std::any_of(peers_.begin(), peers_.end(), [&](const PeerInfo& p) {
-    Result<Transport*> t = selectTransport(backend_->transports(), self, p);
+    Result<Transport*> t = selectTransport(backend_->transports(), links_, self, p);
     return t.isOk() && t.value()->isNetwork();
   });
   // A network connection carries an LL step's chunk in its Simple slot (Connector::wholeMessages), so the chunk
@@ -408,8 +411,9 @@ Status Communicator::connect(const std::vector<Link>& sendNeeds, const std::vect
   if (phase == 0) {
     for (const Link& l : recvNeeds) {
       const PeerInfo& peer = peers_[static_cast<size_t>(l.peer)];
-      BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(backend_->transports(), self, peer));
-      BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(self, peer, l.channel, fifo_.slotBytes, fifo_.llSlotBytes));
+      BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(backend_->transports(), links_, self, peer));
+      BRAID_ASSIGN_OR_RETURN(RecvSetup setup,
+                             t->setupRecv(links_, self, peer, l.channel, fifo_.slotBytes, fifo_.llSlotBytes));
       BRAID_RETURN_IF_ERROR(bootstrap_->send(l.peer, tag(l), setup.blob, kConnectBlobBytes));
       BRAID_INFO(kLogInit | kLogShm, "Channel %02d : %d[%d] -> %d[%d] via %s%s", l.channel, l.peer, -1, rank_, device_,
                  t->name(), l.lane != 0 ? " (lane 1)" : "");
@@ -422,8 +426,8 @@ Status Communicator::connect(const std::vector<Link>& sendNeeds, const std::vect
     BRAID_RETURN_IF_ERROR(bootstrap_->recv(l.peer, tag(l), blob, kConnectBlobBytes)
                               .withContext(strPrintf("connecting channel %d to rank %d", l.channel, l.peer)));
     const PeerInfo& peer = peers_[static_cast<size_t>(l.peer)];
-    BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(backend_->transports(), self, peer));
-    BRAID_ASSIGN_OR_RETURN(auto conn, t->connectSend(self, peer, l.channel, blob));
+    BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(backend_->transports(), links_, self, peer));
+    BRAID_ASSIGN_OR_RETURN(auto conn, t->connectSend(links_, self, peer, l.channel, blob));
     channels_[static_cast<size_t>(l.channel)].send[{l.peer, l.lane}] = std::move(conn);
   }
   return Status::ok();

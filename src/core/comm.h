@@ -128,7 +128,8 @@ class Communicator {
   int device_ = -1;
   CommConfig config_;
   FifoSizes fifo_;
-  double timeoutSec_ = 60;
+  WaitContext wait_;       // abort flag, BRAID_TIMEOUT, BRAID_SPIN_COUNT: what every wait below obeys
+  TransportConfig links_;  // the transports' knobs (BRAID_TIMEOUT, NCCL_SHM_DISABLE, BRAID_SHM_DIR)
   std::vector<PeerInfo> peers_;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::vector<Channel> channels_;

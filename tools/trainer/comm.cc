@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <string>
 
 namespace braid::trainer {
 
@@ -11,59 +12,25 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::string envOr(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
-}
-
-bool parseCount(const std::string& s, int* out) {
-  if (s.empty() || s.size() > 9) return false;
-  int v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + (c - '0');
-  }
-  *out = v;
-  return true;
-}
-
 }  // namespace
 
 bool detectLaunch(LaunchEnv* env, std::string* error) {
-  struct Pair {
-    const char* rank;
-    const char* size;
-  };
-  const Pair pairs[] = {{"RANK", "WORLD_SIZE"},
-                        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                        {"PMI_RANK", "PMI_SIZE"},
-                        {"SLURM_PROCID", "SLURM_NTASKS"}};
-  for (const Pair& p : pairs) {
-    const std::string rank = envOr(p.rank, ""), size = envOr(p.size, "");
-    if (rank.empty() && size.empty()) continue;
-    int r = 0, n = 0;
-    if (!parseCount(size, &n) || n < 1) {
-      *error = std::string(p.size) + "='" + size + "' is not a positive integer";
-      return false;
-    }
-    if (!parseCount(rank, &r) || r >= n) {
-      *error = std::string(p.rank) + "='" + rank + "' is not a rank below " + p.size + "=" + size;
-      return false;
-    }
-    env->rank = r;
-    env->worldSize = n;
-    env->source = std::string(p.rank) + "/" + p.size;
-    break;
+  // The library reads the launcher's variables (braidGetLaunchEnv), so braid-train and the perf tools agree on
+  // ranks, on the default port (29500) and on torchrun's rule (its own store holds MASTER_PORT; braid takes the
+  // next port).
+  braidLaunchEnv_t found;
+  if (braidGetLaunchEnv(&found) != ncclSuccess) {
+    *error = ncclGetLastError(nullptr);
+    return false;
   }
-  // Rendezvous: NCCL_COMM_ID if the user set it, else MASTER_ADDR:MASTER_PORT (torchrun, braidrun), else a local
-  // default good for mpirun on one host.
-  std::string id = envOr("NCCL_COMM_ID", "");
-  if (id.empty()) {
-    std::string addr = envOr("MASTER_ADDR", "127.0.0.1");
-    if (addr.find(':') != std::string::npos && addr.front() != '[') addr = "[" + addr + "]";
-    id = addr + ":" + envOr("MASTER_PORT", "29517");
+  env->rank = found.rank;
+  env->worldSize = found.nranks;
+  env->source = found.source;
+  env->commId = found.commId;
+  if (env->worldSize > 1 && env->commId.empty()) {
+    *error = found.rendezvousError;
+    return false;
   }
-  env->commId = id;
   return true;
 }
 

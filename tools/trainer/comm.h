@@ -1,5 +1,5 @@
-// braid-train's view of the communicator: launch detection (braidrun/torchrun RANK/WORLD_SIZE/MASTER_ADDR/
-// MASTER_PORT, Open MPI's OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID/SLURM_NTASKS), init through the public API only,
+// braid-train's view of the communicator: launch detection through the library's braidGetLaunchEnv (braidrun,
+// torchrun, Open MPI, PMI and Slurm variables; MASTER_ADDR/MASTER_PORT), init through the public API only,
 // and a queue that runs every collective in one order: inline, or on a background thread when overlap_comm is on.
 #pragma once
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "include/nccl_net.h"
+#include "src/common/params.h"
 #include "src/common/status.h"
 
 namespace braid {
@@ -20,6 +21,19 @@ namespace net {
 inline std::atomic<ncclDebugLogger_t>& builtinLogger() {
   static std::atomic<ncclDebugLogger_t> logger{nullptr};
   return logger;
+}
+
+// BRAID_TIMEOUT as the built-ins read it at init(): it bounds their connects. The plugin ABI hands init() only a
+// logger, so they read their knobs there, once, as NCCL's plugins do; nothing reads the registry per connection.
+inline std::atomic<double>& builtinTimeoutSec() {
+  static std::atomic<double> seconds{60};
+  return seconds;
+}
+
+// What every built-in's init() does first.
+inline void initBuiltin(ncclDebugLogger_t logFn) {
+  builtinLogger().store(logFn);
+  builtinTimeoutSec().store(static_cast<double>(params::Timeout()));
 }
 
 // Why a built-in network has no devices, when the cause says more than "No device found": its library could not

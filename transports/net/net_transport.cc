@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "src/common/logging.h"
-#include "src/common/params.h"
 #include "transports/net/net_plugin.h"
 
 namespace braid {
@@ -31,8 +30,10 @@ struct NetBlob {
 };
 static_assert(sizeof(NetBlob) <= kConnectBlobBytes, "the handle must fit the connect blob");
 
-Clock::time_point timeoutFromNow() {
-  return Clock::now() + std::chrono::seconds(std::max<int64_t>(1, params::Timeout()));
+// A deadline `seconds` (BRAID_TIMEOUT, at least 1) from now.
+Clock::time_point deadlineIn(double seconds) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(1.0, seconds)));
 }
 
 std::string describe(const PeerInfo& p) {
@@ -71,6 +72,7 @@ struct NetConn : ConnectorDriver {
   void* mhandle = nullptr;
   uint64_t posted = 0, done = 0;
   void* requests[kFifoSlots] = {};
+  double timeoutSec = 60;  // the communicator's BRAID_TIMEOUT: bounds connecting and closing
   Clock::time_point connectDeadline;
   bool failed = false;
   bool closing = false;  // the connector is gone: finish the sends already published, then close
@@ -143,7 +145,7 @@ Status notConnectedYet(const NetConn& c) {
   return remoteError(
       "no network connection %s %s after %lld s (BRAID_TIMEOUT): is it running, and can this host "
       "reach it (NCCL_SOCKET_IFNAME)?",
-      c.isSend ? "to" : "from", describe(c.peer).c_str(), static_cast<long long>(params::Timeout()));
+      c.isSend ? "to" : "from", describe(c.peer).c_str(), static_cast<long long>(c.timeoutSec));
 }
 
 // Tests the requests in flight in order: a finished send frees its slot (the sender's credit), a finished
@@ -245,12 +247,12 @@ class NetProxy {
   bool remove(NetConn* c) {
     std::unique_lock<std::mutex> lock(mu_);
     c->closing = true;
-    c->closeDeadline = timeoutFromNow();
+    c->closeDeadline = deadlineIn(c->timeoutSec);
     cv_.notify_all();
     // The progress thread closes it once its sends are out, or at closeDeadline; a network call that never
     // returns would hold it longer, so this wait has its own bound, after which the connection is left behind
     // (its memory stays mapped: the NetConn and the FIFO mapping it uses are not freed).
-    const bool gone = doneCv_.wait_for(lock, std::chrono::seconds(std::max<int64_t>(1, params::Timeout()) + 5), [&] {
+    const bool gone = doneCv_.wait_for(lock, std::chrono::duration<double>(std::max(1.0, c->timeoutSec) + 5), [&] {
       return std::none_of(conns_.begin(), conns_.end(),
                           [c](const std::shared_ptr<NetConn>& p) { return p.get() == c; });
     });
@@ -337,9 +339,9 @@ void NetConn::release() {
 
 // Ranks `self` and `peer` talk through the network: different hosts, or NCCL_SHM_DISABLE=1 between processes of
 // one host.
-bool needsNetwork(const PeerInfo& self, const PeerInfo& peer) {
+bool needsNetwork(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer) {
   if (self.hostHash != peer.hostHash) return true;
-  return self.pid != peer.pid && params::ShmDisable() == 1;
+  return self.pid != peer.pid && cfg.shmDisable;
 }
 
 // The bandwidth (GB/s) of the network device connections use, from its reported speed (10 Gb/s when it reports
@@ -354,13 +356,15 @@ class NetTransport : public Transport {
  public:
   const char* name() const override { return "net"; }
 
-  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override { return needsNetwork(self, peer); }
+  bool canConnect(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer) const override {
+    return needsNetwork(cfg, self, peer);
+  }
   bool isNetwork() const override { return true; }
   Result<double> linkGBps() const override { return netLinkGBps(); }
 
-  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, int channel, size_t slotBytes,
-                              size_t llSlotBytes) override {
-    BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c, newConn(false, self, peer, channel, slotBytes));
+  Result<RecvSetup> setupRecv(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer, int channel,
+                              size_t slotBytes, size_t llSlotBytes) override {
+    BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c, newConn(cfg, false, self, peer, channel, slotBytes));
     BRAID_RETURN_IF_ERROR(c->net->listen(c->dev, &c->handle, &c->listenComm).withContext("listen"));
     BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(c, llSlotBytes));
     RecvSetup setup;
@@ -377,8 +381,8 @@ class NetTransport : public Transport {
     return setup;
   }
 
-  Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer, int channel,
-                                                 const char* blob) override {
+  Result<std::unique_ptr<Connector>> connectSend(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer,
+                                                 int channel, const char* blob) override {
     NetBlob b;
     memcpy(&b, blob, sizeof(b));
     if (strncmp(b.kind, "net", sizeof(b.kind)) != 0) {
@@ -386,7 +390,7 @@ class NetTransport : public Transport {
                            peer.rank, b.kind);
     }
     BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c,
-                           newConn(true, self, peer, channel, static_cast<size_t>(b.slotBytes)));
+                           newConn(cfg, true, self, peer, channel, static_cast<size_t>(b.slotBytes)));
     memcpy(c->handle.data(), b.handle, sizeof(b.handle));
     // The sender's LL slots are never used on a network connection (LL steps travel in the Simple slots); the
     // layout only needs a size.
@@ -400,8 +404,8 @@ class NetTransport : public Transport {
 
  private:
   // One direction of a connection; each end picks its own device (pickNetDevice).
-  static Result<std::shared_ptr<NetConn>> newConn(bool isSend, const PeerInfo& self, const PeerInfo& peer, int channel,
-                                                  size_t slotBytes) {
+  static Result<std::shared_ptr<NetConn>> newConn(const TransportConfig& cfg, bool isSend, const PeerInfo& self,
+                                                  const PeerInfo& peer, int channel, size_t slotBytes) {
     auto net = chosenNetwork();
     if (!net.isOk()) return net.status().withContext("no network for ranks on other hosts");
     BRAID_ASSIGN_OR_RETURN(const std::vector<int>* devNuma, deviceNumaNodes(net.value()));
@@ -412,6 +416,7 @@ class NetTransport : public Transport {
     c->self = self;
     c->peer = peer;
     c->slotBytes = slotBytes;
+    c->timeoutSec = cfg.timeoutSec;
     return c;
   }
 
@@ -422,7 +427,7 @@ class NetTransport : public Transport {
                                                           [raw] { return NetProxy::get().remove(raw); }));
     c->ctrl = fifo.ctrl;
     c->slots = fifo.slots;
-    c->connectDeadline = timeoutFromNow();
+    c->connectDeadline = deadlineIn(c->timeoutSec);
     return fifo;
   }
 };

@@ -16,7 +16,6 @@
 
 #include "src/common/logging.h"
 #include "src/common/numa.h"
-#include "src/common/params.h"
 #include "transports/transport.h"
 
 namespace braid {
@@ -63,12 +62,12 @@ static_assert(sizeof(Blob) <= kConnectBlobBytes, "blob too large");
 class InprocTransport : public Transport {
  public:
   const char* name() const override { return "inproc"; }
-  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
+  bool canConnect(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer) const override {
     return self.hostHash == peer.hostHash && self.pid == peer.pid;
   }
 
-  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, int channel, size_t slotBytes,
-                              size_t llSlotBytes) override {
+  Result<RecvSetup> setupRecv(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer, int channel,
+                              size_t slotBytes, size_t llSlotBytes) override {
     size_t bytes = segmentBytes(slotBytes, llSlotBytes);
     BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, allocLocalFifo(self, slotBytes, llSlotBytes));
     RecvSetup setup;
@@ -86,8 +85,8 @@ class InprocTransport : public Transport {
     return setup;
   }
 
-  Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer, int channel,
-                                                 const char* blob) override {
+  Result<std::unique_ptr<Connector>> connectSend(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer,
+                                                 int channel, const char* blob) override {
     Blob b;
     memcpy(&b, blob, sizeof(b));
     if (strcmp(b.kind, "inproc") != 0) return internalError("inproc transport got a \"%.8s\" blob", b.kind);
@@ -113,14 +112,14 @@ class InprocTransport : public Transport {
 class ShmTransport : public Transport {
  public:
   const char* name() const override { return "shm"; }
-  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
-    return self.hostHash == peer.hostHash && params::ShmDisable() != 1;
+  bool canConnect(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer) const override {
+    return self.hostHash == peer.hostHash && !cfg.shmDisable;
   }
 
-  Result<RecvSetup> setupRecv(const PeerInfo& self, const PeerInfo& peer, int channel, size_t slotBytes,
-                              size_t llSlotBytes) override {
+  Result<RecvSetup> setupRecv(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer, int channel,
+                              size_t slotBytes, size_t llSlotBytes) override {
     size_t bytes = segmentBytes(slotBytes, llSlotBytes);
-    std::string dir = params::ShmDir();
+    const std::string& dir = cfg.shmDir;
     Blob b{};
     strcpy(b.kind, "shm");
     b.bytes = bytes;
@@ -173,8 +172,8 @@ class ShmTransport : public Transport {
     return setup;
   }
 
-  Result<std::unique_ptr<Connector>> connectSend(const PeerInfo& self, const PeerInfo& peer, int channel,
-                                                 const char* blob) override {
+  Result<std::unique_ptr<Connector>> connectSend(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer,
+                                                 int channel, const char* blob) override {
     Blob b;
     memcpy(&b, blob, sizeof(b));
     if (strcmp(b.kind, "shm") != 0) return internalError("shm transport got a \"%.8s\" blob", b.kind);

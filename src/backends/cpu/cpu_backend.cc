@@ -27,20 +27,20 @@ CpuBackend::~CpuBackend() {
 
 Status CpuBackend::init(const BackendInitContext& ctx) {
   rank_ = ctx.rank;
-  abort_ = ctx.abort;
-  timeoutSec_ = ctx.timeoutSec;
-  spinCount_ = std::max(1, ctx.spinCount);
+  wait_ = ctx.wait;
+  wait_.rank = ctx.rank;
+  wait_.spinCount = std::max(1, wait_.spinCount);
   inlineBytes_ = ctx.inlineBytes;
   channels_.resize(static_cast<size_t>(ctx.nChannels));
   for (int c = 0; c < ctx.nChannels; ++c) {
     channels_[static_cast<size_t>(c)].worker = std::make_unique<ChannelWorker>(c, ctx.placeCpus);
   }
   if (ctx.localRanks > ctx.cpus && !ctx.spinCountSet) {
-    spinCount_ = std::min(spinCount_, kOversubscribedSpinCount);
+    wait_.spinCount = std::min(wait_.spinCount, kOversubscribedSpinCount);
     BRAID_INFO(kLogInit, "rank %d: %d local ranks on %d CPUs, spinning %d times before yielding (BRAID_SPIN_COUNT)",
-               ctx.rank, ctx.localRanks, ctx.cpus, spinCount_);
+               ctx.rank, ctx.localRanks, ctx.cpus, wait_.spinCount);
   }
-  if (ctx.netPeers && !ctx.spinCountSet) spinCount_ = std::min(spinCount_, kNetSpinCount);
+  if (ctx.netPeers && !ctx.spinCountSet) wait_.spinCount = std::min(wait_.spinCount, kNetSpinCount);
   if (ctx.direct && !ctx.netPeers) {  // direct segments are shared memory: one host, shm allowed
     BRAID_ASSIGN_OR_RETURN(direct_, DirectGroup::create(ctx.allGather, *ctx.peers, ctx.rank, ctx.directStageBytes));
     if (direct_) {
@@ -77,15 +77,6 @@ void CpuBackend::releaseLaunchMemory() {
 
 void CpuBackend::markAborted() {
   if (direct_) direct_->markAborted();
-}
-
-ExecContext CpuBackend::execContext() const {
-  ExecContext ctx;
-  ctx.rank = rank_;
-  ctx.abort = abort_;
-  ctx.timeoutSec = timeoutSec_;
-  ctx.spinCount = spinCount_;
-  return ctx;
 }
 
 Status CpuBackend::materialize(const FifoLaunch& launch) {
@@ -142,12 +133,12 @@ Status CpuBackend::launchFifo(const std::vector<FifoLaunch>& group) {
   Status result;
   if (!useWorkers) {
     // Small groups: the caller drives everything (a hand-off to a worker would cost more than the work).
-    result = runChannels(inlineWork, static_cast<CpuBackend*>(group.front().backend)->execContext());
+    result = runChannels(inlineWork, static_cast<CpuBackend*>(group.front().backend)->wait_);
   } else {
     for (const FifoLaunch& l : group) {
       auto* b = static_cast<CpuBackend*>(l.backend);
       for (Channel& ch : b->channels_) {
-        if (!ch.work.items.empty()) ch.worker->post(&ch.work, b->execContext());
+        if (!ch.work.items.empty()) ch.worker->post(&ch.work, b->wait_);
       }
     }
     for (const FifoLaunch& l : group) {
@@ -165,7 +156,7 @@ Status CpuBackend::launchFifo(const std::vector<FifoLaunch>& group) {
 }
 
 Status CpuBackend::runDirectOne(CpuBackend* b, DirectOp& op) {
-  const ExecContext ctx = b->execContext();
+  const WaitContext ctx = b->wait_;
   BRAID_RETURN_IF_ERROR(b->direct_->post(op.req, ctx));
   BRAID_RETURN_IF_ERROR(b->direct_->execute(op.req, ctx, &op.ran));
   if (!op.ran) BRAID_RETURN_IF_ERROR(op.noFallback);
@@ -191,13 +182,22 @@ Status CpuBackend::launchDirect(const std::vector<DirectBatch>& group) {
   for (size_t k = 0; k < rounds; ++k) {
     for (const DirectBatch& d : group) {
       auto* b = static_cast<CpuBackend*>(d.backend);
-      if (k < d.ops->size()) BRAID_RETURN_IF_ERROR(b->direct_->post((*d.ops)[k].req, b->execContext()));
+      if (k < d.ops->size()) BRAID_RETURN_IF_ERROR(b->direct_->post((*d.ops)[k].req, b->wait_));
     }
     std::vector<char> executed(group.size(), 0);
     size_t left = 0;
     for (const DirectBatch& d : group) left += k < d.ops->size() ? 1 : 0;
-    const auto since = std::chrono::steady_clock::now();
-    int idle = 0;
+    // The first communicator's knobs pace the loop; each group's check names its own peers.
+    const WaitContext ctx = static_cast<CpuBackend*>(group[0].backend)->wait_;
+    WaitLoop wait(ctx);
+    auto check = [&](bool timedOut) -> Status {
+      for (const DirectBatch& d : group) {
+        auto* b = static_cast<CpuBackend*>(d.backend);
+        BRAID_RETURN_IF_ERROR(b->direct_->checkStalled(b->wait_, timedOut));
+      }
+      return Status::ok();
+    };
+    auto yield = [](int) { std::this_thread::yield(); };
     while (left > 0) {
       bool progressed = false;
       for (size_t x = 0; x < group.size(); ++x) {
@@ -207,7 +207,7 @@ Status CpuBackend::launchDirect(const std::vector<DirectBatch>& group) {
         // With one communicator left there is nothing to interleave: its execute may block.
         if (left > 1 && !b->direct_->allPosted()) continue;
         DirectOp& op = (*d.ops)[k];
-        BRAID_RETURN_IF_ERROR(b->direct_->execute(op.req, b->execContext(), &op.ran));
+        BRAID_RETURN_IF_ERROR(b->direct_->execute(op.req, b->wait_, &op.ran));
         if (!op.ran) BRAID_RETURN_IF_ERROR(op.noFallback);
         b->direct_->finishPost();
         executed[x] = 1;
@@ -215,20 +215,20 @@ Status CpuBackend::launchDirect(const std::vector<DirectBatch>& group) {
         progressed = true;
       }
       if (progressed || left == 0) {
-        idle = 0;
+        wait.progressed();
         continue;
       }
-      if (++idle < 64) continue;
-      std::this_thread::yield();
-      if ((idle & 255) != 0) continue;
-      for (const DirectBatch& d : group) {
-        auto* b = static_cast<CpuBackend*>(d.backend);
-        BRAID_RETURN_IF_ERROR(b->direct_->checkStalled(b->execContext(), since));
+      Status st = wait.idle(check, yield);
+      if (!st.isOk()) {
+        if (ctx.aborted()) {
+          for (const DirectBatch& d : group) static_cast<CpuBackend*>(d.backend)->direct_->markAborted();
+        }
+        return st;
       }
     }
     for (const DirectBatch& d : group) {
       auto* b = static_cast<CpuBackend*>(d.backend);
-      if (k < d.ops->size()) BRAID_RETURN_IF_ERROR(b->direct_->finishWait(b->execContext()));
+      if (k < d.ops->size()) BRAID_RETURN_IF_ERROR(b->direct_->finishWait(b->wait_));
     }
   }
   return Status::ok();

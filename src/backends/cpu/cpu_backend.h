@@ -32,15 +32,12 @@ class CpuBackend final : public Backend {
     std::unique_ptr<ChannelWorker> worker;
     ChannelWork work;
   };
-  ExecContext execContext() const;
   // Turns this communicator's planned works into its channels' work queues (connectors resolved, scratch given).
   Status materialize(const FifoLaunch& launch);
   static Status runDirectOne(CpuBackend* b, DirectOp& op);
 
   int rank_ = 0;
-  const std::atomic<bool>* abort_ = nullptr;
-  double timeoutSec_ = 60;
-  int spinCount_ = 2000;
+  WaitContext wait_;  // the communicator's deadline context, with the spin count this backend settled on
   size_t inlineBytes_ = 0;
   std::vector<Channel> channels_;
   std::unique_ptr<DirectGroup> direct_;  // null when the ranks cannot share memory or BRAID_DIRECT=0

@@ -29,6 +29,7 @@ namespace {
 constexpr size_t kSlotBytes = 256;
 constexpr size_t kTileBytes = 16 << 10;  // reductions accumulate a tile in L1, then store it to every destination
 constexpr int kYieldsBeforeSleep = 16;
+constexpr int kPeerCheckMs = 10;                      // how often a stalled wait looks for dead or aborted peers
 constexpr long kSleepNanoseconds = 10 * 1000 * 1000;  // a futex sleep is bounded, so aborts and deadlines are seen
 
 void futexWait(std::atomic<uint32_t>* word, uint32_t expected) {
@@ -180,7 +181,7 @@ bool DirectGroup::staged(const DirectRequest& req, int nranks) const {
   return inputs * es <= stageBytes_;
 }
 
-Status DirectGroup::post(const DirectRequest& req, const ExecContext& /*ctx*/) {
+Status DirectGroup::post(const DirectRequest& req, const WaitContext& /*ctx*/) {
   const uint32_t gen = ++gen_;
   const size_t es = dtypeSize(req.op.dtype);
   const size_t n = static_cast<size_t>(nranks_);
@@ -207,7 +208,7 @@ void DirectGroup::markAborted() {
   futexWakeAll(&mine.done);
 }
 
-Status DirectGroup::peerFailure(const ExecContext& ctx) const {
+Status DirectGroup::peerFailure(const WaitContext& ctx) const {
   // A peer that died without marking itself aborted is the cause; peers that failed because of it mark
   // themselves aborted before they exit, so report the silent death first.
   for (int q = 0; q < nranks_; ++q) {
@@ -234,53 +235,50 @@ bool DirectGroup::allPosted() const {
   return true;
 }
 
-Status DirectGroup::checkStalled(const ExecContext& ctx, Clock::time_point since) const {
-  if (ctx.abort != nullptr && ctx.abort->load(std::memory_order_relaxed)) {
-    slot(rank_).aborted.store(1, std::memory_order_release);
-    return invalidUsage("rank %d: operation interrupted by ncclCommAbort", ctx.rank);
-  }
+Status DirectGroup::checkStalled(const WaitContext& ctx, bool timedOut) const {
   BRAID_RETURN_IF_ERROR(peerFailure(ctx));
-  if (ctx.timeoutSec > 0 && Clock::now() - since > std::chrono::duration<double>(ctx.timeoutSec)) {
-    return remoteError("rank %d: peers did not reach direct collective %u within BRAID_TIMEOUT=%g s", ctx.rank, gen_,
-                       ctx.timeoutSec);
-  }
-  return Status::ok();
+  if (!timedOut) return Status::ok();
+  return remoteError("rank %d: peers did not reach direct collective %u within BRAID_TIMEOUT=%g s", ctx.rank, gen_,
+                     ctx.timeoutSec);
 }
 
-Status DirectGroup::waitAll(bool done, uint32_t gen, const ExecContext& ctx) const {
-  Clock::time_point start{};  // read only once a wait leaves the spinning phase
+Status DirectGroup::waitAll(bool done, uint32_t gen, const WaitContext& ctx) const {
+  // One loop over every peer's counter: the stall clock covers the whole wait, not each peer.
+  WaitLoop wait(ctx, std::chrono::milliseconds(kPeerCheckMs));
   for (int p = 0; p < nranks_; ++p) {
     Slot& s = slot(p);
     std::atomic<uint32_t>& word = done ? s.done : s.posted;
     std::atomic<uint32_t>& waiters = done ? s.doneWaiters : s.postedWaiters;
-    if (genReached(word.load(std::memory_order_acquire), gen)) continue;
-    for (int i = 0; i < ctx.spinCount && !genReached(word.load(std::memory_order_acquire), gen); ++i) cpuRelax();
-    int rounds = 0;
-    while (!genReached(word.load(std::memory_order_acquire), gen)) {
-      if (start == Clock::time_point{}) start = Clock::now();
-      if (ctx.abort != nullptr && ctx.abort->load(std::memory_order_relaxed)) {
-        slot(rank_).aborted.store(1, std::memory_order_release);
-        return invalidUsage("rank %d: operation interrupted by ncclCommAbort", ctx.rank);
-      }
-      BRAID_RETURN_IF_ERROR(peerFailure(ctx));
-      if (ctx.timeoutSec > 0 && Clock::now() - start > std::chrono::duration<double>(ctx.timeoutSec)) {
-        return remoteError("rank %d: peer rank %d did not reach direct collective %u within BRAID_TIMEOUT=%g s",
-                           ctx.rank, p, gen, ctx.timeoutSec);
-      }
-      if (rounds++ < kYieldsBeforeSleep) {
+    // Past the spin, yield a few times, then sleep on the counter's futex (bounded, so abort and deadline are
+    // seen); the waiter count lets the poster skip the wake-up system call when nobody sleeps.
+    auto sleep = [&](int round) {
+      if (round < kYieldsBeforeSleep) {
         sched_yield();
-        continue;
+        return;
       }
       waiters.fetch_add(1, std::memory_order_seq_cst);
       const uint32_t cur = word.load(std::memory_order_seq_cst);
       if (!genReached(cur, gen)) futexWait(&word, cur);
       waiters.fetch_sub(1, std::memory_order_seq_cst);
+    };
+    auto check = [&](bool timedOut) -> Status {
+      BRAID_RETURN_IF_ERROR(peerFailure(ctx));
+      if (!timedOut) return Status::ok();
+      return remoteError("rank %d: peer rank %d did not reach direct collective %u within BRAID_TIMEOUT=%g s", ctx.rank,
+                         p, gen, ctx.timeoutSec);
+    };
+    while (!genReached(word.load(std::memory_order_acquire), gen)) {
+      Status st = wait.idle(check, sleep);
+      if (!st.isOk()) {
+        if (ctx.aborted()) slot(rank_).aborted.store(1, std::memory_order_release);
+        return st;
+      }
     }
   }
   return Status::ok();
 }
 
-Status DirectGroup::execute(const DirectRequest& req, const ExecContext& ctx, bool* ran) {
+Status DirectGroup::execute(const DirectRequest& req, const WaitContext& ctx, bool* ran) {
   *ran = false;
   needEndWait_ = false;
   const uint32_t gen = gen_;
@@ -405,7 +403,7 @@ void DirectGroup::finishPost() {
   if (mine.doneWaiters.load(std::memory_order_seq_cst) != 0) futexWakeAll(&mine.done);
 }
 
-Status DirectGroup::finishWait(const ExecContext& ctx) {
+Status DirectGroup::finishWait(const WaitContext& ctx) {
   if (!needEndWait_) return Status::ok();
   needEndWait_ = false;
   return waitAll(true, gen_, ctx);

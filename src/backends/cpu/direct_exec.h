@@ -25,6 +25,7 @@
 #include "src/backends/cpu/reduce.h"
 #include "src/common/shareable_mem.h"
 #include "src/common/status.h"
+#include "src/common/wait.h"
 #include "transports/transport.h"
 
 namespace braid {
@@ -40,16 +41,16 @@ class DirectGroup {
 
   // Phases of one operation (see the file comment). execute() sets *ran = false when the buffers turned out not
   // to be reachable by every rank; the caller then runs the operation another way (finish() is still required).
-  Status post(const DirectRequest& req, const ExecContext& ctx);
-  Status execute(const DirectRequest& req, const ExecContext& ctx, bool* ran);
+  Status post(const DirectRequest& req, const WaitContext& ctx);
+  Status execute(const DirectRequest& req, const WaitContext& ctx, bool* ran);
   void finishPost();
-  Status finishWait(const ExecContext& ctx);
+  Status finishWait(const WaitContext& ctx);
 
   // Whether every rank has posted the current operation (execute() would not wait).
   bool allPosted() const;
-  // For a caller polling several groups: an error when a peer died or aborted, this rank was aborted, or
-  // BRAID_TIMEOUT has passed since `since`.
-  Status checkStalled(const ExecContext& ctx, std::chrono::steady_clock::time_point since) const;
+  // The failure check of a caller polling several groups in its own WaitLoop: an error when a peer died or
+  // aborted, or when the loop timed out (naming the operation).
+  Status checkStalled(const WaitContext& ctx, bool timedOut) const;
 
   // Tells the peers this rank gave up on the communicator (an operation failed), so their waits end at once.
   void markAborted();
@@ -64,8 +65,8 @@ class DirectGroup {
   DirectGroup() = default;
   Slot& slot(int r) const;
   char* stage(int r, uint32_t gen) const;
-  Status waitAll(bool done, uint32_t gen, const ExecContext& ctx) const;
-  Status peerFailure(const ExecContext& ctx) const;
+  Status waitAll(bool done, uint32_t gen, const WaitContext& ctx) const;
+  Status peerFailure(const WaitContext& ctx) const;
   Status runSteps(const DirectRequest& req);
 
   int rank_ = 0;

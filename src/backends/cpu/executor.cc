@@ -15,6 +15,9 @@
 namespace braid {
 namespace {
 
+constexpr int kYieldRounds = 20000;            // idle rounds past the spin that yield before the loop sleeps
+constexpr long kSleepNanoseconds = 50 * 1000;  // then each idle round sleeps this long
+
 struct HostEnv : HostDataOps {
   static Connector* conn(const ConnSlot& c) { return static_cast<Connector*>(c.owner); }
   void drive(const ConnSlot& c) { conn(c)->drive(); }
@@ -40,7 +43,7 @@ std::string describePeer(const Connector* c) {
   return strPrintf("rank %d (host %s, pid %d)", p.rank, p.hostname, static_cast<int>(p.pid));
 }
 
-Status checkPeers(const std::vector<ChannelWork*>& works, const ExecContext& ctx, bool timedOut) {
+Status checkPeers(const std::vector<ChannelWork*>& works, const WaitContext& ctx, bool timedOut) {
   // A process that died without marking its connectors aborted is the root cause to report; a peer that aborted
   // (and may have exited since) was only reacting to a failure.
   for (int pass = 0; pass < 3; ++pass) {
@@ -173,12 +176,20 @@ void ChannelWork::prepare() {
   announceDemand(flat);
 }
 
-Status runChannels(const std::vector<ChannelWork*>& works, const ExecContext& ctx) {
+Status runChannels(const std::vector<ChannelWork*>& works, const WaitContext& ctx) {
   const HostCta cta;
   HostEnv env;
-  auto lastProgress = Clock::now();
-  auto lastCheck = lastProgress;
-  int idle = 0;
+  WaitLoop wait(ctx);
+  // Past the spin, yield (more ranks than cores must still progress), then sleep a little.
+  auto sleep = [](int round) {
+    if (round < kYieldRounds) {
+      sched_yield();
+    } else {
+      timespec ts{0, kSleepNanoseconds};
+      nanosleep(&ts, nullptr);
+    }
+  };
+  auto check = [&](bool timedOut) { return checkPeers(works, ctx, timedOut); };
   while (true) {
     bool progress = false;
     bool done = true;
@@ -189,37 +200,13 @@ Status runChannels(const std::vector<ChannelWork*>& works, const ExecContext& ct
     }
     if (done) return Status::ok();
     if (progress) {
-      idle = 0;
+      wait.progressed();
       continue;
     }
-    // Spin briefly, then yield, then sleep: more ranks than cores must still progress.
-    ++idle;
-    if (idle < ctx.spinCount) {
-      cpuRelax();
-      continue;
-    }
-    if ((idle & 63) == 0 || idle == ctx.spinCount) {
-      auto now = Clock::now();
-      if (idle == ctx.spinCount) lastProgress = now - std::chrono::microseconds(1);
-      if (ctx.abort != nullptr && ctx.abort->load(std::memory_order_relaxed)) {
-        markAllAborted(works);
-        return invalidUsage("rank %d: operation interrupted by ncclCommAbort", ctx.rank);
-      }
-      if (now - lastCheck > std::chrono::milliseconds(50)) {
-        lastCheck = now;
-        bool timedOut = ctx.timeoutSec > 0 && now - lastProgress > std::chrono::duration<double>(ctx.timeoutSec);
-        Status st = checkPeers(works, ctx, timedOut);
-        if (!st.isOk()) {
-          markAllAborted(works);
-          return st;
-        }
-      }
-    }
-    if (idle < ctx.spinCount + 20000) {
-      sched_yield();
-    } else {
-      timespec ts{0, 50000};
-      nanosleep(&ts, nullptr);
+    Status st = wait.idle(check, sleep);
+    if (!st.isOk()) {
+      markAllAborted(works);
+      return st;
     }
   }
 }
@@ -236,7 +223,7 @@ ChannelWorker::~ChannelWorker() {
   thread_.join();
 }
 
-void ChannelWorker::post(ChannelWork* work, const ExecContext& ctx) {
+void ChannelWorker::post(ChannelWork* work, const WaitContext& ctx) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     work_ = work;
@@ -262,7 +249,7 @@ void ChannelWorker::loop() {
     cv_.wait(lock, [this] { return stop_ || work_ != nullptr; });
     if (stop_) return;
     ChannelWork* work = work_;
-    ExecContext ctx = ctx_;
+    WaitContext ctx = ctx_;
     lock.unlock();
     Status st = runChannels({work}, ctx);
     lock.lock();

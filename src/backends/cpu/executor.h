@@ -18,6 +18,7 @@
 #include "src/backends/common/work.h"
 #include "src/backends/cpu/reduce.h"
 #include "src/common/status.h"
+#include "src/common/wait.h"
 #include "transports/transport.h"
 
 namespace braid {
@@ -37,14 +38,6 @@ struct WorkItem {
   // chunk each), so the step operations themselves are the Simple ones.
   bool ll = false;
   std::vector<char> llRecv, llSend;
-};
-
-// What a wait needs to know to fail cleanly instead of hanging.
-struct ExecContext {
-  int rank = 0;
-  const std::atomic<bool>* abort = nullptr;
-  double timeoutSec = 60;
-  int spinCount = 2000;
 };
 
 struct ChannelWork {
@@ -69,7 +62,7 @@ struct ChannelWork {
 
 // Drives every channel in `works` until all items are done, the deadline passes without progress, a peer fails,
 // or the abort flag is set. On failure the connectors of unfinished items are marked aborted so peers fail fast.
-Status runChannels(const std::vector<ChannelWork*>& works, const ExecContext& ctx);
+Status runChannels(const std::vector<ChannelWork*>& works, const WaitContext& ctx);
 
 // A persistent worker thread for one channel of one communicator.
 class ChannelWorker {
@@ -80,7 +73,7 @@ class ChannelWorker {
   ChannelWorker(const ChannelWorker&) = delete;
   ChannelWorker& operator=(const ChannelWorker&) = delete;
 
-  void post(ChannelWork* work, const ExecContext& ctx);
+  void post(ChannelWork* work, const WaitContext& ctx);
   Status wait();  // until the posted work is finished
 
  private:
@@ -91,7 +84,7 @@ class ChannelWorker {
   std::mutex mu_;
   std::condition_variable cv_;
   ChannelWork* work_ = nullptr;
-  ExecContext ctx_;
+  WaitContext ctx_;
   bool finished_ = false;
   bool stop_ = false;
   Status result_;

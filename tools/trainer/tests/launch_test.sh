@@ -1,6 +1,7 @@
 #!/bin/bash
 # Launch paths give the same run: braidrun, torchrun-style variables set by hand (RANK, WORLD_SIZE, MASTER_ADDR,
-# MASTER_PORT), Open MPI's mpirun when installed, and a plain process for one rank. Losses are compared bitwise.
+# MASTER_PORT), torchrun itself (its store holding MASTER_PORT), Open MPI's mpirun when installed, and a plain
+# process for one rank. Losses are compared bitwise.
 # Ranks started with different configs refuse to train.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 config "$WORK/c.json" '{"train_batch_size": 12, "zero_optimization": {"stage": 2}}'
@@ -16,6 +17,43 @@ done
 wait %1 || fail "torchrun-style rank 0 failed: $(cat "$WORK/env0.out")"
 wait %2 || fail "torchrun-style rank 1 failed: $(cat "$WORK/env1.out")"
 same_hex "$WORK/braidrun.csv" "$WORK/env0.csv" "torchrun-style variables vs braidrun"
+
+# Under torchrun (TORCHELASTIC_RUN_ID set), torchrun's own store already listens on MASTER_PORT: braid's bootstrap
+# must take the next port. A listener that accepts and never answers stands in for the store; a rank that used
+# MASTER_PORT itself would fail to bind it (rank 0) or talk to the stand-in and time out (rank 1).
+python3 -c '
+import socket, sys
+while True:
+    store = socket.socket()
+    store.bind(("127.0.0.1", 0))
+    port = store.getsockname()[1]
+    probe = socket.socket()
+    try:
+        probe.bind(("127.0.0.1", port + 1))
+        probe.close()
+        break
+    except OSError:
+        store.close()
+store.listen(16)
+print(port, flush=True)
+held = []
+while True:
+    held.append(store.accept()[0])
+' > "$WORK/store.port" &
+STORE_PID=$!
+for _ in $(seq 50); do [ -s "$WORK/store.port" ] && break; sleep 0.1; done
+SPORT=$(cat "$WORK/store.port")
+[ -n "$SPORT" ] || fail "the stand-in store did not start"
+for r in 0 1; do
+  TORCHELASTIC_RUN_ID=braid-test RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=$SPORT BRAID_TIMEOUT=10 timeout 60 "$TRAIN" "${ARGS[@]}" --log "$WORK/torch$r.csv" \
+    > "$WORK/torch$r.out" 2>&1 &
+done
+wait %2 || fail "under torchrun with its store on MASTER_PORT=$SPORT, rank 0 failed: $(cat "$WORK/torch0.out")"
+wait %3 || fail "under torchrun with its store on MASTER_PORT=$SPORT, rank 1 failed: $(cat "$WORK/torch1.out")"
+kill "$STORE_PID" 2> /dev/null
+wait "$STORE_PID" 2> /dev/null
+same_hex "$WORK/braidrun.csv" "$WORK/torch0.csv" "under torchrun (store on MASTER_PORT) vs braidrun"
 
 if command -v mpirun > /dev/null; then
   # Open MPI refuses root unless told; --oversubscribe allows 2 ranks on a 1-core runner.

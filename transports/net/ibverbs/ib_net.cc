@@ -274,7 +274,7 @@ Status ioSome(Comm& c, bool send, void* buf, size_t want, size_t* done) {
 // ---- ABI ----
 
 ncclResult_t ibInit(ncclDebugLogger_t logFn) {
-  builtinLogger().store(logFn);
+  initBuiltin(logFn);
   std::lock_guard<std::mutex> lk(gMu);
   if (gInitDone) return ncclSuccess;
   gInitDone = true;
@@ -402,7 +402,7 @@ Status connectStep(int dev, Handle* h, void** sendComm) {
     a.len = h->addr.sa.sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
     memcpy(&a.storage, &h->addr, a.len);
     owned->peer = a.toString();
-    owned->wait = WaitContext::withTimeout(nullptr, static_cast<double>(params::Timeout()));
+    owned->wait = WaitContext::withTimeout(nullptr, builtinTimeoutSec().load());
     BRAID_RETURN_IF_ERROR(createQp(*owned));
     owned->fd = ::socket(a.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (owned->fd < 0) return errnoError(errno, "NET/IB : socket() for %s", owned->peer.c_str());

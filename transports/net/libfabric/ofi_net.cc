@@ -33,7 +33,7 @@ namespace {
 // ---- ABI ----
 
 ncclResult_t ofiInit(ncclDebugLogger_t logFn) {
-  builtinLogger().store(logFn);
+  initBuiltin(logFn);
   std::lock_guard<std::mutex> lk(gMu);
   if (!gDevices.empty()) return ncclSuccess;  // already initialised (devices live until exit)
   // No libfabric means no OFI devices, not an error: the loader falls back, and NCCL_NET=OFI says why.
@@ -204,7 +204,7 @@ Status connectImpl(int dev, Handle* h, void** sendComm) {
   c->ctrlOut[1].kind = kCloseKind;
   c->ctrlOp[0].kind = OpKind::kCtrlSend;
   c->ctrlOp[1].kind = OpKind::kCtrlSend;
-  c->connectWait = WaitContext::withTimeout(nullptr, static_cast<double>(params::Timeout()));
+  c->connectWait = WaitContext::withTimeout(nullptr, builtinTimeoutSec().load());
   bool posted = false;
   BRAID_RETURN_IF_ERROR(postConnect(*c, &posted));
   if (posted) {

@@ -203,7 +203,7 @@ Status checkDev(int dev) {
 // ---- ABI functions ----
 
 ncclResult_t socketInit(ncclDebugLogger_t logFn) {
-  builtinLogger().store(logFn);
+  initBuiltin(logFn);
   auto devs = findDevices();
   if (!devs.isOk()) return BRAID_NET_RESULT(devs.status());
   std::lock_guard<std::mutex> lk(gMu);
@@ -319,7 +319,7 @@ Status connectProgress(Handle* h, void** sendComm) {
     memcpy(&pc->addr.storage, &h->addr, pc->addr.len);
     pc->nSocks = h->nSocks;
     pc->nThreads = h->nThreads;
-    pc->wait = WaitContext::withTimeout(nullptr, static_cast<double>(params::Timeout()));
+    pc->wait = WaitContext::withTimeout(nullptr, builtinTimeoutSec().load());
     std::random_device rd;
     pc->hello = Hello{kHelloMagic, (static_cast<uint64_t>(rd()) << 32) ^ rd(), 0, pc->nSocks};
     {
@@ -377,7 +377,7 @@ Status connectProgress(Handle* h, void** sendComm) {
   if (!all) {
     if (pc->wait.expired()) {
       return remoteError("NET/Socket : could not connect to %s within BRAID_TIMEOUT=%llds", pc->addr.toString().c_str(),
-                         static_cast<long long>(params::Timeout()));
+                         static_cast<long long>(builtinTimeoutSec().load()));
     }
     return Status::ok();
   }
