@@ -125,6 +125,9 @@ struct RecvSetup {
   char blob[kConnectBlobBytes] = {};
 };
 
+class FifoMemory;
+const FifoMemory& hostFifoMemory();
+
 // The knobs every transport obeys. The communicator reads them once at init (fromParams) and passes them to
 // each call below; a transport never reads them from the parameter registry itself. (The networks behind
 // include/nccl_net.h, which the plugin ABI gives no way to hand anything, read their own knobs once at their
@@ -133,6 +136,8 @@ struct TransportConfig {
   double timeoutSec = 60;           // BRAID_TIMEOUT: bounds a connection's set-up and its close
   bool shmDisable = false;          // NCCL_SHM_DISABLE=1: processes of one host talk through the network
   std::string shmDir = "/dev/shm";  // BRAID_SHM_DIR: where shared-memory FIFOs are created
+  // Where FIFOs one process owns come from: the backend's policy (Backend::fifoMemory).
+  const FifoMemory* memory = &hostFifoMemory();
 
   static TransportConfig fromParams();
 };
@@ -166,6 +171,17 @@ struct LocalFifo {
 };
 Result<LocalFifo> allocLocalFifo(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
                                  std::function<bool()> beforeUnmap = nullptr);
+
+// Where the FIFOs that one process owns live (the in-process and network transports'; FIFOs that processes share
+// are /dev/shm files by nature, the shm transport's own). A backend supplies its policy through
+// TransportConfig::memory: the host backend's, hostFifoMemory(), is allocLocalFifo's process memory; a CUDA
+// backend's will be pinned host or device memory, which a kernel and a network proxy can both reach.
+class FifoMemory {
+ public:
+  virtual ~FifoMemory() = default;
+  [[nodiscard]] virtual Result<LocalFifo> allocLocal(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
+                                                     std::function<bool()> beforeUnmap) const = 0;
+};
 
 // The transports (transports/shm, transports/net). Each is one object for the process.
 Transport* inprocTransport();  // ranks that are threads of one process

@@ -113,15 +113,25 @@ struct DirectBatch {
   std::vector<DirectOp>* ops = nullptr;
 };
 
+// One rank's resources as the init exchange reports them, for decisions every rank must make alike.
+struct RankResources {
+  int cpus = 1;         // CPUs its process may use
+  int ranksOnHost = 1;  // ranks of the communicator on its host
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual BackendKind kind() const = 0;
+  // The most channels this backend runs well, from every rank's resources (so every rank gets the same answer);
+  // applied unless the user pinned a channel count. Called before init.
+  virtual int maxChannels(const std::vector<RankResources>& ranks) const = 0;
   // Collective over the communicator's ranks when it sets up shared state (the direct segment).
   [[nodiscard]] virtual Status init(const BackendInitContext& ctx) = 0;
   virtual BackendCaps caps() const = 0;
-  // The transports tried in order for each peer.
+  // The transports tried in order for each peer, and where their FIFOs live (TransportConfig::memory).
   virtual const std::vector<Transport*>& transports() const = 0;
+  virtual const FifoMemory& fifoMemory() const = 0;
 
   // Memory that lives until releaseLaunchMemory (the group's operations are complete or dropped): a snapshot of a
   // buffer an operation also overwrites (an in-place all-to-all).

@@ -114,6 +114,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   BRAID_ASSIGN_OR_RETURN(backend_, createBackend(BackendKind::kHost));
   // The knobs every wait and every transport obeys, read here once and passed down.
   links_ = TransportConfig::fromParams();
+  links_.memory = &backend_->fifoMemory();
   wait_.abort = &abort_;
   wait_.timeoutSec = links_.timeoutSec;
   wait_.rank = rank;
@@ -216,19 +217,19 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   sc.cpus = mine.cpus;
   for (const InitExchange& e : all) sc.cpus = std::min(sc.cpus, static_cast<int>(e.cpus));
   sc.deterministic = mine.deterministic != 0;
-  // A channel is a worker thread per rank: more threads than CPUs on any host only queue behind each other
-  // (2 ranks on 2 cores: 1 channel moves 3.9 GB/s at 16 MB, 2 channels 2.4), so by default the channels per rank
-  // are capped at that host's CPUs / local ranks. Every rank computes the same cap from the same exchange.
   std::vector<uint64_t> hosts;
   for (const PeerInfo& p : peers_) hosts.push_back(p.hostHash);
   BRAID_ASSIGN_OR_RETURN(CommTopology topo, buildCommTopology(bootstrap_.get(), rank, nranks, hosts));
   const int nLocal = topo.localRanks;
   if (!pinned) {
-    int64_t cap = nch;
+    // The backend's cap (the CPU backend: a worker thread per channel, so CPUs per local rank), the same on every
+    // rank since it comes from the same exchange.
+    std::vector<RankResources> res(static_cast<size_t>(nranks));
     for (int r = 0; r < nranks; ++r) {
-      const int onHost = topo.ranksOn[static_cast<size_t>(topo.nodeOf[static_cast<size_t>(r)])];
-      cap = std::min<int64_t>(cap, std::max(1, all[static_cast<size_t>(r)].cpus / onHost));
+      res[static_cast<size_t>(r)].cpus = all[static_cast<size_t>(r)].cpus;
+      res[static_cast<size_t>(r)].ranksOnHost = topo.ranksOn[static_cast<size_t>(topo.nodeOf[static_cast<size_t>(r)])];
     }
+    const int64_t cap = backend_->maxChannels(res);
     if (cap < nch) {
       BRAID_INFO(kLogInit, "comm %p rank %d: %d channels (not %lld): %d CPUs for %d local ranks (%s pins a count)",
                  static_cast<void*>(this), rank, static_cast<int>(cap), static_cast<long long>(nch), mine.cpus, nLocal,

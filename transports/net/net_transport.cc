@@ -366,7 +366,7 @@ class NetTransport : public Transport {
                               size_t slotBytes, size_t llSlotBytes) override {
     BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c, newConn(cfg, false, self, peer, channel, slotBytes));
     BRAID_RETURN_IF_ERROR(c->net->listen(c->dev, &c->handle, &c->listenComm).withContext("listen"));
-    BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(c, llSlotBytes));
+    BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(cfg, c, llSlotBytes));
     RecvSetup setup;
     setup.connector = std::make_unique<Connector>(fifo.mem, fifo.ctrl, fifo.slots, false, peer, false);
     setup.connector->setDemandDriven();
@@ -394,7 +394,7 @@ class NetTransport : public Transport {
     memcpy(c->handle.data(), b.handle, sizeof(b.handle));
     // The sender's LL slots are never used on a network connection (LL steps travel in the Simple slots); the
     // layout only needs a size.
-    BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(c, 64));
+    BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(cfg, c, 64));
     auto conn = std::make_unique<Connector>(fifo.mem, fifo.ctrl, fifo.slots, true, peer, false);
     conn->setDriver(c);
     conn->setWholeMessages();
@@ -421,10 +421,10 @@ class NetTransport : public Transport {
   }
 
   // The connection's FIFO in this process's memory; when the connector goes, the proxy lets go of it first.
-  static Result<LocalFifo> attach(const std::shared_ptr<NetConn>& c, size_t llSlotBytes) {
+  static Result<LocalFifo> attach(const TransportConfig& cfg, const std::shared_ptr<NetConn>& c, size_t llSlotBytes) {
     NetConn* raw = c.get();
-    BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, allocLocalFifo(c->self, c->slotBytes, llSlotBytes,
-                                                          [raw] { return NetProxy::get().remove(raw); }));
+    BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, cfg.memory->allocLocal(c->self, c->slotBytes, llSlotBytes,
+                                                                  [raw] { return NetProxy::get().remove(raw); }));
     c->ctrl = fifo.ctrl;
     c->slots = fifo.slots;
     c->connectDeadline = deadlineIn(c->timeoutSec);

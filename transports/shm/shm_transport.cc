@@ -69,7 +69,7 @@ class InprocTransport : public Transport {
   Result<RecvSetup> setupRecv(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer, int channel,
                               size_t slotBytes, size_t llSlotBytes) override {
     size_t bytes = segmentBytes(slotBytes, llSlotBytes);
-    BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, allocLocalFifo(self, slotBytes, llSlotBytes));
+    BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, cfg.memory->allocLocal(self, slotBytes, llSlotBytes, nullptr));
     RecvSetup setup;
     setup.connector = std::make_unique<Connector>(fifo.mem, fifo.ctrl, fifo.slots, false, peer, false);
     Blob b{};
@@ -210,6 +210,21 @@ Result<LocalFifo> allocLocalFifo(const PeerInfo& self, size_t slotBytes, size_t 
   fifo.ctrl = initCtrl(base, slotBytes, llSlotBytes);
   fifo.slots = static_cast<char*>(base) + kCtrlBytes;
   return fifo;
+}
+
+namespace {
+class HostFifoMemory final : public FifoMemory {
+ public:
+  Result<LocalFifo> allocLocal(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
+                               std::function<bool()> beforeUnmap) const override {
+    return allocLocalFifo(self, slotBytes, llSlotBytes, std::move(beforeUnmap));
+  }
+};
+}  // namespace
+
+const FifoMemory& hostFifoMemory() {
+  static const HostFifoMemory m;
+  return m;
 }
 
 Transport* inprocTransport() {

@@ -18,9 +18,11 @@ class CpuBackend final : public Backend {
   ~CpuBackend() override;
 
   BackendKind kind() const override { return BackendKind::kHost; }
+  int maxChannels(const std::vector<RankResources>& ranks) const override;
   Status init(const BackendInitContext& ctx) override;
   BackendCaps caps() const override;
   const std::vector<Transport*>& transports() const override;
+  const FifoMemory& fifoMemory() const override { return hostFifoMemory(); }
   const void* stageCopy(const void* src, size_t bytes) override;
   void releaseLaunchMemory() override;
   Status launchFifo(const std::vector<FifoLaunch>& group) override;
