@@ -26,13 +26,10 @@
 #include "src/common/coll_types.h"
 #include "src/common/status.h"
 #include "src/common/wait.h"
+#include "transports/shm/shared_segment.h"  // AllGatherFn
 #include "transports/transport.h"
 
 namespace braid {
-
-// Collective over the communicator's ranks: every rank passes an array of nranks entries of `bytesPerRank` with its
-// own entry filled; on return every entry is (the bootstrap's all-gather).
-using AllGatherFn = std::function<Status(void* data, size_t bytesPerRank)>;
 
 enum class BackendKind : uint8_t { kHost, kCuda };
 const char* backendKindName(BackendKind kind);

@@ -3,8 +3,6 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -75,13 +73,6 @@ void streamFence() {
 #endif
 }
 
-struct SegmentInfo {
-  int32_t pid = 0;
-  int32_t fd = -1;
-  uint64_t ino = 0;
-  uint64_t bytes = 0;
-};
-
 }  // namespace
 
 // One rank's part of the control segment. Counters live on their own cache lines: peers poll them.
@@ -118,50 +109,13 @@ Result<std::unique_ptr<DirectGroup>> DirectGroup::create(const AllGatherFn& allG
   g->bytes_ = kSlotBytes * static_cast<size_t>(n) + 2 * g->stageBytes_ * static_cast<size_t>(n);
   g->tile_.resize(kTileBytes);
 
-  std::vector<SegmentInfo> infos(static_cast<size_t>(n));
-  if (rank == 0) {
-    const int fd = memfd_create("braid-direct", MFD_CLOEXEC);
-    struct stat st {};
-    void* p = MAP_FAILED;
-    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(g->bytes_)) == 0 && fstat(fd, &st) == 0) {
-      p = mmap(nullptr, g->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    }
-    if (p != MAP_FAILED) {
-      g->base_ = static_cast<char*>(p);
-      g->ownFd_ = fd;
-      infos[0] = SegmentInfo{static_cast<int32_t>(getpid()), fd, static_cast<uint64_t>(st.st_ino), g->bytes_};
-    } else if (fd >= 0) {
-      close(fd);
-    }
-  }
-  BRAID_RETURN_IF_ERROR(allGather(infos.data(), sizeof(SegmentInfo)).withContext("direct segment"));
-  int32_t ok = infos[0].fd >= 0 ? 1 : 0;
-  if (rank != 0 && ok) {
-    Result<void*> mapped = mapPeerFd(infos[0].pid, infos[0].fd, infos[0].ino, infos[0].bytes);
-    if (mapped.isOk()) {
-      g->base_ = static_cast<char*>(mapped.take());
-    } else {
-      ok = 0;
-      BRAID_INFO(kLogInit, "rank %d: no direct (NVLS-style) collectives: %s", rank, mapped.status().message().c_str());
-    }
-  }
-  std::vector<int32_t> oks(static_cast<size_t>(n), 0);
-  oks[static_cast<size_t>(rank)] = ok;
-  BRAID_RETURN_IF_ERROR(allGather(oks.data(), sizeof(int32_t)).withContext("direct segment check"));
-  if (g->ownFd_ >= 0) {
-    close(g->ownFd_);  // every rank has mapped it (or given up): the mappings keep it alive
-    g->ownFd_ = -1;
-  }
-  for (int32_t o : oks) {
-    if (o == 0) return std::unique_ptr<DirectGroup>();  // the destructor unmaps
-  }
+  BRAID_ASSIGN_OR_RETURN(g->segment_, SharedSegment::create(allGather, rank, n, g->bytes_));
+  if (!g->segment_) return std::unique_ptr<DirectGroup>();
+  g->base_ = g->segment_->base();
   return g;
 }
 
-DirectGroup::~DirectGroup() {
-  if (base_ != nullptr) munmap(base_, bytes_);
-  if (ownFd_ >= 0) close(ownFd_);
-}
+DirectGroup::~DirectGroup() = default;
 
 DirectGroup::Slot& DirectGroup::slot(int r) const {
   static_assert(sizeof(Slot) <= kSlotBytes, "slot too large");

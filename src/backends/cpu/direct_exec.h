@@ -26,6 +26,7 @@
 #include "src/common/shareable_mem.h"
 #include "src/common/status.h"
 #include "src/common/wait.h"
+#include "transports/shm/shared_segment.h"
 #include "transports/transport.h"
 
 namespace braid {
@@ -74,9 +75,9 @@ class DirectGroup {
   std::vector<PeerInfo> peers_;
   size_t stageBytes_ = 0;
   size_t slotBytes_ = 0;
-  char* base_ = nullptr;
+  std::unique_ptr<SharedSegment> segment_;  // the control segment every local rank maps (transports/shm)
+  char* base_ = nullptr;                    // segment_->base()
   size_t bytes_ = 0;
-  int ownFd_ = -1;  // rank 0 keeps the memfd open while the communicator lives
   uint32_t gen_ = 0;
   uint64_t epoch_ = 0;  // operations that resolved peers' buffers (ages the mapping cache)
   bool needEndWait_ = false;
