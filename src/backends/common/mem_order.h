@@ -107,4 +107,16 @@ BRAID_HOST_DEVICE BRAID_FORCE_INLINE void fenceAcqRel() {
 #endif
 }
 
+// A full sequentially consistent fence: orders this agent's earlier stores before its later loads (the one
+// ordering release/acquire does not give), for a publisher and a sleeper that each store, then load the other's
+// word (a futex's waiter count).
+template <Scope S = Scope::kSys>
+BRAID_HOST_DEVICE BRAID_FORCE_INLINE void fenceSeqCst() {
+#if defined(__CUDA_ARCH__)
+  cuda::atomic_thread_fence(cuda::std::memory_order_seq_cst, mem_detail::CudaScope<S>::kValue);
+#else
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
 }  // namespace braid

@@ -30,13 +30,13 @@ constexpr int kYieldsBeforeSleep = 16;
 constexpr int kPeerCheckMs = 10;                      // how often a stalled wait looks for dead or aborted peers
 constexpr long kSleepNanoseconds = 10 * 1000 * 1000;  // a futex sleep is bounded, so aborts and deadlines are seen
 
-void futexWait(std::atomic<uint32_t>* word, uint32_t expected) {
+void futexWait(uint32_t* word, uint32_t expected) {
   timespec ts{0, kSleepNanoseconds};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+  syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, nullptr, 0);
 }
 
-void futexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+void futexWakeAll(uint32_t* word) {
+  syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
 // Steps at least this large store with non-temporal writes: their destinations are far larger than the caches, and
@@ -77,11 +77,11 @@ void streamFence() {
 
 // One rank's part of the control segment. Counters live on their own cache lines: peers poll them.
 struct DirectGroup::Slot {
-  std::atomic<uint32_t> posted;
+  uint32_t posted;  // the generation protocol's words (direct_engine.h's GenCounters), plain as a kernel's would be
   std::atomic<uint32_t> postedWaiters;
   std::atomic<uint32_t> aborted;
   char pad0[64 - 12];
-  std::atomic<uint32_t> done;
+  uint32_t done;
   std::atomic<uint32_t> doneWaiters;
   char pad1[64 - 8];
   MemHandle send;
@@ -149,8 +149,7 @@ Status DirectGroup::post(const DirectRequest& req, const WaitContext& /*ctx*/) {
     mine.send = describeBuffer(req.send, sendElems * es);
     mine.recv = describeBuffer(req.recv, recvElems * es);
   }
-  mine.posted.store(gen, std::memory_order_seq_cst);
-  if (mine.postedWaiters.load(std::memory_order_seq_cst) != 0) futexWakeAll(&mine.posted);
+  publish(counters(false), mine.postedWaiters, gen);
   return Status::ok();
 }
 
@@ -183,10 +182,18 @@ Status DirectGroup::peerFailure(const WaitContext& ctx) const {
 }
 
 bool DirectGroup::allPosted() const {
-  for (int p = 0; p < nranks_; ++p) {
-    if (!genReached(slot(p).posted.load(std::memory_order_acquire), gen_)) return false;
-  }
-  return true;
+  return counters(false).firstBehind(gen_) < 0;
+}
+
+GenCounters DirectGroup::counters(bool done) const {
+  return GenCounters{base_ + (done ? offsetof(Slot, done) : offsetof(Slot, posted)), kSlotBytes, nranks_};
+}
+
+void DirectGroup::publish(const GenCounters& words, std::atomic<uint32_t>& waiters, uint32_t gen) const {
+  words.publish(rank_, gen);
+  // A sleeper adds itself to `waiters`, then re-reads the word: one of the two sides sees the other's store.
+  fenceSeqCst();
+  if (waiters.load(std::memory_order_seq_cst) != 0) futexWakeAll(words.at(rank_));
 }
 
 Status DirectGroup::checkStalled(const WaitContext& ctx, bool timedOut) const {
@@ -199,9 +206,10 @@ Status DirectGroup::checkStalled(const WaitContext& ctx, bool timedOut) const {
 Status DirectGroup::waitAll(bool done, uint32_t gen, const WaitContext& ctx) const {
   // One loop over every peer's counter: the stall clock covers the whole wait, not each peer.
   WaitLoop wait(ctx, std::chrono::milliseconds(kPeerCheckMs));
-  for (int p = 0; p < nranks_; ++p) {
+  const GenCounters words = counters(done);
+  for (int p = words.firstBehind(gen); p >= 0; p = words.firstBehind(gen)) {
     Slot& s = slot(p);
-    std::atomic<uint32_t>& word = done ? s.done : s.posted;
+    uint32_t* word = words.at(p);
     std::atomic<uint32_t>& waiters = done ? s.doneWaiters : s.postedWaiters;
     // Past the spin, yield a few times, then sleep on the counter's futex (bounded, so abort and deadline are
     // seen); the waiter count lets the poster skip the wake-up system call when nobody sleeps.
@@ -211,8 +219,9 @@ Status DirectGroup::waitAll(bool done, uint32_t gen, const WaitContext& ctx) con
         return;
       }
       waiters.fetch_add(1, std::memory_order_seq_cst);
-      const uint32_t cur = word.load(std::memory_order_seq_cst);
-      if (!genReached(cur, gen)) futexWait(&word, cur);
+      fenceSeqCst();
+      const uint32_t cur = loadAcquire(word);
+      if (!genReached(cur, gen)) futexWait(word, cur);
       waiters.fetch_sub(1, std::memory_order_seq_cst);
     };
     auto check = [&](bool timedOut) -> Status {
@@ -221,7 +230,7 @@ Status DirectGroup::waitAll(bool done, uint32_t gen, const WaitContext& ctx) con
       return remoteError("rank %d: peer rank %d did not reach direct collective %u within BRAID_TIMEOUT=%g s", ctx.rank,
                          p, gen, ctx.timeoutSec);
     };
-    while (!genReached(word.load(std::memory_order_acquire), gen)) {
+    while (!genReached(loadAcquire(word), gen)) {
       Status st = wait.idle(check, sleep);
       if (!st.isOk()) {
         if (ctx.aborted()) slot(rank_).aborted.store(1, std::memory_order_release);
@@ -353,8 +362,7 @@ Status DirectGroup::runSteps(const DirectRequest& req) {
 
 void DirectGroup::finishPost() {
   Slot& mine = slot(rank_);
-  mine.done.store(gen_, std::memory_order_seq_cst);
-  if (mine.doneWaiters.load(std::memory_order_seq_cst) != 0) futexWakeAll(&mine.done);
+  publish(counters(true), mine.doneWaiters, gen_);
 }
 
 Status DirectGroup::finishWait(const WaitContext& ctx) {

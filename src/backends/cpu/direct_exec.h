@@ -21,6 +21,7 @@
 
 #include "algorithms/direct/direct.h"
 #include "src/backends/backend.h"
+#include "src/backends/common/direct_engine.h"
 #include "src/backends/cpu/executor.h"
 #include "src/backends/cpu/reduce.h"
 #include "src/common/shareable_mem.h"
@@ -66,6 +67,10 @@ class DirectGroup {
   DirectGroup() = default;
   Slot& slot(int r) const;
   char* stage(int r, uint32_t gen) const;
+  // The ranks' posted (done = false) or done generation words, and this rank's publication of one of them (waking
+  // sleepers registered in `waiters`).
+  GenCounters counters(bool done) const;
+  void publish(const GenCounters& words, std::atomic<uint32_t>& waiters, uint32_t gen) const;
   Status waitAll(bool done, uint32_t gen, const WaitContext& ctx) const;
   Status peerFailure(const WaitContext& ctx) const;
   Status runSteps(const DirectRequest& req);
