@@ -2,19 +2,22 @@
 
 #include <cstdlib>
 
-#include "nccl.h"
+#include "src/bootstrap/launch_env.h"
 
 namespace braid::perf {
 
 bool detectLaunch(LaunchInfo* info, std::string* error) {
   *info = LaunchInfo();
-  // The library reads the launcher's variables (braidGetLaunchEnv), so the perf tools, braid-train and any program
-  // using it agree on ranks, the default port and torchrun's rule.
-  braidLaunchEnv_t env;
-  if (braidGetLaunchEnv(&env) != ncclSuccess) {
-    *error = ncclGetLastError(nullptr);
+  // braid's one reader of launcher variables (src/bootstrap/launch_env.h, public as braidGetLaunchEnv), so the
+  // perf tools, braid-train and the library agree on ranks, the default port and torchrun's rule. It is linked in
+  // statically rather than called through braidGetLaunchEnv: these tools also run against NVIDIA's libnccl.so.2,
+  // which has no braid extension.
+  Result<LaunchEnv> found = detectLaunchEnv();
+  if (!found.isOk()) {
+    *error = found.status().message();
     return false;
   }
+  const LaunchEnv& env = found.value();
   info->worldSize = env.nranks;
   info->procRank = env.rank;
   info->localRank = env.localRank;
@@ -24,7 +27,7 @@ bool detectLaunch(LaunchInfo* info, std::string* error) {
   info->masterPort = env.masterPort;
   info->masterPortError = env.rendezvousError;
   info->rendezvous = env.commId;
-  info->commIdFromUser = env.commIdFromUser != 0;
+  info->commIdFromUser = env.commIdFromUser;
   return true;
 }
 
