@@ -35,8 +35,9 @@
  * ----------------------------------------------------------------------------------------------------------------
  * Results. Every ncclResult_t function returns ncclSuccess or one of:
  *   ncclInvalidArgument  a NULL pointer where one is required, a rank, root, peer, count, datatype, op or flag out
- *                        of range, a config not initialized with NCCL_CONFIG_INITIALIZER, a NULL or already
- *                        destroyed communicator that braid can detect.
+ *                        of range, a config not initialized with NCCL_CONFIG_INITIALIZER, a NULL or destroyed
+ *                        communicator, or a pointer that was never a communicator (braid checks every handle
+ *                        against the ones it returned before using it).
  *   ncclInvalidUsage     a valid argument at the wrong time: a communicator that was aborted, revoked, finalized or
  *                        that failed; mismatched ncclGroupStart/ncclGroupEnd; a function this build does not
  *                        implement (see "Not yet implemented" below).
@@ -309,15 +310,16 @@ typedef struct ncclSimInfo_v22200 {
 
 /* Allocates at least `size` bytes suited to braid's zero-copy paths (registration, windows) and stores the address
  * in *ptr. On a CUDA device (the current one) this is device memory that peers can map; without a usable CUDA device
- * it is page-aligned host memory. The allocation may be rounded up to the allocation granularity. Thread-safe. Errors:
- * ncclInvalidArgument (ptr NULL), ncclSystemError or ncclUnhandledCudaError (allocation failed), ncclInvalidUsage (not
- * implemented in this build). */
+ * it is page-aligned, zeroed host memory. The allocation may be rounded up to the allocation granularity. Thread-safe.
+ * Errors: ncclInvalidArgument (ptr NULL, or a size no allocation can have, such as SIZE_MAX), ncclSystemError or
+ * ncclUnhandledCudaError (allocation failed), ncclInvalidUsage (not implemented in this build). */
 ncclResult_t ncclMemAlloc(void** ptr, size_t size);
 ncclResult_t pncclMemAlloc(void** ptr, size_t size);
 
 /* Frees memory returned by ncclMemAlloc. ptr NULL is a no-op that succeeds. The memory must no longer be
- * registered or in use by an operation. Thread-safe. Errors: ncclInvalidArgument (ptr not from ncclMemAlloc, where
- * detected), ncclUnhandledCudaError, ncclInvalidUsage (not implemented in this build). */
+ * registered or in use by an operation. Thread-safe. Errors (nothing is freed): ncclInvalidArgument naming ptr when
+ * it is not the start of a live ncclMemAlloc buffer (never allocated by it, already freed, memory from malloc, or a
+ * pointer inside such a buffer), ncclUnhandledCudaError, ncclInvalidUsage (not implemented in this build). */
 ncclResult_t ncclMemFree(void* ptr);
 ncclResult_t pncclMemFree(void* ptr);
 

@@ -344,8 +344,8 @@ BRAID_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
 
 BRAID_API(ncclResult_t, ncclMemFree, void* ptr) {
   return apiCall("ncclMemFree", [&]() -> Status {
-    if (ptr != nullptr && !freeShareable(ptr)) free(ptr);  // private memory when memfd was unavailable
-    return Status::ok();
+    if (ptr == nullptr) return Status::ok();  // like free(NULL)
+    return freeShareable(ptr);
   });
 }
 

@@ -6,34 +6,45 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace braid {
 namespace {
 
 struct Allocation {
   size_t bytes = 0;
-  int fd = -1;
+  int fd = -1;  // -1: private memory (posix_memalign), when memfd was unavailable
   uint64_t ino = 0;
 };
 
-// Live shareable allocations by base address.
+// Live allocations (shareable and private) by base address: what ncclMemFree may free.
 std::mutex gAllocMu;
 std::map<uintptr_t, Allocation>& allocations() {
   static auto* m = new std::map<uintptr_t, Allocation>();  // never destroyed: frees may run during exit
   return *m;
 }
 
+size_t pageBytes() {
+  return static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
 size_t roundToPage(size_t bytes) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  return (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+  return (std::max<size_t>(bytes, 1) + pageBytes() - 1) / pageBytes() * pageBytes();
 }
 
 }  // namespace
 
 Result<void*> allocShareable(size_t bytes, bool* shareable) {
   *shareable = false;
+  // Rounding up to whole pages must not wrap around to a tiny buffer; nor may the size exceed what mmap and
+  // ftruncate take (off_t).
+  if (bytes > static_cast<size_t>(PTRDIFF_MAX) - pageBytes()) {
+    return invalidArgument("size=%zu is larger than any allocation can be (at most %zu bytes)", bytes,
+                           static_cast<size_t>(PTRDIFF_MAX) - pageBytes());
+  }
   const size_t rounded = roundToPage(bytes);
   const int fd = memfd_create("braid-buffer", MFD_CLOEXEC);
   if (fd >= 0) {
@@ -51,24 +62,45 @@ Result<void*> allocShareable(size_t bytes, bool* shareable) {
     close(fd);
   }
   void* p = nullptr;
-  if (posix_memalign(&p, 4096, rounded) != 0) {
+  if (posix_memalign(&p, pageBytes(), rounded) != 0) {
     return systemError("cannot allocate %zu bytes of host memory", bytes);
   }
+  std::memset(p, 0, rounded);  // zeroed, like the memfd pages
+  std::lock_guard<std::mutex> lock(gAllocMu);
+  allocations()[reinterpret_cast<uintptr_t>(p)] = Allocation{rounded, -1, 0};
   return p;
 }
 
-bool freeShareable(void* p) {
+Status freeShareable(void* p) {
   Allocation a;
   {
     std::lock_guard<std::mutex> lock(gAllocMu);
     auto it = allocations().find(reinterpret_cast<uintptr_t>(p));
-    if (it == allocations().end()) return false;
+    if (it == allocations().end()) {
+      // Inside a live allocation, or nowhere braid knows: either way, nothing is freed.
+      auto above = allocations().upper_bound(reinterpret_cast<uintptr_t>(p));
+      if (above != allocations().begin()) {
+        --above;
+        if (reinterpret_cast<uintptr_t>(p) < above->first + above->second.bytes) {
+          return invalidArgument("ptr=%p is inside the buffer %p that ncclMemAlloc returned, not its start", p,
+                                 reinterpret_cast<void*>(above->first));
+        }
+      }
+      return invalidArgument(
+          "ptr=%p was not returned by ncclMemAlloc, or was already freed (memory from malloc or new is freed with "
+          "free or delete)",
+          p);
+    }
     a = it->second;
     allocations().erase(it);
   }
+  if (a.fd < 0) {
+    free(p);
+    return Status::ok();
+  }
   munmap(p, a.bytes);
   close(a.fd);
-  return true;
+  return Status::ok();
 }
 
 MemHandle describeBuffer(const void* p, size_t bytes) {
@@ -81,7 +113,7 @@ MemHandle describeBuffer(const void* p, size_t bytes) {
   if (it == all.begin()) return h;
   --it;
   const uintptr_t base = it->first;
-  if (h.addr + bytes > base + it->second.bytes) return h;
+  if (it->second.fd < 0 || h.addr + bytes > base + it->second.bytes) return h;
   h.fd = it->second.fd;
   h.ino = it->second.ino;
   h.offset = h.addr - base;

@@ -31,10 +31,11 @@ struct MemHandle {
 };
 
 // Allocates `bytes` of shareable, page-aligned, zeroed memory (memfd); falls back to private memory when memfd is
-// unavailable (then *shareable is false).
+// unavailable (then *shareable is false). Errors: kInvalidArgument (a size no allocation can have), kSystemError.
 Result<void*> allocShareable(size_t bytes, bool* shareable);
-// Frees memory from allocShareable; false when `p` did not come from it.
-bool freeShareable(void* p);
+// Frees memory from allocShareable. Errors (nothing freed): kInvalidArgument naming `p` when it is not the start of
+// a live allocation from allocShareable (never allocated, already freed, or memory from malloc).
+[[nodiscard]] Status freeShareable(void* p);
 // Describes [p, p + bytes) for peers. A buffer inside one shareable allocation gets its memfd; any other buffer a
 // handle with fd -1 (usable only by threads of this process).
 MemHandle describeBuffer(const void* p, size_t bytes);

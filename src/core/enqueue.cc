@@ -81,7 +81,10 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
   ReduceOp op;
   op.dtype = dtype;
   op.nranks = n;
-  if (a.op >= 0) {
+  // Whatever its value: a negative op is a bad op, not "no reduction".
+  const bool reduces =
+      a.kind == CollKind::kAllReduce || a.kind == CollKind::kReduce || a.kind == CollKind::kReduceScatter;
+  if (reduces) {
     BRAID_ASSIGN_OR_RETURN(op, comm->resolveOp(a.op, dtype));
   }
   const size_t bytes = a.count * es;

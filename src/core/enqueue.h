@@ -22,7 +22,7 @@ struct CollRequest {
   void* recvbuff;
   size_t count;
   int datatype;
-  int op;              // -1: no reduction
+  int op;              // read by reducing collectives only (any value, negative ones too, is checked there)
   int root;            // the root, or the peer of a send or receive
   const void* handle;  // the caller's ncclComm_t, named in errors
   const void* stream;  // must be null on a host communicator

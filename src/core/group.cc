@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 namespace braid {
@@ -17,18 +19,44 @@ struct GroupState {
 
 thread_local GroupState tlsGroup;
 
+// Every handle ever returned (live or a tombstone): a pointer that is not in it was never a communicator, and is
+// refused before anything reads through it. Read on every call, written at init only.
+struct HandleRegistry {
+  std::shared_mutex mu;
+  std::unordered_set<const ncclComm*> known;
+};
+HandleRegistry& handles() {
+  static HandleRegistry* r = new HandleRegistry();  // never destroyed: calls may come during exit
+  return *r;
+}
+
+bool knownHandle(const ncclComm* h) {
+  HandleRegistry& r = handles();
+  std::shared_lock<std::shared_mutex> lock(r.mu);
+  return r.known.count(h) != 0;
+}
+
 }  // namespace
 
 ncclComm* registerComm(std::shared_ptr<Communicator> comm) {
   auto* h = new ncclComm();  // never deleted: see the tombstone note in group.h
-  std::lock_guard<std::mutex> lock(h->mu);
-  h->impl = std::move(comm);
-  h->live = true;
+  {
+    std::lock_guard<std::mutex> lock(h->mu);
+    h->impl = std::move(comm);
+    h->live = true;
+  }
+  HandleRegistry& r = handles();
+  std::unique_lock<std::shared_mutex> lock(r.mu);
+  r.known.insert(h);
   return h;
 }
 
 Result<std::shared_ptr<Communicator>> lookupComm(const ncclComm* handle, const char* argName) {
   if (handle == nullptr) return invalidArgument("%s is NULL", argName);
+  if (!knownHandle(handle)) {
+    return invalidArgument("%s=%p is not a communicator (never returned by an ncclCommInit* call)", argName,
+                           static_cast<const void*>(handle));
+  }
   std::lock_guard<std::mutex> lock(const_cast<ncclComm*>(handle)->mu);
   if (!handle->live || !handle->impl) {
     return invalidArgument("%s=%p was destroyed or aborted (use after ncclCommDestroy/ncclCommAbort)", argName,
@@ -38,7 +66,7 @@ Result<std::shared_ptr<Communicator>> lookupComm(const ncclComm* handle, const c
 }
 
 std::shared_ptr<Communicator> retireComm(ncclComm* handle) {
-  if (handle == nullptr) return nullptr;
+  if (handle == nullptr || !knownHandle(handle)) return nullptr;
   std::lock_guard<std::mutex> lock(handle->mu);
   if (!handle->live) return nullptr;
   handle->live = false;

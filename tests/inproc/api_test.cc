@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -378,6 +379,61 @@ TEST(Api, BadInputGetsANamedError) {
        ncclInvalidArgument, "rank=2"},
       {"destroy unknown op", [](ncclComm_t c, float*) { return ncclRedOpDestroy(static_cast<ncclRedOp_t>(42), c); },
        ncclInvalidArgument, "op=42"},
+      // Regressions: a negative op ran as a sum (-1 was the "no reduction" sentinel).
+      {"negative op",
+       [](ncclComm_t c, float* b) {
+         return ncclAllReduce(b, b, 1, ncclFloat, static_cast<ncclRedOp_t>(-1), c, nullptr);
+       },
+       ncclInvalidArgument, "op=-1"},
+      {"INT_MIN op",
+       [](ncclComm_t c, float* b) {
+         return ncclReduceScatter(b, b, 1, ncclFloat, static_cast<ncclRedOp_t>(INT_MIN), c, nullptr);
+       },
+       ncclInvalidArgument, "op=-2147483648"},
+      // A junk handle was dereferenced (SIGSEGV/SIGABRT); handles are now checked against the registry first.
+      {"junk comm",
+       [](ncclComm_t, float* b) {
+         return ncclAllReduce(b, b, 1, ncclFloat, ncclSum, reinterpret_cast<ncclComm_t>(b), nullptr);
+       },
+       ncclInvalidArgument, "is not a communicator"},
+      {"destroy junk comm", [](ncclComm_t, float* b) { return ncclCommDestroy(reinterpret_cast<ncclComm_t>(b)); },
+       ncclInvalidArgument, "is not a communicator"},
+      {"abort junk comm", [](ncclComm_t, float* b) { return ncclCommAbort(reinterpret_cast<ncclComm_t>(b + 1)); },
+       ncclInvalidArgument, "is not a communicator"},
+      // ncclMemFree of memory braid never allocated crashed or claimed success.
+      {"ncclMemFree of a stack buffer", [](ncclComm_t, float* b) { return ncclMemFree(b); }, ncclInvalidArgument,
+       "was not returned by ncclMemAlloc"},
+      {"ncclMemFree of malloc memory",
+       [](ncclComm_t, float*) {
+         void* m = malloc(64);
+         ncclResult_t r = ncclMemFree(m);
+         free(m);
+         return r;
+       },
+       ncclInvalidArgument, "was not returned by ncclMemAlloc"},
+      {"ncclMemFree twice",
+       [](ncclComm_t, float*) {
+         void* m = nullptr;
+         if (ncclMemAlloc(&m, 100) != ncclSuccess || ncclMemFree(m) != ncclSuccess) return ncclInternalError;
+         return ncclMemFree(m);
+       },
+       ncclInvalidArgument, "or was already freed"},
+      {"ncclMemFree inside a buffer",
+       [](ncclComm_t, float*) {
+         void* m = nullptr;
+         if (ncclMemAlloc(&m, 8192) != ncclSuccess) return ncclInternalError;
+         ncclResult_t r = ncclMemFree(static_cast<char*>(m) + 100);
+         ncclMemFree(m);
+         return r;
+       },
+       ncclInvalidArgument, "not its start"},
+      // ncclMemAlloc(SIZE_MAX) returned a 0-byte buffer (the page rounding wrapped around).
+      {"ncclMemAlloc(SIZE_MAX)",
+       [](ncclComm_t, float*) {
+         void* m = nullptr;
+         return ncclMemAlloc(&m, SIZE_MAX);
+       },
+       ncclInvalidArgument, "size=18446744073709551615"},
   };
   auto res = runThreads(2, [&](int rank, ncclComm_t comm) {
     if (rank != 0) return ncclSuccess;  // single-rank checks; rank 1 only keeps the clique alive

@@ -53,8 +53,9 @@ TEST(ShareableMem, DescribedBuffersAreMappableByAnotherProcess) {
   foreign.pid = 1;
   EXPECT_FALSE(maps.resolve(foreign).isOk());
 
-  EXPECT_TRUE(freeShareable(base));
-  EXPECT_FALSE(freeShareable(heap.data()));
+  EXPECT_TRUE(freeShareable(base).isOk());
+  EXPECT_EQ(freeShareable(heap.data()).code(), Code::kInvalidArgument);
+  EXPECT_EQ(freeShareable(base).code(), Code::kInvalidArgument);  // twice
 }
 
 }  // namespace
