@@ -285,6 +285,20 @@ PY
     [ "$rc" -eq 137 ] || problems="exit status $rc, want 137; "
     grep -Eq "rank 0 \(pid [0-9]+\) killed by signal" "$err" || problems="${problems}signal not named; "
     report "braidrun reports a rank killed by SIGKILL" "$problems" "$rc"
+    # The rank that failed first is named, not the first one to exit: a killed rank's sockets close before its exit
+    # completes (the kernel tears its memory down first), so a peer can see the death, fail and exit before the
+    # killed rank is reaped. Here rank 1 signals rank 0 (a flag file, standing in for the closed socket), rank 0
+    # exits with an error at once, and rank 1 dies from SIGKILL 20 ms later.
+    flag=$(mktemp -u /tmp/braidrun-blame.XXXXXX)
+    timeout "$timeout_s" "$braidrun" -np 2 -- sh -c "if [ \"\$RANK\" = 1 ]; then touch $flag; sleep 0.02; kill -9 \$\$; fi
+      while [ ! -e $flag ]; do sleep 0.01; done; exit 1" >"$out" 2>"$err"
+    rc=$?
+    rm -f "$flag"
+    problems=""
+    [ "$rc" -eq 137 ] || problems="exit status $rc, want 137 (rank 1's SIGKILL); "
+    grep -Eq "rank 1 \(pid [0-9]+\) killed by signal SIGKILL" "$err" || problems="${problems}$(cat "$err"); "
+    report "braidrun names the rank that failed first (a killed rank over the one that exited because of it)" \
+      "$problems" "$rc"
     # SIGTERM to braidrun reaches every rank.
     "$braidrun" -np 2 -- sh -c 'trap "echo term $RANK; exit 0" TERM; sleep 60 & wait' >"$out" 2>"$err" &
     pid=$!

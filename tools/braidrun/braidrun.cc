@@ -9,8 +9,11 @@
 // to $MASTER_ADDR, $MASTER_PORT and $NODE_RANK. Children's output goes straight to braidrun's stdout/stderr. Each
 // child leads its own process group; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to braidrun are
 // forwarded to every group. When a child exits with a non-zero status or dies from a signal, braidrun reports it,
-// sends SIGTERM to the others, and SIGKILL to those still alive 5 s later. braidrun's exit status is that first
-// failure's (128 + signal number for a signal), 0 when every rank succeeded. Children also get SIGTERM if braidrun
+// sends SIGTERM to the others, and SIGKILL to those still alive 5 s later. The rank it names is the one that failed
+// first: a rank whose peer died exits with an error a moment later (that is how the library reports a dead peer), and
+// its exit may be reaped first, so for 300 ms after the first failure a rank killed by a signal takes the blame from
+// one that merely exited with an error. braidrun's exit status is the named failure's (128 + signal number for a
+// signal), 0 when every rank succeeded. Children also get SIGTERM if braidrun
 // itself dies. braidrun does not reach other nodes: their ranks learn of a failure through the library (a dead peer is
 // an ncclRemoteError naming its rank, within BRAID_TIMEOUT) and their own braidrun then stops the rest of that node.
 #include <arpa/inet.h>
@@ -36,6 +39,7 @@ namespace {
 
 constexpr const char* kMasterAddr = "127.0.0.1";
 constexpr auto kKillGrace = std::chrono::seconds(5);
+constexpr auto kBlameWindow = std::chrono::milliseconds(300);
 constexpr long kPollNanoseconds = 100 * 1000 * 1000;
 constexpr int kMaxProcesses = 4096;
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};  // passed on to every rank
@@ -349,11 +353,41 @@ class Launcher {
     }
   }
 
+  // A failure of braidrun's own (a fork that failed): reported at once.
   void recordFailure(int status) {
     if (!failed_) {
       failed_ = true;
+      reported_ = true;
       exitStatus_ = status;
     }
+  }
+
+  // A rank that failed: the first opens the blame window; within it a signal death replaces an error exit.
+  void considerFailure(const Child& c, int code, int sig) {
+    if (reported_) return;
+    if (!failed_) {
+      failed_ = true;
+      blameDeadline_ = std::chrono::steady_clock::now() + kBlameWindow;
+    } else if (sig == 0 || blamed_.sig != 0) {
+      return;
+    }
+    blamed_ = Blame{c.rank, c.pid, code, sig};
+  }
+
+  // Names the blamed rank and stops the others once the window has closed (or nobody is left to wait for).
+  void reportWhenDue() {
+    if (!failed_ || reported_) return;
+    if (running_ > 0 && std::chrono::steady_clock::now() < blameDeadline_) return;
+    reported_ = true;
+    exitStatus_ = blamed_.code;
+    if (blamed_.sig != 0) {
+      std::fprintf(stderr, "braidrun%s: rank %d (pid %d) killed by signal %s\n", where_.c_str(), blamed_.rank,
+                   static_cast<int>(blamed_.pid), signalName(blamed_.sig).c_str());
+    } else {
+      std::fprintf(stderr, "braidrun%s: rank %d (pid %d) exited with status %d\n", where_.c_str(), blamed_.rank,
+                   static_cast<int>(blamed_.pid), blamed_.code);
+    }
+    startTermination();
   }
 
   void startTermination() {
@@ -371,23 +405,10 @@ class Launcher {
         if (!c.running || c.pid != pid) continue;
         c.running = false;
         --running_;
-        int code = 0;
         if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-          code = WEXITSTATUS(status);
-          if (!failed_) {
-            std::fprintf(stderr, "braidrun%s: rank %d (pid %d) exited with status %d\n", where_.c_str(), c.rank,
-                         static_cast<int>(pid), code);
-          }
+          considerFailure(c, WEXITSTATUS(status), 0);
         } else if (WIFSIGNALED(status)) {
-          code = 128 + WTERMSIG(status);
-          if (!failed_) {
-            std::fprintf(stderr, "braidrun%s: rank %d (pid %d) killed by signal %s\n", where_.c_str(), c.rank,
-                         static_cast<int>(pid), signalName(WTERMSIG(status)).c_str());
-          }
-        }
-        if (code != 0) {
-          recordFailure(code);
-          startTermination();
+          considerFailure(c, 128 + WTERMSIG(status), WTERMSIG(status));
         }
       }
     }
@@ -400,6 +421,7 @@ class Launcher {
       const int sig = sigtimedwait(&handled_, nullptr, &timeout);
       if (sig > 0 && sig != SIGCHLD) signalRunning(sig);
       reap();
+      reportWhenDue();
       if (terminating_ && !killed && running_ > 0 && std::chrono::steady_clock::now() >= killDeadline_) {
         std::fprintf(stderr, "braidrun%s: %d rank(s) still running %lld s after SIGTERM; sending SIGKILL\n",
                      where_.c_str(), running_, static_cast<long long>(kKillGrace.count()));
@@ -415,7 +437,16 @@ class Launcher {
   std::vector<int> cpus_;  // --bind-to core: local rank i runs on cpus_[i] (empty: unbound)
   std::vector<Child> children_;
   int running_ = 0;
-  bool failed_ = false;
+  struct Blame {
+    int rank = -1;
+    pid_t pid = 0;
+    int code = 0;
+    int sig = 0;  // 0: exited with status `code`
+  };
+  bool failed_ = false;    // some rank failed
+  bool reported_ = false;  // ... and braidrun named it (blamed_) and began stopping the others
+  Blame blamed_;
+  std::chrono::steady_clock::time_point blameDeadline_;
   bool terminating_ = false;
   int exitStatus_ = 0;
   std::chrono::steady_clock::time_point killDeadline_;
