@@ -552,6 +552,70 @@ TEST(Processes, KillNineOneRankOthersGetRemoteError) {
   EXPECT_TRUE(leftoverSegments("/dev/shm", pids).empty());
 }
 
+// Whatever phase a rank is killed in (init, connecting, a collective, destroy), nothing is left in BRAID_SHM_DIR:
+// shm FIFOs never have a name there (O_TMPFILE, or unlinked the moment they exist; the peer attaches through
+// /proc/<pid>/fd). Regression: a receiver killed before its sender attached left its 4.7 MB braid-<pid>-* file.
+TEST(Processes, NothingLeftInShmDirWhateverPhaseARankIsKilledIn) {
+  char dir[] = "/dev/shm/braid-leak-XXXXXX";
+  if (mkdtemp(dir) == nullptr) GTEST_SKIP() << "cannot create a directory in /dev/shm";
+  char marks[] = "/tmp/braid-phase-XXXXXX";  // where each rank says which phase it reached
+  ASSERT_NE(mkdtemp(marks), nullptr);
+  setenv("BRAID_SHM_DIR", dir, 1);
+  setenv("BRAID_TIMEOUT", "5", 1);  // a peer killed during init is only noticed at the bootstrap's deadline
+  auto marker = [&](int rank, const char* phase) {
+    return std::string(marks) + "/" + phase + "." + std::to_string(rank);
+  };
+  const char* phases[] = {"init", "connect", "operate", "destroy"};
+  for (const char* phase : phases) {
+    for (int victim : {0, 1}) {
+      auto status = runProcesses(
+          2,
+          [&](int rank, ncclComm_t comm) {
+            fclose(fopen(marker(rank, "connect").c_str(), "w"));
+            // Large and on private buffers: the FIFO path, over shm connectors made at this first call.
+            std::vector<float> x(1 << 20, 1.0f);
+            for (int iter = 0; iter < 200; ++iter) {
+              if (iter == 2) fclose(fopen(marker(rank, "operate").c_str(), "w"));
+              if (ncclAllReduce(x.data(), x.data(), x.size(), ncclFloat, ncclSum, comm, nullptr) != ncclSuccess) {
+                return 1;
+              }
+            }
+            fclose(fopen(marker(rank, "destroy").c_str(), "w"));
+            return 0;
+          },
+          60, nullptr,
+          [&](const std::vector<pid_t>& p) {
+            if (std::string(phase) != "init") {
+              for (int i = 0; i < 3000 && access(marker(victim, phase).c_str(), F_OK) != 0; ++i) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+              }
+            }
+            kill(p[static_cast<size_t>(victim)], SIGKILL);
+          });
+      // In the destroy phase the victim may have finished before the signal came.
+      const int st = status[static_cast<size_t>(victim)];
+      EXPECT_TRUE(st == 128 + SIGKILL || (std::string(phase) == "destroy" && st == 0))
+          << phase << ", victim rank " << victim << ": status " << st;
+      for (const char* ph : phases) {
+        for (int r = 0; r < 2; ++r) unlink(marker(r, ph).c_str());
+      }
+      std::vector<std::string> left;
+      if (DIR* d = opendir(dir)) {
+        while (dirent* e = readdir(d)) {
+          if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") left.push_back(e->d_name);
+        }
+        closedir(d);
+      }
+      EXPECT_TRUE(left.empty()) << phase << ", victim rank " << victim << ": " << left.size() << " file(s) left, "
+                                << (left.empty() ? "" : left[0]);
+    }
+  }
+  unsetenv("BRAID_SHM_DIR");
+  unsetenv("BRAID_TIMEOUT");
+  rmdir(dir);
+  rmdir(marks);
+}
+
 TEST(Processes, FullShmNamesTheDirectoryAndSize) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
   char dir[] = "/tmp/braid-shm-XXXXXX";

@@ -1,6 +1,8 @@
 // Host shared-memory transports: "inproc" for ranks that are threads of one process (anonymous memory shared by
-// pointer, no system calls on the data path) and "shm" for ranks that are processes on one host (a file in
-// /dev/shm, unlinked as soon as the sender has mapped it so a crash leaves nothing behind).
+// pointer, no system calls on the data path) and "shm" for ranks that are processes on one host. A shm FIFO is a
+// file in BRAID_SHM_DIR (/dev/shm), reserved with posix_fallocate (so a full directory fails at once, with a
+// message) and unlinked as soon as the receiver has mapped it, before anyone else knows it: the sender opens it
+// through /proc/<receiver pid>/fd/<fd>, checking the inode. A segment is never left named, whichever rank dies when.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -16,6 +18,7 @@
 
 #include "src/common/logging.h"
 #include "src/common/numa.h"
+#include "src/common/shareable_mem.h"
 #include "transports/transport.h"
 
 namespace braid {
@@ -54,7 +57,10 @@ struct Blob {
   uint64_t bytes;
   uint64_t slotBytes;
   uint64_t id;
-  char name[200];
+  char name[200];  // where it was created (messages only: it is unlinked at once)
+  int32_t pid;     // shm: the receiver, which keeps the file open while the connector lives
+  int32_t fd;
+  uint64_t ino;
 };
 static_assert(sizeof(Blob) <= kConnectBlobBytes, "blob too large");
 
@@ -131,15 +137,20 @@ class ShmTransport : public Transport {
     }
     snprintf(b.name, sizeof(b.name), "%s/braid-%d-%d-%d-%llu", dir.c_str(), static_cast<int>(getpid()), self.rank,
              peer.rank, static_cast<unsigned long long>(seq));
-    int fd = open(b.name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    // An unnamed file in the directory (O_TMPFILE), or where the file system lacks that, one unlinked the moment
+    // it exists: nothing is named while the FIFO is set up, so no crash of either rank leaves a file behind.
+    int fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+      fd = open(b.name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd >= 0) unlink(b.name);
+    }
     if (fd < 0) {
-      return errnoError(errno, "cannot create shared-memory segment %s (BRAID_SHM_DIR=%s)", b.name, dir.c_str());
+      return errnoError(errno, "cannot create a shared-memory segment in %s (BRAID_SHM_DIR)", dir.c_str());
     }
     // Reserve the pages now: a full /dev/shm must fail here with a clear message, not later with SIGBUS.
     int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
     if (rc != 0) {
       close(fd);
-      unlink(b.name);
       if (rc == ENOSPC) {
         return systemError(
             "%s is full: a shared-memory segment of %zu bytes for the FIFO from rank %d to rank %d does not fit. "
@@ -147,28 +158,29 @@ class ShmTransport : public Transport {
             "(now %zu bytes per connector) or NCCL_LL_BUFFSIZE (now %zu), or set NCCL_SHM_DISABLE=1",
             dir.c_str(), bytes, peer.rank, self.rank, dir.c_str(), slotBytes * kFifoSlots, llSlotBytes * kFifoSlots);
       }
-      return errnoError(rc, "posix_fallocate of %zu bytes on %s", bytes, b.name);
+      return errnoError(rc, "posix_fallocate of %zu bytes in %s", bytes, dir.c_str());
     }
-    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    struct stat st {};
+    void* base = fstat(fd, &st) == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
     if (base == MAP_FAILED) {
       int err = errno;
-      unlink(b.name);
-      return errnoError(err, "mmap of shared-memory segment %s (%zu bytes)", b.name, bytes);
+      close(fd);
+      return errnoError(err, "mapping a shared-memory segment of %zu bytes in %s", bytes, dir.c_str());
     }
-    std::string path = b.name;
-    // The creator unlinks too, in case the sender never attached (it failed before connecting).
-    std::shared_ptr<void> mem(base, [bytes, path](void* p) {
+    b.pid = static_cast<int32_t>(getpid());
+    b.fd = fd;
+    b.ino = static_cast<uint64_t>(st.st_ino);
+    std::shared_ptr<void> mem(base, [bytes, fd](void* p) {
       munmap(p, bytes);
-      unlink(path.c_str());
+      close(fd);
     });
     placeOnNumaNode(base, bytes, self);
     FifoCtrl* ctrl = initCtrl(base, slotBytes, llSlotBytes);
     RecvSetup setup;
     setup.connector = std::make_unique<Connector>(mem, ctrl, static_cast<char*>(base) + kCtrlBytes, false, peer, true);
     memcpy(setup.blob, &b, sizeof(b));
-    BRAID_INFO(kLogShm, "shm: rank %d created %s (%zu bytes) for FIFO from rank %d", self.rank, b.name, bytes,
-               peer.rank);
+    BRAID_INFO(kLogShm, "shm: rank %d created an unnamed segment in %s (%zu bytes, fd %d) for the FIFO from rank %d",
+               self.rank, dir.c_str(), bytes, fd, peer.rank);
     return setup;
   }
 
@@ -177,13 +189,15 @@ class ShmTransport : public Transport {
     Blob b;
     memcpy(&b, blob, sizeof(b));
     if (strcmp(b.kind, "shm") != 0) return internalError("shm transport got a \"%.8s\" blob", b.kind);
-    int fd = open(b.name, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return errnoError(errno, "cannot open shared-memory segment %s of rank %d", b.name, peer.rank);
-    void* base = mmap(nullptr, b.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (base == MAP_FAILED) return errnoError(errno, "mmap of shared-memory segment %s of rank %d", b.name, peer.rank);
-    // Both ends have it mapped now; the name is no longer needed, so a crash of either leaves nothing in /dev/shm.
-    unlink(b.name);
+    // Through the receiver's open descriptor: the file has no name (see the top of this file).
+    Result<void*> mapped = mapPeerFd(b.pid, b.fd, b.ino, b.bytes);
+    if (!mapped.isOk()) {
+      return mapped.status().withContext(
+          strPrintf("attaching to rank %d's shared-memory FIFO (processes that cannot open each other's "
+                    "/proc/<pid>/fd, such as another PID namespace, need NCCL_SHM_DISABLE=1)",
+                    peer.rank));
+    }
+    void* base = mapped.take();
     std::shared_ptr<void> mem = mapping(base, b.bytes);
     auto* cbase = static_cast<char*>(base);
     return std::make_unique<Connector>(mem, reinterpret_cast<FifoCtrl*>(cbase), cbase + kCtrlBytes, true, peer, true);
