@@ -1,22 +1,27 @@
 // Out-of-band bootstrap: the unique id, the root rendezvous, and tagged point-to-point messages between ranks
 // over TCP, from which allgather and barrier are built.
 //
-// ncclGetUniqueId starts a root listener thread and encodes its address plus a random magic in the 128-byte id
-// (or, with NCCL_COMM_ID, the fixed address and a magic derived from it; rank 0 then starts the root at init).
-// Each rank opens its own listener, sends (magic, rank, nranks, listener address) to the root, and receives every
-// rank's listener address. From then on ranks talk directly; a connection that does not present the magic is
-// refused and logged without disturbing anyone.
+// ncclGetUniqueId starts a root listener thread and encodes its address plus random words in the 128-byte id
+// (or, with NCCL_COMM_ID, the fixed address and words derived from it; rank 0 then starts the root at init). The
+// job's key comes from those words and BRAID_BOOTSTRAP_SECRET (handshake.h). Each rank opens its own listener,
+// answers the root's challenge with (rank, nranks, listener address) under the key, and receives every rank's
+// listener address with the root's proof of the key. From then on ranks talk directly, each connection again
+// answering the listener's challenge; a connection that cannot is refused and logged without disturbing anyone.
+// Every count, rank and length read from the wire is bounded before anything is sized or indexed by it.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "src/bootstrap/handshake.h"
 #include "src/bootstrap/launch_env.h"  // the launcher's variables: where the rendezvous is (part of this interface)
 #include "src/common/socket.h"
 #include "src/common/status.h"
@@ -28,6 +33,7 @@ constexpr size_t kUniqueIdBytes = 128;
 // The decoded content of an ncclUniqueId.
 struct UniqueIdInfo {
   uint64_t magic = 0;
+  Nonce nonce{};  // random with magic (zero for NCCL_COMM_ID): the job's key is derived from both
   SocketAddress root;
   bool fromEnv = false;  // NCCL_COMM_ID: rank 0 must start the root itself
 };
@@ -64,18 +70,24 @@ class Bootstrap {
   Bootstrap() = default;
   WaitContext waitContext() const;
   Result<const Socket*> outgoing(int peer);
+  void acceptLoop();
   Status acceptUntil(int peer, const WaitContext& wait);
   Status readFrame(int peer, const WaitContext& wait);
 
   int rank_ = 0;
   int nranks_ = 0;
-  uint64_t magic_ = 0;
+  Digest256 key_{};                               // the job's key (handshake.h)
+  Handshakes inbound_{sizeof(int32_t) * 2 + 32};  // peers connecting to listener_, mid-handshake (acceptor_ only)
   double timeoutSec_ = 60;
   const std::atomic<bool>* abort_ = nullptr;
   Socket listener_;
   std::vector<SocketAddress> peers_;
   std::vector<Socket> out_;
-  std::vector<Socket> in_;
+  std::vector<Socket> in_;  // set once per peer by acceptor_, under inMu_; read by the receiving thread
+  std::mutex inMu_;
+  std::condition_variable inCv_;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;  // serves listener_'s handshakes for the bootstrap's life (acceptLoop)
   std::map<std::pair<int, uint32_t>, std::deque<std::vector<char>>> unexpected_;
   uint32_t collTag_ = 0;
   std::mutex mu_;

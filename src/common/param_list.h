@@ -20,6 +20,10 @@ BRAID_PARAM(SocketIfname, kString, "NCCL_SOCKET_IFNAME", "",
             "names, '^' to exclude.")
 BRAID_PARAM(SocketFamily, kString, "NCCL_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to restrict bootstrap addresses.")
 BRAID_PARAM(HostId, kString, "NCCL_HOSTID", "", "Host identity used to group ranks into nodes (default: boot id).")
+BRAID_PARAM(BootstrapSecret, kString, "BRAID_BOOTSTRAP_SECRET", "",
+            "A secret every rank of a job shares: the bootstrap authenticates connections by challenge-response "
+            "(HMAC-SHA256) under a key derived from it and the unique id; it never crosses the wire. braidrun sets "
+            "a fresh one per single-node job.")
 BRAID_PARAM(Timeout, kInt, "BRAID_TIMEOUT", "60",
             "Seconds a rank waits for a peer without progress before failing with ncclRemoteError (bootstrap and "
             "collectives). 0 waits forever (still abortable).")

@@ -248,7 +248,7 @@ static void setCommonOptions(int fd) {
 }
 
 Result<Socket> Socket::listen(const SocketAddress& addr, SocketAddress* bound) {
-  int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return errnoError(errno, "socket() for listening on %s", addr.toString().c_str());
   Socket s(fd);
   int one = 1;
@@ -279,6 +279,26 @@ Result<Socket> Socket::accept(const WaitContext& wait) const {
       if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
       return errnoError(errno, "accept() on bootstrap listener");
     }
+    setCommonOptions(fd);
+    Socket s(fd);
+    s.peer_ = peer.toString();
+    return s;
+  }
+}
+
+Result<Socket> Socket::tryAccept() const {
+  while (true) {
+    // Listeners are non-blocking (listen()), so this returns at once when nobody is waiting.
+    SocketAddress peer;
+    peer.len = sizeof(peer.storage);
+    int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&peer.storage), &peer.len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Socket();
+      return errnoError(errno, "accept() on bootstrap listener");
+    }
+    // Non-blocking from birth, so a stranger's socket can never block this thread; the rest of the class only
+    // uses MSG_DONTWAIT calls anyway.
     setCommonOptions(fd);
     Socket s(fd);
     s.peer_ = peer.toString();
@@ -357,6 +377,17 @@ Status Socket::recvAll(void* data, size_t size, const WaitContext& wait) const {
     ::poll(&pf, 1, wait.pollMs(100));
   }
   return Status::ok();
+}
+
+Result<size_t> Socket::recvSome(void* data, size_t size) const {
+  while (true) {
+    ssize_t n = ::recv(fd_, data, size, MSG_DONTWAIT);
+    if (n > 0) return static_cast<size_t>(n);
+    if (n == 0) return remoteError("connection closed by %s", peer_.c_str());
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+    return errnoError(errno, "recv() from %s", peer_.c_str());
+  }
 }
 
 Result<bool> Socket::pollReadable(int timeoutMs) const {

@@ -65,6 +65,8 @@ class Socket {
   static Result<Socket> listen(const SocketAddress& addr, SocketAddress* bound);
   // Accepts one connection. Fails at the deadline or when aborted.
   Result<Socket> accept(const WaitContext& wait) const;
+  // Accepts a connection if one is waiting; an invalid Socket when none is.
+  Result<Socket> tryAccept() const;
   // Connects, retrying refused connections until the deadline (the peer may not be listening yet).
   static Result<Socket> connect(const SocketAddress& addr, const WaitContext& wait);
 
@@ -72,6 +74,9 @@ class Socket {
   Status recvAll(void* data, size_t size, const WaitContext& wait) const;
   // Waits until readable; returns false at timeoutMs.
   Result<bool> pollReadable(int timeoutMs) const;
+  // Reads what has arrived, up to `size` bytes, without waiting: the count (0 when nothing has), or an error when the
+  // peer closed the connection or it failed.
+  Result<size_t> recvSome(void* data, size_t size) const;
 
  private:
   int fd_ = -1;

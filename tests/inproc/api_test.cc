@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -197,7 +198,7 @@ TEST(Api, BootstrapRefusesWrongMagic) {
   memcpy(&root.sin_addr, id.internal + 20, 4);
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&root), sizeof(root)), 0);
-  char junk[64];
+  char junk[256];  // longer than a hello: read whole, and refused because it proves no key
   memset(junk, 0x5a, sizeof(junk));
   ASSERT_EQ(write(fd, junk, sizeof(junk)), static_cast<ssize_t>(sizeof(junk)));
   const int n = 2;
@@ -214,6 +215,64 @@ TEST(Api, BootstrapRefusesWrongMagic) {
   close(fd);
   for (auto r : res) EXPECT_EQ(r, ncclSuccess);
   EXPECT_NE(lastError().find("refused connection"), std::string::npos) << lastError();
+}
+
+// Regression: the root served one connection at a time with a 5 s wait each, so 13 silent connections made every
+// rank fail at the 60 s timeout. Handshakes now run concurrently, each with its own deadline.
+TEST(Api, SilentStrangersDoNotStallTheRendezvous) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  uint16_t port;
+  memcpy(&port, id.internal + 18, 2);
+  sockaddr_in root{};
+  root.sin_family = AF_INET;
+  root.sin_port = htons(port);
+  memcpy(&root.sin_addr, id.internal + 20, 4);
+  std::vector<int> silent;
+  for (int i = 0; i < 20; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&root), sizeof(root)), 0);
+    silent.push_back(fd);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const int n = 2;
+  std::vector<ncclResult_t> res(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      res[r] = ncclCommInitRank(&comm, n, id, r);
+      if (comm) ncclCommDestroy(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int fd : silent) close(fd);
+  for (auto r : res) EXPECT_EQ(r, ncclSuccess) << lastError();
+  EXPECT_LT(secs, 4.0) << "20 silent connections delayed the rendezvous";
+}
+
+// A rank with another BRAID_BOOTSTRAP_SECRET cannot join, and is told why at once (the root refuses its hello,
+// whose MAC is under a different key). It runs in a child process, where the environment can differ.
+TEST(Api, ARankWithAnotherSecretIsRefusedAndToldWhy) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  fflush(stdout);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("BRAID_BOOTSTRAP_SECRET", "not-the-job-secret", 1);
+    setenv("BRAID_TIMEOUT", "10", 1);
+    ncclComm_t comm = nullptr;
+    const ncclResult_t r = ncclCommInitRank(&comm, 2, id, 1);
+    const std::string text = ncclGetLastError(nullptr);
+    fprintf(stderr, "child: %s\n", text.c_str());
+    _exit(r == ncclInvalidUsage && text.find("BRAID_BOOTSTRAP_SECRET") != std::string::npos ? 42 : 43);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 42);
 }
 
 TEST(Api, AbortFromAnotherThreadUnblocksACollective) {

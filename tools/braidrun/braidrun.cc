@@ -14,7 +14,9 @@
 // its exit may be reaped first, so for 300 ms after the first failure a rank killed by a signal takes the blame from
 // one that merely exited with an error. braidrun's exit status is the named failure's (128 + signal number for a
 // signal), 0 when every rank succeeded. Children also get SIGTERM if braidrun
-// itself dies. braidrun does not reach other nodes: their ranks learn of a failure through the library (a dead peer is
+// itself dies. On one node braidrun gives the job a fresh BRAID_BOOTSTRAP_SECRET (unless one is set), so the ranks'
+// bootstrap refuses connections from anyone else; across nodes set the same one on every node. braidrun does not
+// reach other nodes: their ranks learn of a failure through the library (a dead peer is
 // an ncclRemoteError naming its rank, within BRAID_TIMEOUT) and their own braidrun then stops the rest of that node.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -252,6 +254,22 @@ std::string signalName(int sig) {
   return "SIG" + std::to_string(sig);
 }
 
+// `bytes` random bytes from /dev/urandom as hex; empty when it cannot be read.
+std::string randomHex(size_t bytes) {
+  std::vector<unsigned char> raw(bytes);
+  FILE* f = std::fopen("/dev/urandom", "rb");
+  const bool ok = f != nullptr && std::fread(raw.data(), 1, bytes, f) == bytes;
+  if (f != nullptr) std::fclose(f);
+  if (!ok) return std::string();
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : raw) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
 void onSigchld(int) {}  // SIGCHLD must not be ignored, or finished children could not be waited for
 
 class Launcher {
@@ -266,6 +284,13 @@ class Launcher {
       return 1;
     }
     port_ = std::to_string(port);
+    // One node: a fresh secret for this job, so the ranks' bootstrap authenticates every connection (strangers on
+    // MASTER_PORT are refused). Across nodes every braidrun would pick a different one: the user's is passed on.
+    const char* secret = std::getenv("BRAID_BOOTSTRAP_SECRET");
+    if (opts_.nnodes == 1 && (secret == nullptr || *secret == '\0')) {
+      const std::string fresh = randomHex(32);
+      if (!fresh.empty()) setenv("BRAID_BOOTSTRAP_SECRET", fresh.c_str(), 1);
+    }
 
     // Signals are taken synchronously with sigtimedwait; children get the original mask back before exec.
     struct sigaction sa {};

@@ -1,0 +1,130 @@
+#include "src/bootstrap/handshake.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+#include "src/common/logging.h"
+
+namespace braid {
+namespace {
+
+constexpr uint32_t kChallengeVersion = 0xB7A1C001;
+
+}  // namespace
+
+Nonce randomNonce() {
+  Nonce n{};
+  bool filled = false;
+  const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    filled = read(fd, n.data(), n.size()) == static_cast<ssize_t>(n.size());
+    close(fd);
+  }
+  if (!filled) {
+    std::random_device rd;
+    for (uint8_t& b : n) b = static_cast<uint8_t>(rd());
+  }
+  return n;
+}
+
+Digest256 bootstrapKey(const std::string& secret, uint64_t magic, const Nonce& idNonce) {
+  static const char kDomain[] = "braid bootstrap key v1";
+  Sha256 h;
+  h.update(kDomain, sizeof(kDomain));
+  const uint64_t len = secret.size();
+  h.update(&len, sizeof(len));
+  h.update(secret.data(), secret.size());
+  h.update(&magic, sizeof(magic));
+  h.update(idNonce.data(), idNonce.size());
+  return h.finish();
+}
+
+Digest256 bootstrapMac(const Digest256& key, const char* label, std::initializer_list<MacPiece> pieces) {
+  std::vector<uint8_t> msg(label, label + std::strlen(label) + 1);
+  for (const MacPiece& p : pieces) {
+    const auto* b = static_cast<const uint8_t*>(p.data);
+    msg.insert(msg.end(), b, b + p.bytes);
+  }
+  return hmacSha256(key.data(), key.size(), msg.data(), msg.size());
+}
+
+Result<std::vector<Answered>> Handshakes::step(const Socket& listener, int pollMs, const char* who) {
+  std::vector<pollfd> fds;
+  fds.push_back(pollfd{listener.fd(), POLLIN, 0});
+  for (const Pending& p : pending_) fds.push_back(pollfd{p.socket.fd(), POLLIN, 0});
+  if (::poll(fds.data(), fds.size(), pollMs) < 0 && errno != EINTR) {
+    return errnoError(errno, "poll() on the bootstrap listener %s", who);
+  }
+  std::vector<Answered> done;
+  const auto now = std::chrono::steady_clock::now();
+  // Answers first (the indices in fds match pending_ until new connections are appended below).
+  for (size_t i = 0; i < pending_.size();) {
+    Pending& p = pending_[i];
+    const short ev = fds[i + 1].revents;
+    bool drop = false;
+    if ((ev & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      Result<size_t> n = p.socket.recvSome(p.answer.data() + p.got, answerBytes_ - p.got);
+      if (!n.isOk()) {
+        BRAID_INFO(kLogBootstrap, "bootstrap %s: %s left before answering the challenge", who,
+                   p.socket.peerName().c_str());
+        drop = true;
+      } else {
+        p.got += n.value();
+      }
+    }
+    if (!drop && p.got == answerBytes_) {
+      done.push_back(Answered{std::move(p.socket), p.nonce, std::move(p.answer)});
+      drop = true;
+    } else if (!drop && now >= p.deadline) {
+      BRAID_WARN("bootstrap %s: refused connection from %s: no answer to the challenge within %lld s", who,
+                 p.socket.peerName().c_str(), static_cast<long long>(kHandshakeDeadline.count()));
+      drop = true;
+    }
+    if (drop) {
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      fds.erase(fds.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    } else {
+      ++i;
+    }
+  }
+  if ((fds[0].revents & POLLIN) != 0) {
+    while (true) {
+      BRAID_ASSIGN_OR_RETURN(Socket s, listener.tryAccept());
+      if (!s.valid()) break;
+      Pending p;
+      p.nonce = randomNonce();
+      Challenge c{kChallengeVersion, 0, {}};
+      std::memcpy(c.nonce, p.nonce.data(), kNonceBytes);
+      // A fresh socket's buffer takes 24 bytes at once; one that does not is not worth waiting for.
+      if (::send(s.fd(), &c, sizeof(c), MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(c))) continue;
+      p.socket = std::move(s);
+      p.answer.resize(answerBytes_);
+      p.deadline = now + kHandshakeDeadline;
+      if (pending_.size() >= kMaxPendingHandshakes) {
+        BRAID_WARN("bootstrap %s: %zu connections are silent; dropping the oldest, from %s", who, pending_.size(),
+                   pending_.front().socket.peerName().c_str());
+        pending_.pop_front();
+      }
+      pending_.push_back(std::move(p));
+    }
+  }
+  return done;
+}
+
+Result<Nonce> readChallenge(const Socket& s, const WaitContext& wait) {
+  Challenge c{};
+  BRAID_RETURN_IF_ERROR(s.recvAll(&c, sizeof(c), wait));
+  if (c.version != kChallengeVersion) {
+    return remoteError("%s is not a braid bootstrap listener of this version (it sent 0x%08x)", s.peerName().c_str(),
+                       c.version);
+  }
+  Nonce n;
+  std::memcpy(n.data(), c.nonce, kNonceBytes);
+  return n;
+}
+
+}  // namespace braid
