@@ -10,7 +10,7 @@ packages=(build-essential cmake pkg-config python3 libgtest-dev libgmock-dev lib
   libfabric-dev libibverbs-dev  # the OFI and IB networks (transports/net/, docs/networks.md)
   graphviz   # graphviz: braid-topo --dot pictures (docs/topology.md) and the topo_tool_dot test
   iproute2  # iproute2: `ip netns`, veth and bridges for the multi-host tests (tests/multihost)
-  clang)     # clang: the clang_build test (sanitizer and fuzzing builds use clang)
+  clang libclang-rt-14-dev)  # clang: the clang_build test; libclang-rt: libFuzzer and ASan for fuzz_run
 if [ "${BRAID_MINIMAL:-0}" != 1 ]; then
   packages+=(libopenmpi-dev openmpi-bin libgloo-dev gnuplot-nox iperf3)  # iperf3: perf/net_baseline.sh
 fi

@@ -159,6 +159,10 @@ Result<CostModel> CostModel::load(const std::string& path) {
   std::ifstream file(path);
   if (!file) return invalidArgument("BRAID_TUNING_FILE=%s cannot be read", path.c_str());
   const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  return parse(text, path);
+}
+
+Result<CostModel> CostModel::parse(const std::string& text, const std::string& path) {
   std::istringstream in(text);
   CostModel m;
   m.source_ = path;

@@ -55,6 +55,8 @@ class CostModel {
   CostModel() = default;
   // Parses a tuning file; errors name the file, the line and the token.
   static Result<CostModel> load(const std::string& path);
+  // The same from the file's text; `path` names it in errors.
+  static Result<CostModel> parse(const std::string& text, const std::string& path);
 
   // Predicted microseconds for `bytes` (NCCL's count x type size) of `coll` with `algo` and `proto` over
   // `nranks` ranks.
