@@ -24,6 +24,10 @@ BRAID_PARAM(BootstrapSecret, kString, "BRAID_BOOTSTRAP_SECRET", "",
             "A secret every rank of a job shares: the bootstrap authenticates connections by challenge-response "
             "(HMAC-SHA256) under a key derived from it and the unique id; it never crosses the wire. braidrun sets "
             "a fresh one per single-node job.")
+BRAID_PARAM(CheckCalls, kInt, "BRAID_CHECK_CALLS", "0",
+            "1: before each group runs, the ranks compare the collectives they queued (kind, count, datatype, op, "
+            "root) and all fail with ncclInvalidUsage naming both calls when they differ. Costs one bootstrap "
+            "message per peer per group (docs/hardening.md). Any rank setting it turns it on for the communicator.")
 BRAID_PARAM(Timeout, kInt, "BRAID_TIMEOUT", "60",
             "Seconds a rank waits for a peer without progress before failing with ncclRemoteError (bootstrap and "
             "collectives). 0 waits forever (still abortable).")

@@ -20,11 +20,14 @@
 
 #include "src/common/logging.h"
 #include "src/common/params.h"
+#include "src/core/call_check.h"
 
 namespace braid {
 namespace {
 
 constexpr uint32_t kTagConnect = 0x10000;
+constexpr uint32_t kTagCallCount = 0x20000;  // BRAID_CHECK_CALLS: how many collectives, then their descriptions
+constexpr uint32_t kTagCalls = 0x20001;
 
 // CPUs this process may run on (its affinity mask), at least 1.
 int usableCpus() {
@@ -57,7 +60,7 @@ struct InitExchange {
   uint64_t protoHash;
   uint64_t kernelHash;     // the boot id's hash (0: unknown): ranks of different hosts with one kernel share CPUs
   int32_t hostsShareCpus;  // BRAID_HOSTS_SHARE_CPUS
-  int32_t pad;
+  int32_t checkCalls;      // BRAID_CHECK_CALLS: on for all when any rank sets it
 };
 
 constexpr int64_t kMaxStageBytes = int64_t{64} << 20;
@@ -171,6 +174,8 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   }
   mine.hostsShareCpus = static_cast<int32_t>(shareCpus);
   mine.deterministic = params::Deterministic() != 0;
+  BRAID_ASSIGN_OR_RETURN(int64_t checkCalls, getIntParam(params::kCheckCalls));
+  mine.checkCalls = checkCalls != 0 ? 1 : 0;
   const std::string a2a = params::AlltoAllAlgo();
   if (!a2a.empty()) {
     for (AlltoAllAlgo a : {AlltoAllAlgo::kPairwise, AlltoAllAlgo::kBruck}) {
@@ -212,11 +217,13 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
     mine.stageBytes = std::min(mine.stageBytes, e.stageBytes);
     mine.direct = mine.direct && e.direct;
     mine.deterministic = mine.deterministic || e.deterministic;
+    mine.checkCalls = mine.checkCalls || e.checkCalls;
   }
   // The model's inputs must be the same on every rank, or ranks would choose different algorithms.
   sc.cpus = mine.cpus;
   for (const InitExchange& e : all) sc.cpus = std::min(sc.cpus, static_cast<int>(e.cpus));
   sc.deterministic = mine.deterministic != 0;
+  config_.checkCalls = mine.checkCalls != 0;
   std::vector<uint64_t> hosts;
   for (const PeerInfo& p : peers_) hosts.push_back(p.hostHash);
   BRAID_ASSIGN_OR_RETURN(CommTopology topo, buildCommTopology(bootstrap_.get(), rank, nranks, hosts));
@@ -451,8 +458,50 @@ Status Communicator::launchInOrder(const std::vector<Communicator*>& comms) {
   return anyLeft ? launchImpl(comms) : Status::ok();
 }
 
+Status Communicator::checkCalls(const std::vector<Communicator*>& comms) {
+  std::vector<std::vector<CallDesc>> mine(comms.size());
+  for (size_t i = 0; i < comms.size(); ++i) {
+    Communicator* c = comms[i];
+    if (!c->config_.checkCalls || c->nranks_ < 2) continue;
+    mine[i] = describeCalls(c->pending_);
+    const uint64_t n = mine[i].size();
+    for (int p = 0; p < c->nranks_; ++p) {
+      if (p == c->rank_) continue;
+      BRAID_RETURN_IF_ERROR(c->bootstrap_->send(p, kTagCallCount, &n, sizeof(n)));
+      if (n > 0) BRAID_RETURN_IF_ERROR(c->bootstrap_->send(p, kTagCalls, mine[i].data(), n * sizeof(CallDesc)));
+    }
+  }
+  for (size_t i = 0; i < comms.size(); ++i) {
+    Communicator* c = comms[i];
+    if (!c->config_.checkCalls || c->nranks_ < 2) continue;
+    std::vector<std::vector<CallDesc>> all(static_cast<size_t>(c->nranks_));
+    all[static_cast<size_t>(c->rank_)] = mine[i];
+    for (int p = 0; p < c->nranks_; ++p) {
+      if (p == c->rank_) continue;
+      uint64_t n = 0;
+      BRAID_RETURN_IF_ERROR(c->bootstrap_->recv(p, kTagCallCount, &n, sizeof(n)));
+      if (n > (uint64_t{1} << 20))
+        return remoteError("rank %d announced %llu collectives in one group", p, (unsigned long long)n);
+      all[static_cast<size_t>(p)].resize(static_cast<size_t>(n));
+      if (n > 0) {
+        BRAID_RETURN_IF_ERROR(
+            c->bootstrap_->recv(p, kTagCalls, all[static_cast<size_t>(p)].data(), n * sizeof(CallDesc)));
+      }
+    }
+    BRAID_RETURN_IF_ERROR(compareCalls(all));
+  }
+  return Status::ok();
+}
+
 Status Communicator::launch(const std::vector<Communicator*>& comms) {
-  Status result;
+  Status result = checkCalls(comms);
+  if (!result.isOk()) {
+    for (Communicator* comm : comms) {
+      comm->clearPending();
+      comm->asyncError_.store(static_cast<int>(result.code()));
+    }
+    return result;
+  }
   std::vector<Communicator*> directSide, fifoSide;
   if (comms.size() > 1) {
     for (Communicator* c : comms) (c->hasDirectWork() ? directSide : fifoSide).push_back(c);

@@ -32,6 +32,7 @@ struct CommConfig {
   int maxChannels = -1;  // config.maxCTAs
   int splitShare = 0;
   std::string commName;
+  bool checkCalls = false;  // BRAID_CHECK_CALLS, agreed at init (src/core/call_check.h)
 };
 
 class NvlsTree;
@@ -119,6 +120,9 @@ class Communicator {
   // Runs the all-reduces NVLSTree takes (nvls_tree.h) and removes them from pending_.
   static Status launchHierarchical(const std::vector<Communicator*>& comms);
   Status connect(const std::vector<Link>& sendNeeds, const std::vector<Link>& recvNeeds, int phase);
+  // BRAID_CHECK_CALLS: the ranks of each communicator compare their queued collectives (call_check.h). Two phases
+  // over all of `comms` (send, then receive), so one thread may drive several ranks of one communicator.
+  static Status checkCalls(const std::vector<Communicator*>& comms);
   // Sets netPeers_; with network peers, LL leaves the protocol filter when its chunks do not fit the network's
   // Simple slots (an error if a collective would be left without Simple).
   Status checkLlOverNetwork();

@@ -616,6 +616,52 @@ TEST(Processes, NothingLeftInShmDirWhateverPhaseARankIsKilledIn) {
   rmdir(marks);
 }
 
+// BRAID_CHECK_CALLS=1: matching calls run as usual; ranks that call different counts, ops, datatypes, roots or
+// collectives all get ncclInvalidUsage naming both calls, never success with wrong data.
+TEST(Processes, MismatchedCollectivesAreCaughtOnEveryRank) {
+  setenv("BRAID_CHECK_CALLS", "1", 1);
+  setenv("BRAID_TIMEOUT", "20", 1);
+  struct Variant {
+    const char* what;
+    const char* mentions;
+  } variants[] = {
+      {"count", "count 8"}, {"op", "max"}, {"datatype", "int32"}, {"root", "root 1"}, {"collective", "Broadcast"}};
+  for (const Variant& v : variants) {
+    auto status = runProcesses(2, [&](int rank, ncclComm_t comm) {
+      std::vector<float> x(16, 1.0f);
+      // A matching group first: the check passes and the all-reduce is right.
+      if (ncclAllReduce(x.data(), x.data(), 4, ncclFloat, ncclSum, comm, nullptr) != ncclSuccess || x[0] != 2.0f) {
+        return 10;
+      }
+      ncclResult_t r;
+      const std::string what = v.what;
+      if (rank == 0 || what == "root") {
+        const int root = what == "root" ? rank : 0;
+        r = what == "root" ? ncclReduce(x.data(), x.data(), 4, ncclFloat, ncclSum, root, comm, nullptr)
+                           : ncclReduce(x.data(), x.data(), 4, ncclFloat, ncclSum, 0, comm, nullptr);
+      } else if (what == "count") {
+        r = ncclReduce(x.data(), x.data(), 8, ncclFloat, ncclSum, 0, comm, nullptr);
+      } else if (what == "op") {
+        r = ncclReduce(x.data(), x.data(), 4, ncclFloat, ncclMax, 0, comm, nullptr);
+      } else if (what == "datatype") {
+        r = ncclReduce(x.data(), x.data(), 4, ncclInt32, ncclSum, 0, comm, nullptr);
+      } else {
+        r = ncclBroadcast(x.data(), x.data(), 4, ncclFloat, 0, comm, nullptr);
+      }
+      const std::string text = ncclGetLastError(comm);
+      fprintf(stderr, "%s, rank %d: %s\n", v.what, rank, text.c_str());
+      if (r != ncclInvalidUsage) return 11;
+      return text.find("mismatched collectives") != std::string::npos && text.find(v.mentions) != std::string::npos
+                 ? 42
+                 : 12;
+    });
+    EXPECT_EQ(status[0], 42) << v.what;
+    EXPECT_EQ(status[1], 42) << v.what;
+  }
+  unsetenv("BRAID_CHECK_CALLS");
+  unsetenv("BRAID_TIMEOUT");
+}
+
 TEST(Processes, FullShmNamesTheDirectoryAndSize) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
   char dir[] = "/tmp/braid-shm-XXXXXX";
