@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -392,6 +393,8 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdInfo& id, int
 
 Bootstrap::~Bootstrap() {
   stop_.store(true);
+  // Wakes the acceptor's poll() at once (a shut-down listener reports a hang-up), so destroy never waits for it.
+  if (listener_.valid()) ::shutdown(listener_.fd(), SHUT_RDWR);
   if (acceptor_.joinable()) acceptor_.join();
 }
 
@@ -419,7 +422,10 @@ void Bootstrap::acceptLoop() {
   try {
     const std::string who = strPrintf("rank %d", rank_);
     while (!stop_.load(std::memory_order_relaxed)) {
-      Result<std::vector<Answered>> answered = inbound_.step(listener_, 100, who.c_str());
+      // Asleep until a connection comes (the destructor wakes it by shutting the listener down); a pending
+      // handshake's deadline needs a bounded wait.
+      Result<std::vector<Answered>> answered = inbound_.step(listener_, inbound_.pending() > 0 ? 100 : -1, who.c_str());
+      if (stop_.load(std::memory_order_relaxed)) break;
       if (!answered.isOk()) {
         BRAID_WARN("bootstrap %s: %s", who.c_str(), answered.status().message().c_str());
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
