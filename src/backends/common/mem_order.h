@@ -107,15 +107,24 @@ BRAID_HOST_DEVICE BRAID_FORCE_INLINE void fenceAcqRel() {
 #endif
 }
 
-// A full sequentially consistent fence: orders this agent's earlier stores before its later loads (the one
-// ordering release/acquire does not give), for a publisher and a sleeper that each store, then load the other's
-// word (a futex's waiter count).
-template <Scope S = Scope::kSys>
-BRAID_HOST_DEVICE BRAID_FORCE_INLINE void fenceSeqCst() {
+// Sequentially consistent store and load: for a publisher and a sleeper that each store one word, then load the
+// other's (a futex's waiter count), where release/acquire alone would let both miss the other's store. On x86 the
+// store is one locked exchange, cheaper than a separate fence.
+template <Scope S = Scope::kSys, class T>
+BRAID_HOST_DEVICE BRAID_FORCE_INLINE void storeSeqCst(T* p, T v) {
 #if defined(__CUDA_ARCH__)
-  cuda::atomic_thread_fence(cuda::std::memory_order_seq_cst, mem_detail::CudaScope<S>::kValue);
+  mem_detail::ref<S>(p).store(v, cuda::std::memory_order_seq_cst);
 #else
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+#endif
+}
+
+template <Scope S = Scope::kSys, class T>
+BRAID_HOST_DEVICE BRAID_FORCE_INLINE T loadSeqCst(const T* p) {
+#if defined(__CUDA_ARCH__)
+  return mem_detail::ref<S>(p).load(cuda::std::memory_order_seq_cst);
+#else
+  return __atomic_load_n(p, __ATOMIC_SEQ_CST);
 #endif
 }
 

@@ -190,9 +190,9 @@ GenCounters DirectGroup::counters(bool done) const {
 }
 
 void DirectGroup::publish(const GenCounters& words, std::atomic<uint32_t>& waiters, uint32_t gen) const {
-  words.publish(rank_, gen);
-  // A sleeper adds itself to `waiters`, then re-reads the word: one of the two sides sees the other's store.
-  fenceSeqCst();
+  // A sleeper adds itself to `waiters`, then re-reads the word: with both sides sequentially consistent, one of the
+  // two sees the other's store.
+  storeSeqCst(words.at(rank_), gen);
   if (waiters.load(std::memory_order_seq_cst) != 0) futexWakeAll(words.at(rank_));
 }
 
@@ -204,10 +204,11 @@ Status DirectGroup::checkStalled(const WaitContext& ctx, bool timedOut) const {
 }
 
 Status DirectGroup::waitAll(bool done, uint32_t gen, const WaitContext& ctx) const {
-  // One loop over every peer's counter: the stall clock covers the whole wait, not each peer.
+  // Peer by peer; a peer that arrives is progress, so each gets the spin and yield budget anew and the stall clock
+  // restarts (the per-peer policy this wait had before it ran on WaitLoop).
   WaitLoop wait(ctx, std::chrono::milliseconds(kPeerCheckMs));
   const GenCounters words = counters(done);
-  for (int p = words.firstBehind(gen); p >= 0; p = words.firstBehind(gen)) {
+  for (int p = 0; p < nranks_; ++p) {
     Slot& s = slot(p);
     uint32_t* word = words.at(p);
     std::atomic<uint32_t>& waiters = done ? s.doneWaiters : s.postedWaiters;
@@ -219,8 +220,7 @@ Status DirectGroup::waitAll(bool done, uint32_t gen, const WaitContext& ctx) con
         return;
       }
       waiters.fetch_add(1, std::memory_order_seq_cst);
-      fenceSeqCst();
-      const uint32_t cur = loadAcquire(word);
+      const uint32_t cur = loadSeqCst(word);
       if (!genReached(cur, gen)) futexWait(word, cur);
       waiters.fetch_sub(1, std::memory_order_seq_cst);
     };
@@ -237,6 +237,7 @@ Status DirectGroup::waitAll(bool done, uint32_t gen, const WaitContext& ctx) con
         return st;
       }
     }
+    wait.progressed();
   }
   return Status::ok();
 }
