@@ -183,35 +183,45 @@ TEST(Api, CommIdFromEnvironment) {
   for (auto r : res) EXPECT_EQ(r, ncclSuccess);
 }
 
+// The root's IPv4 address inside an ncclUniqueId: family, port and IP after a 16-byte header (see bootstrap.cc).
+sockaddr_in rootAddressOf(const ncclUniqueId& id) {
+  uint16_t family = 0, port = 0;
+  memcpy(&family, id.internal + 16, 2);
+  memcpy(&port, id.internal + 18, 2);
+  sockaddr_in root{};
+  root.sin_family = family;
+  root.sin_port = htons(port);
+  memcpy(&root.sin_addr, id.internal + 20, 4);
+  return root;
+}
+
+// Ranks 0..n-1 of `id` as threads: init, then destroy; each rank's init result.
+std::vector<ncclResult_t> initAndDestroy(const ncclUniqueId& id, int n) {
+  std::vector<ncclResult_t> res(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      res[static_cast<size_t>(r)] = ncclCommInitRank(&comm, n, id, r);
+      if (comm) ncclCommDestroy(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return res;
+}
+
 TEST(Api, BootstrapRefusesWrongMagic) {
   // A stranger connects to the root port and sends garbage; the ranks still rendezvous.
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  // The id stores the root's address family, port and IP after a 16-byte header (see bootstrap.cc).
-  uint16_t family, port;
-  memcpy(&family, id.internal + 16, 2);
-  memcpy(&port, id.internal + 18, 2);
-  ASSERT_EQ(family, AF_INET);
-  sockaddr_in root{};
-  root.sin_family = AF_INET;
-  root.sin_port = htons(port);
-  memcpy(&root.sin_addr, id.internal + 20, 4);
+  sockaddr_in root = rootAddressOf(id);
+  ASSERT_EQ(root.sin_family, AF_INET);
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&root), sizeof(root)), 0);
   char junk[256];  // longer than a hello: read whole, and refused because it proves no key
   memset(junk, 0x5a, sizeof(junk));
   ASSERT_EQ(write(fd, junk, sizeof(junk)), static_cast<ssize_t>(sizeof(junk)));
-  const int n = 2;
-  std::vector<ncclResult_t> res(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      ncclComm_t comm = nullptr;
-      res[r] = ncclCommInitRank(&comm, n, id, r);
-      if (comm) ncclCommDestroy(comm);
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<ncclResult_t> res = initAndDestroy(id, 2);
   close(fd);
   for (auto r : res) EXPECT_EQ(r, ncclSuccess);
   EXPECT_NE(lastError().find("refused connection"), std::string::npos) << lastError();
@@ -222,12 +232,8 @@ TEST(Api, BootstrapRefusesWrongMagic) {
 TEST(Api, SilentStrangersDoNotStallTheRendezvous) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  uint16_t port;
-  memcpy(&port, id.internal + 18, 2);
-  sockaddr_in root{};
-  root.sin_family = AF_INET;
-  root.sin_port = htons(port);
-  memcpy(&root.sin_addr, id.internal + 20, 4);
+  sockaddr_in root = rootAddressOf(id);
+  ASSERT_EQ(root.sin_family, AF_INET);
   std::vector<int> silent;
   for (int i = 0; i < 20; ++i) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -235,17 +241,7 @@ TEST(Api, SilentStrangersDoNotStallTheRendezvous) {
     silent.push_back(fd);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const int n = 2;
-  std::vector<ncclResult_t> res(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      ncclComm_t comm = nullptr;
-      res[r] = ncclCommInitRank(&comm, n, id, r);
-      if (comm) ncclCommDestroy(comm);
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<ncclResult_t> res = initAndDestroy(id, 2);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int fd : silent) close(fd);
   for (auto r : res) EXPECT_EQ(r, ncclSuccess) << lastError();
