@@ -1,12 +1,10 @@
 #include "src/bootstrap/bootstrap.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <random>
 #include <thread>
 
 #include "src/common/logging.h"
@@ -115,13 +113,9 @@ double timeoutSeconds() {
 }
 
 uint64_t randomMagic() {
+  const Nonce n = randomNonce();  // /dev/urandom (std::random_device where it cannot be read)
   uint64_t m = 0;
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    if (read(fd, &m, sizeof(m)) != sizeof(m)) m = 0;
-    close(fd);
-  }
-  if (m == 0) m = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(getpid());
+  memcpy(&m, n.data(), sizeof(m));
   return m;
 }
 
@@ -129,6 +123,20 @@ uint64_t hashString(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
   return h ^ 0x6272616964ull;
+}
+
+// The root's reply to one rank: the status, the body (an error text, preceded by its length, when the status is
+// not 0; the table otherwise), and the MAC over them and the rank's nonce (rootReplyMac).
+Status sendRootReply(const Socket& s, const Digest256& key, const uint8_t* rankNonce, int32_t status, const void* body,
+                     size_t bytes, const WaitContext& wait) {
+  const Digest256 mac = rootReplyMac(key, rankNonce, status, body, bytes);
+  BRAID_RETURN_IF_ERROR(s.sendAll(&status, sizeof(status), wait));
+  if (status != 0) {
+    const uint32_t len = static_cast<uint32_t>(bytes);
+    BRAID_RETURN_IF_ERROR(s.sendAll(&len, sizeof(len), wait));
+  }
+  BRAID_RETURN_IF_ERROR(s.sendAll(body, bytes, wait));
+  return s.sendAll(mac.data(), mac.size(), wait);
 }
 
 // The root: collects one authenticated hello per rank, then sends everyone the table of listener addresses.
@@ -146,14 +154,8 @@ void rootLoop(const Socket& listener, const Digest256& key, double timeoutSec) {
   int arrived = 0;
   auto refuse = [&](Socket& s, const RootHello& h, const std::string& why) {
     BRAID_WARN("bootstrap root: refused %s: %s", s.peerName().c_str(), why.c_str());
-    const int32_t status = 1;
-    const uint32_t len = static_cast<uint32_t>(std::min<size_t>(why.size(), kMaxErrorText));
-    const Digest256 mac = rootReplyMac(key, h.nonce, status, why.data(), len);
-    WaitContext shortWait = WaitContext::withTimeout(nullptr, 1.0);
-    if (s.sendAll(&status, sizeof(status), shortWait).isOk() && s.sendAll(&len, sizeof(len), shortWait).isOk() &&
-        s.sendAll(why.data(), len, shortWait).isOk()) {
-      (void)s.sendAll(mac.data(), mac.size(), shortWait);
-    }
+    (void)sendRootReply(s, key, h.nonce, 1, why.data(), std::min<size_t>(why.size(), kMaxErrorText),
+                        WaitContext::withTimeout(nullptr, 1.0));
   };
   while (nranks < 0 || arrived < nranks) {
     if (wait.expired()) {
@@ -211,19 +213,11 @@ void rootLoop(const Socket& listener, const Digest256& key, double timeoutSec) {
   const int32_t status = error.empty() ? 0 : 1;
   std::vector<PackedAddr> table(static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) table[static_cast<size_t>(r)] = joined[static_cast<size_t>(r)].hello.listen;
-  const uint32_t len = static_cast<uint32_t>(std::min<size_t>(error.size(), kMaxErrorText));
   for (Joined& j : joined) {
-    Status st = j.socket.sendAll(&status, sizeof(status), wait);
-    Digest256 mac;
-    if (st.isOk() && status != 0) {
-      mac = rootReplyMac(key, j.hello.nonce, status, error.data(), len);
-      st = j.socket.sendAll(&len, sizeof(len), wait);
-      if (st.isOk()) st = j.socket.sendAll(error.data(), len, wait);
-    } else if (st.isOk()) {
-      mac = rootReplyMac(key, j.hello.nonce, status, table.data(), table.size() * sizeof(PackedAddr));
-      st = j.socket.sendAll(table.data(), table.size() * sizeof(PackedAddr), wait);
-    }
-    if (st.isOk()) st = j.socket.sendAll(mac.data(), mac.size(), wait);
+    Status st = status != 0 ? sendRootReply(j.socket, key, j.hello.nonce, status, error.data(),
+                                            std::min<size_t>(error.size(), kMaxErrorText), wait)
+                            : sendRootReply(j.socket, key, j.hello.nonce, status, table.data(),
+                                            table.size() * sizeof(PackedAddr), wait);
     if (!st.isOk()) BRAID_WARN("bootstrap root: %s", st.message().c_str());
   }
 }

@@ -248,6 +248,53 @@ TEST(Api, SilentStrangersDoNotStallTheRendezvous) {
   EXPECT_LT(secs, 4.0) << "20 silent connections delayed the rendezvous";
 }
 
+// The root's refusals travel with its MAC and reach the rank as a named error: a second process claiming a rank that
+// has joined is refused alone (not fatal for the others); ranks that disagree on nranks all fail.
+TEST(Api, BootstrapRootRefusalsAreNamed) {
+  {
+    ncclUniqueId id;
+    ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    std::vector<ncclResult_t> res(3);
+    std::vector<std::string> text(3);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&, t] {
+        ncclComm_t comm = nullptr;
+        // Rank 0 first, then the duplicate while the root still waits, then rank 1, which completes the rendezvous.
+        std::this_thread::sleep_for(std::chrono::milliseconds(t == 2 ? 100 : t == 1 ? 400 : 0));
+        res[static_cast<size_t>(t)] = ncclCommInitRank(&comm, 2, id, t == 2 ? 0 : t);
+        text[static_cast<size_t>(t)] = ncclGetLastError(nullptr);
+        if (comm) ncclCommDestroy(comm);
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(res[0], ncclSuccess);
+    EXPECT_EQ(res[1], ncclSuccess);
+    EXPECT_EQ(res[2], ncclInvalidUsage);
+    EXPECT_NE(text[2].find("rank 0 has already joined"), std::string::npos) << text[2];
+  }
+  {
+    ncclUniqueId id;
+    ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    std::vector<ncclResult_t> res(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        ncclComm_t comm = nullptr;
+        // The smaller count first: the root then has every rank it waits for and tells both (with the larger
+        // first it would wait for a third rank until BRAID_TIMEOUT).
+        if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        res[static_cast<size_t>(r)] = ncclCommInitRank(&comm, r == 0 ? 2 : 3, id, r);
+        if (comm) ncclCommDestroy(comm);
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(res[0], ncclInvalidUsage);
+    EXPECT_EQ(res[1], ncclInvalidUsage);
+    EXPECT_NE(lastError().find("but another rank used nranks="), std::string::npos) << lastError();
+  }
+}
+
 // A rank with another BRAID_BOOTSTRAP_SECRET cannot join, and is told why at once (the root refuses its hello,
 // whose MAC is under a different key). It runs in a child process, where the environment can differ.
 TEST(Api, ARankWithAnotherSecretIsRefusedAndToldWhy) {
