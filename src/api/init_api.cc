@@ -252,7 +252,7 @@ BRAID_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
     BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
     // Any thread blocked in this communicator sees the flag within milliseconds, marks its FIFOs aborted so its
     // peers fail too, and returns; the communicator is freed when the last such call has left.
-    c->abortFlag().store(true);
+    c->abort();
     retireComm(comm);
     return Status::ok();
   });

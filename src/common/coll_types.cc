@@ -24,8 +24,15 @@ const char* collKindName(CollKind kind) {
   return "?";
 }
 
+const char* opKindName(OpKind op) {
+  static const char* const kNames[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+  const int i = static_cast<int>(op);
+  return i >= 0 && i < 6 ? kNames[i] : "?";
+}
+
 const char* algoName(AlgoId a) {
-  static const char* const kNames[kAlgos] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
+  static const char* const kNames[kAlgos] = {"Tree",     "Ring", "CollNetDirect", "CollNetChain", "NVLS",
+                                             "NVLSTree", "PAT"};
   const int i = static_cast<int>(a);
   return i >= 0 && i < kAlgos ? kNames[i] : "?";
 }

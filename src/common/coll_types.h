@@ -28,6 +28,7 @@ const char* collKindName(CollKind kind);
 //   post(x)    = x / nranks for kAvg, identity otherwise.
 // The element functions live in src/backends/common/reduce_elem.h.
 enum class OpKind : uint8_t { kSum, kProd, kMax, kMin, kAvg, kPreMulSum };
+const char* opKindName(OpKind op);  // "sum", "prod", "max", "min", "avg", "premulsum"
 
 struct ReduceOp {
   OpKind kind = OpKind::kSum;

@@ -90,7 +90,9 @@ uint64_t parseSubsys(const std::string& text) {
   return invert ? ~mask : mask;
 }
 
-std::string expandFileName(const std::string& pattern, const char* host) {
+}  // namespace
+
+std::string expandPathPattern(const std::string& pattern, const char* host, int pid) {
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '%' && i + 1 < pattern.size()) {
@@ -101,7 +103,7 @@ std::string expandFileName(const std::string& pattern, const char* host) {
         continue;
       }
       if (c == 'p') {
-        out += std::to_string(getpid());
+        out += std::to_string(pid);
         ++i;
         continue;
       }
@@ -115,6 +117,8 @@ std::string expandFileName(const std::string& pattern, const char* host) {
   }
   return out;
 }
+
+namespace {
 
 // Caller holds s.mu.
 void initLocked(LogState& s) {
@@ -132,7 +136,7 @@ void initLocked(LogState& s) {
   s.file = stdout;
   s.ownsFile = false;
   if (!file.empty() && s.level > LogLevel::kNone) {
-    std::string path = expandFileName(file, s.host);
+    std::string path = expandPathPattern(file, s.host, static_cast<int>(getpid()));
     FILE* f = fopen(path.c_str(), "w");
     if (f != nullptr) {
       setvbuf(f, nullptr, _IOLBF, 0);

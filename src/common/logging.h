@@ -48,6 +48,9 @@ void logReinit();
 // Device number printed in "[dev]" for messages logged by this thread.
 void logSetThreadDevice(int dev);
 
+// `pattern` with %h replaced by `host`, %p by `pid` and %% by % (NCCL_DEBUG_FILE's rules).
+std::string expandPathPattern(const std::string& pattern, const char* host, int pid);
+
 // The text of the most recent WARN of this process (ncclGetLastError); empty when none.
 std::string lastErrorText();
 void setLastErrorText(const std::string& text);

@@ -28,6 +28,13 @@ BRAID_PARAM(CheckCalls, kInt, "BRAID_CHECK_CALLS", "0",
             "1: before each group runs, the ranks compare the collectives they queued (kind, count, datatype, op, "
             "root) and all fail with ncclInvalidUsage naming both calls when they differ. Costs one bootstrap "
             "message per peer per group (docs/hardening.md). Any rank setting it turns it on for the communicator.")
+BRAID_PARAM(FlightRecorderEntries, kInt, "BRAID_FLIGHT_RECORDER_ENTRIES", "1024",
+            "Operations each communicator's flight recorder keeps (the last N, with state and timings); 0 records "
+            "nothing.")
+BRAID_PARAM(FlightRecorderFile, kString, "BRAID_FLIGHT_RECORDER_FILE", "",
+            "Where a rank writes its flight recorder as JSON when an operation fails or times out, at ncclCommAbort "
+            "and on SIGUSR1 (braid-info --dump); %h is the host name, %p the pid. Unset: no dumps. Read them with "
+            "braid-info --analyze.")
 BRAID_PARAM(Timeout, kInt, "BRAID_TIMEOUT", "60",
             "Seconds a rank waits for a peer without progress before failing with ncclRemoteError (bootstrap and "
             "collectives). 0 waits forever (still abortable).")

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <utility>
 
 #include "src/common/status.h"
@@ -35,6 +36,10 @@ struct WaitContext {
   Clock::time_point deadline = Clock::time_point::max();  // an absolute end, whatever progresses
   int spinCount = 2000;                                   // BRAID_SPIN_COUNT: idle rounds spun before yielding
   int rank = -1;                                          // the waiting rank, for messages (-1: none)
+  // [rank] the pid of each peer on this host (0: on another host, or this process), so a timeout can name a peer
+  // that is stopped (SIGSTOP, a debugger) rather than the neighbour that waits for it. Null: not known.
+  const int32_t* localPids = nullptr;
+  int nLocalPids = 0;
 
   // A context whose deadline is `seconds` from now (<= 0: none).
   static WaitContext withTimeout(const std::atomic<bool>* abortFlag, double seconds) {
@@ -61,6 +66,10 @@ struct WaitContext {
 inline Status abortedWait(const WaitContext& ctx) {
   return invalidUsage("rank %d: operation interrupted by ncclCommAbort", ctx.rank);
 }
+
+// A peer on this host whose process is stopped (state T or t in /proc/<pid>/stat): an error naming it, else ok.
+// Ranks stalled behind a stopped rank all see the same cause, not just its neighbours.
+[[nodiscard]] Status stoppedPeer(const WaitContext& ctx);
 
 // One wait: call progressed() after a round that moved something and idle() after one that did not.
 class WaitLoop {
@@ -92,6 +101,7 @@ class WaitLoop {
       const bool timedOut =
           (ctx_.timeoutSec > 0 && now - stalledSince_ > std::chrono::duration<double>(ctx_.timeoutSec)) ||
           now >= ctx_.deadline;
+      if (timedOut) BRAID_RETURN_IF_ERROR(stoppedPeer(ctx_));
       BRAID_RETURN_IF_ERROR(std::forward<Check>(check)(timedOut));
       if (timedOut) return remoteError("rank %d: no progress for %.0f s (BRAID_TIMEOUT)", ctx_.rank, ctx_.timeoutSec);
     }

@@ -13,11 +13,6 @@ bool rooted(CollKind k) {
   return k == CollKind::kBroadcast || k == CollKind::kReduce;
 }
 
-const char* opKindName(int op) {
-  static const char* kNames[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
-  return op >= 0 && op < 6 ? kNames[op] : "?";
-}
-
 bool sameCall(const CallDesc& a, const CallDesc& b) {
   return a.kind == b.kind && a.dtype == b.dtype && a.op == b.op && a.root == b.root && a.count == b.count;
 }
@@ -43,7 +38,7 @@ std::string describeCall(const CallDesc& c) {
   const auto kind = static_cast<CollKind>(c.kind);
   std::string s = strPrintf("%s(count %llu, %s", collKindName(kind), static_cast<unsigned long long>(c.count),
                             dtypeName(static_cast<DType>(c.dtype)));
-  if (c.op >= 0) s += strPrintf(", %s", opKindName(c.op));
+  if (c.op >= 0) s += strPrintf(", %s", opKindName(static_cast<OpKind>(c.op)));
   if (rooted(kind)) s += strPrintf(", root %d", c.root);
   return s + ")";
 }

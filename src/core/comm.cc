@@ -92,7 +92,7 @@ uint64_t localHostHash() {
   return hostHash(localHostId());
 }
 
-Communicator::Communicator() = default;
+Communicator::Communicator() : flight_(std::make_unique<FlightRecorder>(0, FlightIdentity{})) {}
 
 Communicator::~Communicator() {
   if (initThread.joinable()) {
@@ -114,6 +114,14 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   config_ = config;
   logSetThreadDevice(device);
   BRAID_RETURN_IF_ERROR(validateIntParams());
+  BRAID_ASSIGN_OR_RETURN(int64_t flightEntries, getIntParam(params::kFlightRecorderEntries));
+  if (flightEntries < 0 || flightEntries > (int64_t{1} << 24)) {
+    return invalidArgument("%s=%lld: use 0 (off) to %d operations", params::kFlightRecorderEntries.name,
+                           static_cast<long long>(flightEntries), 1 << 24);
+  }
+  flight_ = std::make_unique<FlightRecorder>(static_cast<size_t>(flightEntries),
+                                             FlightIdentity{id.magic, rank, nranks, config.commName});
+  if (flight_->enabled()) flightInstallSignal();
   BRAID_ASSIGN_OR_RETURN(backend_, createBackend(BackendKind::kHost));
   // The knobs every wait and every transport obeys, read here once and passed down.
   links_ = TransportConfig::fromParams();
@@ -227,6 +235,16 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   std::vector<uint64_t> hosts;
   for (const PeerInfo& p : peers_) hosts.push_back(p.hostHash);
   BRAID_ASSIGN_OR_RETURN(CommTopology topo, buildCommTopology(bootstrap_.get(), rank, nranks, hosts));
+  topo_ = topo;
+  topo_.localPids.assign(static_cast<size_t>(nranks), 0);
+  for (int r = 0; r < nranks; ++r) {
+    const PeerInfo& p = peers_[static_cast<size_t>(r)];
+    if (r != rank && p.hostHash == peers_[static_cast<size_t>(rank)].hostHash && p.pid != getpid()) {
+      topo_.localPids[static_cast<size_t>(r)] = static_cast<int32_t>(p.pid);
+    }
+  }
+  wait_.localPids = topo_.localPids.data();
+  wait_.nLocalPids = nranks;
   const int nLocal = topo.localRanks;
   if (!pinned) {
     // The backend's cap (the CPU backend: a worker thread per channel, so CPUs per local rank), the same on every
@@ -301,13 +319,12 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   bctx.inlineBytes = static_cast<size_t>(std::max<int64_t>(0, params::InlineBytes()));
   bctx.localRanks = nLocal;
   bctx.cpus = mine.cpus;
-  bctx.netPeers = netPeers_;
+  bctx.netPeers = topo_.netPeers;
   bctx.direct = mine.direct != 0;
   bctx.directStageBytes = static_cast<size_t>(mine.stageBytes);
   bctx.placeCpus = topo.placeCpus;
   BRAID_RETURN_IF_ERROR(backend_->init(bctx));
   selector_.setDirect(backend_->caps().direct);
-  topo_ = topo;
   BRAID_ASSIGN_OR_RETURN(nvlsTree_, NvlsTree::create(*this));
   if (nvlsTree_) {
     const NvlsTree* t = nvlsTree_.get();
@@ -323,22 +340,22 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
                "channels x (%d ranks + %d)); receive FIFOs are mapped at first use, a ring all-reduce maps %zu",
                static_cast<void*>(this), rank, fifoMemoryBound(), (long long)buffSize, (long long)llBuffSize,
                nChannels(), nranks, static_cast<int>(kLane1Peers), connectorBytes() * channels_.size());
-    BRAID_INFO(kLogInit, "comm %p rank %d nranks %d cudaDev %d - Init COMPLETE", static_cast<void*>(this), rank, nranks,
-               device);
+    BRAID_INFO(kLogInit, "comm %p rank %d nranks %d cudaDev %d commId 0x%llx - Init COMPLETE", static_cast<void*>(this),
+               rank, nranks, device, static_cast<unsigned long long>(id.magic));
   }
   return Status::ok();
 }
 
 Status Communicator::checkLlOverNetwork() {
   const PeerInfo& self = peers_[static_cast<size_t>(rank_)];
-  netPeers_ = std::any_of(peers_.begin(), peers_.end(), [&](const PeerInfo& p) {
+  topo_.netPeers = std::any_of(peers_.begin(), peers_.end(), [&](const PeerInfo& p) {
     Result<Transport*> t = selectTransport(backend_->transports(), links_, self, p);
     return t.isOk() && t.value()->isNetwork();
   });
   // A network connection carries an LL step's chunk in its Simple slot (Connector::wholeMessages), so the chunk
   // must fit there. It does unless NCCL_BUFFSIZE is set far below NCCL_LL_BUFFSIZE; then LL is dropped on every
   // rank alike (every rank of a multi-host communicator has a network peer, and the sizes are agreed).
-  if (!netPeers_ || llPayloadCapacity(fifo_.llSlotBytes) <= fifo_.slotBytes) return Status::ok();
+  if (!topo_.netPeers || llPayloadCapacity(fifo_.llSlotBytes) <= fifo_.slotBytes) return Status::ok();
   return selector_.dropLlForNetwork(llPayloadCapacity(fifo_.llSlotBytes), fifo_.slotBytes, rank_);
 }
 
@@ -380,6 +397,7 @@ Status Communicator::buildPlan(Plan* plan) {
       PlanOp po{&op, selector_.chooseFifo(op.kind, unitBytes(op))};
       if (!p2p && op.kind != CollKind::kAlltoAll)
         selector_.logTuning(op.kind, unitBytes(op), po.choice.algo, po.choice.proto);
+      if (!p2p) flight_->chose(op.flightToken, po.choice.algo, po.choice.proto);
       ops.push_back(po);
     }
   }
@@ -446,6 +464,7 @@ const void* Communicator::stageCopy(const void* src, size_t bytes) {
 }
 
 void Communicator::clearPending() {
+  flight_->dropped();
   pending_.clear();
   if (backend_) backend_->releaseLaunchMemory();
 }
@@ -493,6 +512,37 @@ Status Communicator::checkCalls(const std::vector<Communicator*>& comms) {
   return Status::ok();
 }
 
+void Communicator::abort() {
+  abort_.store(true);
+  flight_->aborted();
+  Result<std::string> dumped = flightDump(strPrintf("ncclCommAbort on rank %d", rank_));
+  if (!dumped.isOk()) BRAID_WARN("flight recorder: %s", dumped.status().message().c_str());
+}
+
+namespace {
+
+// After a failed group: the oldest operation still in flight on each communicator, and the dump of every
+// communicator of this process (one file, so one dump however many of them failed).
+void reportFailure(const std::vector<Communicator*>& comms, const Status& result) {
+  Result<std::string> dumped = flightDump(strPrintf("rank %d: %s", comms.front()->rank(), result.message().c_str()));
+  std::string where;
+  if (!dumped.isOk()) {
+    where = dumped.status().message();
+  } else if (dumped.value().empty()) {
+    where = strPrintf("set %s to dump the last operations of every rank, then braid-info --analyze the dumps",
+                      params::kFlightRecorderFile.name);
+  } else {
+    where = "dump written to " + dumped.value();
+  }
+  for (Communicator* c : comms) {
+    if (!c->flight().enabled()) continue;
+    BRAID_WARN("flight recorder: comm %p rank %d: %s; %s", static_cast<void*>(c), c->rank(),
+               c->flight().summary().c_str(), where.c_str());
+  }
+}
+
+}  // namespace
+
 Status Communicator::launch(const std::vector<Communicator*>& comms) {
   Status result = checkCalls(comms);
   if (!result.isOk()) {
@@ -502,6 +552,7 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
     }
     return result;
   }
+  for (Communicator* comm : comms) comm->flight_->started();
   std::vector<Communicator*> directSide, fifoSide;
   if (comms.size() > 1) {
     for (Communicator* c : comms) (c->hasDirectWork() ? directSide : fifoSide).push_back(c);
@@ -524,6 +575,8 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
   } else {
     result = launchInOrder(comms);
   }
+  for (Communicator* comm : comms) comm->flight_->ended(result);
+  if (!result.isOk()) reportFailure(comms, result);
   for (Communicator* comm : comms) {
     comm->clearPending();
     // A failed operation leaves FIFOs in an unknown state: the communicator is unusable from now on.

@@ -20,6 +20,7 @@
 #include "src/common/dtype.h"
 #include "src/common/status.h"
 #include "src/core/comm_topo.h"
+#include "src/core/flight_recorder.h"
 #include "src/core/planner.h"
 #include "src/core/red_ops.h"
 #include "transports/transport.h"
@@ -56,6 +57,11 @@ class Communicator {
 
   // Lifecycle.
   std::atomic<bool>& abortFlag() { return abort_; }
+  // ncclCommAbort: sets the abort flag (every wait in this communicator returns within milliseconds) and writes the
+  // flight recorder's dump (BRAID_FLIGHT_RECORDER_FILE).
+  void abort();
+  // The last operations queued here (flight_recorder.h); never null.
+  FlightRecorder& flight() { return *flight_; }
   std::atomic<int>& asyncError() { return asyncError_; }  // an ncclResult_t value
   std::atomic<bool> finalized{false};
   std::thread initThread;  // non-blocking or grouped init runs here
@@ -123,7 +129,7 @@ class Communicator {
   // BRAID_CHECK_CALLS: the ranks of each communicator compare their queued collectives (call_check.h). Two phases
   // over all of `comms` (send, then receive), so one thread may drive several ranks of one communicator.
   static Status checkCalls(const std::vector<Communicator*>& comms);
-  // Sets netPeers_; with network peers, LL leaves the protocol filter when its chunks do not fit the network's
+  // Sets topo_.netPeers; with network peers, LL leaves the protocol filter when its chunks do not fit the network's
   // Simple slots (an error if a collective would be left without Simple).
   Status checkLlOverNetwork();
 
@@ -139,7 +145,6 @@ class Communicator {
   std::vector<Channel> channels_;
   CommTopology topo_;                   // hosts, local ranks, NUMA placement, the search's channels (comm_topo.h)
   CommSchedules sched_;                 // the rings and trees the schedules follow
-  bool netPeers_ = false;               // some peer is reached through a network transport
   Selector selector_;                   // algorithm and protocol choice (algorithms/selector/selector.h)
   std::unique_ptr<NvlsTree> nvlsTree_;  // null when NVLSTree cannot run (nvls_tree.h)
   std::vector<PendingOp> pending_;
@@ -147,6 +152,7 @@ class Communicator {
   RedOpTable redOps_;
   std::atomic<bool> abort_{false};
   std::atomic<int> asyncError_{0};
+  std::unique_ptr<FlightRecorder> flight_;
 };
 
 // Host identity: the hash of topology's localHostId() (NCCL_HOSTID, else host name and boot id).

@@ -42,6 +42,7 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
       const PendingOp& op = c->pending_[i];
       if (!c->takesDirect(op)) continue;
       c->selector_.logTuning(op.kind, unitBytes(op), AlgoId::kNvls, ProtoId::kSimple);
+      c->flight_->chose(op.flightToken, AlgoId::kNvls, ProtoId::kSimple);
       DirectOp d;
       directCollOf(op.kind, &d.req.coll);
       d.req.send = op.sendbuff;

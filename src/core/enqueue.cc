@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "src/common/logging.h"
+#include "src/core/flight_recorder.h"
 #include "src/core/group.h"
 
 namespace braid {
@@ -125,7 +126,20 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
              a.handle, rank, a.sendbuff, a.recvbuff, a.count, static_cast<int>(a.datatype), a.op, a.root);
   BRAID_RETURN_IF_ERROR(comm->checkAlgorithms(a.kind));
   if (a.count == 0) return Status::ok();  // nothing moves; NCCL accepts and ignores it
-  comm->pending().push_back(PendingOp{a.kind, a.sendbuff, a.recvbuff, a.count, dtype, op, a.root});
+  uint64_t token = a.flightToken;
+  if (token == FlightRecorder::kNone) {
+    FlightCall call;
+    call.fn = a.fn;
+    call.kind = a.kind;
+    call.p2p = isP2p;
+    call.count = a.count;
+    call.dtype = dtype;
+    call.op = reduces ? static_cast<int>(op.kind) : -1;
+    call.root = rooted ? a.root : -1;
+    call.peer = isP2p ? a.root : -1;
+    token = comm->flight().queued(call);
+  }
+  comm->pending().push_back(PendingOp{a.kind, a.sendbuff, a.recvbuff, a.count, dtype, op, a.root, token});
   groupAddComm(comm);
   return Status::ok();
 }
@@ -158,6 +172,16 @@ Status enqueuePattern(const std::shared_ptr<Communicator>& c, P2pPattern pattern
   if (count > 0 && recvbuff == nullptr && (!gather || rank == root)) {
     return invalidArgument("recvbuff is NULL with count=%zu", count);
   }
+  CollRequest base = a;  // what every send and receive below starts from
+  if (count > 0 && c->flight().enabled()) {
+    FlightCall call;
+    call.fn = a.fn;
+    call.kind = CollKind::kAlltoAll;
+    call.count = count;
+    call.dtype = static_cast<DType>(a.datatype);
+    call.root = rooted ? root : -1;
+    base.flightToken = c->flight().queued(call);
+  }
   // Every rank's block is read by one peer while another peer's block lands on it: an all-to-all whose buffers
   // overlap (in place) reads from a snapshot taken now, which the caller may not modify until completion anyway.
   if (sendsAll && recvsAll && count > 0) {
@@ -167,7 +191,7 @@ Status enqueuePattern(const std::shared_ptr<Communicator>& c, P2pPattern pattern
     if (s < r + total && r < s + total) sendbuff = c->stageCopy(sendbuff, total);
     // The log-step schedule is one collective (queued in the same order on every rank, like the others).
     if (!rooted && c->useBruck(bytes)) {
-      CollRequest whole = a;
+      CollRequest whole = base;
       whole.kind = CollKind::kAlltoAll;
       whole.sendbuff = sendbuff;
       whole.op = -1;
@@ -178,7 +202,7 @@ Status enqueuePattern(const std::shared_ptr<Communicator>& c, P2pPattern pattern
   auto sendAt = [&](int peer) { return static_cast<const char*>(sendbuff) + (sendsAll ? bytes * peer : 0); };
   auto recvAt = [&](int peer) { return static_cast<char*>(recvbuff) + (recvsAll ? bytes * peer : 0); };
   auto p2p = [&](CollKind kind, const void* s, void* r, int peer) {
-    CollRequest one = a;
+    CollRequest one = base;
     one.kind = kind;
     one.sendbuff = s;
     one.recvbuff = r;
@@ -235,8 +259,20 @@ Status enqueueAlltoAllv(const std::shared_ptr<Communicator>& c, const AlltoAllvR
   if (overlaps(sendbuff, sendExtent * es, recvbuff, recvExtent * es)) {
     sendbuff = c->stageCopy(sendbuff, sendExtent * es);
   }
+  // One entry for the call, on every rank, even one that moves nothing (the ranks' collective numbers stay equal).
+  uint64_t token = FlightRecorder::kNone;
+  if (c->flight().enabled()) {
+    FlightCall call;
+    call.fn = "braidAlltoAllv";
+    call.kind = CollKind::kAlltoAll;
+    call.count = sendExtent;
+    call.dtype = static_cast<DType>(datatype);
+    token = c->flight().queued(call);
+    if (sendExtent == 0 && recvExtent == 0) c->flight().nothingToRun(token);
+  }
   auto p2p = [&](CollKind kind, const void* s, void* r, size_t count, int peer) {
-    return enqueueColl(c, CollRequest{"braidAlltoAllv", kind, s, r, count, datatype, -1, peer, v.handle, v.stream});
+    return enqueueColl(c,
+                       CollRequest{"braidAlltoAllv", kind, s, r, count, datatype, -1, peer, v.handle, v.stream, token});
   };
   for (int p = 0; p < n; ++p) {
     if (sendcounts[p] > 0) {

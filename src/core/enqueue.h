@@ -26,6 +26,9 @@ struct CollRequest {
   int root;            // the root, or the peer of a send or receive
   const void* handle;  // the caller's ncclComm_t, named in errors
   const void* stream;  // must be null on a host communicator
+  // The flight recorder entry of the call this one is part of (an all-to-all's sends and receives share it); none:
+  // enqueueColl records the call itself.
+  uint64_t flightToken = ~uint64_t(0);
 };
 
 // Checks and queues one operation; a count of 0 is checked and queues nothing. Errors: kInvalidArgument (a bad

@@ -149,6 +149,7 @@ Status Communicator::launchHierarchical(const std::vector<Communicator*>& comms)
         continue;
       }
       c->selector_.logTuning(op.kind, unitBytes(op), AlgoId::kNvlsTree, ProtoId::kSimple);
+      c->flight_->chose(op.flightToken, AlgoId::kNvlsTree, ProtoId::kSimple);
       BRAID_RETURN_IF_ERROR(c->nvlsTree_->run(op, c->nranks_));
     }
     c->pending_.swap(rest);

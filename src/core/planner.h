@@ -28,7 +28,8 @@ struct PendingOp {
   size_t count;  // the unit count (see RingParams)
   DType dtype;
   ReduceOp op;
-  int root;  // root for rooted collectives, peer for send/recv
+  int root;                             // root for rooted collectives, peer for send/recv
+  uint64_t flightToken = ~uint64_t(0);  // its flight recorder entry (FlightRecorder::queued), or none
 };
 
 // Bytes of one queued operation's unit (NCCL's count times the type size).

@@ -4,24 +4,34 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "braid_build_config.h"
 #include "src/common/params.h"
+#include "tools/info/flight_cli.h"
 #include "transports/transport.h"
 
 namespace {
 
 void usage() {
   printf(
-      "usage: braid-info [-c] [-h]\n"
-      "  (no flag)  version, build configuration, knobs and the FIFO memory bound formula\n"
-      "  -c         knobs only, one per line: NAME=VALUE (source)\n");
+      "usage: braid-info [-c] [-h] [--dump [PID...]] [--analyze PATH...]\n"
+      "  (no flag)           version, build configuration, knobs and the FIFO memory bound formula\n"
+      "  -c                  knobs only, one per line: NAME=VALUE (source)\n"
+      "  --dump [PID...]     make braid processes write their flight recorder (SIGUSR1) to\n"
+      "                      BRAID_FLIGHT_RECORDER_FILE; no PID: every such process on this host\n"
+      "  --analyze PATH...   read flight recorder dumps (files, or directories of *.json) of all ranks and\n"
+      "                      say which ranks never reached the collective the others wait in\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   bool knobsOnly = false;
+  if (argc >= 2 && (strcmp(argv[1], "--dump") == 0 || strcmp(argv[1], "--analyze") == 0)) {
+    const std::vector<std::string> rest(argv + 2, argv + argc);
+    return strcmp(argv[1], "--dump") == 0 ? braid::flightDumpCommand(rest) : braid::flightAnalyzeCommand(rest);
+  }
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "-c") == 0) {
       knobsOnly = true;

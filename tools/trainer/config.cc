@@ -8,7 +8,7 @@
 #include <sstream>
 #include <vector>
 
-#include "tools/trainer/json.h"
+#include "tools/common/json.h"
 
 namespace braid::trainer {
 

@@ -199,8 +199,9 @@ void DirectGroup::publish(const GenCounters& words, std::atomic<uint32_t>& waite
 Status DirectGroup::checkStalled(const WaitContext& ctx, bool timedOut) const {
   BRAID_RETURN_IF_ERROR(peerFailure(ctx));
   if (!timedOut) return Status::ok();
-  return remoteError("rank %d: peers did not reach direct collective %u within BRAID_TIMEOUT=%g s", ctx.rank, gen_,
-                     ctx.timeoutSec);
+  return remoteError(
+      "rank %d: peers did not reach this direct collective (direct-path generation %u) within BRAID_TIMEOUT=%g s",
+      ctx.rank, gen_, ctx.timeoutSec);
 }
 
 Status DirectGroup::waitAll(bool done, uint32_t gen, const WaitContext& ctx) const {
@@ -227,8 +228,10 @@ Status DirectGroup::waitAll(bool done, uint32_t gen, const WaitContext& ctx) con
     auto check = [&](bool timedOut) -> Status {
       BRAID_RETURN_IF_ERROR(peerFailure(ctx));
       if (!timedOut) return Status::ok();
-      return remoteError("rank %d: peer rank %d did not reach direct collective %u within BRAID_TIMEOUT=%g s", ctx.rank,
-                         p, gen, ctx.timeoutSec);
+      return remoteError(
+          "rank %d: peer rank %d did not reach this direct collective (direct-path generation %u) within "
+          "BRAID_TIMEOUT=%g s",
+          ctx.rank, p, gen, ctx.timeoutSec);
     };
     while (!genReached(loadAcquire(word), gen)) {
       Status st = wait.idle(check, sleep);

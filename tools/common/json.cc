@@ -1,8 +1,8 @@
-#include "tools/trainer/json.h"
+#include "tools/common/json.h"
 
 #include <cstdlib>
 
-namespace braid::trainer {
+namespace braid {
 
 const JsonValue* JsonValue::find(const std::string& key) const {
   for (const auto& m : members) {
@@ -265,4 +265,4 @@ bool parseJson(const std::string& text, JsonValue* out, std::string* error) {
   return Parser(text).parseDocument(out, error);
 }
 
-}  // namespace braid::trainer
+}  // namespace braid

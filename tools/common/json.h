@@ -1,5 +1,6 @@
-// A small JSON reader for braid-train's DeepSpeed-style config. It keeps what a config needs: objects, arrays,
-// numbers (as double), strings, true/false/null. Errors name the line and column.
+// A small JSON reader for the tools: braid-train's DeepSpeed-style config and braid-info's flight recorder dumps. It
+// keeps what a config needs: objects, arrays, numbers (as double), strings, true/false/null. Errors name the line and
+// column.
 #pragma once
 
 #include <map>
@@ -7,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace braid::trainer {
+namespace braid {
 
 struct JsonValue {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
@@ -27,4 +28,4 @@ struct JsonValue {
 // Parses `text`; on failure returns false and sets *error to "line L, column C: what".
 bool parseJson(const std::string& text, JsonValue* out, std::string* error);
 
-}  // namespace braid::trainer
+}  // namespace braid
