@@ -97,8 +97,9 @@ class Connector {
   void setDemandDriven() { demandDriven_ = true; }
   void expectMessages(uint64_t n) { view_.expectMessages(n); }
 
-  // Failure signalling between the two ends.
-  void markAborted() { view_.markAborted(); }
+  // Failure signalling between the two ends: `why` (when this end has said nothing yet) is what the other end
+  // quotes, so a rank stopped by a neighbour's failure names its cause.
+  void markAborted(const std::string& why = std::string());
   bool peerAborted() const { return view_.peerAborted(); }
   // For a peer in another process: false once that process no longer exists.
   bool peerAlive() const;

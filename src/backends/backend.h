@@ -142,8 +142,9 @@ class Backend {
   // operation whether it ran. Requires caps().direct on every entry.
   [[nodiscard]] virtual Status launchDirect(const std::vector<DirectBatch>& group) = 0;
 
-  // The communicator failed or was aborted: peers waiting on this rank fail at once instead of at their deadline.
-  virtual void markAborted() = 0;
+  // The communicator failed or was aborted (`why`: the error, which peers quote so every rank names the cause):
+  // peers waiting on this rank fail at once instead of at their deadline.
+  virtual void markAborted(const std::string& why) = 0;
 };
 
 // The backend of a kind; an explicit error names kinds this build does not have.

@@ -1,5 +1,7 @@
 #include "src/bootstrap/bootstrap.h"
 
+#include "src/bootstrap/wire.h"
+
 #include <arpa/inet.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,18 +16,6 @@ namespace braid {
 namespace {
 
 constexpr uint32_t kIdVersion = 0xB7A1D003;
-constexpr int32_t kMaxRanks = 1 << 20;                  // a hello naming more is refused before anything is sized by it
-constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 30;  // a frame header announcing more is an error, not a buffer
-constexpr uint32_t kMaxErrorText = 4096;
-constexpr int32_t kStatusKeyRefused = 2;  // the root's reply to a hello whose MAC did not check
-
-// Address in a fixed wire form, independent of sockaddr_storage's size.
-struct PackedAddr {
-  uint16_t family;
-  uint16_t port;
-  uint8_t addr[16];
-};
-
 struct PackedId {
   uint32_t version;
   uint32_t flags;  // bit 0: from NCCL_COMM_ID
@@ -34,79 +24,6 @@ struct PackedId {
   uint8_t nonce[kNonceBytes];  // random (zero for NCCL_COMM_ID): part of the job's key
 };
 static_assert(sizeof(PackedId) <= kUniqueIdBytes, "unique id overflow");
-
-// A rank's answer to the root's challenge. mac covers the challenge, every field before it, and proves the key.
-struct RootHello {
-  int32_t rank;
-  int32_t nranks;
-  PackedAddr listen;
-  uint8_t nonce[kNonceBytes];  // the rank's own challenge to the root, answered by the reply's MAC
-  uint8_t mac[32];
-};
-
-// A rank's answer to a peer's challenge.
-struct PeerHello {
-  int32_t rank;
-  int32_t pad;
-  uint8_t mac[32];
-};
-
-static_assert(sizeof(PeerHello) == sizeof(int32_t) * 2 + 32, "Bootstrap::inbound_ reads answers of this size");
-
-struct FrameHeader {
-  uint32_t tag;
-  uint32_t pad;
-  uint64_t size;
-};
-
-Digest256 toDigest(const uint8_t* p) {
-  Digest256 d;
-  memcpy(d.data(), p, d.size());
-  return d;
-}
-
-Digest256 rootHelloMac(const Digest256& key, const Nonce& challenge, const RootHello& h) {
-  return bootstrapMac(key, "root hello", {{challenge.data(), challenge.size()}, {&h, offsetof(RootHello, mac)}});
-}
-
-Digest256 peerHelloMac(const Digest256& key, const Nonce& challenge, const PeerHello& h) {
-  return bootstrapMac(key, "peer hello", {{challenge.data(), challenge.size()}, {&h, offsetof(PeerHello, mac)}});
-}
-
-// The root's reply: status, then the table (status 0) or an error text, then a MAC over the rank's nonce and all
-// of it, so a rank knows the table came from a root that holds the key.
-Digest256 rootReplyMac(const Digest256& key, const uint8_t* rankNonce, int32_t status, const void* body, size_t bytes) {
-  return bootstrapMac(key, "root reply", {{rankNonce, kNonceBytes}, {&status, sizeof(status)}, {body, bytes}});
-}
-
-PackedAddr pack(const SocketAddress& a) {
-  PackedAddr p{};
-  p.family = static_cast<uint16_t>(a.family());
-  p.port = a.port();
-  if (a.family() == AF_INET) {
-    memcpy(p.addr, &reinterpret_cast<const sockaddr_in*>(&a.storage)->sin_addr, 4);
-  } else if (a.family() == AF_INET6) {
-    memcpy(p.addr, &reinterpret_cast<const sockaddr_in6*>(&a.storage)->sin6_addr, 16);
-  }
-  return p;
-}
-
-SocketAddress unpack(const PackedAddr& p) {
-  SocketAddress a;
-  if (p.family == AF_INET) {
-    auto* s = reinterpret_cast<sockaddr_in*>(&a.storage);
-    s->sin_family = AF_INET;
-    memcpy(&s->sin_addr, p.addr, 4);
-    a.len = sizeof(sockaddr_in);
-  } else if (p.family == AF_INET6) {
-    auto* s = reinterpret_cast<sockaddr_in6*>(&a.storage);
-    s->sin6_family = AF_INET6;
-    memcpy(&s->sin6_addr, p.addr, 16);
-    a.len = sizeof(sockaddr_in6);
-  }
-  a.setPort(p.port);
-  return a;
-}
 
 double timeoutSeconds() {
   return static_cast<double>(params::Timeout());
@@ -141,6 +58,8 @@ Status sendRootReply(const Socket& s, const Digest256& key, const uint8_t* rankN
 
 // The root: collects one authenticated hello per rank, then sends everyone the table of listener addresses.
 // Connections are handshaken concurrently (handshake.h); nothing a stranger sends is trusted before its MAC checks.
+// When the ranks disagree on nranks, every rank that joined is told at once, and so is every later one: nobody
+// waits for a rank count that can never be reached.
 void rootLoop(const Socket& listener, const Digest256& key, double timeoutSec) {
   WaitContext wait = WaitContext::withTimeout(nullptr, timeoutSec);
   Handshakes handshakes(sizeof(RootHello));
@@ -150,16 +69,32 @@ void rootLoop(const Socket& listener, const Digest256& key, double timeoutSec) {
     RootHello hello;
   };
   std::vector<Joined> joined;
-  std::string error;
-  int arrived = 0;
+  std::string error;  // the disagreement, once there is one
+  int arrived = 0;    // ranks joined (before an error) or told the error
+  int expected = 0;   // the largest nranks any rank named
   auto refuse = [&](Socket& s, const RootHello& h, const std::string& why) {
     BRAID_WARN("bootstrap root: refused %s: %s", s.peerName().c_str(), why.c_str());
     (void)sendRootReply(s, key, h.nonce, 1, why.data(), std::min<size_t>(why.size(), kMaxErrorText),
                         WaitContext::withTimeout(nullptr, 1.0));
   };
-  while (nranks < 0 || arrived < nranks) {
+  while (nranks < 0 || arrived < std::max(nranks, expected)) {
     if (wait.expired()) {
-      BRAID_WARN("bootstrap root: %d of %d ranks arrived before the deadline (BRAID_TIMEOUT)", arrived, nranks);
+      // The ranks that came are told which did not, so every one of them names the missing ranks.
+      std::string missing;
+      for (int r = 0; error.empty() && r < nranks; ++r) {
+        if (!joined[static_cast<size_t>(r)].socket.valid()) missing += strPrintf("%s%d", missing.empty() ? "" : ",", r);
+      }
+      const std::string why = strPrintf(
+          "%d of %d ranks arrived at the root within BRAID_TIMEOUT=%g s; missing: rank%s %s (not started, "
+          "stopped, or failed before init)",
+          arrived, std::max(nranks, expected), timeoutSec, missing.find(',') == std::string::npos ? "" : "s",
+          missing.c_str());
+      BRAID_WARN("bootstrap root: %s", why.c_str());
+      for (Joined& j : joined) {
+        if (!j.socket.valid()) continue;
+        (void)sendRootReply(j.socket, key, j.hello.nonce, 1, why.data(), std::min<size_t>(why.size(), kMaxErrorText),
+                            WaitContext::withTimeout(nullptr, 1.0));
+      }
       return;
     }
     Result<std::vector<Answered>> answered = handshakes.step(listener, wait.pollMs(100), "root");
@@ -170,7 +105,8 @@ void rootLoop(const Socket& listener, const Digest256& key, double timeoutSec) {
     for (Answered& a : answered.value()) {
       RootHello hello;
       memcpy(&hello, a.answer.data(), sizeof(hello));
-      if (!digestsEqual(toDigest(hello.mac), rootHelloMac(key, a.nonce, hello))) {
+      const HelloVerdict verdict = checkRootHello(key, a.nonce, hello);
+      if (verdict == HelloVerdict::kKeyRefused) {
         BRAID_WARN(
             "bootstrap root: refused connection from %s: it did not prove the job's key (a stranger, or a rank "
             "of another job or with another BRAID_BOOTSTRAP_SECRET)",
@@ -180,22 +116,34 @@ void rootLoop(const Socket& listener, const Digest256& key, double timeoutSec) {
         (void)a.socket.sendAll(&keyRefused, sizeof(keyRefused), WaitContext::withTimeout(nullptr, 1.0));
         continue;
       }
-      if (hello.nranks < 1 || hello.nranks > kMaxRanks || hello.rank < 0 || hello.rank >= hello.nranks) {
+      if (verdict == HelloVerdict::kRanksRefused) {
         refuse(a.socket, hello,
                strPrintf("rank=%d nranks=%d is not a rank of a communicator braid can build (1..%d)", hello.rank,
                          hello.nranks, kMaxRanks));
         continue;
       }
+      expected = std::max(expected, hello.nranks);
       if (nranks < 0) {
         nranks = hello.nranks;
         joined.resize(static_cast<size_t>(nranks));
       }
-      if (hello.nranks != nranks) {
-        if (error.empty()) {
-          error = strPrintf("rank %d called init with nranks=%d but another rank used nranks=%d", hello.rank,
-                            hello.nranks, nranks);
+      if (error.empty() && hello.nranks != nranks) {
+        error = strPrintf("rank %d called init with nranks=%d but another rank used nranks=%d", hello.rank,
+                          hello.nranks, nranks);
+        BRAID_WARN("bootstrap root: %s", error.c_str());
+        for (Joined& j : joined) {
+          if (!j.socket.valid()) continue;
+          Status st =
+              sendRootReply(j.socket, key, j.hello.nonce, 1, error.data(),
+                            std::min<size_t>(error.size(), kMaxErrorText), WaitContext::withTimeout(nullptr, 1.0));
+          if (!st.isOk()) BRAID_WARN("bootstrap root: %s", st.message().c_str());
+          j.socket = Socket();
         }
-        if (hello.rank >= nranks) continue;
+      }
+      if (!error.empty()) {
+        refuse(a.socket, hello, error);
+        ++arrived;
+        continue;
       }
       Joined& j = joined[static_cast<size_t>(hello.rank)];
       if (j.socket.valid()) {
@@ -210,14 +158,14 @@ void rootLoop(const Socket& listener, const Digest256& key, double timeoutSec) {
       ++arrived;
     }
   }
-  const int32_t status = error.empty() ? 0 : 1;
-  std::vector<PackedAddr> table(static_cast<size_t>(nranks));
-  for (int r = 0; r < nranks; ++r) table[static_cast<size_t>(r)] = joined[static_cast<size_t>(r)].hello.listen;
+  if (!error.empty()) return;  // every rank was told
+  std::vector<RankEntry> table(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    const RootHello& h = joined[static_cast<size_t>(r)].hello;
+    table[static_cast<size_t>(r)] = RankEntry{h.listen, h.pid, 0, h.hostHash};
+  }
   for (Joined& j : joined) {
-    Status st = status != 0 ? sendRootReply(j.socket, key, j.hello.nonce, status, error.data(),
-                                            std::min<size_t>(error.size(), kMaxErrorText), wait)
-                            : sendRootReply(j.socket, key, j.hello.nonce, status, table.data(),
-                                            table.size() * sizeof(PackedAddr), wait);
+    Status st = sendRootReply(j.socket, key, j.hello.nonce, 0, table.data(), table.size() * sizeof(RankEntry), wait);
     if (!st.isOk()) BRAID_WARN("bootstrap root: %s", st.message().c_str());
   }
 }
@@ -303,7 +251,8 @@ Result<UniqueIdInfo> createUniqueId(bool useEnv) {
 }
 
 Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdInfo& id, int rank, int nranks,
-                                                     const std::atomic<bool>* abort, double timeoutSec) {
+                                                     const std::atomic<bool>* abort, double timeoutSec,
+                                                     uint64_t hostHash) {
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->rank_ = rank;
   b->nranks_ = nranks;
@@ -342,44 +291,24 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdInfo& id, int
   hello.rank = rank;
   hello.nranks = nranks;
   hello.listen = pack(bound);
+  hello.pid = static_cast<int32_t>(getpid());
+  hello.hostHash = hostHash;
   const Nonce mine = randomNonce();
   memcpy(hello.nonce, mine.data(), kNonceBytes);
   const Digest256 mac = rootHelloMac(b->key_, challenge, hello);
   memcpy(hello.mac, mac.data(), mac.size());
   BRAID_RETURN_IF_ERROR(root.sendAll(&hello, sizeof(hello), wait).withContext("bootstrap: sending hello to root"));
-  int32_t status = 0;
-  BRAID_RETURN_IF_ERROR(
-      root.recvAll(&status, sizeof(status), wait).withContext("bootstrap: waiting for all ranks at the root"));
-  if (status == kStatusKeyRefused) {
-    return invalidUsage(
-        "bootstrap root %s refused rank %d: its key differs from this rank's (the ranks have different "
-        "BRAID_BOOTSTRAP_SECRET values, or this unique id belongs to another job)",
-        id.root.toString().c_str(), rank);
+  ByteReader fromRoot = [&](void* dst, size_t bytes) { return root.recvAll(dst, bytes, wait); };
+  BRAID_ASSIGN_OR_RETURN(RootReply reply,
+                         readRootReply(fromRoot, b->key_, hello.nonce, nranks, rank, id.root.toString()));
+  b->localPids_.assign(static_cast<size_t>(nranks), 0);
+  for (int r = 0; r < nranks; ++r) {
+    const RankEntry& e = reply.table[static_cast<size_t>(r)];
+    b->peers_.push_back(unpack(e.listen));
+    if (r != rank && hostHash != 0 && e.hostHash == hostHash && e.pid > 0 && e.pid != getpid()) {
+      b->localPids_[static_cast<size_t>(r)] = e.pid;
+    }
   }
-  std::vector<char> body;
-  if (status != 0) {
-    uint32_t len = 0;
-    BRAID_RETURN_IF_ERROR(root.recvAll(&len, sizeof(len), wait));
-    if (len > kMaxErrorText) return remoteError("bootstrap root sent an error text of %u bytes", len);
-    body.resize(len);
-  } else {
-    body.resize(static_cast<size_t>(nranks) * sizeof(PackedAddr));
-  }
-  BRAID_RETURN_IF_ERROR(root.recvAll(body.data(), body.size(), wait));
-  uint8_t replyMac[32];
-  BRAID_RETURN_IF_ERROR(root.recvAll(replyMac, sizeof(replyMac), wait));
-  if (!digestsEqual(toDigest(replyMac), rootReplyMac(b->key_, hello.nonce, status, body.data(), body.size()))) {
-    return remoteError(
-        "bootstrap root %s did not prove the job's key: a stranger answered at that address, or the ranks have "
-        "different BRAID_BOOTSTRAP_SECRET values",
-        id.root.toString().c_str());
-  }
-  if (status != 0) {
-    return invalidUsage("bootstrap root refused the rendezvous: %s", std::string(body.begin(), body.end()).c_str());
-  }
-  std::vector<PackedAddr> table(static_cast<size_t>(nranks));
-  memcpy(table.data(), body.data(), body.size());
-  for (const auto& p : table) b->peers_.push_back(unpack(p));
   BRAID_INFO(kLogBootstrap, "bootstrap: rank %d/%d listening on %s (%s)", rank, nranks, bound.toString().c_str(),
              ifName.c_str());
   return b;
@@ -393,7 +322,11 @@ Bootstrap::~Bootstrap() {
 }
 
 WaitContext Bootstrap::waitContext() const {
-  return WaitContext::withTimeout(abort_, timeoutSec_);
+  WaitContext w = WaitContext::withTimeout(abort_, timeoutSec_);
+  w.rank = rank_;
+  w.localPids = localPids_.empty() ? nullptr : localPids_.data();
+  w.nLocalPids = static_cast<int>(localPids_.size());
+  return w;
 }
 
 Result<const Socket*> Bootstrap::outgoing(int peer) {
@@ -428,15 +361,9 @@ void Bootstrap::acceptLoop() {
       for (Answered& a : answered.value()) {
         PeerHello hello;
         memcpy(&hello, a.answer.data(), sizeof(hello));
-        const char* why = nullptr;
+        const char* why = checkPeerHello(key_, a.nonce, hello, nranks_);
         std::lock_guard<std::mutex> lock(inMu_);
-        if (!digestsEqual(toDigest(hello.mac), peerHelloMac(key_, a.nonce, hello))) {
-          why = "it did not prove the job's key";
-        } else if (hello.rank < 0 || hello.rank >= nranks_) {
-          why = "it named a rank outside the communicator";
-        } else if (in_[static_cast<size_t>(hello.rank)].valid()) {
-          why = "that rank is already connected";
-        }
+        if (why == nullptr && in_[static_cast<size_t>(hello.rank)].valid()) why = "that rank is already connected";
         if (why != nullptr) {
           BRAID_WARN("bootstrap %s: refused connection from %s (as rank %d): %s", who.c_str(),
                      a.socket.peerName().c_str(), hello.rank, why);
@@ -467,20 +394,44 @@ Status Bootstrap::acceptUntil(int peer, const WaitContext& wait) {
 
 Status Bootstrap::readFrame(int peer, const WaitContext& wait) {
   const Socket& s = in_[static_cast<size_t>(peer)];
-  FrameHeader h{};
+  uint32_t tag = 0;
+  std::vector<char> data;
   BRAID_RETURN_IF_ERROR(
-      s.recvAll(&h, sizeof(h), wait).withContext(strPrintf("bootstrap: receiving from rank %d", peer)));
-  if (h.size > kMaxFrameBytes) {
-    return remoteError("bootstrap: rank %d announced a message of %llu bytes (tag %u); at most %llu are accepted", peer,
-                       static_cast<unsigned long long>(h.size), h.tag, static_cast<unsigned long long>(kMaxFrameBytes));
-  }
-  std::vector<char> data(h.size);
-  BRAID_RETURN_IF_ERROR(s.recvAll(data.data(), h.size, wait));
-  unexpected_[{peer, h.tag}].push_back(std::move(data));
+      braid::readFrame([&](void* dst, size_t bytes) { return s.recvAll(dst, bytes, wait); }, peer, &tag, &data));
+  unexpected_[{peer, tag}].push_back(std::move(data));
   return Status::ok();
 }
 
+Status Bootstrap::explain(const Status& st) const {
+  if (st.isOk() || (abort_ != nullptr && abort_->load())) return st;
+  std::string gone;
+  for (int r = 0; r < nranks_; ++r) {
+    const int32_t pid = localPids_.empty() ? 0 : localPids_[static_cast<size_t>(r)];
+    if (pid > 0 && processGone(pid)) gone += strPrintf("%s rank %d (pid %d)", gone.empty() ? "" : ",", r, pid);
+  }
+  if (!gone.empty()) return Status(st.code(), st.message() + "; exited on this host:" + gone);
+  WaitContext w = waitContext();
+  const Status stopped = stoppedPeer(w);
+  return stopped.isOk() ? st : Status(st.code(), st.message() + "; " + stopped.message());
+}
+
+void Bootstrap::tellPeersFailed(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string text = why.substr(0, kMaxErrorText);
+  const WaitContext brief = WaitContext::withTimeout(nullptr, 0.2);
+  for (int p = 0; p < nranks_; ++p) {
+    const Socket& s = out_[static_cast<size_t>(p)];
+    if (p == rank_ || !s.valid()) continue;
+    const FrameHeader h{kTagFailed, 0, text.size()};
+    if (s.sendAll(&h, sizeof(h), brief).isOk()) (void)s.sendAll(text.data(), text.size(), brief);
+  }
+}
+
 Status Bootstrap::send(int peer, uint32_t tag, const void* data, size_t size) {
+  return explain(sendImpl(peer, tag, data, size));
+}
+
+Status Bootstrap::sendImpl(int peer, uint32_t tag, const void* data, size_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   if (peer == rank_) {
     const char* p = static_cast<const char*>(data);
@@ -497,6 +448,10 @@ Status Bootstrap::send(int peer, uint32_t tag, const void* data, size_t size) {
 }
 
 Status Bootstrap::recv(int peer, uint32_t tag, void* data, size_t size) {
+  return explain(recvImpl(peer, tag, data, size));
+}
+
+Status Bootstrap::recvImpl(int peer, uint32_t tag, void* data, size_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   WaitContext wait = waitContext();
   auto key = std::make_pair(peer, tag);
@@ -513,6 +468,11 @@ Status Bootstrap::recv(int peer, uint32_t tag, void* data, size_t size) {
       return Status::ok();
     }
     if (peer == rank_) return internalError("bootstrap: receive from self with no matching send (tag %u)", tag);
+    auto failed = unexpected_.find(std::make_pair(peer, kTagFailed));
+    if (failed != unexpected_.end() && !failed->second.empty()) {
+      const std::vector<char>& why = failed->second.front();
+      return remoteError("bootstrap: rank %d failed: %s", peer, std::string(why.begin(), why.end()).c_str());
+    }
     BRAID_RETURN_IF_ERROR(acceptUntil(peer, wait));
     BRAID_RETURN_IF_ERROR(readFrame(peer, wait));
   }

@@ -29,6 +29,7 @@
 namespace braid {
 
 constexpr size_t kUniqueIdBytes = 128;
+constexpr uint32_t kTagFailed = 0x7fff0001;  // a rank's note that it gave up, with its error (tellPeersFailed)
 
 // The decoded content of an ncclUniqueId.
 struct UniqueIdInfo {
@@ -50,14 +51,19 @@ Status startRoot(const UniqueIdInfo& info);
 class Bootstrap {
  public:
   // Rendezvous through the root; blocks until every rank has arrived, the deadline passes, or abort is set.
+  // hostHash identifies this host (0: unknown): ranks on one host learn each other's processes, so an error can say
+  // that a stalled peer exited or is stopped.
   static Result<std::unique_ptr<Bootstrap>> create(const UniqueIdInfo& id, int rank, int nranks,
-                                                   const std::atomic<bool>* abort, double timeoutSec);
+                                                   const std::atomic<bool>* abort, double timeoutSec,
+                                                   uint64_t hostHash);
   ~Bootstrap();
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
 
-  // Tagged messages; messages from one peer with one tag arrive in order. recv requires the exact size.
+  // Tagged messages; messages from one peer with one tag arrive in order. recv requires the exact size. A failure
+  // says what this rank can see of its cause: a peer that said it failed (tellPeersFailed), ranks on this host
+  // that exited or are stopped.
   Status send(int peer, uint32_t tag, const void* data, size_t size);
   Status recv(int peer, uint32_t tag, void* data, size_t size);
   // data holds nranks slots of `bytes`; this rank's slot is filled in; on return all are.
@@ -66,6 +72,10 @@ class Bootstrap {
 
   void setTimeout(double seconds) { timeoutSec_ = seconds; }
 
+  // This rank gives up (its init failed with `why`): every peer it has a connection to is told, so a peer waiting
+  // on it fails at once quoting `why` (which names the cause) instead of naming this rank. Best effort, bounded.
+  void tellPeersFailed(const std::string& why);
+
  private:
   Bootstrap() = default;
   WaitContext waitContext() const;
@@ -73,6 +83,9 @@ class Bootstrap {
   void acceptLoop();
   Status acceptUntil(int peer, const WaitContext& wait);
   Status readFrame(int peer, const WaitContext& wait);
+  Status sendImpl(int peer, uint32_t tag, const void* data, size_t size);
+  Status recvImpl(int peer, uint32_t tag, void* data, size_t size);
+  Status explain(const Status& st) const;
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -82,6 +95,7 @@ class Bootstrap {
   const std::atomic<bool>* abort_ = nullptr;
   Socket listener_;
   std::vector<SocketAddress> peers_;
+  std::vector<int32_t> localPids_;  // [rank] pid of a rank in another process on this host, 0 otherwise
   std::vector<Socket> out_;
   std::vector<Socket> in_;  // set once per peer by acceptor_, under inMu_; read by the receiving thread
   std::mutex inMu_;

@@ -132,6 +132,12 @@ Result<void*> mapPeerFd(int32_t pid, int32_t fd, uint64_t ino, size_t bytes) {
     return internalError("%s is no longer the shared allocation it was (process %d freed it?)", path,
                          static_cast<int>(pid));
   }
+  // Mapping past the end of the file would turn a wrong size into SIGBUS at the first access.
+  if (static_cast<uint64_t>(st.st_size) < bytes) {
+    close(local);
+    return internalError("%s holds %lld bytes, fewer than the %zu announced for process %d's memory", path,
+                         static_cast<long long>(st.st_size), bytes, static_cast<int>(pid));
+  }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, local, 0);
   const int err = errno;
   close(local);

@@ -1,8 +1,10 @@
 #include "src/common/wait.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -26,6 +28,12 @@ char processState(int32_t pid) {
 }
 
 }  // namespace
+
+bool processGone(int32_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  const char state = processState(pid);
+  return state == 'Z' || state == 'X';
+}
 
 Status stoppedPeer(const WaitContext& ctx) {
   for (int r = 0; r < ctx.nLocalPids; ++r) {

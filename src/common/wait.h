@@ -67,6 +67,10 @@ inline Status abortedWait(const WaitContext& ctx) {
   return invalidUsage("rank %d: operation interrupted by ncclCommAbort", ctx.rank);
 }
 
+// Whether process `pid` (on this host) has exited: gone, or a zombie its parent has not reaped yet (a launcher that
+// waits for one child at a time leaves the others' dead ranks as zombies, which kill(pid, 0) still finds).
+bool processGone(int32_t pid);
+
 // A peer on this host whose process is stopped (state T or t in /proc/<pid>/stat): an error naming it, else ok.
 // Ranks stalled behind a stopped rank all see the same cause, not just its neighbours.
 [[nodiscard]] Status stoppedPeer(const WaitContext& ctx);

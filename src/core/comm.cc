@@ -108,6 +108,13 @@ Communicator::~Communicator() {
 }
 
 Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const CommConfig& config, int device) {
+  Status st = initImpl(id, nranks, rank, config, device);
+  // Peers waiting on this rank in the bootstrap learn why it left, and quote it, instead of naming this rank.
+  if (!st.isOk() && bootstrap_ && !abort_.load()) bootstrap_->tellPeersFailed(st.message());
+  return st;
+}
+
+Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, const CommConfig& config, int device) {
   rank_ = rank;
   nranks_ = nranks;
   device_ = device;
@@ -152,7 +159,7 @@ Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const Co
   int64_t nch = clampChannels(cpuCh, minCh, maxCh);
 
   if (id.fromEnv && rank == 0) BRAID_RETURN_IF_ERROR(startRoot(id).withContext("starting the NCCL_COMM_ID root"));
-  BRAID_ASSIGN_OR_RETURN(bootstrap_, Bootstrap::create(id, rank, nranks, &abort_, wait_.timeoutSec));
+  BRAID_ASSIGN_OR_RETURN(bootstrap_, Bootstrap::create(id, rank, nranks, &abort_, wait_.timeoutSec, localHostHash()));
 
   InitExchange mine{};
   mine.peer.rank = rank;
@@ -582,13 +589,13 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
     // A failed operation leaves FIFOs in an unknown state: the communicator is unusable from now on.
     if (!result.isOk()) {
       comm->asyncError_.store(static_cast<int>(result.code()));
-      comm->backend_->markAborted();
+      comm->backend_->markAborted(result.message());
       // Every link says so too, not only those of the failed work: a peer still waiting on this rank in a ring
       // (after this rank failed in a direct collective, say) then blames the rank that caused the failure, not
       // this one, once this process has exited.
       for (Channel& ch : comm->channels_) {
-        for (auto& e : ch.send) e.second->markAborted();
-        for (auto& e : ch.recv) e.second->markAborted();
+        for (auto& e : ch.send) e.second->markAborted(result.message());
+        for (auto& e : ch.recv) e.second->markAborted(result.message());
       }
     }
   }

@@ -110,6 +110,7 @@ class Communicator {
     std::map<LinkKey, std::unique_ptr<Connector>> recv;
   };
 
+  Status initImpl(const UniqueIdInfo& id, int nranks, int rank, const CommConfig& config, int device);
   // The FIFO-path plan of the pending operations, with only the links that do not exist yet.
   Status buildPlan(Plan* plan);
   Connector* link(int channel, int peer, int lane, bool send) const;

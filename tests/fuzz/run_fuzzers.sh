@@ -22,7 +22,7 @@ if ! "$cxx" -fsanitize=fuzzer,address "$probe/p.cc" -o "$probe/p" 2> "$probe/err
   exit 77
 fi
 out=$build/fuzz
-targets=(topo_xml tuning algo_filter trainer_json unique_id)
+targets=(topo_xml tuning algo_filter trainer_json unique_id bootstrap_wire connect_blob)
 cmake -S "$src" -B "$out" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g0" -DCMAKE_C_FLAGS_DEBUG="-O1 -g0" \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address" -DCMAKE_C_FLAGS="-fsanitize=address" \

@@ -273,25 +273,29 @@ TEST(Api, BootstrapRootRefusalsAreNamed) {
     EXPECT_EQ(res[2], ncclInvalidUsage);
     EXPECT_NE(text[2].find("rank 0 has already joined"), std::string::npos) << text[2];
   }
-  {
+  // Ranks that disagree on nranks, the smaller count first and the larger first. Either way every rank is told at
+  // once. Regression: with the larger count first, the root waited for a rank that could never come until
+  // BRAID_TIMEOUT (60 s).
+  for (bool largerFirst : {false, true}) {
     ncclUniqueId id;
     ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
     std::vector<ncclResult_t> res(2);
     std::vector<std::thread> threads;
+    const auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < 2; ++r) {
       threads.emplace_back([&, r] {
         ncclComm_t comm = nullptr;
-        // The smaller count first: the root then has every rank it waits for and tells both (with the larger
-        // first it would wait for a third rank until BRAID_TIMEOUT).
-        if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        if (r == (largerFirst ? 0 : 1)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
         res[static_cast<size_t>(r)] = ncclCommInitRank(&comm, r == 0 ? 2 : 3, id, r);
         if (comm) ncclCommDestroy(comm);
       });
     }
     for (auto& th : threads) th.join();
-    EXPECT_EQ(res[0], ncclInvalidUsage);
-    EXPECT_EQ(res[1], ncclInvalidUsage);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(res[0], ncclInvalidUsage) << "larger first: " << largerFirst;
+    EXPECT_EQ(res[1], ncclInvalidUsage) << "larger first: " << largerFirst;
     EXPECT_NE(lastError().find("but another rank used nranks="), std::string::npos) << lastError();
+    EXPECT_LT(secs, 10.0) << "larger first: " << largerFirst;
   }
 }
 

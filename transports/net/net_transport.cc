@@ -15,20 +15,13 @@
 #include <vector>
 
 #include "src/common/logging.h"
+#include "transports/connect_blob.h"
 #include "transports/net/net_plugin.h"
 
 namespace braid {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// What the receiver sends the sender through the bootstrap.
-struct NetBlob {
-  char kind[8];  // "net"
-  uint64_t slotBytes;
-  char handle[NCCL_NET_HANDLE_MAXSIZE];
-};
-static_assert(sizeof(NetBlob) <= kConnectBlobBytes, "the handle must fit the connect blob");
 
 // A deadline `seconds` (BRAID_TIMEOUT, at least 1) from now.
 Clock::time_point deadlineIn(double seconds) {
@@ -383,12 +376,7 @@ class NetTransport : public Transport {
 
   Result<std::unique_ptr<Connector>> connectSend(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer,
                                                  int channel, const char* blob) override {
-    NetBlob b;
-    memcpy(&b, blob, sizeof(b));
-    if (strncmp(b.kind, "net", sizeof(b.kind)) != 0) {
-      return internalError("rank %d sent a connection description of kind \"%.8s\", expected a network handle",
-                           peer.rank, b.kind);
-    }
+    BRAID_ASSIGN_OR_RETURN(NetBlob b, decodeNetBlob(blob, peer));
     BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c,
                            newConn(cfg, true, self, peer, channel, static_cast<size_t>(b.slotBytes)));
     memcpy(c->handle.data(), b.handle, sizeof(b.handle));

@@ -19,13 +19,23 @@
 #include "src/common/logging.h"
 #include "src/common/numa.h"
 #include "src/common/shareable_mem.h"
+#include "src/common/wait.h"
+#include "transports/connect_blob.h"
 #include "transports/transport.h"
 
 namespace braid {
 
 bool Connector::peerAlive() const {
   if (!crossProcess_ || peer_.pid <= 0) return true;
-  return !(kill(peer_.pid, 0) != 0 && errno == ESRCH);
+  return !processGone(static_cast<int32_t>(peer_.pid));
+}
+
+void Connector::markAborted(const std::string& why) {
+  FifoCtrl* c = view_.ctrl;
+  if (!why.empty() && c->failure[0] == '\0' && !view_.peerAborted()) {
+    snprintf(c->failure, sizeof(c->failure), "%s", why.c_str());
+  }
+  view_.markAborted();
 }
 
 namespace {
@@ -52,17 +62,7 @@ std::shared_ptr<void> mapping(void* base, size_t bytes) {
   return std::shared_ptr<void>(base, [bytes](void* p) { munmap(p, bytes); });
 }
 
-struct Blob {
-  char kind[8];  // "inproc" or "shm"
-  uint64_t bytes;
-  uint64_t slotBytes;
-  uint64_t id;
-  char name[200];  // where it was created (messages only: it is unlinked at once)
-  int32_t pid;     // shm: the receiver, which keeps the file open while the connector lives
-  int32_t fd;
-  uint64_t ino;
-};
-static_assert(sizeof(Blob) <= kConnectBlobBytes, "blob too large");
+using Blob = ShmBlob;  // transports/connect_blob.h
 
 // ---------------------------------------------------------------------------------------------------------------
 class InprocTransport : public Transport {
@@ -93,9 +93,7 @@ class InprocTransport : public Transport {
 
   Result<std::unique_ptr<Connector>> connectSend(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer,
                                                  int channel, const char* blob) override {
-    Blob b;
-    memcpy(&b, blob, sizeof(b));
-    if (strcmp(b.kind, "inproc") != 0) return internalError("inproc transport got a \"%.8s\" blob", b.kind);
+    BRAID_ASSIGN_OR_RETURN(Blob b, decodeShmBlob(blob, "inproc", peer, 0));
     std::shared_ptr<void> mem;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -186,9 +184,7 @@ class ShmTransport : public Transport {
 
   Result<std::unique_ptr<Connector>> connectSend(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer,
                                                  int channel, const char* blob) override {
-    Blob b;
-    memcpy(&b, blob, sizeof(b));
-    if (strcmp(b.kind, "shm") != 0) return internalError("shm transport got a \"%.8s\" blob", b.kind);
+    BRAID_ASSIGN_OR_RETURN(Blob b, decodeShmBlob(blob, "shm", peer, kCtrlBytes));
     // Through the receiver's open descriptor: the file has no name (see the top of this file).
     Result<void*> mapped = mapPeerFd(b.pid, b.fd, b.ino, b.bytes);
     if (!mapped.isOk()) {

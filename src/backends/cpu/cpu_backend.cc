@@ -85,8 +85,8 @@ void CpuBackend::releaseLaunchMemory() {
   staging_.clear();
 }
 
-void CpuBackend::markAborted() {
-  if (direct_) direct_->markAborted();
+void CpuBackend::markAborted(const std::string& why) {
+  if (direct_) direct_->markAborted(why);
 }
 
 Status CpuBackend::materialize(const FifoLaunch& launch) {
@@ -231,7 +231,7 @@ Status CpuBackend::launchDirect(const std::vector<DirectBatch>& group) {
       Status st = wait.idle(check, yield);
       if (!st.isOk()) {
         if (ctx.aborted()) {
-          for (const DirectBatch& d : group) static_cast<CpuBackend*>(d.backend)->direct_->markAborted();
+          for (const DirectBatch& d : group) static_cast<CpuBackend*>(d.backend)->direct_->markAborted(st.message());
         }
         return st;
       }

@@ -27,7 +27,7 @@ class CpuBackend final : public Backend {
   void releaseLaunchMemory() override;
   Status launchFifo(const std::vector<FifoLaunch>& group) override;
   Status launchDirect(const std::vector<DirectBatch>& group) override;
-  void markAborted() override;
+  void markAborted(const std::string& why) override;
 
  private:
   struct Channel {

@@ -24,7 +24,7 @@
 namespace braid {
 namespace {
 
-constexpr size_t kSlotBytes = 256;
+constexpr size_t kSlotBytes = 512;
 constexpr size_t kTileBytes = 16 << 10;  // reductions accumulate a tile in L1, then store it to every destination
 constexpr int kYieldsBeforeSleep = 16;
 constexpr int kPeerCheckMs = 10;                      // how often a stalled wait looks for dead or aborted peers
@@ -89,6 +89,7 @@ struct DirectGroup::Slot {
   // This rank's pre-multiplication scalar (ncclRedOpCreatePreMulSum is per rank), by generation parity: a staged
   // operation has no closing barrier, so a peer may still read the previous one's while this one is posted.
   uint64_t scalar[2];
+  char failure[192];  // why this rank aborted (written before `aborted`), quoted by the peers it stops
 };
 
 Result<std::unique_ptr<DirectGroup>> DirectGroup::create(const AllGatherFn& allGather,
@@ -153,8 +154,11 @@ Status DirectGroup::post(const DirectRequest& req, const WaitContext& /*ctx*/) {
   return Status::ok();
 }
 
-void DirectGroup::markAborted() {
+void DirectGroup::markAborted(const std::string& why) {
   Slot& mine = slot(rank_);
+  if (mine.aborted.load(std::memory_order_acquire) == 0) {
+    snprintf(mine.failure, sizeof(mine.failure), "%s", why.c_str());
+  }
   mine.aborted.store(1, std::memory_order_seq_cst);
   // Wake sleepers on both counters: they re-check the aborted flags.
   futexWakeAll(&mine.posted);
@@ -167,15 +171,17 @@ Status DirectGroup::peerFailure(const WaitContext& ctx) const {
   for (int q = 0; q < nranks_; ++q) {
     const pid_t pid = peers_[static_cast<size_t>(q)].pid;
     if (q == rank_ || pid == getpid() || slot(q).aborted.load(std::memory_order_acquire) != 0) continue;
-    if (kill(pid, 0) != 0 && errno == ESRCH) {
+    if (processGone(pid)) {
       return remoteError("rank %d: peer rank %d (pid %d on %s) died during a direct collective", ctx.rank, q,
                          static_cast<int>(pid), peers_[static_cast<size_t>(q)].hostname);
     }
   }
   for (int q = 0; q < nranks_; ++q) {
     if (q != rank_ && slot(q).aborted.load(std::memory_order_acquire) != 0) {
-      return remoteError("rank %d: peer rank %d (%s) failed and abandoned the direct collective", ctx.rank, q,
-                         peers_[static_cast<size_t>(q)].hostname);
+      const char* why = slot(q).failure;
+      const std::string text(why, strnlen(why, sizeof(slot(q).failure)));
+      return remoteError("rank %d: peer rank %d (%s) failed and abandoned the direct collective%s%s", ctx.rank, q,
+                         peers_[static_cast<size_t>(q)].hostname, text.empty() ? "" : ": ", text.c_str());
     }
   }
   return Status::ok();

@@ -54,8 +54,9 @@ class DirectGroup {
   // aborted, or when the loop timed out (naming the operation).
   Status checkStalled(const WaitContext& ctx, bool timedOut) const;
 
-  // Tells the peers this rank gave up on the communicator (an operation failed), so their waits end at once.
-  void markAborted();
+  // Tells the peers this rank gave up on the communicator (an operation failed, `why`), so their waits end at once
+  // and their errors quote it.
+  void markAborted(const std::string& why);
 
   // Bytes of input a rank may stage in the segment (the small-operation path).
   size_t stageBytes() const { return stageBytes_; }

@@ -24,15 +24,15 @@ struct HostEnv : HostDataOps {
   void released(const ConnSlot& c) { conn(c)->release(); }
 };
 
-void markAllAborted(const std::vector<ChannelWork*>& works) {
+void markAllAborted(const std::vector<ChannelWork*>& works, const std::string& why) {
   for (ChannelWork* cw : works) {
     for (size_t i = 0; i < cw->items.size(); ++i) {
       if (cw->states[i].done) continue;
       for (Connector* c : cw->items[i].recvConn) {
-        if (c) c->markAborted();
+        if (c) c->markAborted(why);
       }
       for (Connector* c : cw->items[i].sendConn) {
-        if (c) c->markAborted();
+        if (c) c->markAborted(why);
       }
     }
   }
@@ -205,7 +205,7 @@ Status runChannels(const std::vector<ChannelWork*>& works, const WaitContext& ct
     }
     Status st = wait.idle(check, sleep);
     if (!st.isOk()) {
-      markAllAborted(works);
+      markAllAborted(works, st.message());
       return st;
     }
   }
