@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "braid_build_config.h"
+#include "src/backends/cuda/cu_api.h"
 #include "src/common/params.h"
 #include "tools/info/flight_cli.h"
 #include "transports/transport.h"
@@ -48,8 +49,20 @@ int main(int argc, char** argv) {
     return 0;
   }
   printf("braid %s (NCCL API 2.28.9)\n", BRAID_VERSION_STRING);
-  printf("build: hwloc=%s cuda-toolkit=%s (CUDA backend not built yet) ibverbs=%s libfabric=%s mpi=%s\n",
-         BRAID_BUILD_HWLOC, BRAID_BUILD_CUDA, BRAID_BUILD_IBVERBS, BRAID_BUILD_LIBFABRIC, BRAID_BUILD_MPI);
+  printf(
+      "build: hwloc=%s cuda-toolkit=%s (CUDA backend: the driver table and the fake so far, docs/cuda.md) ibverbs=%s "
+      "libfabric=%s mpi=%s\n",
+      BRAID_BUILD_HWLOC, BRAID_BUILD_CUDA, BRAID_BUILD_IBVERBS, BRAID_BUILD_LIBFABRIC, BRAID_BUILD_MPI);
+  // The driver table (src/backends/cuda/cu_api.h), as a CUDA communicator would load it.
+  braid::Result<const braid::CuApi*> cu = braid::cuApi();
+  if (cu.isOk()) {
+    int devices = 0;
+    (void)cu.value()->deviceGetCount(&devices);
+    printf("cuda driver: %s (CUDA %d.%d, %d devices)\n", cu.value()->name.c_str(), cu.value()->driverVersion / 1000,
+           cu.value()->driverVersion % 1000 / 10, devices);
+  } else {
+    printf("cuda driver: none: %s\n", cu.status().message().c_str());
+  }
   printf("transports (in the order tried):");
   for (braid::Transport* t : braid::hostTransports()) printf(" %s", t->name());
   printf("\n\nknobs:\n");

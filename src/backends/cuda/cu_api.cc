@@ -1,0 +1,95 @@
+#include "src/backends/cuda/cu_api.h"
+
+#include <type_traits>
+
+#include "src/common/dyn_lib.h"
+#include "src/common/params.h"
+
+namespace braid {
+namespace {
+
+// cuGetProcAddress_v2 (CUDA 12.0): symbol, function pointer, CUDA version, flags (CU_GET_PROC_ADDRESS_DEFAULT = 0),
+// and whether the symbol was found (CU_GET_PROC_ADDRESS_SUCCESS = 0).
+using GetProcAddressFn = CUresult (*)(const char*, void**, int, unsigned long long, int*);
+
+Status bindAll(DynLib& lib, CuApi* t) {
+  GetProcAddressFn getProc = nullptr;
+  BRAID_RETURN_IF_ERROR(
+      lib.bind(getProc, "cuGetProcAddress_v2", nullptr)
+          .withContext(strPrintf("%s is older than CUDA 12.0 (no cuGetProcAddress_v2)", lib.name().c_str())));
+  Status missing;
+  auto get = [&](auto& fn, const char* symbol) {
+    void* p = nullptr;
+    int found = -1;
+    const CUresult r = getProc(symbol, &p, kCuApiVersion, 0, &found);
+    if ((r != kCuSuccess || p == nullptr || found != 0) && missing.isOk()) {
+      missing =
+          Status(Code::kCudaError,
+                 strPrintf("the CUDA driver %s has no entry point %s for CUDA %d.%d (cuGetProcAddress returned "
+                           "%d, symbol status %d)",
+                           lib.name().c_str(), symbol, kCuApiVersion / 1000, kCuApiVersion % 1000 / 10, r, found));
+      return;
+    }
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+  };
+  CUresult (*driverGetVersion)(int*) = nullptr;
+  get(driverGetVersion, "cuDriverGetVersion");
+  get(t->getErrorName, "cuGetErrorName");
+  get(t->getErrorString, "cuGetErrorString");
+  get(t->init, "cuInit");
+  get(t->deviceGetCount, "cuDeviceGetCount");
+  get(t->deviceGet, "cuDeviceGet");
+  get(t->deviceGetName, "cuDeviceGetName");
+  get(t->deviceGetAttribute, "cuDeviceGetAttribute");
+  get(t->devicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  get(t->devicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease");
+  get(t->ctxGetCurrent, "cuCtxGetCurrent");
+  get(t->ctxSetCurrent, "cuCtxSetCurrent");
+  get(t->ctxGetDevice, "cuCtxGetDevice");
+  get(t->memAlloc, "cuMemAlloc");
+  get(t->memFree, "cuMemFree");
+  get(t->pointerGetAttribute, "cuPointerGetAttribute");
+  get(t->streamCreate, "cuStreamCreate");
+  get(t->streamDestroy, "cuStreamDestroy");
+  get(t->streamSynchronize, "cuStreamSynchronize");
+  get(t->streamQuery, "cuStreamQuery");
+  get(t->streamWaitEvent, "cuStreamWaitEvent");
+  get(t->eventCreate, "cuEventCreate");
+  get(t->eventDestroy, "cuEventDestroy");
+  get(t->eventRecord, "cuEventRecord");
+  get(t->eventQuery, "cuEventQuery");
+  get(t->eventSynchronize, "cuEventSynchronize");
+  get(t->launchHostFunc, "cuLaunchHostFunc");
+  get(t->memcpyAsync, "cuMemcpyAsync");
+  get(t->memsetD8Async, "cuMemsetD8Async");
+  BRAID_RETURN_IF_ERROR(missing);
+  BRAID_RETURN_IF_ERROR(t->check(driverGetVersion(&t->driverVersion), "cuDriverGetVersion"));
+  if (t->driverVersion < kCuApiVersion) {
+    return Status(Code::kCudaError, strPrintf("the CUDA driver %s supports CUDA %d.%d; braid needs %d.%d or newer",
+                                              lib.name().c_str(), t->driverVersion / 1000, t->driverVersion % 1000 / 10,
+                                              kCuApiVersion / 1000, kCuApiVersion % 1000 / 10));
+  }
+  return t->check(t->init(0), "cuInit");
+}
+
+}  // namespace
+
+Status CuApi::check(CUresult r, const char* call) const {
+  if (r == kCuSuccess) return Status::ok();
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (getErrorName == nullptr || getErrorName(r, &name) != kCuSuccess || name == nullptr) name = "unknown CUresult";
+  if (getErrorString == nullptr || getErrorString(r, &text) != kCuSuccess || text == nullptr) text = "";
+  return Status(Code::kCudaError, strPrintf("%s: %s (%d)%s%s", call, name, r, *text != '\0' ? ": " : "", text));
+}
+
+Result<const CuApi*> cuApi() {
+  const std::string lib = params::CudaDriver();
+  Result<const CuApi*> t = loadTableOnce<CuApi>(lib, bindAll);
+  if (!t.isOk()) {
+    return t.status().withContext(strPrintf("no usable CUDA driver (%s=%s)", params::kCudaDriver.name, lib.c_str()));
+  }
+  return t;
+}
+
+}  // namespace braid

@@ -1,0 +1,124 @@
+// The CUDA driver API, all of it through one table (DESIGN-CUDA.md 2.4). libcuda.so.1, or the library
+// BRAID_CUDA_DRIVER names, is opened at run time, and every entry point is resolved with cuGetProcAddress at the
+// CUDA version braid is written against (kCuApiVersion), so a driver's versioned symbols (cuMemAlloc_v2,
+// cuDevicePrimaryCtxRelease_v2, ...) bind by ABI rather than by name. libnccl.so.2 links neither libcuda nor the
+// CUDA runtime, and loads on machines without them. The types and constants braid needs are declared here, with the
+// driver API's values: library sources never include cuda.h.
+//
+// Every call's result becomes a Status that names the call and the driver's error name and text (check()).
+// Thread safety: the table is immutable once loaded; the driver's own rules apply to the calls.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/common/status.h"
+
+namespace braid {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+struct CUctx_st;
+using CUcontext = CUctx_st*;
+struct CUstream_st;  // the type nccl.h's cudaStream_t points to
+using CUstream = CUstream_st*;
+struct CUevent_st;
+using CUevent = CUevent_st*;
+using CUhostFn = void (*)(void*);
+
+// CUresult values (the driver API's).
+constexpr CUresult kCuSuccess = 0;
+constexpr CUresult kCuErrorInvalidValue = 1;
+constexpr CUresult kCuErrorOutOfMemory = 2;
+constexpr CUresult kCuErrorNotInitialized = 3;
+constexpr CUresult kCuErrorNoDevice = 100;
+constexpr CUresult kCuErrorInvalidDevice = 101;
+constexpr CUresult kCuErrorInvalidContext = 201;
+constexpr CUresult kCuErrorInvalidHandle = 400;
+constexpr CUresult kCuErrorNotFound = 500;
+constexpr CUresult kCuErrorNotReady = 600;
+constexpr CUresult kCuErrorNotPermitted = 800;
+
+// Stream and event flags, and the legacy NULL stream's handle.
+constexpr unsigned kCuStreamNonBlocking = 0x1;
+constexpr unsigned kCuEventDisableTiming = 0x2;
+inline CUstream cuStreamLegacy() {
+  return reinterpret_cast<CUstream>(0x1);
+}
+
+// CUdevice_attribute values braid reads.
+enum class CuDeviceAttr : int {
+  kSmCount = 16,
+  kPciBusId = 33,
+  kPciDeviceId = 34,
+  kUnifiedAddressing = 41,
+  kPciDomainId = 50,
+  kComputeCapabilityMajor = 75,
+  kComputeCapabilityMinor = 76,
+  kVirtualMemoryManagement = 102,
+  kPosixFdHandles = 103,
+  kMulticast = 132,
+};
+
+// CUpointer_attribute values braid reads, and CUmemorytype's.
+enum class CuPointerAttr : int {
+  kContext = 1,
+  kMemoryType = 2,
+  kBufferId = 7,
+  kDeviceOrdinal = 9,
+  kRangeStart = 11,
+  kRangeSize = 12,
+};
+constexpr unsigned kCuMemoryTypeHost = 1;
+constexpr unsigned kCuMemoryTypeDevice = 2;
+
+// The CUDA version whose entry points braid asks cuGetProcAddress for, and the oldest driver it accepts.
+constexpr int kCuApiVersion = 12000;
+
+struct CuApi {
+  std::string name;                     // the library loaded (loadTableOnce's fields)
+  std::vector<std::string> notDefault;  // (unused: entry points come from cuGetProcAddress, not ELF versions)
+  int driverVersion = 0;                // cuDriverGetVersion: 1000 * major + 10 * minor
+
+  CUresult (*getErrorName)(CUresult, const char**) = nullptr;
+  CUresult (*getErrorString)(CUresult, const char**) = nullptr;
+  CUresult (*init)(unsigned) = nullptr;
+  CUresult (*deviceGetCount)(int*) = nullptr;
+  CUresult (*deviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*deviceGetName)(char*, int, CUdevice) = nullptr;
+  CUresult (*deviceGetAttribute)(int*, int, CUdevice) = nullptr;
+  CUresult (*devicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*devicePrimaryCtxRelease)(CUdevice) = nullptr;
+  CUresult (*ctxGetCurrent)(CUcontext*) = nullptr;
+  CUresult (*ctxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*ctxGetDevice)(CUdevice*) = nullptr;
+  CUresult (*memAlloc)(CUdeviceptr*, size_t) = nullptr;
+  CUresult (*memFree)(CUdeviceptr) = nullptr;
+  CUresult (*pointerGetAttribute)(void*, int, CUdeviceptr) = nullptr;
+  CUresult (*streamCreate)(CUstream*, unsigned) = nullptr;
+  CUresult (*streamDestroy)(CUstream) = nullptr;
+  CUresult (*streamSynchronize)(CUstream) = nullptr;
+  CUresult (*streamQuery)(CUstream) = nullptr;
+  CUresult (*streamWaitEvent)(CUstream, CUevent, unsigned) = nullptr;
+  CUresult (*eventCreate)(CUevent*, unsigned) = nullptr;
+  CUresult (*eventDestroy)(CUevent) = nullptr;
+  CUresult (*eventRecord)(CUevent, CUstream) = nullptr;
+  CUresult (*eventQuery)(CUevent) = nullptr;
+  CUresult (*eventSynchronize)(CUevent) = nullptr;
+  CUresult (*launchHostFunc)(CUstream, CUhostFn, void*) = nullptr;
+  CUresult (*memcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*memsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream) = nullptr;
+
+  // `r` from `call` as a Status: ok, or kCudaError "<call>: CUDA_ERROR_X (<driver's text>)".
+  [[nodiscard]] Status check(CUresult r, const char* call) const;
+};
+
+// The table, loaded once per process (cuInit(0) included). Errors (kCudaError... kSystemError for a library that
+// cannot be loaded) name the library and BRAID_CUDA_DRIVER, a driver older than kCuApiVersion, or the entry point
+// the driver lacks.
+[[nodiscard]] Result<const CuApi*> cuApi();
+
+}  // namespace braid

@@ -1,0 +1,188 @@
+// The strict fake CUDA driver's shared state (tests/fake_cuda/): devices, contexts, allocations, streams and
+// events, the failure injection, and the entry points (fake_driver.cc: init, devices, contexts, errors,
+// cuGetProcAddress; fake_memory.cc: memory; fake_streams.cc: streams, events, host functions). fake_driver.cc says
+// what it models.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fakecuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+
+constexpr CUresult kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kNotInitialized = 3, kNoDevice = 100,
+                   kInvalidDevice = 101, kInvalidContext = 201, kInvalidHandle = 400, kNotReady = 600,
+                   kNotPermitted = 800, kNotSupported = 801;
+constexpr int kDriverVersion = 13000;
+constexpr size_t kRegionBytes = size_t{1} << 32;  // address space reserved per device (not memory)
+constexpr size_t kAlign = 256;                    // cuMemAlloc's alignment
+constexpr unsigned char kPoison = 0xDB;
+
+struct Context {
+  int device;
+  int refs = 0;
+};
+
+struct Allocation {
+  size_t bytes;
+  unsigned long long bufferId;
+  int device;
+};
+
+// Completion of stream work, for everything that waits on it (events, stream waits, synchronisation).
+extern std::mutex gDoneMu;
+extern std::condition_variable gDoneCv;
+
+struct Stream;
+using Dep = std::pair<std::shared_ptr<Stream>, uint64_t>;  // wait until that stream has completed that many tasks
+
+struct Task {
+  std::function<void()> fn;
+  std::vector<Dep> deps;
+};
+
+// One stream: its tasks run in order on its own thread.
+struct Stream : std::enable_shared_from_this<Stream> {
+  int device = 0;
+  bool blocking = true;  // synchronises with the legacy NULL stream
+  bool legacy = false;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Task> queue;
+  uint64_t enqueued = 0;  // under the state's mutex
+  std::atomic<uint64_t> completed{0};
+  bool stopping = false;
+
+  void start() {
+    std::shared_ptr<Stream> self = shared_from_this();
+    std::thread([self] { self->run(); }).detach();  // lives until destroyed and drained
+  }
+  void push(Task t) {
+    std::lock_guard<std::mutex> lock(mu);
+    queue.push_back(std::move(t));
+    cv.notify_one();
+  }
+  void stop() {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+    cv.notify_one();
+  }
+  void run();
+};
+
+// Blocks until that stream has completed that many tasks.
+void waitFor(const Dep& d);
+
+extern thread_local bool tlsInHostFunc;  // inside a host function, where CUDA calls are refused
+
+struct Event {
+  std::shared_ptr<Stream> stream;  // null until recorded
+  uint64_t seq = 0;
+};
+
+struct Device {
+  std::shared_ptr<Stream> legacy;               // the NULL stream, made at first use
+  std::vector<std::weak_ptr<Stream>> blocking;  // streams created without CU_STREAM_NON_BLOCKING
+  char* base = nullptr;
+  size_t used = 0;
+  Context primary{0};
+  std::vector<std::pair<CUdeviceptr, size_t>> freed;  // last freed at the back
+};
+
+struct State {
+  std::mutex mu;
+  bool initialized = false;
+  int count = 0;
+  std::vector<Device> devices;
+  std::map<CUdeviceptr, Allocation> allocations;     // by start address
+  std::map<void*, std::shared_ptr<Stream>> streams;  // live created streams, by handle
+  std::map<void*, std::unique_ptr<Event>> events;
+  unsigned long long nextBufferId = 1;
+  // Failure injection: per function, the call that fails (0: every call) and its result; and the calls so far.
+  struct Fail {
+    long nth;
+    CUresult code;
+  };
+  std::map<std::string, Fail> fail;
+  std::map<std::string, long> calls;
+  bool failParsed = false;
+};
+
+State& state();  // the process's one state
+
+extern thread_local Context* tlsCurrent;  // the calling thread's current context
+
+// The state's helpers (fake_state.cc). Callers hold s.mu.
+CUresult injected(State& s, const char* fn);  // the injected result of this call of fn, or kSuccess
+// The allocation holding p, or s.allocations.end().
+std::map<CUdeviceptr, Allocation>::iterator findAllocation(State& s, CUdeviceptr p);
+// The stream a handle names for the calling thread: 0 and CU_STREAM_LEGACY (1) are its context's legacy stream;
+// CU_STREAM_PER_THREAD (2) is not modelled yet (kNotSupported).
+CUresult resolveStream(State& s, void* h, std::shared_ptr<Stream>* out);
+// Queues fn on st after deps, with the legacy stream's rules; returns what to wait for to see it done.
+Dep enqueue(State& s, const std::shared_ptr<Stream>& st, std::function<void()> fn, std::vector<Dep> deps = {});
+// [p, p + n) inside one allocation, or host memory when !mustBeDevice.
+bool rangeOk(State& s, CUdeviceptr p, size_t n, bool mustBeDevice);
+
+// Every entry point: no CUDA call from a host function (the driver's rule), the failure injection, the state lock.
+#define FAKE_ENTER(name)                                   \
+  if (tlsInHostFunc) return kNotPermitted;                 \
+  State& s = state();                                      \
+  std::unique_lock<std::mutex> lock(s.mu);                 \
+  if (CUresult inj = injected(s, name); inj != kSuccess) { \
+    return inj;                                            \
+  }
+#define FAKE_REQUIRE_INIT() \
+  if (!s.initialized) return kNotInitialized
+
+}  // namespace fakecuda
+
+// The entry points, exported by name (and through cuGetProcAddress).
+#define FAKE_API extern "C" __attribute__((visibility("default")))
+using fakecuda::CUdevice;
+using fakecuda::CUdeviceptr;
+using fakecuda::CUresult;
+FAKE_API CUresult cuGetErrorName(CUresult error, const char** pStr);
+FAKE_API CUresult cuGetErrorString(CUresult error, const char** pStr);
+FAKE_API CUresult cuDriverGetVersion(int* version);
+FAKE_API CUresult cuInit(unsigned flags);
+FAKE_API CUresult cuDeviceGetCount(int* count);
+FAKE_API CUresult cuDeviceGet(CUdevice* device, int ordinal);
+FAKE_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev);
+FAKE_API CUresult cuDeviceGetAttribute(int* value, int attrib, CUdevice dev);
+FAKE_API CUresult cuDevicePrimaryCtxRetain(void** pctx, CUdevice dev);
+FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+FAKE_API CUresult cuCtxGetCurrent(void** pctx);
+FAKE_API CUresult cuCtxSetCurrent(void* ctx);
+FAKE_API CUresult cuCtxGetDevice(CUdevice* device);
+FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes);
+FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr);
+FAKE_API CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr ptr);
+FAKE_API CUresult cuStreamCreate(void** phStream, unsigned flags);
+FAKE_API CUresult cuStreamDestroy_v2(void* h);
+FAKE_API CUresult cuStreamSynchronize(void* h);
+FAKE_API CUresult cuStreamQuery(void* h);
+FAKE_API CUresult cuEventCreate(void** phEvent, unsigned flags);
+FAKE_API CUresult cuEventDestroy_v2(void* h);
+FAKE_API CUresult cuEventRecord(void* hEvent, void* hStream);
+FAKE_API CUresult cuEventQuery(void* hEvent);
+FAKE_API CUresult cuEventSynchronize(void* hEvent);
+FAKE_API CUresult cuStreamWaitEvent(void* hStream, void* hEvent, unsigned flags);
+FAKE_API CUresult cuLaunchHostFunc(void* hStream, void (*fn)(void*), void* userData);
+FAKE_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void* hStream);
+FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, void* hStream);
+FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, unsigned long long flags,
+                                      int* symbolStatus);

@@ -1,0 +1,266 @@
+// A strict fake of the CUDA driver API that braid calls (src/backends/cuda/cu_api.h), built as libcuda.so.1 in
+// build/fake_cuda/ (a folder whose path contains "fake"), so braid finds it through BRAID_CUDA_DRIVER or first on
+// LD_LIBRARY_PATH. It answers as the real driver does where braid could get the rules wrong (DESIGN-CUDA.md 2.4):
+// nothing works before cuInit; the current context is per thread and calls that need one fail with
+// CUDA_ERROR_INVALID_CONTEXT without it; device memory is host memory in a reserved region per device whose
+// addresses are reused last-freed-first after cuMemFree and whose freed bytes are poisoned (0xDB), while
+// CU_POINTER_ATTRIBUTE_BUFFER_ID stays unique per allocation, so a cache keyed by address breaks here as it would on
+// a GPU; cuGetProcAddress answers by base name and version, with the _v2 entry points.
+//
+// Streams run their work in order on a thread each: the legacy NULL stream waits for earlier work on the context's
+// blocking streams and they wait for it, non-blocking streams are independent; events, stream waits, host
+// functions (which may not call CUDA: CUDA_ERROR_NOT_PERMITTED), asynchronous copies and memsets (device ranges
+// checked), and cuMemFree waits for the device's streams, as cudaFree does.
+//
+// This is the first part of issue 15's fake; IPC, cuMem, graphs, multicast, the per-thread default stream and
+// kernel launches over the CTA emulator come next (the per-thread stream is refused with CUDA_ERROR_NOT_SUPPORTED).
+//
+// Knobs: BRAID_FAKE_CUDA_DEVICES=N (default 2; 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE);
+// BRAID_FAKE_CUDA_FAIL="cuMemAlloc#2=2,cuInit=100": the n-th call of a function (every call without #n) returns
+// that CUresult instead.
+#include <sys/mman.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "tests/fake_cuda/fake_cuda.h"
+
+using namespace fakecuda;
+
+namespace {
+
+struct ErrorText {
+  CUresult code;
+  const char* name;
+  const char* text;
+};
+const ErrorText kErrors[] = {
+    {kSuccess, "CUDA_SUCCESS", "no error"},
+    {kInvalidValue, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {kOutOfMemory, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {kNotInitialized, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {kNoDevice, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {kInvalidDevice, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {kInvalidContext, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {kInvalidHandle, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {kNotReady, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {kNotPermitted, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {kNotSupported, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+};
+
+}  // namespace
+
+FAKE_API CUresult cuGetErrorName(CUresult error, const char** pStr) {
+  if (pStr == nullptr) return kInvalidValue;
+  for (const ErrorText& e : kErrors) {
+    if (e.code == error) {
+      *pStr = e.name;
+      return kSuccess;
+    }
+  }
+  *pStr = nullptr;
+  return kInvalidValue;
+}
+
+FAKE_API CUresult cuGetErrorString(CUresult error, const char** pStr) {
+  if (pStr == nullptr) return kInvalidValue;
+  for (const ErrorText& e : kErrors) {
+    if (e.code == error) {
+      *pStr = e.text;
+      return kSuccess;
+    }
+  }
+  *pStr = nullptr;
+  return kInvalidValue;
+}
+
+FAKE_API CUresult cuDriverGetVersion(int* version) {
+  if (version == nullptr) return kInvalidValue;
+  *version = kDriverVersion;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuInit(unsigned flags) {
+  FAKE_ENTER("cuInit");
+  if (flags != 0) return kInvalidValue;
+  if (s.initialized) return kSuccess;
+  const char* v = getenv("BRAID_FAKE_CUDA_DEVICES");
+  s.count = v != nullptr && *v != '\0' ? atoi(v) : 2;
+  if (s.count <= 0) return kNoDevice;
+  s.devices.resize(static_cast<size_t>(s.count));
+  for (int d = 0; d < s.count; ++d) {
+    void* base = mmap(nullptr, kRegionBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) return kOutOfMemory;
+    s.devices[static_cast<size_t>(d)].base = static_cast<char*>(base);
+    s.devices[static_cast<size_t>(d)].primary.device = d;
+  }
+  s.initialized = true;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuDeviceGetCount(int* count) {
+  FAKE_ENTER("cuDeviceGetCount");
+  FAKE_REQUIRE_INIT();
+  if (count == nullptr) return kInvalidValue;
+  *count = s.count;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  FAKE_ENTER("cuDeviceGet");
+  FAKE_REQUIRE_INIT();
+  if (device == nullptr) return kInvalidValue;
+  if (ordinal < 0 || ordinal >= s.count) return kInvalidDevice;
+  *device = ordinal;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  FAKE_ENTER("cuDeviceGetName");
+  FAKE_REQUIRE_INIT();
+  if (name == nullptr || len <= 0) return kInvalidValue;
+  if (dev < 0 || dev >= s.count) return kInvalidDevice;
+  snprintf(name, static_cast<size_t>(len), "braid fake GPU %d", dev);
+  return kSuccess;
+}
+
+FAKE_API CUresult cuDeviceGetAttribute(int* value, int attrib, CUdevice dev) {
+  FAKE_ENTER("cuDeviceGetAttribute");
+  FAKE_REQUIRE_INIT();
+  if (value == nullptr) return kInvalidValue;
+  if (dev < 0 || dev >= s.count) return kInvalidDevice;
+  switch (attrib) {
+    case 16:  // multiprocessors (an H200's)
+      *value = 132;
+      return kSuccess;
+    case 33:  // PCI bus id
+      *value = 0x18 + dev;
+      return kSuccess;
+    case 34:  // PCI device id
+    case 50:  // PCI domain id
+      *value = 0;
+      return kSuccess;
+    case 41:   // unified addressing
+    case 102:  // virtual memory management
+    case 103:  // POSIX fd handles
+      *value = 1;
+      return kSuccess;
+    case 75:  // compute capability 9.0
+      *value = 9;
+      return kSuccess;
+    case 76:
+      *value = 0;
+      return kSuccess;
+    case 132:  // multicast: not modelled yet
+      *value = 0;
+      return kSuccess;
+    default:
+      return kInvalidValue;  // an attribute the fake does not model is an error, never a made-up value
+  }
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxRetain(void** pctx, CUdevice dev) {
+  FAKE_ENTER("cuDevicePrimaryCtxRetain");
+  FAKE_REQUIRE_INIT();
+  if (pctx == nullptr) return kInvalidValue;
+  if (dev < 0 || dev >= s.count) return kInvalidDevice;
+  Context& c = s.devices[static_cast<size_t>(dev)].primary;
+  ++c.refs;
+  *pctx = &c;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  FAKE_ENTER("cuDevicePrimaryCtxRelease");
+  FAKE_REQUIRE_INIT();
+  if (dev < 0 || dev >= s.count) return kInvalidDevice;
+  Context& c = s.devices[static_cast<size_t>(dev)].primary;
+  if (c.refs <= 0) return kInvalidContext;  // released more often than retained
+  --c.refs;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuCtxGetCurrent(void** pctx) {
+  FAKE_ENTER("cuCtxGetCurrent");
+  FAKE_REQUIRE_INIT();
+  if (pctx == nullptr) return kInvalidValue;
+  *pctx = tlsCurrent;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuCtxSetCurrent(void* ctx) {
+  FAKE_ENTER("cuCtxSetCurrent");
+  FAKE_REQUIRE_INIT();
+  auto* c = static_cast<Context*>(ctx);
+  if (c != nullptr) {
+    bool known = false;
+    for (Device& d : s.devices) known = known || &d.primary == c;
+    if (!known || c->refs <= 0) return kInvalidContext;
+  }
+  tlsCurrent = c;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuCtxGetDevice(CUdevice* device) {
+  FAKE_ENTER("cuCtxGetDevice");
+  FAKE_REQUIRE_INIT();
+  if (device == nullptr) return kInvalidValue;
+  if (tlsCurrent == nullptr) return kInvalidContext;
+  *device = tlsCurrent->device;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, unsigned long long flags,
+                                      int* symbolStatus) {
+  if (symbol == nullptr || pfn == nullptr || flags > 2) return kInvalidValue;
+  if (cudaVersion > kDriverVersion) return kInvalidValue;
+  struct Entry {
+    const char* name;
+    void* fn;
+  };
+  static const Entry kEntries[] = {
+      {"cuGetErrorName", reinterpret_cast<void*>(&cuGetErrorName)},
+      {"cuGetErrorString", reinterpret_cast<void*>(&cuGetErrorString)},
+      {"cuDriverGetVersion", reinterpret_cast<void*>(&cuDriverGetVersion)},
+      {"cuInit", reinterpret_cast<void*>(&cuInit)},
+      {"cuDeviceGetCount", reinterpret_cast<void*>(&cuDeviceGetCount)},
+      {"cuDeviceGet", reinterpret_cast<void*>(&cuDeviceGet)},
+      {"cuDeviceGetName", reinterpret_cast<void*>(&cuDeviceGetName)},
+      {"cuDeviceGetAttribute", reinterpret_cast<void*>(&cuDeviceGetAttribute)},
+      {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
+      {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
+      {"cuCtxGetCurrent", reinterpret_cast<void*>(&cuCtxGetCurrent)},
+      {"cuCtxSetCurrent", reinterpret_cast<void*>(&cuCtxSetCurrent)},
+      {"cuCtxGetDevice", reinterpret_cast<void*>(&cuCtxGetDevice)},
+      {"cuMemAlloc", reinterpret_cast<void*>(&cuMemAlloc_v2)},
+      {"cuMemFree", reinterpret_cast<void*>(&cuMemFree_v2)},
+      {"cuPointerGetAttribute", reinterpret_cast<void*>(&cuPointerGetAttribute)},
+      {"cuGetProcAddress", reinterpret_cast<void*>(&cuGetProcAddress_v2)},
+      {"cuStreamCreate", reinterpret_cast<void*>(&cuStreamCreate)},
+      {"cuStreamDestroy", reinterpret_cast<void*>(&cuStreamDestroy_v2)},
+      {"cuStreamSynchronize", reinterpret_cast<void*>(&cuStreamSynchronize)},
+      {"cuStreamQuery", reinterpret_cast<void*>(&cuStreamQuery)},
+      {"cuStreamWaitEvent", reinterpret_cast<void*>(&cuStreamWaitEvent)},
+      {"cuEventCreate", reinterpret_cast<void*>(&cuEventCreate)},
+      {"cuEventDestroy", reinterpret_cast<void*>(&cuEventDestroy_v2)},
+      {"cuEventRecord", reinterpret_cast<void*>(&cuEventRecord)},
+      {"cuEventQuery", reinterpret_cast<void*>(&cuEventQuery)},
+      {"cuEventSynchronize", reinterpret_cast<void*>(&cuEventSynchronize)},
+      {"cuLaunchHostFunc", reinterpret_cast<void*>(&cuLaunchHostFunc)},
+      {"cuMemcpyAsync", reinterpret_cast<void*>(&cuMemcpyAsync)},
+      {"cuMemsetD8Async", reinterpret_cast<void*>(&cuMemsetD8Async)},
+  };
+  for (const Entry& e : kEntries) {
+    if (strcmp(e.name, symbol) == 0) {
+      *pfn = e.fn;
+      if (symbolStatus != nullptr) *symbolStatus = 0;
+      return kSuccess;
+    }
+  }
+  // As the driver: success, a null pointer and CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND.
+  *pfn = nullptr;
+  if (symbolStatus != nullptr) *symbolStatus = 1;
+  return kSuccess;
+}

@@ -1,0 +1,124 @@
+// The strict fake CUDA driver's memory: cuMemAlloc/cuMemFree (addresses reused last-freed-first, freed bytes
+// poisoned, buffer ids never reused, frees wait for the device's queued work), pointer attributes, and
+// stream-ordered copies and memsets with their ranges checked. fake_driver.cc says what the fake models.
+#include <sys/mman.h>
+
+#include <cstring>
+
+#include "tests/fake_cuda/fake_cuda.h"
+
+using namespace fakecuda;
+
+FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+  FAKE_ENTER("cuMemAlloc");
+  FAKE_REQUIRE_INIT();
+  if (tlsCurrent == nullptr) return kInvalidContext;
+  if (dptr == nullptr || bytes == 0) return kInvalidValue;
+  if (bytes > kRegionBytes) return kOutOfMemory;
+  const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  Device& d = s.devices[static_cast<size_t>(tlsCurrent->device)];
+  CUdeviceptr at = 0;
+  // The most recently freed range that fits comes back first, as a caching allocator's would.
+  for (size_t i = d.freed.size(); i-- > 0;) {
+    if (d.freed[i].second == rounded) {
+      at = d.freed[i].first;
+      d.freed.erase(d.freed.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  }
+  if (at == 0) {
+    if (rounded > kRegionBytes - d.used) return kOutOfMemory;
+    char* p = d.base + d.used;
+    // The pages under the new range become usable (mprotect takes whole pages; a page may hold several buffers).
+    const uintptr_t page = 4096;
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p) / page * page;
+    const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + rounded + page - 1) / page * page;
+    if (mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ | PROT_WRITE) != 0) return kOutOfMemory;
+    d.used += rounded;
+    at = reinterpret_cast<CUdeviceptr>(p);
+  }
+  s.allocations[at] = Allocation{rounded, s.nextBufferId++, tlsCurrent->device};
+  *dptr = at;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  FAKE_ENTER("cuMemFree");
+  FAKE_REQUIRE_INIT();
+  if (tlsCurrent == nullptr) return kInvalidContext;
+  auto it = s.allocations.find(dptr);
+  if (it == s.allocations.end()) return kInvalidValue;  // never allocated, freed twice, or inside a buffer
+  // Like cudaFree: the device's queued work finishes first.
+  const int device = it->second.device;
+  std::vector<Dep> pending;
+  if (s.devices[static_cast<size_t>(device)].legacy) {
+    const auto& l = s.devices[static_cast<size_t>(device)].legacy;
+    pending.emplace_back(l, l->enqueued);
+  }
+  for (auto& kv : s.streams) {
+    if (kv.second->device == device) pending.emplace_back(kv.second, kv.second->enqueued);
+  }
+  lock.unlock();
+  for (const Dep& d : pending) waitFor(d);
+  lock.lock();
+  it = s.allocations.find(dptr);
+  if (it == s.allocations.end()) return kInvalidValue;  // freed by another thread meanwhile
+  memset(reinterpret_cast<void*>(dptr), kPoison, it->second.bytes);
+  s.devices[static_cast<size_t>(it->second.device)].freed.emplace_back(dptr, it->second.bytes);
+  s.allocations.erase(it);
+  return kSuccess;
+}
+
+FAKE_API CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr ptr) {
+  FAKE_ENTER("cuPointerGetAttribute");
+  FAKE_REQUIRE_INIT();
+  if (data == nullptr) return kInvalidValue;
+  auto it = findAllocation(s, ptr);
+  if (it == s.allocations.end()) return kInvalidValue;  // not memory the driver knows (host memory, freed)
+  const Allocation& a = it->second;
+  switch (attribute) {
+    case 1:  // context
+      *static_cast<void**>(data) = &s.devices[static_cast<size_t>(a.device)].primary;
+      return kSuccess;
+    case 2:  // memory type: device
+      *static_cast<unsigned*>(data) = 2;
+      return kSuccess;
+    case 7:  // buffer id
+      *static_cast<unsigned long long*>(data) = a.bufferId;
+      return kSuccess;
+    case 9:  // device ordinal
+      *static_cast<int*>(data) = a.device;
+      return kSuccess;
+    case 11:  // range start
+      *static_cast<CUdeviceptr*>(data) = it->first;
+      return kSuccess;
+    case 12:  // range size
+      *static_cast<size_t*>(data) = a.bytes;
+      return kSuccess;
+    default:
+      return kInvalidValue;
+  }
+}
+
+FAKE_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void* hStream) {
+  FAKE_ENTER("cuMemcpyAsync");
+  FAKE_REQUIRE_INIT();
+  std::shared_ptr<Stream> st;
+  if (CUresult r = resolveStream(s, hStream, &st); r != kSuccess) return r;
+  if (bytes == 0) return kSuccess;
+  if (dst == 0 || src == 0 || !rangeOk(s, dst, bytes, false) || !rangeOk(s, src, bytes, false)) return kInvalidValue;
+  enqueue(s, st,
+          [dst, src, bytes] { memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes); });
+  return kSuccess;
+}
+
+FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, void* hStream) {
+  FAKE_ENTER("cuMemsetD8Async");
+  FAKE_REQUIRE_INIT();
+  std::shared_ptr<Stream> st;
+  if (CUresult r = resolveStream(s, hStream, &st); r != kSuccess) return r;
+  if (n == 0) return kSuccess;
+  if (!rangeOk(s, dst, n, true)) return kInvalidValue;  // device memory only, within one allocation
+  enqueue(s, st, [dst, value, n] { memset(reinterpret_cast<void*>(dst), value, n); });
+  return kSuccess;
+}

@@ -1,0 +1,146 @@
+#include "tests/fake_cuda/fake_cuda.h"
+
+#include <cstdlib>
+
+namespace fakecuda {
+
+std::mutex gDoneMu;
+std::condition_variable gDoneCv;
+thread_local bool tlsInHostFunc = false;
+thread_local Context* tlsCurrent = nullptr;
+
+State& state() {
+  static State* s = new State();  // never destroyed: calls may come during exit
+  return *s;
+}
+
+void waitFor(const Dep& d) {
+  std::unique_lock<std::mutex> lock(gDoneMu);
+  gDoneCv.wait(lock, [&] { return d.first->completed.load() >= d.second; });
+}
+
+void Stream::run() {
+  for (;;) {
+    Task t;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (queue.empty()) return;  // stopping and drained
+      t = std::move(queue.front());
+      queue.pop_front();
+    }
+    for (const Dep& d : t.deps) waitFor(d);
+    if (t.fn) {
+      tlsInHostFunc = true;
+      t.fn();
+      tlsInHostFunc = false;
+    }
+    {
+      std::lock_guard<std::mutex> lock(gDoneMu);
+      completed.fetch_add(1);
+    }
+    gDoneCv.notify_all();
+  }
+}
+
+namespace {
+
+void parseFailures(State& s) {
+  if (s.failParsed) return;
+  s.failParsed = true;
+  const char* v = getenv("BRAID_FAKE_CUDA_FAIL");
+  if (v == nullptr) return;
+  std::string spec = v;
+  size_t pos = 0;
+  while (pos < spec.size()) {
+    size_t end = spec.find(',', pos);
+    if (end == std::string::npos) end = spec.size();
+    const std::string item = spec.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) {
+      std::string name = item.substr(0, eq);
+      long nth = 0;
+      const size_t hash = name.find('#');
+      if (hash != std::string::npos) {
+        nth = atol(name.c_str() + hash + 1);
+        name.resize(hash);
+      }
+      s.fail[name] = State::Fail{nth, atoi(item.c_str() + eq + 1)};
+    }
+    pos = end + 1;
+  }
+}
+
+}  // namespace
+
+// The injected result of this call of `fn`, or kSuccess. Caller holds s.mu.
+CUresult injected(State& s, const char* fn) {
+  parseFailures(s);
+  const long n = ++s.calls[fn];
+  auto it = s.fail.find(fn);
+  if (it == s.fail.end() || (it->second.nth != 0 && it->second.nth != n)) return kSuccess;
+  return it->second.code;
+}
+
+// The start of the device allocation holding `p`, or end().
+std::map<CUdeviceptr, Allocation>::iterator findAllocation(State& s, CUdeviceptr p) {
+  auto it = s.allocations.upper_bound(p);
+  if (it == s.allocations.begin()) return s.allocations.end();
+  --it;
+  return p < it->first + it->second.bytes ? it : s.allocations.end();
+}
+
+// The stream a handle names for the calling thread: 0 and CU_STREAM_LEGACY (1) are its context's legacy stream;
+// CU_STREAM_PER_THREAD (2) is not modelled yet. Caller holds s.mu.
+CUresult resolveStream(State& s, void* h, std::shared_ptr<Stream>* out) {
+  if (h == reinterpret_cast<void*>(2)) return kNotSupported;
+  if (h == nullptr || h == reinterpret_cast<void*>(1)) {
+    if (tlsCurrent == nullptr) return kInvalidContext;
+    Device& d = s.devices[static_cast<size_t>(tlsCurrent->device)];
+    if (!d.legacy) {
+      d.legacy = std::make_shared<Stream>();
+      d.legacy->device = tlsCurrent->device;
+      d.legacy->legacy = true;
+      d.legacy->blocking = false;
+      d.legacy->start();
+    }
+    *out = d.legacy;
+    return kSuccess;
+  }
+  auto it = s.streams.find(h);
+  if (it == s.streams.end()) return kInvalidHandle;
+  *out = it->second;
+  return kSuccess;
+}
+
+// Queues `fn` on `st` after `deps`, with the legacy stream's rules: legacy work waits for the work queued so far on
+// the device's blocking streams, and blocking streams' work waits for the legacy work queued so far. Returns what
+// to wait for to see it done. Caller holds s.mu.
+Dep enqueue(State& s, const std::shared_ptr<Stream>& st, std::function<void()> fn, std::vector<Dep> deps) {
+  Device& d = s.devices[static_cast<size_t>(st->device)];
+  if (st->legacy) {
+    for (auto it = d.blocking.begin(); it != d.blocking.end();) {
+      if (std::shared_ptr<Stream> b = it->lock()) {
+        deps.emplace_back(b, b->enqueued);
+        ++it;
+      } else {
+        it = d.blocking.erase(it);
+      }
+    }
+  } else if (st->blocking && d.legacy) {
+    deps.emplace_back(d.legacy, d.legacy->enqueued);
+  }
+  ++st->enqueued;
+  st->push(Task{std::move(fn), std::move(deps)});
+  return Dep{st, st->enqueued};
+}
+
+// A device range [p, p + n) inside one allocation, or host memory (not the driver's): else the range runs past
+// the end of its allocation.
+bool rangeOk(State& s, CUdeviceptr p, size_t n, bool mustBeDevice) {
+  auto it = findAllocation(s, p);
+  if (it == s.allocations.end()) return !mustBeDevice;
+  return n <= it->first + it->second.bytes - p;
+}
+
+}  // namespace fakecuda

@@ -1,0 +1,131 @@
+// The strict fake CUDA driver's streams, events and host functions. fake_driver.cc says what the fake models.
+#include "tests/fake_cuda/fake_cuda.h"
+
+using namespace fakecuda;
+
+FAKE_API CUresult cuStreamCreate(void** phStream, unsigned flags) {
+  FAKE_ENTER("cuStreamCreate");
+  FAKE_REQUIRE_INIT();
+  if (tlsCurrent == nullptr) return kInvalidContext;
+  if (phStream == nullptr || flags > 1) return kInvalidValue;
+  auto st = std::make_shared<Stream>();
+  st->device = tlsCurrent->device;
+  st->blocking = flags == 0;
+  st->start();
+  s.streams[st.get()] = st;
+  if (st->blocking) s.devices[static_cast<size_t>(st->device)].blocking.push_back(st);
+  *phStream = st.get();
+  return kSuccess;
+}
+
+FAKE_API CUresult cuStreamDestroy_v2(void* h) {
+  FAKE_ENTER("cuStreamDestroy");
+  FAKE_REQUIRE_INIT();
+  auto it = s.streams.find(h);
+  if (it == s.streams.end()) return kInvalidHandle;  // the legacy stream, or not a stream
+  // As the driver: returns at once; queued work still runs, then the stream goes.
+  it->second->stop();
+  s.streams.erase(it);
+  return kSuccess;
+}
+
+FAKE_API CUresult cuStreamSynchronize(void* h) {
+  FAKE_ENTER("cuStreamSynchronize");
+  FAKE_REQUIRE_INIT();
+  std::shared_ptr<Stream> st;
+  if (CUresult r = resolveStream(s, h, &st); r != kSuccess) return r;
+  const Dep done = enqueue(s, st, nullptr);  // on the legacy stream this also waits for the blocking streams
+  lock.unlock();
+  waitFor(done);
+  return kSuccess;
+}
+
+FAKE_API CUresult cuStreamQuery(void* h) {
+  FAKE_ENTER("cuStreamQuery");
+  FAKE_REQUIRE_INIT();
+  std::shared_ptr<Stream> st;
+  if (CUresult r = resolveStream(s, h, &st); r != kSuccess) return r;
+  bool idle = st->completed.load() >= st->enqueued;
+  if (st->legacy) {
+    for (auto& w : s.devices[static_cast<size_t>(st->device)].blocking) {
+      if (std::shared_ptr<Stream> b = w.lock()) idle = idle && b->completed.load() >= b->enqueued;
+    }
+  }
+  return idle ? kSuccess : kNotReady;
+}
+
+FAKE_API CUresult cuEventCreate(void** phEvent, unsigned flags) {
+  FAKE_ENTER("cuEventCreate");
+  FAKE_REQUIRE_INIT();
+  if (tlsCurrent == nullptr) return kInvalidContext;
+  // CU_EVENT_BLOCKING_SYNC 1, DISABLE_TIMING 2, INTERPROCESS 4 (which requires DISABLE_TIMING).
+  if (phEvent == nullptr || (flags & ~7u) != 0 || ((flags & 4u) != 0 && (flags & 2u) == 0)) return kInvalidValue;
+  auto ev = std::make_unique<Event>();
+  *phEvent = ev.get();
+  s.events[ev.get()] = std::move(ev);
+  return kSuccess;
+}
+
+FAKE_API CUresult cuEventDestroy_v2(void* h) {
+  FAKE_ENTER("cuEventDestroy");
+  FAKE_REQUIRE_INIT();
+  return s.events.erase(h) == 1 ? kSuccess : kInvalidHandle;
+}
+
+FAKE_API CUresult cuEventRecord(void* hEvent, void* hStream) {
+  FAKE_ENTER("cuEventRecord");
+  FAKE_REQUIRE_INIT();
+  auto ev = s.events.find(hEvent);
+  if (ev == s.events.end()) return kInvalidHandle;
+  std::shared_ptr<Stream> st;
+  if (CUresult r = resolveStream(s, hStream, &st); r != kSuccess) return r;
+  const Dep at = enqueue(s, st, nullptr);
+  ev->second->stream = at.first;
+  ev->second->seq = at.second;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuEventQuery(void* hEvent) {
+  FAKE_ENTER("cuEventQuery");
+  FAKE_REQUIRE_INIT();
+  auto ev = s.events.find(hEvent);
+  if (ev == s.events.end()) return kInvalidHandle;
+  const Event& e = *ev->second;
+  return !e.stream || e.stream->completed.load() >= e.seq ? kSuccess : kNotReady;  // never recorded: complete
+}
+
+FAKE_API CUresult cuEventSynchronize(void* hEvent) {
+  FAKE_ENTER("cuEventSynchronize");
+  FAKE_REQUIRE_INIT();
+  auto ev = s.events.find(hEvent);
+  if (ev == s.events.end()) return kInvalidHandle;
+  if (!ev->second->stream) return kSuccess;
+  const Dep done{ev->second->stream, ev->second->seq};
+  lock.unlock();
+  waitFor(done);
+  return kSuccess;
+}
+
+FAKE_API CUresult cuStreamWaitEvent(void* hStream, void* hEvent, unsigned flags) {
+  FAKE_ENTER("cuStreamWaitEvent");
+  FAKE_REQUIRE_INIT();
+  if (flags != 0) return kInvalidValue;
+  auto ev = s.events.find(hEvent);
+  if (ev == s.events.end()) return kInvalidHandle;
+  std::shared_ptr<Stream> st;
+  if (CUresult r = resolveStream(s, hStream, &st); r != kSuccess) return r;
+  std::vector<Dep> deps;
+  if (ev->second->stream) deps.emplace_back(ev->second->stream, ev->second->seq);
+  enqueue(s, st, nullptr, std::move(deps));
+  return kSuccess;
+}
+
+FAKE_API CUresult cuLaunchHostFunc(void* hStream, void (*fn)(void*), void* userData) {
+  FAKE_ENTER("cuLaunchHostFunc");
+  FAKE_REQUIRE_INIT();
+  if (fn == nullptr) return kInvalidValue;
+  std::shared_ptr<Stream> st;
+  if (CUresult r = resolveStream(s, hStream, &st); r != kSuccess) return r;
+  enqueue(s, st, [fn, userData] { fn(userData); });
+  return kSuccess;
+}
