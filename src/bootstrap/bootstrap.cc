@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -298,7 +299,12 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdInfo& id, int
   const Digest256 mac = rootHelloMac(b->key_, challenge, hello);
   memcpy(hello.mac, mac.data(), mac.size());
   BRAID_RETURN_IF_ERROR(root.sendAll(&hello, sizeof(hello), wait).withContext("bootstrap: sending hello to root"));
-  ByteReader fromRoot = [&](void* dst, size_t bytes) { return root.recvAll(dst, bytes, wait); };
+  // The root's own deadline (from its start, before any rank's) passes first, and it then tells every rank which
+  // ranks never came: the rank waits a little longer than BRAID_TIMEOUT so that message, not its own timeout, ends
+  // the wait.
+  const WaitContext replyWait =
+      WaitContext::withTimeout(abort, timeoutSec > 0 ? timeoutSec + std::max(1.0, 0.25 * timeoutSec) : timeoutSec);
+  ByteReader fromRoot = [&](void* dst, size_t bytes) { return root.recvAll(dst, bytes, replyWait); };
   BRAID_ASSIGN_OR_RETURN(RootReply reply,
                          readRootReply(fromRoot, b->key_, hello.nonce, nranks, rank, id.root.toString()));
   b->localPids_.assign(static_cast<size_t>(nranks), 0);

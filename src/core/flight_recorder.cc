@@ -312,33 +312,29 @@ void FlightRecorder::chose(uint64_t token, AlgoId algo, ProtoId proto) {
   s.packed.store(packed, kRelaxed);
 }
 
-void FlightRecorder::started() {
-  if (capacity_ == 0) return;
-  const uint64_t now = ticks().now();
-  const uint64_t next = next_.load(kRelaxed);
-  for (uint64_t t = std::max(unstarted_, oldest(next)); t < next; ++t) {
+void FlightRecorder::move(uint64_t from, uint64_t to, FlightState when, FlightState becomes,
+                          std::atomic<uint64_t> Slot::*stamp, uint64_t now) {
+  for (uint64_t t = std::max(from, oldest(next_.load(kRelaxed))); t < to; ++t) {
     Slot& s = slot(t);
     const uint64_t packed = s.packed.load(kRelaxed);
-    if (byteOf(packed, kStateByte) != static_cast<unsigned>(FlightState::kQueued)) continue;
+    if (byteOf(packed, kStateByte) != static_cast<unsigned>(when)) continue;
     Writing w(s);
-    s.packed.store(withByte(packed, kStateByte, static_cast<unsigned>(FlightState::kStarted)), kRelaxed);
-    s.started.store(now, kRelaxed);
+    s.packed.store(withByte(packed, kStateByte, static_cast<unsigned>(becomes)), kRelaxed);
+    if (stamp != nullptr) (s.*stamp).store(now, kRelaxed);
   }
+}
+
+void FlightRecorder::started() {
+  if (capacity_ == 0) return;
+  const uint64_t next = next_.load(kRelaxed);
+  move(unstarted_, next, FlightState::kQueued, FlightState::kStarted, &Slot::started, ticks().now());
   unstarted_ = next;
 }
 
 void FlightRecorder::ended(const Status& result) {
   if (capacity_ == 0) return;
-  const uint64_t now = ticks().now();
-  const FlightState to = result.isOk() ? FlightState::kFinished : FlightState::kFailed;
-  for (uint64_t t = std::max(unended_, oldest(next_.load(kRelaxed))); t < unstarted_; ++t) {
-    Slot& s = slot(t);
-    const uint64_t packed = s.packed.load(kRelaxed);
-    if (byteOf(packed, kStateByte) != static_cast<unsigned>(FlightState::kStarted)) continue;
-    Writing w(s);
-    s.packed.store(withByte(packed, kStateByte, static_cast<unsigned>(to)), kRelaxed);
-    s.ended.store(now, kRelaxed);
-  }
+  move(unended_, unstarted_, FlightState::kStarted, result.isOk() ? FlightState::kFinished : FlightState::kFailed,
+       &Slot::ended, ticks().now());
   unended_ = unstarted_;
   if (!result.isOk()) {
     std::lock_guard<std::mutex> lock(errorMu_);
@@ -349,13 +345,7 @@ void FlightRecorder::ended(const Status& result) {
 void FlightRecorder::dropped() {
   if (capacity_ == 0) return;
   const uint64_t next = next_.load(kRelaxed);
-  for (uint64_t t = std::max(unstarted_, oldest(next)); t < next; ++t) {
-    Slot& s = slot(t);
-    const uint64_t packed = s.packed.load(kRelaxed);
-    if (byteOf(packed, kStateByte) != static_cast<unsigned>(FlightState::kQueued)) continue;
-    Writing w(s);
-    s.packed.store(withByte(packed, kStateByte, static_cast<unsigned>(FlightState::kDropped)), kRelaxed);
-  }
+  move(unstarted_, next, FlightState::kQueued, FlightState::kDropped, nullptr, 0);
   unstarted_ = unended_ = next;
 }
 

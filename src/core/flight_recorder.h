@@ -106,6 +106,9 @@ class FlightRecorder {
     std::atomic<uint64_t> rootPeer{0};  // root (high 32 bits) and peer (low 32 bits)
   };
   class Writing;  // the owner's side of a Slot's seqlock
+  // Entries [from, to) in state `when` become `becomes`, stamped `now` in `stamp` (null: no time).
+  void move(uint64_t from, uint64_t to, FlightState when, FlightState becomes, std::atomic<uint64_t> Slot::*stamp,
+            uint64_t now);
 
   Slot& slot(uint64_t token) const { return slots_[static_cast<size_t>(token & mask_)]; }
   // The entry `token` names as it is now (token kNone in the copy when the slot holds another one).

@@ -12,6 +12,10 @@
 // functions (which may not call CUDA: CUDA_ERROR_NOT_PERMITTED), asynchronous copies and memsets (device ranges
 // checked), and cuMemFree waits for the device's streams, as cudaFree does.
 //
+// Stricter than the driver where the driver allows either answer: a host function's CUDA call always fails (the
+// driver "may" refuse it), and host functions on independent streams run concurrently (the driver may serialise
+// them): braid must rely on neither.
+//
 // This is the first part of issue 15's fake; IPC, cuMem, graphs, multicast, the per-thread default stream and
 // kernel launches over the CTA emulator come next (the per-thread stream is refused with CUDA_ERROR_NOT_SUPPORTED).
 //
@@ -50,13 +54,12 @@ const ErrorText kErrors[] = {
     {kNotSupported, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
 };
 
-}  // namespace
-
-FAKE_API CUresult cuGetErrorName(CUresult error, const char** pStr) {
+// cuGetErrorName (name) and cuGetErrorString: an unknown code is CUDA_ERROR_INVALID_VALUE with a null text.
+CUresult describeError(CUresult error, const char** pStr, bool name) {
   if (pStr == nullptr) return kInvalidValue;
   for (const ErrorText& e : kErrors) {
     if (e.code == error) {
-      *pStr = e.name;
+      *pStr = name ? e.name : e.text;
       return kSuccess;
     }
   }
@@ -64,16 +67,14 @@ FAKE_API CUresult cuGetErrorName(CUresult error, const char** pStr) {
   return kInvalidValue;
 }
 
+}  // namespace
+
+FAKE_API CUresult cuGetErrorName(CUresult error, const char** pStr) {
+  return describeError(error, pStr, true);
+}
+
 FAKE_API CUresult cuGetErrorString(CUresult error, const char** pStr) {
-  if (pStr == nullptr) return kInvalidValue;
-  for (const ErrorText& e : kErrors) {
-    if (e.code == error) {
-      *pStr = e.text;
-      return kSuccess;
-    }
-  }
-  *pStr = nullptr;
-  return kInvalidValue;
+  return describeError(error, pStr, false);
 }
 
 FAKE_API CUresult cuDriverGetVersion(int* version) {

@@ -109,7 +109,7 @@ FAKE_API CUresult cuEventSynchronize(void* hEvent) {
 FAKE_API CUresult cuStreamWaitEvent(void* hStream, void* hEvent, unsigned flags) {
   FAKE_ENTER("cuStreamWaitEvent");
   FAKE_REQUIRE_INIT();
-  if (flags != 0) return kInvalidValue;
+  if (flags > 1) return kInvalidValue;  // CU_EVENT_WAIT_DEFAULT 0, CU_EVENT_WAIT_EXTERNAL 1
   auto ev = s.events.find(hEvent);
   if (ev == s.events.end()) return kInvalidHandle;
   std::shared_ptr<Stream> st;

@@ -5,7 +5,10 @@
 #  1. every <coll>_perf on device buffers with NVIDIA's NCCL from the CUDA toolkit (LD_LIBRARY_PATH), one rank per
 #     GPU: the table, #wrong 0, and a "# Using devices" line naming the GPU;
 #  2. braid itself on that machine: --buffers auto keeps host buffers (and says why); --buffers device fails with a
-#     named error (braid takes no device buffers or streams until its CUDA backend exists), logged for the record.
+#     named error (braid takes no device buffers or streams until its CUDA backend exists), logged for the record;
+#  3. the differential probe (tests/gpu/cuda_api_probe.cc): the driver calls braid makes, against the real driver,
+#     diffed with what the fake answers (tests/fixtures/cuda_probe/expected.txt, "~" lines left out). A difference
+#     means the fake, or braid's belief about the driver, is wrong: the diff goes into the log.
 # Writes its log to $OUT/gpu-perf.log when OUT is set; exits non-zero when a check fails.
 set -u
 build=${1:-build}
@@ -51,6 +54,22 @@ echo "$out" >>"$log"
 [ "$rc" -eq 2 ] && echo "$out" | grep -q 'all_reduce_perf: rank 0: ' ||
   fail "braid --buffers device: want exit 2 and a named error (braid takes no device buffers yet), got $rc"
 say "braid --buffers device on a GPU: $(echo "$out" | tail -1)"
+
+if [ -x "$build/tests/cuda_api_probe" ]; then
+  probe=$(env -u BRAID_CUDA_DRIVER "$build/tests/cuda_api_probe" 2>&1)
+  rc=$?
+  echo "$probe" >>"$log"
+  if [ "$rc" -ne 0 ]; then
+    fail "cuda_api_probe on the real driver: exit status $rc"
+  elif ! diff <(grep -v '^~' tests/fixtures/cuda_probe/expected.txt) <(echo "$probe" | grep -v '^~') >>"$log"; then
+    fail "cuda_api_probe: the real driver answers differently from the fake (diff in $log)"
+  else
+    say "ok: cuda_api_probe: the real driver answers as the fake does ($(echo "$probe" | grep -vc '^~') calls)"
+  fi
+  echo "$probe" | grep '^~' | sed 's/^/driver choice: /' | tee -a "$log"
+else
+  fail "no $build/tests/cuda_api_probe (build the tests)"
+fi
 
 if [ "$failures" -ne 0 ]; then
   say "gpu checks: $failures failure(s)"

@@ -106,6 +106,17 @@ bool dumpHasError(const TempDir& dir, pid_t pid) {
   return text.find("\"error\": \"") != std::string::npos;
 }
 
+// Each job's ranks dump to their own directory.
+class FlightRecorderJob : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir.path.empty());
+    env.set("BRAID_FLIGHT_RECORDER_FILE", dir.file("fr-%p.json"));
+  }
+  TempDir dir;
+  ScopedEnv env;
+};
+
 ncclResult_t allReduceOnes(ncclComm_t comm, int nranks, size_t count, bool* wrong) {
   std::vector<float> x(count, 1.0f);
   const ncclResult_t r = ncclAllReduce(x.data(), x.data(), count, ncclFloat, ncclSum, comm, nullptr);
@@ -113,11 +124,7 @@ ncclResult_t allReduceOnes(ncclComm_t comm, int nranks, size_t count, bool* wron
   return r;
 }
 
-TEST(FlightRecorderJob, ThreadRanksDumpAtTheTimeoutAndTheReportNamesTheRankThatNeverCame) {
-  TempDir dir;
-  ASSERT_FALSE(dir.path.empty());
-  ScopedEnv env;
-  env.set("BRAID_FLIGHT_RECORDER_FILE", dir.file("fr-%p.json"));
+TEST_F(FlightRecorderJob, ThreadRanksDumpAtTheTimeoutAndTheReportNamesTheRankThatNeverCame) {
   env.set("BRAID_TIMEOUT", "2");
   const int n = 4;
   std::atomic<int> failed{0};
@@ -154,11 +161,7 @@ TEST(FlightRecorderJob, ThreadRanksDumpAtTheTimeoutAndTheReportNamesTheRankThatN
 
 // Regression (issue 17): a rank stopped with SIGSTOP was named by 6 of 24 survivors (the others named the neighbour
 // they waited on). Every survivor on its host now names it, and their dumps say where they waited.
-TEST(FlightRecorderJob, AStoppedRankIsNamedByEveryOtherRank) {
-  TempDir dir;
-  ASSERT_FALSE(dir.path.empty());
-  ScopedEnv env;
-  env.set("BRAID_FLIGHT_RECORDER_FILE", dir.file("fr-%p.json"));
+TEST_F(FlightRecorderJob, AStoppedRankIsNamedByEveryOtherRank) {
   env.set("BRAID_TIMEOUT", "3");
   const int n = 4;
   std::vector<pid_t> pids;
@@ -203,11 +206,7 @@ TEST(FlightRecorderJob, AStoppedRankIsNamedByEveryOtherRank) {
 // braid-info --dump signals a running job: its collectives go on with correct results; later, when one rank idles
 // instead of calling the next collective, the others time out and dump, --dump fetches the idle rank's record, and
 // the report names it.
-TEST(FlightRecorderJob, BraidInfoDumpFetchesARunningRanksRecordAndTheReportNamesTheIdleRank) {
-  TempDir dir;
-  ASSERT_FALSE(dir.path.empty());
-  ScopedEnv env;
-  env.set("BRAID_FLIGHT_RECORDER_FILE", dir.file("fr-%p.json"));
+TEST_F(FlightRecorderJob, BraidInfoDumpFetchesARunningRanksRecordAndTheReportNamesTheIdleRank) {
   env.set("BRAID_TIMEOUT", "3");
   const int n = 3;
   const std::string release = dir.file("release");
@@ -268,7 +267,7 @@ TEST(FlightRecorderJob, BraidInfoDumpFetchesARunningRanksRecordAndTheReportNames
   EXPECT_NE(report.find("in it or before it: ranks 0,1\n"), std::string::npos) << report;
 }
 
-TEST(FlightRecorderJob, BraidInfoDumpRefusesProcessesItWouldKill) {
+TEST(FlightRecorderTool, BraidInfoDumpRefusesProcessesItWouldKill) {
   // This test's own process has no BRAID_FLIGHT_RECORDER_FILE; a child without a SIGUSR1 handler must not be
   // signalled at all.
   pid_t child = fork();
