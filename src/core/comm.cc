@@ -25,6 +25,8 @@
 namespace braid {
 namespace {
 
+constexpr int64_t kMaxFlightEntries = int64_t{1} << 24;
+
 constexpr uint32_t kTagConnect = 0x10000;
 constexpr uint32_t kTagCallCount = 0x20000;  // BRAID_CHECK_CALLS: how many collectives, then their descriptions
 constexpr uint32_t kTagCalls = 0x20001;
@@ -92,7 +94,11 @@ uint64_t localHostHash() {
   return hostHash(localHostId());
 }
 
-Communicator::Communicator() : flight_(std::make_unique<FlightRecorder>(0, FlightIdentity{})) {}
+// The recorder exists from the start (never replaced: ncclCommAbort and a non-blocking init's caller may use it while
+// init runs); an out-of-range knob is reported by init.
+Communicator::Communicator()
+    : flight_(std::make_unique<FlightRecorder>(static_cast<size_t>(
+          std::min<int64_t>(std::max<int64_t>(0, params::FlightRecorderEntries()), kMaxFlightEntries)))) {}
 
 Communicator::~Communicator() {
   if (initThread.joinable()) {
@@ -122,12 +128,11 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   logSetThreadDevice(device);
   BRAID_RETURN_IF_ERROR(validateIntParams());
   BRAID_ASSIGN_OR_RETURN(int64_t flightEntries, getIntParam(params::kFlightRecorderEntries));
-  if (flightEntries < 0 || flightEntries > (int64_t{1} << 24)) {
-    return invalidArgument("%s=%lld: use 0 (off) to %d operations", params::kFlightRecorderEntries.name,
-                           static_cast<long long>(flightEntries), 1 << 24);
+  if (flightEntries < 0 || flightEntries > kMaxFlightEntries) {
+    return invalidArgument("%s=%lld: use 0 (off) to %lld operations", params::kFlightRecorderEntries.name,
+                           static_cast<long long>(flightEntries), static_cast<long long>(kMaxFlightEntries));
   }
-  flight_ = std::make_unique<FlightRecorder>(static_cast<size_t>(flightEntries),
-                                             FlightIdentity{id.magic, rank, nranks, config.commName});
+  flight_->identify(FlightIdentity{id.magic, rank, nranks, config.commName});
   if (flight_->enabled()) flightInstallSignal();
   BRAID_ASSIGN_OR_RETURN(backend_, createBackend(BackendKind::kHost));
   // The knobs every wait and every transport obeys, read here once and passed down.

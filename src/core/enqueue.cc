@@ -37,26 +37,32 @@ Status checkInPlace(const char* what, const void* sendbuff, size_t sendBytes, co
   return Status::ok();
 }
 
-}  // namespace
-
-Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest& a) {
-  int asyncErr = comm->asyncError().load();
+// Whether the communicator takes operations now (initialised, not failed or finalized) on this stream.
+Status checkUsable(Communicator& comm, const void* handle, const void* stream) {
+  const int asyncErr = comm.asyncError().load();
   if (asyncErr == static_cast<int>(Code::kInProgress)) {
     return invalidUsage("comm=%p is still initializing (poll ncclCommGetAsyncError until it returns ncclSuccess)",
-                        a.handle);
+                        handle);
   }
   if (asyncErr != static_cast<int>(Code::kOk)) {
-    return invalidUsage("comm=%p is unusable after an earlier error (%d); destroy or abort it", a.handle, asyncErr);
+    return invalidUsage("comm=%p is unusable after an earlier error (%d); destroy or abort it", handle, asyncErr);
   }
-  if (comm->finalized.load()) {
-    return invalidUsage("comm=%p was finalized with ncclCommFinalize; only ncclCommDestroy may follow", a.handle);
+  if (comm.finalized.load()) {
+    return invalidUsage("comm=%p was finalized with ncclCommFinalize; only ncclCommDestroy may follow", handle);
   }
-  if (a.stream != nullptr) {
+  if (stream != nullptr) {
     return invalidUsage(
         "stream=%p: this communicator works on host memory, where operations complete before the call returns; "
         "pass a NULL stream (braid's CUDA backend is not built yet)",
-        a.stream);
+        stream);
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest& a) {
+  BRAID_RETURN_IF_ERROR(checkUsable(*comm, a.handle, a.stream));
   BRAID_RETURN_IF_ERROR(checkDatatype(a.datatype));
   const DType dtype = static_cast<DType>(a.datatype);
   const size_t es = dtypeSize(dtype);
@@ -145,6 +151,7 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
 }
 
 Status enqueuePattern(const std::shared_ptr<Communicator>& c, P2pPattern pattern, const CollRequest& a) {
+  BRAID_RETURN_IF_ERROR(checkUsable(*c, a.handle, a.stream));
   const bool sendsAll = pattern != P2pPattern::kGather;
   const bool recvsAll = pattern != P2pPattern::kScatter;
   const bool rooted = pattern != P2pPattern::kAlltoAll;
@@ -222,6 +229,7 @@ Status enqueuePattern(const std::shared_ptr<Communicator>& c, P2pPattern pattern
 }
 
 Status enqueueAlltoAllv(const std::shared_ptr<Communicator>& c, const AlltoAllvRequest& v) {
+  BRAID_RETURN_IF_ERROR(checkUsable(*c, v.handle, v.stream));
   const void* sendbuff = v.sendbuff;
   void* recvbuff = v.recvbuff;
   const size_t* sendcounts = v.sendcounts;

@@ -225,8 +225,8 @@ class FlightRecorder::Writing {
   const uint32_t seq_;
 };
 
-FlightRecorder::FlightRecorder(size_t capacity, FlightIdentity id)
-    : capacity_(roundUpPow2(capacity)), mask_(capacity_ == 0 ? 0 : capacity_ - 1), id_(std::move(id)), pid_(getpid()) {
+FlightRecorder::FlightRecorder(size_t capacity)
+    : capacity_(roundUpPow2(capacity)), mask_(capacity_ == 0 ? 0 : capacity_ - 1), pid_(getpid()) {
   if (capacity_ == 0) return;
   (void)ticks();  // the anchor exists before any timestamp
   slots_.reset(new Slot[capacity_]);
@@ -239,14 +239,14 @@ FlightRecorder::~FlightRecorder() {
   if (capacity_ == 0) return;
   bool failed;
   {
-    std::lock_guard<std::mutex> lock(errorMu_);
+    std::lock_guard<std::mutex> lock(infoMu_);
     failed = !error_.empty();
   }
   std::string record = failed ? toJson(wallMicros()) : std::string();
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.live.erase(std::remove(r.live.begin(), r.live.end(), this), r.live.end());
-  if (failed) {
+  if (failed && !record.empty()) {
     if (r.retired.size() == kMaxRetired) r.retired.erase(r.retired.begin());
     r.retired.emplace_back(pid_, std::move(record));
   }
@@ -337,7 +337,7 @@ void FlightRecorder::ended(const Status& result) {
        &Slot::ended, ticks().now());
   unended_ = unstarted_;
   if (!result.isOk()) {
-    std::lock_guard<std::mutex> lock(errorMu_);
+    std::lock_guard<std::mutex> lock(infoMu_);
     if (error_.empty()) error_ = result.message();
   }
 }
@@ -349,9 +349,14 @@ void FlightRecorder::dropped() {
   unstarted_ = unended_ = next;
 }
 
+void FlightRecorder::identify(FlightIdentity id) {
+  std::lock_guard<std::mutex> lock(infoMu_);
+  id_ = std::move(id);
+}
+
 void FlightRecorder::aborted() {
   if (capacity_ == 0) return;
-  std::lock_guard<std::mutex> lock(errorMu_);
+  std::lock_guard<std::mutex> lock(infoMu_);
   if (error_.empty()) error_ = "ncclCommAbort";
 }
 
@@ -398,13 +403,16 @@ std::string FlightRecorder::toJson(int64_t nowUs) const {
   auto wall = [&](uint64_t t) { return jsonMicros(clock.wallUs(t, perUs)); };
   const uint64_t next = next_.load(std::memory_order_acquire);
   std::string error;
+  FlightIdentity id;
   {
-    std::lock_guard<std::mutex> lock(errorMu_);
+    std::lock_guard<std::mutex> lock(infoMu_);
     error = error_;
+    id = id_;
   }
+  if (id.nranks == 0) return std::string();  // not identified yet: its init has not got that far
   std::string s =
       strPrintf("{\"comm_id\": \"0x%016llx\", \"name\": %s, \"rank\": %d, \"nranks\": %d, ",
-                static_cast<unsigned long long>(id_.commId), jsonString(id_.name).c_str(), id_.rank, id_.nranks);
+                static_cast<unsigned long long>(id.commId), jsonString(id.name).c_str(), id.rank, id.nranks);
   s += strPrintf("\"capacity\": %zu, \"next_coll_seq\": %llu, \"next_p2p_seq\": %llu, \"error\": %s, ", capacity_,
                  static_cast<unsigned long long>(collSeq_.load(kRelaxed)),
                  static_cast<unsigned long long>(p2pSeq_.load(kRelaxed)),
@@ -479,7 +487,9 @@ Result<std::string> flightDump(const std::string& trigger) {
   }
   for (const FlightRecorder* live : r.live) {
     if (live->pid() != self) continue;
-    text += (first ? "\n  " : ",\n  ") + live->toJson(now);
+    const std::string record = live->toJson(now);
+    if (record.empty()) continue;
+    text += (first ? "\n  " : ",\n  ") + record;
     first = false;
   }
   text += "]}\n";

@@ -53,13 +53,15 @@ class FlightRecorder {
  public:
   static constexpr uint64_t kNone = ~uint64_t(0);
 
-  // capacity 0 records nothing (every call returns at once).
-  FlightRecorder(size_t capacity, FlightIdentity id);
+  // capacity 0 records nothing (every call returns at once). A recorder is left out of dumps until identify().
+  explicit FlightRecorder(size_t capacity);
   ~FlightRecorder();
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   bool enabled() const { return capacity_ > 0; }
+  // Which communicator this is (once init knows); until then dumps leave the recorder out.
+  void identify(FlightIdentity id);
   int pid() const { return pid_; }  // the process that made it (a forked child's dumps leave its parent's out)
   // Records a queued call; returns its token (kNone when disabled) for chose().
   uint64_t queued(const FlightCall& call);
@@ -76,7 +78,8 @@ class FlightRecorder {
   // ncclCommAbort was called: recorded as the communicator's error unless it already has one.
   void aborted();
 
-  // This recorder as one JSON object (an element of a dump's "comms"); now_us is the dump's wall-clock time.
+  // This recorder as one JSON object (an element of a dump's "comms"; empty before identify()); now_us is the
+  // dump's wall-clock time.
   std::string toJson(int64_t nowUs) const;
   // One line for a WARN: the oldest call not finished, its state and age.
   std::string summary() const;
@@ -117,16 +120,16 @@ class FlightRecorder {
 
   const size_t capacity_;  // a power of two (the knob's value rounded up)
   const uint64_t mask_;
-  const FlightIdentity id_;
   const int pid_;
   std::unique_ptr<Slot[]> slots_;
   // Written by the owner only; atomic because a dump reads them.
   std::atomic<uint64_t> next_{0};  // the next token
   std::atomic<uint64_t> collSeq_{0}, p2pSeq_{0};
-  uint64_t unstarted_ = 0;      // tokens below it have started (or were dropped)
-  uint64_t unended_ = 0;        // tokens below it have ended
-  mutable std::mutex errorMu_;  // error_ is written by the owner and by ncclCommAbort's thread
-  std::string error_;           // the first failure's message
+  uint64_t unstarted_ = 0;     // tokens below it have started (or were dropped)
+  uint64_t unended_ = 0;       // tokens below it have ended
+  mutable std::mutex infoMu_;  // id_ and error_: written by init, the owner and ncclCommAbort's thread
+  FlightIdentity id_;          // nranks 0 until identify()
+  std::string error_;          // the first failure's message
 };
 
 // Wall-clock microseconds since the epoch (timestamps in dumps: comparable across hosts with synchronised clocks).

@@ -48,7 +48,8 @@ FlightComm parsed(const FlightRecorder& r, int64_t nowUs = 2'000'000) {
 }
 
 TEST(FlightRecorder, NumbersCollectivesAcrossRanksAndSendsPerRank) {
-  FlightRecorder r(16, FlightIdentity{0xabc, 1, 4, "trainer"});
+  FlightRecorder r(16);
+  r.identify(FlightIdentity{0xabc, 1, 4, "trainer"});
   const uint64_t t0 = r.queued(allReduce(8));
   r.chose(t0, AlgoId::kRing, ProtoId::kLL);
   r.queued(send(2, 5));
@@ -83,7 +84,8 @@ TEST(FlightRecorder, NumbersCollectivesAcrossRanksAndSendsPerRank) {
 }
 
 TEST(FlightRecorder, KeepsTheLastEntriesRoundedUpToAPowerOfTwo) {
-  FlightRecorder r(3, FlightIdentity{1, 0, 2, ""});
+  FlightRecorder r(3);
+  r.identify(FlightIdentity{1, 0, 2, ""});
   for (size_t i = 0; i < 10; ++i) {
     r.queued(allReduce(i));
     r.started();
@@ -99,7 +101,8 @@ TEST(FlightRecorder, KeepsTheLastEntriesRoundedUpToAPowerOfTwo) {
 }
 
 TEST(FlightRecorder, FailedDroppedAndAbortedStates) {
-  FlightRecorder r(8, FlightIdentity{1, 0, 2, ""});
+  FlightRecorder r(8);
+  r.identify(FlightIdentity{1, 0, 2, ""});
   r.queued(allReduce(4));
   r.started();
   EXPECT_NE(r.summary().find("collective 0: ncclAllReduce"), std::string::npos) << r.summary();
@@ -118,17 +121,20 @@ TEST(FlightRecorder, FailedDroppedAndAbortedStates) {
   EXPECT_NE(r.summary().find("collective 0"), std::string::npos) << r.summary();
   EXPECT_NE(r.summary().find("failed"), std::string::npos) << r.summary();
 
-  FlightRecorder aborted(8, FlightIdentity{1, 0, 2, ""});
+  FlightRecorder aborted(8);
+  aborted.identify(FlightIdentity{1, 0, 2, ""});
   aborted.aborted();
   EXPECT_EQ(parsed(aborted).error, "ncclCommAbort");
-  FlightRecorder off(0, FlightIdentity{});
+  FlightRecorder off(0);
+  off.identify(FlightIdentity{});
   EXPECT_FALSE(off.enabled());
   EXPECT_EQ(off.queued(allReduce(1)), FlightRecorder::kNone);
 }
 
 // A dump reads while the owner writes (the seqlock per entry): every entry it sees is whole.
 TEST(FlightRecorder, ADumpDuringOperationsSeesWholeEntries) {
-  FlightRecorder r(64, FlightIdentity{1, 0, 2, ""});
+  FlightRecorder r(64);
+  r.identify(FlightIdentity{1, 0, 2, ""});
   std::atomic<bool> stop{false};
   std::thread owner([&] {
     for (uint64_t i = 0; !stop.load(); ++i) {
@@ -165,7 +171,8 @@ TEST(FlightRecorder, DumpGoesToTheKnobsPathWithHostAndPid) {
   ASSERT_TRUE(none.isOk());
   EXPECT_EQ(none.value(), "");  // unset: no dump
 
-  FlightRecorder r(8, FlightIdentity{0x77, 0, 1, ""});
+  FlightRecorder r(8);
+  r.identify(FlightIdentity{0x77, 0, 1, ""});
   r.queued(allReduce(3));
   setenv("BRAID_FLIGHT_RECORDER_FILE", (std::string(dir) + "/fr-%h-%p.json").c_str(), 1);
   Result<std::string> path = flightDump("unit test");
