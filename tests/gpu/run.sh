@@ -9,17 +9,39 @@
 #  3. the differential probe (tests/gpu/cuda_api_probe.cc): the driver calls braid makes, against the real driver,
 #     diffed with what the fake answers (tests/fixtures/cuda_probe/expected.txt, "~" lines left out). A difference
 #     means the fake, or braid's belief about the driver, is wrong: the diff goes into the log.
-# Writes its log to $OUT/gpu-perf.log when OUT is set; exits non-zero when a check fails.
+# Writes its log to $OUT/gpu-perf.log and a JSON summary (every check with ok/failed and its line, the GPUs, the
+# failure count) to $OUT/gpu-summary.json, OUT defaulting to /tmp; exits non-zero when a check fails.
 set -u
 build=${1:-build}
 log=${OUT:-/tmp}/gpu-perf.log
+summary=${OUT:-/tmp}/gpu-summary.json
 : >"$log"
+checks=()
+json_text() { printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' | tr -d '\n\r\t'; }
+record() { checks+=("{\"check\": \"$(json_text "$1")\", \"ok\": $2}"); }
 say() { echo "$*" | tee -a "$log"; }
 failures=0
-fail() { say "FAIL: $*"; failures=$((failures + 1)); }
+fail() { say "FAIL: $*"; record "$*" false; failures=$((failures + 1)); }
+pass() { say "ok: $*"; record "$*" true; }
+write_summary() {
+  local gpus=$1 skipped=${2:-}
+  {
+    printf '{"gpus": %s, "failures": %d' "$gpus" "$failures"
+    [ -n "$skipped" ] && printf ', "skipped": "%s"' "$(json_text "$skipped")"
+    printf ', "checks": ['
+    local first=1
+    for c in "${checks[@]+"${checks[@]}"}"; do
+      [ $first -eq 1 ] || printf ', '
+      printf '%s' "$c"
+      first=0
+    done
+    printf ']}\n'
+  } >"$summary"
+}
 
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >>"$log" 2>&1; then
   say "SKIP: no NVIDIA GPU or driver here (nvidia-smi -L failed)"
+  write_summary 0 "no NVIDIA GPU or driver here (nvidia-smi -L failed)"
   exit 0
 fi
 ngpus=$(nvidia-smi -L | wc -l)
@@ -40,7 +62,7 @@ for t in $tools; do
   [ "$rc" -eq 0 ] || fail "${t}_perf with NVIDIA NCCL: exit status $rc"
   echo "$out" | grep -Eq '^#  Rank  0 .* device  0 \[[0-9a-fA-F:.]+\] ' || fail "${t}_perf: no GPU device line"
   echo "$out" | grep -q '^# Out of bounds values : 0 OK$' || fail "${t}_perf: wrong values"
-  echo "$out" | grep -q 'Avg bus bandwidth' && say "ok: ${t}_perf on device buffers, NVIDIA NCCL: $(echo "$out" | grep 'Avg bus')"
+  echo "$out" | grep -q 'Avg bus bandwidth' && pass "${t}_perf on device buffers, NVIDIA NCCL: $(echo "$out" | grep 'Avg bus')"
 done
 
 out=$("$build/perf/all_reduce_perf" -b 8 -e 1M -f 8 -c 1 2>&1)
@@ -64,15 +86,16 @@ if [ -x "$build/tests/cuda_api_probe" ]; then
   elif ! diff <(grep -v '^~' tests/fixtures/cuda_probe/expected.txt) <(echo "$probe" | grep -v '^~') >>"$log"; then
     fail "cuda_api_probe: the real driver answers differently from the fake (diff in $log)"
   else
-    say "ok: cuda_api_probe: the real driver answers as the fake does ($(echo "$probe" | grep -vc '^~') calls)"
+    pass "cuda_api_probe: the real driver answers as the fake does ($(echo "$probe" | grep -vc '^~') calls)"
   fi
   echo "$probe" | grep '^~' | sed 's/^/driver choice: /' | tee -a "$log"
 else
   fail "no $build/tests/cuda_api_probe (build the tests)"
 fi
 
+write_summary "$ngpus"
 if [ "$failures" -ne 0 ]; then
-  say "gpu checks: $failures failure(s)"
+  say "gpu checks: $failures failure(s) (summary: $summary)"
   exit 1
 fi
-say "gpu checks: all passed"
+say "gpu checks: all passed (summary: $summary)"
