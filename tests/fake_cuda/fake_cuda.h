@@ -105,6 +105,7 @@ struct Device {
 struct State {
   std::mutex mu;
   bool initialized = false;
+  std::atomic<int> initPid{0};  // the process that called cuInit: a child forked after it cannot use CUDA
   int count = 0;
   std::vector<Device> devices;
   std::map<CUdeviceptr, Allocation> allocations;     // by start address
@@ -125,6 +126,10 @@ State& state();  // the process's one state
 
 extern thread_local Context* tlsCurrent;  // the calling thread's current context
 
+// Whether this process is a child forked after its parent initialised CUDA (checked before the state's lock, which
+// another thread of the parent may have held at the fork).
+bool forkedAfterInit();
+
 // The state's helpers (fake_state.cc). Callers hold s.mu.
 CUresult injected(State& s, const char* fn);  // the injected result of this call of fn, or kSuccess
 // The allocation holding p, or s.allocations.end().
@@ -137,9 +142,11 @@ Dep enqueue(State& s, const std::shared_ptr<Stream>& st, std::function<void()> f
 // [p, p + n) inside one allocation, or host memory when !mustBeDevice.
 bool rangeOk(State& s, CUdeviceptr p, size_t n, bool mustBeDevice);
 
-// Every entry point: no CUDA call from a host function (the driver's rule), the failure injection, the state lock.
+// Every entry point: no CUDA call from a host function (the driver's rule), none from a child forked after cuInit
+// (CUDA does not survive fork), the failure injection, the state lock.
 #define FAKE_ENTER(name)                                   \
   if (tlsInHostFunc) return kNotPermitted;                 \
+  if (forkedAfterInit()) return kNotInitialized;           \
   State& s = state();                                      \
   std::unique_lock<std::mutex> lock(s.mu);                 \
   if (CUresult inj = injected(s, name); inj != kSuccess) { \

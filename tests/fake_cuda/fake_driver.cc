@@ -12,6 +12,9 @@
 // functions (which may not call CUDA: CUDA_ERROR_NOT_PERMITTED), asynchronous copies and memsets (device ranges
 // checked), and cuMemFree waits for the device's streams, as cudaFree does.
 //
+// A child forked after cuInit cannot use CUDA: every call there fails with CUDA_ERROR_NOT_INITIALIZED (braid's
+// tests fork their ranks before any CUDA call, as they must on a GPU).
+//
 // Stricter than the driver where the driver allows either answer: a host function's CUDA call always fails (the
 // driver "may" refuse it), and host functions on independent streams run concurrently (the driver may serialise
 // them): braid must rely on neither.
@@ -23,6 +26,7 @@
 // BRAID_FAKE_CUDA_FAIL="cuMemAlloc#2=2,cuInit=100": the n-th call of a function (every call without #n) returns
 // that CUresult instead.
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -98,6 +102,7 @@ FAKE_API CUresult cuInit(unsigned flags) {
     s.devices[static_cast<size_t>(d)].primary.device = d;
   }
   s.initialized = true;
+  s.initPid.store(static_cast<int>(getpid()));
   return kSuccess;
 }
 

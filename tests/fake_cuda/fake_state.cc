@@ -1,5 +1,7 @@
 #include "tests/fake_cuda/fake_cuda.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 namespace fakecuda {
@@ -12,6 +14,11 @@ thread_local Context* tlsCurrent = nullptr;
 State& state() {
   static State* s = new State();  // never destroyed: calls may come during exit
   return *s;
+}
+
+bool forkedAfterInit() {
+  const int pid = state().initPid.load(std::memory_order_relaxed);
+  return pid != 0 && pid != static_cast<int>(getpid());
 }
 
 void waitFor(const Dep& d) {

@@ -6,6 +6,9 @@
 // fake answers strictly and the real driver may not, so the GPU diff leaves them out.
 //
 //   cuda_api_probe          (the driver from BRAID_CUDA_DRIVER, default libcuda.so.1)
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -107,5 +110,16 @@ int main() {
   line("cuStreamDestroy", cu.streamDestroy(s));
   line("cuMemFree(after stream work)", cu.memFree(b));
   line("cuDevicePrimaryCtxRelease(0)", cu.devicePrimaryCtxRelease(0));
+  // CUDA does not survive fork: a child of a process that initialised it.
+  fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    int n = -1;
+    line("cuDeviceGetCount in a child forked after cuInit", cu.deviceGetCount(&n));
+    fflush(stdout);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
   return 0;
 }

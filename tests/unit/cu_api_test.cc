@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -138,6 +140,21 @@ TEST(FakeCuda, ManySmallAllocationsAreUsable) {
       CHECK_OR_EXIT(api.memAlloc(&p, 300) == kCuSuccess, 11);
       memset(reinterpret_cast<void*>(p), i, 300);
     }
+  });
+}
+
+TEST(FakeCuda, AChildForkedAfterInitCannotUseCuda) {
+  BRAID_IN_CHILD({
+    const CuApi& api = loadFake();  // cuInit ran in this process
+    const pid_t child = fork();
+    if (child == 0) {
+      int n = -1;
+      _exit(api.deviceGetCount(&n) == kCuErrorNotInitialized && api.init(0) == kCuErrorNotInitialized ? 0 : 1);
+    }
+    int status = -1;
+    CHECK_OR_EXIT(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0, 10);
+    int n = 0;
+    CHECK_OR_EXIT(api.deviceGetCount(&n) == kCuSuccess && n == 2, 11);  // the parent still can
   });
 }
 
