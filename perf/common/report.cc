@@ -1,5 +1,7 @@
 #include "perf/common/report.h"
 
+#include "src/common/json_text.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -77,32 +79,6 @@ std::string jsonNumber(double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.17g", v);
   return buf;
-}
-
-std::string jsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char esc[8];
-          std::snprintf(esc, sizeof(esc), "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += esc;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 void writePlacementJson(FILE* f, const char* key, const PlacementResult& r) {
@@ -255,11 +231,11 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
   }
   const PerfOptions& o = *info.opts;
   std::fprintf(f, "{\n");
-  std::fprintf(f, "  \"tool\": %s,\n", jsonString(info.tool).c_str());
-  std::fprintf(f, "  \"library\": %s,\n", jsonString(info.library).c_str());
+  std::fprintf(f, "  \"tool\": %s,\n", jsonQuote(info.tool).c_str());
+  std::fprintf(f, "  \"library\": %s,\n", jsonQuote(info.library).c_str());
   std::fprintf(f, "  \"nccl_headers\": %d,\n  \"nccl_library\": %d,\n", info.headerVersion, info.libraryVersion);
-  if (!info.algo.empty()) std::fprintf(f, "  \"algo\": %s,\n", jsonString(info.algo).c_str());
-  if (!info.proto.empty()) std::fprintf(f, "  \"proto\": %s,\n", jsonString(info.proto).c_str());
+  if (!info.algo.empty()) std::fprintf(f, "  \"algo\": %s,\n", jsonQuote(info.algo).c_str());
+  if (!info.proto.empty()) std::fprintf(f, "  \"proto\": %s,\n", jsonQuote(info.proto).c_str());
   std::fprintf(f, "  \"nranks\": %d,\n  \"nprocs\": %d,\n  \"nthreads\": %d,\n  \"ngpus\": %d,\n", info.nranks,
                info.nprocs, o.nThreads, o.nGpus);
   std::fprintf(f,
@@ -273,11 +249,11 @@ bool writeJson(const std::string& path, const RunInfo& info, const std::vector<R
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult& r = rows[i];
     std::fprintf(f, "%s\n    {\"size\": %zu, \"count\": %zu, \"type\": %s, \"redop\": %s, \"root\": %d, ",
-                 i == 0 ? "" : ",", r.bytes, r.count, jsonString(r.type).c_str(), jsonString(r.op).c_str(), r.root);
+                 i == 0 ? "" : ",", r.bytes, r.count, jsonQuote(r.type).c_str(), jsonQuote(r.op).c_str(), r.root);
     writePlacementJson(f, "out_of_place", r.outOfPlace);
     std::fprintf(f, ", ");
     writePlacementJson(f, "in_place", r.inPlace);
-    if (!r.timestamp.empty()) std::fprintf(f, ", \"timestamp\": %s", jsonString(r.timestamp).c_str());
+    if (!r.timestamp.empty()) std::fprintf(f, ", \"timestamp\": %s", jsonQuote(r.timestamp).c_str());
     std::fprintf(f, "}");
   }
   std::fprintf(f, "%s],\n", rows.empty() ? "" : "\n  ");

@@ -72,6 +72,10 @@ class Bootstrap {
 
   void setTimeout(double seconds) { timeoutSec_ = seconds; }
 
+  // [rank] the pid of each rank in another process on this host (same host hash), 0 otherwise; empty when the host
+  // hash was unknown. Lives as long as the bootstrap.
+  const std::vector<int32_t>& localPids() const { return localPids_; }
+
   // This rank gives up (its init failed with `why`): every peer it has a connection to is told, so a peer waiting
   // on it fails at once quoting `why` (which names the cause) instead of naming this rank. Best effort, bounded.
   void tellPeersFailed(const std::string& why);

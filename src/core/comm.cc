@@ -248,15 +248,9 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   for (const PeerInfo& p : peers_) hosts.push_back(p.hostHash);
   BRAID_ASSIGN_OR_RETURN(CommTopology topo, buildCommTopology(bootstrap_.get(), rank, nranks, hosts));
   topo_ = topo;
-  topo_.localPids.assign(static_cast<size_t>(nranks), 0);
-  for (int r = 0; r < nranks; ++r) {
-    const PeerInfo& p = peers_[static_cast<size_t>(r)];
-    if (r != rank && p.hostHash == peers_[static_cast<size_t>(rank)].hostHash && p.pid != getpid()) {
-      topo_.localPids[static_cast<size_t>(r)] = static_cast<int32_t>(p.pid);
-    }
-  }
-  wait_.localPids = topo_.localPids.data();
-  wait_.nLocalPids = nranks;
+  // The bootstrap learnt the host's processes from the root's table (same host hash, another process).
+  wait_.localPids = bootstrap_->localPids().data();
+  wait_.nLocalPids = static_cast<int>(bootstrap_->localPids().size());
   const int nLocal = topo.localRanks;
   if (!pinned) {
     // The backend's cap (the CPU backend: a worker thread per channel, so CPUs per local rank), the same on every

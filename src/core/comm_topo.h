@@ -30,9 +30,7 @@ struct CommTopology {
   CommChannels search;         // rings and trees as the search built them (the search's channel count)
   std::string source;          // where this host's topology came from
   std::string summary;         // one line for the INIT log
-  // Filled by the communicator once it knows its peers' processes:
-  std::vector<int32_t> localPids;  // [rank] pid of a rank in another process on this host, 0 otherwise
-  bool netPeers = false;           // some peer is reached through a network transport
+  bool netPeers = false;       // some peer is reached through a network transport (set by the communicator)
 };
 
 // Collective over `bs`: runs discovery (cached per process), writes NCCL_TOPO_DUMP_FILE / NCCL_GRAPH_DUMP_FILE on

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "src/common/dtype.h"
+#include "src/common/json_text.h"
 #include "src/common/logging.h"
 #include "src/common/params.h"
 #include "src/common/wait.h"
@@ -35,39 +36,6 @@ constexpr size_t kMaxRetired = 16;
 Registry& registry() {
   static Registry* r = new Registry();
   return *r;
-}
-
-void appendJsonString(std::string* out, const std::string& s) {
-  out->push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          *out += strPrintf("\\u%04x", c);
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out->push_back('"');
-}
-
-std::string jsonString(const std::string& s) {
-  std::string out;
-  appendJsonString(&out, s);
-  return out;
 }
 
 std::string jsonMicros(int64_t us) {
@@ -410,13 +378,12 @@ std::string FlightRecorder::toJson(int64_t nowUs) const {
     id = id_;
   }
   if (id.nranks == 0) return std::string();  // not identified yet: its init has not got that far
-  std::string s =
-      strPrintf("{\"comm_id\": \"0x%016llx\", \"name\": %s, \"rank\": %d, \"nranks\": %d, ",
-                static_cast<unsigned long long>(id.commId), jsonString(id.name).c_str(), id.rank, id.nranks);
+  std::string s = strPrintf("{\"comm_id\": \"0x%016llx\", \"name\": %s, \"rank\": %d, \"nranks\": %d, ",
+                            static_cast<unsigned long long>(id.commId), jsonQuote(id.name).c_str(), id.rank, id.nranks);
   s += strPrintf("\"capacity\": %zu, \"next_coll_seq\": %llu, \"next_p2p_seq\": %llu, \"error\": %s, ", capacity_,
                  static_cast<unsigned long long>(collSeq_.load(kRelaxed)),
                  static_cast<unsigned long long>(p2pSeq_.load(kRelaxed)),
-                 error.empty() ? "null" : jsonString(error).c_str());
+                 error.empty() ? "null" : jsonQuote(error).c_str());
   s += strPrintf("\"time_us\": %lld,\n   \"ops\": [", static_cast<long long>(nowUs));
   bool first = true;
   for (uint64_t t = oldest(next); t < next; ++t) {
@@ -429,7 +396,7 @@ std::string FlightRecorder::toJson(int64_t nowUs) const {
                    static_cast<unsigned long long>(e.collSeq), c.p2p ? std::to_string(e.p2pSeq).c_str() : "null", c.fn,
                    c.count, dtypeName(c.dtype));
     s += strPrintf("\"op\": %s, \"root\": %d, \"peer\": %d, ",
-                   c.op >= 0 ? jsonString(opKindName(static_cast<OpKind>(c.op))).c_str() : "null", c.root, c.peer);
+                   c.op >= 0 ? jsonQuote(opKindName(static_cast<OpKind>(c.op))).c_str() : "null", c.root, c.peer);
     if (e.chosen) {
       s += strPrintf("\"algorithm\": \"%s\", \"protocol\": \"%s\", ", algoName(e.algo), protoName(e.proto));
     } else {
@@ -471,10 +438,10 @@ Result<std::string> flightDump(const std::string& trigger) {
   gethostname(host, sizeof(host) - 1);
   const std::string path = expandPathPattern(pattern, host, static_cast<int>(getpid()));
   const int64_t now = wallMicros();
-  std::string text = "{\"braid_flight_recorder\": 1, \"host\": " + jsonString(host) +
+  std::string text = "{\"braid_flight_recorder\": 1, \"host\": " + jsonQuote(host) +
                      strPrintf(", \"pid\": %d, \"time_us\": %lld, \"trigger\": ", static_cast<int>(getpid()),
                                static_cast<long long>(now)) +
-                     jsonString(trigger) + ",\n \"comms\": [";
+                     jsonQuote(trigger) + ",\n \"comms\": [";
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   // A child forked after its parent made communicators inherits their records: they are the parent's, not its own.

@@ -85,6 +85,17 @@ std::vector<int> runProcesses(int n, const std::function<int(int, ncclComm_t)>& 
   return status;
 }
 
+std::string readFileText(const std::string& path) {
+  std::string text;
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return text;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+  fclose(f);
+  return text;
+}
+
 size_t typeSize(ncclDataType_t t) {
   return braid::dtypeSize(static_cast<braid::DType>(t));
 }

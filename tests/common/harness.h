@@ -27,6 +27,9 @@ std::vector<int> runProcesses(int n, const std::function<int(int rank, ncclComm_
                               const std::function<void(const std::vector<pid_t>&)>& whileRunning = nullptr,
                               const std::function<void(int rank)>& beforeInit = nullptr);
 
+// The whole file at `path` ("" when it cannot be read).
+std::string readFileText(const std::string& path);
+
 size_t typeSize(ncclDataType_t t);
 const char* typeName(ncclDataType_t t);
 const char* opName(ncclRedOp_t op);

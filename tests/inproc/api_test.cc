@@ -641,17 +641,6 @@ TEST(Api, DebugFileGetsNcclFormatLines) {
 namespace braid_test {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::string text;
-  FILE* f = fopen(path.c_str(), "r");
-  if (f == nullptr) return text;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-  fclose(f);
-  return text;
-}
-
 // Communicator init reads NCCL_TOPO_FILE and writes NCCL_TOPO_DUMP_FILE (rank NCCL_TOPO_DUMP_FILE_RANK only); a
 // missing or malformed file fails init with its name (and line), and collectives still work on a loaded topology.
 TEST(Api, TopologyFilesAtInit) {
@@ -674,7 +663,7 @@ TEST(Api, TopologyFilesAtInit) {
     for (int r = 0; r < 2; ++r) EXPECT_EQ(v[r][2], 33.0f);
     for (ncclComm_t comm : c) ncclCommDestroy(comm);
   }
-  const std::string written = slurp(dump);
+  const std::string written = readFileText(dump);
   unlink(dump);
   EXPECT_NE(written.find("<system version=\"1\">"), std::string::npos) << written;
   EXPECT_NE(written.find("numaid=\"1\""), std::string::npos) << "the fixture's second socket: " << written;

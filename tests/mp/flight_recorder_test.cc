@@ -11,44 +11,17 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
-#include <sstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/common/harness.h"
+#include "tests/common/scoped_env.h"
 
 namespace braid_test {
 namespace {
-
-// Sets environment variables for one test and restores them after.
-class ScopedEnv {
- public:
-  void set(const char* name, const std::string& value) {
-    const char* old = getenv(name);
-    saved_.push_back({name, old != nullptr, old != nullptr ? old : ""});
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->had) {
-        setenv(it->name.c_str(), it->value.c_str(), 1);
-      } else {
-        unsetenv(it->name.c_str());
-      }
-    }
-  }
-
- private:
-  struct Saved {
-    std::string name;
-    bool had;
-    std::string value;
-  };
-  std::vector<Saved> saved_;
-};
 
 struct TempDir {
   TempDir() {
@@ -69,13 +42,6 @@ struct TempDir {
   std::string file(const std::string& name) const { return path + "/" + name; }
   std::string path;
 };
-
-std::string readAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Runs braid-info with `args`; returns its standard output and error.
 std::string braidInfo(const std::string& args, int* rc = nullptr) {
@@ -102,7 +68,7 @@ bool waitFor(const std::function<bool()>& cond, double seconds) {
 
 // A dump of process `pid` that records an error for its communicator.
 bool dumpHasError(const TempDir& dir, pid_t pid) {
-  const std::string text = readAll(dir.file("fr-" + std::to_string(pid) + ".json"));
+  const std::string text = readFileText(dir.file("fr-" + std::to_string(pid) + ".json"));
   return text.find("\"error\": \"") != std::string::npos;
 }
 
@@ -111,10 +77,10 @@ class FlightRecorderJob : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_FALSE(dir.path.empty());
-    env.set("BRAID_FLIGHT_RECORDER_FILE", dir.file("fr-%p.json"));
+    file = std::make_unique<ScopedEnv>("BRAID_FLIGHT_RECORDER_FILE", dir.file("fr-%p.json").c_str());
   }
   TempDir dir;
-  ScopedEnv env;
+  std::unique_ptr<ScopedEnv> file;  // BRAID_FLIGHT_RECORDER_FILE, set once dir exists
 };
 
 ncclResult_t allReduceOnes(ncclComm_t comm, int nranks, size_t count, bool* wrong) {
@@ -125,7 +91,7 @@ ncclResult_t allReduceOnes(ncclComm_t comm, int nranks, size_t count, bool* wron
 }
 
 TEST_F(FlightRecorderJob, ThreadRanksDumpAtTheTimeoutAndTheReportNamesTheRankThatNeverCame) {
-  env.set("BRAID_TIMEOUT", "2");
+  ScopedEnv timeout("BRAID_TIMEOUT", "2");
   const int n = 4;
   std::atomic<int> failed{0};
   bool wrong = false;
@@ -147,7 +113,7 @@ TEST_F(FlightRecorderJob, ThreadRanksDumpAtTheTimeoutAndTheReportNamesTheRankTha
   EXPECT_FALSE(wrong);
   for (int r = 0; r < n - 1; ++r) EXPECT_EQ(results[static_cast<size_t>(r)], ncclRemoteError) << "rank " << r;
   EXPECT_EQ(results[3], ncclSuccess);
-  const std::string dump = readAll(dir.file("fr-" + std::to_string(getpid()) + ".json"));
+  const std::string dump = readFileText(dir.file("fr-" + std::to_string(getpid()) + ".json"));
   EXPECT_NE(dump.find("\"braid_flight_recorder\": 1"), std::string::npos) << dump.substr(0, 400);
   int rc = -1;
   const std::string report = braidInfo("--analyze " + dir.path, &rc);
@@ -162,7 +128,7 @@ TEST_F(FlightRecorderJob, ThreadRanksDumpAtTheTimeoutAndTheReportNamesTheRankTha
 // Regression (issue 17): a rank stopped with SIGSTOP was named by 6 of 24 survivors (the others named the neighbour
 // they waited on). Every survivor on its host now names it, and their dumps say where they waited.
 TEST_F(FlightRecorderJob, AStoppedRankIsNamedByEveryOtherRank) {
-  env.set("BRAID_TIMEOUT", "3");
+  ScopedEnv timeout("BRAID_TIMEOUT", "3");
   const int n = 4;
   std::vector<pid_t> pids;
   auto status = runProcesses(
@@ -207,7 +173,7 @@ TEST_F(FlightRecorderJob, AStoppedRankIsNamedByEveryOtherRank) {
 // instead of calling the next collective, the others time out and dump, --dump fetches the idle rank's record, and
 // the report names it.
 TEST_F(FlightRecorderJob, BraidInfoDumpFetchesARunningRanksRecordAndTheReportNamesTheIdleRank) {
-  env.set("BRAID_TIMEOUT", "3");
+  ScopedEnv timeout("BRAID_TIMEOUT", "3");
   const int n = 3;
   const std::string release = dir.file("release");
   auto ready = [&](int rank) { return dir.file("ready." + std::to_string(rank)); };
