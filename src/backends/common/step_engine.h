@@ -139,17 +139,38 @@ BRAID_HOST_DEVICE bool tryStep(const Cta& cta, Env& env, ChannelWorkDesc& ch, co
   return true;
 }
 
-template <class Cta, class Env>
-BRAID_HOST_DEVICE bool tryStepAny(const Cta& cta, Env& env, ChannelWorkDesc& ch, const WorkDesc& w, ItemState& st) {
-  switch (w.proto) {
-    case ProtoId::kLL:
-      return tryStep<LlProto>(cta, env, ch, w, st);
-    case ProtoId::kLL128:
-      return tryStep<Ll128Proto>(cta, env, ch, w, st);
-    default:
-      return tryStep<SimpleProto>(cta, env, ch, w, st);
+// How progressChannel picks the protocol of a step: AnyProto dispatches on each item's protocol at run time (the CPU
+// backend); OnlyProto<P> compiles one protocol's code only (a kernel entry per protocol, whose launcher never gives
+// it an item of another: kernelMain checks).
+struct AnyProto {
+  template <class Cta, class Env>
+  BRAID_HOST_DEVICE static bool step(const Cta& cta, Env& env, ChannelWorkDesc& ch, const WorkDesc& w, ItemState& st) {
+    switch (w.proto) {
+      case ProtoId::kLL:
+        return tryStep<LlProto>(cta, env, ch, w, st);
+      case ProtoId::kLL128:
+        return tryStep<Ll128Proto>(cta, env, ch, w, st);
+      default:
+        return tryStep<SimpleProto>(cta, env, ch, w, st);
+    }
   }
-}
+  BRAID_HOST_DEVICE static bool accepts(ProtoId) { return true; }
+};
+
+template <ProtoId kProto>
+struct OnlyProto {
+  template <class Cta, class Env>
+  BRAID_HOST_DEVICE static bool step(const Cta& cta, Env& env, ChannelWorkDesc& ch, const WorkDesc& w, ItemState& st) {
+    if constexpr (kProto == ProtoId::kLL) {
+      return tryStep<LlProto>(cta, env, ch, w, st);
+    } else if constexpr (kProto == ProtoId::kLL128) {
+      return tryStep<Ll128Proto>(cta, env, ch, w, st);
+    } else {
+      return tryStep<SimpleProto>(cta, env, ch, w, st);
+    }
+  }
+  BRAID_HOST_DEVICE static bool accepts(ProtoId p) { return p == kProto; }
+};
 
 // The prologue of a launch: a demand-driven (network) connector is told how many messages this launch's schedules
 // will consume on it, one per tile per step that receives on it, so it never posts a receive for data a peer that
@@ -166,7 +187,7 @@ BRAID_HOST_DEVICE inline void announceDemand(const ChannelWorkDesc& ch) {
 }
 
 // Progresses every runnable item of one channel; returns true when anything moved.
-template <class Cta, class Env>
+template <class Cta, class Env, class Stepper = AnyProto>
 BRAID_HOST_DEVICE bool progressChannel(const Cta& cta, Env& env, ChannelWorkDesc& ch) {
   bool progress = false;
   for (uint32_t i = 0; i < ch.nitems; ++i) {
@@ -182,7 +203,7 @@ BRAID_HOST_DEVICE bool progressChannel(const Cta& cta, Env& env, ChannelWorkDesc
     // A bounded burst keeps one large item from starving the others in the queue.
     for (int burst = 0; burst < 64; ++burst) {
       if (st.tile >= tiles) break;
-      if (!tryStepAny(cta, env, ch, w, st)) break;
+      if (!Stepper::step(cta, env, ch, w, st)) break;
       progress = true;
     }
     if (st.tile >= tiles) {
