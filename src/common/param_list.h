@@ -22,6 +22,9 @@ BRAID_PARAM(SocketFamily, kString, "NCCL_SOCKET_FAMILY", "", "AF_INET or AF_INET
 BRAID_PARAM(CudaDriver, kString, "BRAID_CUDA_DRIVER", "libcuda.so.1",
             "The CUDA driver library braid opens at run time (a soname or a path); build/fake_cuda/libcuda.so.1 is "
             "the strict fake the tests use (docs/cuda.md).")
+BRAID_PARAM(EmuChaos, kInt, "BRAID_EMU_CHAOS", "0",
+            "Non-zero: the CTA emulator (kernels run through the fake CUDA driver) adds random yields and short "
+            "sleeps, seeded by this value, at every barrier and back-off (docs/cuda.md).")
 BRAID_PARAM(HostId, kString, "NCCL_HOSTID", "", "Host identity used to group ranks into nodes (default: boot id).")
 BRAID_PARAM(BootstrapSecret, kString, "BRAID_BOOTSTRAP_SECRET", "",
             "A secret every rank of a job shares: the bootstrap authenticates connections by challenge-response "

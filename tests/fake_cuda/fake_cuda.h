@@ -24,8 +24,9 @@ using CUdevice = int;
 using CUdeviceptr = unsigned long long;
 
 constexpr CUresult kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kNotInitialized = 3, kNoDevice = 100,
-                   kInvalidDevice = 101, kInvalidContext = 201, kInvalidHandle = 400, kNotReady = 600,
-                   kNotPermitted = 800, kNotSupported = 801;
+                   kInvalidDevice = 101, kInvalidImage = 200, kInvalidContext = 201, kNoBinaryForGpu = 209,
+                   kInvalidHandle = 400, kNotFound = 500, kNotReady = 600, kLaunchFailed = 719, kNotPermitted = 800,
+                   kNotSupported = 801;
 constexpr int kDriverVersion = 13000;
 constexpr size_t kRegionBytes = size_t{1} << 32;  // address space reserved per device (not memory)
 constexpr size_t kAlign = 256;                    // cuMemAlloc's alignment
@@ -40,6 +41,7 @@ struct Allocation {
   size_t bytes;
   unsigned long long bufferId;
   int device;
+  bool pinned = false;  // page-locked host memory (cuMemHostAlloc), mapped: its device address is its host address
 };
 
 // Completion of stream work, for everything that waits on it (events, stream waits, synchronisation).
@@ -94,12 +96,28 @@ struct Event {
 };
 
 struct Device {
+  // A kernel failed (the emulator found a deadlock, a divergent barrier, ...): as after a trap on a GPU, the
+  // context's later calls fail with this (CUDA_ERROR_LAUNCH_FAILED) for the rest of the process.
+  std::shared_ptr<std::atomic<CUresult>> sticky = std::make_shared<std::atomic<CUresult>>(0);
   std::shared_ptr<Stream> legacy;               // the NULL stream, made at first use
   std::vector<std::weak_ptr<Stream>> blocking;  // streams created without CU_STREAM_NON_BLOCKING
   char* base = nullptr;
   size_t used = 0;
   Context primary{0};
   std::vector<std::pair<CUdeviceptr, size_t>> freed;  // last freed at the back
+};
+
+// Loaded modules (fake_kernels.cc): only the emulator's host image (src/backends/cuda/emu/emu_image.h) runs here.
+struct Library {
+  const void* image;  // a braid::EmuImage
+};
+struct Kernel {
+  Library* library;
+  uint32_t index;
+};
+struct Function {
+  Kernel* kernel;
+  int device;
 };
 
 struct State {
@@ -111,6 +129,9 @@ struct State {
   std::map<CUdeviceptr, Allocation> allocations;     // by start address
   std::map<void*, std::shared_ptr<Stream>> streams;  // live created streams, by handle
   std::map<void*, std::unique_ptr<Event>> events;
+  std::map<void*, std::unique_ptr<Library>> libraries;
+  std::map<void*, std::unique_ptr<Kernel>> kernels;      // one per (library, name)
+  std::map<void*, std::unique_ptr<Function>> functions;  // one per (kernel, device)
   unsigned long long nextBufferId = 1;
   // Failure injection: per function, the call that fails (0: every call) and its result; and the calls so far.
   struct Fail {
@@ -154,6 +175,11 @@ bool rangeOk(State& s, CUdeviceptr p, size_t n, bool mustBeDevice);
   }
 #define FAKE_REQUIRE_INIT() \
   if (!s.initialized) return kNotInitialized
+// The calling thread's context has not seen a failed kernel (Device::sticky).
+#define FAKE_REQUIRE_HEALTHY()                                                                                      \
+  if (tlsCurrent != nullptr) {                                                                                      \
+    if (CUresult st = s.devices[static_cast<size_t>(tlsCurrent->device)].sticky->load(); st != kSuccess) return st; \
+  }
 
 }  // namespace fakecuda
 
@@ -191,5 +217,17 @@ FAKE_API CUresult cuStreamWaitEvent(void* hStream, void* hEvent, unsigned flags)
 FAKE_API CUresult cuLaunchHostFunc(void* hStream, void (*fn)(void*), void* userData);
 FAKE_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void* hStream);
 FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, void* hStream);
+FAKE_API CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned flags);
+FAKE_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned flags);
+FAKE_API CUresult cuMemFreeHost(void* p);
+FAKE_API CUresult cuLibraryLoadData(void** library, const void* code, void* jitOptions, void** jitOptionValues,
+                                    unsigned numJitOptions, void* libraryOptions, void** libraryOptionValues,
+                                    unsigned numLibraryOptions);
+FAKE_API CUresult cuLibraryUnload(void* library);
+FAKE_API CUresult cuLibraryGetKernel(void** kernel, void* library, const char* name);
+FAKE_API CUresult cuKernelGetFunction(void** func, void* kernel);
+FAKE_API CUresult cuLaunchKernel(void* f, unsigned gridX, unsigned gridY, unsigned gridZ, unsigned blockX,
+                                 unsigned blockY, unsigned blockZ, unsigned sharedMemBytes, void* hStream,
+                                 void** kernelParams, void** extra);
 FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, unsigned long long flags,
                                       int* symbolStatus);

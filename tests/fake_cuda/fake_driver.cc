@@ -19,10 +19,14 @@
 // driver "may" refuse it), and host functions on independent streams run concurrently (the driver may serialise
 // them): braid must rely on neither.
 //
-// This is the first part of issue 15's fake; IPC, cuMem, graphs, multicast, the per-thread default stream and
-// kernel launches over the CTA emulator come next (the per-thread stream is refused with CUDA_ERROR_NOT_SUPPORTED).
+// Pinned host memory (cuMemHostAlloc: mapped at the same address, memory type host, refused by cuMemFree and by
+// device-only calls) and modules and launches (fake_kernels.cc: only the CTA emulator's image loads, kernels run
+// over the emulator on the stream's thread, a failed kernel leaves the sticky CUDA_ERROR_LAUNCH_FAILED).
+// IPC, cuMem, graphs, multicast and the per-thread default stream come next (the per-thread stream is refused with
+// CUDA_ERROR_NOT_SUPPORTED).
 //
 // Knobs: BRAID_FAKE_CUDA_DEVICES=N (default 2; 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE);
+// BRAID_FAKE_CUDA_SM_SLOTS=N resident CTA slots per device (default 132);
 // BRAID_FAKE_CUDA_FAIL="cuMemAlloc#2=2,cuInit=100": the n-th call of a function (every call without #n) returns
 // that CUresult instead.
 #include <sys/mman.h>
@@ -50,10 +54,13 @@ const ErrorText kErrors[] = {
     {kNotInitialized, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
     {kNoDevice, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {kInvalidDevice, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {kInvalidImage, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {kInvalidContext, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {kNoBinaryForGpu, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
     {kInvalidHandle, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
-    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {kNotFound, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {kNotReady, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {kLaunchFailed, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {kNotPermitted, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
     {kNotSupported, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
 };
@@ -257,6 +264,14 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVe
       {"cuLaunchHostFunc", reinterpret_cast<void*>(&cuLaunchHostFunc)},
       {"cuMemcpyAsync", reinterpret_cast<void*>(&cuMemcpyAsync)},
       {"cuMemsetD8Async", reinterpret_cast<void*>(&cuMemsetD8Async)},
+      {"cuMemHostAlloc", reinterpret_cast<void*>(&cuMemHostAlloc)},
+      {"cuMemHostGetDevicePointer", reinterpret_cast<void*>(&cuMemHostGetDevicePointer_v2)},
+      {"cuMemFreeHost", reinterpret_cast<void*>(&cuMemFreeHost)},
+      {"cuLibraryLoadData", reinterpret_cast<void*>(&cuLibraryLoadData)},
+      {"cuLibraryUnload", reinterpret_cast<void*>(&cuLibraryUnload)},
+      {"cuLibraryGetKernel", reinterpret_cast<void*>(&cuLibraryGetKernel)},
+      {"cuKernelGetFunction", reinterpret_cast<void*>(&cuKernelGetFunction)},
+      {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
   };
   for (const Entry& e : kEntries) {
     if (strcmp(e.name, symbol) == 0) {

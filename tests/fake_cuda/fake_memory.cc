@@ -13,6 +13,7 @@ FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   FAKE_ENTER("cuMemAlloc");
   FAKE_REQUIRE_INIT();
   if (tlsCurrent == nullptr) return kInvalidContext;
+  FAKE_REQUIRE_HEALTHY();
   if (dptr == nullptr || bytes == 0) return kInvalidValue;
   if (bytes > kRegionBytes) return kOutOfMemory;
   const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
@@ -47,7 +48,8 @@ FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   FAKE_REQUIRE_INIT();
   if (tlsCurrent == nullptr) return kInvalidContext;
   auto it = s.allocations.find(dptr);
-  if (it == s.allocations.end()) return kInvalidValue;  // never allocated, freed twice, or inside a buffer
+  // Never allocated, freed twice, inside a buffer, or pinned host memory (cuMemFreeHost's).
+  if (it == s.allocations.end() || it->second.pinned) return kInvalidValue;
   // Like cudaFree: the device's queued work finishes first.
   const int device = it->second.device;
   std::vector<Dep> pending;
@@ -80,8 +82,8 @@ FAKE_API CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr p
     case 1:  // context
       *static_cast<void**>(data) = &s.devices[static_cast<size_t>(a.device)].primary;
       return kSuccess;
-    case 2:  // memory type: device
-      *static_cast<unsigned*>(data) = 2;
+    case 2:  // memory type: device, or host for pinned memory
+      *static_cast<unsigned*>(data) = a.pinned ? 1 : 2;
       return kSuccess;
     case 7:  // buffer id
       *static_cast<unsigned long long*>(data) = a.bufferId;
@@ -103,6 +105,7 @@ FAKE_API CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr p
 FAKE_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void* hStream) {
   FAKE_ENTER("cuMemcpyAsync");
   FAKE_REQUIRE_INIT();
+  FAKE_REQUIRE_HEALTHY();
   std::shared_ptr<Stream> st;
   if (CUresult r = resolveStream(s, hStream, &st); r != kSuccess) return r;
   if (bytes == 0) return kSuccess;
@@ -115,10 +118,49 @@ FAKE_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, 
 FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, void* hStream) {
   FAKE_ENTER("cuMemsetD8Async");
   FAKE_REQUIRE_INIT();
+  FAKE_REQUIRE_HEALTHY();
   std::shared_ptr<Stream> st;
   if (CUresult r = resolveStream(s, hStream, &st); r != kSuccess) return r;
   if (n == 0) return kSuccess;
   if (!rangeOk(s, dst, n, true)) return kInvalidValue;  // device memory only, within one allocation
   enqueue(s, st, [dst, value, n] { memset(reinterpret_cast<void*>(dst), value, n); });
+  return kSuccess;
+}
+
+// Page-locked host memory, mapped into the device's address space at the same address (unified addressing).
+// Flags: CU_MEMHOSTALLOC_PORTABLE 1, DEVICEMAP 2, WRITECOMBINED 4.
+FAKE_API CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned flags) {
+  FAKE_ENTER("cuMemHostAlloc");
+  FAKE_REQUIRE_INIT();
+  if (tlsCurrent == nullptr) return kInvalidContext;
+  FAKE_REQUIRE_HEALTHY();
+  if (pp == nullptr || bytes == 0 || (flags & ~7u) != 0) return kInvalidValue;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return kOutOfMemory;
+  Allocation a{bytes, s.nextBufferId++, tlsCurrent->device};
+  a.pinned = true;
+  s.allocations[reinterpret_cast<CUdeviceptr>(p)] = a;
+  *pp = p;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned flags) {
+  FAKE_ENTER("cuMemHostGetDevicePointer");
+  FAKE_REQUIRE_INIT();
+  if (pdptr == nullptr || flags != 0) return kInvalidValue;
+  auto it = findAllocation(s, reinterpret_cast<CUdeviceptr>(p));
+  if (it == s.allocations.end() || !it->second.pinned) return kInvalidValue;  // not page-locked memory
+  *pdptr = reinterpret_cast<CUdeviceptr>(p);
+  return kSuccess;
+}
+
+FAKE_API CUresult cuMemFreeHost(void* p) {
+  FAKE_ENTER("cuMemFreeHost");
+  FAKE_REQUIRE_INIT();
+  auto it = s.allocations.find(reinterpret_cast<CUdeviceptr>(p));
+  if (it == s.allocations.end() || !it->second.pinned) return kInvalidValue;
+  const size_t bytes = it->second.bytes;
+  s.allocations.erase(it);
+  munmap(p, bytes);
   return kSuccess;
 }

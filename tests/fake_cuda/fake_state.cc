@@ -147,6 +147,7 @@ Dep enqueue(State& s, const std::shared_ptr<Stream>& st, std::function<void()> f
 bool rangeOk(State& s, CUdeviceptr p, size_t n, bool mustBeDevice) {
   auto it = findAllocation(s, p);
   if (it == s.allocations.end()) return !mustBeDevice;
+  if (mustBeDevice && it->second.pinned) return false;
   return n <= it->first + it->second.bytes - p;
 }
 

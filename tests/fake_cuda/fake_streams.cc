@@ -37,7 +37,7 @@ FAKE_API CUresult cuStreamSynchronize(void* h) {
   const Dep done = enqueue(s, st, nullptr);  // on the legacy stream this also waits for the blocking streams
   lock.unlock();
   waitFor(done);
-  return kSuccess;
+  return s.devices[static_cast<size_t>(st->device)].sticky->load();  // a kernel that failed says so here
 }
 
 FAKE_API CUresult cuStreamQuery(void* h) {
@@ -45,6 +45,7 @@ FAKE_API CUresult cuStreamQuery(void* h) {
   FAKE_REQUIRE_INIT();
   std::shared_ptr<Stream> st;
   if (CUresult r = resolveStream(s, h, &st); r != kSuccess) return r;
+  if (CUresult sticky = s.devices[static_cast<size_t>(st->device)].sticky->load(); sticky != kSuccess) return sticky;
   bool idle = st->completed.load() >= st->enqueued;
   if (st->legacy) {
     for (auto& w : s.devices[static_cast<size_t>(st->device)].blocking) {
@@ -75,6 +76,7 @@ FAKE_API CUresult cuEventDestroy_v2(void* h) {
 FAKE_API CUresult cuEventRecord(void* hEvent, void* hStream) {
   FAKE_ENTER("cuEventRecord");
   FAKE_REQUIRE_INIT();
+  FAKE_REQUIRE_HEALTHY();
   auto ev = s.events.find(hEvent);
   if (ev == s.events.end()) return kInvalidHandle;
   std::shared_ptr<Stream> st;
@@ -103,7 +105,7 @@ FAKE_API CUresult cuEventSynchronize(void* hEvent) {
   const Dep done{ev->second->stream, ev->second->seq};
   lock.unlock();
   waitFor(done);
-  return kSuccess;
+  return s.devices[static_cast<size_t>(done.first->device)].sticky->load();
 }
 
 FAKE_API CUresult cuStreamWaitEvent(void* hStream, void* hEvent, unsigned flags) {
@@ -123,6 +125,7 @@ FAKE_API CUresult cuStreamWaitEvent(void* hStream, void* hEvent, unsigned flags)
 FAKE_API CUresult cuLaunchHostFunc(void* hStream, void (*fn)(void*), void* userData) {
   FAKE_ENTER("cuLaunchHostFunc");
   FAKE_REQUIRE_INIT();
+  FAKE_REQUIRE_HEALTHY();
   if (fn == nullptr) return kInvalidValue;
   std::shared_ptr<Stream> st;
   if (CUresult r = resolveStream(s, hStream, &st); r != kSuccess) return r;

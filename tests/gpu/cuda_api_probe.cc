@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "src/backends/cuda/cu_api.h"
+#include "src/backends/cuda/kernel_image.h"
 
 namespace {
 
@@ -109,6 +110,56 @@ int main() {
   printf("~cuMemAlloc inside a host function: %s\n", name(inside).c_str());
   line("cuStreamDestroy", cu.streamDestroy(s));
   line("cuMemFree(after stream work)", cu.memFree(b));
+
+  // Pinned, mapped host memory (where a kernel's status and abort words live).
+  void* pinned = nullptr;
+  line("cuMemHostAlloc(flags 8)", cu.memHostAlloc(&pinned, 4096, 8));
+  line("cuMemHostAlloc(PORTABLE|DEVICEMAP)",
+       cu.memHostAlloc(&pinned, 4096, kCuMemHostAllocPortable | kCuMemHostAllocDeviceMap));
+  CUdeviceptr mapped = 0;
+  r = cu.memHostGetDevicePointer(&mapped, pinned, 0);
+  line("cuMemHostGetDevicePointer", r,
+       mapped == reinterpret_cast<CUdeviceptr>(pinned) ? " (the host address)" : " (another address)");
+  r = cu.pointerGetAttribute(&type, 2, reinterpret_cast<CUdeviceptr>(pinned));
+  line("cuPointerGetAttribute(MEMORY_TYPE, pinned)", r, type == kCuMemoryTypeHost ? " (host)" : " (not host)");
+  line("cuMemHostGetDevicePointer(pageable host memory)", cu.memHostGetDevicePointer(&mapped, &host, 0));
+
+  // braid's kernels: the library loads (the fatbin on a GPU, the emulator's image on the fake), and a kernel with
+  // one empty channel runs to its end and leaves the status word alone.
+  static const unsigned char zeros[256] = {0};
+  CUlibrary junk = nullptr;
+  printf("~cuLibraryLoadData(zeros): %s\n",
+         name(cu.libraryLoadData(&junk, zeros, nullptr, nullptr, 0, nullptr, nullptr, 0)).c_str());
+  Result<const KernelLibrary*> kl = kernelLibrary(cu);
+  printf("braid's kernels load: %s\n", kl.isOk() ? "ok" : kl.status().message().c_str());
+  if (kl.isOk()) {
+    CUkernel k = nullptr;
+    line("cuLibraryGetKernel(unknown name)", cu.libraryGetKernel(&k, kl.value()->library, "braidKernelNope"));
+    CUfunction fn = nullptr;
+    line("cuKernelGetFunction(Simple)",
+         cu.kernelGetFunction(&fn, kl.value()->kernels[static_cast<int>(ProtoId::kSimple)]));
+    auto* ch = static_cast<ChannelWorkDesc*>(pinned);
+    *ch = ChannelWorkDesc{};
+    auto* st = reinterpret_cast<DevStatus*>(static_cast<char*>(pinned) + 1024);
+    devStatusInit(st);
+    KernelArgs args;
+    args.channels = ch;
+    args.nchannels = 1;
+    args.status = st;
+    args.timeoutNs = 10ull * 1000 * 1000 * 1000;
+    void* params[] = {&args};
+    CUstream ks = nullptr;
+    r = cu.streamCreate(&ks, kCuStreamNonBlocking);
+    line("cuLaunchKernel(1025 threads)", cu.launchKernel(fn, 1, 1, 1, 1025, 1, 1, 0, ks, params, nullptr));
+    line("cuLaunchKernel(empty channel, 64 threads)", cu.launchKernel(fn, 1, 1, 1, 64, 1, 1, 0, ks, params, nullptr));
+    r = cu.streamSynchronize(ks);
+    line("cuStreamSynchronize(after the kernel)", r,
+         st->code == static_cast<uint32_t>(DevStatusCode::kRunning) && st->claimed == 0 ? " (status word untouched)"
+                                                                                        : " (status word set)");
+    line("cuStreamDestroy(kernel stream)", cu.streamDestroy(ks));
+  }
+  line("cuMemFreeHost", cu.memFreeHost(pinned));
+  line("cuMemFreeHost again", cu.memFreeHost(pinned));
   line("cuDevicePrimaryCtxRelease(0)", cu.devicePrimaryCtxRelease(0));
   // CUDA does not survive fork: a child of a process that initialised it.
   fflush(stdout);

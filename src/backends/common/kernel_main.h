@@ -62,6 +62,8 @@ BRAID_HOST_DEVICE inline void devStatusInit(DevStatus* s) {
 
 // The kernel entries, one per protocol, by name: the same names in the fatbin (kernels/braid_kernel.cu) and in the
 // emulator's host image (emu/emu_kernels.cc). Indexed by ProtoId.
+// Threads per CTA at most (the entries' __launch_bounds__).
+constexpr int kKernelMaxThreads = 512;
 constexpr const char* kKernelNames[3] = {"braidKernelLL", "braidKernelLL128", "braidKernelSimple"};
 BRAID_HOST_DEVICE constexpr const char* kernelName(ProtoId p) {
   return kKernelNames[static_cast<int>(p)];

@@ -62,6 +62,14 @@ Status bindAll(DynLib& lib, CuApi* t) {
   get(t->launchHostFunc, "cuLaunchHostFunc");
   get(t->memcpyAsync, "cuMemcpyAsync");
   get(t->memsetD8Async, "cuMemsetD8Async");
+  get(t->memHostAlloc, "cuMemHostAlloc");
+  get(t->memHostGetDevicePointer, "cuMemHostGetDevicePointer");
+  get(t->memFreeHost, "cuMemFreeHost");
+  get(t->libraryLoadData, "cuLibraryLoadData");
+  get(t->libraryUnload, "cuLibraryUnload");
+  get(t->libraryGetKernel, "cuLibraryGetKernel");
+  get(t->kernelGetFunction, "cuKernelGetFunction");
+  get(t->launchKernel, "cuLaunchKernel");
   BRAID_RETURN_IF_ERROR(missing);
   BRAID_RETURN_IF_ERROR(t->check(driverGetVersion(&t->driverVersion), "cuDriverGetVersion"));
   if (t->driverVersion < kCuApiVersion) {

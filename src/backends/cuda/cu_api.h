@@ -28,6 +28,12 @@ using CUstream = CUstream_st*;
 struct CUevent_st;
 using CUevent = CUevent_st*;
 using CUhostFn = void (*)(void*);
+struct CUlib_st;
+using CUlibrary = CUlib_st*;
+struct CUkern_st;
+using CUkernel = CUkern_st*;
+struct CUfunc_st;
+using CUfunction = CUfunc_st*;
 
 // CUresult values (the driver API's).
 constexpr CUresult kCuSuccess = 0;
@@ -36,15 +42,21 @@ constexpr CUresult kCuErrorOutOfMemory = 2;
 constexpr CUresult kCuErrorNotInitialized = 3;
 constexpr CUresult kCuErrorNoDevice = 100;
 constexpr CUresult kCuErrorInvalidDevice = 101;
+constexpr CUresult kCuErrorInvalidImage = 200;
 constexpr CUresult kCuErrorInvalidContext = 201;
+constexpr CUresult kCuErrorNoBinaryForGpu = 209;
 constexpr CUresult kCuErrorInvalidHandle = 400;
 constexpr CUresult kCuErrorNotFound = 500;
 constexpr CUresult kCuErrorNotReady = 600;
+constexpr CUresult kCuErrorLaunchFailed = 719;
 constexpr CUresult kCuErrorNotPermitted = 800;
 
 // Stream and event flags, and the legacy NULL stream's handle.
 constexpr unsigned kCuStreamNonBlocking = 0x1;
 constexpr unsigned kCuEventDisableTiming = 0x2;
+// cuMemHostAlloc flags.
+constexpr unsigned kCuMemHostAllocPortable = 0x1;
+constexpr unsigned kCuMemHostAllocDeviceMap = 0x2;
 inline CUstream cuStreamLegacy() {
   return reinterpret_cast<CUstream>(0x1);
 }
@@ -111,6 +123,16 @@ struct CuApi {
   CUresult (*launchHostFunc)(CUstream, CUhostFn, void*) = nullptr;
   CUresult (*memcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
   CUresult (*memsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream) = nullptr;
+  CUresult (*memHostAlloc)(void**, size_t, unsigned) = nullptr;
+  CUresult (*memHostGetDevicePointer)(CUdeviceptr*, void*, unsigned) = nullptr;
+  CUresult (*memFreeHost)(void*) = nullptr;
+  // Modules (CUDA 12.0's context-independent loading): jit and library options are never passed.
+  CUresult (*libraryLoadData)(CUlibrary*, const void*, void*, void**, unsigned, void*, void**, unsigned) = nullptr;
+  CUresult (*libraryUnload)(CUlibrary) = nullptr;
+  CUresult (*libraryGetKernel)(CUkernel*, CUlibrary, const char*) = nullptr;
+  CUresult (*kernelGetFunction)(CUfunction*, CUkernel) = nullptr;
+  CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                           void**, void**) = nullptr;
 
   // `r` from `call` as a Status: ok, or kCudaError "<call>: CUDA_ERROR_X (<driver's text>)".
   [[nodiscard]] Status check(CUresult r, const char* call) const;

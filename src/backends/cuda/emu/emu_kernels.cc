@@ -1,6 +1,11 @@
 #include "src/backends/cuda/emu/emu_kernels.h"
 
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "src/common/params.h"
 
 namespace braid {
 namespace {
@@ -17,7 +22,49 @@ const EmuKernel kKernels[] = {
     {kernelName(ProtoId::kLL128), &runKernel<ProtoId::kLL128>},
 };
 
+constexpr uint32_t kNumKernels = sizeof(kKernels) / sizeof(kKernels[0]);
+const char* const kNames[kNumKernels] = {kKernels[0].name, kKernels[1].name, kKernels[2].name};
+const uint32_t kParamBytes[kNumKernels] = {sizeof(KernelArgs), sizeof(KernelArgs), sizeof(KernelArgs)};
+constexpr double kDeadlineMarginSec = 30;
+
+EmuDevice* deviceFor(int ordinal, int slots) {
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<EmuDevice>> devices;
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<EmuDevice>& d = devices[ordinal];
+  if (!d) d = std::make_unique<EmuDevice>(slots);
+  return d.get();
+}
+
+int launchFromImage(uint32_t kernel, int device, int residentSlots, uint32_t grid, uint32_t block, const void* param,
+                    char* err, size_t errBytes) {
+  auto say = [&](const std::string& m) {
+    if (err != nullptr && errBytes > 0) snprintf(err, errBytes, "%s", m.c_str());
+    return 1;
+  };
+  if (kernel >= kNumKernels || param == nullptr) return say("emulator: bad kernel index or parameter");
+  KernelArgs args;
+  memcpy(&args, param, sizeof(args));
+  if (grid != args.nchannels) {
+    return say(strPrintf("%s: launched with %u CTAs for %u channels", kNames[kernel], grid, args.nchannels));
+  }
+  EmuLaunchConfig cfg;
+  cfg.device = deviceFor(device, residentSlots);
+  const double timeoutSec = static_cast<double>(args.timeoutNs) / 1e9;
+  cfg.deadlineSec = (timeoutSec > 0 ? timeoutSec : 300) + kDeadlineMarginSec;
+  cfg.chaosSeed = static_cast<uint64_t>(params::EmuChaos());
+  Status st = emuRunKernel(kNames[kernel], args, static_cast<int>(block), cfg);
+  return st.isOk() ? 0 : say(st.message());
+}
+
+const EmuImage kImage = {
+    {'B', 'R', 'A', 'I', 'D', 'E', 'M', 'U'}, kEmuImageVersion, kNumKernels, kNames, kParamBytes, &launchFromImage};
+
 }  // namespace
+
+const EmuImage* emuImage() {
+  return &kImage;
+}
 
 const EmuKernel* findEmuKernel(const char* name) {
   for (const EmuKernel& k : kKernels) {

@@ -1,0 +1,31 @@
+// The emulator's host image: what braid hands cuLibraryLoadData in place of a fatbin when the driver is the fake
+// (tests/fake_cuda), so that cuLibraryGetKernel, cuKernelGetFunction and cuLaunchKernel on the fake run the kernels
+// of src/backends/cuda/kernels/ compiled by g++ over the CTA emulator. A plain C layout: the fake driver includes
+// this header and nothing else of braid. A real driver rejects the image (it is not a fatbin, cubin or PTX), and
+// braid only offers it after the fatbin (src/backends/cuda/kernel_image.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace braid {
+
+constexpr char kEmuImageMagic[8] = {'B', 'R', 'A', 'I', 'D', 'E', 'M', 'U'};
+constexpr uint32_t kEmuImageVersion = 1;
+
+struct EmuImage {
+  char magic[8];  // kEmuImageMagic
+  uint32_t version;
+  uint32_t nkernels;
+  const char* const* names;    // [nkernels]
+  const uint32_t* paramBytes;  // [nkernels]: each kernel takes one parameter of this size (the launch copies it)
+  // Runs kernel k to its end on the calling thread (the fake's stream thread): `grid` CTAs of `block` threads on
+  // device `device`, whose resident CTA slots are `residentSlots`. Returns 0, or non-zero with a message in err.
+  int (*launch)(uint32_t kernel, int device, int residentSlots, uint32_t grid, uint32_t block, const void* param,
+                char* err, size_t errBytes);
+};
+
+// The first bytes of a fatbin (the fake tells one apart from an image it cannot run).
+constexpr uint32_t kFatbinMagic = 0xBA55ED50u;
+
+}  // namespace braid
