@@ -172,6 +172,10 @@ struct LocalFifo {
 };
 Result<LocalFifo> allocLocalFifo(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
                                  std::function<bool()> beforeUnmap = nullptr);
+// The same layout in memory another allocator gave (a backend's FifoMemory): localFifoBytes says how much,
+// placeLocalFifo initialises the control block in it and keeps `mem` as the owner.
+size_t localFifoBytes(size_t slotBytes, size_t llSlotBytes);
+LocalFifo placeLocalFifo(std::shared_ptr<void> mem, size_t slotBytes, size_t llSlotBytes);
 
 // Where the FIFOs that one process owns live (the in-process and network transports'; FIFOs that processes share
 // are /dev/shm files by nature, the shm transport's own). A backend supplies its policy through

@@ -262,7 +262,9 @@ BRAID_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* as
   return apiCall("ncclCommGetAsyncError", [&]() -> Status {
     BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
     BRAID_RETURN_IF_ERROR(checkNotNull(asyncError, "ncclCommGetAsyncError", "asyncError"));
-    // ncclInProgress while a non-blocking init runs; afterwards its result, or the error that broke the comm.
+    // ncclInProgress while a non-blocking init runs; afterwards its result, or the error that broke the comm
+    // (a CUDA communicator's kernels report theirs here, after the call that launched them returned).
+    (void)c->pollAsync();
     *asyncError = static_cast<ncclResult_t>(c->asyncError().load());
     return Status::ok();
   });

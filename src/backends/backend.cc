@@ -1,6 +1,7 @@
 #include "src/backends/backend.h"
 
 #include "src/backends/cpu/cpu_backend.h"
+#include "src/backends/cuda/cuda_backend.h"
 
 namespace braid {
 
@@ -10,8 +11,7 @@ const char* backendKindName(BackendKind kind) {
 
 Result<std::unique_ptr<Backend>> createBackend(BackendKind kind) {
   if (kind == BackendKind::kHost) return std::unique_ptr<Backend>(new CpuBackend());
-  return invalidUsage("the %s backend is not built yet (BRAID_BACKEND): braid runs on host memory",
-                      backendKindName(kind));
+  return CudaBackend::create();
 }
 
 }  // namespace braid

@@ -85,6 +85,9 @@ struct FifoLaunch {
   const std::vector<PlannedWork>* works = nullptr;
   LinkLookup link;
   size_t totalBytes = 0;  // bytes the operations move (small groups run on the calling thread)
+  // The user streams the group's operations were issued on (distinct, in issue order; a CUDA stream handle, null
+  // for the legacy default stream). A streams backend orders its work after them and them after its work.
+  std::vector<void*> streams;
 };
 
 // One NVLS-style operation.
@@ -145,9 +148,28 @@ class Backend {
   // The communicator failed or was aborted (`why`: the error, which peers quote so every rank names the cause):
   // peers waiting on this rank fail at once instead of at their deadline.
   virtual void markAborted(const std::string& why) = 0;
+
+  // A buffer an operation reads or writes (`what` names the argument): ok when this backend's executor can reach
+  // it, else an error that names the argument, the pointer and the remedy. Called at enqueue.
+  [[nodiscard]] virtual Status checkBuffer(const void* p, size_t bytes, const char* what) const { return Status::ok(); }
+  // Work still running after launchFifo returned (a streams backend): the first failure it reported, or ok. Frees
+  // what finished work held. Called by ncclCommGetAsyncError and before each launch.
+  [[nodiscard]] virtual Status pollAsync() { return Status::ok(); }
+  // ncclCommAbort: work still running stops (a kernel polls an abort word; host backends poll the communicator's
+  // abort flag already).
+  virtual void abortWork() {}
+  // The CUDA device the backend runs on, -1 for host memory.
+  virtual int cudaDevice() const { return -1; }
 };
 
-// The backend of a kind; an explicit error names kinds this build does not have.
+// The backend of a kind; an explicit error names kinds this build does not have. A CUDA backend works on the
+// calling thread's current CUDA context.
 Result<std::unique_ptr<Backend>> createBackend(BackendKind kind);
+
+// Which backend a communicator created on this thread gets: BRAID_BACKEND=host or cuda, or (unset) cuda when the
+// CUDA driver is already loaded in this process and this thread has a current context, host otherwise. Never
+// loads the driver itself for the automatic choice, so host-only programs never initialise CUDA (which would not
+// survive their fork()).
+Result<BackendKind> chooseBackendKind();
 
 }  // namespace braid

@@ -22,6 +22,12 @@ BRAID_PARAM(SocketFamily, kString, "NCCL_SOCKET_FAMILY", "", "AF_INET or AF_INET
 BRAID_PARAM(CudaDriver, kString, "BRAID_CUDA_DRIVER", "libcuda.so.1",
             "The CUDA driver library braid opens at run time (a soname or a path); build/fake_cuda/libcuda.so.1 is "
             "the strict fake the tests use (docs/cuda.md).")
+BRAID_PARAM(Backend, kString, "BRAID_BACKEND", "",
+            "host or cuda: the memory a communicator's collectives work on. Unset: cuda when the thread creating the "
+            "communicator has a current CUDA context (the program loaded the driver and chose a device), host "
+            "otherwise. Every rank must agree.")
+BRAID_PARAM(CudaThreads, kInt, "BRAID_CUDA_NTHREADS", "0",
+            "Threads per CTA of braid's kernels (1-512); 0: 512 on a GPU, 32 on the fake driver's emulator.")
 BRAID_PARAM(EmuChaos, kInt, "BRAID_EMU_CHAOS", "0",
             "Non-zero: the CTA emulator (kernels run through the fake CUDA driver) adds random yields and short "
             "sleeps, seeded by this value, at every barrier and back-off (docs/cuda.md).")

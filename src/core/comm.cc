@@ -63,6 +63,7 @@ struct InitExchange {
   uint64_t kernelHash;     // the boot id's hash (0: unknown): ranks of different hosts with one kernel share CPUs
   int32_t hostsShareCpus;  // BRAID_HOSTS_SHARE_CPUS
   int32_t checkCalls;      // BRAID_CHECK_CALLS: on for all when any rank sets it
+  int32_t backend;         // BackendKind: every rank must have the same
 };
 
 constexpr int64_t kMaxStageBytes = int64_t{64} << 20;
@@ -134,7 +135,12 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   }
   flight_->identify(FlightIdentity{id.magic, rank, nranks, config.commName});
   if (flight_->enabled()) flightInstallSignal();
-  BRAID_ASSIGN_OR_RETURN(backend_, createBackend(BackendKind::kHost));
+  BRAID_ASSIGN_OR_RETURN(BackendKind backendKind, chooseBackendKind());
+  BRAID_ASSIGN_OR_RETURN(backend_, createBackend(backendKind));
+  if (backend_->cudaDevice() >= 0) {
+    device_ = backend_->cudaDevice();
+    logSetThreadDevice(device_);
+  }
   // The knobs every wait and every transport obeys, read here once and passed down.
   links_ = TransportConfig::fromParams();
   links_.memory = &backend_->fifoMemory();
@@ -196,6 +202,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   mine.deterministic = params::Deterministic() != 0;
   BRAID_ASSIGN_OR_RETURN(int64_t checkCalls, getIntParam(params::kCheckCalls));
   mine.checkCalls = checkCalls != 0 ? 1 : 0;
+  mine.backend = static_cast<int32_t>(backend_->kind());
   const std::string a2a = params::AlltoAllAlgo();
   if (!a2a.empty()) {
     for (AlltoAllAlgo a : {AlltoAllAlgo::kPairwise, AlltoAllAlgo::kBruck}) {
@@ -221,6 +228,13 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
     buffSize = std::min(buffSize, e.buffSize);
     llBuffSize = std::min(llBuffSize, e.llBuffSize);
     pinned = pinned || e.channelsPinned != 0;
+    if (e.backend != mine.backend) {
+      return invalidUsage(
+          "rank %d works on %s memory and rank %d on %s memory: every rank of a communicator must use the same "
+          "backend (a rank gets cuda when its thread has a current CUDA context at init, or from %s)",
+          e.peer.rank, backendKindName(static_cast<BackendKind>(e.backend)), rank, backendKindName(backend_->kind()),
+          params::kBackend.name);
+    }
     if (e.tuningHash != mine.tuningHash) {
       return invalidUsage(
           "BRAID_TUNING_FILE differs between rank %d and rank %d (here \"%s\"): every rank must "
@@ -520,6 +534,7 @@ Status Communicator::checkCalls(const std::vector<Communicator*>& comms) {
 
 void Communicator::abort() {
   abort_.store(true);
+  if (backend_) backend_->abortWork();
   flight_->aborted();
   Result<std::string> dumped = flightDump(strPrintf("ncclCommAbort on rank %d", rank_));
   if (!dumped.isOk()) BRAID_WARN("flight recorder: %s", dumped.status().message().c_str());
@@ -548,6 +563,19 @@ void reportFailure(const std::vector<Communicator*>& comms, const Status& result
 }
 
 }  // namespace
+
+Status Communicator::pollAsync() {
+  if (!backend_ || asyncError_.load() != static_cast<int>(Code::kOk)) return Status::ok();
+  Status st = backend_->pollAsync();
+  if (!st.isOk()) {
+    int expected = static_cast<int>(Code::kOk);
+    if (asyncError_.compare_exchange_strong(expected, static_cast<int>(st.code()))) {
+      BRAID_WARN("comm %p: %s", static_cast<void*>(this), st.message().c_str());
+      backend_->markAborted(st.message());
+    }
+  }
+  return st;
+}
 
 Status Communicator::launch(const std::vector<Communicator*>& comms) {
   Status result = checkCalls(comms);
@@ -615,6 +643,11 @@ Status Communicator::launchImpl(const std::vector<Communicator*>& comms) {
     group[i].backend = comm->backend_.get();
     group[i].works = &plans[i].works;
     group[i].totalBytes = plans[i].totalBytes;
+    for (const PendingOp& op : comm->pending_) {
+      if (std::find(group[i].streams.begin(), group[i].streams.end(), op.stream) == group[i].streams.end()) {
+        group[i].streams.push_back(op.stream);
+      }
+    }
     group[i].link = [comm](int channel, int peer, int lane, bool send) {
       return comm->link(channel, peer, lane, send);
     };

@@ -63,6 +63,9 @@ class Communicator {
   // The last operations queued here (flight_recorder.h); never null.
   FlightRecorder& flight() { return *flight_; }
   std::atomic<int>& asyncError() { return asyncError_; }  // an ncclResult_t value
+  // Work a streams backend still runs: records its first failure in asyncError (and the log) and returns it.
+  Status pollAsync();
+  Backend& backend() { return *backend_; }
   std::atomic<bool> finalized{false};
   std::thread initThread;  // non-blocking or grouped init runs here
 

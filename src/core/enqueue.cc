@@ -50,13 +50,14 @@ Status checkUsable(Communicator& comm, const void* handle, const void* stream) {
   if (comm.finalized.load()) {
     return invalidUsage("comm=%p was finalized with ncclCommFinalize; only ncclCommDestroy may follow", handle);
   }
-  if (stream != nullptr) {
+  if (stream != nullptr && !comm.backend().caps().streams) {
     return invalidUsage(
         "stream=%p: this communicator works on host memory, where operations complete before the call returns; "
-        "pass a NULL stream (braid's CUDA backend is not built yet)",
+        "pass a NULL stream, or create the communicator with a current CUDA context for device buffers and streams",
         stream);
   }
-  return Status::ok();
+  // An earlier operation's kernels may have failed since: this one is refused with that error.
+  return comm.pollAsync();
 }
 
 }  // namespace
@@ -128,6 +129,16 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
         break;
     }
   }
+  if (a.count > 0 && comm->backend().caps().streams) {
+    // Device memory (or pinned host memory) only, whole, on this communicator's device.
+    const size_t many = bytes * blocks;
+    const bool gathers = a.kind == CollKind::kAllGather || a.kind == CollKind::kAlltoAll;
+    const bool scatters = a.kind == CollKind::kReduceScatter || a.kind == CollKind::kAlltoAll;
+    const bool sends = !(a.kind == CollKind::kRecv || (a.kind == CollKind::kBroadcast && rank != a.root));
+    const bool recvs = !(a.kind == CollKind::kSend || (a.kind == CollKind::kReduce && rank != a.root));
+    if (sends) BRAID_RETURN_IF_ERROR(comm->backend().checkBuffer(a.sendbuff, scatters ? many : bytes, "sendbuff"));
+    if (recvs) BRAID_RETURN_IF_ERROR(comm->backend().checkBuffer(a.recvbuff, gathers ? many : bytes, "recvbuff"));
+  }
   BRAID_INFO(kLogColl, "%s: opCount comm %p rank %d sendbuff %p recvbuff %p count %zu datatype %d op %d root %d", a.fn,
              a.handle, rank, a.sendbuff, a.recvbuff, a.count, static_cast<int>(a.datatype), a.op, a.root);
   BRAID_RETURN_IF_ERROR(comm->checkAlgorithms(a.kind));
@@ -145,7 +156,8 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
     call.peer = isP2p ? a.root : -1;
     token = comm->flight().queued(call);
   }
-  comm->pending().push_back(PendingOp{a.kind, a.sendbuff, a.recvbuff, a.count, dtype, op, a.root, token});
+  comm->pending().push_back(
+      PendingOp{a.kind, a.sendbuff, a.recvbuff, a.count, dtype, op, a.root, token, const_cast<void*>(a.stream)});
   groupAddComm(comm);
   return Status::ok();
 }

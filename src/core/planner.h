@@ -30,6 +30,7 @@ struct PendingOp {
   ReduceOp op;
   int root;                             // root for rooted collectives, peer for send/recv
   uint64_t flightToken = ~uint64_t(0);  // its flight recorder entry (FlightRecorder::queued), or none
+  void* stream = nullptr;               // the user's CUDA stream (a streams backend; null: the legacy stream)
 };
 
 // Bytes of one queued operation's unit (NCCL's count times the type size).

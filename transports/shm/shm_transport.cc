@@ -211,14 +211,24 @@ Result<LocalFifo> allocLocalFifo(const PeerInfo& self, size_t slotBytes, size_t 
   const size_t bytes = segmentBytes(slotBytes, llSlotBytes);
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) return errnoError(errno, "mmap of %zu bytes for an in-process FIFO", bytes);
-  LocalFifo fifo;
-  fifo.mem = std::shared_ptr<void>(base, [bytes, beforeUnmap](void* p) {
-    if (beforeUnmap && !beforeUnmap()) return;  // still in use: left mapped
-    munmap(p, bytes);
-  });
   placeOnNumaNode(base, bytes, self);
-  fifo.ctrl = initCtrl(base, slotBytes, llSlotBytes);
-  fifo.slots = static_cast<char*>(base) + kCtrlBytes;
+  return placeLocalFifo(std::shared_ptr<void>(base,
+                                              [bytes, beforeUnmap](void* p) {
+                                                if (beforeUnmap && !beforeUnmap()) return;  // still in use: left mapped
+                                                munmap(p, bytes);
+                                              }),
+                        slotBytes, llSlotBytes);
+}
+
+size_t localFifoBytes(size_t slotBytes, size_t llSlotBytes) {
+  return segmentBytes(slotBytes, llSlotBytes);
+}
+
+LocalFifo placeLocalFifo(std::shared_ptr<void> mem, size_t slotBytes, size_t llSlotBytes) {
+  LocalFifo fifo;
+  fifo.ctrl = initCtrl(mem.get(), slotBytes, llSlotBytes);
+  fifo.slots = static_cast<char*>(mem.get()) + kCtrlBytes;
+  fifo.mem = std::move(mem);
   return fifo;
 }
 

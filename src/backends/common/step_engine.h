@@ -207,7 +207,10 @@ BRAID_HOST_DEVICE bool progressChannel(const Cta& cta, Env& env, ChannelWorkDesc
       progress = true;
     }
     if (st.tile >= tiles) {
-      // Every thread saw the same tile count (the last barrier of tryStep); thread 0 records the end.
+      // Every thread saw the same tile count (the last barrier of tryStep); thread 0 records the end. First a
+      // barrier: an item with no tiles passes no barrier above, so a slower thread may not yet have read st.done
+      // for it, and would skip the item (and its barriers) if thread 0 set it now.
+      cta.sync();
       if (cta.tid() == 0) {
         st.done = true;
         --ch.remaining;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "src/backends/common/step_engine.h"
 #include "src/common/logging.h"
 
 namespace braid {
@@ -89,43 +90,52 @@ void CpuBackend::markAborted(const std::string& why) {
   if (direct_) direct_->markAborted(why);
 }
 
+Result<WorkItem> plannedWorkItem(const PlannedWork& pw, const LinkLookup& link, int rank) {
+  WorkItem w;
+  w.prog = &pw.prog;
+  w.input = static_cast<const char*>(pw.input);
+  w.output = static_cast<char*>(pw.output);
+  w.elemSize = pw.elemSize;
+  w.op = pw.op;
+  w.ll = pw.proto == ProtoId::kLL;
+  const size_t n = w.prog->steps.size();
+  w.sendConn.assign(n, nullptr);
+  w.recvConn.assign(n, nullptr);
+  for (size_t s = 0; s < n; ++s) {
+    const Step& st = w.prog->steps[s];
+    if (st.sendPeer >= 0) w.sendConn[s] = link(pw.channel, st.sendPeer, w.prog->lane, true);
+    if (st.recvPeer >= 0) w.recvConn[s] = link(pw.channel, st.recvPeer, w.prog->lane, false);
+    if ((st.sendPeer >= 0 && w.sendConn[s] == nullptr) || (st.recvPeer >= 0 && w.recvConn[s] == nullptr)) {
+      return internalError("rank %d: channel %d step %zu has no connector", rank, pw.channel, s);
+    }
+  }
+  return w;
+}
+
 Status CpuBackend::materialize(const FifoLaunch& launch) {
   for (Channel& ch : channels_) ch.work.items.clear();
   for (const PlannedWork& pw : *launch.works) {
     if (pw.channel < 0 || static_cast<size_t>(pw.channel) >= channels_.size()) {
       return internalError("rank %d: planned work on channel %d of %zu", rank_, pw.channel, channels_.size());
     }
-    WorkItem w;
-    w.prog = &pw.prog;
-    w.input = static_cast<const char*>(pw.input);
-    w.output = static_cast<char*>(pw.output);
+    if (pw.proto != ProtoId::kLL && pw.proto != ProtoId::kSimple) {
+      return invalidUsage("rank %d: the host backend runs LL and Simple, not %s", rank_, protoName(pw.proto));
+    }
+    BRAID_ASSIGN_OR_RETURN(WorkItem w, plannedWorkItem(pw, launch.link, rank_));
     if (pw.outputScratchBytes > 0) {
       staging_.push_back(std::make_unique<char[]>(pw.outputScratchBytes));
       w.output = staging_.back().get();
     }
-    w.elemSize = pw.elemSize;
-    w.op = pw.op;
-    if (pw.proto == ProtoId::kLL) {
-      w.ll = true;
+    if (w.ll) {
       w.llRecv.resize(pw.llStagingBytes);
       w.llSend.resize(pw.llStagingBytes);
-    } else if (pw.proto != ProtoId::kSimple) {
-      return invalidUsage("rank %d: the host backend runs LL and Simple, not %s", rank_, protoName(pw.proto));
-    }
-    const size_t n = w.prog->steps.size();
-    w.sendConn.assign(n, nullptr);
-    w.recvConn.assign(n, nullptr);
-    for (size_t s = 0; s < n; ++s) {
-      const Step& st = w.prog->steps[s];
-      if (st.sendPeer >= 0) w.sendConn[s] = launch.link(pw.channel, st.sendPeer, w.prog->lane, true);
-      if (st.recvPeer >= 0) w.recvConn[s] = launch.link(pw.channel, st.recvPeer, w.prog->lane, false);
-      if ((st.sendPeer >= 0 && w.sendConn[s] == nullptr) || (st.recvPeer >= 0 && w.recvConn[s] == nullptr)) {
-        return internalError("rank %d: channel %d step %zu has no connector", rank_, pw.channel, s);
-      }
     }
     channels_[static_cast<size_t>(pw.channel)].work.items.push_back(std::move(w));
   }
-  for (Channel& ch : channels_) ch.work.prepare();
+  for (Channel& ch : channels_) {
+    ch.work.prepare();
+    announceDemand(ch.work.flat);
+  }
   return Status::ok();
 }
 

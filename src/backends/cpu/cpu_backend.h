@@ -12,6 +12,10 @@
 
 namespace braid {
 
+// The host form of one planned work's item: program, buffers, op, protocol and each step's connectors; no staging
+// or scratch (each backend gives its own). Shared by the CPU and CUDA backends.
+Result<WorkItem> plannedWorkItem(const PlannedWork& pw, const LinkLookup& link, int rank);
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend() = default;

@@ -173,7 +173,6 @@ void ChannelWork::prepare() {
   flat.remaining = static_cast<uint32_t>(n);
   flat.conns = conns.data();
   flat.nconns = static_cast<uint32_t>(conns.size());
-  announceDemand(flat);
 }
 
 Status runChannels(const std::vector<ChannelWork*>& works, const WaitContext& ctx) {

@@ -44,7 +44,8 @@ struct ChannelWork {
   std::vector<WorkItem> items;
 
   // Flattens items into the plain work form and resets progress; call once after filling items (and after every
-  // change to them). Announces each item's receive demand to demand-driven connectors.
+  // change to them). The runner then announces the items' receive demand (announceDemand, step_engine.h): the CPU
+  // backend at once, a kernel in its prologue.
   void prepare();
   bool finished() const { return flat.remaining == 0; }
 

@@ -344,10 +344,11 @@ Status emuLaunch(const EmuLaunchConfig& cfg, const std::function<void(const EmuC
     for (int t = 0; t < cfg.block; ++t) threads.emplace_back(threadMain, blocks.back().get(), t);
   }
 
-  // The launch as a whole has a deadline too: threads that spin (back-off) without end are reported by where each
-  // one was, and unwound at their next back-off or barrier.
+  // The launch as a whole has a deadline too, twice the barriers' (so a stuck barrier is reported as such first):
+  // threads that spin (back-off) without end are reported by where each one was, and unwound at their next
+  // back-off or barrier.
   {
-    const auto deadline = run.deadlineFrom(run.start);
+    const auto deadline = run.deadlineFrom(run.deadlineFrom(run.start));
     std::unique_lock<std::mutex> lock(doneMu);
     while (running != 0) {
       if (Clock::now() > deadline && !run.failed()) {
@@ -356,7 +357,7 @@ Status emuLaunch(const EmuLaunchConfig& cfg, const std::function<void(const EmuC
           where += strPrintf("%sCTA %d: %s", where.empty() ? "" : " | ", b->id(), groupThreads(b->allSeen()).c_str());
         }
         lock.unlock();
-        run.fail(strPrintf("%s: still running after %.0f s: %s", cfg.name.c_str(), cfg.deadlineSec, where.c_str()));
+        run.fail(strPrintf("%s: still running after %.1f s: %s", cfg.name.c_str(), 2 * cfg.deadlineSec, where.c_str()));
         lock.lock();
       }
       doneCv.wait_for(lock, kWaitSlice);

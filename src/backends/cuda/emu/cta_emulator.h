@@ -3,8 +3,8 @@
 // (docs/cuda.md, "The emulator"). It is CI's GPU, and stricter than one in the ways a CPU would otherwise hide:
 //   - barrier sites: every thread of a CTA must reach the same sync() call (file and line); divergent barriers,
 //     which a Volta+ GPU may silently pair, fail the launch and name the sites and threads;
-//   - deadlock reports: a barrier or a launch that waits longer than the deadline fails, naming the stuck threads
-//     and where each was last seen, instead of hanging the job;
+//   - deadlock reports: a barrier that waits longer than the deadline, or a launch that runs twice as long, fails,
+//     naming the stuck threads and where each was last seen, instead of hanging the job;
 //   - resident slots: a device has a fixed number of CTA slots shared by every kernel on it; a CTA waits for a free
 //     one, so two kernels that need each other co-resident deadlock here as on a GPU (and are reported);
 //   - independent scheduling: the threads run freely (no lockstep), and a chaos seed adds random yields and short

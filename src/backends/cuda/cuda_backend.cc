@@ -1,0 +1,476 @@
+#include "src/backends/cuda/cuda_backend.h"
+
+#include <dlfcn.h>
+#include <strings.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include "src/backends/cpu/cpu_backend.h"
+#include "src/backends/cuda/kernel_image.h"
+#include "src/backends/cuda/work_image.h"
+#include "src/common/logging.h"
+#include "src/common/params.h"
+
+namespace braid {
+namespace {
+
+constexpr size_t kCursorBlockBytes = 4096;
+constexpr int kEmulatorThreads = 32;  // the emulator runs a thread per GPU thread: fewer on a CPU-only machine
+constexpr uint64_t kNsPerSec = 1000ull * 1000 * 1000;
+
+// Makes the backend's context current on the calling thread for a scope, and restores the caller's after: NCCL
+// switches devices inside a group that drives communicators on several of them.
+class ScopedContext {
+ public:
+  ScopedContext(const CuApi* api, CUcontext ctx) : api_(api) {
+    if (api_->ctxGetCurrent(&saved_) != kCuSuccess) saved_ = nullptr;
+    if (saved_ != ctx) {
+      switched_ = api_->ctxSetCurrent(ctx) == kCuSuccess;
+    }
+  }
+  ~ScopedContext() {
+    if (switched_) (void)api_->ctxSetCurrent(saved_);
+  }
+
+ private:
+  const CuApi* api_;
+  CUcontext saved_ = nullptr;
+  bool switched_ = false;
+};
+
+Result<void*> pinnedAlloc(const CuApi* api, size_t bytes, const char* what) {
+  void* p = nullptr;
+  BRAID_RETURN_IF_ERROR(api->check(api->memHostAlloc(&p, bytes, kCuMemHostAllocPortable | kCuMemHostAllocDeviceMap),
+                                   strPrintf("cuMemHostAlloc(%zu bytes for %s)", bytes, what).c_str()));
+  // Kernels use host pointers as they are: that needs unified addressing (every 64-bit CUDA platform has it).
+  CUdeviceptr d = 0;
+  Status mapped = api->check(api->memHostGetDevicePointer(&d, p, 0), "cuMemHostGetDevicePointer");
+  if (!mapped.isOk() || d != reinterpret_cast<CUdeviceptr>(p)) {
+    (void)api->memFreeHost(p);
+    return mapped.isOk() ? Status(Code::kCudaError, strPrintf("pinned memory for %s is mapped at another device "
+                                                              "address (no unified addressing)",
+                                                              what))
+                         : mapped;
+  }
+  return p;
+}
+
+}  // namespace
+
+// FIFOs in pinned, mapped host memory: the kernels of both ends reach them, and so would a network proxy.
+class CudaBackend::PinnedFifos final : public FifoMemory {
+ public:
+  explicit PinnedFifos(const CuApi* api) : api_(api) {}
+  Result<LocalFifo> allocLocal(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
+                               std::function<bool()> beforeUnmap) const override {
+    const size_t bytes = localFifoBytes(slotBytes, llSlotBytes);
+    BRAID_ASSIGN_OR_RETURN(void* p, pinnedAlloc(api_, bytes, "a FIFO"));
+    const CuApi* api = api_;
+    std::shared_ptr<void> mem(p, [api, beforeUnmap](void* q) {
+      if (beforeUnmap && !beforeUnmap()) return;
+      (void)api->memFreeHost(q);
+    });
+    return placeLocalFifo(std::move(mem), slotBytes, llSlotBytes);
+  }
+
+ private:
+  const CuApi* api_;
+};
+
+struct CudaBackend::Launch {
+  std::vector<void*> images;                                   // pinned: work, status words
+  std::vector<const DevStatus*> statuses;                      // one per kernel, inside the images
+  std::vector<std::pair<const KernelArgs*, ProtoId>> kernels;  // for error messages (inside the images)
+  std::vector<CUdeviceptr> device;                             // LL staging, scratch, staged copies
+  std::vector<CUevent> events;                                 // joins and the end
+  CUevent done = nullptr;
+};
+
+Result<BackendKind> chooseBackendKind() {
+  const std::string want = params::Backend();
+  if (strcasecmp(want.c_str(), "host") == 0) return BackendKind::kHost;
+  if (strcasecmp(want.c_str(), "cuda") == 0) return BackendKind::kCuda;
+  if (!want.empty()) {
+    return invalidArgument("%s=\"%s\": use host or cuda (unset: cuda when this thread has a current CUDA context)",
+                           params::kBackend.name, want.c_str());
+  }
+  // Only a driver the program loaded itself counts, and only a context it made current: the automatic choice
+  // never initialises CUDA behind a host-only program's back.
+  void* lib = dlopen(params::CudaDriver().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) return BackendKind::kHost;
+  using GetCurrentFn = CUresult (*)(CUcontext*);
+  auto getCurrent = reinterpret_cast<GetCurrentFn>(dlsym(lib, "cuCtxGetCurrent"));
+  CUcontext ctx = nullptr;
+  const bool current = getCurrent != nullptr && getCurrent(&ctx) == kCuSuccess && ctx != nullptr;
+  dlclose(lib);
+  return current ? BackendKind::kCuda : BackendKind::kHost;
+}
+
+Result<std::unique_ptr<Backend>> CudaBackend::create() {
+  BRAID_ASSIGN_OR_RETURN(const CuApi* api, cuApi());
+  CUcontext ctx = nullptr;
+  BRAID_RETURN_IF_ERROR(api->check(api->ctxGetCurrent(&ctx), "cuCtxGetCurrent"));
+  if (ctx == nullptr) {
+    return invalidUsage(
+        "a CUDA communicator needs a current CUDA context on the thread that creates it: call cudaSetDevice (or "
+        "cuCtxSetCurrent) first, or set %s=host for host memory",
+        params::kBackend.name);
+  }
+  CUdevice dev = -1;
+  BRAID_RETURN_IF_ERROR(api->check(api->ctxGetDevice(&dev), "cuCtxGetDevice"));
+  return std::unique_ptr<Backend>(new CudaBackend(api, ctx, dev));
+}
+
+CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device)
+    : api_(api), ctx_(ctx), device_(device), fifos_(std::make_unique<PinnedFifos>(api)) {}
+
+CudaBackend::~CudaBackend() {
+  ScopedContext scope(api_, ctx_);
+  // Work still running: wait for it within the deadline, then stop it through the abort word (its kernels poll
+  // it), so destroying a communicator never hangs on a kernel waiting for a peer that is gone.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_.timeoutSec > 0 ? wait_.timeoutSec : 60);
+  while (true) {
+    bool running = false;
+    for (const auto& l : inflight_) running = running || api_->eventQuery(l->done) == kCuErrorNotReady;
+    if (!running) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      BRAID_WARN("rank %d: CUDA work still running at ncclCommDestroy after %.0f s: aborting it", rank_,
+                 wait_.timeoutSec);
+      abortWork();
+      (void)api_->streamSynchronize(stream_);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  for (auto& l : inflight_) release(*l);
+  inflight_.clear();
+  for (const Copy& c : copies_) (void)api_->memFree(c.dst);
+  if (stream_ != nullptr) (void)api_->streamDestroy(stream_);
+  if (abortWord_ != nullptr) (void)api_->memFreeHost(abortWord_);
+  for (char* b : cursorBlocks_) (void)api_->memFreeHost(b);
+}
+
+int CudaBackend::maxChannels(const std::vector<RankResources>&) const {
+  return INT_MAX;  // a channel is a CTA, not a CPU thread
+}
+
+Status CudaBackend::init(const BackendInitContext& ctx) {
+  rank_ = ctx.rank;
+  wait_ = ctx.wait;
+  wait_.rank = ctx.rank;
+  const PeerInfo& self = (*ctx.peers)[static_cast<size_t>(ctx.rank)];
+  for (const PeerInfo& p : *ctx.peers) {
+    if (p.hostHash != self.hostHash || p.pid != self.pid) {
+      return invalidUsage(
+          "rank %d: CUDA communicators connect ranks that are threads of one process so far; rank %d is process %d "
+          "on host %s: the p2p transport (device FIFOs over CUDA IPC) and pinned shared-memory and network FIFOs "
+          "are not built yet (issue 15); set %s=host to run on host memory",
+          ctx.rank, p.rank, static_cast<int>(p.pid), p.hostname, params::kBackend.name);
+    }
+  }
+  ScopedContext scope(api_, ctx_);
+  BRAID_ASSIGN_OR_RETURN(const KernelLibrary* lib, kernelLibrary(*api_));
+  const bool emulated = lib->source.find("emulator") != std::string::npos;
+  BRAID_ASSIGN_OR_RETURN(int64_t threads, getIntParam(params::kCudaThreads));
+  if (threads == 0) threads = emulated ? kEmulatorThreads : kKernelMaxThreads;
+  if (threads < 1 || threads > kKernelMaxThreads) {
+    return invalidArgument("%s=%lld: use 1 to %d threads per CTA (0: the default)", params::kCudaThreads.name,
+                           static_cast<long long>(threads), kKernelMaxThreads);
+  }
+  threads_ = static_cast<int>(threads);
+  BRAID_RETURN_IF_ERROR(api_->check(api_->streamCreate(&stream_, kCuStreamNonBlocking), "cuStreamCreate"));
+  BRAID_ASSIGN_OR_RETURN(void* word, pinnedAlloc(api_, sizeof(uint32_t), "the abort word"));
+  abortWord_ = static_cast<uint32_t*>(word);
+  storeRelease(abortWord_, 0u);
+  BRAID_INFO(kLogInit, "rank %d: CUDA communicator on device %d, kernels from %s, %d threads per CTA", rank_, device_,
+             lib->source.c_str(), threads_);
+  return Status::ok();
+}
+
+BackendCaps CudaBackend::caps() const {
+  BackendCaps c;
+  c.proto[static_cast<int>(ProtoId::kLL)] = true;
+  c.proto[static_cast<int>(ProtoId::kSimple)] = true;
+  c.streams = true;
+  return c;
+}
+
+const std::vector<Transport*>& CudaBackend::transports() const {
+  static const std::vector<Transport*> t = {inprocTransport()};
+  return t;
+}
+
+const FifoMemory& CudaBackend::fifoMemory() const {
+  return *fifos_;
+}
+
+const void* CudaBackend::stageCopy(const void* src, size_t bytes) {
+  // The copy is made on the internal stream after the next launch's join, so it sees what the user's stream
+  // wrote before the call; a failed allocation leaves the snapshot null, which the launch reports.
+  ScopedContext scope(api_, ctx_);
+  CUdeviceptr dst = 0;
+  Status st = api_->check(api_->memAlloc(&dst, bytes), "cuMemAlloc(staged copy)");
+  if (!st.isOk()) {
+    BRAID_WARN("rank %d: %s", rank_, st.message().c_str());
+    copies_.push_back(Copy{0, src, bytes});
+    return nullptr;
+  }
+  copies_.push_back(Copy{dst, src, bytes});
+  return reinterpret_cast<const void*>(dst);
+}
+
+void CudaBackend::releaseLaunchMemory() {
+  // Copies a launch took over are its own now; these were never launched (a group that failed before).
+  ScopedContext scope(api_, ctx_);
+  for (const Copy& c : copies_) {
+    if (c.dst != 0) (void)api_->memFree(c.dst);
+  }
+  copies_.clear();
+}
+
+FifoCursor* CudaBackend::cursorFor(void* connector) {
+  auto it = cursors_.find(connector);
+  if (it != cursors_.end()) return it->second;
+  constexpr size_t kPerBlock = kCursorBlockBytes / sizeof(FifoCursor);
+  if (cursorBlocks_.empty() || cursorsUsed_ == kPerBlock) {
+    Result<void*> block = pinnedAlloc(api_, kCursorBlockBytes, "connector cursors");
+    if (!block.isOk()) return nullptr;
+    cursorBlocks_.push_back(static_cast<char*>(block.value()));
+    cursorsUsed_ = 0;
+  }
+  auto* c = reinterpret_cast<FifoCursor*>(cursorBlocks_.back()) + cursorsUsed_++;
+  // The cursor carries on from the connector's own (zero unless the host ran it before).
+  *c = static_cast<Connector*>(connector)->cursor();
+  cursors_[connector] = c;
+  return c;
+}
+
+Status CudaBackend::launchFifo(const std::vector<FifoLaunch>& group) {
+  for (const FifoLaunch& l : group) BRAID_RETURN_IF_ERROR(static_cast<CudaBackend*>(l.backend)->launchOne(l));
+  return Status::ok();
+}
+
+Status CudaBackend::launchOne(const FifoLaunch& fl) {
+  ScopedContext scope(api_, ctx_);
+  BRAID_RETURN_IF_ERROR(pollAsync());
+  auto launch = std::make_unique<Launch>();
+  Launch& l = *launch;
+  // On any failure below, what was made so far goes (nothing of it reached a stream unless the join did).
+  struct Cleanup {
+    CudaBackend* b;
+    std::unique_ptr<Launch>* l;
+    ~Cleanup() {
+      if (*l) b->release(**l);
+    }
+  } cleanup{this, &launch};
+  auto deviceAlloc = [&](size_t bytes, const char* what) -> Result<char*> {
+    CUdeviceptr p = 0;
+    BRAID_RETURN_IF_ERROR(api_->check(api_->memAlloc(&p, std::max<size_t>(bytes, 1)), what));
+    l.device.push_back(p);
+    return reinterpret_cast<char*>(p);
+  };
+  // One queue per (protocol, channel): each protocol's kernel runs its items, in plan order.
+  std::map<ProtoId, std::map<int, ChannelWork>> queues;
+  std::map<ProtoId, std::map<int, std::vector<const PlannedWork*>>> planned;
+  for (const PlannedWork& pw : *fl.works) {
+    if (pw.proto != ProtoId::kLL && pw.proto != ProtoId::kSimple) {
+      return invalidUsage("rank %d: the CUDA backend runs LL and Simple so far, not %s", rank_, protoName(pw.proto));
+    }
+    BRAID_ASSIGN_OR_RETURN(WorkItem w, plannedWorkItem(pw, fl.link, rank_));
+    if (pw.outputScratchBytes > 0) {
+      BRAID_ASSIGN_OR_RETURN(w.output, deviceAlloc(pw.outputScratchBytes, "cuMemAlloc(scratch)"));
+    }
+    queues[pw.proto][pw.channel].items.push_back(std::move(w));
+    planned[pw.proto][pw.channel].push_back(&pw);
+  }
+  for (const Copy& c : copies_) {
+    if (c.dst == 0) return Status(Code::kCudaError, strPrintf("rank %d: a staged copy could not be allocated", rank_));
+  }
+  std::vector<std::pair<KernelArgs, ProtoId>> kernels;
+  for (auto& [proto, channels] : queues) {
+    std::vector<const ChannelWork*> ptrs;
+    for (auto& [channel, cw] : channels) {
+      cw.prepare();
+      if (proto == ProtoId::kLL) {
+        // LL staging in device memory, one slot's payload each way per item.
+        const std::vector<const PlannedWork*>& pws = planned[proto][channel];
+        for (size_t i = 0; i < cw.descs.size(); ++i) {
+          BRAID_ASSIGN_OR_RETURN(cw.descs[i].llRecv, deviceAlloc(pws[i]->llStagingBytes, "cuMemAlloc(LL staging)"));
+          BRAID_ASSIGN_OR_RETURN(cw.descs[i].llSend, deviceAlloc(pws[i]->llStagingBytes, "cuMemAlloc(LL staging)"));
+        }
+      }
+      ptrs.push_back(&cw);
+    }
+    for (const ChannelWork* cw : ptrs) {
+      for (const ConnSlot& c : cw->conns) {
+        if (cursorFor(c.owner) == nullptr) {
+          return Status(Code::kCudaError, strPrintf("rank %d: no pinned memory for connector cursors", rank_));
+        }
+      }
+    }
+    const size_t workBytes = workImageBytes(ptrs);
+    const size_t argsAt = (workBytes + 63) / 64 * 64;
+    const size_t statusAt = argsAt + (sizeof(KernelArgs) + 63) / 64 * 64;
+    BRAID_ASSIGN_OR_RETURN(void* image, pinnedAlloc(api_, statusAt + sizeof(DevStatus), "a launch's work"));
+    l.images.push_back(image);
+    KernelArgs args = writeWorkImage(ptrs, static_cast<char*>(image), [this](void* o) { return cursorFor(o); });
+    auto* status = reinterpret_cast<DevStatus*>(static_cast<char*>(image) + statusAt);
+    devStatusInit(status);
+    args.status = status;
+    args.abortFlag = abortWord_;
+    args.timeoutNs = static_cast<uint64_t>(std::max(0.0, wait_.timeoutSec) * static_cast<double>(kNsPerSec));
+    auto* kept = reinterpret_cast<KernelArgs*>(static_cast<char*>(image) + argsAt);
+    *kept = args;
+    l.statuses.push_back(status);
+    l.kernels.emplace_back(kept, proto);
+    kernels.emplace_back(args, proto);
+  }
+  // The internal stream waits for every user stream of the group, then runs the staged copies and the kernels;
+  // the user streams wait for it.
+  auto newEvent = [&]() -> Result<CUevent> {
+    CUevent e = nullptr;
+    BRAID_RETURN_IF_ERROR(api_->check(api_->eventCreate(&e, kCuEventDisableTiming), "cuEventCreate"));
+    l.events.push_back(e);
+    return e;
+  };
+  for (void* s : fl.streams) {
+    BRAID_ASSIGN_OR_RETURN(CUevent e, newEvent());
+    BRAID_RETURN_IF_ERROR(api_->check(api_->eventRecord(e, static_cast<CUstream>(s)), "cuEventRecord(user stream)")
+                              .withContext(strPrintf("stream=%p", s)));
+    BRAID_RETURN_IF_ERROR(api_->check(api_->streamWaitEvent(stream_, e, 0), "cuStreamWaitEvent"));
+  }
+  for (const Copy& c : copies_) {
+    BRAID_RETURN_IF_ERROR(api_->check(api_->memcpyAsync(c.dst, reinterpret_cast<CUdeviceptr>(c.src), c.bytes, stream_),
+                                      "cuMemcpyAsync(staging)"));
+    l.device.push_back(c.dst);
+  }
+  copies_.clear();
+  for (const auto& [args, proto] : kernels) {
+    BRAID_RETURN_IF_ERROR(launchKernel(*api_, proto, args, threads_, stream_));
+  }
+  BRAID_ASSIGN_OR_RETURN(l.done, newEvent());
+  BRAID_RETURN_IF_ERROR(api_->check(api_->eventRecord(l.done, stream_), "cuEventRecord(done)"));
+  for (void* s : fl.streams) {
+    BRAID_RETURN_IF_ERROR(
+        api_->check(api_->streamWaitEvent(static_cast<CUstream>(s), l.done, 0), "cuStreamWaitEvent(user stream)")
+            .withContext(strPrintf("stream=%p", s)));
+  }
+  inflight_.push_back(std::move(launch));
+  return Status::ok();
+}
+
+void CudaBackend::release(Launch& l) {
+  for (CUdeviceptr p : l.device) (void)api_->memFree(p);
+  for (void* p : l.images) (void)api_->memFreeHost(p);
+  for (CUevent e : l.events) (void)api_->eventDestroy(e);
+  l.device.clear();
+  l.images.clear();
+  l.events.clear();
+}
+
+Status CudaBackend::statusOf(const Launch& l) const {
+  for (size_t k = 0; k < l.statuses.size(); ++k) {
+    const DevStatus& s = *l.statuses[k];
+    const uint32_t code = loadAcquire(&s.code);
+    if (code == static_cast<uint32_t>(DevStatusCode::kRunning)) continue;
+    const KernelArgs& args = *l.kernels[k].first;
+    std::string peer = "no connector";
+    if (s.channel >= 0 && static_cast<uint32_t>(s.channel) < args.nchannels && s.conn >= 0) {
+      const ChannelWorkDesc& ch = args.channels[s.channel];
+      if (static_cast<uint32_t>(s.conn) < ch.nconns) {
+        const auto* c = static_cast<const Connector*>(ch.conns[s.conn].owner);
+        peer = strPrintf("%s rank %d", c->isSend() ? "sending to" : "receiving from", c->peer().rank);
+      }
+    }
+    const char* kernel = kernelName(l.kernels[k].second);
+    switch (static_cast<DevStatusCode>(code)) {
+      case DevStatusCode::kAborted:
+        return remoteError("rank %d: %s stopped on channel %d: the communicator was aborted", rank_, kernel, s.channel);
+      case DevStatusCode::kPeerAborted:
+        return remoteError("rank %d: %s on channel %d: the connection %s failed or was aborted", rank_, kernel,
+                           s.channel, peer.c_str());
+      case DevStatusCode::kTimeout:
+        return remoteError(
+            "rank %d: %s on channel %d: no progress for %.0f s %s (item %d, tile %llu, step %u; "
+            "BRAID_TIMEOUT)",
+            rank_, kernel, s.channel, wait_.timeoutSec, peer.c_str(), s.item, static_cast<unsigned long long>(s.tile),
+            s.step);
+      default:
+        return internalError("rank %d: %s refused its work on channel %d (status %u)", rank_, kernel, s.channel, code);
+    }
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::pollAsync() {
+  ScopedContext scope(api_, ctx_);
+  while (!inflight_.empty() && failed_.isOk()) {
+    Launch& l = *inflight_.front();
+    Status st = statusOf(l);  // a failed kernel says so while its launch may still be ending
+    if (!st.isOk()) {
+      failed_ = st;
+      break;
+    }
+    const CUresult r = api_->eventQuery(l.done);
+    if (r == kCuErrorNotReady) break;
+    if (r != kCuSuccess) {
+      failed_ = api_->check(r, "cuEventQuery(kernels done)").withContext(strPrintf("rank %d", rank_));
+      break;
+    }
+    st = statusOf(l);
+    if (!st.isOk()) {
+      failed_ = st;
+      break;
+    }
+    release(l);
+    inflight_.pop_front();
+  }
+  return failed_;
+}
+
+void CudaBackend::abortWork() {
+  if (abortWord_ != nullptr) storeRelease(abortWord_, 1u);
+}
+
+void CudaBackend::markAborted(const std::string&) {
+  abortWork();
+}
+
+Status CudaBackend::launchDirect(const std::vector<DirectBatch>&) {
+  return invalidUsage("rank %d: NVLS-style collectives on GPUs are not built yet (issue 15)", rank_);
+}
+
+Status CudaBackend::checkBuffer(const void* p, size_t bytes, const char* what) const {
+  if (p == nullptr || bytes == 0) return Status::ok();
+  const auto at = reinterpret_cast<CUdeviceptr>(p);
+  unsigned type = 0;
+  if (api_->pointerGetAttribute(&type, static_cast<int>(CuPointerAttr::kMemoryType), at) != kCuSuccess) {
+    return invalidArgument(
+        "%s=%p is not memory the CUDA driver knows (pageable host memory?): a CUDA communicator reads and writes "
+        "device memory (cudaMalloc, ncclMemAlloc) or pinned host memory (cudaHostAlloc)",
+        what, p);
+  }
+  int ordinal = -1;
+  if (type == kCuMemoryTypeDevice &&
+      api_->pointerGetAttribute(&ordinal, static_cast<int>(CuPointerAttr::kDeviceOrdinal), at) == kCuSuccess &&
+      ordinal != device_) {
+    return invalidArgument("%s=%p is memory of device %d; this communicator runs on device %d", what, p, ordinal,
+                           device_);
+  }
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  if (api_->pointerGetAttribute(&start, static_cast<int>(CuPointerAttr::kRangeStart), at) == kCuSuccess &&
+      api_->pointerGetAttribute(&size, static_cast<int>(CuPointerAttr::kRangeSize), at) == kCuSuccess &&
+      bytes > start + size - at) {
+    return invalidArgument("%s=%p: %zu bytes run past the end of its allocation (%zu bytes at %p)", what, p, bytes,
+                           size, reinterpret_cast<const void*>(start));
+  }
+  return Status::ok();
+}
+
+}  // namespace braid

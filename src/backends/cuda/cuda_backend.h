@@ -1,0 +1,83 @@
+// The CUDA backend: runs plans as kernels (kernel_image.h) on device buffers and the user's streams.
+//
+// A communicator gets it when its creating thread has a current CUDA context (or BRAID_BACKEND=cuda); every
+// driver call goes through the table of cu_api.h. Per communicator: one internal non-blocking stream, an abort
+// word in pinned host memory, and each connector's cursor in pinned memory that outlives launches. A launch
+// (launchFifo, at the outermost ncclGroupEnd) copies the flattened work into pinned memory (work_image.h), makes
+// the internal stream wait for every user stream of the group, launches one kernel per protocol (a CTA per
+// channel), and makes the user streams wait for the kernels; it returns at once. Finished launches are reclaimed
+// by pollAsync (each launch and ncclCommGetAsyncError), which also turns a kernel's status word into the error
+// ncclCommGetAsyncError reports.
+//
+// What this first version connects: ranks that are threads of one process (FIFOs in pinned, mapped host memory).
+// Ranks in other processes or on other hosts are refused at init with an error that says so; the p2p transport
+// (device FIFOs, IPC) and pinned shm/network FIFOs come next (docs/cuda.md).
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/backends/backend.h"
+#include "src/backends/cuda/cu_api.h"
+
+namespace braid {
+
+class CudaBackend final : public Backend {
+ public:
+  // On the calling thread's current context; an error names what is missing (no driver, no context).
+  static Result<std::unique_ptr<Backend>> create();
+  ~CudaBackend() override;
+
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  int maxChannels(const std::vector<RankResources>& ranks) const override;
+  Status init(const BackendInitContext& ctx) override;
+  BackendCaps caps() const override;
+  const std::vector<Transport*>& transports() const override;
+  const FifoMemory& fifoMemory() const override;
+  const void* stageCopy(const void* src, size_t bytes) override;
+  void releaseLaunchMemory() override;
+  Status launchFifo(const std::vector<FifoLaunch>& group) override;
+  Status launchDirect(const std::vector<DirectBatch>& group) override;
+  void markAborted(const std::string& why) override;
+  Status checkBuffer(const void* p, size_t bytes, const char* what) const override;
+  Status pollAsync() override;
+  void abortWork() override;
+
+  int cudaDevice() const override { return device_; }
+
+ private:
+  class PinnedFifos;
+  struct Launch;  // one launchFifo's kernels and the memory they use
+  struct Copy {
+    CUdeviceptr dst;
+    const void* src;
+    size_t bytes;
+  };
+
+  CudaBackend(const CuApi* api, CUcontext ctx, int device);
+  Status launchOne(const FifoLaunch& launch);
+  FifoCursor* cursorFor(void* connector);
+  Status statusOf(const Launch& l) const;  // what a launch's status words say
+  void release(Launch& l);
+
+  const CuApi* api_;
+  CUcontext ctx_;
+  int device_;
+  int rank_ = 0;
+  WaitContext wait_;
+  int threads_ = 0;  // per CTA
+  CUstream stream_ = nullptr;
+  uint32_t* abortWord_ = nullptr;  // pinned
+  std::unique_ptr<PinnedFifos> fifos_;
+  std::vector<char*> cursorBlocks_;  // pinned
+  size_t cursorsUsed_ = 0;
+  std::map<void*, FifoCursor*> cursors_;
+  std::vector<Copy> copies_;  // staged by stageCopy, run after the next launch's stream join
+  std::deque<std::unique_ptr<Launch>> inflight_;
+  Status failed_;  // the first asynchronous failure: the communicator is unusable after it
+};
+
+}  // namespace braid

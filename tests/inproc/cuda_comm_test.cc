@@ -1,0 +1,373 @@
+// CUDA communicators through the public API on the strict fake driver (tests/fake_cuda): ranks that are threads,
+// each with a fake device's context current, collectives on device buffers and non-blocking streams, run by
+// braid's kernels on the CTA emulator. The calls return before the work is done; the stream's synchronisation
+// sees it finished. Then what goes wrong: a host pointer, a rank that never comes (the kernel's deadline reaches
+// ncclCommGetAsyncError), ncclCommAbort of a waiting kernel, ranks that disagree on the backend, ranks in other
+// processes (not built yet: an explicit error).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/common/harness.h"
+
+namespace {
+
+using namespace braid_test;
+
+// The fake driver's entry points the test itself uses (the program's side of the driver: contexts, memory,
+// streams). braid opens the same library through BRAID_CUDA_DRIVER.
+struct Driver {
+  void* lib = nullptr;
+  int (*init)(unsigned) = nullptr;
+  int (*retain)(void**, int) = nullptr;
+  int (*setCurrent)(void*) = nullptr;
+  int (*memAlloc)(unsigned long long*, size_t) = nullptr;
+  int (*memFree)(unsigned long long) = nullptr;
+  int (*memcpyAsync)(unsigned long long, unsigned long long, size_t, void*) = nullptr;
+  int (*streamCreate)(void**, unsigned) = nullptr;
+  int (*streamSync)(void*) = nullptr;
+  int (*streamDestroy)(void*) = nullptr;
+
+  static Driver& get() {
+    static Driver d = [] {
+      setenv("BRAID_CUDA_DRIVER", BRAID_FAKE_CUDA_DRIVER, 1);
+      setenv("BRAID_FAKE_CUDA_DEVICES", "4", 1);
+      Driver x;
+      x.lib = dlopen(BRAID_FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_GLOBAL);
+      if (x.lib == nullptr) return x;
+      auto sym = [&](auto& fn, const char* name) {
+        fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(x.lib, name));
+      };
+      sym(x.init, "cuInit");
+      sym(x.retain, "cuDevicePrimaryCtxRetain");
+      sym(x.setCurrent, "cuCtxSetCurrent");
+      sym(x.memAlloc, "cuMemAlloc_v2");
+      sym(x.memFree, "cuMemFree_v2");
+      sym(x.memcpyAsync, "cuMemcpyAsync");
+      sym(x.streamCreate, "cuStreamCreate");
+      sym(x.streamSync, "cuStreamSynchronize");
+      sym(x.streamDestroy, "cuStreamDestroy_v2");
+      if (x.init(0) != 0) x.lib = nullptr;
+      return x;
+    }();
+    return d;
+  }
+  // Makes device d's primary context current on this thread (cudaSetDevice).
+  bool use(int d) const {
+    void* ctx = nullptr;
+    return retain(&ctx, d) == 0 && setCurrent(ctx) == 0;
+  }
+  void* alloc(size_t bytes) const {
+    unsigned long long p = 0;
+    return memAlloc(&p, bytes) == 0 ? reinterpret_cast<void*>(p) : nullptr;
+  }
+  void copy(void* dst, const void* src, size_t bytes, void* stream) const {
+    memcpyAsync(reinterpret_cast<unsigned long long>(dst), reinterpret_cast<unsigned long long>(src), bytes, stream);
+  }
+};
+
+// Runs fn(rank, comm, stream) on n threads; thread r makes device r's context current before ncclCommInitRank
+// (unless withContext says otherwise) and has its own non-blocking stream. Returns each rank's init result
+// (ncclSuccess, then fn's result).
+std::vector<ncclResult_t> runCudaRanks(int n, const std::function<ncclResult_t(int, ncclComm_t, cudaStream_t)>& fn,
+                                       const std::function<bool(int)>& withContext = nullptr) {
+  const Driver& drv = Driver::get();
+  ncclUniqueId id;
+  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::vector<ncclResult_t> res(static_cast<size_t>(n), ncclSuccess);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      const bool ctx = !withContext || withContext(r);
+      if (ctx && !drv.use(r)) {
+        res[static_cast<size_t>(r)] = ncclSystemError;
+        return;
+      }
+      ncclComm_t comm = nullptr;
+      ncclResult_t st = ncclCommInitRank(&comm, n, id, r);
+      if (st != ncclSuccess) {
+        res[static_cast<size_t>(r)] = st;
+        return;
+      }
+      void* stream = nullptr;
+      if (ctx) drv.streamCreate(&stream, 1);
+      res[static_cast<size_t>(r)] = fn(r, comm, static_cast<cudaStream_t>(stream));
+      ncclCommDestroy(comm);
+      if (stream != nullptr) drv.streamDestroy(stream);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return res;
+}
+
+class CudaComm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+  }
+};
+
+struct CollCase {
+  const char* name;
+  std::function<ncclResult_t(const void*, void*, size_t, ncclComm_t, cudaStream_t, int)> call;
+  size_t sendMul, recvMul;  // buffer sizes in units of count
+  std::function<float(int rank, size_t i, int n, size_t count)> input;
+  std::function<float(int rank, size_t i, int n, size_t count)> expected;
+};
+
+std::vector<CollCase> collCases() {
+  auto in = [](int r, size_t i, int, size_t) { return static_cast<float>((i * 3 + static_cast<size_t>(r)) % 13); };
+  return {
+      {"AllReduce",
+       [](const void* s, void* d, size_t c, ncclComm_t comm, cudaStream_t st, int) {
+         return ncclAllReduce(s, d, c, ncclFloat, ncclSum, comm, st);
+       },
+       1, 1, in,
+       [](int, size_t i, int n, size_t) {
+         float x = 0;
+         for (int p = 0; p < n; ++p) x += static_cast<float>((i * 3 + static_cast<size_t>(p)) % 13);
+         return x;
+       }},
+      {"AllGather",
+       [](const void* s, void* d, size_t c, ncclComm_t comm, cudaStream_t st, int) {
+         return ncclAllGather(s, d, c, ncclFloat, comm, st);
+       },
+       1, 0, in, [](int, size_t i, int, size_t c) { return static_cast<float>(((i % c) * 3 + i / c) % 13); }},
+      {"Broadcast",
+       [](const void* s, void* d, size_t c, ncclComm_t comm, cudaStream_t st, int) {
+         return ncclBroadcast(s, d, c, ncclFloat, 1, comm, st);
+       },
+       1, 1, in, [](int, size_t i, int, size_t) { return static_cast<float>((i * 3 + 1) % 13); }},
+      {"ReduceScatter",
+       [](const void* s, void* d, size_t c, ncclComm_t comm, cudaStream_t st, int) {
+         return ncclReduceScatter(s, d, c, ncclFloat, ncclMax, comm, st);
+       },
+       0, 1, in,
+       [](int r, size_t i, int n, size_t c) {
+         float x = 0;
+         for (int p = 0; p < n; ++p) {
+           x = std::max(x, static_cast<float>(((static_cast<size_t>(r) * c + i) * 3 + static_cast<size_t>(p)) % 13));
+         }
+         return x;
+       }},
+  };
+}
+
+// Every collective above, on 2 and 3 ranks, with the default protocol choice and forced LL and Simple: the calls
+// return at once, the stream then holds the finished result.
+TEST_F(CudaComm, CollectivesOnDeviceBuffersAndStreams) {
+  const Driver& drv = Driver::get();
+  for (const char* proto : {"", "LL", "Simple"}) {
+    if (*proto != '\0') {
+      setenv("NCCL_PROTO", proto, 1);
+    } else {
+      unsetenv("NCCL_PROTO");
+    }
+    for (int n : {2, 3}) {
+      for (const CollCase& cc : collCases()) {
+        for (size_t count : {size_t{1}, size_t{1000}, size_t{70000}}) {
+          std::vector<ncclResult_t> res = runCudaRanks(n, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+            const size_t sendCount = count * (cc.sendMul == 0 ? static_cast<size_t>(n) : cc.sendMul);
+            const size_t recvCount = count * (cc.recvMul == 0 ? static_cast<size_t>(n) : cc.recvMul);
+            std::vector<float> host(sendCount), out(recvCount, -1);
+            for (size_t i = 0; i < sendCount; ++i) host[i] = cc.input(r, i, n, count);
+            void* send = drv.alloc(sendCount * 4);
+            void* recv = drv.alloc(recvCount * 4);
+            drv.copy(send, host.data(), sendCount * 4, stream);
+            drv.copy(recv, out.data(), recvCount * 4, stream);
+            ncclResult_t st = cc.call(send, recv, count, comm, stream, r);
+            if (st == ncclSuccess) {
+              drv.copy(out.data(), recv, recvCount * 4, stream);
+              if (drv.streamSync(stream) != 0) st = ncclUnhandledCudaError;
+            }
+            ncclResult_t async = ncclSuccess;
+            ncclCommGetAsyncError(comm, &async);
+            if (st == ncclSuccess) st = async;
+            size_t wrong = 0;
+            for (size_t i = 0; i < recvCount && st == ncclSuccess; ++i) {
+              if (out[i] != cc.expected(r, i, n, count)) ++wrong;
+            }
+            EXPECT_EQ(wrong, 0u) << cc.name << " rank " << r << " of " << n << " count " << count << " proto " << proto;
+            drv.memFree(reinterpret_cast<unsigned long long>(send));
+            drv.memFree(reinterpret_cast<unsigned long long>(recv));
+            return st;
+          });
+          for (ncclResult_t r : res) {
+            ASSERT_EQ(r, ncclSuccess) << cc.name << " n=" << n << " count=" << count << " proto=" << proto << ": "
+                                      << ncclGetLastError(nullptr);
+          }
+        }
+      }
+    }
+  }
+  unsetenv("NCCL_PROTO");
+}
+
+// Grouped sends and receives around a ring, on streams, in one group.
+TEST_F(CudaComm, GroupedSendRecv) {
+  const Driver& drv = Driver::get();
+  const size_t count = 5000;
+  std::vector<ncclResult_t> res = runCudaRanks(3, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    std::vector<float> host(count), out(count, -1);
+    for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>(r * 10000 + static_cast<int>(i));
+    void* send = drv.alloc(count * 4);
+    void* recv = drv.alloc(count * 4);
+    drv.copy(send, host.data(), count * 4, stream);
+    ncclGroupStart();
+    ncclSend(send, count, ncclFloat, (r + 1) % 3, comm, stream);
+    ncclRecv(recv, count, ncclFloat, (r + 2) % 3, comm, stream);
+    ncclResult_t st = ncclGroupEnd();
+    drv.copy(out.data(), recv, count * 4, stream);
+    if (drv.streamSync(stream) != 0) st = ncclUnhandledCudaError;
+    const int from = (r + 2) % 3;
+    for (size_t i = 0; i < count && st == ncclSuccess; ++i) {
+      if (out[i] != static_cast<float>(from * 10000 + static_cast<int>(i))) {
+        ADD_FAILURE() << "rank " << r << " element " << i << " = " << out[i];
+        break;
+      }
+    }
+    drv.memFree(reinterpret_cast<unsigned long long>(send));
+    drv.memFree(reinterpret_cast<unsigned long long>(recv));
+    return st;
+  });
+  for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << ncclGetLastError(nullptr);
+}
+
+TEST_F(CudaComm, AHostPointerIsANamedError) {
+  const Driver& drv = Driver::get();
+  std::vector<std::string> msgs(2);
+  std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    std::vector<float> host(100);
+    void* dev = drv.alloc(400);
+    ncclResult_t st = ncclAllReduce(host.data(), dev, 100, ncclFloat, ncclSum, comm, stream);
+    msgs[static_cast<size_t>(r)] = ncclGetLastError(comm);
+    drv.memFree(reinterpret_cast<unsigned long long>(dev));
+    return st == ncclInvalidArgument ? ncclSuccess : ncclInternalError;
+  });
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r], ncclSuccess);
+    EXPECT_NE(msgs[r].find("sendbuff="), std::string::npos) << msgs[r];
+    EXPECT_NE(msgs[r].find("is not memory the CUDA driver knows"), std::string::npos) << msgs[r];
+  }
+}
+
+// Rank 0 runs an all-reduce rank 1 never joins: the call returns at once, and the kernel's deadline
+// (BRAID_TIMEOUT) reaches ncclCommGetAsyncError as ncclRemoteError naming the connection it waited on.
+TEST_F(CudaComm, AMissingPeerReachesGetAsyncError) {
+  const Driver& drv = Driver::get();
+  setenv("BRAID_TIMEOUT", "1", 1);
+  std::string msg;
+  std::atomic<bool> done{false};
+  std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    void* buf = drv.alloc(4000);
+    // Together once: the links are made at first use, which waits for the peer on the calling thread.
+    if (ncclAllReduce(buf, buf, 1000, ncclFloat, ncclSum, comm, stream) != ncclSuccess || drv.streamSync(stream) != 0) {
+      return ncclInternalError;
+    }
+    if (r == 1) {
+      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      drv.memFree(reinterpret_cast<unsigned long long>(buf));
+      return ncclSuccess;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    ncclResult_t st = ncclAllReduce(buf, buf, 1000, ncclFloat, ncclSum, comm, stream);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1)) << "the call waited for the kernel";
+    ncclResult_t async = ncclSuccess;
+    while (st == ncclSuccess && async == ncclSuccess &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
+      ncclCommGetAsyncError(comm, &async);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    msg = ncclGetLastError(comm);
+    drv.streamSync(stream);
+    drv.memFree(reinterpret_cast<unsigned long long>(buf));
+    done.store(true);
+    return st == ncclSuccess && async == ncclRemoteError ? ncclSuccess : ncclInternalError;
+  });
+  unsetenv("BRAID_TIMEOUT");
+  EXPECT_EQ(res[0], ncclSuccess) << msg;
+  EXPECT_NE(msg.find("no progress for 1 s"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+}
+
+// ncclCommAbort stops a kernel waiting forever (BRAID_TIMEOUT=0) for a rank that never comes.
+TEST_F(CudaComm, AbortStopsAWaitingKernel) {
+  const Driver& drv = Driver::get();
+  setenv("BRAID_TIMEOUT", "0", 1);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  std::thread t[2];
+  for (int r = 0; r < 2; ++r) {
+    t[r] = std::thread([&, r] {
+      ASSERT_TRUE(drv.use(r));
+      ASSERT_EQ(ncclCommInitRank(&comms[r], 2, id, r), ncclSuccess);
+    });
+  }
+  for (auto& th : t) th.join();
+  unsetenv("BRAID_TIMEOUT");
+  ASSERT_TRUE(comms[0] != nullptr && comms[1] != nullptr);
+  // Together once (the links are made at first use), on the legacy stream of each device.
+  void* bufs[2] = {nullptr, nullptr};
+  for (int r = 0; r < 2; ++r) {
+    t[r] = std::thread([&, r] {
+      ASSERT_TRUE(drv.use(r));
+      bufs[r] = drv.alloc(4000);
+      ASSERT_EQ(ncclAllReduce(bufs[r], bufs[r], 1000, ncclFloat, ncclSum, comms[r], nullptr), ncclSuccess);
+      ASSERT_EQ(drv.streamSync(nullptr), 0);
+    });
+  }
+  for (auto& th : t) th.join();
+  ASSERT_TRUE(drv.use(0));
+  void* stream = nullptr;
+  drv.streamCreate(&stream, 1);
+  void* buf = bufs[0];
+  // Rank 0 alone: its kernel waits for rank 1 with no deadline.
+  ASSERT_EQ(ncclAllReduce(buf, buf, 1000, ncclFloat, ncclSum, comms[0], static_cast<cudaStream_t>(stream)),
+            ncclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(ncclCommAbort(comms[0]), ncclSuccess);
+  EXPECT_EQ(drv.streamSync(stream), 0);  // the kernel ended
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(ncclCommDestroy(comms[1]), ncclSuccess);
+  drv.memFree(reinterpret_cast<unsigned long long>(buf));
+  ASSERT_TRUE(drv.use(1));
+  drv.memFree(reinterpret_cast<unsigned long long>(bufs[1]));
+  drv.streamDestroy(stream);
+}
+
+// One rank with a current context (cuda), one without (host): init fails on both, naming the two backends.
+TEST_F(CudaComm, RanksThatDisagreeOnTheBackendFailInit) {
+  std::vector<ncclResult_t> res = runCudaRanks(
+      2, [](int, ncclComm_t, cudaStream_t) { return ncclSuccess; }, [](int r) { return r == 0; });
+  for (ncclResult_t r : res) EXPECT_EQ(r, ncclInvalidUsage);
+  const std::string msg = ncclGetLastError(nullptr);
+  EXPECT_NE(msg.find("memory: every rank of a communicator must use the same backend"), std::string::npos) << msg;
+}
+
+// A host communicator still refuses a stream, and names the remedy.
+TEST_F(CudaComm, AStreamOnAHostCommunicatorIsRefused) {
+  setenv("BRAID_BACKEND", "host", 1);
+  std::vector<ncclResult_t> res = runCudaRanks(1, [](int, ncclComm_t comm, cudaStream_t stream) {
+    float x = 1;
+    ncclResult_t st = ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, stream);
+    const std::string msg = ncclGetLastError(comm);
+    EXPECT_NE(msg.find("works on host memory"), std::string::npos) << msg;
+    return st == ncclInvalidUsage ? ncclSuccess : ncclInternalError;
+  });
+  unsetenv("BRAID_BACKEND");
+  EXPECT_EQ(res[0], ncclSuccess);
+}
+
+}  // namespace
