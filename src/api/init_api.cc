@@ -70,6 +70,9 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& commId, int ran
   if (rank < 0 || rank >= nranks) return invalidArgument("rank=%d is out of range for nranks=%d", rank, nranks);
   BRAID_ASSIGN_OR_RETURN(CommConfig cfg, parseConfig(config));
   BRAID_ASSIGN_OR_RETURN(UniqueIdInfo id, decodeUniqueId(commId.internal));
+  // On this thread: its current CUDA context decides (a grouped or non-blocking init runs on another one).
+  BRAID_ASSIGN_OR_RETURN(cfg.backend, chooseBackend());
+  cfg.backendChosen = true;
   auto comm = std::make_shared<Communicator>();
   ncclComm* handle = registerComm(comm);
   *out = handle;
@@ -333,7 +336,13 @@ BRAID_API(void, ncclResetDebugInit) {
 BRAID_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   return apiCall("ncclMemAlloc", [&]() -> Status {
     BRAID_RETURN_IF_ERROR(checkNotNull(ptr, "ncclMemAlloc", "ptr"));
-    // Host build: page-aligned, zeroed host memory that the other processes of a communicator can map, so
+    // A thread with a current CUDA context gets device memory of its device (as NCCL's, for CUDA communicators).
+    BRAID_ASSIGN_OR_RETURN(void* dev, cudaAllocIfCurrent(size));
+    if (dev != nullptr) {
+      *ptr = dev;
+      return Status::ok();
+    }
+    // Otherwise page-aligned, zeroed host memory that the other processes of a communicator can map, so
     // collectives on it load and store peers' buffers directly (no copy through a FIFO).
     bool shareable = false;
     Result<void*> p = allocShareable(size, &shareable);
@@ -347,6 +356,8 @@ BRAID_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
 BRAID_API(ncclResult_t, ncclMemFree, void* ptr) {
   return apiCall("ncclMemFree", [&]() -> Status {
     if (ptr == nullptr) return Status::ok();  // like free(NULL)
+    BRAID_ASSIGN_OR_RETURN(bool wasDevice, cudaFreeIfDevice(ptr));
+    if (wasDevice) return Status::ok();
     return freeShareable(ptr);
   });
 }

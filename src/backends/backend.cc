@@ -9,9 +9,9 @@ const char* backendKindName(BackendKind kind) {
   return kind == BackendKind::kCuda ? "cuda" : "host";
 }
 
-Result<std::unique_ptr<Backend>> createBackend(BackendKind kind) {
-  if (kind == BackendKind::kHost) return std::unique_ptr<Backend>(new CpuBackend());
-  return CudaBackend::create();
+Result<std::unique_ptr<Backend>> createBackend(const BackendChoice& choice) {
+  if (choice.kind == BackendKind::kHost) return std::unique_ptr<Backend>(new CpuBackend());
+  return CudaBackend::create(static_cast<CUcontext>(choice.cudaContext));
 }
 
 }  // namespace braid

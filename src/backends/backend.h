@@ -162,14 +162,23 @@ class Backend {
   virtual int cudaDevice() const { return -1; }
 };
 
-// The backend of a kind; an explicit error names kinds this build does not have. A CUDA backend works on the
-// calling thread's current CUDA context.
-Result<std::unique_ptr<Backend>> createBackend(BackendKind kind);
+// Which backend a communicator gets, decided on the thread that calls ncclCommInitRank (its init may run on
+// another thread): BRAID_BACKEND=host or cuda, or (unset) cuda when the CUDA driver is already loaded in this
+// process and this thread has a current context, host otherwise. The automatic choice never loads the driver, so
+// host-only programs never initialise CUDA (which would not survive their fork()).
+struct BackendChoice {
+  BackendKind kind = BackendKind::kHost;
+  void* cudaContext = nullptr;  // the caller's current context (a CUcontext), for kCuda
+};
+Result<BackendChoice> chooseBackend();
 
-// Which backend a communicator created on this thread gets: BRAID_BACKEND=host or cuda, or (unset) cuda when the
-// CUDA driver is already loaded in this process and this thread has a current context, host otherwise. Never
-// loads the driver itself for the automatic choice, so host-only programs never initialise CUDA (which would not
-// survive their fork()).
-Result<BackendKind> chooseBackendKind();
+// The backend of that choice; an error names what is missing (no driver, no context).
+Result<std::unique_ptr<Backend>> createBackend(const BackendChoice& choice);
+
+// ncclMemAlloc / ncclMemFree on a thread with a current CUDA context: device memory of that context's device
+// (null when the thread has none: the caller allocates host memory). cudaFreeIfDevice frees p when it is device
+// memory and says whether it was; it never loads the driver.
+Result<void*> cudaAllocIfCurrent(size_t bytes);
+Result<bool> cudaFreeIfDevice(void* p);
 
 }  // namespace braid

@@ -135,8 +135,11 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   }
   flight_->identify(FlightIdentity{id.magic, rank, nranks, config.commName});
   if (flight_->enabled()) flightInstallSignal();
-  BRAID_ASSIGN_OR_RETURN(BackendKind backendKind, chooseBackendKind());
-  BRAID_ASSIGN_OR_RETURN(backend_, createBackend(backendKind));
+  BackendChoice choice = config.backend;
+  if (!config.backendChosen) {
+    BRAID_ASSIGN_OR_RETURN(choice, chooseBackend());
+  }
+  BRAID_ASSIGN_OR_RETURN(backend_, createBackend(choice));
   if (backend_->cudaDevice() >= 0) {
     device_ = backend_->cudaDevice();
     logSetThreadDevice(device_);
@@ -686,7 +689,11 @@ Status Communicator::split(int color, int key, const CommConfig& config, std::un
   }
   BRAID_ASSIGN_OR_RETURN(UniqueIdInfo id, decodeUniqueId(idBytes));
   auto child = std::make_unique<Communicator>();
-  BRAID_RETURN_IF_ERROR(child->init(id, static_cast<int>(members.size()), newRank, config, device_));
+  CommConfig childConfig = config;
+  childConfig.backendChosen = true;  // the parent's memory, whichever thread splits
+  childConfig.backend = config_.backend;
+  childConfig.backend.kind = backend_->kind();
+  BRAID_RETURN_IF_ERROR(child->init(id, static_cast<int>(members.size()), newRank, childConfig, device_));
   BRAID_INFO(kLogInit, "comm %p split from comm %p: color %d key %d -> rank %d of %zu", static_cast<void*>(child.get()),
              static_cast<void*>(this), color, key, newRank, members.size());
   *out = std::move(child);

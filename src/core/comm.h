@@ -34,6 +34,10 @@ struct CommConfig {
   int splitShare = 0;
   std::string commName;
   bool checkCalls = false;  // BRAID_CHECK_CALLS, agreed at init (src/core/call_check.h)
+  // The backend, chosen on the thread that called ncclCommInitRank (or the parent's, for a split); unset: chosen
+  // by init on its own thread.
+  bool backendChosen = false;
+  BackendChoice backend;
 };
 
 class NvlsTree;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The GPU checks, as one script for a machine with an NVIDIA GPU and driver (the device tool's machine):
 #   bash tests/gpu/run.sh [BUILD_DIR]        (default build/; built here when missing)
-# braid has no CUDA backend yet, so what a GPU can check today is the perf tools' device-buffer path:
+# What a GPU checks today:
 #  1. every <coll>_perf on device buffers with NVIDIA's NCCL from the CUDA toolkit (LD_LIBRARY_PATH), one rank per
-#     GPU: the table, #wrong 0, and a "# Using devices" line naming the GPU;
-#  2. braid itself on that machine: --buffers auto keeps host buffers (and says why); --buffers device fails with a
-#     named error (braid takes no device buffers or streams until its CUDA backend exists), logged for the record;
+#     GPU (-g), every value checked;
+#  2. braid itself on that machine: --buffers auto keeps host buffers for braid (the perf tools' policy, and says
+#     why); --buffers device runs braid's CUDA communicators (ranks as threads, one GPU each, kernels from the
+#     embedded fatbin) with the default protocol, LL and Simple, every value checked;
 #  3. the differential probe (tests/gpu/cuda_api_probe.cc): the driver calls braid makes, against the real driver,
 #     diffed with what the fake answers (tests/fixtures/cuda_probe/expected.txt, "~" lines left out). A difference
 #     means the fake, or braid's belief about the driver, is wrong: the diff goes into the log.
@@ -70,13 +71,21 @@ rc=$?
 echo "$out" >>"$log"
 [ "$rc" -eq 0 ] && echo "$out" | grep -q '^# Buffers in host memory: the communicators report no CUDA device' ||
   fail "braid --buffers auto on a GPU machine: exit $rc or no host-buffer note"
-out=$("$build/perf/all_reduce_perf" --buffers device -b 8 -e 8 2>&1)
-rc=$?
-echo "$out" >>"$log"
-[ "$rc" -eq 2 ] && echo "$out" | grep -q 'all_reduce_perf: rank 0: ' ||
-  fail "braid --buffers device: want exit 2 and a named error (braid takes no device buffers yet), got $rc"
-say "braid --buffers device on a GPU: $(echo "$out" | tail -1)"
-
+# braid's CUDA communicators: one rank per GPU as threads of this process, device buffers and streams, kernels
+# from the embedded fatbin; every value checked (#wrong 0). Then LL and Simple forced, and the kernel's bandwidth
+# beside NVIDIA's (above).
+for proto in "" LL Simple; do
+  out=$(env ${proto:+NCCL_PROTO=$proto} NCCL_DEBUG=WARN timeout 300 "$build/perf/all_reduce_perf" --buffers device \
+    -g "$ngpus" -b 8 -e 128M -f 4 -c 1 2>&1)
+  rc=$?
+  echo "$out" >>"$log"
+  label="braid all_reduce_perf on device buffers (CUDA communicators, -g $ngpus${proto:+, NCCL_PROTO=$proto})"
+  if [ "$rc" -eq 0 ] && echo "$out" | grep -q '^# Out of bounds values : 0 OK$'; then
+    pass "$label: $(echo "$out" | grep 'Avg bus')"
+  else
+    fail "$label: exit $rc: $(echo "$out" | tail -3 | tr '\n' ' ')"
+  fi
+done
 if [ -x "$build/tests/cuda_api_probe" ]; then
   probe=$(env -u BRAID_CUDA_DRIVER "$build/tests/cuda_api_probe" 2>&1)
   rc=$?

@@ -243,6 +243,83 @@ TEST_F(CudaComm, GroupedSendRecv) {
   for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << ncclGetLastError(nullptr);
 }
 
+// ncclMemAlloc on a thread with a current context gives device memory of its device; collectives use it;
+// ncclMemFree frees it (and host memory from a thread without one, as before).
+TEST_F(CudaComm, MemAllocGivesDeviceMemory) {
+  const Driver& drv = Driver::get();
+  auto memType = reinterpret_cast<int (*)(void*, int, unsigned long long)>(dlsym(drv.lib, "cuPointerGetAttribute"));
+  std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    void* buf = nullptr;
+    if (ncclMemAlloc(&buf, 4000) != ncclSuccess) return ncclInternalError;
+    unsigned type = 0;
+    int ordinal = -1;
+    EXPECT_EQ(memType(&type, 2, reinterpret_cast<unsigned long long>(buf)), 0);
+    EXPECT_EQ(type, 2u) << "device memory";
+    EXPECT_EQ(memType(&ordinal, 9, reinterpret_cast<unsigned long long>(buf)), 0);
+    EXPECT_EQ(ordinal, r);
+    std::vector<float> ones(1000, 1.0f), out(1000, 0.0f);
+    drv.copy(buf, ones.data(), 4000, stream);
+    ncclResult_t st = ncclAllReduce(buf, buf, 1000, ncclFloat, ncclSum, comm, stream);
+    drv.copy(out.data(), buf, 4000, stream);
+    if (drv.streamSync(stream) != 0) st = ncclUnhandledCudaError;
+    EXPECT_EQ(out[999], 2.0f);
+    if (ncclMemFree(buf) != ncclSuccess) st = ncclInternalError;
+    return st;
+  });
+  for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << ncclGetLastError(nullptr);
+  // A thread without a context: host memory, freed as such.
+  std::thread([] {
+    void* p = nullptr;
+    ASSERT_EQ(ncclMemAlloc(&p, 100), ncclSuccess);
+    memset(p, 1, 100);
+    EXPECT_EQ(ncclMemFree(p), ncclSuccess);
+  }).join();
+}
+
+// A grouped init runs on other threads: the backend is still the one of the thread that called
+// ncclCommInitRank (its current context), as NCCL's device is.
+TEST_F(CudaComm, GroupedInitKeepsTheCallersContext) {
+  const Driver& drv = Driver::get();
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(drv.use(r));
+    ASSERT_EQ(ncclCommInitRank(&comms[r], 2, id, r), ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    int dev = -1;
+    EXPECT_EQ(ncclCommCuDevice(comms[r], &dev), ncclSuccess);
+    EXPECT_EQ(dev, r);
+  }
+  // One thread drives both ranks in a group, on each device's legacy stream.
+  void* bufs[2];
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(drv.use(r));
+    bufs[r] = drv.alloc(400);
+    std::vector<float> v(100, static_cast<float>(r + 1));
+    drv.copy(bufs[r], v.data(), 400, nullptr);
+    drv.streamSync(nullptr);
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(drv.use(r));
+    ASSERT_EQ(ncclAllReduce(bufs[r], bufs[r], 100, ncclFloat, ncclSum, comms[r], nullptr), ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(drv.use(r));
+    std::vector<float> out(100, 0);
+    drv.copy(out.data(), bufs[r], 400, nullptr);
+    EXPECT_EQ(drv.streamSync(nullptr), 0);
+    EXPECT_EQ(out[0], 3.0f) << "rank " << r;
+    drv.memFree(reinterpret_cast<unsigned long long>(bufs[r]));
+    EXPECT_EQ(ncclCommDestroy(comms[r]), ncclSuccess);
+  }
+}
+
 TEST_F(CudaComm, AHostPointerIsANamedError) {
   const Driver& drv = Driver::get();
   std::vector<std::string> msgs(2);

@@ -90,38 +90,87 @@ struct CudaBackend::Launch {
   CUevent done = nullptr;
 };
 
-Result<BackendKind> chooseBackendKind() {
-  const std::string want = params::Backend();
-  if (strcasecmp(want.c_str(), "host") == 0) return BackendKind::kHost;
-  if (strcasecmp(want.c_str(), "cuda") == 0) return BackendKind::kCuda;
-  if (!want.empty()) {
-    return invalidArgument("%s=\"%s\": use host or cuda (unset: cuda when this thread has a current CUDA context)",
-                           params::kBackend.name, want.c_str());
-  }
-  // Only a driver the program loaded itself counts, and only a context it made current: the automatic choice
-  // never initialises CUDA behind a host-only program's back.
-  void* lib = dlopen(params::CudaDriver().c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (lib == nullptr) return BackendKind::kHost;
+namespace {
+
+// The driver library, if the program loaded it (never loads it).
+void* loadedDriver() {
+  return dlopen(params::CudaDriver().c_str(), RTLD_NOW | RTLD_NOLOAD);
+}
+
+// The calling thread's current context through the loaded driver itself: null when there is none, when the
+// driver is not initialised, or when it is not loaded.
+CUcontext currentContextIfLoaded() {
+  void* lib = loadedDriver();
+  if (lib == nullptr) return nullptr;
   using GetCurrentFn = CUresult (*)(CUcontext*);
   auto getCurrent = reinterpret_cast<GetCurrentFn>(dlsym(lib, "cuCtxGetCurrent"));
   CUcontext ctx = nullptr;
-  const bool current = getCurrent != nullptr && getCurrent(&ctx) == kCuSuccess && ctx != nullptr;
+  if (getCurrent == nullptr || getCurrent(&ctx) != kCuSuccess) ctx = nullptr;
   dlclose(lib);
-  return current ? BackendKind::kCuda : BackendKind::kHost;
+  return ctx;
 }
 
-Result<std::unique_ptr<Backend>> CudaBackend::create() {
+}  // namespace
+
+Result<BackendChoice> chooseBackend() {
+  const std::string want = params::Backend();
+  BackendChoice c;
+  if (strcasecmp(want.c_str(), "host") == 0) return c;
+  if (!want.empty() && strcasecmp(want.c_str(), "cuda") != 0) {
+    return invalidArgument("%s=\"%s\": use host or cuda (unset: cuda when this thread has a current CUDA context)",
+                           params::kBackend.name, want.c_str());
+  }
+  c.cudaContext = currentContextIfLoaded();
+  if (!want.empty()) {
+    c.kind = BackendKind::kCuda;  // forced: CudaBackend::create loads the driver and names what is missing
+  } else if (c.cudaContext != nullptr) {
+    c.kind = BackendKind::kCuda;
+  }
+  return c;
+}
+
+Result<void*> cudaAllocIfCurrent(size_t bytes) {
+  CUcontext ctx = currentContextIfLoaded();
+  if (ctx == nullptr || strcasecmp(params::Backend().c_str(), "host") == 0) return static_cast<void*>(nullptr);
   BRAID_ASSIGN_OR_RETURN(const CuApi* api, cuApi());
+  CUdeviceptr p = 0;
+  BRAID_RETURN_IF_ERROR(api->check(api->memAlloc(&p, bytes == 0 ? 1 : bytes), "cuMemAlloc"));
+  return reinterpret_cast<void*>(p);
+}
+
+Result<bool> cudaFreeIfDevice(void* p) {
+  void* lib = loadedDriver();
+  if (lib == nullptr) return false;
+  dlclose(lib);
+  BRAID_ASSIGN_OR_RETURN(const CuApi* api, cuApi());
+  unsigned type = 0;
+  const auto at = reinterpret_cast<CUdeviceptr>(p);
+  if (api->pointerGetAttribute(&type, static_cast<int>(CuPointerAttr::kMemoryType), at) != kCuSuccess ||
+      type != kCuMemoryTypeDevice) {
+    return false;
+  }
   CUcontext ctx = nullptr;
-  BRAID_RETURN_IF_ERROR(api->check(api->ctxGetCurrent(&ctx), "cuCtxGetCurrent"));
+  BRAID_RETURN_IF_ERROR(api->check(api->pointerGetAttribute(&ctx, static_cast<int>(CuPointerAttr::kContext), at),
+                                   "cuPointerGetAttribute(CONTEXT)"));
+  ScopedContext scope(api, ctx);
+  BRAID_RETURN_IF_ERROR(api->check(api->memFree(at), "cuMemFree"));
+  return true;
+}
+
+Result<std::unique_ptr<Backend>> CudaBackend::create(CUcontext ctx) {
+  BRAID_ASSIGN_OR_RETURN(const CuApi* api, cuApi());
+  if (ctx == nullptr) BRAID_RETURN_IF_ERROR(api->check(api->ctxGetCurrent(&ctx), "cuCtxGetCurrent"));
   if (ctx == nullptr) {
     return invalidUsage(
-        "a CUDA communicator needs a current CUDA context on the thread that creates it: call cudaSetDevice (or "
-        "cuCtxSetCurrent) first, or set %s=host for host memory",
+        "a CUDA communicator needs a current CUDA context on the thread that calls ncclCommInitRank: call "
+        "cudaSetDevice (or cuCtxSetCurrent) first, or set %s=host for host memory",
         params::kBackend.name);
   }
   CUdevice dev = -1;
-  BRAID_RETURN_IF_ERROR(api->check(api->ctxGetDevice(&dev), "cuCtxGetDevice"));
+  {
+    ScopedContext scope(api, ctx);
+    BRAID_RETURN_IF_ERROR(api->check(api->ctxGetDevice(&dev), "cuCtxGetDevice"));
+  }
   return std::unique_ptr<Backend>(new CudaBackend(api, ctx, dev));
 }
 

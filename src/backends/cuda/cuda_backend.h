@@ -27,8 +27,8 @@ namespace braid {
 
 class CudaBackend final : public Backend {
  public:
-  // On the calling thread's current context; an error names what is missing (no driver, no context).
-  static Result<std::unique_ptr<Backend>> create();
+  // On `ctx` (null: the calling thread's current context); an error names what is missing (no driver, no context).
+  static Result<std::unique_ptr<Backend>> create(CUcontext ctx);
   ~CudaBackend() override;
 
   BackendKind kind() const override { return BackendKind::kCuda; }
