@@ -320,6 +320,33 @@ TEST_F(CudaComm, GroupedInitKeepsTheCallersContext) {
   }
 }
 
+// A watchdog thread polls ncclCommGetAsyncError (as PyTorch's does) while the ranks launch back to back.
+TEST_F(CudaComm, GetAsyncErrorFromAnotherThreadWhileLaunching) {
+  const Driver& drv = Driver::get();
+  std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    std::atomic<bool> stop{false};
+    std::atomic<int> bad{0};
+    std::thread watchdog([&] {
+      while (!stop.load()) {
+        ncclResult_t e = ncclSuccess;
+        if (ncclCommGetAsyncError(comm, &e) != ncclSuccess || e != ncclSuccess) bad.fetch_add(1);
+      }
+    });
+    void* buf = drv.alloc(40000);
+    ncclResult_t st = ncclSuccess;
+    for (int i = 0; i < 50 && st == ncclSuccess; ++i) {
+      st = ncclAllReduce(buf, buf, 10000, ncclFloat, ncclSum, comm, stream);
+    }
+    if (drv.streamSync(stream) != 0) st = ncclUnhandledCudaError;
+    stop.store(true);
+    watchdog.join();
+    drv.memFree(reinterpret_cast<unsigned long long>(buf));
+    EXPECT_EQ(bad.load(), 0);
+    return st;
+  });
+  for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << ncclGetLastError(nullptr);
+}
+
 TEST_F(CudaComm, AHostPointerIsANamedError) {
   const Driver& drv = Driver::get();
   std::vector<std::string> msgs(2);

@@ -179,6 +179,7 @@ CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device)
 
 CudaBackend::~CudaBackend() {
   ScopedContext scope(api_, ctx_);
+  std::lock_guard<std::mutex> lock(mu_);
   // Work still running: wait for it within the deadline, then stop it through the abort word (its kernels poll
   // it), so destroying a communicator never hangs on a kernel waiting for a peer that is gone.
   const auto deadline =
@@ -306,7 +307,10 @@ Status CudaBackend::launchFifo(const std::vector<FifoLaunch>& group) {
 
 Status CudaBackend::launchOne(const FifoLaunch& fl) {
   ScopedContext scope(api_, ctx_);
-  BRAID_RETURN_IF_ERROR(pollAsync());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    BRAID_RETURN_IF_ERROR(pollLocked());
+  }
   auto launch = std::make_unique<Launch>();
   Launch& l = *launch;
   // On any failure below, what was made so far goes (nothing of it reached a stream unless the join did).
@@ -409,6 +413,7 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
         api_->check(api_->streamWaitEvent(static_cast<CUstream>(s), l.done, 0), "cuStreamWaitEvent(user stream)")
             .withContext(strPrintf("stream=%p", s)));
   }
+  std::lock_guard<std::mutex> lock(mu_);
   inflight_.push_back(std::move(launch));
   return Status::ok();
 }
@@ -458,6 +463,11 @@ Status CudaBackend::statusOf(const Launch& l) const {
 
 Status CudaBackend::pollAsync() {
   ScopedContext scope(api_, ctx_);
+  std::lock_guard<std::mutex> lock(mu_);
+  return pollLocked();
+}
+
+Status CudaBackend::pollLocked() {
   while (!inflight_.empty() && failed_.isOk()) {
     Launch& l = *inflight_.front();
     Status st = statusOf(l);  // a failed kernel says so while its launch may still be ending

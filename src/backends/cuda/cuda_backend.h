@@ -9,6 +9,9 @@
 // by pollAsync (each launch and ncclCommGetAsyncError), which also turns a kernel's status word into the error
 // ncclCommGetAsyncError reports.
 //
+// Thread safety: pollAsync may run on any thread (ncclCommGetAsyncError from a watchdog) while the owner launches;
+// the in-flight list and the first failure are guarded by one mutex.
+//
 // What this first version connects: ranks that are threads of one process (FIFOs in pinned, mapped host memory).
 // Ranks in other processes or on other hosts are refused at init with an error that says so; the p2p transport
 // (device FIFOs, IPC) and pinned shm/network FIFOs come next (docs/cuda.md).
@@ -17,6 +20,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -61,6 +65,7 @@ class CudaBackend final : public Backend {
   Status launchOne(const FifoLaunch& launch);
   FifoCursor* cursorFor(void* connector);
   Status statusOf(const Launch& l) const;  // what a launch's status words say
+  Status pollLocked();                     // pollAsync with mu_ held
   void release(Launch& l);
 
   const CuApi* api_;
@@ -76,6 +81,7 @@ class CudaBackend final : public Backend {
   size_t cursorsUsed_ = 0;
   std::map<void*, FifoCursor*> cursors_;
   std::vector<Copy> copies_;  // staged by stageCopy, run after the next launch's stream join
+  std::mutex mu_;             // guards inflight_ and failed_
   std::deque<std::unique_ptr<Launch>> inflight_;
   Status failed_;  // the first asynchronous failure: the communicator is unusable after it
 };
