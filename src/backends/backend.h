@@ -152,6 +152,9 @@ class Backend {
   // A buffer an operation reads or writes (`what` names the argument): ok when this backend's executor can reach
   // it, else an error that names the argument, the pointer and the remedy. Called at enqueue.
   [[nodiscard]] virtual Status checkBuffer(const void* p, size_t bytes, const char* what) const { return Status::ok(); }
+  // The stream an operation was issued on (null: the legacy default stream): ok when this backend can order its
+  // work after it, else an error naming the stream and why. Called at enqueue for a non-null stream.
+  [[nodiscard]] virtual Status checkStream(void* stream) const { return Status::ok(); }
   // Work still running after launchFifo returned (a streams backend): the first failure it reported, or ok. Frees
   // what finished work held. Called by ncclCommGetAsyncError and before each launch.
   [[nodiscard]] virtual Status pollAsync() { return Status::ok(); }

@@ -56,6 +56,7 @@ Status checkUsable(Communicator& comm, const void* handle, const void* stream) {
         "pass a NULL stream, or create the communicator with a current CUDA context for device buffers and streams",
         stream);
   }
+  if (stream != nullptr) BRAID_RETURN_IF_ERROR(comm.backend().checkStream(const_cast<void*>(stream)));
   // An earlier operation's kernels may have failed since: this one is refused with that error.
   return comm.pollAsync();
 }

@@ -255,6 +255,7 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVe
       {"cuStreamDestroy", reinterpret_cast<void*>(&cuStreamDestroy_v2)},
       {"cuStreamSynchronize", reinterpret_cast<void*>(&cuStreamSynchronize)},
       {"cuStreamQuery", reinterpret_cast<void*>(&cuStreamQuery)},
+      {"cuStreamGetCtx", reinterpret_cast<void*>(&cuStreamGetCtx)},
       {"cuStreamWaitEvent", reinterpret_cast<void*>(&cuStreamWaitEvent)},
       {"cuEventCreate", reinterpret_cast<void*>(&cuEventCreate)},
       {"cuEventDestroy", reinterpret_cast<void*>(&cuEventDestroy_v2)},

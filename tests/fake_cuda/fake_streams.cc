@@ -55,6 +55,23 @@ FAKE_API CUresult cuStreamQuery(void* h) {
   return idle ? kSuccess : kNotReady;
 }
 
+// The special handles (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) answer the calling thread's context; a created
+// stream, its device's (primary) context. An unknown handle is undefined behaviour in the driver; here it fails.
+FAKE_API CUresult cuStreamGetCtx(void* h, void** pctx) {
+  FAKE_ENTER("cuStreamGetCtx");
+  FAKE_REQUIRE_INIT();
+  if (pctx == nullptr) return kInvalidValue;
+  if (h == nullptr || h == reinterpret_cast<void*>(1) || h == reinterpret_cast<void*>(2)) {
+    if (tlsCurrent == nullptr) return kInvalidContext;
+    *pctx = tlsCurrent;
+    return kSuccess;
+  }
+  auto it = s.streams.find(h);
+  if (it == s.streams.end()) return kInvalidHandle;
+  *pctx = &s.devices[static_cast<size_t>(it->second->device)].primary;
+  return kSuccess;
+}
+
 FAKE_API CUresult cuEventCreate(void** phEvent, unsigned flags) {
   FAKE_ENTER("cuEventCreate");
   FAKE_REQUIRE_INIT();

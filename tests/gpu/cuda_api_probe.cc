@@ -150,6 +150,11 @@ int main() {
     void* params[] = {&args};
     CUstream ks = nullptr;
     r = cu.streamCreate(&ks, kCuStreamNonBlocking);
+    CUcontext sctx = nullptr;
+    r = cu.streamGetCtx(ks, &sctx);
+    line("cuStreamGetCtx(created stream)", r, sctx == ctx ? " (the primary context)" : " (another context)");
+    std::thread([&] { r = cu.streamGetCtx(nullptr, &sctx); }).join();
+    line("cuStreamGetCtx(NULL) without a context", r);
     line("cuLaunchKernel(1025 threads)", cu.launchKernel(fn, 1, 1, 1, 1025, 1, 1, 0, ks, params, nullptr));
     line("cuLaunchKernel(empty channel, 64 threads)", cu.launchKernel(fn, 1, 1, 1, 64, 1, 1, 0, ks, params, nullptr));
     r = cu.streamSynchronize(ks);

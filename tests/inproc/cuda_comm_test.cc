@@ -347,6 +347,29 @@ TEST_F(CudaComm, GetAsyncErrorFromAnotherThreadWhileLaunching) {
   for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << ncclGetLastError(nullptr);
 }
 
+TEST_F(CudaComm, AStreamOfAnotherDeviceIsANamedError) {
+  const Driver& drv = Driver::get();
+  std::vector<std::string> msgs(2);
+  std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) {
+    void* buf = drv.alloc(400);
+    void* other = nullptr;
+    drv.use(3);
+    drv.streamCreate(&other, 1);
+    drv.use(r);
+    ncclResult_t st = ncclAllReduce(buf, buf, 100, ncclFloat, ncclSum, comm, static_cast<cudaStream_t>(other));
+    msgs[static_cast<size_t>(r)] = ncclGetLastError(comm);
+    drv.streamDestroy(other);
+    drv.memFree(reinterpret_cast<unsigned long long>(buf));
+    return st == ncclInvalidArgument ? ncclSuccess : ncclInternalError;
+  });
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r], ncclSuccess);
+    EXPECT_NE(msgs[r].find("belongs to device 3; this communicator runs on device " + std::to_string(r)),
+              std::string::npos)
+        << msgs[r];
+  }
+}
+
 TEST_F(CudaComm, AHostPointerIsANamedError) {
   const Driver& drv = Driver::get();
   std::vector<std::string> msgs(2);

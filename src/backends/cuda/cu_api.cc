@@ -53,6 +53,7 @@ Status bindAll(DynLib& lib, CuApi* t) {
   get(t->streamDestroy, "cuStreamDestroy");
   get(t->streamSynchronize, "cuStreamSynchronize");
   get(t->streamQuery, "cuStreamQuery");
+  get(t->streamGetCtx, "cuStreamGetCtx");
   get(t->streamWaitEvent, "cuStreamWaitEvent");
   get(t->eventCreate, "cuEventCreate");
   get(t->eventDestroy, "cuEventDestroy");

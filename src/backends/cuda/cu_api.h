@@ -114,6 +114,7 @@ struct CuApi {
   CUresult (*streamDestroy)(CUstream) = nullptr;
   CUresult (*streamSynchronize)(CUstream) = nullptr;
   CUresult (*streamQuery)(CUstream) = nullptr;
+  CUresult (*streamGetCtx)(CUstream, CUcontext*) = nullptr;
   CUresult (*streamWaitEvent)(CUstream, CUevent, unsigned) = nullptr;
   CUresult (*eventCreate)(CUevent*, unsigned) = nullptr;
   CUresult (*eventDestroy)(CUevent) = nullptr;

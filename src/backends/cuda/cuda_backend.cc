@@ -504,6 +504,24 @@ Status CudaBackend::launchDirect(const std::vector<DirectBatch>&) {
   return invalidUsage("rank %d: NVLS-style collectives on GPUs are not built yet (issue 15)", rank_);
 }
 
+Status CudaBackend::checkStream(void* stream) const {
+  if (stream == nullptr) return Status::ok();  // the legacy stream of this communicator's context, at launch
+  CUcontext ctx = nullptr;
+  if (api_->streamGetCtx(static_cast<CUstream>(stream), &ctx) != kCuSuccess) {
+    return invalidArgument("stream=%p is not a CUDA stream the driver knows (destroyed, or not a stream)", stream);
+  }
+  if (ctx == ctx_) return Status::ok();
+  CUdevice dev = -1;
+  {
+    ScopedContext scope(api_, ctx);
+    if (api_->ctxGetDevice(&dev) != kCuSuccess) dev = -1;
+  }
+  return invalidArgument(
+      "stream=%p belongs to device %d; this communicator runs on device %d (use a stream created with that device "
+      "current)",
+      stream, static_cast<int>(dev), device_);
+}
+
 Status CudaBackend::checkBuffer(const void* p, size_t bytes, const char* what) const {
   if (p == nullptr || bytes == 0) return Status::ok();
   const auto at = reinterpret_cast<CUdeviceptr>(p);

@@ -47,6 +47,7 @@ class CudaBackend final : public Backend {
   Status launchDirect(const std::vector<DirectBatch>& group) override;
   void markAborted(const std::string& why) override;
   Status checkBuffer(const void* p, size_t bytes, const char* what) const override;
+  Status checkStream(void* stream) const override;
   Status pollAsync() override;
   void abortWork() override;
 
