@@ -186,6 +186,12 @@ class FifoMemory {
   virtual ~FifoMemory() = default;
   [[nodiscard]] virtual Result<LocalFifo> allocLocal(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
                                                      std::function<bool()> beforeUnmap) const = 0;
+  // Memory another process shares with this one (the shm transport's segments, both ends): made reachable by
+  // whatever runs the schedules here (a CUDA backend pins and maps it). Returns what undoes that, to run before
+  // the memory is unmapped (empty when there is nothing to undo); it must not refer to this object.
+  [[nodiscard]] virtual Result<std::function<void()>> pinShared(void* base, size_t bytes) const {
+    return std::function<void()>();
+  }
 };
 
 // The transports (transports/shm, transports/net). Each is one object for the process.

@@ -161,8 +161,10 @@ class Backend {
   // ncclCommAbort: work still running stops (a kernel polls an abort word; host backends poll the communicator's
   // abort flag already).
   virtual void abortWork() {}
-  // The CUDA device the backend runs on, -1 for host memory.
+  // The CUDA device the backend runs on, -1 for host memory; and its PCI address (domain << 32 | bus << 8 | device),
+  // which ranks compare to find two on one GPU; 0 for host memory.
   virtual int cudaDevice() const { return -1; }
+  virtual uint64_t gpuPciId() const { return 0; }
 };
 
 // Which backend a communicator gets, decided on the thread that calls ncclCommInitRank (its init may run on

@@ -26,6 +26,9 @@ BRAID_PARAM(Backend, kString, "BRAID_BACKEND", "",
             "host or cuda: the memory a communicator's collectives work on. Unset: cuda when the thread creating the "
             "communicator has a current CUDA context (the program loaded the driver and chose a device), host "
             "otherwise. Every rank must agree.")
+BRAID_PARAM(MultiRankGpuEnable, kInt, "NCCL_MULTI_RANK_GPU_ENABLE", "0",
+            "1: several ranks of a CUDA communicator may use one GPU (as NCCL 2.30); 0: init fails naming the ranks "
+            "that share one.")
 BRAID_PARAM(CudaThreads, kInt, "BRAID_CUDA_NTHREADS", "0",
             "Threads per CTA of braid's kernels (1-512); 0: 512 on a GPU, 32 on the fake driver's emulator.")
 BRAID_PARAM(EmuChaos, kInt, "BRAID_EMU_CHAOS", "0",

@@ -64,6 +64,7 @@ struct InitExchange {
   int32_t hostsShareCpus;  // BRAID_HOSTS_SHARE_CPUS
   int32_t checkCalls;      // BRAID_CHECK_CALLS: on for all when any rank sets it
   int32_t backend;         // BackendKind: every rank must have the same
+  uint64_t gpuPciId;       // the backend's GPU (0: none): two ranks of one host on one GPU need an opt-in
 };
 
 constexpr int64_t kMaxStageBytes = int64_t{64} << 20;
@@ -206,6 +207,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   BRAID_ASSIGN_OR_RETURN(int64_t checkCalls, getIntParam(params::kCheckCalls));
   mine.checkCalls = checkCalls != 0 ? 1 : 0;
   mine.backend = static_cast<int32_t>(backend_->kind());
+  mine.gpuPciId = backend_->gpuPciId();
   const std::string a2a = params::AlltoAllAlgo();
   if (!a2a.empty()) {
     for (AlltoAllAlgo a : {AlltoAllAlgo::kPairwise, AlltoAllAlgo::kBruck}) {
@@ -237,6 +239,13 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
           "backend (a rank gets cuda when its thread has a current CUDA context at init, or from %s)",
           e.peer.rank, backendKindName(static_cast<BackendKind>(e.backend)), rank, backendKindName(backend_->kind()),
           params::kBackend.name);
+    }
+    if (mine.gpuPciId != 0 && e.gpuPciId == mine.gpuPciId && e.peer.rank != rank &&
+        e.peer.hostHash == mine.peer.hostHash && params::MultiRankGpuEnable() == 0) {
+      return invalidUsage(
+          "ranks %d and %d use the same GPU (device %d here): set %s=1 to allow several ranks per GPU, or give each "
+          "rank its own device (cudaSetDevice before ncclCommInitRank)",
+          std::min(rank, e.peer.rank), std::max(rank, e.peer.rank), device_, params::kMultiRankGpuEnable.name);
     }
     if (e.tuningHash != mine.tuningHash) {
       return invalidUsage(
@@ -354,8 +363,9 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
     selector_.setNvlsTree([t](size_t bytes) { return t->predictUs(bytes); });
   }
   if (logEnabled(LogLevel::kInfo, kLogInit)) {
-    BRAID_INFO(kLogInit, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d - host memory, %d channels",
-               static_cast<void*>(this), rank, nranks, topo.nNodes, topo.localRanks, topo.localRank, nChannels());
+    BRAID_INFO(kLogInit, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d - %s memory, %d channels",
+               static_cast<void*>(this), rank, nranks, topo.nNodes, topo.localRanks, topo.localRank,
+               backend_->kind() == BackendKind::kCuda ? "device" : "host", nChannels());
     BRAID_INFO(kLogInit | kLogGraph, "comm %p rank %d %s", static_cast<void*>(this), rank, topo.summary.c_str());
     logCommChannels(sched_.rings, trees, rank);
     BRAID_INFO(kLogInit | kLogAlloc,
@@ -364,7 +374,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
                static_cast<void*>(this), rank, fifoMemoryBound(), (long long)buffSize, (long long)llBuffSize,
                nChannels(), nranks, static_cast<int>(kLane1Peers), connectorBytes() * channels_.size());
     BRAID_INFO(kLogInit, "comm %p rank %d nranks %d cudaDev %d commId 0x%llx - Init COMPLETE", static_cast<void*>(this),
-               rank, nranks, device, static_cast<unsigned long long>(id.magic));
+               rank, nranks, device_, static_cast<unsigned long long>(id.magic));
   }
   return Status::ok();
 }

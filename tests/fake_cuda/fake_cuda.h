@@ -41,7 +41,8 @@ struct Allocation {
   size_t bytes;
   unsigned long long bufferId;
   int device;
-  bool pinned = false;  // page-locked host memory (cuMemHostAlloc), mapped: its device address is its host address
+  bool pinned = false;      // page-locked host memory (cuMemHostAlloc), mapped: its device address is its host address
+  bool registered = false;  // pinned by cuMemHostRegister: the program's memory, unregistered (not freed) at the end
 };
 
 // Completion of stream work, for everything that waits on it (events, stream waits, synchronisation).
@@ -221,6 +222,8 @@ FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n
 FAKE_API CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned flags);
 FAKE_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned flags);
 FAKE_API CUresult cuMemFreeHost(void* p);
+FAKE_API CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned flags);
+FAKE_API CUresult cuMemHostUnregister(void* p);
 FAKE_API CUresult cuLibraryLoadData(void** library, const void* code, void* jitOptions, void** jitOptionValues,
                                     unsigned numJitOptions, void* libraryOptions, void** libraryOptionValues,
                                     unsigned numLibraryOptions);

@@ -158,9 +158,39 @@ FAKE_API CUresult cuMemFreeHost(void* p) {
   FAKE_ENTER("cuMemFreeHost");
   FAKE_REQUIRE_INIT();
   auto it = s.allocations.find(reinterpret_cast<CUdeviceptr>(p));
-  if (it == s.allocations.end() || !it->second.pinned) return kInvalidValue;
+  if (it == s.allocations.end() || !it->second.pinned || it->second.registered) return kInvalidValue;
   const size_t bytes = it->second.bytes;
   s.allocations.erase(it);
   munmap(p, bytes);
+  return kSuccess;
+}
+
+// The program's own memory made page-locked and mapped (CU_MEMHOSTREGISTER_PORTABLE 1, DEVICEMAP 2, IOMEMORY 4,
+// READ_ONLY 8). A range that overlaps memory the driver already knows is refused (the driver says
+// CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712, for registered memory).
+FAKE_API CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned flags) {
+  FAKE_ENTER("cuMemHostRegister");
+  FAKE_REQUIRE_INIT();
+  if (tlsCurrent == nullptr) return kInvalidContext;
+  if (p == nullptr || bytes == 0 || (flags & ~15u) != 0) return kInvalidValue;
+  const auto at = reinterpret_cast<CUdeviceptr>(p);
+  auto next = s.allocations.lower_bound(at);
+  if (findAllocation(s, at) != s.allocations.end() || (next != s.allocations.end() && next->first < at + bytes)) {
+    return 712;
+  }
+  Allocation a{bytes, s.nextBufferId++, tlsCurrent->device};
+  a.pinned = true;
+  a.registered = true;
+  s.allocations[at] = a;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuMemHostUnregister(void* p) {
+  FAKE_ENTER("cuMemHostUnregister");
+  FAKE_REQUIRE_INIT();
+  auto it = s.allocations.find(reinterpret_cast<CUdeviceptr>(p));
+  // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED (713) for memory that was not registered there.
+  if (it == s.allocations.end() || !it->second.registered) return 713;
+  s.allocations.erase(it);
   return kSuccess;
 }

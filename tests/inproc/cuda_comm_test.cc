@@ -38,8 +38,13 @@ struct Driver {
   int (*streamSync)(void*) = nullptr;
   int (*streamDestroy)(void*) = nullptr;
 
+  static bool& loaded() {
+    static bool l = false;
+    return l;
+  }
   static Driver& get() {
     static Driver d = [] {
+      loaded() = true;
       setenv("BRAID_CUDA_DRIVER", BRAID_FAKE_CUDA_DRIVER, 1);
       setenv("BRAID_FAKE_CUDA_DEVICES", "4", 1);
       Driver x;
@@ -368,6 +373,113 @@ TEST_F(CudaComm, AStreamOfAnotherDeviceIsANamedError) {
               std::string::npos)
         << msgs[r];
   }
+}
+
+// Ranks as processes (forked before any CUDA call, as they must be), each on its own fake device: FIFOs in
+// registered shared memory, or with NCCL_SHM_DISABLE=1 in pinned memory the network proxy sends from.
+void processRanks(const char* shmDisable) {
+  if (Driver::loaded())
+    GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork: run "
+                    "the test alone (ctest does)";
+  std::vector<int> codes = runProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        const Driver& drv = Driver::get();
+        int dev = -1;
+        if (ncclCommCuDevice(comm, &dev) != ncclSuccess || dev != r) return 10;
+        void* stream = nullptr;
+        drv.streamCreate(&stream, 1);
+        for (size_t count : {size_t{1}, size_t{5000}, size_t{300000}}) {
+          std::vector<float> in(count), out(count, -1);
+          for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 7 + static_cast<size_t>(r));
+          void* buf = drv.alloc(count * 4);
+          drv.copy(buf, in.data(), count * 4, stream);
+          if (ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, static_cast<cudaStream_t>(stream)) !=
+              ncclSuccess) {
+            fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+            return 11;
+          }
+          drv.copy(out.data(), buf, count * 4, stream);
+          if (drv.streamSync(stream) != 0) return 12;
+          ncclResult_t async = ncclSuccess;
+          ncclCommGetAsyncError(comm, &async);
+          if (async != ncclSuccess) {
+            fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+            return 13;
+          }
+          for (size_t i = 0; i < count; ++i) {
+            if (out[i] != static_cast<float>(2 * (i % 7) + 1)) {
+              fprintf(stderr, "rank %d count %zu element %zu = %f\n", r, count, i, out[i]);
+              return 14;
+            }
+          }
+          drv.memFree(reinterpret_cast<unsigned long long>(buf));
+        }
+        drv.streamDestroy(stream);
+        return 0;
+      },
+      120, nullptr, nullptr,
+      [shmDisable](int r) {
+        if (shmDisable != nullptr) setenv("NCCL_SHM_DISABLE", shmDisable, 1);
+        if (!Driver::get().use(r)) _exit(20);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// No fixture: the parent must not initialise CUDA before it forks.
+TEST(CudaCommProcesses, OverSharedMemory) {
+  processRanks(nullptr);
+}
+TEST(CudaCommProcesses, OverTheNetwork) {
+  processRanks("1");
+}
+
+// Two ranks on one GPU: refused by name unless NCCL_MULTI_RANK_GPU_ENABLE=1, then they work (each its own stream
+// and kernels, sharing the device's resident slots).
+TEST_F(CudaComm, SeveralRanksOnOneGpuNeedTheOptIn) {
+  const Driver& drv = Driver::get();
+  ncclUniqueId id;
+  std::vector<ncclResult_t> res(2);
+  std::vector<std::string> msgs(2);
+  for (const char* enable : {"0", "1"}) {
+    setenv("NCCL_MULTI_RANK_GPU_ENABLE", enable, 1);
+    ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    std::thread t[2];
+    for (int r = 0; r < 2; ++r) {
+      t[r] = std::thread([&, r] {
+        ASSERT_TRUE(drv.use(0));
+        ncclComm_t comm = nullptr;
+        res[static_cast<size_t>(r)] = ncclCommInitRank(&comm, 2, id, r);
+        msgs[static_cast<size_t>(r)] = ncclGetLastError(comm);
+        if (comm == nullptr) return;
+        // A stream each: two ranks on one device's legacy stream would wait for each other (on a GPU too).
+        void* stream = nullptr;
+        drv.streamCreate(&stream, 1);
+        void* buf = drv.alloc(4000);
+        std::vector<float> v(1000, 1.0f), out(1000, 0);
+        drv.copy(buf, v.data(), 4000, stream);
+        res[static_cast<size_t>(r)] =
+            ncclAllReduce(buf, buf, 1000, ncclFloat, ncclSum, comm, static_cast<cudaStream_t>(stream));
+        drv.copy(out.data(), buf, 4000, stream);
+        if (drv.streamSync(stream) != 0 || out[999] != 2.0f) res[static_cast<size_t>(r)] = ncclInternalError;
+        drv.memFree(reinterpret_cast<unsigned long long>(buf));
+        drv.streamDestroy(stream);
+        ncclCommDestroy(comm);
+      });
+    }
+    for (auto& th : t) th.join();
+    for (size_t r = 0; r < 2; ++r) {
+      if (*enable == '0') {
+        EXPECT_EQ(res[r], ncclInvalidUsage);
+        EXPECT_NE(msgs[r].find("ranks 0 and 1 use the same GPU (device 0 here): set NCCL_MULTI_RANK_GPU_ENABLE=1"),
+                  std::string::npos)
+            << msgs[r];
+      } else {
+        EXPECT_EQ(res[r], ncclSuccess) << msgs[r];
+      }
+    }
+  }
+  unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");
 }
 
 TEST_F(CudaComm, AHostPointerIsANamedError) {

@@ -58,10 +58,6 @@ FifoCtrl* initCtrl(void* base, size_t slotBytes, size_t llSlotBytes) {
   return ctrl;
 }
 
-std::shared_ptr<void> mapping(void* base, size_t bytes) {
-  return std::shared_ptr<void>(base, [bytes](void* p) { munmap(p, bytes); });
-}
-
 using Blob = ShmBlob;  // transports/connect_blob.h
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -168,7 +164,14 @@ class ShmTransport : public Transport {
     b.pid = static_cast<int32_t>(getpid());
     b.fd = fd;
     b.ino = static_cast<uint64_t>(st.st_ino);
-    std::shared_ptr<void> mem(base, [bytes, fd](void* p) {
+    Result<std::function<void()>> pinned = cfg.memory->pinShared(base, bytes);
+    if (!pinned.isOk()) {
+      munmap(base, bytes);
+      close(fd);
+      return pinned.status();
+    }
+    std::shared_ptr<void> mem(base, [bytes, fd, unpin = pinned.take()](void* p) {
+      if (unpin) unpin();
       munmap(p, bytes);
       close(fd);
     });
@@ -194,7 +197,15 @@ class ShmTransport : public Transport {
                     peer.rank));
     }
     void* base = mapped.take();
-    std::shared_ptr<void> mem = mapping(base, b.bytes);
+    Result<std::function<void()>> pinned = cfg.memory->pinShared(base, b.bytes);
+    if (!pinned.isOk()) {
+      munmap(base, b.bytes);
+      return pinned.status();
+    }
+    std::shared_ptr<void> mem(base, [bytes = b.bytes, unpin = pinned.take()](void* p) {
+      if (unpin) unpin();
+      munmap(p, bytes);
+    });
     auto* cbase = static_cast<char*>(base);
     return std::make_unique<Connector>(mem, reinterpret_cast<FifoCtrl*>(cbase), cbase + kCtrlBytes, true, peer, true);
   }

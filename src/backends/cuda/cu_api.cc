@@ -66,6 +66,8 @@ Status bindAll(DynLib& lib, CuApi* t) {
   get(t->memHostAlloc, "cuMemHostAlloc");
   get(t->memHostGetDevicePointer, "cuMemHostGetDevicePointer");
   get(t->memFreeHost, "cuMemFreeHost");
+  get(t->memHostRegister, "cuMemHostRegister");
+  get(t->memHostUnregister, "cuMemHostUnregister");
   get(t->libraryLoadData, "cuLibraryLoadData");
   get(t->libraryUnload, "cuLibraryUnload");
   get(t->libraryGetKernel, "cuLibraryGetKernel");

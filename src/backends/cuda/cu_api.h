@@ -127,6 +127,8 @@ struct CuApi {
   CUresult (*memHostAlloc)(void**, size_t, unsigned) = nullptr;
   CUresult (*memHostGetDevicePointer)(CUdeviceptr*, void*, unsigned) = nullptr;
   CUresult (*memFreeHost)(void*) = nullptr;
+  CUresult (*memHostRegister)(void*, size_t, unsigned) = nullptr;  // flags as cuMemHostAlloc's
+  CUresult (*memHostUnregister)(void*) = nullptr;
   // Modules (CUDA 12.0's context-independent loading): jit and library options are never passed.
   CUresult (*libraryLoadData)(CUlibrary*, const void*, void*, void**, unsigned, void*, void**, unsigned) = nullptr;
   CUresult (*libraryUnload)(CUlibrary) = nullptr;

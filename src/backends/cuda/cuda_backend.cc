@@ -61,12 +61,15 @@ Result<void*> pinnedAlloc(const CuApi* api, size_t bytes, const char* what) {
 
 }  // namespace
 
-// FIFOs in pinned, mapped host memory: the kernels of both ends reach them, and so would a network proxy.
+// FIFOs in pinned, mapped host memory: the kernels of both ends reach them, and so does a network proxy. Shared
+// segments (the shm transport's, both ends) are registered the same way. Every call runs in the backend's context,
+// whichever thread connects.
 class CudaBackend::PinnedFifos final : public FifoMemory {
  public:
-  explicit PinnedFifos(const CuApi* api) : api_(api) {}
+  PinnedFifos(const CuApi* api, CUcontext ctx) : api_(api), ctx_(ctx) {}
   Result<LocalFifo> allocLocal(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
                                std::function<bool()> beforeUnmap) const override {
+    ScopedContext scope(api_, ctx_);
     const size_t bytes = localFifoBytes(slotBytes, llSlotBytes);
     BRAID_ASSIGN_OR_RETURN(void* p, pinnedAlloc(api_, bytes, "a FIFO"));
     const CuApi* api = api_;
@@ -76,9 +79,29 @@ class CudaBackend::PinnedFifos final : public FifoMemory {
     });
     return placeLocalFifo(std::move(mem), slotBytes, llSlotBytes);
   }
+  Result<std::function<void()>> pinShared(void* base, size_t bytes) const override {
+    ScopedContext scope(api_, ctx_);
+    BRAID_RETURN_IF_ERROR(
+        api_->check(api_->memHostRegister(base, bytes, kCuMemHostAllocPortable | kCuMemHostAllocDeviceMap),
+                    strPrintf("cuMemHostRegister(a shared-memory FIFO of %zu bytes)", bytes).c_str()));
+    CUdeviceptr d = 0;
+    if (api_->memHostGetDevicePointer(&d, base, 0) != kCuSuccess || d != reinterpret_cast<CUdeviceptr>(base)) {
+      (void)api_->memHostUnregister(base);
+      return Status(Code::kCudaError,
+                    "a registered shared-memory FIFO is mapped at another device address (no "
+                    "unified addressing for registered memory)");
+    }
+    const CuApi* api = api_;
+    CUcontext ctx = ctx_;
+    return std::function<void()>([api, ctx, base] {
+      ScopedContext undo(api, ctx);
+      (void)api->memHostUnregister(base);
+    });
+  }
 
  private:
   const CuApi* api_;
+  CUcontext ctx_;
 };
 
 struct CudaBackend::Launch {
@@ -175,7 +198,15 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(CUcontext ctx) {
 }
 
 CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device)
-    : api_(api), ctx_(ctx), device_(device), fifos_(std::make_unique<PinnedFifos>(api)) {}
+    : api_(api), ctx_(ctx), device_(device), fifos_(std::make_unique<PinnedFifos>(api, ctx)) {
+  int domain = 0, bus = 0, dev = 0;
+  if (api_->deviceGetAttribute(&domain, static_cast<int>(CuDeviceAttr::kPciDomainId), device) == kCuSuccess &&
+      api_->deviceGetAttribute(&bus, static_cast<int>(CuDeviceAttr::kPciBusId), device) == kCuSuccess &&
+      api_->deviceGetAttribute(&dev, static_cast<int>(CuDeviceAttr::kPciDeviceId), device) == kCuSuccess) {
+    // +1: a GPU at PCI 0000:00:00 still differs from "no GPU".
+    pciId_ = (static_cast<uint64_t>(domain) << 32 | static_cast<uint64_t>(bus) << 8 | static_cast<uint64_t>(dev)) + 1;
+  }
+}
 
 CudaBackend::~CudaBackend() {
   ScopedContext scope(api_, ctx_);
@@ -213,16 +244,6 @@ Status CudaBackend::init(const BackendInitContext& ctx) {
   rank_ = ctx.rank;
   wait_ = ctx.wait;
   wait_.rank = ctx.rank;
-  const PeerInfo& self = (*ctx.peers)[static_cast<size_t>(ctx.rank)];
-  for (const PeerInfo& p : *ctx.peers) {
-    if (p.hostHash != self.hostHash || p.pid != self.pid) {
-      return invalidUsage(
-          "rank %d: CUDA communicators connect ranks that are threads of one process so far; rank %d is process %d "
-          "on host %s: the p2p transport (device FIFOs over CUDA IPC) and pinned shared-memory and network FIFOs "
-          "are not built yet (issue 15); set %s=host to run on host memory",
-          ctx.rank, p.rank, static_cast<int>(p.pid), p.hostname, params::kBackend.name);
-    }
-  }
   ScopedContext scope(api_, ctx_);
   BRAID_ASSIGN_OR_RETURN(const KernelLibrary* lib, kernelLibrary(*api_));
   const bool emulated = lib->source.find("emulator") != std::string::npos;
@@ -251,7 +272,10 @@ BackendCaps CudaBackend::caps() const {
 }
 
 const std::vector<Transport*>& CudaBackend::transports() const {
-  static const std::vector<Transport*> t = {inprocTransport()};
+  // The host backend's transports with FIFOs in pinned memory (fifoMemory): in-process pointers, shared memory
+  // between processes (segments registered with the driver), the network through its proxy thread. The p2p
+  // transport (FIFOs in device memory, CUDA IPC) comes first once it exists.
+  static const std::vector<Transport*> t = {inprocTransport(), shmTransport(), netTransport()};
   return t;
 }
 

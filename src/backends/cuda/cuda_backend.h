@@ -12,9 +12,9 @@
 // Thread safety: pollAsync may run on any thread (ncclCommGetAsyncError from a watchdog) while the owner launches;
 // the in-flight list and the first failure are guarded by one mutex.
 //
-// What this first version connects: ranks that are threads of one process (FIFOs in pinned, mapped host memory).
-// Ranks in other processes or on other hosts are refused at init with an error that says so; the p2p transport
-// (device FIFOs, IPC) and pinned shm/network FIFOs come next (docs/cuda.md).
+// What this first version connects: the host backend's transports with every FIFO in pinned, mapped host memory
+// (in-process, shared memory between processes with the segments registered, the network through its proxy
+// thread). The p2p transport (FIFOs in device memory over NVLink/PCIe, CUDA IPC) comes next (docs/cuda.md).
 #pragma once
 
 #include <deque>
@@ -52,6 +52,7 @@ class CudaBackend final : public Backend {
   void abortWork() override;
 
   int cudaDevice() const override { return device_; }
+  uint64_t gpuPciId() const override { return pciId_; }
 
  private:
   class PinnedFifos;
@@ -72,6 +73,7 @@ class CudaBackend final : public Backend {
   const CuApi* api_;
   CUcontext ctx_;
   int device_;
+  uint64_t pciId_ = 0;
   int rank_ = 0;
   WaitContext wait_;
   int threads_ = 0;  // per CTA
