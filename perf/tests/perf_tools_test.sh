@@ -4,11 +4,11 @@
 # expected number of data rows, 0 in every checked #wrong column (N/A only where the tool defines no in-place
 # result) and nccl-tests' footer.
 #
-# Usage: perf/tests/perf_tools_test.sh BUILD_DIR braid|flags|braidrun|gloo|mpi|devicebufs
+# Usage: perf/tests/perf_tools_test.sh BUILD_DIR braid|flags|braidrun|gloo|mpi|devicebufs|fakedriver
 set -u
 
 if [ $# -ne 2 ]; then
-  echo "usage: $0 BUILD_DIR braid|flags|braidrun|gloo|mpi|devicebufs" >&2
+  echo "usage: $0 BUILD_DIR braid|flags|braidrun|gloo|mpi|devicebufs|fakedriver" >&2
   exit 2
 fi
 build=$1
@@ -425,6 +425,29 @@ PY
     check "braid under mpirun, 3 ranks" all_reduce_perf "$rows" 0 "${mpi[@]}" -np 3 "$perfdir/all_reduce_perf" "${args[@]}"
     refuse "mpi refuses avg" "MPI has no reduction op avg" "${mpi[@]}" -np 2 "$perfdir/all_reduce_perf" --baseline mpi -o avg
     ;;
+  fakedriver)
+    # braid's CUDA communicators under the unmodified perf tools: the fake CUDA runtime over the strict fake driver
+    # (build/fake_cuda), so cudaSetDevice makes a fake device's context current and braid's kernels run on the CTA
+    # emulator; ranks as threads (-g 2) and as processes (braidrun -np 2), one fake device each.
+    rt=$build/fake_cuda/libcudart.so.13
+    [ -f "$rt" ] || { echo "FAIL: $rt not built" >&2; exit 1; }
+    fd=(env BRAID_PERF_CUDART="$rt" BRAID_CUDA_DRIVER="$build/fake_cuda/libcuda.so.1" BRAID_FAKE_CUDA_DEVICES=4)
+    for t in $tools; do
+      check "${t}_perf on CUDA communicators, -g 2" "${t}_perf" "$rows" 0 \
+        "${fd[@]}" "$perfdir/${t}_perf" --buffers device "${args[@]}" -g 2
+    done
+    check "all_reduce_perf on CUDA communicators, 2 processes" all_reduce_perf "$rows" 0 \
+      "${fd[@]}" "${L2[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}"
+    # The communicators really were CUDA ones, on the devices the tool chose.
+    timeout "$timeout_s" "${fd[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$perfdir/all_reduce_perf" --buffers device \
+      -g 2 -b 8 -e 8 >"$out" 2>"$err"
+    problems=""
+    for r in 0 1; do
+      grep -q "rank $r: CUDA communicator on device $r, kernels from the CTA emulator's host image" "$out" ||
+        problems="${problems}no CUDA communicator line for rank $r; "
+    done
+    report "the perf tools' communicators are CUDA communicators" "$problems" 0
+    ;;
   devicebufs)
     # The device-buffer path without a GPU: a fake libcudart whose "device" memory is host memory. Exact results
     # prove the images were copied in and the results copied back (either copy missing leaves poison or zeros).
@@ -501,7 +524,7 @@ PY
       "$perfdir/all_reduce_perf" --buffers elsewhere
     ;;
   *)
-    echo "unknown mode '$mode' (braid, flags, braidrun, gloo, mpi, devicebufs)" >&2
+    echo "unknown mode '$mode' (braid, flags, braidrun, gloo, mpi, devicebufs, fakedriver)" >&2
     exit 2
     ;;
 esac

@@ -209,6 +209,7 @@ FAKE_API CUresult cuStreamCreate(void** phStream, unsigned flags);
 FAKE_API CUresult cuStreamDestroy_v2(void* h);
 FAKE_API CUresult cuStreamSynchronize(void* h);
 FAKE_API CUresult cuStreamQuery(void* h);
+FAKE_API CUresult cuCtxSynchronize();
 FAKE_API CUresult cuStreamGetCtx(void* h, void** pctx);
 FAKE_API CUresult cuEventCreate(void** phEvent, unsigned flags);
 FAKE_API CUresult cuEventDestroy_v2(void* h);

@@ -257,6 +257,7 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVe
       {"cuStreamDestroy", reinterpret_cast<void*>(&cuStreamDestroy_v2)},
       {"cuStreamSynchronize", reinterpret_cast<void*>(&cuStreamSynchronize)},
       {"cuStreamQuery", reinterpret_cast<void*>(&cuStreamQuery)},
+      {"cuCtxSynchronize", reinterpret_cast<void*>(&cuCtxSynchronize)},
       {"cuStreamGetCtx", reinterpret_cast<void*>(&cuStreamGetCtx)},
       {"cuStreamWaitEvent", reinterpret_cast<void*>(&cuStreamWaitEvent)},
       {"cuEventCreate", reinterpret_cast<void*>(&cuEventCreate)},

@@ -149,3 +149,21 @@ FAKE_API CUresult cuLaunchHostFunc(void* hStream, void (*fn)(void*), void* userD
   enqueue(s, st, [fn, userData] { fn(userData); });
   return kSuccess;
 }
+
+// Waits for everything queued on the current context's device: its legacy stream and every created stream.
+FAKE_API CUresult cuCtxSynchronize() {
+  FAKE_ENTER("cuCtxSynchronize");
+  FAKE_REQUIRE_INIT();
+  if (tlsCurrent == nullptr) return kInvalidContext;
+  const int device = tlsCurrent->device;
+  std::vector<Dep> pending;
+  std::shared_ptr<Stream> legacy;
+  if (CUresult r = resolveStream(s, nullptr, &legacy); r != kSuccess) return r;
+  pending.push_back(enqueue(s, legacy, nullptr));  // the legacy stream also waits for the blocking streams
+  for (auto& kv : s.streams) {
+    if (kv.second->device == device) pending.emplace_back(kv.second, kv.second->enqueued);
+  }
+  lock.unlock();
+  for (const Dep& d : pending) waitFor(d);
+  return s.devices[static_cast<size_t>(device)].sticky->load();
+}

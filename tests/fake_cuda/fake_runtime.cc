@@ -1,0 +1,127 @@
+// The CUDA runtime subset the perf tools use (perf/common/cuda_runtime.cc), as a thin layer over the strict fake
+// driver: built as libcudart.so.13 next to the fake libcuda.so.1 (build/fake_cuda), so a program that loads the
+// runtime at run time (BRAID_PERF_CUDART, or first on LD_LIBRARY_PATH) drives fake devices whose contexts, memory
+// and streams braid's CUDA communicators see, exactly as a real runtime sits on the real driver: cudaSetDevice makes
+// the device's primary context current, cudaMalloc is cuMemAlloc, cudaMemcpy and cudaMemset are synchronous on the
+// legacy stream, cudaDeviceSynchronize waits for every stream of the device. Errors come back as the runtime's
+// codes for the driver's (the values the two share: invalid value 1, out of memory 2, not initialised 3, no device
+// 100, invalid device 101; anything else is cudaErrorUnknown 999).
+//
+// Only what the perf tools call. (perf/tests/fake_cudart.cc, the older stand-in with host memory and no driver
+// under it, still serves the perf tools' devicebufs tests of host communicators.)
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "tests/fake_cuda/fake_cuda.h"
+
+namespace {
+
+constexpr int kUnknown = 999;
+
+int toRuntime(CUresult r) {
+  switch (r) {
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+    case 100:
+    case 101:
+      return r;
+    default:
+      return kUnknown;
+  }
+}
+
+// cuInit once; then the calling thread needs a current context (device 0's primary unless cudaSetDevice chose).
+CUresult ensureContext() {
+  static std::once_flag once;
+  static CUresult init = 0;
+  std::call_once(once, [] { init = cuInit(0); });
+  if (init != 0) return init;
+  void* ctx = nullptr;
+  if (cuCtxGetCurrent(&ctx) == 0 && ctx != nullptr) return 0;
+  CUresult r = cuDevicePrimaryCtxRetain(&ctx, 0);
+  return r != 0 ? r : cuCtxSetCurrent(ctx);
+}
+
+}  // namespace
+
+FAKE_API int cudaGetDeviceCount(int* count) {
+  if (count == nullptr) return 1;
+  CUresult r = ensureContext();
+  if (r != 0) return toRuntime(r);
+  return toRuntime(cuDeviceGetCount(count));
+}
+
+FAKE_API int cudaSetDevice(int device) {
+  CUresult r = ensureContext();
+  if (r != 0) return toRuntime(r);
+  void* ctx = nullptr;
+  r = cuDevicePrimaryCtxRetain(&ctx, device);  // the runtime keeps it retained for the process
+  return toRuntime(r != 0 ? r : cuCtxSetCurrent(ctx));
+}
+
+FAKE_API int cudaMalloc(void** p, size_t bytes) {
+  if (p == nullptr) return 1;
+  CUresult r = ensureContext();
+  if (r != 0) return toRuntime(r);
+  CUdeviceptr d = 0;
+  r = cuMemAlloc_v2(&d, bytes);
+  *p = reinterpret_cast<void*>(d);
+  return toRuntime(r);
+}
+
+FAKE_API int cudaFree(void* p) {
+  if (p == nullptr) return 0;
+  CUresult r = ensureContext();
+  return toRuntime(r != 0 ? r : cuMemFree_v2(reinterpret_cast<CUdeviceptr>(p)));
+}
+
+FAKE_API int cudaMemcpy(void* dst, const void* src, size_t bytes, int /*kind: unified addressing decides*/) {
+  CUresult r = ensureContext();
+  if (r == 0) r = cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, nullptr);
+  if (r == 0) r = cuStreamSynchronize(nullptr);
+  return toRuntime(r);
+}
+
+FAKE_API int cudaMemset(void* p, int value, size_t bytes) {
+  CUresult r = ensureContext();
+  if (r == 0) r = cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(p), static_cast<unsigned char>(value), bytes, nullptr);
+  if (r == 0) r = cuStreamSynchronize(nullptr);
+  return toRuntime(r);
+}
+
+FAKE_API int cudaStreamCreateWithFlags(void** stream, unsigned flags) {
+  CUresult r = ensureContext();
+  return toRuntime(r != 0 ? r : cuStreamCreate(stream, flags));
+}
+
+FAKE_API int cudaStreamSynchronize(void* stream) {
+  return toRuntime(cuStreamSynchronize(stream));
+}
+
+FAKE_API int cudaStreamDestroy(void* stream) {
+  return toRuntime(cuStreamDestroy_v2(stream));
+}
+
+FAKE_API int cudaDeviceSynchronize() {
+  CUresult r = ensureContext();
+  return toRuntime(r != 0 ? r : cuCtxSynchronize());
+}
+
+FAKE_API const char* cudaGetErrorString(int error) {
+  const char* s = nullptr;
+  if (error == kUnknown || cuGetErrorString(error, &s) != 0 || s == nullptr) return "unknown error";
+  return s;
+}
+
+FAKE_API int cudaDeviceGetPCIBusId(char* id, int len, int device) {
+  int bus = 0;
+  CUresult r = ensureContext();
+  if (r == 0) r = cuDeviceGetAttribute(&bus, 33, device);
+  if (r != 0) return toRuntime(r);
+  if (id == nullptr || len < 13) return 1;
+  snprintf(id, static_cast<size_t>(len), "0000:%02x:00.0", bus);
+  return 0;
+}
