@@ -25,8 +25,8 @@ using CUdeviceptr = unsigned long long;
 
 constexpr CUresult kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kNotInitialized = 3, kNoDevice = 100,
                    kInvalidDevice = 101, kInvalidImage = 200, kInvalidContext = 201, kNoBinaryForGpu = 209,
-                   kInvalidHandle = 400, kNotFound = 500, kNotReady = 600, kLaunchFailed = 719, kNotPermitted = 800,
-                   kNotSupported = 801;
+                   kInvalidHandle = 400, kIllegalState = 401, kNotFound = 500, kNotReady = 600, kLaunchFailed = 719,
+                   kNotPermitted = 800, kNotSupported = 801, kCaptureUnsupported = 900, kCaptureInvalidated = 901;
 constexpr int kDriverVersion = 13000;
 constexpr size_t kRegionBytes = size_t{1} << 32;  // address space reserved per device (not memory)
 constexpr size_t kAlign = 256;                    // cuMemAlloc's alignment
@@ -68,6 +68,7 @@ struct Stream : std::enable_shared_from_this<Stream> {
   uint64_t enqueued = 0;  // under the state's mutex
   std::atomic<uint64_t> completed{0};
   bool stopping = false;
+  int capture = 0;  // CUstreamCaptureStatus: 0 none, 1 active, 2 invalidated (under the state's mutex)
 
   void start() {
     std::shared_ptr<Stream> self = shared_from_this();
@@ -210,6 +211,9 @@ FAKE_API CUresult cuStreamDestroy_v2(void* h);
 FAKE_API CUresult cuStreamSynchronize(void* h);
 FAKE_API CUresult cuStreamQuery(void* h);
 FAKE_API CUresult cuCtxSynchronize();
+FAKE_API CUresult cuStreamBeginCapture_v2(void* h, int mode);
+FAKE_API CUresult cuStreamEndCapture(void* h, void** graph);
+FAKE_API CUresult cuStreamIsCapturing(void* h, int* status);
 FAKE_API CUresult cuStreamGetCtx(void* h, void** pctx);
 FAKE_API CUresult cuEventCreate(void** phEvent, unsigned flags);
 FAKE_API CUresult cuEventDestroy_v2(void* h);

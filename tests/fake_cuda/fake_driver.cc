@@ -65,6 +65,10 @@ const ErrorText kErrors[] = {
     {kLaunchFailed, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {kNotPermitted, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
     {kNotSupported, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {kIllegalState, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {kCaptureUnsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {kCaptureInvalidated, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
 };
 
 // cuGetErrorName (name) and cuGetErrorString: an unknown code is CUDA_ERROR_INVALID_VALUE with a null text.
@@ -258,6 +262,9 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVe
       {"cuStreamSynchronize", reinterpret_cast<void*>(&cuStreamSynchronize)},
       {"cuStreamQuery", reinterpret_cast<void*>(&cuStreamQuery)},
       {"cuCtxSynchronize", reinterpret_cast<void*>(&cuCtxSynchronize)},
+      {"cuStreamBeginCapture", reinterpret_cast<void*>(&cuStreamBeginCapture_v2)},
+      {"cuStreamEndCapture", reinterpret_cast<void*>(&cuStreamEndCapture)},
+      {"cuStreamIsCapturing", reinterpret_cast<void*>(&cuStreamIsCapturing)},
       {"cuStreamGetCtx", reinterpret_cast<void*>(&cuStreamGetCtx)},
       {"cuStreamWaitEvent", reinterpret_cast<void*>(&cuStreamWaitEvent)},
       {"cuEventCreate", reinterpret_cast<void*>(&cuEventCreate)},

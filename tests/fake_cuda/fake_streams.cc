@@ -34,6 +34,10 @@ FAKE_API CUresult cuStreamSynchronize(void* h) {
   FAKE_REQUIRE_INIT();
   std::shared_ptr<Stream> st;
   if (CUresult r = resolveStream(s, h, &st); r != kSuccess) return r;
+  if (st->capture != 0) {
+    st->capture = 2;  // not allowed while capturing: the capture is invalidated
+    return kCaptureUnsupported;
+  }
   const Dep done = enqueue(s, st, nullptr);  // on the legacy stream this also waits for the blocking streams
   lock.unlock();
   waitFor(done);
@@ -166,4 +170,44 @@ FAKE_API CUresult cuCtxSynchronize() {
   lock.unlock();
   for (const Dep& d : pending) waitFor(d);
   return s.devices[static_cast<size_t>(device)].sticky->load();
+}
+
+// Stream capture, as far as braid meets it: a created stream starts capturing (the legacy stream cannot:
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), cuStreamIsCapturing says so, synchronising a capturing stream fails and
+// invalidates the capture, which cuStreamEndCapture then reports (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED). The graph
+// it returns is a placeholder: the fake does not model graphs.
+FAKE_API CUresult cuStreamBeginCapture_v2(void* h, int mode) {
+  FAKE_ENTER("cuStreamBeginCapture");
+  FAKE_REQUIRE_INIT();
+  if (mode < 0 || mode > 2) return kInvalidValue;
+  std::shared_ptr<Stream> st;
+  if (CUresult r = resolveStream(s, h, &st); r != kSuccess) return r;
+  if (st->legacy) return kCaptureUnsupported;
+  if (st->capture != 0) return kIllegalState;
+  st->capture = 1;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuStreamEndCapture(void* h, void** graph) {
+  FAKE_ENTER("cuStreamEndCapture");
+  FAKE_REQUIRE_INIT();
+  if (graph == nullptr) return kInvalidValue;
+  std::shared_ptr<Stream> st;
+  if (CUresult r = resolveStream(s, h, &st); r != kSuccess) return r;
+  if (st->capture == 0) return kIllegalState;
+  const bool invalidated = st->capture == 2;
+  st->capture = 0;
+  static int placeholder;
+  *graph = invalidated ? nullptr : &placeholder;
+  return invalidated ? kCaptureInvalidated : kSuccess;
+}
+
+FAKE_API CUresult cuStreamIsCapturing(void* h, int* status) {
+  FAKE_ENTER("cuStreamIsCapturing");
+  FAKE_REQUIRE_INIT();
+  if (status == nullptr) return kInvalidValue;
+  std::shared_ptr<Stream> st;
+  if (CUresult r = resolveStream(s, h, &st); r != kSuccess) return r;
+  *status = st->capture;
+  return kSuccess;
 }

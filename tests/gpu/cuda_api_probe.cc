@@ -155,6 +155,19 @@ int main() {
     line("cuStreamGetCtx(created stream)", r, sctx == ctx ? " (the primary context)" : " (another context)");
     std::thread([&] { r = cu.streamGetCtx(nullptr, &sctx); }).join();
     line("cuStreamGetCtx(NULL) without a context", r);
+    // Stream capture, as braid meets it (it refuses to be captured).
+    int capture = -1;
+    line("cuStreamBeginCapture(NULL stream)", cu.streamBeginCapture(nullptr, 2));
+    line("cuStreamBeginCapture(created, relaxed)", cu.streamBeginCapture(ks, 2));
+    r = cu.streamIsCapturing(ks, &capture);
+    line("cuStreamIsCapturing(capturing)", r, " (" + std::to_string(capture) + ")");
+    line("cuStreamSynchronize(capturing)", cu.streamSynchronize(ks));
+    r = cu.streamIsCapturing(ks, &capture);
+    line("cuStreamIsCapturing(after the synchronize)", r, " (" + std::to_string(capture) + ")");
+    void* graph = nullptr;
+    line("cuStreamEndCapture(invalidated)", cu.streamEndCapture(ks, &graph));
+    r = cu.streamIsCapturing(ks, &capture);
+    line("cuStreamIsCapturing(ended)", r, " (" + std::to_string(capture) + ")");
     line("cuLaunchKernel(1025 threads)", cu.launchKernel(fn, 1, 1, 1, 1025, 1, 1, 0, ks, params, nullptr));
     line("cuLaunchKernel(empty channel, 64 threads)", cu.launchKernel(fn, 1, 1, 1, 64, 1, 1, 0, ks, params, nullptr));
     r = cu.streamSynchronize(ks);

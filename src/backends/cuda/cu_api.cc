@@ -54,6 +54,9 @@ Status bindAll(DynLib& lib, CuApi* t) {
   get(t->streamSynchronize, "cuStreamSynchronize");
   get(t->streamQuery, "cuStreamQuery");
   get(t->streamGetCtx, "cuStreamGetCtx");
+  get(t->streamIsCapturing, "cuStreamIsCapturing");
+  get(t->streamBeginCapture, "cuStreamBeginCapture");
+  get(t->streamEndCapture, "cuStreamEndCapture");
   get(t->streamWaitEvent, "cuStreamWaitEvent");
   get(t->eventCreate, "cuEventCreate");
   get(t->eventDestroy, "cuEventDestroy");

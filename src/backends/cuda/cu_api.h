@@ -115,6 +115,9 @@ struct CuApi {
   CUresult (*streamSynchronize)(CUstream) = nullptr;
   CUresult (*streamQuery)(CUstream) = nullptr;
   CUresult (*streamGetCtx)(CUstream, CUcontext*) = nullptr;
+  CUresult (*streamIsCapturing)(CUstream, int*) = nullptr;  // CUstreamCaptureStatus: 0 none, 1 active, 2 invalidated
+  CUresult (*streamBeginCapture)(CUstream, int) = nullptr;  // for the probe and tests; braid does not capture yet
+  CUresult (*streamEndCapture)(CUstream, void**) = nullptr;
   CUresult (*streamWaitEvent)(CUstream, CUevent, unsigned) = nullptr;
   CUresult (*eventCreate)(CUevent*, unsigned) = nullptr;
   CUresult (*eventDestroy)(CUevent) = nullptr;

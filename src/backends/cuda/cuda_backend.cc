@@ -534,7 +534,16 @@ Status CudaBackend::checkStream(void* stream) const {
   if (api_->streamGetCtx(static_cast<CUstream>(stream), &ctx) != kCuSuccess) {
     return invalidArgument("stream=%p is not a CUDA stream the driver knows (destroyed, or not a stream)", stream);
   }
-  if (ctx == ctx_) return Status::ok();
+  if (ctx == ctx_) {
+    int capture = 0;
+    if (api_->streamIsCapturing(static_cast<CUstream>(stream), &capture) == kCuSuccess && capture != 0) {
+      return invalidUsage(
+          "stream=%p is being captured into a CUDA graph: capturing braid's collectives is not built yet (issue "
+          "15); issue them outside the capture",
+          stream);
+    }
+    return Status::ok();
+  }
   CUdevice dev = -1;
   {
     ScopedContext scope(api_, ctx);
