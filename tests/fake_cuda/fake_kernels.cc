@@ -2,8 +2,10 @@
 // emulator's host image (src/backends/cuda/emu/emu_image.h), which braid offers after its fatbin; a fatbin is
 // refused with CUDA_ERROR_NO_BINARY_FOR_GPU, anything else with CUDA_ERROR_INVALID_IMAGE. cuLaunchKernel copies
 // the kernel's parameter at the call (as the driver does: the caller may reuse it at once) and runs the kernel on
-// the stream's thread through the image, over the CTA emulator, so later work on the stream waits for it. A kernel
-// the emulator fails (deadlock, divergent barrier, a thread that never ends) is printed to stderr and leaves the
+// the stream's thread through the image, over the CTA emulator, so later work on the stream waits for it. First
+// every address the parameter leads to is checked as a GPU would meet it: pageable host memory, another device's
+// memory (peer access is not modelled) or a range past its allocation fails the launch, named. A kernel the
+// emulator fails (deadlock, divergent barrier, a thread that never ends) is printed to stderr and leaves the
 // device's context with the sticky CUDA_ERROR_LAUNCH_FAILED, as a trap would on a GPU.
 //
 // Modelled narrower than the driver (each refused with CUDA_ERROR_NOT_SUPPORTED, which braid never meets): 1-D
@@ -31,6 +33,18 @@ int residentSlots() {
 
 const braid::EmuImage* imageOf(const Library& l) {
   return static_cast<const braid::EmuImage*>(l.image);
+}
+
+// The driver's view of an address range a kernel on `device` is given (emu_image.h's EmuReach).
+int classify(const void* p, size_t bytes, int device) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const auto at = reinterpret_cast<CUdeviceptr>(p);
+  auto it = findAllocation(s, at);
+  if (it == s.allocations.end()) return braid::kPageable;
+  if (bytes > it->first + it->second.bytes - at) return braid::kPastTheEnd;
+  if (!it->second.pinned && it->second.device != device) return braid::kOtherDevice;  // no peer access modelled
+  return braid::kReachable;
 }
 
 }  // namespace
@@ -144,7 +158,7 @@ FAKE_API CUresult cuLaunchKernel(void* f, unsigned gridX, unsigned gridY, unsign
   const int slots = residentSlots();
   enqueue(s, st, [img, index, device, slots, gridX, blockX, param = std::move(param)] {
     char err[2048] = {0};
-    if (img->launch(index, device, slots, gridX, blockX, param.data(), err, sizeof(err)) != 0) {
+    if (img->launch(index, device, slots, gridX, blockX, param.data(), &classify, err, sizeof(err)) != 0) {
       fprintf(stderr, "fake CUDA: kernel %s failed on device %d: %s\n", img->names[index], device, err);
       state().devices[static_cast<size_t>(device)].sticky->store(kLaunchFailed);
     }

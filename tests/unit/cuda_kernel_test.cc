@@ -1,14 +1,15 @@
 // braid's kernels through the driver table on the strict fake driver (src/backends/cuda/kernel_image.h): the fake
-// refuses the fatbin and loads the emulator's image, cuLaunchKernel runs the kernels over the CTA emulator on the
-// stream's thread, ranks that are threads each launch on their own device and stream, and the results are the CPU
-// backend's bit for bit. Also what goes wrong: a kernel that fails leaves the sticky CUDA_ERROR_LAUNCH_FAILED,
-// bad launch shapes are named, pinned memory follows the driver's rules. Each case runs in a child process (the
-// driver table loads once per process).
+// refuses the fatbin and loads the emulator's image, and checks every address a kernel is given before running it
+// over the CTA emulator (pageable memory, another device's, past an allocation: named). Also what goes wrong: a
+// kernel that fails leaves the sticky CUDA_ERROR_LAUNCH_FAILED, bad launch shapes are named, pinned memory follows
+// the driver's rules. Cases that load the driver run in a child process (the table loads once per process); the
+// kernels' results through the driver are checked by the CUDA communicators' tests (tests/inproc/cuda_comm_test.cc).
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <thread>
 
+#include "src/backends/cuda/emu/emu_kernels.h"
 #include "src/backends/cuda/kernel_image.h"
 #include "tests/common/elem_compare.h"
 #include "tests/emu/ring_job.h"
@@ -37,45 +38,47 @@ TEST(CudaKernels, TheFakeLoadsTheEmulatorImageAndRefusesTheFatbin) {
   });
 }
 
-// Two ranks as threads, each on its own fake device and non-blocking stream: the kernels run on the emulator, the
-// host thread returns at once, and the stream's synchronisation sees the finished result.
-TEST(CudaKernels, RingAllReduceThroughTheDriverMatchesTheHost) {
+// Work in the host's heap (as the CPU backend keeps it): the fake checks every address the kernel's parameter leads
+// to before running it, and names what a GPU would fault on; the launch fails with the sticky
+// CUDA_ERROR_LAUNCH_FAILED. (The CUDA backend puts its work in pinned memory: CudaComm.* in tests/inproc.)
+TEST(CudaKernels, AKernelGivenPageableMemoryIsRefusedByName) {
   BRAID_IN_CHILD({
-    const CuApi& api = loadFake("2");
-    for (ProtoId p : {ProtoId::kSimple, ProtoId::kLL, ProtoId::kLL128}) {
-      JobShape s;
-      s.nranks = 2;
-      s.nchannels = 2;
-      s.count = 3001;
-      s.proto = p;
-      s.chunkBytes = 1920;
-      RingJob host(s, 5);
-      host.runHost();
-      RingJob job(s, 5);
-      Status st[2];
-      std::thread ranks[2];
-      for (int r = 0; r < 2; ++r) {
-        ranks[r] = std::thread([&, r] {
-          CUcontext ctx = nullptr;
-          CUstream stream = nullptr;
-          st[r] = api.check(api.devicePrimaryCtxRetain(&ctx, r), "retain");
-          if (st[r].isOk()) st[r] = api.check(api.ctxSetCurrent(ctx), "set");
-          if (st[r].isOk()) st[r] = api.check(api.streamCreate(&stream, kCuStreamNonBlocking), "stream");
-          if (st[r].isOk()) st[r] = launchKernel(api, p, job.rank(r).args, 32, stream);
-          if (st[r].isOk()) st[r] = api.check(api.streamSynchronize(stream), "cuStreamSynchronize");
-          if (stream != nullptr) (void)api.streamDestroy(stream);
-        });
-      }
-      for (auto& t : ranks) t.join();
-      for (int r = 0; r < 2; ++r) {
-        if (!st[r].isOk()) fprintf(stderr, "rank %d: %s\n", r, st[r].message().c_str());
-        CHECK_OR_EXIT(st[r].isOk(), 10);
-        CHECK_OR_EXIT(job.rank(r).status.code == static_cast<uint32_t>(DevStatusCode::kRunning), 11);
-        CHECK_OR_EXIT(testing_elem::firstDifference(s.dtype, job.rank(r).out, host.rank(r).out, s.count) == s.count,
-                      12);
-      }
-    }
+    const CuApi& api = fakeOn(0);
+    JobShape s;
+    s.nranks = 1;
+    s.count = 100;
+    RingJob job(s);
+    CHECK_OR_EXIT(launchKernel(api, ProtoId::kSimple, job.rank(0).args, 32, nullptr).isOk(), 10);
+    const Status sync = api.check(api.streamSynchronize(nullptr), "cuStreamSynchronize");
+    CHECK_OR_EXIT(sync.message().find("CUDA_ERROR_LAUNCH_FAILED") != std::string::npos, 11);
   });
+}
+
+// The reach check itself, on the emulator's image: each kind of memory the fake tells apart.
+TEST(CudaKernels, TheReachCheckNamesWhatAGpuFaultsOn) {
+  JobShape s;
+  s.nranks = 1;
+  s.count = 100;
+  RingJob job(s);
+  const EmuImage* img = emuImage();
+  char err[1024];
+  // Everything pageable: the first thing checked (the channel table) is named.
+  auto pageable = [](const void*, size_t, int) { return static_cast<int>(kPageable); };
+  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, pageable, err, sizeof(err)), 0);
+  EXPECT_NE(std::string(err).find("the channel table at"), std::string::npos) << err;
+  EXPECT_NE(std::string(err).find("is pageable host memory"), std::string::npos) << err;
+  // Only the input buffer on another device.
+  static const void* input = nullptr;
+  input = job.rank(0).args.channels[0].items[0].input;
+  auto otherDevice = [](const void* p, size_t, int) { return p == input ? static_cast<int>(kOtherDevice) : 0; };
+  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, otherDevice, err, sizeof(err)), 0);
+  EXPECT_NE(std::string(err).find("channel 0 item 0's input buffer at"), std::string::npos) << err;
+  EXPECT_NE(std::string(err).find("is memory of another device: a GPU would fault there"), std::string::npos) << err;
+  // All reachable: the kernel runs (one rank: a local copy) and the status word stays clean.
+  auto reachable = [](const void*, size_t, int) { return 0; };
+  ASSERT_STREQ(img->names[0], "braidKernelSimple");
+  ASSERT_EQ(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, reachable, err, sizeof(err)), 0) << err;
+  EXPECT_EQ(job.rank(0).status.code, static_cast<uint32_t>(DevStatusCode::kRunning));
 }
 
 TEST(CudaKernels, AFailedKernelLeavesTheStickyLaunchFailure) {

@@ -11,7 +11,17 @@
 namespace braid {
 
 constexpr char kEmuImageMagic[8] = {'B', 'R', 'A', 'I', 'D', 'E', 'M', 'U'};
-constexpr uint32_t kEmuImageVersion = 1;
+constexpr uint32_t kEmuImageVersion = 2;
+
+// What the driver says about an address range a kernel is given (the fake answers): a GPU faults on anything but
+// kReachable.
+enum EmuReach : int {
+  kReachable = 0,    // device memory of the launching device, or pinned (mapped) host memory
+  kPageable = 1,     // memory the driver does not know: pageable host memory (or freed device memory)
+  kOtherDevice = 2,  // device memory of another device
+  kPastTheEnd = 3,   // starts inside an allocation and runs past its end
+};
+using EmuClassifyFn = int (*)(const void* p, size_t bytes, int device);
 
 struct EmuImage {
   char magic[8];  // kEmuImageMagic
@@ -20,9 +30,10 @@ struct EmuImage {
   const char* const* names;    // [nkernels]
   const uint32_t* paramBytes;  // [nkernels]: each kernel takes one parameter of this size (the launch copies it)
   // Runs kernel k to its end on the calling thread (the fake's stream thread): `grid` CTAs of `block` threads on
-  // device `device`, whose resident CTA slots are `residentSlots`. Returns 0, or non-zero with a message in err.
+  // device `device`, whose resident CTA slots are `residentSlots`. Every address the parameter leads to is first
+  // checked with `classify` (the driver's view of memory). Returns 0, or non-zero with a message in err.
   int (*launch)(uint32_t kernel, int device, int residentSlots, uint32_t grid, uint32_t block, const void* param,
-                char* err, size_t errBytes);
+                EmuClassifyFn classify, char* err, size_t errBytes);
 };
 
 // The first bytes of a fatbin (the fake tells one apart from an image it cannot run).

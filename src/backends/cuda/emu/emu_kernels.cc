@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "src/common/params.h"
 
@@ -36,8 +37,53 @@ EmuDevice* deviceFor(int ordinal, int slots) {
   return d.get();
 }
 
+// Every address the kernel will be led to by its parameter, as the driver classifies it: what a GPU would fault on
+// (pageable host memory, another device's memory, past an allocation) is named before anything runs. The data
+// buffers are checked at their first element (their extent is the program's business).
+std::string checkReach(const KernelArgs& a, int device, EmuClassifyFn classify) {
+  std::string problem;
+  auto check = [&](const void* p, size_t bytes, const std::string& what) {
+    if (!problem.empty() || p == nullptr || bytes == 0) return;
+    const int c = classify(p, bytes, device);
+    if (c == kReachable) return;
+    const char* why = c == kOtherDevice  ? "memory of another device"
+                      : c == kPastTheEnd ? "a range past the end of its allocation"
+                                         : "pageable host memory (neither device memory nor pinned host memory)";
+    problem = strPrintf("%s at %p is %s: a GPU would fault there", what.c_str(), p, why);
+  };
+  check(a.channels, sizeof(ChannelWorkDesc) * a.nchannels, "the channel table");
+  check(a.status, sizeof(DevStatus), "the status word");
+  check(a.abortFlag, sizeof(uint32_t), "the abort word");
+  for (uint32_t c = 0; c < a.nchannels && problem.empty(); ++c) {
+    const ChannelWorkDesc& ch = a.channels[c];
+    check(ch.items, sizeof(WorkDesc) * ch.nitems, strPrintf("channel %u's work items", c));
+    check(ch.states, sizeof(ItemState) * ch.nitems, strPrintf("channel %u's item states", c));
+    check(ch.conns, sizeof(ConnSlot) * ch.nconns, strPrintf("channel %u's connector table", c));
+    for (uint32_t j = 0; j < ch.nconns && problem.empty(); ++j) {
+      const ConnSlot& k = ch.conns[j];
+      check(k.view.ctrl, sizeof(FifoCtrl), strPrintf("channel %u connector %u's FIFO control", c, j));
+      check(k.view.slots, 1, strPrintf("channel %u connector %u's FIFO slots", c, j));
+      check(k.cursor, sizeof(FifoCursor), strPrintf("channel %u connector %u's cursor", c, j));
+    }
+    for (uint32_t i = 0; i < ch.nitems && problem.empty(); ++i) {
+      const WorkDesc& w = ch.items[i];
+      const std::string item = strPrintf("channel %u item %u's ", c, i);
+      check(w.prog.steps, sizeof(Step) * w.prog.nsteps, item + "steps");
+      check(w.sendConn, sizeof(int32_t) * w.prog.nsteps, item + "send connectors");
+      check(w.recvConn, sizeof(int32_t) * w.prog.nsteps, item + "receive connectors");
+      check(w.blockers, sizeof(uint32_t) * w.nblockers, item + "blockers");
+      check(w.prog.packOffsets, sizeof(uint32_t), item + "pack offsets");
+      check(w.input, w.elemSize, item + "input buffer");
+      check(w.output, w.elemSize, item + "output buffer");
+      check(w.llRecv, 1, item + "LL receive staging");
+      check(w.llSend, 1, item + "LL send staging");
+    }
+  }
+  return problem;
+}
+
 int launchFromImage(uint32_t kernel, int device, int residentSlots, uint32_t grid, uint32_t block, const void* param,
-                    char* err, size_t errBytes) {
+                    EmuClassifyFn classify, char* err, size_t errBytes) {
   auto say = [&](const std::string& m) {
     if (err != nullptr && errBytes > 0) snprintf(err, errBytes, "%s", m.c_str());
     return 1;
@@ -47,6 +93,10 @@ int launchFromImage(uint32_t kernel, int device, int residentSlots, uint32_t gri
   memcpy(&args, param, sizeof(args));
   if (grid != args.nchannels) {
     return say(strPrintf("%s: launched with %u CTAs for %u channels", kNames[kernel], grid, args.nchannels));
+  }
+  if (classify != nullptr) {
+    const std::string problem = checkReach(args, device, classify);
+    if (!problem.empty()) return say(strPrintf("%s: %s", kNames[kernel], problem.c_str()));
   }
   EmuLaunchConfig cfg;
   cfg.device = deviceFor(device, residentSlots);
