@@ -162,16 +162,20 @@ Result<void*> cudaAllocIfCurrent(size_t bytes) {
 }
 
 Result<bool> cudaFreeIfDevice(void* p) {
+  // Asked of the loaded driver itself, so a program that loaded CUDA but never initialised it is not initialised
+  // here (an uninitialised driver answers CUDA_ERROR_NOT_INITIALIZED: not device memory).
   void* lib = loadedDriver();
   if (lib == nullptr) return false;
-  dlclose(lib);
-  BRAID_ASSIGN_OR_RETURN(const CuApi* api, cuApi());
+  using AttributeFn = CUresult (*)(void*, int, CUdeviceptr);
+  auto attribute = reinterpret_cast<AttributeFn>(dlsym(lib, "cuPointerGetAttribute"));
   unsigned type = 0;
   const auto at = reinterpret_cast<CUdeviceptr>(p);
-  if (api->pointerGetAttribute(&type, static_cast<int>(CuPointerAttr::kMemoryType), at) != kCuSuccess ||
-      type != kCuMemoryTypeDevice) {
-    return false;
-  }
+  const bool device = attribute != nullptr &&
+                      attribute(&type, static_cast<int>(CuPointerAttr::kMemoryType), at) == kCuSuccess &&
+                      type == kCuMemoryTypeDevice;
+  dlclose(lib);
+  if (!device) return false;
+  BRAID_ASSIGN_OR_RETURN(const CuApi* api, cuApi());
   CUcontext ctx = nullptr;
   BRAID_RETURN_IF_ERROR(api->check(api->pointerGetAttribute(&ctx, static_cast<int>(CuPointerAttr::kContext), at),
                                    "cuPointerGetAttribute(CONTEXT)"));
