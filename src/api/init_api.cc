@@ -72,7 +72,6 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& commId, int ran
   BRAID_ASSIGN_OR_RETURN(UniqueIdInfo id, decodeUniqueId(commId.internal));
   // On this thread: its current CUDA context decides (a grouped or non-blocking init runs on another one).
   BRAID_ASSIGN_OR_RETURN(cfg.backend, chooseBackend());
-  cfg.backendChosen = true;
   auto comm = std::make_shared<Communicator>();
   ncclComm* handle = registerComm(comm);
   *out = handle;

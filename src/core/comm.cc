@@ -136,11 +136,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   }
   flight_->identify(FlightIdentity{id.magic, rank, nranks, config.commName});
   if (flight_->enabled()) flightInstallSignal();
-  BackendChoice choice = config.backend;
-  if (!config.backendChosen) {
-    BRAID_ASSIGN_OR_RETURN(choice, chooseBackend());
-  }
-  BRAID_ASSIGN_OR_RETURN(backend_, createBackend(choice));
+  BRAID_ASSIGN_OR_RETURN(backend_, createBackend(config.backend));
   if (backend_->cudaDevice() >= 0) {
     device_ = backend_->cudaDevice();
     logSetThreadDevice(device_);
@@ -700,9 +696,7 @@ Status Communicator::split(int color, int key, const CommConfig& config, std::un
   BRAID_ASSIGN_OR_RETURN(UniqueIdInfo id, decodeUniqueId(idBytes));
   auto child = std::make_unique<Communicator>();
   CommConfig childConfig = config;
-  childConfig.backendChosen = true;  // the parent's memory, whichever thread splits
-  childConfig.backend = config_.backend;
-  childConfig.backend.kind = backend_->kind();
+  childConfig.backend = config_.backend;  // the parent's memory, whichever thread splits
   BRAID_RETURN_IF_ERROR(child->init(id, static_cast<int>(members.size()), newRank, childConfig, device_));
   BRAID_INFO(kLogInit, "comm %p split from comm %p: color %d key %d -> rank %d of %zu", static_cast<void*>(child.get()),
              static_cast<void*>(this), color, key, newRank, members.size());

@@ -34,9 +34,7 @@ struct CommConfig {
   int splitShare = 0;
   std::string commName;
   bool checkCalls = false;  // BRAID_CHECK_CALLS, agreed at init (src/core/call_check.h)
-  // The backend, chosen on the thread that called ncclCommInitRank (or the parent's, for a split); unset: chosen
-  // by init on its own thread.
-  bool backendChosen = false;
+  // The backend, chosen on the thread that called ncclCommInitRank (chooseBackend), or the parent's for a split.
   BackendChoice backend;
 };
 
