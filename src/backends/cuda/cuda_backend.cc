@@ -42,19 +42,24 @@ class ScopedContext {
   bool switched_ = false;
 };
 
+// Kernels use host pointers as they are: pinned memory must be mapped at the same device address (unified
+// addressing; every 64-bit CUDA platform has it).
+Status mappedAtSameAddress(const CuApi* api, void* p, const char* what) {
+  CUdeviceptr d = 0;
+  BRAID_RETURN_IF_ERROR(api->check(api->memHostGetDevicePointer(&d, p, 0), "cuMemHostGetDevicePointer"));
+  if (d == reinterpret_cast<CUdeviceptr>(p)) return Status::ok();
+  return Status(Code::kCudaError,
+                strPrintf("pinned memory for %s is mapped at another device address (no unified addressing)", what));
+}
+
 Result<void*> pinnedAlloc(const CuApi* api, size_t bytes, const char* what) {
   void* p = nullptr;
   BRAID_RETURN_IF_ERROR(api->check(api->memHostAlloc(&p, bytes, kCuMemHostAllocPortable | kCuMemHostAllocDeviceMap),
                                    strPrintf("cuMemHostAlloc(%zu bytes for %s)", bytes, what).c_str()));
-  // Kernels use host pointers as they are: that needs unified addressing (every 64-bit CUDA platform has it).
-  CUdeviceptr d = 0;
-  Status mapped = api->check(api->memHostGetDevicePointer(&d, p, 0), "cuMemHostGetDevicePointer");
-  if (!mapped.isOk() || d != reinterpret_cast<CUdeviceptr>(p)) {
+  Status mapped = mappedAtSameAddress(api, p, what);
+  if (!mapped.isOk()) {
     (void)api->memFreeHost(p);
-    return mapped.isOk() ? Status(Code::kCudaError, strPrintf("pinned memory for %s is mapped at another device "
-                                                              "address (no unified addressing)",
-                                                              what))
-                         : mapped;
+    return mapped;
   }
   return p;
 }
@@ -84,12 +89,10 @@ class CudaBackend::PinnedFifos final : public FifoMemory {
     BRAID_RETURN_IF_ERROR(
         api_->check(api_->memHostRegister(base, bytes, kCuMemHostAllocPortable | kCuMemHostAllocDeviceMap),
                     strPrintf("cuMemHostRegister(a shared-memory FIFO of %zu bytes)", bytes).c_str()));
-    CUdeviceptr d = 0;
-    if (api_->memHostGetDevicePointer(&d, base, 0) != kCuSuccess || d != reinterpret_cast<CUdeviceptr>(base)) {
+    Status mapped = mappedAtSameAddress(api_, base, "a registered shared-memory FIFO");
+    if (!mapped.isOk()) {
       (void)api_->memHostUnregister(base);
-      return Status(Code::kCudaError,
-                    "a registered shared-memory FIFO is mapped at another device address (no "
-                    "unified addressing for registered memory)");
+      return mapped;
     }
     const CuApi* api = api_;
     CUcontext ctx = ctx_;
