@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "nccl_net.h"
+#include "src/common/fd_share.h"
 #include "src/common/status.h"
 #include "transports/transport.h"
 
@@ -34,6 +35,20 @@ struct NetBlob {
 };
 static_assert(sizeof(NetBlob) <= kConnectBlobBytes, "the handle must fit the connect blob");
 
+// The p2p transport's blob: a FIFO in the receiver's GPU memory.
+struct P2pBlob {
+  char kind[8];    // "p2p"
+  uint64_t bytes;  // as mapped (the driver's granularity)
+  uint64_t slotBytes;
+  uint64_t llSlotBytes;
+  uint64_t devPtr;  // same process: the FIFO's device address
+  uint64_t id;      // same process: the transport's key for the mapping's owner
+  int32_t pid;      // the receiver's process
+  int32_t device;   // the receiver's CUDA ordinal (in its process)
+  FdTicket ticket;  // another process: where to fetch the exported memory's descriptor
+};
+static_assert(sizeof(P2pBlob) <= kConnectBlobBytes, "blob too large");
+
 // The largest FIFO segment and slot a blob may announce (NCCL_BUFFSIZE's range allows no more).
 constexpr uint64_t kMaxBlobSegmentBytes = uint64_t{1} << 36;
 constexpr uint64_t kMaxBlobSlotBytes = uint64_t{1} << 32;
@@ -42,6 +57,9 @@ constexpr uint64_t kMaxBlobSlotBytes = uint64_t{1} << 32;
 // pid from init), the descriptor non-negative, and the size between minBytes and kMaxBlobSegmentBytes. Errors
 // (kInternalError) name the peer and the field.
 Result<ShmBlob> decodeShmBlob(const char* blob, const char* kind, const PeerInfo& peer, uint64_t minBytes);
+// `blob` as a P2pBlob sent by `peer`: kind "p2p", the peer's process, slot sizes in 64..kMaxBlobSlotBytes and
+// multiples of 64, and a mapping of at least the FIFO's bytes (minBytes) and at most kMaxBlobSegmentBytes.
+Result<P2pBlob> decodeP2pBlob(const char* blob, const PeerInfo& peer, uint64_t minBytes);
 // `blob` as a NetBlob sent by `peer`: kind "net", slot size in 64..kMaxBlobSlotBytes and a multiple of 64.
 Result<NetBlob> decodeNetBlob(const char* blob, const PeerInfo& peer);
 

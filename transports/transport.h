@@ -31,9 +31,10 @@ struct PeerInfo {
   uint64_t hostHash = 0;
   pid_t pid = 0;
   char hostname[64] = {};
-  int numa = -1;  // NUMA node this rank's memory and threads go on (-1: not placed; set after the topology stage)
-  int rail = 0;   // the network device this rank's channel 0 uses, modulo the device count: its local rank (on
-                  // NVLSTree's cross-host communicator, its local rank on the parent, so both ends share a rail)
+  int numa = -1;     // NUMA node this rank's memory and threads go on (-1: not placed; set after the topology stage)
+  int rail = 0;      // the network device this rank's channel 0 uses, modulo the device count: its local rank (on
+                     // NVLSTree's cross-host communicator, its local rank on the parent, so both ends share a rail)
+  int cudaDev = -1;  // a CUDA rank's device ordinal in its own process (-1: a host rank)
 };
 
 // A transport whose connector needs work done between the executor's checks (a network connection: posting
@@ -56,6 +57,13 @@ class Connector {
   Connector(std::shared_ptr<void> mem, FifoCtrl* ctrl, char* slots, bool isSend, const PeerInfo& peer,
             bool crossProcess)
       : mem_(std::move(mem)), view_(FifoView::of(ctrl, slots, isSend)), peer_(peer), crossProcess_(crossProcess) {}
+  // A FIFO in GPU memory (the p2p transport's): the host never touches it, so the view is built from the sizes
+  // the connection agreed, and the host-side failure signalling below does nothing (a kernel stopped by its abort
+  // word marks the connectors it runs on itself).
+  Connector(std::shared_ptr<void> mem, const FifoView& deviceView, const PeerInfo& peer, bool crossProcess)
+      : mem_(std::move(mem)), view_(deviceView), peer_(peer), crossProcess_(crossProcess), hostVisible_(false) {}
+  // Whether host threads may read and write the FIFO (false for GPU memory).
+  bool hostVisible() const { return hostVisible_; }
 
   size_t slotBytes() const { return view_.slotBytes; }
   const PeerInfo& peer() const { return peer_; }
@@ -100,11 +108,12 @@ class Connector {
   // Failure signalling between the two ends: `why` (when this end has said nothing yet) is what the other end
   // quotes, so a rank stopped by a neighbour's failure names its cause.
   void markAborted(const std::string& why = std::string());
-  bool peerAborted() const { return view_.peerAborted(); }
+  bool peerAborted() const { return hostVisible_ && view_.peerAborted(); }
   // For a peer in another process: false once that process no longer exists.
   bool peerAlive() const;
   // What the transport said about a failure (empty when it said nothing).
   std::string failureText() const {
+    if (!hostVisible_) return std::string();
     const char* f = view_.ctrl->failure;
     return std::string(f, strnlen(f, sizeof(view_.ctrl->failure)));
   }
@@ -115,6 +124,7 @@ class Connector {
   FifoCursor cursor_;
   PeerInfo peer_;
   bool crossProcess_;
+  bool hostVisible_ = true;
   bool demandDriven_ = false;
   bool wholeMessages_ = false;
   std::shared_ptr<ConnectorDriver> driver_;
@@ -129,6 +139,32 @@ struct RecvSetup {
 class FifoMemory;
 const FifoMemory& hostFifoMemory();
 
+// A FIFO in GPU memory, as the backend that owns the GPU hands it out (DeviceMemory).
+struct DeviceFifoMem {
+  std::shared_ptr<void> owner;  // unmaps (and frees) the memory when the last reference goes
+  char* base = nullptr;         // its device address (unified addressing: the same in every context of the process)
+  size_t bytes = 0;             // as mapped: the size asked for, rounded up to the driver's granularity
+  int exportFd = -1;            // alloc(exportable): a descriptor for another process; the caller closes it
+};
+
+// GPU memory for the p2p transport's FIFOs, supplied by a CUDA backend (TransportConfig::device; null on host
+// backends). Every call is made on the communicator's thread during connection set-up.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  virtual int device() const = 0;  // the backend's CUDA device ordinal
+  // Kernels on this device can load and store memory of `peerDevice` (an ordinal of this process).
+  virtual bool canAccessPeer(int peerDevice) const = 0;
+  // `bytes` of this device's memory, rounded up to the driver's granularity: `head` at the start, zeros after,
+  // written before this returns. Accessible to this device and to `peerDevices` (ordinals of this process);
+  // exportable: also a descriptor another process can import.
+  [[nodiscard]] virtual Result<DeviceFifoMem> alloc(size_t bytes, const void* head, size_t headBytes,
+                                                    const std::vector<int>& peerDevices, bool exportable) const = 0;
+  // Maps, for this device, memory another process exported (`fd`, `bytes` as that process mapped it). The caller
+  // keeps and closes `fd`.
+  [[nodiscard]] virtual Result<DeviceFifoMem> import(int fd, size_t bytes) const = 0;
+};
+
 // The knobs every transport obeys. The communicator reads them once at init (fromParams) and passes them to
 // each call below; a transport never reads them from the parameter registry itself. (The networks behind
 // include/nccl_net.h, which the plugin ABI gives no way to hand anything, read their own knobs once at their
@@ -139,6 +175,10 @@ struct TransportConfig {
   std::string shmDir = "/dev/shm";  // BRAID_SHM_DIR: where shared-memory FIFOs are created
   // Where FIFOs one process owns come from: the backend's policy (Backend::fifoMemory).
   const FifoMemory* memory = &hostFifoMemory();
+  // GPU memory for FIFOs (a CUDA backend's), and which peers (by rank) this rank reaches over P2P: the
+  // communicator decides that once from the topology and NCCL_P2P_LEVEL / NCCL_P2P_DISABLE (both ends alike).
+  const DeviceMemory* device = nullptr;
+  std::vector<uint8_t> p2pPeers;
 
   static TransportConfig fromParams();
 };
@@ -195,6 +235,7 @@ class FifoMemory {
 };
 
 // The transports (transports/shm, transports/net). Each is one object for the process.
+Transport* p2pTransport();     // CUDA ranks of one host whose GPUs reach each other (transports/p2p)
 Transport* inprocTransport();  // ranks that are threads of one process
 Transport* shmTransport();     // ranks that are processes of one host (/dev/shm)
 Transport* netTransport();     // ranks on other hosts (transports/net)

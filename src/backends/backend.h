@@ -165,6 +165,8 @@ class Backend {
   // which ranks compare to find two on one GPU; 0 for host memory.
   virtual int cudaDevice() const { return -1; }
   virtual uint64_t gpuPciId() const { return 0; }
+  // GPU memory for the p2p transport's FIFOs (a CUDA backend's, after init); null for host memory.
+  virtual const DeviceMemory* deviceMemory() const { return nullptr; }
 };
 
 // Which backend a communicator gets, decided on the thread that calls ncclCommInitRank (its init may run on

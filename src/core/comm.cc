@@ -176,6 +176,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   mine.peer.rank = rank;
   mine.peer.hostHash = localHostHash();
   mine.peer.pid = getpid();
+  mine.peer.cudaDev = backend_->cudaDevice();
   gethostname(mine.peer.hostname, sizeof(mine.peer.hostname) - 1);
   mine.nChannels = nch;
   mine.buffSize = buffSize;
@@ -268,7 +269,9 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   config_.checkCalls = mine.checkCalls != 0;
   std::vector<uint64_t> hosts;
   for (const PeerInfo& p : peers_) hosts.push_back(p.hostHash);
-  BRAID_ASSIGN_OR_RETURN(CommTopology topo, buildCommTopology(bootstrap_.get(), rank, nranks, hosts));
+  std::vector<std::string> gpuBus;
+  for (const InitExchange& e : all) gpuBus.push_back(gpuBusId(e.gpuPciId));
+  BRAID_ASSIGN_OR_RETURN(CommTopology topo, buildCommTopology(bootstrap_.get(), rank, nranks, hosts, gpuBus));
   topo_ = topo;
   // The bootstrap learnt the host's processes from the root's table (same host hash, another process).
   wait_.localPids = bootstrap_->localPids().data();
@@ -352,6 +355,10 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   bctx.directStageBytes = static_cast<size_t>(mine.stageBytes);
   bctx.placeCpus = topo.placeCpus;
   BRAID_RETURN_IF_ERROR(backend_->init(bctx));
+  if (backend_->deviceMemory() != nullptr) {
+    links_.device = backend_->deviceMemory();
+    links_.p2pPeers = p2pPeers(topo, rank, peers_, *links_.device);
+  }
   selector_.setDirect(backend_->caps().direct);
   BRAID_ASSIGN_OR_RETURN(nvlsTree_, NvlsTree::create(*this));
   if (nvlsTree_) {
@@ -470,8 +477,8 @@ Status Communicator::connect(const std::vector<Link>& sendNeeds, const std::vect
       BRAID_ASSIGN_OR_RETURN(RecvSetup setup,
                              t->setupRecv(links_, self, peer, l.channel, fifo_.slotBytes, fifo_.llSlotBytes));
       BRAID_RETURN_IF_ERROR(bootstrap_->send(l.peer, tag(l), setup.blob, kConnectBlobBytes));
-      BRAID_INFO(kLogInit | kLogShm, "Channel %02d : %d[%d] -> %d[%d] via %s%s", l.channel, l.peer, -1, rank_, device_,
-                 t->name(), l.lane != 0 ? " (lane 1)" : "");
+      BRAID_INFO(kLogInit | kLogShm, "Channel %02d : %d[%d] -> %d[%d] via %s%s", l.channel, l.peer, peer.cudaDev, rank_,
+                 device_, t->name(), l.lane != 0 ? " (lane 1)" : "");
       channels_[static_cast<size_t>(l.channel)].recv[{l.peer, l.lane}] = std::move(setup.connector);
     }
     return Status::ok();

@@ -163,8 +163,37 @@ int pickNumaNode(const std::vector<std::vector<int>>& nodeCpus, const std::vecto
   return std::min(n - 1, localRank * n / std::max(1, localRanks));
 }
 
-Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks,
-                                       const std::vector<uint64_t>& hostHashOfRank) {
+namespace {
+
+int gpuNodeByBusId(const TopoGraph& g, const std::string& busId) {
+  for (int n : g.nodesOf(NodeType::kGpu)) {
+    if (g.node(n).busId == busId) return n;
+  }
+  return -1;
+}
+
+// This rank's GPU against every GPU rank of its host, from the host's graph (NCCL's P2P rules, NCCL_P2P_LEVEL and
+// NCCL_P2P_DISABLE applied by computePaths).
+void classifyGpuPairs(const TopoGraph& g, int rank, const std::vector<int>& nodeOf,
+                      const std::vector<std::string>& gpuBusOfRank, CommTopology* out) {
+  const size_t n = nodeOf.size();
+  out->p2pOk.assign(n, -1);
+  out->p2pPath.assign(n, "");
+  if (gpuBusOfRank.size() != n || gpuBusOfRank[static_cast<size_t>(rank)].empty()) return;
+  const int mine = gpuNodeByBusId(g, gpuBusOfRank[static_cast<size_t>(rank)]);
+  for (size_t r = 0; r < n; ++r) {
+    if (nodeOf[r] != nodeOf[static_cast<size_t>(rank)] || gpuBusOfRank[r].empty()) continue;
+    const int theirs = gpuNodeByBusId(g, gpuBusOfRank[r]);
+    if (mine < 0 || theirs < 0) continue;
+    out->p2pOk[r] = g.p2pOk(mine, theirs) || mine == theirs ? 1 : 0;
+    out->p2pPath[r] = pathTypeName(g.path(mine, theirs).type);
+  }
+}
+
+}  // namespace
+
+Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks, const std::vector<uint64_t>& hostHashOfRank,
+                                       const std::vector<std::string>& gpuBusOfRank) {
   CommTopology out;
   BRAID_ASSIGN_OR_RETURN(TopoSystem sys, initHostTopology(rank));
   out.source = sys.source;
@@ -238,6 +267,7 @@ Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks,
     auto host = deserializeHostTopo(b, paths);
     if (!host.isOk()) return host.status().withContext(strPrintf("topology sent by rank %d", first));
     const bool own = n == myNode;
+    if (own) classifyGpuPairs(host.value().graph, rank, out.nodeOf, gpuBusOfRank, &out);
     BRAID_ASSIGN_OR_RETURN(HostGraphs g, computeHostGraphs(host.value(), out.nNodes > 1, own ? rank : -1));
     if (own) searched = describeGraph(g.ring).substr(0, describeGraph(g.ring).find('\n'));
     graphs.push_back(std::move(g));
@@ -253,6 +283,49 @@ Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks,
                 out.nNodes, out.localRank, out.localRanks, header.numa,
                 out.placeCpus.empty() ? "" : strPrintf(" (%zu CPUs)", out.placeCpus.size()).c_str(), searched.c_str());
   return out;
+}
+
+std::string gpuBusId(uint64_t gpuPciId) {
+  if (gpuPciId == 0) return std::string();
+  const uint64_t v = gpuPciId - 1;
+  return strPrintf("%04x:%02x:%02x.0", static_cast<unsigned>(v >> 32), static_cast<unsigned>(v >> 8 & 0xff),
+                   static_cast<unsigned>(v & 0xff));
+}
+
+std::vector<uint8_t> p2pPeers(const CommTopology& topo, int rank, const std::vector<PeerInfo>& peers,
+                              const DeviceMemory& device) {
+  const PeerInfo& self = peers[static_cast<size_t>(rank)];
+  const bool disabled = params::P2pDisable() != 0;
+  std::vector<uint8_t> ok(peers.size(), 0);
+  for (size_t r = 0; r < peers.size(); ++r) {
+    const PeerInfo& p = peers[r];
+    if (p.hostHash != self.hostHash || p.cudaDev < 0) continue;
+    if (static_cast<int>(r) == rank) {
+      ok[r] = 1;
+      continue;
+    }
+    const int8_t byTopo = r < topo.p2pOk.size() ? topo.p2pOk[r] : -1;
+    const bool local = p.pid == self.pid;
+    std::string why;
+    if (disabled) {
+      why = "NCCL_P2P_DISABLE=1";
+    } else if (byTopo >= 0) {
+      ok[r] = static_cast<uint8_t>(byTopo);
+      why = strPrintf("path %s, NCCL_P2P_LEVEL %s", topo.p2pPath[r].c_str(),
+                      params::P2pLevel().empty() ? "default (PXB)" : params::P2pLevel().c_str());
+    } else if (local) {
+      ok[r] = device.canAccessPeer(p.cudaDev) ? 1 : 0;
+      why = strPrintf("GPUs not in the topology (%s); the driver says peer access is %s", topo.source.c_str(),
+                      ok[r] ? "possible" : "impossible");
+    } else {
+      why = strPrintf("GPUs not in the topology (%s), ranks in different processes: NCCL_TOPO_FILE can describe them",
+                      topo.source.c_str());
+    }
+    BRAID_INFO(kLogInit, "rank %d (GPU %d) and rank %zu (GPU %d%s): %s, %s", rank, self.cudaDev, r, p.cudaDev,
+               local ? "" : strPrintf(" of process %d", static_cast<int>(p.pid)).c_str(),
+               ok[r] ? "P2P" : "no P2P (host memory)", why.c_str());
+  }
+  return ok;
 }
 
 }  // namespace braid

@@ -31,13 +31,28 @@ struct CommTopology {
   std::string source;          // where this host's topology came from
   std::string summary;         // one line for the INIT log
   bool netPeers = false;       // some peer is reached through a network transport (set by the communicator)
+  // CUDA ranks: [rank] whether this rank's GPU and that rank's (same host) may use P2P by the host's topology and
+  // NCCL_P2P_LEVEL / NCCL_P2P_DISABLE (1 yes, 0 no, -1 unknown: a GPU the topology does not show), and the path.
+  std::vector<int8_t> p2pOk;
+  std::vector<std::string> p2pPath;
 };
 
 // Collective over `bs`: runs discovery (cached per process), writes NCCL_TOPO_DUMP_FILE / NCCL_GRAPH_DUMP_FILE on
 // the ranks that name them, exchanges host topologies (one per host) and builds the channels. `hostHashOfRank`
-// comes from the init exchange. Errors name the file or rank that caused them.
-Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks,
-                                       const std::vector<uint64_t>& hostHashOfRank);
+// and `gpuBusOfRank` ("0000:18:00.0", empty for a host rank) come from the init exchange. Errors name the file or
+// rank that caused them.
+Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks, const std::vector<uint64_t>& hostHashOfRank,
+                                       const std::vector<std::string>& gpuBusOfRank = {});
+
+// "dddd:bb:dd.0" for a backend's gpuPciId (src/backends/backend.h), "" for 0 (no GPU).
+std::string gpuBusId(uint64_t gpuPciId);
+
+// Which peers (by rank) this CUDA rank reaches over P2P: itself, a rank on the same GPU, and host peers whose GPU
+// the topology allows (CommTopology::p2pOk); where the topology does not show both GPUs, ranks of this process ask
+// the driver (cuDeviceCanAccessPeer both ways) and ranks of other processes do not use P2P. NCCL_P2P_DISABLE=1:
+// none but itself. Logs the decision per peer at INFO. Both ends of a pair decide alike.
+std::vector<uint8_t> p2pPeers(const CommTopology& topo, int rank, const std::vector<PeerInfo>& peers,
+                              const DeviceMemory& device);
 
 // The ring of each of the communicator's `nch` channels: the search's rings, reused in turn when the communicator
 // runs more channels than the search made. Errors when a ring is not a permutation of the ranks.

@@ -43,6 +43,22 @@ struct Allocation {
   int device;
   bool pinned = false;      // page-locked host memory (cuMemHostAlloc), mapped: its device address is its host address
   bool registered = false;  // pinned by cuMemHostRegister: the program's memory, unregistered (not freed) at the end
+  // A cuMemMap mapping (fake_vmm.cc): of physical memory `handle` on `device`, reachable from the devices in
+  // accessMask (cuMemSetAccess); cuMemFree refuses it.
+  bool vmm = false;
+  unsigned long long handle = 0;
+  unsigned accessMask = 0;
+};
+
+// Physical memory from cuMemCreate or cuMemImportFromShareableHandle (fake_vmm.cc): a memfd, so another process
+// can map the same pages after it receives the exported descriptor.
+struct PhysMem {
+  int fd = -1;
+  size_t bytes = 0;
+  int device = 0;
+  bool exportable = false;  // created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+  int mappings = 0;
+  bool released = false;  // cuMemRelease was called: gone when the last mapping is unmapped
 };
 
 // Completion of stream work, for everything that waits on it (events, stream waits, synchronisation).
@@ -135,6 +151,10 @@ struct State {
   std::map<void*, std::unique_ptr<Kernel>> kernels;      // one per (library, name)
   std::map<void*, std::unique_ptr<Function>> functions;  // one per (kernel, device)
   unsigned long long nextBufferId = 1;
+  std::map<unsigned long long, PhysMem> phys;  // cuMem handles
+  unsigned long long nextHandle = 1;
+  std::map<CUdeviceptr, size_t> reserved;          // cuMemAddressReserve ranges
+  std::map<std::pair<int, int>, bool> peerAccess;  // (device of the context, peer device): enabled
   // Failure injection: per function, the call that fails (0: every call) and its result; and the calls so far.
   struct Fail {
     long nth;
@@ -164,6 +184,9 @@ CUresult resolveStream(State& s, void* h, std::shared_ptr<Stream>* out);
 Dep enqueue(State& s, const std::shared_ptr<Stream>& st, std::function<void()> fn, std::vector<Dep> deps = {});
 // [p, p + n) inside one allocation, or host memory when !mustBeDevice.
 bool rangeOk(State& s, CUdeviceptr p, size_t n, bool mustBeDevice);
+// Whether a kernel on `device` may touch allocation `a`: its own device's memory, pinned host memory, another
+// device's after cuCtxEnablePeerAccess, a cuMem mapping the device was given access to.
+bool reachableFrom(State& s, const Allocation& a, int device);
 
 // Every entry point: no CUDA call from a host function (the driver's rule), none from a child forked after cuInit
 // (CUDA does not survive fork), the failure injection, the state lock.
@@ -238,5 +261,21 @@ FAKE_API CUresult cuKernelGetFunction(void** func, void* kernel);
 FAKE_API CUresult cuLaunchKernel(void* f, unsigned gridX, unsigned gridY, unsigned gridZ, unsigned blockX,
                                  unsigned blockY, unsigned blockZ, unsigned sharedMemBytes, void* hStream,
                                  void** kernelParams, void** extra);
+FAKE_API CUresult cuDeviceCanAccessPeer(int* canAccess, CUdevice dev, CUdevice peer);
+FAKE_API CUresult cuCtxEnablePeerAccess(void* peerCtx, unsigned flags);
+FAKE_API CUresult cuCtxDisablePeerAccess(void* peerCtx);
+FAKE_API CUresult cuMemGetAllocationGranularity(size_t* granularity, const void* prop, int option);
+FAKE_API CUresult cuMemCreate(unsigned long long* handle, size_t bytes, const void* prop, unsigned long long flags);
+FAKE_API CUresult cuMemRelease(unsigned long long handle);
+FAKE_API CUresult cuMemExportToShareableHandle(void* out, unsigned long long handle, int type,
+                                               unsigned long long flags);
+FAKE_API CUresult cuMemImportFromShareableHandle(unsigned long long* handle, void* osHandle, int type);
+FAKE_API CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t bytes, size_t align, CUdeviceptr addr,
+                                      unsigned long long flags);
+FAKE_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t bytes);
+FAKE_API CUresult cuMemMap(CUdeviceptr ptr, size_t bytes, size_t offset, unsigned long long handle,
+                           unsigned long long flags);
+FAKE_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t bytes);
+FAKE_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t bytes, const void* desc, size_t count);
 FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, unsigned long long flags,
                                       int* symbolStatus);

@@ -22,10 +22,12 @@
 // Pinned host memory (cuMemHostAlloc: mapped at the same address, memory type host, refused by cuMemFree and by
 // device-only calls) and modules and launches (fake_kernels.cc: only the CTA emulator's image loads, kernels run
 // over the emulator on the stream's thread, a failed kernel leaves the sticky CUDA_ERROR_LAUNCH_FAILED).
-// IPC, cuMem, graphs, multicast and the per-thread default stream come next (the per-thread stream is refused with
+// Peer access and cuMem (fake_vmm.cc: physical memory as memfds, so exported descriptors work across processes).
+// Legacy IPC, graphs, multicast and the per-thread default stream come next (the per-thread stream is refused with
 // CUDA_ERROR_NOT_SUPPORTED).
 //
 // Knobs: BRAID_FAKE_CUDA_DEVICES=N (default 2; 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE);
+// BRAID_FAKE_CUDA_NO_P2P=1: cuDeviceCanAccessPeer says 0 for every pair (a PCIe system without peer access);
 // BRAID_FAKE_CUDA_SM_SLOTS=N resident CTA slots per device (default 132);
 // BRAID_FAKE_CUDA_FAIL="cuMemAlloc#2=2,cuInit=100": the n-th call of a function (every call without #n) returns
 // that CUresult instead.
@@ -63,6 +65,9 @@ const ErrorText kErrors[] = {
     {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
     {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
     {kLaunchFailed, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices"},
+    {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "peer access is already enabled"},
+    {705, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "peer access has not been enabled"},
     {kNotPermitted, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
     {kNotSupported, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {kIllegalState, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
@@ -285,6 +290,19 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVe
       {"cuLibraryGetKernel", reinterpret_cast<void*>(&cuLibraryGetKernel)},
       {"cuKernelGetFunction", reinterpret_cast<void*>(&cuKernelGetFunction)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
+      {"cuDeviceCanAccessPeer", reinterpret_cast<void*>(&cuDeviceCanAccessPeer)},
+      {"cuCtxEnablePeerAccess", reinterpret_cast<void*>(&cuCtxEnablePeerAccess)},
+      {"cuCtxDisablePeerAccess", reinterpret_cast<void*>(&cuCtxDisablePeerAccess)},
+      {"cuMemGetAllocationGranularity", reinterpret_cast<void*>(&cuMemGetAllocationGranularity)},
+      {"cuMemCreate", reinterpret_cast<void*>(&cuMemCreate)},
+      {"cuMemRelease", reinterpret_cast<void*>(&cuMemRelease)},
+      {"cuMemExportToShareableHandle", reinterpret_cast<void*>(&cuMemExportToShareableHandle)},
+      {"cuMemImportFromShareableHandle", reinterpret_cast<void*>(&cuMemImportFromShareableHandle)},
+      {"cuMemAddressReserve", reinterpret_cast<void*>(&cuMemAddressReserve)},
+      {"cuMemAddressFree", reinterpret_cast<void*>(&cuMemAddressFree)},
+      {"cuMemMap", reinterpret_cast<void*>(&cuMemMap)},
+      {"cuMemUnmap", reinterpret_cast<void*>(&cuMemUnmap)},
+      {"cuMemSetAccess", reinterpret_cast<void*>(&cuMemSetAccess)},
   };
   for (const Entry& e : kEntries) {
     if (strcmp(e.name, symbol) == 0) {

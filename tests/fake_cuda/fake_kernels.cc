@@ -4,9 +4,9 @@
 // the kernel's parameter at the call (as the driver does: the caller may reuse it at once) and runs the kernel on
 // the stream's thread through the image, over the CTA emulator, so later work on the stream waits for it. First
 // every address the parameter leads to is checked as a GPU would meet it: pageable host memory, another device's
-// memory (peer access is not modelled) or a range past its allocation fails the launch, named. A kernel the
-// emulator fails (deadlock, divergent barrier, a thread that never ends) is printed to stderr and leaves the
-// device's context with the sticky CUDA_ERROR_LAUNCH_FAILED, as a trap would on a GPU.
+// memory without peer access (or a cuMem mapping without cuMemSetAccess for this device) or a range past its allocation
+// fails the launch, named. A kernel the emulator fails (deadlock, divergent barrier, a thread that never ends) is
+// printed to stderr and leaves the device's context with the sticky CUDA_ERROR_LAUNCH_FAILED, as a trap would on a GPU.
 //
 // Modelled narrower than the driver (each refused with CUDA_ERROR_NOT_SUPPORTED, which braid never meets): 1-D
 // grids and blocks only, no dynamic shared memory, parameters through kernelParams only (not `extra`).
@@ -43,7 +43,7 @@ int classify(const void* p, size_t bytes, int device) {
   auto it = findAllocation(s, at);
   if (it == s.allocations.end()) return braid::kPageable;
   if (bytes > it->first + it->second.bytes - at) return braid::kPastTheEnd;
-  if (!it->second.pinned && it->second.device != device) return braid::kOtherDevice;  // no peer access modelled
+  if (!reachableFrom(s, it->second, device)) return braid::kOtherDevice;
   return braid::kReachable;
 }
 

@@ -49,7 +49,7 @@ FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (tlsCurrent == nullptr) return kInvalidContext;
   auto it = s.allocations.find(dptr);
   // Never allocated, freed twice, inside a buffer, or pinned host memory (cuMemFreeHost's).
-  if (it == s.allocations.end() || it->second.pinned) return kInvalidValue;
+  if (it == s.allocations.end() || it->second.pinned || it->second.vmm) return kInvalidValue;
   // Like cudaFree: the device's queued work finishes first.
   const int device = it->second.device;
   std::vector<Dep> pending;

@@ -154,4 +154,12 @@ bool rangeOk(State& s, CUdeviceptr p, size_t n, bool mustBeDevice) {
   return n <= it->first + it->second.bytes - p;
 }
 
+bool reachableFrom(State& s, const Allocation& a, int device) {
+  if (a.pinned) return true;
+  if (a.vmm) return (a.accessMask >> device & 1u) != 0;
+  if (a.device == device) return true;
+  auto it = s.peerAccess.find({device, a.device});
+  return it != s.peerAccess.end() && it->second;
+}
+
 }  // namespace fakecuda

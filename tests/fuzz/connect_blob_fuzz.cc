@@ -1,6 +1,6 @@
 // Fuzz target for the connect blobs a sender receives from its receiver through the bootstrap
-// (transports/connect_blob.h): the inproc/shm and network descriptions. Any 256 bytes decode to a blob whose fields
-// are within bounds or to an error naming the peer, never a crash. Corpus: tests/fixtures/fuzz/connect_blob.
+// (transports/connect_blob.h): the inproc/shm, p2p and network descriptions. Any 256 bytes decode to a blob whose
+// fields are within bounds or to an error naming the peer, never a crash. Corpus: tests/fixtures/fuzz/connect_blob.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -21,6 +21,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         __builtin_trap();  // a blob outside the bounds passed
       }
     }
+  }
+  braid::Result<braid::P2pBlob> p = braid::decodeP2pBlob(blob, peer, 4096);
+  if (p.isOk() && (p.value().pid != 4242 || p.value().bytes < 4096 || p.value().bytes > braid::kMaxBlobSegmentBytes ||
+                   p.value().slotBytes % 64 != 0 || p.value().llSlotBytes % 64 != 0 || p.value().slotBytes < 64)) {
+    __builtin_trap();
   }
   braid::Result<braid::NetBlob> n = braid::decodeNetBlob(blob, peer);
   if (n.isOk() && (n.value().slotBytes < 64 || n.value().slotBytes % 64 != 0)) __builtin_trap();

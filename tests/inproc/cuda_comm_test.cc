@@ -18,102 +18,12 @@
 #include <vector>
 
 #include "nccl.h"
+#include "tests/common/fake_cuda_ranks.h"
 #include "tests/common/harness.h"
 
 namespace {
 
 using namespace braid_test;
-
-// The fake driver's entry points the test itself uses (the program's side of the driver: contexts, memory,
-// streams). braid opens the same library through BRAID_CUDA_DRIVER.
-struct Driver {
-  void* lib = nullptr;
-  int (*init)(unsigned) = nullptr;
-  int (*retain)(void**, int) = nullptr;
-  int (*setCurrent)(void*) = nullptr;
-  int (*memAlloc)(unsigned long long*, size_t) = nullptr;
-  int (*memFree)(unsigned long long) = nullptr;
-  int (*memcpyAsync)(unsigned long long, unsigned long long, size_t, void*) = nullptr;
-  int (*streamCreate)(void**, unsigned) = nullptr;
-  int (*streamSync)(void*) = nullptr;
-  int (*streamDestroy)(void*) = nullptr;
-
-  static bool& loaded() {
-    static bool l = false;
-    return l;
-  }
-  static Driver& get() {
-    static Driver d = [] {
-      loaded() = true;
-      setenv("BRAID_CUDA_DRIVER", BRAID_FAKE_CUDA_DRIVER, 1);
-      setenv("BRAID_FAKE_CUDA_DEVICES", "4", 1);
-      Driver x;
-      x.lib = dlopen(BRAID_FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_GLOBAL);
-      if (x.lib == nullptr) return x;
-      auto sym = [&](auto& fn, const char* name) {
-        fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(x.lib, name));
-      };
-      sym(x.init, "cuInit");
-      sym(x.retain, "cuDevicePrimaryCtxRetain");
-      sym(x.setCurrent, "cuCtxSetCurrent");
-      sym(x.memAlloc, "cuMemAlloc_v2");
-      sym(x.memFree, "cuMemFree_v2");
-      sym(x.memcpyAsync, "cuMemcpyAsync");
-      sym(x.streamCreate, "cuStreamCreate");
-      sym(x.streamSync, "cuStreamSynchronize");
-      sym(x.streamDestroy, "cuStreamDestroy_v2");
-      if (x.init(0) != 0) x.lib = nullptr;
-      return x;
-    }();
-    return d;
-  }
-  // Makes device d's primary context current on this thread (cudaSetDevice).
-  bool use(int d) const {
-    void* ctx = nullptr;
-    return retain(&ctx, d) == 0 && setCurrent(ctx) == 0;
-  }
-  void* alloc(size_t bytes) const {
-    unsigned long long p = 0;
-    return memAlloc(&p, bytes) == 0 ? reinterpret_cast<void*>(p) : nullptr;
-  }
-  void copy(void* dst, const void* src, size_t bytes, void* stream) const {
-    memcpyAsync(reinterpret_cast<unsigned long long>(dst), reinterpret_cast<unsigned long long>(src), bytes, stream);
-  }
-};
-
-// Runs fn(rank, comm, stream) on n threads; thread r makes device r's context current before ncclCommInitRank
-// (unless withContext says otherwise) and has its own non-blocking stream. Returns each rank's init result
-// (ncclSuccess, then fn's result).
-std::vector<ncclResult_t> runCudaRanks(int n, const std::function<ncclResult_t(int, ncclComm_t, cudaStream_t)>& fn,
-                                       const std::function<bool(int)>& withContext = nullptr) {
-  const Driver& drv = Driver::get();
-  ncclUniqueId id;
-  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::vector<ncclResult_t> res(static_cast<size_t>(n), ncclSuccess);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      const bool ctx = !withContext || withContext(r);
-      if (ctx && !drv.use(r)) {
-        res[static_cast<size_t>(r)] = ncclSystemError;
-        return;
-      }
-      ncclComm_t comm = nullptr;
-      ncclResult_t st = ncclCommInitRank(&comm, n, id, r);
-      if (st != ncclSuccess) {
-        res[static_cast<size_t>(r)] = st;
-        return;
-      }
-      void* stream = nullptr;
-      if (ctx) drv.streamCreate(&stream, 1);
-      res[static_cast<size_t>(r)] = fn(r, comm, static_cast<cudaStream_t>(stream));
-      ncclCommDestroy(comm);
-      if (stream != nullptr) drv.streamDestroy(stream);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return res;
-}
 
 class CudaComm : public ::testing::Test {
  protected:

@@ -82,11 +82,16 @@ struct FifoView {
   bool isSend = false;
 
   BRAID_HOST_DEVICE static FifoView of(FifoCtrl* ctrl, char* slots, bool isSend) {
+    return make(ctrl, slots, ctrl->slotBytes, ctrl->llSlotBytes, isSend);
+  }
+  // Without reading the control block (a FIFO in GPU memory, which the host cannot read).
+  BRAID_HOST_DEVICE static FifoView make(FifoCtrl* ctrl, char* slots, uint64_t slotBytes, uint64_t llSlotBytes,
+                                         bool isSend) {
     FifoView v;
     v.ctrl = ctrl;
     v.slots = slots;
-    v.slotBytes = ctrl->slotBytes;
-    v.llSlotBytes = ctrl->llSlotBytes;
+    v.slotBytes = slotBytes;
+    v.llSlotBytes = llSlotBytes;
     v.isSend = isSend;
     return v;
   }

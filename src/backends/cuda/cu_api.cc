@@ -76,6 +76,18 @@ Status bindAll(DynLib& lib, CuApi* t) {
   get(t->libraryGetKernel, "cuLibraryGetKernel");
   get(t->kernelGetFunction, "cuKernelGetFunction");
   get(t->launchKernel, "cuLaunchKernel");
+  get(t->deviceCanAccessPeer, "cuDeviceCanAccessPeer");
+  get(t->ctxEnablePeerAccess, "cuCtxEnablePeerAccess");
+  get(t->memGetAllocationGranularity, "cuMemGetAllocationGranularity");
+  get(t->memCreate, "cuMemCreate");
+  get(t->memRelease, "cuMemRelease");
+  get(t->memExportToShareableHandle, "cuMemExportToShareableHandle");
+  get(t->memImportFromShareableHandle, "cuMemImportFromShareableHandle");
+  get(t->memAddressReserve, "cuMemAddressReserve");
+  get(t->memAddressFree, "cuMemAddressFree");
+  get(t->memMap, "cuMemMap");
+  get(t->memUnmap, "cuMemUnmap");
+  get(t->memSetAccess, "cuMemSetAccess");
   BRAID_RETURN_IF_ERROR(missing);
   BRAID_RETURN_IF_ERROR(t->check(driverGetVersion(&t->driverVersion), "cuDriverGetVersion"));
   if (t->driverVersion < kCuApiVersion) {

@@ -48,6 +48,8 @@ constexpr CUresult kCuErrorNoBinaryForGpu = 209;
 constexpr CUresult kCuErrorInvalidHandle = 400;
 constexpr CUresult kCuErrorNotFound = 500;
 constexpr CUresult kCuErrorNotReady = 600;
+constexpr CUresult kCuErrorPeerAccessUnsupported = 217;
+constexpr CUresult kCuErrorPeerAccessAlreadyEnabled = 704;
 constexpr CUresult kCuErrorLaunchFailed = 719;
 constexpr CUresult kCuErrorNotPermitted = 800;
 
@@ -60,6 +62,30 @@ constexpr unsigned kCuMemHostAllocDeviceMap = 0x2;
 inline CUstream cuStreamLegacy() {
   return reinterpret_cast<CUstream>(0x1);
 }
+
+// Virtual memory management (cuMem*): the driver API's structs, with its layout, and the values braid passes.
+using CUmemGenericAllocationHandle = unsigned long long;
+struct CuMemLocation {
+  int type = 1;  // CU_MEM_LOCATION_TYPE_DEVICE
+  int id = 0;    // device ordinal
+};
+struct CuMemAllocationProp {
+  int type = 1;                  // CU_MEM_ALLOCATION_TYPE_PINNED
+  int requestedHandleTypes = 0;  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (1) to export a descriptor
+  CuMemLocation location;
+  void* win32HandleMetaData = nullptr;
+  unsigned char compressionType = 0;
+  unsigned char gpuDirectRDMACapable = 0;
+  unsigned short usage = 0;
+  unsigned char reserved[4] = {};
+};
+static_assert(sizeof(CuMemAllocationProp) == 32, "CUmemAllocationProp's layout");
+struct CuMemAccessDesc {
+  CuMemLocation location;
+  int flags = 3;  // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+};
+constexpr int kCuMemHandleTypePosixFd = 1;
+constexpr int kCuMemAllocGranularityRecommended = 1;
 
 // CUdevice_attribute values braid reads.
 enum class CuDeviceAttr : int {
@@ -139,6 +165,20 @@ struct CuApi {
   CUresult (*kernelGetFunction)(CUfunction*, CUkernel) = nullptr;
   CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                            void**, void**) = nullptr;
+  // Peer access and virtual memory management (the p2p transport's FIFOs).
+  CUresult (*deviceCanAccessPeer)(int*, CUdevice, CUdevice) = nullptr;
+  CUresult (*ctxEnablePeerAccess)(CUcontext, unsigned) = nullptr;
+  CUresult (*memGetAllocationGranularity)(size_t*, const CuMemAllocationProp*, int) = nullptr;
+  CUresult (*memCreate)(CUmemGenericAllocationHandle*, size_t, const CuMemAllocationProp*,
+                        unsigned long long) = nullptr;
+  CUresult (*memRelease)(CUmemGenericAllocationHandle) = nullptr;
+  CUresult (*memExportToShareableHandle)(void*, CUmemGenericAllocationHandle, int, unsigned long long) = nullptr;
+  CUresult (*memImportFromShareableHandle)(CUmemGenericAllocationHandle*, void*, int) = nullptr;
+  CUresult (*memAddressReserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
+  CUresult (*memAddressFree)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*memMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
+  CUresult (*memUnmap)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*memSetAccess)(CUdeviceptr, size_t, const CuMemAccessDesc*, size_t) = nullptr;
 
   // `r` from `call` as a Status: ok, or kCudaError "<call>: CUDA_ERROR_X (<driver's text>)".
   [[nodiscard]] Status check(CUresult r, const char* call) const;
@@ -148,5 +188,25 @@ struct CuApi {
 // cannot be loaded) name the library and BRAID_CUDA_DRIVER, a driver older than kCuApiVersion, or the entry point
 // the driver lacks.
 [[nodiscard]] Result<const CuApi*> cuApi();
+
+// Makes `ctx` current on the calling thread for a scope and restores the caller's after: NCCL switches devices
+// inside a group that drives communicators on several of them.
+class ScopedContext {
+ public:
+  ScopedContext(const CuApi* api, CUcontext ctx) : api_(api) {
+    if (api_->ctxGetCurrent(&saved_) != kCuSuccess) saved_ = nullptr;
+    if (saved_ != ctx) {
+      switched_ = api_->ctxSetCurrent(ctx) == kCuSuccess;
+    }
+  }
+  ~ScopedContext() {
+    if (switched_) (void)api_->ctxSetCurrent(saved_);
+  }
+
+ private:
+  const CuApi* api_;
+  CUcontext saved_ = nullptr;
+  bool switched_ = false;
+};
 
 }  // namespace braid

@@ -22,26 +22,6 @@ constexpr size_t kCursorBlockBytes = 4096;
 constexpr int kEmulatorThreads = 32;  // the emulator runs a thread per GPU thread: fewer on a CPU-only machine
 constexpr uint64_t kNsPerSec = 1000ull * 1000 * 1000;
 
-// Makes the backend's context current on the calling thread for a scope, and restores the caller's after: NCCL
-// switches devices inside a group that drives communicators on several of them.
-class ScopedContext {
- public:
-  ScopedContext(const CuApi* api, CUcontext ctx) : api_(api) {
-    if (api_->ctxGetCurrent(&saved_) != kCuSuccess) saved_ = nullptr;
-    if (saved_ != ctx) {
-      switched_ = api_->ctxSetCurrent(ctx) == kCuSuccess;
-    }
-  }
-  ~ScopedContext() {
-    if (switched_) (void)api_->ctxSetCurrent(saved_);
-  }
-
- private:
-  const CuApi* api_;
-  CUcontext saved_ = nullptr;
-  bool switched_ = false;
-};
-
 // Kernels use host pointers as they are: pinned memory must be mapped at the same device address (unified
 // addressing; every 64-bit CUDA platform has it).
 Status mappedAtSameAddress(const CuApi* api, void* p, const char* what) {
@@ -262,6 +242,7 @@ Status CudaBackend::init(const BackendInitContext& ctx) {
   }
   threads_ = static_cast<int>(threads);
   BRAID_RETURN_IF_ERROR(api_->check(api_->streamCreate(&stream_, kCuStreamNonBlocking), "cuStreamCreate"));
+  BRAID_ASSIGN_OR_RETURN(deviceMemory_, CudaDeviceMemory::create(api_, ctx_, device_));
   BRAID_ASSIGN_OR_RETURN(void* word, pinnedAlloc(api_, sizeof(uint32_t), "the abort word"));
   abortWord_ = static_cast<uint32_t*>(word);
   storeRelease(abortWord_, 0u);
@@ -279,10 +260,10 @@ BackendCaps CudaBackend::caps() const {
 }
 
 const std::vector<Transport*>& CudaBackend::transports() const {
-  // The host backend's transports with FIFOs in pinned memory (fifoMemory): in-process pointers, shared memory
-  // between processes (segments registered with the driver), the network through its proxy thread. The p2p
-  // transport (FIFOs in device memory, CUDA IPC) comes first once it exists.
-  static const std::vector<Transport*> t = {inprocTransport(), shmTransport(), netTransport()};
+  // P2P first (FIFOs in the receiver's GPU memory, for the peers the communicator chose), then the host backend's
+  // transports with FIFOs in pinned memory (fifoMemory): in-process pointers, shared memory between processes
+  // (segments registered with the driver), the network through its proxy thread.
+  static const std::vector<Transport*> t = {p2pTransport(), inprocTransport(), shmTransport(), netTransport()};
   return t;
 }
 

@@ -12,9 +12,10 @@
 // Thread safety: pollAsync may run on any thread (ncclCommGetAsyncError from a watchdog) while the owner launches;
 // the in-flight list and the first failure are guarded by one mutex.
 //
-// What this first version connects: the host backend's transports with every FIFO in pinned, mapped host memory
+// What it connects: the p2p transport (FIFOs in the receiver's GPU memory, device_memory.h) for the peers the
+// communicator chose, else the host backend's transports with every FIFO in pinned, mapped host memory
 // (in-process, shared memory between processes with the segments registered, the network through its proxy
-// thread). The p2p transport (FIFOs in device memory over NVLink/PCIe, CUDA IPC) comes next (docs/cuda.md).
+// thread).
 #pragma once
 
 #include <deque>
@@ -26,6 +27,7 @@
 
 #include "src/backends/backend.h"
 #include "src/backends/cuda/cu_api.h"
+#include "src/backends/cuda/device_memory.h"
 
 namespace braid {
 
@@ -53,6 +55,7 @@ class CudaBackend final : public Backend {
 
   int cudaDevice() const override { return device_; }
   uint64_t gpuPciId() const override { return pciId_; }
+  const DeviceMemory* deviceMemory() const override { return deviceMemory_.get(); }
 
  private:
   class PinnedFifos;
@@ -80,6 +83,7 @@ class CudaBackend final : public Backend {
   CUstream stream_ = nullptr;
   uint32_t* abortWord_ = nullptr;  // pinned
   std::unique_ptr<PinnedFifos> fifos_;
+  std::unique_ptr<CudaDeviceMemory> deviceMemory_;
   std::vector<char*> cursorBlocks_;  // pinned
   size_t cursorsUsed_ = 0;
   std::map<void*, FifoCursor*> cursors_;

@@ -1,0 +1,43 @@
+// GPU memory for the p2p transport's FIFOs (transports/transport.h's DeviceMemory) on one CUDA device, through
+// the driver's virtual memory management: cuMemCreate'd physical memory (exportable as a POSIX descriptor when a
+// peer process must map it), reserved, mapped and given access with cuMemSetAccess for this device and for the
+// devices of in-process peers. The same calls serve every case (same GPU, another GPU of the process, another
+// process), so peer access never depends on cuCtxEnablePeerAccess state that other code of the program changes.
+//
+// Initialisation (the control block, zeroed slots) is copied on a private non-blocking stream, so setting up a
+// connection never waits behind the communicator's running kernels.
+#pragma once
+
+#include <memory>
+
+#include "src/backends/cuda/cu_api.h"
+#include "transports/transport.h"
+
+namespace braid {
+
+class CudaDeviceMemory final : public DeviceMemory {
+ public:
+  // On `ctx` (the backend's), device ordinal `device`. Errors name the driver call.
+  static Result<std::unique_ptr<CudaDeviceMemory>> create(const CuApi* api, CUcontext ctx, int device);
+  ~CudaDeviceMemory() override;
+
+  int device() const override { return device_; }
+  bool canAccessPeer(int peerDevice) const override;
+  Result<DeviceFifoMem> alloc(size_t bytes, const void* head, size_t headBytes, const std::vector<int>& peerDevices,
+                              bool exportable) const override;
+  Result<DeviceFifoMem> import(int fd, size_t bytes) const override;
+
+ private:
+  CudaDeviceMemory(const CuApi* api, CUcontext ctx, int device) : api_(api), ctx_(ctx), device_(device) {}
+  // Reserves and maps `handle` (`bytes`) and gives `devices` read-write access; releases the handle either way
+  // (the mapping keeps the memory). The owner unmaps and frees the range.
+  Result<DeviceFifoMem> mapHandle(CUmemGenericAllocationHandle handle, size_t bytes,
+                                  const std::vector<int>& devices) const;
+
+  const CuApi* api_;
+  CUcontext ctx_;
+  int device_;
+  CUstream stream_ = nullptr;
+};
+
+}  // namespace braid

@@ -1,0 +1,38 @@
+// Passing a file descriptor to another process of this host: how a receiver hands its sender the CUDA memory
+// handle of a FIFO it exported as a POSIX descriptor (cuMemExportToShareableHandle), as NCCL's proxy does.
+//
+// The owner offers a descriptor and gets a ticket: its pid, a socket name and a random 64-bit token. The ticket
+// travels through the bootstrap (authenticated) to the one peer meant to have it, which fetches a duplicate over
+// a Unix socket (SCM_RIGHTS) from a server thread this process starts at its first offer. The socket is in the
+// abstract namespace (nothing left in the file system, whatever dies when); a request from another user is
+// refused (SO_PEERCRED), and a token is good for one fetch. /proc/<pid>/fd and pidfd_getfd would need ptrace
+// rights that Yama (ptrace_scope 1) and containers deny between sibling processes; a socket needs none.
+//
+// Thread safety: every function may be called from any thread. A child forked after an offer starts its own
+// server at its own first offer; the parent's offers are not the child's.
+#pragma once
+
+#include <cstdint>
+
+#include "src/common/status.h"
+
+namespace braid {
+
+struct FdTicket {
+  int32_t pid = 0;
+  uint32_t server = 0;  // the server's nonce: its socket is "@braid-fd-<pid>-<server>"
+  uint64_t token = 0;
+};
+
+// Offers a duplicate of `fd` (the caller keeps its own). Errors: kSystemError naming the call (socket, bind).
+Result<FdTicket> offerFd(int fd);
+// Drops an offer not fetched (the connector it was for went away); a fetched or unknown ticket is ignored.
+void withdrawFd(const FdTicket& t);
+// Fetches the descriptor `t` offers: a new descriptor (close-on-exec) the caller owns. Waits at most timeoutSec
+// for the owner. Errors name the owner's pid and what failed: no such server (the process is gone, or is in
+// another network namespace), an unknown or already fetched token, a timeout.
+Result<int> fetchFd(const FdTicket& t, double timeoutSec);
+// Offers not fetched yet (tests: a connection that completed leaves none).
+size_t pendingFdOffers();
+
+}  // namespace braid

@@ -1,0 +1,280 @@
+// The p2p transport on CUDA communicators (transports/p2p, docs/cuda.md), on the strict fake driver: which pairs
+// use it (the host topology and NCCL_P2P_LEVEL, NCCL_P2P_DISABLE, the driver's answer where the topology does not
+// show the GPUs), exact results over it, and ranks in different processes attaching to each other's FIFOs through
+// exported cuMem handles. The decisions are read from the INFO log, where braid names each pair's.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // ncclResetDebugInit: the only way to reopen the log
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/common/fake_cuda_ranks.h"
+#include "tests/common/harness.h"
+
+namespace {
+
+using namespace braid_test;
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char* f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  vsnprintf(buf, sizeof(buf), f, ap);
+  va_end(ap);
+  return buf;
+}
+
+// A topology with the fake's GPUs (device d at PCI 0000:(18+d):00.0): all four under one PCIe switch, or two per
+// switch with the switches under different CPUs (the pairs across them: path SYS).
+std::string writeTopology(bool twoSockets) {
+  char path[] = "/tmp/braid-p2p-topo-XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  std::string xml = "<system version=\"1\">\n";
+  auto gpu = [](int d) {
+    return fmt(
+        "      <pci busid=\"0000:%02x:00.0\" class=\"0x030000\" vendor=\"0x10de\" device=\"0x2335\" "
+        "subsystem_vendor=\"0x10de\" subsystem_device=\"0x18be\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
+        "        <gpu dev=\"%d\" sm=\"90\" rank=\"%d\" gdr=\"0\"/>\n      </pci>\n",
+        0x18 + d, d, d);
+  };
+  auto sw = [&](int bus, int first, int last) {
+    std::string s = fmt(
+        "    <pci busid=\"0000:%02x:00.0\" class=\"0x060400\" vendor=\"0x1000\" device=\"0xc010\" "
+        "subsystem_vendor=\"0x1000\" subsystem_device=\"0xc010\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n",
+        bus);
+    for (int d = first; d <= last; ++d) s += gpu(d);
+    return s + "    </pci>\n";
+  };
+  auto cpu = [](int numa, const char* affinity) {
+    return fmt(
+        "  <cpu numaid=\"%d\" affinity=\"%s\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" "
+        "modelid=\"143\">\n",
+        numa, affinity);
+  };
+  if (twoSockets) {
+    xml += cpu(0, "00000001") + sw(0x10, 0, 1) + "  </cpu>\n" + cpu(1, "00000002") + sw(0x20, 2, 3) + "  </cpu>\n";
+  } else {
+    xml += cpu(0, "00000003") + sw(0x10, 0, 3) + "  </cpu>\n";
+  }
+  xml += "</system>\n";
+  EXPECT_EQ(write(fd, xml.data(), xml.size()), static_cast<ssize_t>(xml.size()));
+  close(fd);
+  return path;
+}
+
+// INFO lines of the INIT subsystem go to <base>.<pid> while it lives.
+class LogCapture {
+ public:
+  LogCapture() {
+    char path[] = "/tmp/braid-p2p-log-XXXXXX";
+    const int fd = mkstemp(path);
+    close(fd);
+    base_ = path;
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+    setenv("NCCL_DEBUG_FILE", (base_ + ".%p").c_str(), 1);
+    ncclResetDebugInit();
+  }
+  ~LogCapture() {
+    stop();
+    unlink((base_ + "." + std::to_string(getpid())).c_str());
+    unlink(base_.c_str());
+  }
+  // Ends the capture (the file is closed, and a later reset would truncate it).
+  void stop() {
+    unsetenv("NCCL_DEBUG");
+    unsetenv("NCCL_DEBUG_SUBSYS");
+    unsetenv("NCCL_DEBUG_FILE");
+    ncclResetDebugInit();
+  }
+  // What process `pid` logged (the file is removed).
+  std::string textOf(pid_t pid) {
+    stop();
+    const std::string f = base_ + "." + std::to_string(pid);
+    std::string t = readFileText(f);
+    unlink(f.c_str());
+    return t;
+  }
+
+ private:
+  std::string base_;
+};
+
+// An all-reduce of `count` floats on n ranks (device r each), exact.
+std::vector<ncclResult_t> allReduce(int n, size_t count) {
+  const Driver& drv = Driver::get();
+  return runCudaRanks(n, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    std::vector<float> in(count), out(count, -1);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i + static_cast<size_t>(r)) % 11);
+    void* buf = drv.alloc(count * 4);
+    drv.copy(buf, in.data(), count * 4, stream);
+    ncclResult_t st = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, stream);
+    if (st != ncclSuccess) return st;
+    drv.copy(out.data(), buf, count * 4, stream);
+    if (drv.streamSync(stream) != 0) return ncclUnhandledCudaError;
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    if (async != ncclSuccess) return async;
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int p = 0; p < n; ++p) want += static_cast<float>((i + static_cast<size_t>(p)) % 11);
+      if (out[i] != want) {
+        ADD_FAILURE() << "rank " << r << " element " << i << ": " << out[i] << ", expected " << want;
+        return ncclInternalError;
+      }
+    }
+    drv.memFree(reinterpret_cast<unsigned long long>(buf));
+    return ncclSuccess;
+  });
+}
+
+bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+class CudaP2p : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+  }
+  void TearDown() override {
+    unsetenv("NCCL_TOPO_FILE");
+    unsetenv("NCCL_P2P_LEVEL");
+    unsetenv("NCCL_P2P_DISABLE");
+    unsetenv("BRAID_FAKE_CUDA_NO_P2P");
+    unsetenv("NCCL_PROTO");
+  }
+};
+
+// Two GPUs under one switch use P2P; a pair across CPU sockets (SYS, beyond the default level PXB) goes through
+// host memory, until NCCL_P2P_LEVEL=SYS allows it; NCCL_P2P_DISABLE=1 turns P2P off. Results are exact each time.
+TEST_F(CudaP2p, TheTopologyAndTheKnobsDecideWhichPairsUseP2p) {
+  const std::string topo = writeTopology(true);
+  setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
+  {
+    LogCapture log;
+    for (ncclResult_t r : allReduce(3, 70000)) EXPECT_EQ(r, ncclSuccess);
+    const std::string t = log.textOf(getpid());
+    EXPECT_TRUE(has(t, "rank 0 (GPU 0) and rank 1 (GPU 1): P2P, path PIX")) << t;
+    EXPECT_TRUE(has(t, "rank 0 (GPU 0) and rank 2 (GPU 2): no P2P (host memory), path SYS")) << t;
+    EXPECT_TRUE(has(t, "via p2p")) << t;
+    EXPECT_TRUE(has(t, "via inproc")) << t;
+  }
+  {
+    setenv("NCCL_P2P_LEVEL", "SYS", 1);
+    LogCapture log;
+    for (ncclResult_t r : allReduce(3, 70000)) EXPECT_EQ(r, ncclSuccess);
+    const std::string t = log.textOf(getpid());
+    EXPECT_TRUE(has(t, "rank 0 (GPU 0) and rank 2 (GPU 2): P2P, path SYS, NCCL_P2P_LEVEL SYS")) << t;
+    EXPECT_FALSE(has(t, "via inproc")) << t;
+    unsetenv("NCCL_P2P_LEVEL");
+  }
+  {
+    setenv("NCCL_P2P_DISABLE", "1", 1);
+    LogCapture log;
+    for (ncclResult_t r : allReduce(3, 70000)) EXPECT_EQ(r, ncclSuccess);
+    const std::string t = log.textOf(getpid());
+    EXPECT_TRUE(has(t, "rank 0 (GPU 0) and rank 1 (GPU 1): no P2P (host memory), NCCL_P2P_DISABLE=1")) << t;
+    EXPECT_FALSE(has(t, "via p2p ")) << t;
+    unsetenv("NCCL_P2P_DISABLE");
+  }
+  unlink(topo.c_str());
+}
+
+// Where the topology does not show the GPUs, ranks of one process ask the driver: peers it refuses go through
+// host memory.
+TEST_F(CudaP2p, WithoutTheGpusInTheTopologyTheDriverDecides) {
+  {
+    LogCapture log;
+    for (ncclResult_t r : allReduce(2, 5000)) EXPECT_EQ(r, ncclSuccess);
+    const std::string t = log.textOf(getpid());
+    EXPECT_TRUE(has(t, "P2P, GPUs not in the topology")) << t;
+    EXPECT_TRUE(has(t, "the driver says peer access is possible")) << t;
+  }
+  {
+    setenv("BRAID_FAKE_CUDA_NO_P2P", "1", 1);
+    LogCapture log;
+    for (ncclResult_t r : allReduce(2, 5000)) EXPECT_EQ(r, ncclSuccess);
+    const std::string t = log.textOf(getpid());
+    EXPECT_TRUE(has(t, "the driver says peer access is impossible")) << t;
+    EXPECT_TRUE(has(t, "via inproc")) << t;
+  }
+}
+
+// Every protocol over P2P FIFOs, several sizes (the LL slots start zeroed in memory the driver hands out as
+// poison).
+TEST_F(CudaP2p, EveryProtocolOverP2pFifos) {
+  for (const char* proto : {"LL", "Simple"}) {
+    setenv("NCCL_PROTO", proto, 1);
+    for (size_t count : {size_t{1}, size_t{3000}, size_t{300000}}) {
+      for (ncclResult_t r : allReduce(3, count)) EXPECT_EQ(r, ncclSuccess) << proto << " " << count;
+    }
+  }
+}
+
+// Ranks in two processes, their GPUs under one switch: each attaches to the other's FIFO by importing the cuMem
+// handle it exported (a descriptor passed over a Unix socket). No fixture: the parent must not initialise CUDA
+// before it forks.
+TEST(CudaP2pProcesses, ImportEachOthersFifos) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  const std::string topo = writeTopology(false);
+  setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
+  LogCapture log;
+  std::vector<pid_t> pids;
+  std::vector<int> codes = runProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        const Driver& drv = Driver::get();
+        void* stream = nullptr;
+        drv.streamCreate(&stream, 1);
+        {
+          for (size_t count : {size_t{1}, size_t{5000}, size_t{300000}}) {
+            std::vector<float> in(count), out(count, -1);
+            for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 7 + static_cast<size_t>(r));
+            void* buf = drv.alloc(count * 4);
+            drv.copy(buf, in.data(), count * 4, stream);
+            if (ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, static_cast<cudaStream_t>(stream)) !=
+                ncclSuccess) {
+              return 11;
+            }
+            drv.copy(out.data(), buf, count * 4, stream);
+            if (drv.streamSync(stream) != 0) return 12;
+            ncclResult_t async = ncclSuccess;
+            ncclCommGetAsyncError(comm, &async);
+            if (async != ncclSuccess) {
+              fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+              return 13;
+            }
+            for (size_t i = 0; i < count; ++i) {
+              if (out[i] != static_cast<float>(2 * (i % 7) + 1)) return 14;
+            }
+            drv.memFree(reinterpret_cast<unsigned long long>(buf));
+          }
+        }
+        drv.streamDestroy(stream);
+        return 0;
+      },
+      120, &pids, nullptr,
+      [](int r) {
+        ncclResetDebugInit();  // this process's own log file (%p)
+        if (!Driver::get().use(r)) _exit(20);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  for (size_t r = 0; r < pids.size(); ++r) {
+    const std::string t = log.textOf(pids[r]);
+    EXPECT_TRUE(has(t, "P2P, path PIX")) << t;
+    EXPECT_TRUE(has(t, "via p2p")) << t;
+  }
+  unsetenv("NCCL_TOPO_FILE");
+  unlink(topo.c_str());
+}
+
+}  // namespace

@@ -1,0 +1,83 @@
+// Descriptor passing between processes (src/common/fd_share.h): an offered descriptor reaches the process that
+// holds the ticket as the same open file, once; a withdrawn, fetched or made-up ticket and a server that does not
+// exist are named errors, never a hang.
+#include "src/common/fd_share.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace braid {
+namespace {
+
+// A memfd holding `text`.
+int memfdWith(const char* text) {
+  const int fd = memfd_create("fd-share-test", MFD_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(write(fd, text, strlen(text)), static_cast<ssize_t>(strlen(text)));
+  return fd;
+}
+
+std::string contents(int fd) {
+  char buf[64] = {};
+  const ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// Runs fetcher(ticket) in a forked child, which reports through its exit code.
+int inChild(const FdTicket& t, int (*fetcher)(const FdTicket&)) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(fetcher(t));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+TEST(FdShare, AnotherProcessFetchesTheSameFileOnce) {
+  const int fd = memfdWith("hello");
+  Result<FdTicket> t = offerFd(fd);
+  ASSERT_TRUE(t.isOk()) << t.status().message();
+  close(fd);  // the offer holds its own duplicate
+  EXPECT_EQ(pendingFdOffers(), 1u);
+  const int code = inChild(t.value(), [](const FdTicket& tk) {
+    Result<int> got = fetchFd(tk, 5);
+    if (!got.isOk()) return 1;
+    if (contents(got.value()) != "hello") return 2;
+    // Writing through it changes the parent's file: the same open file, not a copy.
+    if (pwrite(got.value(), "J", 1, 0) != 1) return 3;
+    Result<int> again = fetchFd(tk, 5);
+    if (again.isOk()) return 4;  // a token is good for one fetch
+    if (again.status().message().find("already fetched") == std::string::npos) return 5;
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(pendingFdOffers(), 0u);
+}
+
+TEST(FdShare, AWithdrawnOfferIsGone) {
+  const int fd = memfdWith("x");
+  Result<FdTicket> t = offerFd(fd);
+  ASSERT_TRUE(t.isOk());
+  close(fd);
+  withdrawFd(t.value());
+  EXPECT_EQ(pendingFdOffers(), 0u);
+  EXPECT_EQ(inChild(t.value(), [](const FdTicket& tk) { return fetchFd(tk, 5).isOk() ? 1 : 0; }), 0);
+}
+
+TEST(FdShare, ANonexistentServerIsANamedError) {
+  FdTicket t;
+  t.pid = 1;  // init never runs braid's server
+  t.server = 12345;
+  t.token = 42;
+  Result<int> got = fetchFd(t, 1);
+  ASSERT_FALSE(got.isOk());
+  EXPECT_NE(got.status().message().find("no descriptor server @braid-fd-1-12345"), std::string::npos)
+      << got.status().message();
+}
+
+}  // namespace
+}  // namespace braid
