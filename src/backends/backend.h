@@ -117,7 +117,16 @@ struct DirectBatch {
 struct RankResources {
   int cpus = 1;         // CPUs its process may use
   int ranksOnHost = 1;  // ranks of the communicator on its host
+  uint64_t hostHash = 0;
+  uint64_t gpuPciId = 0;  // its GPU (Backend::gpuPciId), 0 for host memory
+  int residentCtas = 0;   // Backend::residentCtas of its backend
 };
+
+// The most channels every rank can run so that all CTAs of the communicator's kernels on one GPU are resident at
+// once (a CTA per channel; CTAs of ranks that share a GPU wait for each other, so one that cannot be scheduled
+// would leave the others spinning): the smallest residentCtas / (ranks on that GPU) over the ranks, at least 1.
+// INT_MAX when no rank has a GPU. The same on every rank (it reads only the exchanged resources).
+int coResidentChannelCap(const std::vector<RankResources>& ranks);
 
 class Backend {
  public:
@@ -165,6 +174,9 @@ class Backend {
   // which ranks compare to find two on one GPU; 0 for host memory.
   virtual int cudaDevice() const { return -1; }
   virtual uint64_t gpuPciId() const { return 0; }
+  // CTAs of this backend's kernels its GPU holds resident at once (one per SM, the launch policy's assumption); 0
+  // for host memory.
+  virtual int residentCtas() const { return 0; }
   // GPU memory for the p2p transport's FIFOs (a CUDA backend's, after init); null for host memory.
   virtual const DeviceMemory* deviceMemory() const { return nullptr; }
 };

@@ -65,6 +65,7 @@ struct InitExchange {
   int32_t checkCalls;      // BRAID_CHECK_CALLS: on for all when any rank sets it
   int32_t backend;         // BackendKind: every rank must have the same
   uint64_t gpuPciId;       // the backend's GPU (0: none): two ranks of one host on one GPU need an opt-in
+  int32_t residentCtas;    // Backend::residentCtas
 };
 
 constexpr int64_t kMaxStageBytes = int64_t{64} << 20;
@@ -205,6 +206,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   mine.checkCalls = checkCalls != 0 ? 1 : 0;
   mine.backend = static_cast<int32_t>(backend_->kind());
   mine.gpuPciId = backend_->gpuPciId();
+  mine.residentCtas = backend_->residentCtas();
   const std::string a2a = params::AlltoAllAlgo();
   if (!a2a.empty()) {
     for (AlltoAllAlgo a : {AlltoAllAlgo::kPairwise, AlltoAllAlgo::kBruck}) {
@@ -277,14 +279,27 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   wait_.localPids = bootstrap_->localPids().data();
   wait_.nLocalPids = static_cast<int>(bootstrap_->localPids().size());
   const int nLocal = topo.localRanks;
+  std::vector<RankResources> res(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    RankResources& rr = res[static_cast<size_t>(r)];
+    const InitExchange& e = all[static_cast<size_t>(r)];
+    rr.cpus = e.cpus;
+    rr.ranksOnHost = topo.ranksOn[static_cast<size_t>(topo.nodeOf[static_cast<size_t>(r)])];
+    rr.hostHash = e.peer.hostHash;
+    rr.gpuPciId = e.gpuPciId;
+    rr.residentCtas = e.residentCtas;
+  }
+  // CTAs that cannot all be resident could wait for each other forever: a limit even for a count the user set.
+  if (const int resident = coResidentChannelCap(res); resident < nch) {
+    BRAID_INFO(
+        kLogInit,
+        "comm %p rank %d: %d channels (not %lld): each GPU holds one resident CTA per channel of every rank on it",
+        static_cast<void*>(this), rank, resident, static_cast<long long>(nch));
+    nch = resident;
+  }
   if (!pinned) {
     // The backend's cap (the CPU backend: a worker thread per channel, so CPUs per local rank), the same on every
     // rank since it comes from the same exchange.
-    std::vector<RankResources> res(static_cast<size_t>(nranks));
-    for (int r = 0; r < nranks; ++r) {
-      res[static_cast<size_t>(r)].cpus = all[static_cast<size_t>(r)].cpus;
-      res[static_cast<size_t>(r)].ranksOnHost = topo.ranksOn[static_cast<size_t>(topo.nodeOf[static_cast<size_t>(r)])];
-    }
     const int64_t cap = backend_->maxChannels(res);
     if (cap < nch) {
       BRAID_INFO(kLogInit, "comm %p rank %d: %d channels (not %lld): %d CPUs for %d local ranks (%s pins a count)",

@@ -73,11 +73,12 @@ struct Driver {
 };
 
 // Runs fn(rank, comm, stream) on n threads; thread r makes device r's context current before ncclCommInitRank
-// (unless withContext says otherwise) and has its own non-blocking stream. Returns each rank's init result
-// (ncclSuccess, then fn's result).
+// (unless withContext says otherwise; deviceOf(r) in place of r) and has its own non-blocking stream. Returns each
+// rank's init result (ncclSuccess, then fn's result).
 inline std::vector<ncclResult_t> runCudaRanks(int n,
                                               const std::function<ncclResult_t(int, ncclComm_t, cudaStream_t)>& fn,
-                                              const std::function<bool(int)>& withContext = nullptr) {
+                                              const std::function<bool(int)>& withContext = nullptr,
+                                              const std::function<int(int)>& deviceOf = nullptr) {
   const Driver& drv = Driver::get();
   ncclUniqueId id;
   EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
@@ -86,7 +87,7 @@ inline std::vector<ncclResult_t> runCudaRanks(int n,
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       const bool ctx = !withContext || withContext(r);
-      if (ctx && !drv.use(r)) {
+      if (ctx && !drv.use(deviceOf ? deviceOf(r) : r)) {
         res[static_cast<size_t>(r)] = ncclSystemError;
         return;
       }

@@ -184,6 +184,8 @@ CUresult resolveStream(State& s, void* h, std::shared_ptr<Stream>* out);
 Dep enqueue(State& s, const std::shared_ptr<Stream>& st, std::function<void()> fn, std::vector<Dep> deps = {});
 // [p, p + n) inside one allocation, or host memory when !mustBeDevice.
 bool rangeOk(State& s, CUdeviceptr p, size_t n, bool mustBeDevice);
+// Resident CTA slots per device, which is also its SM count (BRAID_FAKE_CUDA_SM_SLOTS, default 132).
+int residentSlots();
 // Whether a kernel on `device` may touch allocation `a`: its own device's memory, pinned host memory, another
 // device's after cuCtxEnablePeerAccess, a cuMem mapping the device was given access to.
 bool reachableFrom(State& s, const Allocation& a, int device);

@@ -156,8 +156,8 @@ FAKE_API CUresult cuDeviceGetAttribute(int* value, int attrib, CUdevice dev) {
   if (value == nullptr) return kInvalidValue;
   if (dev < 0 || dev >= s.count) return kInvalidDevice;
   switch (attrib) {
-    case 16:  // multiprocessors (an H200's)
-      *value = 132;
+    case 16:  // multiprocessors: an H200's, or the resident CTA slots BRAID_FAKE_CUDA_SM_SLOTS sets
+      *value = residentSlots();
       return kSuccess;
     case 33:  // PCI bus id
       *value = 0x18 + dev;

@@ -22,14 +22,7 @@ using namespace fakecuda;
 
 namespace {
 
-constexpr int kDefaultSlots = 132;
 constexpr unsigned kMaxBlockThreads = 1024;
-
-int residentSlots() {
-  const char* v = getenv("BRAID_FAKE_CUDA_SM_SLOTS");
-  const int n = v != nullptr ? atoi(v) : 0;
-  return n > 0 ? n : kDefaultSlots;
-}
 
 const braid::EmuImage* imageOf(const Library& l) {
   return static_cast<const braid::EmuImage*>(l.image);
@@ -48,6 +41,14 @@ int classify(const void* p, size_t bytes, int device) {
 }
 
 }  // namespace
+
+namespace fakecuda {
+int residentSlots() {
+  const char* v = getenv("BRAID_FAKE_CUDA_SM_SLOTS");
+  const int n = v != nullptr ? atoi(v) : 0;
+  return n > 0 ? n : 132;  // an H200's SMs
+}
+}  // namespace fakecuda
 
 FAKE_API CUresult cuLibraryLoadData(void** library, const void* code, void*, void**, unsigned numJitOptions, void*,
                                     void**, unsigned numLibraryOptions) {

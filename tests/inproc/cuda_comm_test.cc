@@ -392,6 +392,36 @@ TEST_F(CudaComm, SeveralRanksOnOneGpuNeedTheOptIn) {
   unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");
 }
 
+// Ranks that share a GPU share its resident CTAs: with 4 slots (SMs) and 3 ranks on one device, each runs one
+// channel even when NCCL_MIN_NCHANNELS asks for 4, since CTAs that could not all be resident would wait for each
+// other forever (the emulator reports that deadlock when the limit is removed).
+TEST_F(CudaComm, RanksOnOneGpuShareItsResidentCtas) {
+  setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+  setenv("BRAID_FAKE_CUDA_SM_SLOTS", "4", 1);
+  setenv("NCCL_MIN_NCHANNELS", "4", 1);
+  std::vector<int> channels(3, -1);
+  std::vector<ncclResult_t> res = runCudaRanks(
+      3,
+      [&](int r, ncclComm_t comm, cudaStream_t stream) {
+        const Driver& drv = Driver::get();
+        void* buf = drv.alloc(4 * 100000);
+        std::vector<float> v(100000, static_cast<float>(r + 1)), out(100000, 0);
+        drv.copy(buf, v.data(), v.size() * 4, stream);
+        ncclResult_t st = ncclAllReduce(buf, buf, v.size(), ncclFloat, ncclSum, comm, stream);
+        drv.copy(out.data(), buf, v.size() * 4, stream);
+        if (st == ncclSuccess && (drv.streamSync(stream) != 0 || out[99999] != 6.0f)) st = ncclInternalError;
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        drv.memFree(reinterpret_cast<unsigned long long>(buf));
+        return st != ncclSuccess ? st : async;
+      },
+      nullptr, [](int) { return 0; });
+  unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");
+  unsetenv("BRAID_FAKE_CUDA_SM_SLOTS");
+  unsetenv("NCCL_MIN_NCHANNELS");
+  for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess);
+}
+
 // A stream being captured into a CUDA graph: braid cannot be captured yet, and says so instead of miscapturing.
 TEST_F(CudaComm, CaptureIsRefusedByName) {
   const Driver& drv = Driver::get();

@@ -193,6 +193,9 @@ CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device)
     // +1: a GPU at PCI 0000:00:00 still differs from "no GPU".
     pciId_ = (static_cast<uint64_t>(domain) << 32 | static_cast<uint64_t>(bus) << 8 | static_cast<uint64_t>(dev)) + 1;
   }
+  if (api_->deviceGetAttribute(&smCount_, static_cast<int>(CuDeviceAttr::kSmCount), device) != kCuSuccess) {
+    smCount_ = 0;
+  }
 }
 
 CudaBackend::~CudaBackend() {

@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
 
   int cudaDevice() const override { return device_; }
   uint64_t gpuPciId() const override { return pciId_; }
+  int residentCtas() const override { return smCount_; }
   const DeviceMemory* deviceMemory() const override { return deviceMemory_.get(); }
 
  private:
@@ -77,6 +78,7 @@ class CudaBackend final : public Backend {
   CUcontext ctx_;
   int device_;
   uint64_t pciId_ = 0;
+  int smCount_ = 0;
   int rank_ = 0;
   WaitContext wait_;
   int threads_ = 0;  // per CTA
