@@ -172,6 +172,10 @@ TEST_F(CudaComm, MemAllocGivesDeviceMemory) {
     EXPECT_EQ(type, 2u) << "device memory";
     EXPECT_EQ(memType(&ordinal, 9, reinterpret_cast<unsigned long long>(buf)), 0);
     EXPECT_EQ(ordinal, r);
+    // cuMem physical memory, rounded up to the driver's granularity (2 MiB), as NCCL's ncclMemAlloc.
+    size_t range = 0;
+    EXPECT_EQ(memType(&range, 12, reinterpret_cast<unsigned long long>(buf)), 0);
+    EXPECT_EQ(range, size_t{2} << 20);
     std::vector<float> ones(1000, 1.0f), out(1000, 0.0f);
     drv.copy(buf, ones.data(), 4000, stream);
     ncclResult_t st = ncclAllReduce(buf, buf, 1000, ncclFloat, ncclSum, comm, stream);

@@ -139,9 +139,9 @@ Result<void*> cudaAllocIfCurrent(size_t bytes) {
   CUcontext ctx = currentContextIfLoaded();
   if (ctx == nullptr || strcasecmp(params::Backend().c_str(), "host") == 0) return static_cast<void*>(nullptr);
   BRAID_ASSIGN_OR_RETURN(const CuApi* api, cuApi());
-  CUdeviceptr p = 0;
-  BRAID_RETURN_IF_ERROR(api->check(api->memAlloc(&p, bytes == 0 ? 1 : bytes), "cuMemAlloc"));
-  return reinterpret_cast<void*>(p);
+  CUdevice dev = -1;
+  BRAID_RETURN_IF_ERROR(api->check(api->ctxGetDevice(&dev), "cuCtxGetDevice"));
+  return cuMemAllocShareable(api, dev, bytes);
 }
 
 Result<bool> cudaFreeIfDevice(void* p) {
@@ -163,7 +163,8 @@ Result<bool> cudaFreeIfDevice(void* p) {
   BRAID_RETURN_IF_ERROR(api->check(api->pointerGetAttribute(&ctx, static_cast<int>(CuPointerAttr::kContext), at),
                                    "cuPointerGetAttribute(CONTEXT)"));
   ScopedContext scope(api, ctx);
-  BRAID_RETURN_IF_ERROR(api->check(api->memFree(at), "cuMemFree"));
+  BRAID_ASSIGN_OR_RETURN(bool mine, cuMemFreeShareable(api, p));
+  if (!mine) BRAID_RETURN_IF_ERROR(api->check(api->memFree(at), "cuMemFree"));  // not ncclMemAlloc's: as cudaFree
   return true;
 }
 

@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <map>
+#include <mutex>
+
 #include "src/common/logging.h"
 
 namespace braid {
@@ -26,35 +30,67 @@ bool CudaDeviceMemory::canAccessPeer(int peerDevice) const {
          api_->deviceCanAccessPeer(&back, peerDevice, device_) == kCuSuccess && there != 0 && back != 0;
 }
 
+namespace {
+
+// Reserves a range for `handle` (`bytes`), maps it and gives `devices` read-write access; releases the handle
+// either way (the mapping keeps the memory). On failure nothing is left mapped or reserved.
+Result<CUdeviceptr> mapAndGrant(const CuApi* api, CUmemGenericAllocationHandle handle, size_t bytes,
+                                const std::vector<int>& devices) {
+  CUdeviceptr ptr = 0;
+  Status st = api->check(api->memAddressReserve(&ptr, bytes, 0, 0, 0), "cuMemAddressReserve");
+  bool mapped = false;
+  if (st.isOk()) {
+    st = api->check(api->memMap(ptr, bytes, 0, handle, 0), "cuMemMap");
+    mapped = st.isOk();
+  }
+  (void)api->memRelease(handle);
+  if (st.isOk()) {
+    std::vector<CuMemAccessDesc> access(devices.size());
+    for (size_t i = 0; i < devices.size(); ++i) access[i].location.id = devices[i];
+    st = api->check(api->memSetAccess(ptr, bytes, access.data(), access.size()), "cuMemSetAccess");
+  }
+  if (!st.isOk() && ptr != 0) {
+    if (mapped) (void)api->memUnmap(ptr, bytes);
+    (void)api->memAddressFree(ptr, bytes);
+  }
+  BRAID_RETURN_IF_ERROR(st);
+  return ptr;
+}
+
+Status unmapAndFree(const CuApi* api, CUdeviceptr ptr, size_t bytes) {
+  BRAID_RETURN_IF_ERROR(api->check(api->memUnmap(ptr, bytes), "cuMemUnmap"));
+  return api->check(api->memAddressFree(ptr, bytes), "cuMemAddressFree");
+}
+
+// `bytes` rounded up to the recommended granularity for memory on `prop`'s device.
+Result<size_t> granuleRound(const CuApi* api, const CuMemAllocationProp& prop, size_t bytes) {
+  size_t gran = 0;
+  BRAID_RETURN_IF_ERROR(api->check(api->memGetAllocationGranularity(&gran, &prop, kCuMemAllocGranularityRecommended),
+                                   "cuMemGetAllocationGranularity"));
+  if (gran == 0) gran = size_t{2} << 20;
+  const size_t n = std::max<size_t>(bytes, 1);
+  return (n + gran - 1) / gran * gran;
+}
+
+// ncclMemAlloc's allocations: start -> mapped size.
+std::mutex gAllocMu;
+std::map<CUdeviceptr, size_t> gAllocs;
+
+}  // namespace
+
 Result<DeviceFifoMem> CudaDeviceMemory::mapHandle(CUmemGenericAllocationHandle handle, size_t bytes,
                                                   const std::vector<int>& devices) const {
   const CuApi* api = api_;
-  CUdeviceptr ptr = 0;
-  Status st = api->check(api->memAddressReserve(&ptr, bytes, 0, 0, 0), "cuMemAddressReserve");
-  if (st.isOk()) {
-    st = api->check(api->memMap(ptr, bytes, 0, handle, 0), "cuMemMap");
-    if (!st.isOk()) (void)api->memAddressFree(ptr, bytes);
-  }
-  (void)api->memRelease(handle);  // the mapping holds the memory from here on
-  BRAID_RETURN_IF_ERROR(st);
+  BRAID_ASSIGN_OR_RETURN(CUdeviceptr ptr, mapAndGrant(api, handle, bytes, devices));
   CUcontext ctx = ctx_;
   DeviceFifoMem m;
   m.base = reinterpret_cast<char*>(ptr);
   m.bytes = bytes;
   m.owner = std::shared_ptr<void>(m.base, [api, ctx, bytes](void* p) {
     ScopedContext scope(api, ctx);
-    const auto at = reinterpret_cast<CUdeviceptr>(p);
-    Status s = api->check(api->memUnmap(at, bytes), "cuMemUnmap");
-    if (s.isOk()) s = api->check(api->memAddressFree(at, bytes), "cuMemAddressFree");
+    Status s = unmapAndFree(api, reinterpret_cast<CUdeviceptr>(p), bytes);
     if (!s.isOk()) BRAID_WARN("releasing a p2p FIFO at %p: %s", p, s.message().c_str());
   });
-  std::vector<CuMemAccessDesc> access;
-  for (int d : devices) {
-    CuMemAccessDesc a;
-    a.location.id = d;
-    access.push_back(a);
-  }
-  BRAID_RETURN_IF_ERROR(api->check(api->memSetAccess(ptr, bytes, access.data(), access.size()), "cuMemSetAccess"));
   return m;
 }
 
@@ -64,11 +100,7 @@ Result<DeviceFifoMem> CudaDeviceMemory::alloc(size_t bytes, const void* head, si
   CuMemAllocationProp prop;
   prop.location.id = device_;
   prop.requestedHandleTypes = exportable ? kCuMemHandleTypePosixFd : 0;
-  size_t gran = 0;
-  BRAID_RETURN_IF_ERROR(api_->check(api_->memGetAllocationGranularity(&gran, &prop, kCuMemAllocGranularityRecommended),
-                                    "cuMemGetAllocationGranularity"));
-  if (gran == 0) gran = size_t{2} << 20;
-  const size_t rounded = (bytes + gran - 1) / gran * gran;
+  BRAID_ASSIGN_OR_RETURN(const size_t rounded, granuleRound(api_, prop, bytes));
   CUmemGenericAllocationHandle handle = 0;
   BRAID_RETURN_IF_ERROR(api_->check(api_->memCreate(&handle, rounded, &prop, 0), "cuMemCreate")
                             .withContext(strPrintf("allocating a %zu-byte p2p FIFO on GPU %d", rounded, device_)));
@@ -115,6 +147,43 @@ Result<DeviceFifoMem> CudaDeviceMemory::import(int fd, size_t bytes) const {
                                                      kCuMemHandleTypePosixFd),
                   "cuMemImportFromShareableHandle"));
   return mapHandle(handle, bytes, {device_});
+}
+
+Result<void*> cuMemAllocShareable(const CuApi* api, int device, size_t bytes) {
+  CuMemAllocationProp prop;
+  prop.location.id = device;
+  prop.requestedHandleTypes = kCuMemHandleTypePosixFd;
+  BRAID_ASSIGN_OR_RETURN(const size_t rounded, granuleRound(api, prop, bytes));
+  int count = 0;
+  BRAID_RETURN_IF_ERROR(api->check(api->deviceGetCount(&count), "cuDeviceGetCount"));
+  std::vector<int> devices{device};
+  for (int d = 0; d < count; ++d) {
+    int there = 0, back = 0;
+    if (d != device && api->deviceCanAccessPeer(&there, d, device) == kCuSuccess &&
+        api->deviceCanAccessPeer(&back, device, d) == kCuSuccess && there != 0 && back != 0) {
+      devices.push_back(d);
+    }
+  }
+  CUmemGenericAllocationHandle handle = 0;
+  BRAID_RETURN_IF_ERROR(api->check(api->memCreate(&handle, rounded, &prop, 0), "cuMemCreate")
+                            .withContext(strPrintf("ncclMemAlloc of %zu bytes on GPU %d", bytes, device)));
+  BRAID_ASSIGN_OR_RETURN(CUdeviceptr ptr, mapAndGrant(api, handle, rounded, devices));
+  std::lock_guard<std::mutex> lock(gAllocMu);
+  gAllocs[ptr] = rounded;
+  return reinterpret_cast<void*>(ptr);
+}
+
+Result<bool> cuMemFreeShareable(const CuApi* api, void* p) {
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(gAllocMu);
+    auto it = gAllocs.find(reinterpret_cast<CUdeviceptr>(p));
+    if (it == gAllocs.end()) return false;
+    bytes = it->second;
+    gAllocs.erase(it);
+  }
+  BRAID_RETURN_IF_ERROR(unmapAndFree(api, reinterpret_cast<CUdeviceptr>(p), bytes).withContext("ncclMemFree"));
+  return true;
 }
 
 }  // namespace braid

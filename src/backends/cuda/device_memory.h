@@ -40,4 +40,11 @@ class CudaDeviceMemory final : public DeviceMemory {
   CUstream stream_ = nullptr;
 };
 
+// ncclMemAlloc on a thread with a current context on `device`: `bytes` (at least 1) rounded up to the driver's
+// granularity, of physical memory exportable as a POSIX descriptor (so peers of other processes can map it when
+// it is registered), mapped for `device` and every device that has peer access with it (as NCCL's ncclMemAlloc).
+Result<void*> cuMemAllocShareable(const CuApi* api, int device, size_t bytes);
+// Unmaps and frees memory from cuMemAllocShareable; false (nothing done) when `p` is not the start of one.
+Result<bool> cuMemFreeShareable(const CuApi* api, void* p);
+
 }  // namespace braid
