@@ -66,6 +66,7 @@ extern std::mutex gDoneMu;
 extern std::condition_variable gDoneCv;
 
 struct Stream;
+struct Capture;
 using Dep = std::pair<std::shared_ptr<Stream>, uint64_t>;  // wait until that stream has completed that many tasks
 
 struct Task {
@@ -84,7 +85,8 @@ struct Stream : std::enable_shared_from_this<Stream> {
   uint64_t enqueued = 0;  // under the state's mutex
   std::atomic<uint64_t> completed{0};
   bool stopping = false;
-  int capture = 0;  // CUstreamCaptureStatus: 0 none, 1 active, 2 invalidated (under the state's mutex)
+  int capture = 0;                   // CUstreamCaptureStatus: 0 none, 1 active, 2 invalidated (under the state's mutex)
+  std::shared_ptr<Capture> session;  // the capture this stream takes part in (fake_graphs.cc)
 
   void start() {
     std::shared_ptr<Stream> self = shared_from_this();
@@ -111,6 +113,38 @@ extern thread_local bool tlsInHostFunc;  // inside a host function, where CUDA c
 struct Event {
   std::shared_ptr<Stream> stream;  // null until recorded
   uint64_t seq = 0;
+  // Recorded in a capture: the capture and the nodes a wait on it depends on.
+  std::shared_ptr<Capture> session;
+  std::vector<int> tip;
+};
+
+// Graphs (fake_graphs.cc). A user object lives until its references are released; its destructor runs on a
+// thread of its own, where CUDA calls fail (the driver forbids them there).
+struct UserObject {
+  void* ptr;
+  void (*destroy)(void*);
+  unsigned refs;
+};
+struct Graph {
+  std::vector<std::function<void()>> nodes;             // in capture order: a topological order of the captured work
+  std::vector<std::pair<UserObject*, unsigned>> owned;  // references the graph holds
+};
+struct GraphExec {
+  std::vector<std::function<void()>> nodes;
+  std::vector<std::pair<UserObject*, unsigned>> owned;
+  std::vector<Dep> launches;  // the last launch on each stream it was launched on
+};
+// One capture sequence: the streams that joined it, what each one's next node depends on, and each node's
+// dependencies (to find work that was never joined back into the origin stream).
+struct Capture {
+  uint64_t id = 0;
+  Graph* graph = nullptr;
+  Stream* origin = nullptr;
+  int mode = 0;            // CUstreamCaptureMode it began with
+  std::thread::id thread;  // the thread that began it
+  std::map<Stream*, std::vector<int>> tip;
+  std::vector<std::vector<int>> deps;
+  bool invalidated = false;
 };
 
 struct Device {
@@ -155,6 +189,11 @@ struct State {
   unsigned long long nextHandle = 1;
   std::map<CUdeviceptr, size_t> reserved;          // cuMemAddressReserve ranges
   std::map<std::pair<int, int>, bool> peerAccess;  // (device of the context, peer device): enabled
+  std::map<void*, std::unique_ptr<Graph>> graphs;
+  std::map<void*, std::unique_ptr<GraphExec>> execs;
+  std::map<void*, std::unique_ptr<UserObject>> userObjects;
+  std::vector<std::shared_ptr<Capture>> captures;  // active capture sequences
+  uint64_t nextCaptureId = 1;
   // Failure injection: per function, the call that fails (0: every call) and its result; and the calls so far.
   struct Fail {
     long nth;
@@ -186,6 +225,14 @@ Dep enqueue(State& s, const std::shared_ptr<Stream>& st, std::function<void()> f
 bool rangeOk(State& s, CUdeviceptr p, size_t n, bool mustBeDevice);
 // Resident CTA slots per device, which is also its SM count (BRAID_FAKE_CUDA_SM_SLOTS, default 132).
 int residentSlots();
+// A "potentially unsafe" call (allocation, freeing) from this thread while a capture forbids it (the driver's
+// stream capture interaction modes): CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the capture is invalidated.
+CUresult captureForbids(State& s);
+// cuStreamWaitEvent where the event was recorded in a capture or the stream is capturing: joins the stream to the
+// event's capture, or refuses a wait that crosses a capture's boundary (CUDA_ERROR_STREAM_CAPTURE_ISOLATION).
+CUresult captureWait(State& s, const std::shared_ptr<Stream>& st, const Event& e);
+// Drops `n` references to `o`; at zero its destructor runs on a thread of its own (after `after`, when given).
+void releaseUserObject(State& s, UserObject* o, unsigned n, std::vector<Dep> after = {});
 // Whether a kernel on `device` may touch allocation `a`: its own device's memory, pinned host memory, another
 // device's after cuCtxEnablePeerAccess, a cuMem mapping the device was given access to.
 bool reachableFrom(State& s, const Allocation& a, int device);
@@ -279,5 +326,16 @@ FAKE_API CUresult cuMemMap(CUdeviceptr ptr, size_t bytes, size_t offset, unsigne
                            unsigned long long flags);
 FAKE_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t bytes);
 FAKE_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t bytes, const void* desc, size_t count);
+FAKE_API CUresult cuStreamGetCaptureInfo_v2(void* h, int* status, unsigned long long* id, void** graph,
+                                            const void** deps, size_t* numDeps);
+FAKE_API CUresult cuThreadExchangeStreamCaptureMode(int* mode);
+FAKE_API CUresult cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned long long flags);
+FAKE_API CUresult cuGraphLaunch(void* exec, void* hStream);
+FAKE_API CUresult cuGraphExecDestroy(void* exec);
+FAKE_API CUresult cuGraphDestroy(void* graph);
+FAKE_API CUresult cuUserObjectCreate(void** object, void* ptr, void (*destroy)(void*), unsigned initialRefcount,
+                                     unsigned flags);
+FAKE_API CUresult cuUserObjectRelease(void* object, unsigned count);
+FAKE_API CUresult cuGraphRetainUserObject(void* graph, void* object, unsigned count, unsigned flags);
 FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, unsigned long long flags,
                                       int* symbolStatus);

@@ -23,8 +23,8 @@
 // device-only calls) and modules and launches (fake_kernels.cc: only the CTA emulator's image loads, kernels run
 // over the emulator on the stream's thread, a failed kernel leaves the sticky CUDA_ERROR_LAUNCH_FAILED).
 // Peer access and cuMem (fake_vmm.cc: physical memory as memfds, so exported descriptors work across processes).
-// Legacy IPC, graphs, multicast and the per-thread default stream come next (the per-thread stream is refused with
-// CUDA_ERROR_NOT_SUPPORTED).
+// Stream capture, graphs and user objects (fake_graphs.cc). Legacy IPC, multicast and the per-thread default stream
+// come next (the per-thread stream is refused with CUDA_ERROR_NOT_SUPPORTED).
 //
 // Knobs: BRAID_FAKE_CUDA_DEVICES=N (default 2; 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE);
 // BRAID_FAKE_CUDA_NO_P2P=1: cuDeviceCanAccessPeer says 0 for every pair (a PCIe system without peer access);
@@ -72,6 +72,9 @@ const ErrorText kErrors[] = {
     {kNotSupported, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {kIllegalState, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
     {kCaptureUnsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {903, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", "the capture was not initiated in this stream"},
+    {904, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED", "capturing stream has unjoined work"},
+    {905, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION", "dependency created on uncaptured work in another stream"},
     {kCaptureInvalidated, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
      "operation failed due to a previous error during capture"},
 };
@@ -303,6 +306,16 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVe
       {"cuMemMap", reinterpret_cast<void*>(&cuMemMap)},
       {"cuMemUnmap", reinterpret_cast<void*>(&cuMemUnmap)},
       {"cuMemSetAccess", reinterpret_cast<void*>(&cuMemSetAccess)},
+      {"cuStreamGetCaptureInfo", reinterpret_cast<void*>(&cuStreamGetCaptureInfo_v2)},
+      {"cuThreadExchangeStreamCaptureMode", reinterpret_cast<void*>(&cuThreadExchangeStreamCaptureMode)},
+      {"cuGraphInstantiate", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
+      {"cuGraphInstantiateWithFlags", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
+      {"cuGraphLaunch", reinterpret_cast<void*>(&cuGraphLaunch)},
+      {"cuGraphExecDestroy", reinterpret_cast<void*>(&cuGraphExecDestroy)},
+      {"cuGraphDestroy", reinterpret_cast<void*>(&cuGraphDestroy)},
+      {"cuUserObjectCreate", reinterpret_cast<void*>(&cuUserObjectCreate)},
+      {"cuUserObjectRelease", reinterpret_cast<void*>(&cuUserObjectRelease)},
+      {"cuGraphRetainUserObject", reinterpret_cast<void*>(&cuGraphRetainUserObject)},
   };
   for (const Entry& e : kEntries) {
     if (strcmp(e.name, symbol) == 0) {

@@ -12,6 +12,7 @@ using namespace fakecuda;
 FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   FAKE_ENTER("cuMemAlloc");
   FAKE_REQUIRE_INIT();
+  if (CUresult r = captureForbids(s); r != kSuccess) return r;
   if (tlsCurrent == nullptr) return kInvalidContext;
   FAKE_REQUIRE_HEALTHY();
   if (dptr == nullptr || bytes == 0) return kInvalidValue;
@@ -46,6 +47,7 @@ FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
 FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   FAKE_ENTER("cuMemFree");
   FAKE_REQUIRE_INIT();
+  if (CUresult r = captureForbids(s); r != kSuccess) return r;
   if (tlsCurrent == nullptr) return kInvalidContext;
   auto it = s.allocations.find(dptr);
   // Never allocated, freed twice, inside a buffer, or pinned host memory (cuMemFreeHost's).
@@ -132,6 +134,7 @@ FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n
 FAKE_API CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned flags) {
   FAKE_ENTER("cuMemHostAlloc");
   FAKE_REQUIRE_INIT();
+  if (CUresult r = captureForbids(s); r != kSuccess) return r;
   if (tlsCurrent == nullptr) return kInvalidContext;
   FAKE_REQUIRE_HEALTHY();
   if (pp == nullptr || bytes == 0 || (flags & ~7u) != 0) return kInvalidValue;
@@ -157,6 +160,7 @@ FAKE_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsi
 FAKE_API CUresult cuMemFreeHost(void* p) {
   FAKE_ENTER("cuMemFreeHost");
   FAKE_REQUIRE_INIT();
+  if (CUresult r = captureForbids(s); r != kSuccess) return r;
   auto it = s.allocations.find(reinterpret_cast<CUdeviceptr>(p));
   if (it == s.allocations.end() || !it->second.pinned || it->second.registered) return kInvalidValue;
   const size_t bytes = it->second.bytes;
@@ -171,6 +175,7 @@ FAKE_API CUresult cuMemFreeHost(void* p) {
 FAKE_API CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned flags) {
   FAKE_ENTER("cuMemHostRegister");
   FAKE_REQUIRE_INIT();
+  if (CUresult r = captureForbids(s); r != kSuccess) return r;
   if (tlsCurrent == nullptr) return kInvalidContext;
   if (p == nullptr || bytes == 0 || (flags & ~15u) != 0) return kInvalidValue;
   const auto at = reinterpret_cast<CUdeviceptr>(p);

@@ -124,9 +124,16 @@ CUresult resolveStream(State& s, void* h, std::shared_ptr<Stream>* out) {
 // the device's blocking streams, and blocking streams' work waits for the legacy work queued so far. Returns what
 // to wait for to see it done. Caller holds s.mu.
 Dep enqueue(State& s, const std::shared_ptr<Stream>& st, std::function<void()> fn, std::vector<Dep> deps) {
-  // Work issued to a capturing stream goes into the graph being captured, not to the device; the fake models no
-  // graphs, so it goes nowhere (braid refuses to be captured: it never relies on this).
-  if (st->capture != 0) return Dep{st, st->enqueued};
+  // Work issued to a capturing stream becomes a node of the graph being captured, after what the stream's last
+  // node and the events it waited for lead to; the device does not see it.
+  if (st->capture != 0) {
+    Capture& c = *st->session;
+    const int node = static_cast<int>(c.graph->nodes.size());
+    c.graph->nodes.push_back(fn ? std::move(fn) : std::function<void()>([] {}));
+    c.deps.push_back(c.tip[st.get()]);
+    c.tip[st.get()] = {node};
+    return Dep{st, st->enqueued};
+  }
   Device& d = s.devices[static_cast<size_t>(st->device)];
   if (st->legacy) {
     for (auto it = d.blocking.begin(); it != d.blocking.end();) {

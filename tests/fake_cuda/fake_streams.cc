@@ -35,7 +35,7 @@ FAKE_API CUresult cuStreamSynchronize(void* h) {
   std::shared_ptr<Stream> st;
   if (CUresult r = resolveStream(s, h, &st); r != kSuccess) return r;
   if (st->capture != 0) {
-    st->capture = 2;  // not allowed while capturing: the capture is invalidated
+    st->session->invalidated = true;  // not allowed while capturing: the capture is invalidated
     return kCaptureUnsupported;
   }
   const Dep done = enqueue(s, st, nullptr);  // on the legacy stream this also waits for the blocking streams
@@ -49,6 +49,10 @@ FAKE_API CUresult cuStreamQuery(void* h) {
   FAKE_REQUIRE_INIT();
   std::shared_ptr<Stream> st;
   if (CUresult r = resolveStream(s, h, &st); r != kSuccess) return r;
+  if (st->capture != 0) {
+    st->session->invalidated = true;  // not allowed while capturing, as synchronising
+    return kCaptureUnsupported;
+  }
   if (CUresult sticky = s.devices[static_cast<size_t>(st->device)].sticky->load(); sticky != kSuccess) return sticky;
   bool idle = st->completed.load() >= st->enqueued;
   if (st->legacy) {
@@ -102,9 +106,18 @@ FAKE_API CUresult cuEventRecord(void* hEvent, void* hStream) {
   if (ev == s.events.end()) return kInvalidHandle;
   std::shared_ptr<Stream> st;
   if (CUresult r = resolveStream(s, hStream, &st); r != kSuccess) return r;
+  Event& e = *ev->second;
+  if (st->capture != 0) {
+    // Inside a capture the event stands for the stream's last node: a stream that waits for it joins the capture.
+    e.stream.reset();
+    e.session = st->session;
+    e.tip = st->session->tip[st.get()];
+    return kSuccess;
+  }
   const Dep at = enqueue(s, st, nullptr);
-  ev->second->stream = at.first;
-  ev->second->seq = at.second;
+  e.stream = at.first;
+  e.seq = at.second;
+  e.session.reset();
   return kSuccess;
 }
 
@@ -137,8 +150,10 @@ FAKE_API CUresult cuStreamWaitEvent(void* hStream, void* hEvent, unsigned flags)
   if (ev == s.events.end()) return kInvalidHandle;
   std::shared_ptr<Stream> st;
   if (CUresult r = resolveStream(s, hStream, &st); r != kSuccess) return r;
+  Event& e = *ev->second;
+  if (e.session || st->capture != 0) return captureWait(s, st, e);
   std::vector<Dep> deps;
-  if (ev->second->stream) deps.emplace_back(ev->second->stream, ev->second->seq);
+  if (e.stream) deps.emplace_back(e.stream, e.seq);
   enqueue(s, st, nullptr, std::move(deps));
   return kSuccess;
 }
@@ -170,44 +185,4 @@ FAKE_API CUresult cuCtxSynchronize() {
   lock.unlock();
   for (const Dep& d : pending) waitFor(d);
   return s.devices[static_cast<size_t>(device)].sticky->load();
-}
-
-// Stream capture, as far as braid meets it: a created stream starts capturing (the legacy stream cannot:
-// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), cuStreamIsCapturing says so, synchronising a capturing stream fails and
-// invalidates the capture, which cuStreamEndCapture then reports (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED). The graph
-// it returns is a placeholder: the fake does not model graphs.
-FAKE_API CUresult cuStreamBeginCapture_v2(void* h, int mode) {
-  FAKE_ENTER("cuStreamBeginCapture");
-  FAKE_REQUIRE_INIT();
-  if (mode < 0 || mode > 2) return kInvalidValue;
-  std::shared_ptr<Stream> st;
-  if (CUresult r = resolveStream(s, h, &st); r != kSuccess) return r;
-  if (st->legacy) return kCaptureUnsupported;
-  if (st->capture != 0) return kIllegalState;
-  st->capture = 1;
-  return kSuccess;
-}
-
-FAKE_API CUresult cuStreamEndCapture(void* h, void** graph) {
-  FAKE_ENTER("cuStreamEndCapture");
-  FAKE_REQUIRE_INIT();
-  if (graph == nullptr) return kInvalidValue;
-  std::shared_ptr<Stream> st;
-  if (CUresult r = resolveStream(s, h, &st); r != kSuccess) return r;
-  if (st->capture == 0) return kIllegalState;
-  const bool invalidated = st->capture == 2;
-  st->capture = 0;
-  static int placeholder;
-  *graph = invalidated ? nullptr : &placeholder;
-  return invalidated ? kCaptureInvalidated : kSuccess;
-}
-
-FAKE_API CUresult cuStreamIsCapturing(void* h, int* status) {
-  FAKE_ENTER("cuStreamIsCapturing");
-  FAKE_REQUIRE_INIT();
-  if (status == nullptr) return kInvalidValue;
-  std::shared_ptr<Stream> st;
-  if (CUresult r = resolveStream(s, h, &st); r != kSuccess) return r;
-  *status = st->capture;
-  return kSuccess;
 }

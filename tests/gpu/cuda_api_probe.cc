@@ -164,7 +164,7 @@ int main() {
     line("cuStreamSynchronize(capturing)", cu.streamSynchronize(ks));
     r = cu.streamIsCapturing(ks, &capture);
     line("cuStreamIsCapturing(after the synchronize)", r, " (" + std::to_string(capture) + ")");
-    void* graph = nullptr;
+    CUgraph graph = nullptr;
     line("cuStreamEndCapture(invalidated)", cu.streamEndCapture(ks, &graph));
     r = cu.streamIsCapturing(ks, &capture);
     line("cuStreamIsCapturing(ended)", r, " (" + std::to_string(capture) + ")");

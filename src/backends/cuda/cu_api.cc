@@ -57,6 +57,11 @@ Status bindAll(DynLib& lib, CuApi* t) {
   get(t->streamIsCapturing, "cuStreamIsCapturing");
   get(t->streamBeginCapture, "cuStreamBeginCapture");
   get(t->streamEndCapture, "cuStreamEndCapture");
+  get(t->streamGetCaptureInfo, "cuStreamGetCaptureInfo");
+  get(t->threadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
+  get(t->userObjectCreate, "cuUserObjectCreate");
+  get(t->userObjectRelease, "cuUserObjectRelease");
+  get(t->graphRetainUserObject, "cuGraphRetainUserObject");
   get(t->streamWaitEvent, "cuStreamWaitEvent");
   get(t->eventCreate, "cuEventCreate");
   get(t->eventDestroy, "cuEventDestroy");

@@ -34,6 +34,10 @@ struct CUkern_st;
 using CUkernel = CUkern_st*;
 struct CUfunc_st;
 using CUfunction = CUfunc_st*;
+struct CUgraph_st;
+using CUgraph = CUgraph_st*;
+struct CUuserObject_st;
+using CUuserObject = CUuserObject_st*;
 
 // CUresult values (the driver API's).
 constexpr CUresult kCuSuccess = 0;
@@ -52,6 +56,14 @@ constexpr CUresult kCuErrorPeerAccessUnsupported = 217;
 constexpr CUresult kCuErrorPeerAccessAlreadyEnabled = 704;
 constexpr CUresult kCuErrorLaunchFailed = 719;
 constexpr CUresult kCuErrorNotPermitted = 800;
+
+// Stream capture: CUstreamCaptureStatus, CUstreamCaptureMode, and the user object flags.
+constexpr int kCuCaptureStatusNone = 0;
+constexpr int kCuCaptureStatusActive = 1;
+constexpr int kCuCaptureStatusInvalidated = 2;
+constexpr int kCuCaptureModeRelaxed = 2;
+constexpr unsigned kCuUserObjectNoDestructorSync = 1;
+constexpr unsigned kCuGraphUserObjectMove = 1;
 
 // Stream and event flags, and the legacy NULL stream's handle.
 constexpr unsigned kCuStreamNonBlocking = 0x1;
@@ -142,8 +154,14 @@ struct CuApi {
   CUresult (*streamQuery)(CUstream) = nullptr;
   CUresult (*streamGetCtx)(CUstream, CUcontext*) = nullptr;
   CUresult (*streamIsCapturing)(CUstream, int*) = nullptr;  // CUstreamCaptureStatus: 0 none, 1 active, 2 invalidated
-  CUresult (*streamBeginCapture)(CUstream, int) = nullptr;  // for the probe and tests; braid does not capture yet
-  CUresult (*streamEndCapture)(CUstream, void**) = nullptr;
+  CUresult (*streamBeginCapture)(CUstream, int) = nullptr;  // for the probe and tests
+  CUresult (*streamEndCapture)(CUstream, CUgraph*) = nullptr;
+  // CUDA 12.0's form: status, capture id, the graph being captured, its dependencies (braid passes null).
+  CUresult (*streamGetCaptureInfo)(CUstream, int*, unsigned long long*, CUgraph*, const void**, size_t*) = nullptr;
+  CUresult (*threadExchangeStreamCaptureMode)(int*) = nullptr;
+  CUresult (*userObjectCreate)(CUuserObject*, void*, CUhostFn, unsigned, unsigned) = nullptr;
+  CUresult (*userObjectRelease)(CUuserObject, unsigned) = nullptr;
+  CUresult (*graphRetainUserObject)(CUgraph, CUuserObject, unsigned, unsigned) = nullptr;
   CUresult (*streamWaitEvent)(CUstream, CUevent, unsigned) = nullptr;
   CUresult (*eventCreate)(CUevent*, unsigned) = nullptr;
   CUresult (*eventDestroy)(CUevent) = nullptr;
@@ -188,6 +206,22 @@ struct CuApi {
 // cannot be loaded) name the library and BRAID_CUDA_DRIVER, a driver older than kCuApiVersion, or the entry point
 // the driver lacks.
 [[nodiscard]] Result<const CuApi*> cuApi();
+
+// Relaxed stream capture interaction mode for the calling thread, for a scope: braid allocates launch memory while
+// a user's stream is being captured (cudaStreamCaptureModeGlobal would forbid that, and invalidate the capture).
+class RelaxedCaptureMode {
+ public:
+  explicit RelaxedCaptureMode(const CuApi* api) : api_(api) {
+    if (api_->threadExchangeStreamCaptureMode(&mode_) != kCuSuccess) api_ = nullptr;
+  }
+  ~RelaxedCaptureMode() {
+    if (api_ != nullptr) (void)api_->threadExchangeStreamCaptureMode(&mode_);
+  }
+
+ private:
+  const CuApi* api_;
+  int mode_ = kCuCaptureModeRelaxed;
+};
 
 // Makes `ctx` current on the calling thread for a scope and restores the caller's after: NCCL switches devices
 // inside a group that drives communicators on several of them.

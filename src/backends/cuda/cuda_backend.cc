@@ -55,17 +55,20 @@ class CudaBackend::PinnedFifos final : public FifoMemory {
   Result<LocalFifo> allocLocal(const PeerInfo& self, size_t slotBytes, size_t llSlotBytes,
                                std::function<bool()> beforeUnmap) const override {
     ScopedContext scope(api_, ctx_);
+    RelaxedCaptureMode relaxed(api_);  // connections are made at first use, maybe while the user captures
     const size_t bytes = localFifoBytes(slotBytes, llSlotBytes);
     BRAID_ASSIGN_OR_RETURN(void* p, pinnedAlloc(api_, bytes, "a FIFO"));
     const CuApi* api = api_;
     std::shared_ptr<void> mem(p, [api, beforeUnmap](void* q) {
       if (beforeUnmap && !beforeUnmap()) return;
+      RelaxedCaptureMode relaxed(api);
       (void)api->memFreeHost(q);
     });
     return placeLocalFifo(std::move(mem), slotBytes, llSlotBytes);
   }
   Result<std::function<void()>> pinShared(void* base, size_t bytes) const override {
     ScopedContext scope(api_, ctx_);
+    RelaxedCaptureMode relaxed(api_);
     BRAID_RETURN_IF_ERROR(
         api_->check(api_->memHostRegister(base, bytes, kCuMemHostAllocPortable | kCuMemHostAllocDeviceMap),
                     strPrintf("cuMemHostRegister(a shared-memory FIFO of %zu bytes)", bytes).c_str()));
@@ -78,6 +81,7 @@ class CudaBackend::PinnedFifos final : public FifoMemory {
     CUcontext ctx = ctx_;
     return std::function<void()>([api, ctx, base] {
       ScopedContext undo(api, ctx);
+      RelaxedCaptureMode relaxed(api);
       (void)api->memHostUnregister(base);
     });
   }
@@ -95,6 +99,21 @@ struct CudaBackend::Launch {
   std::vector<CUevent> events;                                 // joins and the end
   CUevent done = nullptr;
 };
+
+// A launch captured into a CUDA graph: its memory lives as long as the graph (and every executable graph made
+// from it), which holds a user object whose destructor sets graphGone. The backend polls its status words (a
+// replay that fails says so) and frees the memory on its own thread once the graph is gone: the destructor runs on
+// a driver thread, where CUDA calls are not allowed.
+struct CudaBackend::Captured {
+  std::unique_ptr<Launch> launch;
+  std::atomic<bool> graphGone{false};
+};
+
+void CudaBackend::onGraphReleased(void* p) {
+  auto* held = static_cast<std::shared_ptr<Captured>*>(p);
+  (*held)->graphGone.store(true);
+  delete held;
+}
 
 namespace {
 
@@ -221,6 +240,18 @@ CudaBackend::~CudaBackend() {
   }
   for (auto& l : inflight_) release(*l);
   inflight_.clear();
+  for (auto& c : captured_) {
+    if (c->graphGone.load()) {
+      release(*c->launch);
+    } else {
+      // Its memory stays (a replay would use it); replaying a graph of a destroyed communicator is not allowed.
+      BRAID_WARN(
+          "rank %d: ncclCommDestroy while a CUDA graph that captured its collectives still exists: the graph "
+          "must not be launched again",
+          rank_);
+    }
+  }
+  captured_.clear();
   for (const Copy& c : copies_) (void)api_->memFree(c.dst);
   if (stream_ != nullptr) (void)api_->streamDestroy(stream_);
   if (abortWord_ != nullptr) (void)api_->memFreeHost(abortWord_);
@@ -279,6 +310,7 @@ const void* CudaBackend::stageCopy(const void* src, size_t bytes) {
   // The copy is made on the internal stream after the next launch's join, so it sees what the user's stream
   // wrote before the call; a failed allocation leaves the snapshot null, which the launch reports.
   ScopedContext scope(api_, ctx_);
+  RelaxedCaptureMode relaxed(api_);  // the caller's stream may be being captured
   CUdeviceptr dst = 0;
   Status st = api_->check(api_->memAlloc(&dst, bytes), "cuMemAlloc(staged copy)");
   if (!st.isOk()) {
@@ -293,6 +325,7 @@ const void* CudaBackend::stageCopy(const void* src, size_t bytes) {
 void CudaBackend::releaseLaunchMemory() {
   // Copies a launch took over are its own now; these were never launched (a group that failed before).
   ScopedContext scope(api_, ctx_);
+  RelaxedCaptureMode relaxed(api_);
   for (const Copy& c : copies_) {
     if (c.dst != 0) (void)api_->memFree(c.dst);
   }
@@ -323,10 +356,13 @@ Status CudaBackend::launchFifo(const std::vector<FifoLaunch>& group) {
 
 Status CudaBackend::launchOne(const FifoLaunch& fl) {
   ScopedContext scope(api_, ctx_);
+  // Allocations below must not disturb a capture of the user's streams (nor be refused by it).
+  RelaxedCaptureMode relaxed(api_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     BRAID_RETURN_IF_ERROR(pollLocked());
   }
+  BRAID_ASSIGN_OR_RETURN(const CaptureState cap, captureOf(fl.streams));
   auto launch = std::make_unique<Launch>();
   Launch& l = *launch;
   // On any failure below, what was made so far goes (nothing of it reached a stream unless the join did).
@@ -400,41 +436,102 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
     kernels.emplace_back(args, proto);
   }
   // The internal stream waits for every user stream of the group, then runs the staged copies and the kernels;
-  // the user streams wait for it.
+  // the user streams wait for it. Under capture the first user stream plays the internal stream's part, so the
+  // work joins the user's graph and nothing of braid's own stream is captured.
+  const CUstream run = cap.graph != nullptr ? static_cast<CUstream>(fl.streams.front()) : stream_;
+  std::vector<void*> joined;
+  for (void* s : fl.streams) {
+    if (static_cast<CUstream>(s) != run) joined.push_back(s);
+  }
   auto newEvent = [&]() -> Result<CUevent> {
     CUevent e = nullptr;
     BRAID_RETURN_IF_ERROR(api_->check(api_->eventCreate(&e, kCuEventDisableTiming), "cuEventCreate"));
     l.events.push_back(e);
     return e;
   };
-  for (void* s : fl.streams) {
+  for (void* s : joined) {
     BRAID_ASSIGN_OR_RETURN(CUevent e, newEvent());
     BRAID_RETURN_IF_ERROR(api_->check(api_->eventRecord(e, static_cast<CUstream>(s)), "cuEventRecord(user stream)")
                               .withContext(strPrintf("stream=%p", s)));
-    BRAID_RETURN_IF_ERROR(api_->check(api_->streamWaitEvent(stream_, e, 0), "cuStreamWaitEvent"));
+    BRAID_RETURN_IF_ERROR(api_->check(api_->streamWaitEvent(run, e, 0), "cuStreamWaitEvent"));
   }
   for (const Copy& c : copies_) {
-    BRAID_RETURN_IF_ERROR(api_->check(api_->memcpyAsync(c.dst, reinterpret_cast<CUdeviceptr>(c.src), c.bytes, stream_),
+    BRAID_RETURN_IF_ERROR(api_->check(api_->memcpyAsync(c.dst, reinterpret_cast<CUdeviceptr>(c.src), c.bytes, run),
                                       "cuMemcpyAsync(staging)"));
     l.device.push_back(c.dst);
   }
   copies_.clear();
   for (const auto& [args, proto] : kernels) {
-    BRAID_RETURN_IF_ERROR(launchKernel(*api_, proto, args, threads_, stream_));
+    BRAID_RETURN_IF_ERROR(launchKernel(*api_, proto, args, threads_, run));
   }
-  BRAID_ASSIGN_OR_RETURN(l.done, newEvent());
-  BRAID_RETURN_IF_ERROR(api_->check(api_->eventRecord(l.done, stream_), "cuEventRecord(done)"));
-  for (void* s : fl.streams) {
+  BRAID_ASSIGN_OR_RETURN(CUevent end, newEvent());
+  BRAID_RETURN_IF_ERROR(api_->check(api_->eventRecord(end, run), "cuEventRecord(done)"));
+  for (void* s : joined) {
     BRAID_RETURN_IF_ERROR(
-        api_->check(api_->streamWaitEvent(static_cast<CUstream>(s), l.done, 0), "cuStreamWaitEvent(user stream)")
+        api_->check(api_->streamWaitEvent(static_cast<CUstream>(s), end, 0), "cuStreamWaitEvent(user stream)")
             .withContext(strPrintf("stream=%p", s)));
   }
+  if (cap.graph != nullptr) return keepWithGraph(std::move(launch), cap.graph);
+  l.done = end;
   std::lock_guard<std::mutex> lock(mu_);
   inflight_.push_back(std::move(launch));
   return Status::ok();
 }
 
+Result<CudaBackend::CaptureState> CudaBackend::captureOf(const std::vector<void*>& streams) const {
+  CaptureState out;
+  bool first = true;
+  for (void* s : streams) {
+    int status = kCuCaptureStatusNone;
+    unsigned long long id = 0;
+    CUgraph graph = nullptr;
+    BRAID_RETURN_IF_ERROR(
+        api_->check(api_->streamGetCaptureInfo(static_cast<CUstream>(s), &status, &id, &graph, nullptr, nullptr),
+                    "cuStreamGetCaptureInfo")
+            .withContext(strPrintf("stream=%p", s)));
+    if (status == kCuCaptureStatusInvalidated) {
+      return invalidUsage("stream=%p: its CUDA graph capture was invalidated before this group's launch", s);
+    }
+    if (!first && (id != out.id || (status == kCuCaptureStatusActive) != (out.graph != nullptr))) {
+      return invalidUsage(
+          "the streams of one group (%p and %p) are not captured together: capture every stream of a group into "
+          "the same CUDA graph, or none",
+          streams.front(), s);
+    }
+    if (first && status == kCuCaptureStatusActive) {
+      out.graph = graph;
+      out.id = id;
+    }
+    first = false;
+  }
+  return out;
+}
+
+Status CudaBackend::keepWithGraph(std::unique_ptr<Launch> launch, CUgraph graph) {
+  auto c = std::make_shared<Captured>();
+  c->launch = std::move(launch);
+  auto* held = new std::shared_ptr<Captured>(c);
+  CUuserObject obj = nullptr;
+  Status st =
+      api_->check(api_->userObjectCreate(&obj, held, &CudaBackend::onGraphReleased, 1, kCuUserObjectNoDestructorSync),
+                  "cuUserObjectCreate");
+  if (!st.isOk()) {
+    delete held;
+    release(*c->launch);
+    return st;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    captured_.push_back(c);
+  }
+  // The graph takes the only reference: when it and its executable graphs are gone, onGraphReleased runs.
+  st = api_->check(api_->graphRetainUserObject(graph, obj, 1, kCuGraphUserObjectMove), "cuGraphRetainUserObject");
+  if (!st.isOk()) (void)api_->userObjectRelease(obj, 1);  // released at once: freed at the next poll
+  return st;
+}
+
 void CudaBackend::release(Launch& l) {
+  RelaxedCaptureMode relaxed(api_);  // frees may happen while a user's stream is being captured
   for (CUdeviceptr p : l.device) (void)api_->memFree(p);
   for (void* p : l.images) (void)api_->memFreeHost(p);
   for (CUevent e : l.events) (void)api_->eventDestroy(e);
@@ -484,6 +581,19 @@ Status CudaBackend::pollAsync() {
 }
 
 Status CudaBackend::pollLocked() {
+  for (auto it = captured_.begin(); it != captured_.end();) {
+    Captured& c = **it;
+    if (failed_.isOk()) {
+      Status st = statusOf(*c.launch);  // a replay that failed
+      if (!st.isOk()) failed_ = st;
+    }
+    if (c.graphGone.load()) {
+      release(*c.launch);
+      it = captured_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   while (!inflight_.empty() && failed_.isOk()) {
     Launch& l = *inflight_.front();
     Status st = statusOf(l);  // a failed kernel says so while its launch may still be ending
@@ -528,11 +638,10 @@ Status CudaBackend::checkStream(void* stream) const {
   }
   if (ctx == ctx_) {
     int capture = 0;
-    if (api_->streamIsCapturing(static_cast<CUstream>(stream), &capture) == kCuSuccess && capture != 0) {
-      return invalidUsage(
-          "stream=%p is being captured into a CUDA graph: capturing braid's collectives is not built yet (issue "
-          "15); issue them outside the capture",
-          stream);
+    if (api_->streamIsCapturing(static_cast<CUstream>(stream), &capture) == kCuSuccess &&
+        capture == kCuCaptureStatusInvalidated) {
+      return invalidUsage("stream=%p: its CUDA graph capture was invalidated (a synchronising call during capture?)",
+                          stream);
     }
     return Status::ok();
   }

@@ -9,8 +9,12 @@
 // by pollAsync (each launch and ncclCommGetAsyncError), which also turns a kernel's status word into the error
 // ncclCommGetAsyncError reports.
 //
+// Under CUDA graph capture (every stream of the group captured into one graph) the launch goes into the graph
+// instead: the first user stream runs it, the launch's memory lives as long as the graph (a user object), and every
+// replay runs the same kernels on the same work (cursors and demand live in pinned memory, not in the plan).
+//
 // Thread safety: pollAsync may run on any thread (ncclCommGetAsyncError from a watchdog) while the owner launches;
-// the in-flight list and the first failure are guarded by one mutex.
+// the in-flight and captured lists and the first failure are guarded by one mutex.
 //
 // What it connects: the p2p transport (FIFOs in the receiver's GPU memory, device_memory.h) for the peers the
 // communicator chose, else the host backend's transports with every FIFO in pinned, mapped host memory
@@ -67,7 +71,19 @@ class CudaBackend final : public Backend {
     size_t bytes;
   };
 
+  struct Captured;  // a launch captured into a CUDA graph, alive as long as the graph
+  struct CaptureState {
+    CUgraph graph = nullptr;  // the graph the group's streams are being captured into (null: none)
+    unsigned long long id = 0;
+  };
+
   CudaBackend(const CuApi* api, CUcontext ctx, int device);
+  // The capture state the group's streams share; an error when some are captured and others not (or into
+  // different graphs), or a capture was invalidated.
+  Result<CaptureState> captureOf(const std::vector<void*>& streams) const;
+  // Hands a captured launch's memory to `graph` (a user object) and keeps it for status polls.
+  Status keepWithGraph(std::unique_ptr<Launch> launch, CUgraph graph);
+  static void onGraphReleased(void* held);  // the user object's destructor (a driver thread: no CUDA calls)
   Status launchOne(const FifoLaunch& launch);
   FifoCursor* cursorFor(void* connector);
   Status statusOf(const Launch& l) const;  // what a launch's status words say
@@ -92,6 +108,7 @@ class CudaBackend final : public Backend {
   std::vector<Copy> copies_;  // staged by stageCopy, run after the next launch's stream join
   std::mutex mu_;             // guards inflight_ and failed_
   std::deque<std::unique_ptr<Launch>> inflight_;
+  std::vector<std::shared_ptr<Captured>> captured_;
   Status failed_;  // the first asynchronous failure: the communicator is unusable after it
 };
 

@@ -88,6 +88,7 @@ Result<DeviceFifoMem> CudaDeviceMemory::mapHandle(CUmemGenericAllocationHandle h
   m.bytes = bytes;
   m.owner = std::shared_ptr<void>(m.base, [api, ctx, bytes](void* p) {
     ScopedContext scope(api, ctx);
+    RelaxedCaptureMode relaxed(api);
     Status s = unmapAndFree(api, reinterpret_cast<CUdeviceptr>(p), bytes);
     if (!s.isOk()) BRAID_WARN("releasing a p2p FIFO at %p: %s", p, s.message().c_str());
   });
@@ -97,6 +98,7 @@ Result<DeviceFifoMem> CudaDeviceMemory::mapHandle(CUmemGenericAllocationHandle h
 Result<DeviceFifoMem> CudaDeviceMemory::alloc(size_t bytes, const void* head, size_t headBytes,
                                               const std::vector<int>& peerDevices, bool exportable) const {
   ScopedContext scope(api_, ctx_);
+  RelaxedCaptureMode relaxed(api_);  // connections are made at first use, maybe while the user captures
   CuMemAllocationProp prop;
   prop.location.id = device_;
   prop.requestedHandleTypes = exportable ? kCuMemHandleTypePosixFd : 0;
@@ -141,6 +143,7 @@ Result<DeviceFifoMem> CudaDeviceMemory::alloc(size_t bytes, const void* head, si
 
 Result<DeviceFifoMem> CudaDeviceMemory::import(int fd, size_t bytes) const {
   ScopedContext scope(api_, ctx_);
+  RelaxedCaptureMode relaxed(api_);  // connections are made at first use, maybe while the user captures
   CUmemGenericAllocationHandle handle = 0;
   BRAID_RETURN_IF_ERROR(
       api_->check(api_->memImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),

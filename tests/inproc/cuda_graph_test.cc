@@ -1,0 +1,156 @@
+// CUDA graph capture of braid's collectives on the strict fake driver (tests/fake_cuda/fake_graphs.cc): a group
+// issued on streams being captured goes into the user's graph (joined back, so the capture ends cleanly, in a
+// capture mode that forbids allocating on the capturing thread); the graph replays any number
+// of times with new inputs, interleaved with calls outside it; a group whose streams are not captured together is
+// refused by name.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/common/fake_cuda_ranks.h"
+
+namespace {
+
+using namespace braid_test;
+
+struct Graphs {
+  int (*begin)(void*, int) = nullptr;
+  int (*end)(void*, void**) = nullptr;
+  int (*instantiate)(void**, void*, unsigned long long) = nullptr;
+  int (*launch)(void*, void*) = nullptr;
+  int (*execDestroy)(void*) = nullptr;
+  int (*destroy)(void*) = nullptr;
+  explicit Graphs(void* lib) {
+    auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(lib, name)); };
+    sym(begin, "cuStreamBeginCapture_v2");
+    sym(end, "cuStreamEndCapture");
+    sym(instantiate, "cuGraphInstantiateWithFlags");
+    sym(launch, "cuGraphLaunch");
+    sym(execDestroy, "cuGraphExecDestroy");
+    sym(destroy, "cuGraphDestroy");
+  }
+};
+
+class CudaGraph : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+  }
+  void TearDown() override { unsetenv("NCCL_PROTO"); }
+};
+
+float input(int rank, size_t i, int replay) {
+  return static_cast<float>((i * 7 + static_cast<size_t>(rank) * 3 + static_cast<size_t>(replay)) % 17);
+}
+
+// An all-reduce and an all-gather captured in one group, replayed three times with new inputs, between calls
+// outside the graph (the connectors' cursors carry on across both), with LL and Simple.
+TEST_F(CudaGraph, ReplaysWithNewInputsBetweenEagerCalls) {
+  const Driver& drv = Driver::get();
+  const Graphs g(drv.lib);
+  constexpr int kRanks = 3;
+  for (const char* proto : {"LL", "Simple"}) {
+    setenv("NCCL_PROTO", proto, 1);
+    for (size_t count : {size_t{1000}, size_t{70000}}) {
+      std::vector<ncclResult_t> res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+        const size_t bytes = count * 4;
+        void* send = drv.alloc(bytes);
+        void* sum = drv.alloc(bytes);
+        void* gathered = drv.alloc(bytes * kRanks);
+        std::vector<float> in(count), out(count), all(count * kRanks);
+        auto eager = [&](int tag) {
+          for (size_t i = 0; i < count; ++i) in[i] = input(r, i, 100 + tag);
+          drv.copy(send, in.data(), bytes, stream);
+          if (ncclAllReduce(send, sum, count, ncclFloat, ncclSum, comm, stream) != ncclSuccess) return false;
+          drv.copy(out.data(), sum, bytes, stream);
+          if (drv.streamSync(stream) != 0) return false;
+          for (size_t i = 0; i < count; ++i) {
+            float want = 0;
+            for (int p = 0; p < kRanks; ++p) want += input(p, i, 100 + tag);
+            if (out[i] != want) return false;
+          }
+          return true;
+        };
+        if (!eager(0)) return ncclInternalError;
+        // Thread-local capture mode (ranks are threads here, and in global mode another rank's allocation would
+        // invalidate this capture, as on a GPU): braid must still not allocate in it on this thread, and does not.
+        if (g.begin(stream, 1) != 0) return ncclSystemError;
+        ncclGroupStart();
+        ncclAllReduce(send, sum, count, ncclFloat, ncclSum, comm, stream);
+        ncclAllGather(send, gathered, count, ncclFloat, comm, stream);
+        if (ncclGroupEnd() != ncclSuccess) {
+          ADD_FAILURE() << ncclGetLastError(comm);
+          return ncclInternalError;
+        }
+        void* graph = nullptr;
+        void* exec = nullptr;
+        if (g.end(stream, &graph) != 0 || g.instantiate(&exec, graph, 0) != 0) return ncclSystemError;
+        for (int replay = 0; replay < 3; ++replay) {
+          for (size_t i = 0; i < count; ++i) in[i] = input(r, i, replay);
+          drv.copy(send, in.data(), bytes, stream);
+          if (g.launch(exec, stream) != 0) return ncclSystemError;
+          drv.copy(out.data(), sum, bytes, stream);
+          drv.copy(all.data(), gathered, bytes * kRanks, stream);
+          if (drv.streamSync(stream) != 0) return ncclUnhandledCudaError;
+          for (size_t i = 0; i < count; ++i) {
+            float want = 0;
+            for (int p = 0; p < kRanks; ++p) want += input(p, i, replay);
+            if (out[i] != want) {
+              ADD_FAILURE() << proto << " rank " << r << " replay " << replay << " sum[" << i << "] " << out[i];
+              return ncclInternalError;
+            }
+            for (int p = 0; p < kRanks; ++p) {
+              if (all[static_cast<size_t>(p) * count + i] != input(p, i, replay)) {
+                ADD_FAILURE() << proto << " rank " << r << " replay " << replay << " gathered from " << p;
+                return ncclInternalError;
+              }
+            }
+          }
+          if (!eager(replay + 1)) return ncclInternalError;
+        }
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        g.execDestroy(exec);
+        g.destroy(graph);
+        for (void* p : {send, sum, gathered}) drv.memFree(reinterpret_cast<unsigned long long>(p));
+        return async;
+      });
+      for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << proto << " " << count;
+    }
+  }
+}
+
+// A group whose streams are captured and not captured: refused at ncclGroupEnd, naming both streams.
+TEST_F(CudaGraph, AGroupsStreamsAreCapturedTogetherOrNotAtAll) {
+  const Driver& drv = Driver::get();
+  const Graphs g(drv.lib);
+  std::vector<std::string> msgs(2);
+  std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    void* other = nullptr;
+    drv.streamCreate(&other, 1);
+    void* a = drv.alloc(400);
+    void* b = drv.alloc(400);
+    if (g.begin(stream, 2) != 0) return ncclSystemError;
+    ncclGroupStart();
+    ncclAllReduce(a, a, 100, ncclFloat, ncclSum, comm, stream);
+    ncclAllReduce(b, b, 100, ncclFloat, ncclSum, comm, static_cast<cudaStream_t>(other));
+    const ncclResult_t st = ncclGroupEnd();
+    msgs[static_cast<size_t>(r)] = ncclGetLastError(comm);
+    void* graph = nullptr;
+    g.end(stream, &graph);
+    if (graph != nullptr) g.destroy(graph);
+    drv.memFree(reinterpret_cast<unsigned long long>(a));
+    drv.memFree(reinterpret_cast<unsigned long long>(b));
+    drv.streamDestroy(other);
+    return st == ncclInvalidUsage ? ncclSuccess : ncclInternalError;
+  });
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r], ncclSuccess);
+    EXPECT_NE(msgs[r].find("are not captured together"), std::string::npos) << msgs[r];
+  }
+}
+
+}  // namespace
