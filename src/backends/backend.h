@@ -179,6 +179,12 @@ class Backend {
   virtual int residentCtas() const { return 0; }
   // GPU memory for the p2p transport's FIFOs (a CUDA backend's, after init); null for host memory.
   virtual const DeviceMemory* deviceMemory() const { return nullptr; }
+  // Collective (every rank, once, after init): checks that the P2P pairs in `p2p` (by rank, as the communicator
+  // decided) really carry writes both ways, and clears the pairs that do not (a WARN names them). Errors: a failed
+  // driver call or exchange, never a failed pair.
+  [[nodiscard]] virtual Status verifyP2p(const std::vector<PeerInfo>& peers, std::vector<uint8_t>* p2p) {
+    return Status::ok();
+  }
 };
 
 // Which backend a communicator gets, decided on the thread that calls ncclCommInitRank (its init may run on

@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -54,7 +55,7 @@ class FdServer {
     return server;
   }
 
-  Result<FdTicket> offer(int fd) {
+  Result<FdTicket> offer(int fd, int fetches) {
     const int mine = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (mine < 0) return errnoError(errno, "offering descriptor %d to a peer process: fcntl(F_DUPFD_CLOEXEC)", fd);
     std::lock_guard<std::mutex> lock(mu_);
@@ -62,7 +63,7 @@ class FdServer {
     do {
       token = randomWord();
     } while (token == 0 || offers_.count(token) != 0);
-    offers_[token] = mine;
+    offers_[token] = Offer{mine, std::max(1, fetches)};
     return FdTicket{pid_, nonce_, token};
   }
 
@@ -70,7 +71,7 @@ class FdServer {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = offers_.find(token);
     if (it == offers_.end()) return;
-    close(it->second);
+    close(it->second.fd);
     offers_.erase(it);
   }
 
@@ -114,12 +115,16 @@ class FdServer {
       const bool ok = getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.uid == uid &&
                       poll(&p, 1, 1000) == 1 && recv(c, &token, sizeof(token), MSG_WAITALL) == sizeof(token);
       int fd = -1;
+      bool last = false;
       if (ok) {
         std::lock_guard<std::mutex> lock(mu_);
         auto it = offers_.find(token);
         if (it != offers_.end()) {
-          fd = it->second;
-          offers_.erase(it);  // one fetch per token
+          // A duplicate to send, unless this is the token's last fetch: a withdraw may close the offer's own
+          // descriptor while this thread sends.
+          last = --it->second.fetches == 0;
+          fd = last ? it->second.fd : fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+          if (last) offers_.erase(it);
         }
       }
       uint8_t reply = fd >= 0 ? kGranted : kUnknownToken;
@@ -147,14 +152,18 @@ class FdServer {
   uint32_t nonce_ = 0;
   int listen_ = -1;
   std::mutex mu_;
-  std::map<uint64_t, int> offers_;
+  struct Offer {
+    int fd;
+    int fetches;  // left
+  };
+  std::map<uint64_t, Offer> offers_;
 };
 
 }  // namespace
 
-Result<FdTicket> offerFd(int fd) {
+Result<FdTicket> offerFd(int fd, int fetches) {
   BRAID_ASSIGN_OR_RETURN(FdServer * s, FdServer::get());
-  return s->offer(fd);
+  return s->offer(fd, fetches);
 }
 
 void withdrawFd(const FdTicket& t) {

@@ -5,8 +5,8 @@
 // travels through the bootstrap (authenticated) to the one peer meant to have it, which fetches a duplicate over
 // a Unix socket (SCM_RIGHTS) from a server thread this process starts at its first offer. The socket is in the
 // abstract namespace (nothing left in the file system, whatever dies when); a request from another user is
-// refused (SO_PEERCRED), and a token is good for one fetch. /proc/<pid>/fd and pidfd_getfd would need ptrace
-// rights that Yama (ptrace_scope 1) and containers deny between sibling processes; a socket needs none.
+// refused (SO_PEERCRED), and a token is good for the fetches it was offered for. /proc/<pid>/fd and pidfd_getfd would
+// need ptrace rights that Yama (ptrace_scope 1) and containers deny between sibling processes; a socket needs none.
 //
 // Thread safety: every function may be called from any thread. A child forked after an offer starts its own
 // server at its own first offer; the parent's offers are not the child's.
@@ -24,8 +24,9 @@ struct FdTicket {
   uint64_t token = 0;
 };
 
-// Offers a duplicate of `fd` (the caller keeps its own). Errors: kSystemError naming the call (socket, bind).
-Result<FdTicket> offerFd(int fd);
+// Offers a duplicate of `fd` (the caller keeps its own) for `fetches` fetches (one per peer meant to have it).
+// Errors: kSystemError naming the call (socket, bind).
+Result<FdTicket> offerFd(int fd, int fetches = 1);
 // Drops an offer not fetched (the connector it was for went away); a fetched or unknown ticket is ignored.
 void withdrawFd(const FdTicket& t);
 // Fetches the descriptor `t` offers: a new descriptor (close-on-exec) the caller owns. Waits at most timeoutSec

@@ -28,6 +28,8 @@
 //
 // Knobs: BRAID_FAKE_CUDA_DEVICES=N (default 2; 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE);
 // BRAID_FAKE_CUDA_NO_P2P=1: cuDeviceCanAccessPeer says 0 for every pair (a PCIe system without peer access);
+// BRAID_FAKE_CUDA_P2P_DROP="1>0" (or "all"): copies from device 1's streams into device 0's memory vanish (a PCIe
+// path that drops peer writes; kernels' stores are not affected);
 // BRAID_FAKE_CUDA_SM_SLOTS=N resident CTA slots per device (default 132);
 // BRAID_FAKE_CUDA_FAIL="cuMemAlloc#2=2,cuInit=100": the n-th call of a function (every call without #n) returns
 // that CUresult instead.

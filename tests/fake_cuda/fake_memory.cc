@@ -3,11 +3,29 @@
 // stream-ordered copies and memsets with their ranges checked. fake_driver.cc says what the fake models.
 #include <sys/mman.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "tests/fake_cuda/fake_cuda.h"
 
 using namespace fakecuda;
+
+namespace {
+
+// BRAID_FAKE_CUDA_P2P_DROP="1>0,2>1" (or "all"): copies from a stream of device a into memory of device b vanish,
+// as on a PCIe path that drops peer writes.
+bool p2pDrops(int from, int to) {
+  if (from == to) return false;
+  const char* v = getenv("BRAID_FAKE_CUDA_P2P_DROP");
+  if (v == nullptr || *v == '\0') return false;
+  if (strcmp(v, "all") == 0) return true;
+  const std::string want = std::to_string(from) + ">" + std::to_string(to);
+  const std::string list = std::string(",") + v + ",";
+  return list.find("," + want + ",") != std::string::npos;
+}
+
+}  // namespace
 
 FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   FAKE_ENTER("cuMemAlloc");
@@ -112,6 +130,12 @@ FAKE_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, 
   if (CUresult r = resolveStream(s, hStream, &st); r != kSuccess) return r;
   if (bytes == 0) return kSuccess;
   if (dst == 0 || src == 0 || !rangeOk(s, dst, bytes, false) || !rangeOk(s, src, bytes, false)) return kInvalidValue;
+  // A copy into another device's memory crosses the P2P path, which BRAID_FAKE_CUDA_P2P_DROP may break.
+  auto to = findAllocation(s, dst);
+  if (to != s.allocations.end() && !to->second.pinned && p2pDrops(st->device, to->second.device)) {
+    enqueue(s, st, nullptr);
+    return kSuccess;
+  }
   enqueue(s, st,
           [dst, src, bytes] { memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes); });
   return kSuccess;

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -175,6 +177,88 @@ int main() {
          st->code == static_cast<uint32_t>(DevStatusCode::kRunning) && st->claimed == 0 ? " (status word untouched)"
                                                                                         : " (status word set)");
     line("cuStreamDestroy(kernel stream)", cu.streamDestroy(ks));
+  }
+  // cuMem, as the p2p transport's FIFOs and ncclMemAlloc use it.
+  {
+    CuMemAllocationProp prop;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = kCuMemHandleTypePosixFd;
+    size_t gran = 0;
+    r = cu.memGetAllocationGranularity(&gran, &prop, kCuMemAllocGranularityRecommended);
+    line("cuMemGetAllocationGranularity(recommended)", r,
+         gran > 0 && (gran & (gran - 1)) == 0 ? " (a power of two)" : " (not a power of two)");
+    CUmemGenericAllocationHandle h = 0;
+    line("cuMemCreate(granularity + 1)", cu.memCreate(&h, gran + 1, &prop, 0));
+    line("cuMemCreate(exportable)", cu.memCreate(&h, gran, &prop, 0));
+    int fd = -1;
+    r = cu.memExportToShareableHandle(&fd, h, kCuMemHandleTypePosixFd, 0);
+    line("cuMemExportToShareableHandle(posix fd)", r, fd >= 0 ? " (a descriptor)" : " (none)");
+    CUdeviceptr va = 0;
+    line("cuMemAddressReserve", cu.memAddressReserve(&va, gran, 0, 0, 0));
+    line("cuMemMap", cu.memMap(va, gran, 0, h, 0));
+    line("cuMemRelease(mapped)", cu.memRelease(h));
+    line("cuMemFree(a cuMem mapping)", cu.memFree(va));
+    line("cuMemAddressFree(still mapped)", cu.memAddressFree(va, gran));
+    CuMemAccessDesc access;
+    access.location.id = 0;
+    line("cuMemSetAccess(device 0)", cu.memSetAccess(va, gran, &access, 1));
+    CUmemGenericAllocationHandle imported = 0;
+    line("cuMemImportFromShareableHandle(own descriptor)",
+         cu.memImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                         kCuMemHandleTypePosixFd));
+    if (fd >= 0) close(fd);
+    line("cuMemRelease(imported)", cu.memRelease(imported));
+    line("cuMemUnmap", cu.memUnmap(va, gran));
+    line("cuMemAddressFree", cu.memAddressFree(va, gran));
+    int can = -1;
+    r = cu.deviceCanAccessPeer(&can, 0, 0);
+    line("cuDeviceCanAccessPeer(0, 0)", r, " (" + std::to_string(can) + ")");
+  }
+  // Capture, as braid's captured launches meet it: an allocation in a thread-local capture invalidates it; in
+  // relaxed mode it is allowed; a user object retained by the graph is destroyed after the graph and its
+  // executable graph are.
+  {
+    CUstream cs = nullptr;
+    r = cu.streamCreate(&cs, kCuStreamNonBlocking);
+    CUdeviceptr buf = 0;
+    r = cu.memAlloc(&buf, 4096);
+    CUgraph graph = nullptr;
+    line("cuStreamBeginCapture(thread-local)", cu.streamBeginCapture(cs, 1));
+    CUdeviceptr q = 0;
+    line("cuMemAlloc while capturing (thread-local)", cu.memAlloc(&q, 4096));
+    line("cuStreamEndCapture(after the allocation)", cu.streamEndCapture(cs, &graph));
+    line("cuStreamBeginCapture(thread-local) again", cu.streamBeginCapture(cs, 1));
+    int mode = kCuCaptureModeRelaxed;
+    line("cuThreadExchangeStreamCaptureMode(relaxed)", cu.threadExchangeStreamCaptureMode(&mode));
+    r = cu.memAlloc(&q, 4096);
+    line("cuMemAlloc while capturing (relaxed)", r);
+    if (r == kCuSuccess) (void)cu.memFree(q);
+    (void)cu.threadExchangeStreamCaptureMode(&mode);
+    line("cuMemsetD8Async(captured)", cu.memsetD8Async(buf, 7, 4096, cs));
+    int status = -1;
+    unsigned long long id = 0;
+    CUgraph capturing = nullptr;
+    r = cu.streamGetCaptureInfo(cs, &status, &id, &capturing, nullptr, nullptr);
+    line("cuStreamGetCaptureInfo", r,
+         " (status " + std::to_string(status) + (capturing ? ", a graph)" : ", no graph)"));
+    static std::atomic<int> destroyed{0};
+    CUuserObject obj = nullptr;
+    line("cuUserObjectCreate", cu.userObjectCreate(
+                                   &obj, &destroyed, [](void* p) { static_cast<std::atomic<int>*>(p)->store(1); }, 1,
+                                   kCuUserObjectNoDestructorSync));
+    line("cuGraphRetainUserObject(move)", cu.graphRetainUserObject(capturing, obj, 1, kCuGraphUserObjectMove));
+    line("cuStreamEndCapture", cu.streamEndCapture(cs, &graph));
+    CUgraphExec exec = nullptr;
+    line("cuGraphInstantiate", cu.graphInstantiate(&exec, graph, 0));
+    line("cuGraphLaunch", cu.graphLaunch(exec, cs));
+    line("cuStreamSynchronize(after the graph)", cu.streamSynchronize(cs));
+    line("cuGraphDestroy", cu.graphDestroy(graph));
+    const bool early = destroyed.load() != 0;
+    line("cuGraphExecDestroy", cu.graphExecDestroy(exec), early ? " (destructor ran before)" : "");
+    for (int i = 0; i < 1000 && destroyed.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    printf("user object destructor: %s\n", destroyed.load() != 0 ? "ran" : "did not run within 1 s");
+    (void)cu.memFree(buf);
+    (void)cu.streamDestroy(cs);
   }
   line("cuMemFreeHost", cu.memFreeHost(pinned));
   line("cuMemFreeHost again", cu.memFreeHost(pinned));

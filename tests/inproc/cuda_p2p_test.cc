@@ -150,6 +150,8 @@ class CudaP2p : public ::testing::Test {
     unsetenv("NCCL_P2P_LEVEL");
     unsetenv("NCCL_P2P_DISABLE");
     unsetenv("BRAID_FAKE_CUDA_NO_P2P");
+    unsetenv("BRAID_FAKE_CUDA_P2P_DROP");
+    unsetenv("BRAID_TIMEOUT");
     unsetenv("NCCL_PROTO");
   }
 };
@@ -207,6 +209,24 @@ TEST_F(CudaP2p, WithoutTheGpusInTheTopologyTheDriverDecides) {
     EXPECT_TRUE(has(t, "the driver says peer access is impossible")) << t;
     EXPECT_TRUE(has(t, "via inproc")) << t;
   }
+}
+
+// A path that drops peer writes (the fake's BRAID_FAKE_CUDA_P2P_DROP="1>0": copies from GPU 1 into GPU 0's memory
+// vanish) fails the init-time self-test for that pair only, within BRAID_TIMEOUT: it goes through host memory with
+// a WARN naming both GPUs, the other pairs keep P2P, and the results are exact.
+TEST_F(CudaP2p, APathThatDropsWritesFallsBackToHostMemory) {
+  setenv("BRAID_FAKE_CUDA_P2P_DROP", "1>0", 1);
+  setenv("BRAID_TIMEOUT", "2", 1);
+  LogCapture log;
+  for (ncclResult_t r : allReduce(3, 70000)) EXPECT_EQ(r, ncclSuccess);
+  const std::string t = log.textOf(getpid());
+  EXPECT_TRUE(has(t, "rank 0 (GPU 0) and rank 1 (GPU 1): P2P writes from GPU 1 to GPU 0 did not arrive within 2 s"))
+      << t;
+  EXPECT_TRUE(has(t, "rank 1 (GPU 1) and rank 0 (GPU 0): P2P writes from GPU 1 to GPU 0 did not arrive")) << t;
+  EXPECT_TRUE(has(t, "rank 0: P2P self-test: 1 of 2 peers verified")) << t;
+  EXPECT_TRUE(has(t, "rank 2: P2P self-test: 2 of 2 peers verified")) << t;
+  EXPECT_TRUE(has(t, "via inproc")) << t;
+  EXPECT_TRUE(has(t, "via p2p")) << t;
 }
 
 // Every protocol over P2P FIFOs, several sizes (the LL slots start zeroed in memory the driver hands out as

@@ -62,6 +62,10 @@ Status bindAll(DynLib& lib, CuApi* t) {
   get(t->userObjectCreate, "cuUserObjectCreate");
   get(t->userObjectRelease, "cuUserObjectRelease");
   get(t->graphRetainUserObject, "cuGraphRetainUserObject");
+  get(t->graphInstantiate, "cuGraphInstantiate");  // CUDA 12.0's: cuGraphInstantiateWithFlags
+  get(t->graphLaunch, "cuGraphLaunch");
+  get(t->graphExecDestroy, "cuGraphExecDestroy");
+  get(t->graphDestroy, "cuGraphDestroy");
   get(t->streamWaitEvent, "cuStreamWaitEvent");
   get(t->eventCreate, "cuEventCreate");
   get(t->eventDestroy, "cuEventDestroy");

@@ -36,6 +36,8 @@ struct CUfunc_st;
 using CUfunction = CUfunc_st*;
 struct CUgraph_st;
 using CUgraph = CUgraph_st*;
+struct CUgraphExec_st;
+using CUgraphExec = CUgraphExec_st*;
 struct CUuserObject_st;
 using CUuserObject = CUuserObject_st*;
 
@@ -162,6 +164,11 @@ struct CuApi {
   CUresult (*userObjectCreate)(CUuserObject*, void*, CUhostFn, unsigned, unsigned) = nullptr;
   CUresult (*userObjectRelease)(CUuserObject, unsigned) = nullptr;
   CUresult (*graphRetainUserObject)(CUgraph, CUuserObject, unsigned, unsigned) = nullptr;
+  // Instantiating, launching and destroying graphs: the program's side (the probe and tests), not braid's.
+  CUresult (*graphInstantiate)(CUgraphExec*, CUgraph, unsigned long long) = nullptr;
+  CUresult (*graphLaunch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*graphExecDestroy)(CUgraphExec) = nullptr;
+  CUresult (*graphDestroy)(CUgraph) = nullptr;
   CUresult (*streamWaitEvent)(CUstream, CUevent, unsigned) = nullptr;
   CUresult (*eventCreate)(CUevent*, unsigned) = nullptr;
   CUresult (*eventDestroy)(CUevent) = nullptr;

@@ -1,4 +1,5 @@
 #include "src/backends/cuda/cuda_backend.h"
+#include "src/backends/cuda/p2p_selftest.h"
 
 #include <dlfcn.h>
 #include <strings.h>
@@ -258,6 +259,18 @@ CudaBackend::~CudaBackend() {
   for (char* b : cursorBlocks_) (void)api_->memFreeHost(b);
 }
 
+Status CudaBackend::verifyP2p(const std::vector<PeerInfo>& peers, std::vector<uint8_t>* p2p) {
+  P2pTestContext c;
+  c.api = api_;
+  c.ctx = ctx_;
+  c.memory = deviceMemory_.get();
+  c.rank = rank_;
+  c.peers = &peers;
+  c.allGather = allGather_;
+  c.timeoutSec = wait_.timeoutSec > 0 ? wait_.timeoutSec : 60;
+  return selfTestP2p(c, p2p);
+}
+
 int CudaBackend::maxChannels(const std::vector<RankResources>&) const {
   return INT_MAX;  // a channel is a CTA, not a CPU thread
 }
@@ -265,6 +278,7 @@ int CudaBackend::maxChannels(const std::vector<RankResources>&) const {
 Status CudaBackend::init(const BackendInitContext& ctx) {
   rank_ = ctx.rank;
   wait_ = ctx.wait;
+  allGather_ = ctx.allGather;
   wait_.rank = ctx.rank;
   ScopedContext scope(api_, ctx_);
   BRAID_ASSIGN_OR_RETURN(const KernelLibrary* lib, kernelLibrary(*api_));

@@ -61,6 +61,7 @@ class CudaBackend final : public Backend {
   uint64_t gpuPciId() const override { return pciId_; }
   int residentCtas() const override { return smCount_; }
   const DeviceMemory* deviceMemory() const override { return deviceMemory_.get(); }
+  Status verifyP2p(const std::vector<PeerInfo>& peers, std::vector<uint8_t>* p2p) override;
 
  private:
   class PinnedFifos;
@@ -97,7 +98,8 @@ class CudaBackend final : public Backend {
   int smCount_ = 0;
   int rank_ = 0;
   WaitContext wait_;
-  int threads_ = 0;  // per CTA
+  AllGatherFn allGather_;  // the communicator's, from init
+  int threads_ = 0;        // per CTA
   CUstream stream_ = nullptr;
   uint32_t* abortWord_ = nullptr;  // pinned
   std::unique_ptr<PinnedFifos> fifos_;

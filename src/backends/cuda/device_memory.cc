@@ -128,7 +128,7 @@ Result<DeviceFifoMem> CudaDeviceMemory::alloc(size_t bytes, const void* head, si
   // Physical memory comes uninitialised: LL slots must start with no valid flag, counters at zero.
   Status st = api_->check(api_->memsetD8Async(reinterpret_cast<CUdeviceptr>(m.value().base), 0, rounded, stream_),
                           "cuMemsetD8Async");
-  if (st.isOk()) {
+  if (st.isOk() && headBytes > 0) {
     st = api_->check(api_->memcpyAsync(reinterpret_cast<CUdeviceptr>(m.value().base),
                                        reinterpret_cast<CUdeviceptr>(head), headBytes, stream_),
                      "cuMemcpyAsync");
