@@ -6,7 +6,9 @@
 // processes (not built yet: an explicit error).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -346,6 +348,49 @@ TEST(CudaCommProcesses, OverSharedMemory) {
 }
 TEST(CudaCommProcesses, OverTheNetwork) {
   processRanks("1");
+}
+
+// kill -9 of a process rank while the other's kernel waits for it: the survivor's stream synchronises within
+// BRAID_TIMEOUT (the kernel stops, never traps) and ncclCommGetAsyncError says ncclRemoteError naming the rank it
+// waited for. No fixture: the parent must not initialise CUDA before it forks.
+TEST(CudaCommProcesses, KillNineOfAPeerReachesGetAsyncError) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  std::vector<int> codes = runProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        const Driver& drv = Driver::get();
+        void* stream = nullptr;
+        drv.streamCreate(&stream, 1);
+        void* buf = drv.alloc(4 * 5000);
+        auto allReduce = [&] {
+          return ncclAllReduce(buf, buf, 5000, ncclFloat, ncclSum, comm, static_cast<cudaStream_t>(stream));
+        };
+        if (allReduce() != ncclSuccess || drv.streamSync(stream) != 0) return 10;
+        if (r == 1) kill(getpid(), SIGKILL);  // gone between two collectives
+        const auto t0 = std::chrono::steady_clock::now();
+        if (allReduce() != ncclSuccess) return 11;  // the call returns before the kernel runs
+        drv.streamSync(stream);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        const std::string msg = ncclGetLastError(comm);
+        if (async != ncclRemoteError) {
+          fprintf(stderr, "rank 0: async %d after %.1f s: %s\n", async, s, msg.c_str());
+          return 12;
+        }
+        if (msg.find("rank 1") == std::string::npos || s > 2 * 2 + 1) {
+          fprintf(stderr, "rank 0 after %.1f s: %s\n", s, msg.c_str());
+          return 13;
+        }
+        return 0;  // the harness destroys the communicator: that must work after a failure too
+      },
+      60, nullptr, nullptr,
+      [](int r) {
+        setenv("BRAID_TIMEOUT", "2", 1);
+        if (!Driver::get().use(r)) _exit(20);
+      });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 128 + SIGKILL);
 }
 
 // Two ranks on one GPU: refused by name unless NCCL_MULTI_RANK_GPU_ENABLE=1, then they work (each its own stream
