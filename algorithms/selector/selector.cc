@@ -74,6 +74,7 @@ const Selector::Decision& Selector::decide(CollKind kind, size_t bytes) const {
 }
 
 double Selector::predictUs(FilterColl fc, AlgoId a, ProtoId p, size_t bytes) const {
+  if (c_.gpu) return predictGpuUs(*c_.gpu, fc, a, p, bytes);  // -1: the model disables the pair
   if (c_.nNodes > 1) return c_.costs.predictAcrossHostsUs(fc, a, p, c_.nranks, c_.net, bytes);
   return c_.costs.predictUs(fc, a, p, c_.nranks, c_.cpus, bytes);
 }
@@ -108,7 +109,18 @@ FifoChoice Selector::computeFifo(CollKind kind, size_t bytes) const {
     for (ProtoId p : {ProtoId::kSimple, ProtoId::kLL}) {  // a tie keeps Simple
       if (!(p == ProtoId::kLL ? useLl : useSimple)) continue;
       const double t = predictUs(fc, a, p, bytes);
+      if (t < 0) continue;  // the GPU model disables the pair
       if (best.predictedUs < 0 || t < best.predictedUs) best = FifoChoice{a, p, t};
+    }
+  }
+  if (best.predictedUs < 0) {
+    // The GPU model disables every pair the filters leave (NCCL_ALGO/NCCL_PROTO forced one it rules out): the
+    // first of them, as the user asked.
+    for (AlgoId a : {AlgoId::kRing, AlgoId::kTree}) {
+      for (ProtoId p : {ProtoId::kSimple, ProtoId::kLL}) {
+        const bool allowed = (a == AlgoId::kRing ? useRing : useTree) && (p == ProtoId::kLL ? useLl : useSimple);
+        if (allowed && best.predictedUs < 0) best = FifoChoice{a, p, 0};
+      }
     }
   }
   return best;
@@ -203,7 +215,8 @@ void Selector::logTuning(CollKind kind, size_t bytes, AlgoId chosen, ProtoId pro
     }
   }
   BRAID_INFO(kLogTuning, "%s %zu bytes, %d ranks: %s -> %s/%s (costs: %s%s%s)", filterCollName(fc), bytes, c_.nranks,
-             alternatives.c_str(), algoName(chosen), protoName(proto), c_.costs.source().c_str(),
+             alternatives.c_str(), algoName(chosen), protoName(proto),
+             c_.gpu ? "NCCL's GPU model (-1: disabled)" : c_.costs.source().c_str(),
              c_.costs.pinned(fc, bytes) >= 0 ? ", pinned" : "", c_.deterministic ? ", deterministic" : "");
 }
 

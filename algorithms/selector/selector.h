@@ -7,11 +7,13 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "algorithms/direct/direct.h"
 #include "algorithms/selector/algo_filter.h"
 #include "algorithms/selector/cost_model.h"
+#include "algorithms/selector/gpu_model.h"
 #include "src/common/coll_types.h"
 #include "src/common/status.h"
 
@@ -44,6 +46,9 @@ struct SelectorConfig {
   Filter algo;                  // NCCL_ALGO
   Filter proto;                 // NCCL_PROTO
   CostModel costs;              // BRAID_TUNING_FILE, or built-in figures
+  // A CUDA communicator whose GPUs the topology shows: NCCL's GPU tuning model prices the FIFO path's algorithms
+  // and protocols instead of `costs` (null: the host cost model).
+  std::shared_ptr<const GpuModel> gpu;
 };
 
 class Selector {

@@ -333,6 +333,9 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
                sc.net.link.betaGBps,
                sc.costs.hasNetFigures() ? "BRAID_TUNING_FILE net line" : "measured round trips, device speed");
   }
+  if (backend_->kind() == BackendKind::kCuda) {
+    sc.gpu = gpuModelFor(topo, sc.algo, sc.proto, static_cast<int>(nch), rank);
+  }
   selector_ = Selector(std::move(sc));
   BRAID_RETURN_IF_ERROR(checkLlOverNetwork());
   BRAID_ASSIGN_OR_RETURN(sched_.rings, ringsForChannels(topo.search, static_cast<int>(nch), nranks));

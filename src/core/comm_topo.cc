@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 
+#include "algorithms/selector/gpu_model.h"
 #include "algorithms/tree/tree.h"
 #include "src/common/logging.h"
 #include "src/common/params.h"
@@ -259,6 +260,7 @@ Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks, cons
   BRAID_ASSIGN_OR_RETURN(PathOptions paths, pathOptionsFromParams());
   std::vector<HostGraphs> graphs;
   std::string searched;
+  bool gpusShown = !gpuBusOfRank.empty();
   for (int n = 0; n < out.nNodes; ++n) {
     const int first = firstOfNode[static_cast<size_t>(n)];
     const TopoHeader& h = headers[static_cast<size_t>(first)];
@@ -270,8 +272,22 @@ Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks, cons
     if (own) classifyGpuPairs(host.value().graph, rank, out.nodeOf, gpuBusOfRank, &out);
     BRAID_ASSIGN_OR_RETURN(HostGraphs g, computeHostGraphs(host.value(), out.nNodes > 1, own ? rank : -1));
     if (own) searched = describeGraph(g.ring).substr(0, describeGraph(g.ring).find('\n'));
+    // NCCL's GPU model needs every rank's GPU in its host's topology; every rank decides from the same data.
+    for (int r = 0; r < nranks; ++r) {
+      if (out.nodeOf[static_cast<size_t>(r)] != n) continue;
+      const std::string bus = r < static_cast<int>(gpuBusOfRank.size()) ? gpuBusOfRank[static_cast<size_t>(r)] : "";
+      gpusShown = gpusShown && !bus.empty() && gpuNodeByBusId(host.value().graph, bus) >= 0;
+    }
+    if (n == 0 && gpusShown) {
+      Result<GpuModelInput> in = gpuModelInputFrom(host.value().graph, g, out.nNodes);
+      if (in.isOk()) {
+        out.gpuModel = std::make_shared<GpuModelInput>(in.take());
+        out.gpuModel->nRanks = nranks;  // the communicator's ranks, not every GPU the host shows
+      }
+    }
     graphs.push_back(std::move(g));
   }
+  if (!gpusShown) out.gpuModel.reset();
   std::vector<RankPlacement> placements(static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) {
     placements[static_cast<size_t>(r)].node = out.nodeOf[static_cast<size_t>(r)];
@@ -326,6 +342,32 @@ std::vector<uint8_t> p2pPeers(const CommTopology& topo, int rank, const std::vec
                ok[r] ? "P2P" : "no P2P (host memory)", why.c_str());
   }
   return ok;
+}
+
+std::shared_ptr<const GpuModel> gpuModelFor(const CommTopology& topo, const Filter& algo, const Filter& proto,
+                                            int channels, int rank) {
+  if (!topo.gpuModel) {
+    BRAID_INFO(kLogInit | kLogTuning,
+               "rank %d: algorithms and protocols chosen by the host cost model: the topology (%s) does not show "
+               "every rank's GPU (NCCL_TOPO_FILE can describe them)",
+               rank, topo.source.c_str());
+    return nullptr;
+  }
+  GpuModelInput in = *topo.gpuModel;
+  in.algoFilter = algo;
+  in.protoFilter = proto;
+  in.commChannels = channels;
+  in.ll128Setting = 0;
+  in.nvlsSupport = false;
+  in.collNetSupport = false;
+  in.patEnable = false;
+  BRAID_INFO(kLogInit | kLogTuning,
+             "rank %d: algorithms and protocols chosen by NCCL's GPU model (%d ranks, %d node(s), sm %d-%d, ring %d x "
+             "%.1f GB/s %s); LL128 off: braid's LL128 kernel has not run on a GPU",
+             rank, in.nRanks, in.nNodes, in.minSm, in.maxSm, in.graphs[static_cast<int>(AlgoId::kRing)].nChannels,
+             in.graphs[static_cast<int>(AlgoId::kRing)].bwIntra,
+             pathTypeName(in.graphs[static_cast<int>(AlgoId::kRing)].typeIntra));
+  return std::make_shared<const GpuModel>(buildGpuModel(in));
 }
 
 }  // namespace braid

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "algorithms/selector/cost_model.h"
+#include "algorithms/selector/gpu_model.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/common/status.h"
 #include "topology/topo_channels.h"
@@ -35,6 +37,9 @@ struct CommTopology {
   // NCCL_P2P_LEVEL / NCCL_P2P_DISABLE (1 yes, 0 no, -1 unknown: a GPU the topology does not show), and the path.
   std::vector<int8_t> p2pOk;
   std::vector<std::string> p2pPath;
+  // CUDA ranks whose GPUs every host's topology shows: NCCL's GPU tuning model's input, from the first host's
+  // graphs (the same on every rank); null otherwise.
+  std::shared_ptr<GpuModelInput> gpuModel;
 };
 
 // Collective over `bs`: runs discovery (cached per process), writes NCCL_TOPO_DUMP_FILE / NCCL_GRAPH_DUMP_FILE on
@@ -43,6 +48,12 @@ struct CommTopology {
 // rank that caused them.
 Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks, const std::vector<uint64_t>& hostHashOfRank,
                                        const std::vector<std::string>& gpuBusOfRank = {});
+
+// For a CUDA communicator: NCCL's GPU tuning model over `topo` with the communicator's filters and channel count,
+// LL128 off (braid's LL128 kernel has not run on a GPU), no NVLS, CollNet or PAT (not built for GPUs); null when
+// the topology does not show every rank's GPU. Logs which model chooses, and why, at INFO.
+std::shared_ptr<const GpuModel> gpuModelFor(const CommTopology& topo, const Filter& algo, const Filter& proto,
+                                            int channels, int rank);
 
 // "dddd:bb:dd.0" for a backend's gpuPciId (src/backends/backend.h), "" for 0 (no GPU).
 std::string gpuBusId(uint64_t gpuPciId);

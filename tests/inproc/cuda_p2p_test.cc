@@ -1,7 +1,8 @@
 // The p2p transport on CUDA communicators (transports/p2p, docs/cuda.md), on the strict fake driver: which pairs
 // use it (the host topology and NCCL_P2P_LEVEL, NCCL_P2P_DISABLE, the driver's answer where the topology does not
 // show the GPUs), exact results over it, and ranks in different processes attaching to each other's FIFOs through
-// exported cuMem handles. The decisions are read from the INFO log, where braid names each pair's.
+// exported cuMem handles; and which model chooses the algorithms (NCCL's GPU model when the topology shows the
+// GPUs). The decisions are read from the INFO log, where braid names each pair's.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -166,6 +167,9 @@ TEST_F(CudaP2p, TheTopologyAndTheKnobsDecideWhichPairsUseP2p) {
     for (ncclResult_t r : allReduce(3, 70000)) EXPECT_EQ(r, ncclSuccess);
     const std::string t = log.textOf(getpid());
     EXPECT_TRUE(has(t, "rank 0 (GPU 0) and rank 1 (GPU 1): P2P, path PIX")) << t;
+    // The topology shows the GPUs: NCCL's GPU model chooses algorithms and protocols.
+    EXPECT_TRUE(has(t, "rank 0: algorithms and protocols chosen by NCCL's GPU model (3 ranks, 1 node(s), sm 90-90"))
+        << t;
     EXPECT_TRUE(has(t, "rank 0 (GPU 0) and rank 2 (GPU 2): no P2P (host memory), path SYS")) << t;
     EXPECT_TRUE(has(t, "via p2p")) << t;
     EXPECT_TRUE(has(t, "via inproc")) << t;
@@ -200,6 +204,7 @@ TEST_F(CudaP2p, WithoutTheGpusInTheTopologyTheDriverDecides) {
     const std::string t = log.textOf(getpid());
     EXPECT_TRUE(has(t, "P2P, GPUs not in the topology")) << t;
     EXPECT_TRUE(has(t, "the driver says peer access is possible")) << t;
+    EXPECT_TRUE(has(t, "chosen by the host cost model: the topology")) << t;
   }
   {
     setenv("BRAID_FAKE_CUDA_NO_P2P", "1", 1);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/selector/gpu_model.h"
+#include "algorithms/selector/selector.h"
 #include "topology/topo.h"
 #include "topology/topo_search.h"
 #include "topology/xml.h"
@@ -386,6 +387,34 @@ TEST(GpuModel, ParseCollAndReport) {
   const std::string sweep = describeGpuSweep(m, kAr, 8, size_t{8} << 30, 4);
   EXPECT_NE(sweep.find("  Ring/LL\n"), std::string::npos);
   EXPECT_EQ(sweep.substr(sweep.rfind("  ", sweep.size() - 2)), "  NVLS/Simple\n");
+}
+
+// A CUDA communicator's selector prices the FIFO path with the model (SelectorConfig::gpu): with LL128 off, as
+// braid's CUDA communicators have it, it picks what the model's argmin picks over ring and tree with LL and
+// Simple, at every size from 8 B to 1 GB; a pair the model disables is never chosen.
+TEST(GpuModel, TheSelectorChoosesWhatTheModelChooses) {
+  GpuModelInput in = inputFor("pcie_4gpu.xml", 1);
+  in.ll128Setting = 0;
+  in.nvlsSupport = false;
+  in.patEnable = false;
+  in.algoFilter = filter("ring,tree", true);
+  in.protoFilter = filter("ll,simple", false);
+  SelectorConfig sc;
+  sc.nranks = in.nRanks;
+  sc.gpu = std::make_shared<const GpuModel>(buildGpuModel(in));
+  const GpuModel& m = *sc.gpu;
+  Selector sel(std::move(sc));
+  int changes = 0;
+  std::string last;
+  for (size_t n = 8; n <= (size_t{1} << 30); n *= 4) {
+    const GpuChoice want = selectGpu(m, kAr, n);
+    const FifoChoice got = sel.chooseFifo(CollKind::kAllReduce, n);
+    EXPECT_EQ(choiceName(GpuChoice{got.algo, got.proto, got.predictedUs}), choiceName(want)) << n << " bytes";
+    EXPECT_DOUBLE_EQ(got.predictedUs, want.timeUs) << n << " bytes";
+    if (choiceName(want) != last) ++changes;
+    last = choiceName(want);
+  }
+  EXPECT_GE(changes, 2) << "the choice never moved with the size";
 }
 
 }  // namespace
