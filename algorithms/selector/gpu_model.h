@@ -5,8 +5,9 @@
 // node count; an operation of n bytes is predicted to take
 //     time = latency x latCount + n / (1000 x algBw)   (us; algBw = busBw converted to the algorithm's bytes)
 // and the selector takes the argmin over the enabled pairs. It is a model of NCCL's model, not of the hardware:
-// the constants are NCCL's (2.30.7), so braid on a GPU machine picks what NCCL would pick. braid has no CUDA
-// backend yet; `braid-topo --tune` prints the tables and the choices for a topology file.
+// the constants are NCCL's (2.30.7), so braid on a GPU machine picks what NCCL would pick. CUDA communicators
+// choose with it when the topology shows their GPUs (src/core/comm_topo.h, gpuModelFor); `braid-topo --tune`
+// prints the tables and the choices for a topology file.
 //
 // Inputs are a narrow struct (GpuModelInput), built from a host topology and its searched graphs by
 // gpuModelInputFrom(), or by hand in tests. Everything here is a pure function of that struct.
