@@ -350,9 +350,10 @@ TEST(CudaCommProcesses, OverTheNetwork) {
   processRanks("1");
 }
 
-// kill -9 of a process rank while the other's kernel waits for it: the survivor's stream synchronises within
-// BRAID_TIMEOUT (the kernel stops, never traps) and ncclCommGetAsyncError says ncclRemoteError naming the rank it
-// waited for. No fixture: the parent must not initialise CUDA before it forks.
+// kill -9 of a process rank while the other's kernel waits for it: the survivor's watch sees the process gone and
+// stops its kernel in about a second (not at BRAID_TIMEOUT, 30 s here; the kernel stops, never traps), and
+// ncclCommGetAsyncError says ncclRemoteError naming the rank and its process. No fixture: the parent must not
+// initialise CUDA before it forks.
 TEST(CudaCommProcesses, KillNineOfAPeerReachesGetAsyncError) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
   std::vector<int> codes = runProcesses(
@@ -378,7 +379,7 @@ TEST(CudaCommProcesses, KillNineOfAPeerReachesGetAsyncError) {
           fprintf(stderr, "rank 0: async %d after %.1f s: %s\n", async, s, msg.c_str());
           return 12;
         }
-        if (msg.find("rank 1") == std::string::npos || s > 2 * 2 + 1) {
+        if (msg.find("rank 1 (process ") == std::string::npos || msg.find("exited") == std::string::npos || s > 10) {
           fprintf(stderr, "rank 0 after %.1f s: %s\n", s, msg.c_str());
           return 13;
         }
@@ -386,7 +387,7 @@ TEST(CudaCommProcesses, KillNineOfAPeerReachesGetAsyncError) {
       },
       60, nullptr, nullptr,
       [](int r) {
-        setenv("BRAID_TIMEOUT", "2", 1);
+        setenv("BRAID_TIMEOUT", "30", 1);
         if (!Driver::get().use(r)) _exit(20);
       });
   EXPECT_EQ(codes[0], 0);

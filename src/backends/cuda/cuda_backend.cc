@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -220,6 +221,7 @@ CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device)
 }
 
 CudaBackend::~CudaBackend() {
+  watch_.reset();  // its callbacks use what follows
   ScopedContext scope(api_, ctx_);
   std::lock_guard<std::mutex> lock(mu_);
   // Work still running: wait for it within the deadline, then stop it through the abort word (its kernels poll
@@ -295,6 +297,29 @@ Status CudaBackend::init(const BackendInitContext& ctx) {
   BRAID_ASSIGN_OR_RETURN(void* word, pinnedAlloc(api_, sizeof(uint32_t), "the abort word"));
   abortWord_ = static_cast<uint32_t*>(word);
   storeRelease(abortWord_, 0u);
+  // Peers in other processes of this host: a kill -9 stops this rank's kernels in about a second rather than at
+  // their deadline.
+  std::vector<std::pair<int, pid_t>> local;
+  for (const PeerInfo& p : *ctx.peers) {
+    if (p.rank != rank_ && p.hostHash == (*ctx.peers)[static_cast<size_t>(rank_)].hostHash && p.pid != getpid()) {
+      local.emplace_back(p.rank, p.pid);
+    }
+  }
+  watch_ = std::make_unique<PeerWatch>(
+      std::move(local),
+      [this] {
+        std::lock_guard<std::mutex> lock(mu_);
+        return !inflight_.empty() || !captured_.empty();
+      },
+      [this](int rank, pid_t pid) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          peerGone_ = strPrintf("rank %d (process %d on this host) exited while this rank's kernels waited", rank,
+                                static_cast<int>(pid));
+        }
+        BRAID_WARN("rank %d: %s: stopping them", rank_, peerGone_.c_str());
+        abortWork();
+      });
   BRAID_INFO(kLogInit, "rank %d: CUDA communicator on device %d, kernels from %s, %d threads per CTA", rank_, device_,
              lib->source.c_str(), threads_);
   return Status::ok();
@@ -571,6 +596,7 @@ Status CudaBackend::statusOf(const Launch& l) const {
     const char* kernel = kernelName(l.kernels[k].second);
     switch (static_cast<DevStatusCode>(code)) {
       case DevStatusCode::kAborted:
+        if (!peerGone_.empty()) return remoteError("rank %d: %s", rank_, peerGone_.c_str());
         return remoteError("rank %d: %s stopped on channel %d: the communicator was aborted", rank_, kernel, s.channel);
       case DevStatusCode::kPeerAborted:
         return remoteError("rank %d: %s on channel %d: the connection %s failed or was aborted", rank_, kernel,

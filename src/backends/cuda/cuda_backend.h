@@ -32,6 +32,7 @@
 #include "src/backends/backend.h"
 #include "src/backends/cuda/cu_api.h"
 #include "src/backends/cuda/device_memory.h"
+#include "src/backends/cuda/peer_watch.h"
 
 namespace braid {
 
@@ -111,7 +112,9 @@ class CudaBackend final : public Backend {
   std::mutex mu_;             // guards inflight_ and failed_
   std::deque<std::unique_ptr<Launch>> inflight_;
   std::vector<std::shared_ptr<Captured>> captured_;
-  Status failed_;  // the first asynchronous failure: the communicator is unusable after it
+  std::string peerGone_;              // "rank 1 (process 4242) exited", set by the watch (guarded by mu_)
+  std::unique_ptr<PeerWatch> watch_;  // peers' processes on this host, while work is in flight
+  Status failed_;                     // the first asynchronous failure: the communicator is unusable after it
 };
 
 }  // namespace braid
