@@ -94,8 +94,9 @@ class ThreadRunner {
     if (!comms_) fail(s_, firstRank_, error);
     const std::vector<int> places = placeBuffers(devices);
     for (int i = 0; i < s_.ranksPerThread; ++i) {
-      std::unique_ptr<RankBuffers> b = RankBuffers::create(s_.backend.get(), firstRank_ + i, places[i], s_.bufferBytes,
-                                                           s_.bufferBytes, s_.opts.streamNull != 0, &error);
+      std::unique_ptr<RankBuffers> b =
+          RankBuffers::create(s_.backend.get(), firstRank_ + i, places[i], s_.bufferBytes, s_.bufferBytes,
+                              s_.opts.streamNull != 0, s_.opts.plainHost, &error);
       if (!b) fail(s_, firstRank_ + i, error);
       ranks_.push_back(std::move(b));
     }

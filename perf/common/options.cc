@@ -14,6 +14,7 @@ namespace {
 
 constexpr int kBuffersOption = 1000;  // long-only options take codes outside the char range
 constexpr int kBindOption = 1001;
+constexpr int kHostAllocOption = 1002;
 
 void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
   std::fprintf(
@@ -60,6 +61,9 @@ void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
       "                           same sizes, table and check: braid, mpi (start with mpirun), gloo\n"
       "  --buffers <where>        auto: device memory where the communicators have a CUDA device, host\n"
       "                           memory otherwise; host; device (needs libcudart and a GPU) [auto]\n"
+      "  --host_alloc <how>       host buffers from memalloc: ncclMemAlloc, as nccl-tests allocates every\n"
+      "                           buffer (memory braid's peers map); malloc: plain page-aligned memory, as\n"
+      "                           a CPU program's [memalloc]\n"
       "  --bind <none|cores>      cores: when the host's rank threads (processes per host x -t) fit its\n"
       "                           CPUs, bind each to its own CPU; none: leave them to the scheduler [none]\n"
       "  -h,--help                this text\n"
@@ -133,6 +137,7 @@ const struct option kLongOptions[] = {
     {"baseline", required_argument, nullptr, 'B'},
     {"buffers", required_argument, nullptr, kBuffersOption},
     {"bind", required_argument, nullptr, kBindOption},
+    {"host_alloc", required_argument, nullptr, kHostAllocOption},
     {"per_iter_timing", required_argument, nullptr, 'I'},
     {"per_iter_skip", required_argument, nullptr, 'K'},
     {"report_timestamps", required_argument, nullptr, 'S'},
@@ -285,6 +290,12 @@ bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool 
         } else {
           return bad("buffer place (--buffers auto|host|device)", arg);
         }
+        break;
+      }
+      case kHostAllocOption: {
+        const std::string v = arg == nullptr ? "" : arg;
+        if (v != "memalloc" && v != "malloc") return bad("host buffer allocator (--host_alloc memalloc|malloc)", arg);
+        opts->plainHost = v == "malloc";
         break;
       }
       case kBindOption: {

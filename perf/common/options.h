@@ -42,9 +42,12 @@ struct PerfOptions {
   int localRegister = 0;                     // -R: buffer registration; only 0 (braid has no ncclCommRegister yet)
   std::string baseline = "braid";            // --baseline: braid, mpi or gloo
   BufferPlace buffers = BufferPlace::kAuto;  // --buffers
-  bool bindThreads = false;                  // --bind cores: one CPU per rank thread when they fit (none: off)
-  std::vector<const TypeInfo*> types;        // -d (default float; "all")
-  std::vector<const OpInfo*> ops;            // -o (default sum; "all")
+  // --host_alloc malloc: host buffers from plain page-aligned malloc, as a CPU program's, instead of ncclMemAlloc
+  // (which nccl-tests uses for every buffer since NCCL 2.19, and which peers of braid host communicators can map).
+  bool plainHost = false;
+  bool bindThreads = false;            // --bind cores: one CPU per rank thread when they fit (none: off)
+  std::vector<const TypeInfo*> types;  // -d (default float; "all")
+  std::vector<const OpInfo*> ops;      // -o (default sum; "all")
 };
 
 // Parses argv into *opts and returns true when the test should run. Otherwise it has printed the usage (-h) or the

@@ -17,7 +17,8 @@ char* hostAllocate(size_t bytes) {
 }  // namespace
 
 std::unique_ptr<RankBuffers> RankBuffers::create(Backend* backend, int rank, int device, size_t sendBytes,
-                                                 size_t recvBytes, bool streamNull, std::string* error) {
+                                                 size_t recvBytes, bool streamNull, bool plainHost,
+                                                 std::string* error) {
   sendBytes = pageRounded(sendBytes);
   recvBytes = pageRounded(recvBytes);
   std::unique_ptr<RankBuffers> b(new RankBuffers(backend, rank, device));
@@ -28,8 +29,12 @@ std::unique_ptr<RankBuffers> RankBuffers::create(Backend* backend, int rank, int
     return nullptr;
   }
   if (device < 0) {
-    b->send_ = b->hostSend_ = static_cast<char*>(backend->allocate(sendBytes));
-    b->recv_ = b->hostRecv_ = static_cast<char*>(backend->allocate(recvBytes));
+    b->plainHost_ = plainHost;
+    // A qualified call: the base class's plain pages, whatever the library's allocator is.
+    b->send_ = b->hostSend_ =
+        static_cast<char*>(plainHost ? backend->Backend::allocate(sendBytes) : backend->allocate(sendBytes));
+    b->recv_ = b->hostRecv_ =
+        static_cast<char*>(plainHost ? backend->Backend::allocate(recvBytes) : backend->allocate(recvBytes));
     if (b->send_ == nullptr || b->recv_ == nullptr) {
       *error = "cannot allocate " + sizes + " bytes of host buffers (lower -e)";
       return nullptr;
@@ -71,8 +76,14 @@ RankBuffers::~RankBuffers() {
     std::free(hostSend_);
     std::free(hostRecv_);
   } else {
-    if (send_ != nullptr) backend_->release(send_);
-    if (recv_ != nullptr) backend_->release(recv_);
+    for (char* p : {send_, recv_}) {
+      if (p == nullptr) continue;
+      if (plainHost_) {
+        backend_->Backend::release(p);
+      } else {
+        backend_->release(p);
+      }
+    }
   }
   std::free(expected_);
 }

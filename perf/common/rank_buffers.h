@@ -21,13 +21,15 @@ class RankBuffers {
   // `device` < 0: host memory from the backend (ncclMemAlloc for braid). Otherwise device memory on that CUDA
   // device (the backend's allocateOnDevice), host images, and a stream unless streamNull. The sizes are rounded
   // up to whole pages. nullptr with *error naming the sizes, the device and the reason.
+  // plainHost: host memory from plain page-aligned allocation (Backend's own), not the library's allocator.
   static std::unique_ptr<RankBuffers> create(Backend* backend, int rank, int device, size_t sendBytes, size_t recvBytes,
-                                             bool streamNull, std::string* error);
+                                             bool streamNull, bool plainHost, std::string* error);
   ~RankBuffers();
   RankBuffers(const RankBuffers&) = delete;
   RankBuffers& operator=(const RankBuffers&) = delete;
 
   int rank() const { return rank_; }
+  bool plainHost() const { return plainHost_; }
   int device() const { return device_; }  // -1: host memory
   bool onDevice() const { return device_ >= 0; }
   cudaStream_t stream() const { return stream_; }
@@ -54,6 +56,7 @@ class RankBuffers {
   Backend* backend_;
   int rank_;
   int device_;
+  bool plainHost_ = false;
   cudaStream_t stream_ = nullptr;
   char* send_ = nullptr;
   char* recv_ = nullptr;

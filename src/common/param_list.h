@@ -86,6 +86,11 @@ BRAID_PARAM(TuningFile, kString, "BRAID_TUNING_FILE", "",
 BRAID_PARAM(Direct, kInt, "BRAID_DIRECT", "1",
             "1: all-reduce, reduce-scatter and all-gather among ranks of one host run NVLS-style (direct loads and "
             "stores over shared memory); 0: always the ring.")
+BRAID_PARAM(Cma, kInt, "BRAID_CMA", "0",
+            "1: direct collectives between processes read and write peers' private (malloc) buffers with "
+            "cross-memory attach (process_vm_readv/writev) where the kernel permits it; 0: such buffers take the "
+            "ring (the default: on the 2-core VMs braid is measured on, the kernel's copy runs at half memcpy's "
+            "speed and the ring wins, docs/perf.md).")
 BRAID_PARAM(HostsShareCpus, kInt, "BRAID_HOSTS_SHARE_CPUS", "-1",
             "Whether a communicator's hosts (ranks grouped by NCCL_HOSTID) run on one machine's CPUs: -1 detects it "
             "(two hosts with the same kernel boot id: network namespaces or containers of one machine), 0 no, 1 yes. "

@@ -20,6 +20,7 @@
 #include "tests/common/coll_check.h"
 #include "tests/common/harness.h"
 
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // ncclResetDebugInit: reopening the log per process
 namespace braid_test {
 namespace {
 
@@ -146,6 +147,57 @@ TEST(Processes, DirectCollectivesOnSharedAndPrivateBuffers) {
       }
     }
   }
+}
+
+// BRAID_CMA=1: private (heap) buffers of other processes are read and written with cross-memory attach on the
+// direct path instead of falling back to the ring: exact results for every size class, in and out of place, with
+// every rank's buffers private and with one rank's; the COLL log says the path was taken.
+TEST(Processes, DirectCollectivesOnPrivateBuffersWithCrossMemoryAttach) {
+  char base[] = "/tmp/braid-cma-log-XXXXXX";
+  const int fd = mkstemp(base);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  setenv("BRAID_CMA", "1", 1);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
+  setenv("NCCL_DEBUG_FILE", (std::string(base) + ".%p").c_str(), 1);
+  for (int n : {2, 3}) {
+    for (int sharedRank : {-1, 0}) {
+      std::vector<pid_t> pids;
+      auto status = runProcesses(
+          n,
+          [&](int rank, ncclComm_t comm) {
+            for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather}) {
+              for (size_t count : {size_t{40000}, size_t{(1 << 20) + 3}}) {
+                for (bool inPlace : {false, true}) {
+                  CollCase c{coll, ncclFloat32, ncclSum, count, inPlace, 0, rank == sharedRank};
+                  std::string err = runCase(c, rank, n, comm);
+                  if (!err.empty()) {
+                    fprintf(stderr, "rank %d (shared rank %d): %s\n", rank, sharedRank, err.c_str());
+                    return 1;
+                  }
+                }
+              }
+            }
+            return 0;
+          },
+          120, &pids, nullptr, [&](int) { ncclResetDebugInit(); });  // this process's own log file (%p)
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(status[static_cast<size_t>(r)], 0) << n << " ranks, shared rank " << sharedRank << ", rank " << r;
+        const std::string log = std::string(base) + "." + std::to_string(pids[static_cast<size_t>(r)]);
+        const std::string text = readFileText(log);
+        unlink(log.c_str());
+        // A rank whose every peer's buffers are shared (n = 2, the other rank's ncclMemAlloc) maps them instead.
+        const bool seesPrivatePeer = sharedRank < 0 || n > 2 || r == sharedRank;
+        EXPECT_EQ(text.find("private memory: cross-memory attach") != std::string::npos, seesPrivatePeer)
+            << n << " ranks, shared rank " << sharedRank << ", rank " << r << ": " << text.substr(0, 2000);
+      }
+    }
+  }
+  for (const char* v : {"BRAID_CMA", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}) unsetenv(v);
+  ncclResetDebugInit();
+  unlink((std::string(base) + "." + std::to_string(getpid())).c_str());
+  unlink(base);
 }
 
 // The double binary tree between processes (forced), 2 to 7 ranks, across the FIFOs.

@@ -18,7 +18,9 @@
 
 #include "src/backends/common/direct_engine.h"
 #include "src/backends/cpu/host_cta.h"
+#include "src/common/cma.h"
 #include "src/common/logging.h"
+#include "src/common/params.h"
 #include "src/common/wait.h"
 
 namespace braid {
@@ -26,6 +28,9 @@ namespace {
 
 constexpr size_t kSlotBytes = 512;
 constexpr size_t kTileBytes = 16 << 10;  // reductions accumulate a tile in L1, then store it to every destination
+// With a peer's private memory in the operation, a tile costs a system call per remote source and destination:
+// larger tiles (still in L2) keep the calls a small part of the time.
+constexpr size_t kCmaTileBytes = 256 << 10;
 constexpr int kYieldsBeforeSleep = 16;
 constexpr int kPeerCheckMs = 10;                      // how often a stalled wait looks for dead or aborted peers
 constexpr long kSleepNanoseconds = 10 * 1000 * 1000;  // a futex sleep is bounded, so aborts and deadlines are seen
@@ -113,7 +118,57 @@ Result<std::unique_ptr<DirectGroup>> DirectGroup::create(const AllGatherFn& allG
   BRAID_ASSIGN_OR_RETURN(g->segment_, SharedSegment::create(allGather, rank, n, g->bytes_));
   if (!g->segment_) return std::unique_ptr<DirectGroup>();
   g->base_ = g->segment_->base();
+  BRAID_RETURN_IF_ERROR(g->probeCma(allGather));
   return g;
+}
+
+Status DirectGroup::probeCma(const AllGatherFn& allGather) {
+  // Each rank reads every other process's probe word; all agree on the outcome, so every rank takes the same
+  // path for the same buffers.
+  struct Probe {
+    int32_t pid;
+    int32_t ok;
+    uint64_t addr;
+    uint64_t value;
+  };
+  const int n = nranks_;
+  probe_ = 0xB7A1D00000000000ull + static_cast<uint64_t>(rank_);
+  std::vector<Probe> all(static_cast<size_t>(n));
+  all[static_cast<size_t>(rank_)] =
+      Probe{static_cast<int32_t>(getpid()), 1, reinterpret_cast<uint64_t>(&probe_), probe_};
+  BRAID_RETURN_IF_ERROR(allGather(all.data(), sizeof(Probe)).withContext("cross-memory attach probe"));
+  std::string why;
+  const bool wanted = params::Cma() != 0;
+  if (!wanted) why = "BRAID_CMA=0";
+  for (int p = 0; p < n && why.empty(); ++p) {
+    const Probe& q = all[static_cast<size_t>(p)];
+    if (q.pid == static_cast<int32_t>(getpid())) continue;
+    uint64_t v = 0;
+    Status st = cmaRead(q.pid, &v, reinterpret_cast<const void*>(q.addr), sizeof(v));
+    if (st.isOk() && v != q.value)
+      st = internalError("read %llx, expected %llx", (unsigned long long)v, (unsigned long long)q.value);
+    if (!st.isOk()) why = strPrintf("rank %d: %s", p, st.message().c_str());
+  }
+  all[static_cast<size_t>(rank_)].ok = why.empty() ? 1 : 0;
+  BRAID_RETURN_IF_ERROR(allGather(all.data(), sizeof(Probe)).withContext("cross-memory attach probe"));
+  cma_ = true;
+  for (const Probe& q : all) cma_ = cma_ && q.ok != 0;
+  if (!wanted) {
+    // Off (the default): nothing to say.
+  } else if (!why.empty()) {
+    BRAID_INFO(kLogInit | kLogShm,
+               "rank %d: cross-memory attach unavailable (%s): private (malloc) buffers of other processes take the "
+               "ring",
+               rank_, why.c_str());
+  } else if (!cma_) {
+    BRAID_INFO(kLogInit | kLogShm,
+               "rank %d: cross-memory attach refused to another rank: private (malloc) buffers of other processes "
+               "take the ring",
+               rank_);
+  } else {
+    BRAID_INFO(kLogInit | kLogShm, "rank %d: cross-memory attach to every process of the host (BRAID_CMA=1)", rank_);
+  }
+  return Status::ok();
 }
 
 DirectGroup::~DirectGroup() = default;
@@ -266,6 +321,9 @@ Status DirectGroup::execute(const DirectRequest& req, const WaitContext& ctx, bo
   const char* what = req.coll == DirectCollective::kReduceScatter ? "reduce-scatter"
                      : req.coll == DirectCollective::kAllGather   ? "all-gather"
                                                                   : "one-shot all-reduce";
+  srcPid_.assign(static_cast<size_t>(n), 0);
+  dstPid_.assign(static_cast<size_t>(n), 0);
+  int remote = 0;  // buffers in other processes' private memory
   if (staged(req, n)) {
     // Inputs are in the segment; each rank writes only its own output.
     for (int p = 0; p < n; ++p) srcs[static_cast<size_t>(p)] = stage(p, gen);
@@ -289,7 +347,7 @@ Status DirectGroup::execute(const DirectRequest& req, const WaitContext& ctx, bo
       samePid = samePid && s.send.pid == slot(0).send.pid;
       shareable = shareable && s.send.fd >= 0 && s.recv.fd >= 0;
     }
-    if (!samePid && !shareable) {
+    if (!samePid && !shareable && !cma_) {
       BRAID_INFO(kLogColl, "rank %d: op %u: buffers of some rank are private memory (not ncclMemAlloc): ring", rank_,
                  gen);
       // The caller runs the ring; finish() still follows, and waits: a peer may still be reading this rank's
@@ -298,11 +356,27 @@ Status DirectGroup::execute(const DirectRequest& req, const WaitContext& ctx, bo
       return Status::ok();
     }
     ++epoch_;
+    const pid_t me = getpid();
     for (int p = 0; p < n; ++p) {
-      BRAID_ASSIGN_OR_RETURN(char* s, mappings_.resolve(slot(p).send, epoch_));
-      BRAID_ASSIGN_OR_RETURN(char* d, mappings_.resolve(slot(p).recv, epoch_));
-      srcs[static_cast<size_t>(p)] = s;
-      dsts[static_cast<size_t>(p)] = d;
+      const MemHandle& sh = slot(p).send;
+      const MemHandle& rh = slot(p).recv;
+      // Another process's private memory stays an address there, reached with cross-memory attach.
+      if (sh.fd < 0 && sh.pid != me) {
+        srcs[static_cast<size_t>(p)] = reinterpret_cast<const char*>(sh.addr);
+        srcPid_[static_cast<size_t>(p)] = sh.pid;
+        ++remote;
+      } else {
+        BRAID_ASSIGN_OR_RETURN(char* s, mappings_.resolve(sh, epoch_));
+        srcs[static_cast<size_t>(p)] = s;
+      }
+      if (rh.fd < 0 && rh.pid != me) {
+        dsts[static_cast<size_t>(p)] = reinterpret_cast<char*>(rh.addr);
+        dstPid_[static_cast<size_t>(p)] = rh.pid;
+        ++remote;
+      } else {
+        BRAID_ASSIGN_OR_RETURN(char* d, mappings_.resolve(rh, epoch_));
+        dsts[static_cast<size_t>(p)] = d;
+      }
     }
     const DirectCollective c =
         req.coll == DirectCollective::kAllReduceOneShot ? DirectCollective::kAllReduceTwoShot : req.coll;
@@ -310,10 +384,37 @@ Status DirectGroup::execute(const DirectRequest& req, const WaitContext& ctx, bo
     if (c == DirectCollective::kAllReduceTwoShot) what = "two-shot all-reduce";
     needEndWait_ = true;
   }
-  BRAID_INFO(kLogColl, "rank %d: op %u: direct %s of %zu elements, %s", rank_, gen, what, req.count,
-             needEndWait_ ? "on the buffers" : "staged");
+  BRAID_INFO(
+      kLogColl, "rank %d: op %u: direct %s of %zu elements, %s%s", rank_, gen, what, req.count,
+      needEndWait_ ? "on the buffers" : "staged",
+      remote > 0 ? strPrintf(" (%d in other processes' private memory: cross-memory attach)", remote).c_str() : "");
   BRAID_RETURN_IF_ERROR(runSteps(req));
   *ran = true;
+  return Status::ok();
+}
+
+Result<const char*> DirectGroup::source(int p, size_t at, size_t bytes) {
+  const pid_t pid = srcPid_[static_cast<size_t>(p)];
+  const char* src = srcs_[static_cast<size_t>(p)] + at;
+  if (pid == 0) return src;
+  std::vector<char>& buf = fetch_[static_cast<size_t>(p)];
+  if (buf.size() < bytes) buf.resize(std::max(bytes, kCmaTileBytes));
+  BRAID_RETURN_IF_ERROR(
+      cmaRead(pid, buf.data(), src, bytes).withContext(strPrintf("rank %d: rank %d's input", rank_, p)));
+  return static_cast<const char*>(buf.data());
+}
+
+Status DirectGroup::store(int d, char* dst, const char* from, size_t bytes, bool streaming, bool inPlace) {
+  const pid_t pid = dstPid_[static_cast<size_t>(d)];
+  if (pid != 0) {
+    return cmaWrite(pid, dst, from, bytes).withContext(strPrintf("rank %d: rank %d's output", rank_, d));
+  }
+  // In place (the destination is the source just read, so it is cached) ordinary stores are cheaper.
+  if (streaming && !inPlace) {
+    streamCopy(dst, from, bytes);
+  } else if (dst != from) {
+    std::memcpy(dst, from, bytes);
+  }
   return Status::ok();
 }
 
@@ -323,20 +424,33 @@ Status DirectGroup::runSteps(const DirectRequest& req) {
   const std::vector<char*>& dsts = dsts_;
   const size_t es = dtypeSize(req.op.dtype);
   const int n = nranks_;
-  const size_t tileElems = std::max<size_t>(1, kTileBytes / es);
+  bool remote = false;
+  for (int p = 0; p < n; ++p)
+    remote = remote || srcPid_[static_cast<size_t>(p)] != 0 || dstPid_[static_cast<size_t>(p)] != 0;
+  const size_t tileBytes = remote ? kCmaTileBytes : kTileBytes;
+  const size_t tileElems = std::max<size_t>(1, tileBytes / es);
+  if (tile_.size() < tileElems * es) tile_.resize(tileElems * es);
+  if (remote && fetch_.size() < static_cast<size_t>(n)) fetch_.resize(static_cast<size_t>(n));
   std::vector<ReduceOp>& ops = ops_;
   ops.assign(static_cast<size_t>(n), req.op);
   for (int p = 0; p < n; ++p) ops[static_cast<size_t>(p)].scalar = slot(p).scalar[gen_ & 1];
   bool streaming = false;
   for (const DirectStep& s : steps) streaming = streaming || s.count * es >= kStreamingBytes;
+  tileSrcs_.assign(static_cast<size_t>(n), nullptr);
   for (const DirectStep& s : steps) {
     const int d0 = s.dstRank < 0 ? 0 : s.dstRank;
     const int d1 = s.dstRank < 0 ? n : s.dstRank + 1;
     if (s.kind == DirectKind::kCopy) {
-      const char* src = srcs[static_cast<size_t>(s.srcRank)] + s.srcOffset * es;
-      for (int d = d0; d < d1; ++d) {
-        char* dst = dsts[static_cast<size_t>(d)] + s.dstOffset * es;
-        if (dst != src) std::memcpy(dst, src, s.count * es);
+      // A copy from another process's memory comes through this process, a tile at a time.
+      const bool srcRemote = srcPid_[static_cast<size_t>(s.srcRank)] != 0;
+      const size_t chunk = srcRemote ? tileElems : s.count;
+      for (size_t t = 0; t < s.count; t += chunk) {
+        const size_t len = std::min(chunk, s.count - t);
+        BRAID_ASSIGN_OR_RETURN(const char* src, source(s.srcRank, (s.srcOffset + t) * es, len * es));
+        for (int d = d0; d < d1; ++d) {
+          char* dst = dsts[static_cast<size_t>(d)] + (s.dstOffset + t) * es;
+          BRAID_RETURN_IF_ERROR(store(d, dst, src, len * es, false, true));
+        }
       }
       continue;
     }
@@ -344,25 +458,23 @@ Status DirectGroup::runSteps(const DirectRequest& req) {
       const size_t len = std::min(tileElems, s.count - t);
       char* acc = tile_.data();
       const size_t at = (s.srcOffset + t) * es;
+      for (int p = 0; p < n; ++p) {
+        BRAID_ASSIGN_OR_RETURN(tileSrcs_[static_cast<size_t>(p)], source(p, at, len * es));
+      }
       // Always rank order 0..n-1: the result is bitwise the same whichever rank computes it, at any tiling.
       DirectTileArgs tile;
-      tile.srcs = srcs.data();
+      tile.srcs = tileSrcs_.data();
       tile.ops = ops.data();
       tile.nranks = n;
-      tile.at = at;
+      tile.at = 0;
       tile.len = len;
       tile.acc = acc;
       HostDataOps env;
       directReduceTile(HostCta{}, env, tile);
       for (int d = d0; d < d1; ++d) {
         char* dst = dsts[static_cast<size_t>(d)] + (s.dstOffset + t) * es;
-        // In place (the destination is the source just read, so it is cached) ordinary stores are cheaper.
-        const bool inPlace = dst == srcs[static_cast<size_t>(d)] + at;
-        if (streaming && !inPlace) {
-          streamCopy(dst, acc, len * es);
-        } else {
-          std::memcpy(dst, acc, len * es);
-        }
+        const bool inPlace = dstPid_[static_cast<size_t>(d)] == 0 && dst == srcs[static_cast<size_t>(d)] + at;
+        BRAID_RETURN_IF_ERROR(store(d, dst, acc, len * es, streaming, inPlace));
       }
     }
   }

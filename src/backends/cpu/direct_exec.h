@@ -1,8 +1,10 @@
 // The CPU backend's NVLS-style ("direct") collectives: the local ranks of a communicator share one control
 // segment, publish their buffers there, and each rank loads from and stores to its peers' buffers directly
 // (algorithms/direct builds the steps). Small operations stage their inputs in the segment, so they work on any
-// buffers; larger ones work in place on the user's buffers when every rank can reach every other rank's (threads
-// of one process, or ncclMemAlloc memory across processes), and otherwise fall back to the ring.
+// buffers; larger ones work in place on the user's buffers when every rank can reach every other rank's: threads
+// of one process, ncclMemAlloc memory across processes (mapped), or private memory of another process through
+// cross-memory attach (src/common/cma.h: one copy per tile read or written, when every pair of processes may use
+// it, probed at create; BRAID_CMA=0 turns it off), and otherwise fall back to the ring.
 //
 // One operation = post (publish buffers; non-blocking), execute (wait for every rank's post, then run this rank's
 // steps), finish (signal done; then, for operations on the buffers themselves or falling back, wait until every
@@ -75,6 +77,12 @@ class DirectGroup {
   Status waitAll(bool done, uint32_t gen, const WaitContext& ctx) const;
   Status peerFailure(const WaitContext& ctx) const;
   Status runSteps(const DirectRequest& req);
+  // The cross-memory attach probe of create(): every pair of processes can read each other's memory.
+  Status probeCma(const AllGatherFn& allGather);
+  // The tile of rank p's source at byte offset `at` (its own memory, or read into fetch_[p]).
+  Result<const char*> source(int p, size_t at, size_t bytes);
+  // Stores `bytes` of `from` at rank d's destination `dst` (read from this process, or written into d's).
+  Status store(int d, char* dst, const char* from, size_t bytes, bool streaming, bool inPlace);
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -94,6 +102,14 @@ class DirectGroup {
   std::vector<char*> dsts_;
   std::vector<DirectStep> steps_;
   std::vector<ReduceOp> ops_;
+  // Cross-memory attach: agreed at create; per operation, the process whose private memory srcs_[p] / dsts_[p]
+  // name (0: an address of this process), and a tile buffer per rank to read remote sources into.
+  bool cma_ = false;
+  uint64_t probe_ = 0;
+  std::vector<pid_t> srcPid_;
+  std::vector<pid_t> dstPid_;
+  std::vector<std::vector<char>> fetch_;
+  std::vector<const char*> tileSrcs_;
 };
 
 }  // namespace braid
