@@ -167,6 +167,10 @@ class Backend {
   // Work still running after launchFifo returned (a streams backend): the first failure it reported, or ok. Frees
   // what finished work held. Called by ncclCommGetAsyncError and before each launch.
   [[nodiscard]] virtual Status pollAsync() { return Status::ok(); }
+  // A streams backend: launchFifo calls made so far, and how many of them have finished (in order; a launch
+  // captured into a CUDA graph counts as finished). Host backends finish every launch before it returns.
+  virtual uint64_t launchesIssued() const { return 0; }
+  virtual uint64_t launchesFinished() const { return 0; }
   // ncclCommAbort: work still running stops (a kernel polls an abort word; host backends poll the communicator's
   // abort flag already).
   virtual void abortWork() {}

@@ -612,6 +612,16 @@ Status Communicator::pollAsync() {
   return st;
 }
 
+Status Communicator::pollOwned() {
+  Status st = pollAsync();
+  if (!st.isOk()) {
+    flight_->ended(st);  // what was still running failed with it
+    return st;
+  }
+  if (backend_) flight_->finishedLaunches(backend_->launchesFinished());
+  return st;
+}
+
 Status Communicator::launch(const std::vector<Communicator*>& comms) {
   Status result = checkCalls(comms);
   if (!result.isOk()) {
@@ -644,7 +654,14 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
   } else {
     result = launchInOrder(comms);
   }
-  for (Communicator* comm : comms) comm->flight_->ended(result);
+  for (Communicator* comm : comms) {
+    if (result.isOk() && comm->backend_->caps().streams) {
+      // The work runs on after the call returns: its calls end when the backend says their launch finished.
+      comm->flight_->launched(comm->backend_->launchesIssued());
+    } else {
+      comm->flight_->ended(result);
+    }
+  }
   if (!result.isOk()) reportFailure(comms, result);
   for (Communicator* comm : comms) {
     comm->clearPending();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,6 +68,9 @@ class Communicator {
   std::atomic<int>& asyncError() { return asyncError_; }  // an ncclResult_t value
   // Work a streams backend still runs: records its first failure in asyncError (and the log) and returns it.
   Status pollAsync();
+  // pollAsync on the owner's thread (enqueue): also ends, in the flight recorder, the calls whose launches finished
+  // (a streams backend's calls return before their work ends), or fails them with the error.
+  Status pollOwned();
   Backend& backend() { return *backend_; }
   std::atomic<bool> finalized{false};
   std::thread initThread;  // non-blocking or grouped init runs here

@@ -57,8 +57,9 @@ Status checkUsable(Communicator& comm, const void* handle, const void* stream) {
         stream);
   }
   if (stream != nullptr) BRAID_RETURN_IF_ERROR(comm.backend().checkStream(const_cast<void*>(stream)));
-  // An earlier operation's kernels may have failed since: this one is refused with that error.
-  return comm.pollAsync();
+  // An earlier operation's kernels may have failed since: this one is refused with that error. (Finished ones end
+  // in the flight recorder here, on the owner's thread.)
+  return comm.pollOwned();
 }
 
 }  // namespace

@@ -301,6 +301,7 @@ void FlightRecorder::started() {
 
 void FlightRecorder::ended(const Status& result) {
   if (capacity_ == 0) return;
+  pendingLaunches_.clear();  // everything started ends here
   move(unended_, unstarted_, FlightState::kStarted, result.isOk() ? FlightState::kFinished : FlightState::kFailed,
        &Slot::ended, ticks().now());
   unended_ = unstarted_;
@@ -310,11 +311,27 @@ void FlightRecorder::ended(const Status& result) {
   }
 }
 
+void FlightRecorder::launched(uint64_t issued) {
+  if (capacity_ == 0) return;
+  pendingLaunches_.emplace_back(issued, unstarted_);
+}
+
+void FlightRecorder::finishedLaunches(uint64_t finished) {
+  while (!pendingLaunches_.empty() && pendingLaunches_.front().first <= finished) {
+    const uint64_t to = std::min(pendingLaunches_.front().second, unstarted_);
+    pendingLaunches_.pop_front();
+    if (to <= unended_) continue;
+    move(unended_, to, FlightState::kStarted, FlightState::kFinished, &Slot::ended, ticks().now());
+    unended_ = to;
+  }
+}
+
 void FlightRecorder::dropped() {
   if (capacity_ == 0) return;
   const uint64_t next = next_.load(kRelaxed);
   move(unstarted_, next, FlightState::kQueued, FlightState::kDropped, nullptr, 0);
-  unstarted_ = unended_ = next;
+  unstarted_ = next;
+  if (pendingLaunches_.empty()) unended_ = next;  // calls of a launch still running end when it finishes
 }
 
 void FlightRecorder::identify(FlightIdentity id) {

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -73,6 +74,10 @@ class FlightRecorder {
   void started();
   // Every started call ends now: finished, or failed with `result`'s message.
   void ended(const Status& result);
+  // A backend whose calls return before their work ends (CUDA streams): the started calls end when its launch
+  // number `issued` has finished; finishedLaunches(n) says that launches 1..n have.
+  void launched(uint64_t issued);
+  void finishedLaunches(uint64_t finished);
   // Calls still queued will not run (a group that failed before it launched).
   void dropped();
   // ncclCommAbort was called: recorded as the communicator's error unless it already has one.
@@ -85,6 +90,8 @@ class FlightRecorder {
   std::string summary() const;
 
  private:
+  // launched() marks not finished yet: (launch number, the entry number the started calls end before).
+  std::deque<std::pair<uint64_t, uint64_t>> pendingLaunches_;
   // One entry as plain data (a dump's copy).
   struct Entry {
     uint64_t token = kNone;  // entry number since creation; its slot is token & mask_

@@ -216,8 +216,8 @@ bool forkedAfterInit();
 CUresult injected(State& s, const char* fn);  // the injected result of this call of fn, or kSuccess
 // The allocation holding p, or s.allocations.end().
 std::map<CUdeviceptr, Allocation>::iterator findAllocation(State& s, CUdeviceptr p);
-// The stream a handle names for the calling thread: 0 and CU_STREAM_LEGACY (1) are its context's legacy stream;
-// CU_STREAM_PER_THREAD (2) is not modelled yet (kNotSupported).
+// The stream a handle names for the calling thread: 0 and CU_STREAM_LEGACY (1) are its context's legacy stream,
+// CU_STREAM_PER_THREAD (2) the thread's per-thread default stream (blocking with respect to the legacy stream).
 CUresult resolveStream(State& s, void* h, std::shared_ptr<Stream>* out);
 // Queues fn on st after deps, with the legacy stream's rules; returns what to wait for to see it done.
 Dep enqueue(State& s, const std::shared_ptr<Stream>& st, std::function<void()> fn, std::vector<Dep> deps = {});

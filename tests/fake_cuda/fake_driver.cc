@@ -23,8 +23,8 @@
 // device-only calls) and modules and launches (fake_kernels.cc: only the CTA emulator's image loads, kernels run
 // over the emulator on the stream's thread, a failed kernel leaves the sticky CUDA_ERROR_LAUNCH_FAILED).
 // Peer access and cuMem (fake_vmm.cc: physical memory as memfds, so exported descriptors work across processes).
-// Stream capture, graphs and user objects (fake_graphs.cc). Legacy IPC, multicast and the per-thread default stream
-// come next (the per-thread stream is refused with CUDA_ERROR_NOT_SUPPORTED).
+// Stream capture, graphs and user objects (fake_graphs.cc); the per-thread default stream (CU_STREAM_PER_THREAD,
+// made per thread and device, blocking with respect to the legacy stream). Legacy IPC and multicast come next.
 //
 // Knobs: BRAID_FAKE_CUDA_DEVICES=N (default 2; 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE);
 // BRAID_FAKE_CUDA_NO_P2P=1: cuDeviceCanAccessPeer says 0 for every pair (a PCIe system without peer access);

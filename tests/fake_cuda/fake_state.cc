@@ -97,10 +97,25 @@ std::map<CUdeviceptr, Allocation>::iterator findAllocation(State& s, CUdeviceptr
   return p < it->first + it->second.bytes ? it : s.allocations.end();
 }
 
-// The stream a handle names for the calling thread: 0 and CU_STREAM_LEGACY (1) are its context's legacy stream;
-// CU_STREAM_PER_THREAD (2) is not modelled yet. Caller holds s.mu.
+// The stream a handle names for the calling thread: 0 and CU_STREAM_LEGACY (1) are its context's legacy stream,
+// CU_STREAM_PER_THREAD (2) the thread's per-thread default stream. Caller holds s.mu.
 CUresult resolveStream(State& s, void* h, std::shared_ptr<Stream>* out) {
-  if (h == reinterpret_cast<void*>(2)) return kNotSupported;
+  if (h == reinterpret_cast<void*>(2)) {
+    // CU_STREAM_PER_THREAD: this thread's own default stream on its context's device, made at first use. It
+    // synchronises with the legacy stream (as a blocking stream does) and not with other streams.
+    if (tlsCurrent == nullptr) return kInvalidContext;
+    thread_local std::map<int, std::shared_ptr<Stream>> perThread;
+    std::shared_ptr<Stream>& st = perThread[tlsCurrent->device];
+    if (!st) {
+      st = std::make_shared<Stream>();
+      st->device = tlsCurrent->device;
+      st->blocking = true;
+      st->start();
+      s.devices[static_cast<size_t>(st->device)].blocking.push_back(st);
+    }
+    *out = st;
+    return kSuccess;
+  }
   if (h == nullptr || h == reinterpret_cast<void*>(1)) {
     if (tlsCurrent == nullptr) return kInvalidContext;
     Device& d = s.devices[static_cast<size_t>(tlsCurrent->device)];

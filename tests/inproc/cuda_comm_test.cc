@@ -472,6 +472,90 @@ TEST_F(CudaComm, RanksOnOneGpuShareItsResidentCtas) {
   for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess);
 }
 
+// cudaStreamPerThread (CU_STREAM_PER_THREAD, 0x2): each rank's thread's own default stream, as programs built with
+// --default-stream per-thread pass it. The collective is ordered on it like on any stream.
+TEST_F(CudaComm, ThePerThreadDefaultStream) {
+  const Driver& drv = Driver::get();
+  std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) {
+    auto perThread = reinterpret_cast<cudaStream_t>(0x2);
+    std::vector<float> in(5000, static_cast<float>(r + 1)), out(5000, 0);
+    void* buf = drv.alloc(in.size() * 4);
+    drv.copy(buf, in.data(), in.size() * 4, perThread);
+    ncclResult_t st = ncclAllReduce(buf, buf, in.size(), ncclFloat, ncclSum, comm, perThread);
+    drv.copy(out.data(), buf, out.size() * 4, perThread);
+    if (st == ncclSuccess && (drv.streamSync(perThread) != 0 || out[0] != 3.0f || out[4999] != 3.0f)) {
+      st = ncclInternalError;
+    }
+    drv.memFree(reinterpret_cast<unsigned long long>(buf));
+    return st;
+  });
+  for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << ncclGetLastError(nullptr);
+}
+
+// The state rank `rank`'s communicator's flight recorder gives its collective `seq` in a dump ("" if absent).
+std::string flightState(const std::string& dump, int rank, int seq) {
+  const size_t comm = dump.find("\"rank\": " + std::to_string(rank) + ", \"nranks\"");
+  if (comm == std::string::npos) return "";
+  const size_t end = dump.find("\"comm_id\"", comm);
+  const size_t op = dump.find("{\"coll_seq\": " + std::to_string(seq) + ",", comm);
+  if (op == std::string::npos || (end != std::string::npos && op > end)) return "";
+  const size_t st = dump.find("\"state\": \"", op);
+  return st == std::string::npos ? "" : dump.substr(st + 10, dump.find('"', st + 10) - st - 10);
+}
+
+// The flight recorder of a CUDA communicator: a collective whose kernel still waits for its peer is "started", not
+// finished, though its call returned long ago; once the kernel finished, the next call on the owner's thread ends
+// it. (A dump that said "finished" for a hung collective would send `braid-info --analyze` the wrong way.)
+TEST_F(CudaComm, TheFlightRecorderEndsACallWhenItsKernelFinishes) {
+  const Driver& drv = Driver::get();
+  char dir[] = "/tmp/braid-fr-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/fr-" + std::to_string(getpid()) + ".json";
+  setenv("BRAID_FLIGHT_RECORDER_FILE", (std::string(dir) + "/fr-%p.json").c_str(), 1);
+  // SIGUSR1 makes the process write its dump; wait for a new one.
+  auto dump = [&] {
+    unlink(file.c_str());
+    raise(SIGUSR1);
+    for (int i = 0; i < 500; ++i) {
+      const std::string t = readFileText(file);
+      if (t.find("]}") != std::string::npos && t.rfind('}') == t.size() - 2) return t;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return readFileText(file);
+  };
+  std::atomic<int> phase{0};
+  std::string whileWaiting, afterwards;
+  std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    void* buf = drv.alloc(4000);
+    auto allReduce = [&] { return ncclAllReduce(buf, buf, 1000, ncclFloat, ncclSum, comm, stream); };
+    if (allReduce() != ncclSuccess || drv.streamSync(stream) != 0) return ncclInternalError;  // collective 0
+    if (r == 0) {
+      if (allReduce() != ncclSuccess) return ncclInternalError;  // collective 1: waits for rank 1
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      whileWaiting = dump();
+      phase.store(1);
+      if (drv.streamSync(stream) != 0) return ncclInternalError;
+      while (phase.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (allReduce() != ncclSuccess || drv.streamSync(stream) != 0) return ncclInternalError;  // collective 2
+      afterwards = dump();
+    } else {
+      while (phase.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (allReduce() != ncclSuccess || drv.streamSync(stream) != 0) return ncclInternalError;  // collective 1
+      phase.store(2);
+      if (allReduce() != ncclSuccess || drv.streamSync(stream) != 0) return ncclInternalError;  // collective 2
+    }
+    drv.memFree(reinterpret_cast<unsigned long long>(buf));
+    return ncclSuccess;
+  });
+  unsetenv("BRAID_FLIGHT_RECORDER_FILE");
+  unlink(file.c_str());
+  rmdir(dir);
+  for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess);
+  EXPECT_EQ(flightState(whileWaiting, 0, 0), "finished") << whileWaiting;
+  EXPECT_EQ(flightState(whileWaiting, 0, 1), "started") << whileWaiting;
+  EXPECT_EQ(flightState(afterwards, 0, 1), "finished") << afterwards;
+}
+
 TEST_F(CudaComm, AHostPointerIsANamedError) {
   const Driver& drv = Driver::get();
   std::vector<std::string> msgs(2);

@@ -171,8 +171,38 @@ TEST(FakeCudaStreams, CopiesAndMemsetsAreStreamOrderedAndRangeChecked) {
                   16);  // not device memory
     CHECK_OR_EXIT(api.memcpyAsync(d + 1000, reinterpret_cast<CUdeviceptr>(host), 100, nullptr) == kCuErrorInvalidValue,
                   17);
-    CUstream perThread = reinterpret_cast<CUstream>(0x2);
-    CHECK_OR_EXIT(api.memsetD8Async(d, 0, 8, perThread) == 801, 18);  // not modelled yet: said so
+  });
+}
+
+// CU_STREAM_PER_THREAD is the calling thread's own stream: work on it is ordered, another thread's per-thread
+// stream is another stream, and the legacy stream waits for it (it is a blocking stream).
+TEST(FakeCudaStreams, ThePerThreadStreamIsEachThreadsOwn) {
+  BRAID_IN_CHILD({
+    const CuApi& api = fakeOn(0);
+    const CUstream perThread = reinterpret_cast<CUstream>(0x2);
+    CUdeviceptr d = 0;
+    CHECK_OR_EXIT(api.memAlloc(&d, 1024) == kCuSuccess, 10);
+    char host[1024] = {};
+    Gate gate;
+    // A host function holds this thread's per-thread stream until the gate opens.
+    CHECK_OR_EXIT(api.launchHostFunc(
+                      perThread, [](void* g) { static_cast<Gate*>(g)->waitFor(1); }, &gate) == kCuSuccess,
+                  11);
+    CHECK_OR_EXIT(api.memsetD8Async(d, 0x33, 1024, perThread) == kCuSuccess, 12);
+    // Another thread's per-thread stream does not wait for it.
+    CUresult other = kCuErrorInvalidValue;
+    std::thread([&] {
+      CUcontext ctx = nullptr;
+      if (api.devicePrimaryCtxRetain(&ctx, 0) != kCuSuccess || api.ctxSetCurrent(ctx) != kCuSuccess) return;
+      other = api.streamSynchronize(perThread);
+    }).join();
+    CHECK_OR_EXIT(other == kCuSuccess, 13);
+    CHECK_OR_EXIT(api.streamQuery(perThread) == kCuErrorNotReady, 14);
+    gate.value.store(1);
+    // The legacy stream waits for the per-thread stream's work.
+    CHECK_OR_EXIT(api.memcpyAsync(reinterpret_cast<CUdeviceptr>(host), d, 1024, nullptr) == kCuSuccess, 15);
+    CHECK_OR_EXIT(api.streamSynchronize(nullptr) == kCuSuccess, 16);
+    CHECK_OR_EXIT(host[0] == 0x33 && host[1023] == 0x33, 17);
   });
 }
 

@@ -131,6 +131,38 @@ TEST(FlightRecorder, FailedDroppedAndAbortedStates) {
   EXPECT_EQ(off.queued(allReduce(1)), FlightRecorder::kNone);
 }
 
+// A backend whose calls return before their work ends (CUDA streams): a launched group's calls stay "started"
+// until finishedLaunches reaches its launch, across the clean-up that follows every launch (dropped(), which once
+// marked them ended before their kernels were done); a failure then fails what is still running.
+TEST(FlightRecorder, CallsOfAStreamsLaunchEndWhenTheLaunchFinishes) {
+  FlightRecorder r(16);
+  r.identify(FlightIdentity{1, 0, 2, ""});
+  r.queued(allReduce(4));
+  r.started();
+  r.launched(1);
+  r.dropped();
+  r.queued(allReduce(8));
+  r.queued(allReduce(16));
+  r.started();
+  r.launched(2);
+  r.dropped();
+  EXPECT_EQ(parsed(r).ops[0].state, "started");
+  r.finishedLaunches(0);
+  EXPECT_EQ(parsed(r).ops[0].state, "started");
+  r.finishedLaunches(1);
+  FlightComm c = parsed(r);
+  ASSERT_EQ(c.ops.size(), 3u);
+  EXPECT_EQ(c.ops[0].state, "finished");
+  EXPECT_EQ(c.ops[1].state, "started");
+  EXPECT_EQ(c.ops[2].state, "started");
+  r.ended(remoteError("rank 0: the kernels failed"));
+  c = parsed(r);
+  EXPECT_EQ(c.ops[1].state, "failed");
+  EXPECT_EQ(c.ops[2].state, "failed");
+  r.finishedLaunches(2);  // after the failure: nothing changes
+  EXPECT_EQ(parsed(r).ops[2].state, "failed");
+}
+
 // A dump reads while the owner writes (the seqlock per entry): every entry it sees is whole.
 TEST(FlightRecorder, ADumpDuringOperationsSeesWholeEntries) {
   FlightRecorder r(64);

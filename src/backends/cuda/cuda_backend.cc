@@ -510,7 +510,11 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
         api_->check(api_->streamWaitEvent(static_cast<CUstream>(s), end, 0), "cuStreamWaitEvent(user stream)")
             .withContext(strPrintf("stream=%p", s)));
   }
-  if (cap.graph != nullptr) return keepWithGraph(std::move(launch), cap.graph);
+  ++issued_;
+  if (cap.graph != nullptr) {
+    finished_.fetch_add(1, std::memory_order_release);  // its work runs when the graph is launched
+    return keepWithGraph(std::move(launch), cap.graph);
+  }
   l.done = end;
   std::lock_guard<std::mutex> lock(mu_);
   inflight_.push_back(std::move(launch));
@@ -654,6 +658,7 @@ Status CudaBackend::pollLocked() {
     }
     release(l);
     inflight_.pop_front();
+    finished_.fetch_add(1, std::memory_order_release);
   }
   return failed_;
 }

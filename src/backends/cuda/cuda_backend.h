@@ -22,6 +22,7 @@
 // thread).
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -61,6 +62,8 @@ class CudaBackend final : public Backend {
   int cudaDevice() const override { return device_; }
   uint64_t gpuPciId() const override { return pciId_; }
   int residentCtas() const override { return smCount_; }
+  uint64_t launchesIssued() const override { return issued_; }
+  uint64_t launchesFinished() const override { return finished_.load(std::memory_order_acquire); }
   const DeviceMemory* deviceMemory() const override { return deviceMemory_.get(); }
   Status verifyP2p(const std::vector<PeerInfo>& peers, std::vector<uint8_t>* p2p) override;
 
@@ -112,9 +115,11 @@ class CudaBackend final : public Backend {
   std::mutex mu_;             // guards inflight_ and failed_
   std::deque<std::unique_ptr<Launch>> inflight_;
   std::vector<std::shared_ptr<Captured>> captured_;
-  std::string peerGone_;              // "rank 1 (process 4242) exited", set by the watch (guarded by mu_)
-  std::unique_ptr<PeerWatch> watch_;  // peers' processes on this host, while work is in flight
-  Status failed_;                     // the first asynchronous failure: the communicator is unusable after it
+  uint64_t issued_ = 0;                // launches made (the owner's thread)
+  std::atomic<uint64_t> finished_{0};  // launches finished (launchesFinished)
+  std::string peerGone_;               // "rank 1 (process 4242) exited", set by the watch (guarded by mu_)
+  std::unique_ptr<PeerWatch> watch_;   // peers' processes on this host, while work is in flight
+  Status failed_;                      // the first asynchronous failure: the communicator is unusable after it
 };
 
 }  // namespace braid
