@@ -254,44 +254,10 @@ TEST(CudaP2pProcesses, ImportEachOthersFifos) {
   setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
   LogCapture log;
   std::vector<pid_t> pids;
-  std::vector<int> codes = runProcesses(
-      2,
-      [](int r, ncclComm_t comm) {
-        const Driver& drv = Driver::get();
-        void* stream = nullptr;
-        drv.streamCreate(&stream, 1);
-        {
-          for (size_t count : {size_t{1}, size_t{5000}, size_t{300000}}) {
-            std::vector<float> in(count), out(count, -1);
-            for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 7 + static_cast<size_t>(r));
-            void* buf = drv.alloc(count * 4);
-            drv.copy(buf, in.data(), count * 4, stream);
-            if (ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, static_cast<cudaStream_t>(stream)) !=
-                ncclSuccess) {
-              return 11;
-            }
-            drv.copy(out.data(), buf, count * 4, stream);
-            if (drv.streamSync(stream) != 0) return 12;
-            ncclResult_t async = ncclSuccess;
-            ncclCommGetAsyncError(comm, &async);
-            if (async != ncclSuccess) {
-              fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
-              return 13;
-            }
-            for (size_t i = 0; i < count; ++i) {
-              if (out[i] != static_cast<float>(2 * (i % 7) + 1)) return 14;
-            }
-            drv.memFree(reinterpret_cast<unsigned long long>(buf));
-          }
-        }
-        drv.streamDestroy(stream);
-        return 0;
-      },
-      120, &pids, nullptr,
-      [](int r) {
-        ncclResetDebugInit();  // this process's own log file (%p)
-        if (!Driver::get().use(r)) _exit(20);
-      });
+  std::vector<int> codes = runProcesses(2, checkedAllReducesOfTwo, 120, &pids, nullptr, [](int r) {
+    ncclResetDebugInit();  // this process's own log file (%p)
+    if (!Driver::get().use(r)) _exit(20);
+  });
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
   for (size_t r = 0; r < pids.size(); ++r) {
     const std::string t = log.textOf(pids[r]);
