@@ -321,7 +321,7 @@ TEST(CudaCommProcesses, OverTheNetwork) {
 }
 
 // kill -9 of a process rank while the other's kernel waits for it: the survivor's watch sees the process gone and
-// stops its kernel in about a second (not at BRAID_TIMEOUT, 30 s here; the kernel stops, never traps), and
+// stops its kernel a 3 s grace later (not at BRAID_TIMEOUT, 30 s here; the kernel stops, never traps), and
 // ncclCommGetAsyncError says ncclRemoteError naming the rank and its process. No fixture: the parent must not
 // initialise CUDA before it forks.
 TEST(CudaCommProcesses, KillNineOfAPeerReachesGetAsyncError) {

@@ -308,8 +308,9 @@ Status CudaBackend::init(const BackendInitContext& ctx) {
   watch_ = std::make_unique<PeerWatch>(
       std::move(local),
       [this] {
+        // Launches not known finished (a captured graph's replays are the user's: not counted).
         std::lock_guard<std::mutex> lock(mu_);
-        return !inflight_.empty() || !captured_.empty();
+        return !inflight_.empty();
       },
       [this](int rank, pid_t pid) {
         {

@@ -21,7 +21,7 @@ class PeerWatch {
   // `peers`: (rank, pid) of each peer process to watch. `busy`: whether work is in flight. Both callbacks run on
   // the watch thread; onGone at most once.
   PeerWatch(std::vector<std::pair<int, pid_t>> peers, std::function<bool()> busy,
-            std::function<void(int rank, pid_t pid)> onGone, double graceSec = 1.0);
+            std::function<void(int rank, pid_t pid)> onGone, double graceSec = 3.0);
   ~PeerWatch();  // stops the thread and waits for it
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
