@@ -23,6 +23,9 @@ Status notSupported(const char* fn, const char* why) {
 namespace {
 
 constexpr unsigned kConfigMagic = 0xcafebeef;
+constexpr const char* kRegistrationWhy =
+    "braid's collectives do not use registered buffers yet (issue 15); they take unregistered buffers, and "
+    "ncclMemAlloc buffers are reachable by peers without registration";
 
 Result<CommConfig> parseConfig(const ncclConfig_t* config) {
   CommConfig c;
@@ -362,14 +365,11 @@ BRAID_API(ncclResult_t, ncclMemFree, void* ptr) {
 }
 
 BRAID_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  return apiCall("ncclCommRegister",
-                 [&]() { return notSupported("ncclCommRegister", "buffer registration comes with the CUDA backend"); });
+  return apiCall("ncclCommRegister", [&]() { return notSupported("ncclCommRegister", kRegistrationWhy); });
 }
 
 BRAID_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
-  return apiCall("ncclCommDeregister", [&]() {
-    return notSupported("ncclCommDeregister", "buffer registration comes with the CUDA backend");
-  });
+  return apiCall("ncclCommDeregister", [&]() { return notSupported("ncclCommDeregister", kRegistrationWhy); });
 }
 
 BRAID_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
