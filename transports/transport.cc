@@ -18,6 +18,23 @@ TransportConfig TransportConfig::fromParams() {
   return cfg;
 }
 
+uint64_t FifoHandoff::put(std::shared_ptr<void> owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_[++nextId_] = std::move(owner);
+  return nextId_;
+}
+
+Result<std::shared_ptr<void>> FifoHandoff::take(uint64_t id, const char* transport, int peerRank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end()) {
+    return internalError("%s FIFO %llu of rank %d not found", transport, static_cast<unsigned long long>(id), peerRank);
+  }
+  std::shared_ptr<void> owner = std::move(it->second);
+  pending_.erase(it);
+  return owner;
+}
+
 Result<Transport*> selectTransport(const std::vector<Transport*>& transports, const TransportConfig& cfg,
                                    const PeerInfo& self, const PeerInfo& peer) {
   for (Transport* t : transports) {

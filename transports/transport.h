@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -232,6 +234,21 @@ class FifoMemory {
   [[nodiscard]] virtual Result<std::function<void()>> pinShared(void* base, size_t bytes) const {
     return std::function<void()>();
   }
+};
+
+// A FIFO's owner handed from its receiver to a sender that is a thread of the same process (the inproc and p2p
+// transports): the receiver puts it under an id it sends in the blob, the sender takes it, once. Thread safety: any
+// thread.
+class FifoHandoff {
+ public:
+  uint64_t put(std::shared_ptr<void> owner);
+  // Errors (kInternalError) name the transport, the id and the peer that sent it.
+  Result<std::shared_ptr<void>> take(uint64_t id, const char* transport, int peerRank);
+
+ private:
+  std::mutex mu_;
+  uint64_t nextId_ = 0;
+  std::map<uint64_t, std::shared_ptr<void>> pending_;
 };
 
 // The transports (transports/shm, transports/net). Each is one object for the process.

@@ -104,25 +104,22 @@ FifoChoice Selector::computeFifo(CollKind kind, size_t bytes) const {
   if (pinProto == kLlProto && useLl) useSimple = false;
   if (pinProto == kSimpleProto && useSimple) useLl = false;
   best.predictedUs = -1;
+  // The first pair the filters leave: the choice when the GPU model disables all of them (NCCL_ALGO/NCCL_PROTO
+  // forced one it rules out), as the user asked.
+  FifoChoice firstAllowed;
+  bool anyAllowed = false;
   for (AlgoId a : {AlgoId::kRing, AlgoId::kTree}) {
     if (!(a == AlgoId::kRing ? useRing : useTree)) continue;
     for (ProtoId p : {ProtoId::kSimple, ProtoId::kLL}) {  // a tie keeps Simple
       if (!(p == ProtoId::kLL ? useLl : useSimple)) continue;
+      if (!anyAllowed) firstAllowed = FifoChoice{a, p, 0};
+      anyAllowed = true;
       const double t = predictUs(fc, a, p, bytes);
       if (t < 0) continue;  // the GPU model disables the pair
       if (best.predictedUs < 0 || t < best.predictedUs) best = FifoChoice{a, p, t};
     }
   }
-  if (best.predictedUs < 0) {
-    // The GPU model disables every pair the filters leave (NCCL_ALGO/NCCL_PROTO forced one it rules out): the
-    // first of them, as the user asked.
-    for (AlgoId a : {AlgoId::kRing, AlgoId::kTree}) {
-      for (ProtoId p : {ProtoId::kSimple, ProtoId::kLL}) {
-        const bool allowed = (a == AlgoId::kRing ? useRing : useTree) && (p == ProtoId::kLL ? useLl : useSimple);
-        if (allowed && best.predictedUs < 0) best = FifoChoice{a, p, 0};
-      }
-    }
-  }
+  if (best.predictedUs < 0 && anyAllowed) best = firstAllowed;
   return best;
 }
 

@@ -55,6 +55,7 @@ struct BackendInitContext {
   int cpus = 1;                 // CPUs this process may use
   bool netPeers = false;        // some peer is reached over the network
   bool direct = false;          // NVLS-style collectives wanted (agreed BRAID_DIRECT, no network)
+  bool cma = false;             // cross-memory attach wanted for private buffers (agreed BRAID_CMA)
   size_t directStageBytes = 0;  // agreed BRAID_DIRECT_STAGE_BYTES
   std::vector<int> placeCpus;   // where worker threads run (this rank's NUMA node); empty: anywhere
 };

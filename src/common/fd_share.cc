@@ -44,15 +44,18 @@ class FdServer {
  public:
   // The process's server, (re)started for this process (a forked child gets a new one).
   static Result<FdServer*> get() {
-    static std::mutex mu;
-    static FdServer* server = nullptr;
-    std::lock_guard<std::mutex> lock(mu);
-    if (server == nullptr || server->pid_ != getpid()) {
+    std::lock_guard<std::mutex> lock(mu());
+    if (server() == nullptr || server()->pid_ != getpid()) {
       auto* s = new FdServer();  // lives for the process: its thread serves until exit
       BRAID_RETURN_IF_ERROR(s->start());
-      server = s;
+      server() = s;
     }
-    return server;
+    return server();
+  }
+  // The server if this process started one (never starts it).
+  static FdServer* running() {
+    std::lock_guard<std::mutex> lock(mu());
+    return server() != nullptr && server()->pid_ == getpid() ? server() : nullptr;
   }
 
   Result<FdTicket> offer(int fd, int fetches) {
@@ -148,6 +151,15 @@ class FdServer {
     }
   }
 
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static FdServer*& server() {
+    static FdServer* s = nullptr;
+    return s;
+  }
+
   int32_t pid_ = 0;
   uint32_t nonce_ = 0;
   int listen_ = -1;
@@ -168,13 +180,12 @@ Result<FdTicket> offerFd(int fd, int fetches) {
 
 void withdrawFd(const FdTicket& t) {
   if (t.pid != getpid()) return;
-  Result<FdServer*> s = FdServer::get();
-  if (s.isOk()) s.value()->withdraw(t.token);
+  if (FdServer* s = FdServer::running()) s->withdraw(t.token);
 }
 
 size_t pendingFdOffers() {
-  Result<FdServer*> s = FdServer::get();
-  return s.isOk() ? s.value()->pending() : 0;
+  FdServer* s = FdServer::running();
+  return s != nullptr ? s->pending() : 0;
 }
 
 Result<int> fetchFd(const FdTicket& t, double timeoutSec) {

@@ -57,6 +57,7 @@ struct InitExchange {
   int64_t stageBytes;
   uint64_t tuningHash;
   int32_t direct;
+  int32_t cma;  // BRAID_CMA: on only when every rank sets it
   int32_t deterministic;
   uint64_t algoHash;
   uint64_t protoHash;
@@ -193,6 +194,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   }
   mine.tuningHash = sc.costs.contentHash();
   mine.direct = params::Direct() != 0;
+  mine.cma = params::Cma() != 0;
   const std::string boot = localBootId();
   mine.kernelHash = boot.empty() ? 0 : hostHash(boot);
   BRAID_ASSIGN_OR_RETURN(int64_t shareCpus, getIntParam(params::kHostsShareCpus));
@@ -261,6 +263,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
     // The others cannot differ either without ranks choosing different paths: the most conservative wins.
     mine.stageBytes = std::min(mine.stageBytes, e.stageBytes);
     mine.direct = mine.direct && e.direct;
+    mine.cma = mine.cma && e.cma;
     mine.deterministic = mine.deterministic || e.deterministic;
     mine.checkCalls = mine.checkCalls || e.checkCalls;
   }
@@ -370,6 +373,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   bctx.cpus = mine.cpus;
   bctx.netPeers = topo_.netPeers;
   bctx.direct = mine.direct != 0;
+  bctx.cma = mine.cma != 0;
   bctx.directStageBytes = static_cast<size_t>(mine.stageBytes);
   bctx.placeCpus = topo.placeCpus;
   BRAID_RETURN_IF_ERROR(backend_->init(bctx));

@@ -37,6 +37,14 @@ void endSession(State& s, const std::shared_ptr<Capture>& c) {
   s.captures.erase(std::remove(s.captures.begin(), s.captures.end(), c), s.captures.end());
 }
 
+// Whether `graph` is one a capture is still building (neither instantiated nor destroyed until it ends).
+bool beingCaptured(const State& s, const void* graph) {
+  for (const auto& c : s.captures) {
+    if (c->graph == graph) return true;
+  }
+  return false;
+}
+
 void dropGraph(State& s, Graph* g) {
   for (auto& [o, n] : g->owned) releaseUserObject(s, o, n);
   s.graphs.erase(g);
@@ -194,9 +202,7 @@ FAKE_API CUresult cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned
   if (exec == nullptr || flags != 0) return kInvalidValue;
   auto g = s.graphs.find(graph);
   if (g == s.graphs.end()) return kInvalidValue;
-  for (const auto& c : s.captures) {
-    if (c->graph == graph) return kInvalidValue;  // still being captured
-  }
+  if (beingCaptured(s, graph)) return kInvalidValue;
   auto e = std::make_unique<GraphExec>();
   e->nodes = g->second->nodes;
   e->owned = g->second->owned;
@@ -242,9 +248,7 @@ FAKE_API CUresult cuGraphDestroy(void* graph) {
   FAKE_REQUIRE_INIT();
   auto g = s.graphs.find(graph);
   if (g == s.graphs.end()) return kInvalidValue;
-  for (const auto& c : s.captures) {
-    if (c->graph == graph) return kInvalidValue;
-  }
+  if (beingCaptured(s, graph)) return kInvalidValue;
   dropGraph(s, g->second.get());
   return kSuccess;
 }

@@ -10,9 +10,7 @@
 // transport is the communicator's decision (TransportConfig::p2pPeers), so both ends always agree.
 #include <unistd.h>
 
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include "src/common/fd_share.h"
 #include "src/common/logging.h"
@@ -65,9 +63,7 @@ class P2pTransport : public Transport {
     std::shared_ptr<void> owner = mem.owner;
     if (local) {
       b.devPtr = reinterpret_cast<uint64_t>(mem.base);
-      std::lock_guard<std::mutex> lock(mu_);
-      b.id = ++nextId_;
-      pending_[b.id] = mem.owner;
+      b.id = handoff_.put(mem.owner);
     } else {
       Result<FdTicket> t = offerFd(mem.exportFd);
       close(mem.exportFd);
@@ -97,12 +93,7 @@ class P2pTransport : public Transport {
     char* base = nullptr;
     const bool local = sameProcess(self, peer);
     if (local) {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = pending_.find(b.id);
-      if (it == pending_.end())
-        return internalError("p2p FIFO %llu of rank %d not found", (unsigned long long)b.id, peer.rank);
-      owner = std::move(it->second);
-      pending_.erase(it);
+      BRAID_ASSIGN_OR_RETURN(owner, handoff_.take(b.id, "p2p", peer.rank));
       base = reinterpret_cast<char*>(b.devPtr);
     } else {
       const std::string what = strPrintf("attaching to rank %d's p2p FIFO (channel %d, its GPU %d)", peer.rank, channel,
@@ -119,9 +110,7 @@ class P2pTransport : public Transport {
   }
 
  private:
-  std::mutex mu_;
-  uint64_t nextId_ = 0;
-  std::map<uint64_t, std::shared_ptr<void>> pending_;
+  FifoHandoff handoff_;
 };
 
 }  // namespace

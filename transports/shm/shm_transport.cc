@@ -12,7 +12,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <new>
 
@@ -78,11 +77,7 @@ class InprocTransport : public Transport {
     strcpy(b.kind, "inproc");
     b.bytes = bytes;
     b.slotBytes = slotBytes;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      b.id = ++nextId_;
-      pending_[b.id] = fifo.mem;
-    }
+    b.id = handoff_.put(fifo.mem);
     memcpy(setup.blob, &b, sizeof(b));
     return setup;
   }
@@ -90,22 +85,13 @@ class InprocTransport : public Transport {
   Result<std::unique_ptr<Connector>> connectSend(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer,
                                                  int channel, const char* blob) override {
     BRAID_ASSIGN_OR_RETURN(Blob b, decodeShmBlob(blob, "inproc", peer, 0));
-    std::shared_ptr<void> mem;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = pending_.find(b.id);
-      if (it == pending_.end()) return internalError("inproc FIFO %llu not found", (unsigned long long)b.id);
-      mem = std::move(it->second);
-      pending_.erase(it);
-    }
+    BRAID_ASSIGN_OR_RETURN(std::shared_ptr<void> mem, handoff_.take(b.id, "inproc", peer.rank));
     auto* base = static_cast<char*>(mem.get());
     return std::make_unique<Connector>(mem, reinterpret_cast<FifoCtrl*>(base), base + kCtrlBytes, true, peer, false);
   }
 
  private:
-  std::mutex mu_;
-  uint64_t nextId_ = 0;
-  std::map<uint64_t, std::shared_ptr<void>> pending_;
+  FifoHandoff handoff_;
 };
 
 // ---------------------------------------------------------------------------------------------------------------

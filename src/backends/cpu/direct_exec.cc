@@ -20,7 +20,6 @@
 #include "src/backends/cpu/host_cta.h"
 #include "src/common/cma.h"
 #include "src/common/logging.h"
-#include "src/common/params.h"
 #include "src/common/wait.h"
 
 namespace braid {
@@ -99,7 +98,7 @@ struct DirectGroup::Slot {
 
 Result<std::unique_ptr<DirectGroup>> DirectGroup::create(const AllGatherFn& allGather,
                                                          const std::vector<PeerInfo>& peers, int rank,
-                                                         size_t stageBytes) {
+                                                         size_t stageBytes, bool cma) {
   const int n = static_cast<int>(peers.size());
   // Every rank evaluates the same facts, so all return a group or all return none.
   bool oneHost = true;
@@ -118,7 +117,7 @@ Result<std::unique_ptr<DirectGroup>> DirectGroup::create(const AllGatherFn& allG
   BRAID_ASSIGN_OR_RETURN(g->segment_, SharedSegment::create(allGather, rank, n, g->bytes_));
   if (!g->segment_) return std::unique_ptr<DirectGroup>();
   g->base_ = g->segment_->base();
-  BRAID_RETURN_IF_ERROR(g->probeCma(allGather));
+  if (cma) BRAID_RETURN_IF_ERROR(g->probeCma(allGather));  // off (the default): no probe, no exchange
   return g;
 }
 
@@ -138,8 +137,6 @@ Status DirectGroup::probeCma(const AllGatherFn& allGather) {
       Probe{static_cast<int32_t>(getpid()), 1, reinterpret_cast<uint64_t>(&probe_), probe_};
   BRAID_RETURN_IF_ERROR(allGather(all.data(), sizeof(Probe)).withContext("cross-memory attach probe"));
   std::string why;
-  const bool wanted = params::Cma() != 0;
-  if (!wanted) why = "BRAID_CMA=0";
   for (int p = 0; p < n && why.empty(); ++p) {
     const Probe& q = all[static_cast<size_t>(p)];
     if (q.pid == static_cast<int32_t>(getpid())) continue;
@@ -153,9 +150,7 @@ Status DirectGroup::probeCma(const AllGatherFn& allGather) {
   BRAID_RETURN_IF_ERROR(allGather(all.data(), sizeof(Probe)).withContext("cross-memory attach probe"));
   cma_ = true;
   for (const Probe& q : all) cma_ = cma_ && q.ok != 0;
-  if (!wanted) {
-    // Off (the default): nothing to say.
-  } else if (!why.empty()) {
+  if (!why.empty()) {
     BRAID_INFO(kLogInit | kLogShm,
                "rank %d: cross-memory attach unavailable (%s): private (malloc) buffers of other processes take the "
                "ring",
@@ -356,27 +351,17 @@ Status DirectGroup::execute(const DirectRequest& req, const WaitContext& ctx, bo
       return Status::ok();
     }
     ++epoch_;
-    const pid_t me = getpid();
+    // A buffer this process reaches: its own, or mapped. Another process's private memory stays an address there
+    // (its pid in *pid), reached with cross-memory attach.
+    auto place = [&](const MemHandle& h, pid_t* pid) -> Result<char*> {
+      if (h.fd >= 0 || h.pid == getpid()) return mappings_.resolve(h, epoch_);
+      *pid = h.pid;
+      ++remote;
+      return reinterpret_cast<char*>(h.addr);
+    };
     for (int p = 0; p < n; ++p) {
-      const MemHandle& sh = slot(p).send;
-      const MemHandle& rh = slot(p).recv;
-      // Another process's private memory stays an address there, reached with cross-memory attach.
-      if (sh.fd < 0 && sh.pid != me) {
-        srcs[static_cast<size_t>(p)] = reinterpret_cast<const char*>(sh.addr);
-        srcPid_[static_cast<size_t>(p)] = sh.pid;
-        ++remote;
-      } else {
-        BRAID_ASSIGN_OR_RETURN(char* s, mappings_.resolve(sh, epoch_));
-        srcs[static_cast<size_t>(p)] = s;
-      }
-      if (rh.fd < 0 && rh.pid != me) {
-        dsts[static_cast<size_t>(p)] = reinterpret_cast<char*>(rh.addr);
-        dstPid_[static_cast<size_t>(p)] = rh.pid;
-        ++remote;
-      } else {
-        BRAID_ASSIGN_OR_RETURN(char* d, mappings_.resolve(rh, epoch_));
-        dsts[static_cast<size_t>(p)] = d;
-      }
+      BRAID_ASSIGN_OR_RETURN(srcs[static_cast<size_t>(p)], place(slot(p).send, &srcPid_[static_cast<size_t>(p)]));
+      BRAID_ASSIGN_OR_RETURN(dsts[static_cast<size_t>(p)], place(slot(p).recv, &dstPid_[static_cast<size_t>(p)]));
     }
     const DirectCollective c =
         req.coll == DirectCollective::kAllReduceOneShot ? DirectCollective::kAllReduceTwoShot : req.coll;
@@ -388,7 +373,7 @@ Status DirectGroup::execute(const DirectRequest& req, const WaitContext& ctx, bo
       kLogColl, "rank %d: op %u: direct %s of %zu elements, %s%s", rank_, gen, what, req.count,
       needEndWait_ ? "on the buffers" : "staged",
       remote > 0 ? strPrintf(" (%d in other processes' private memory: cross-memory attach)", remote).c_str() : "");
-  BRAID_RETURN_IF_ERROR(runSteps(req));
+  BRAID_RETURN_IF_ERROR(runSteps(req, remote > 0));
   *ran = true;
   return Status::ok();
 }
@@ -418,15 +403,12 @@ Status DirectGroup::store(int d, char* dst, const char* from, size_t bytes, bool
   return Status::ok();
 }
 
-Status DirectGroup::runSteps(const DirectRequest& req) {
+Status DirectGroup::runSteps(const DirectRequest& req, bool remote) {
   const std::vector<DirectStep>& steps = steps_;
   const std::vector<const char*>& srcs = srcs_;
   const std::vector<char*>& dsts = dsts_;
   const size_t es = dtypeSize(req.op.dtype);
   const int n = nranks_;
-  bool remote = false;
-  for (int p = 0; p < n; ++p)
-    remote = remote || srcPid_[static_cast<size_t>(p)] != 0 || dstPid_[static_cast<size_t>(p)] != 0;
   const size_t tileBytes = remote ? kCmaTileBytes : kTileBytes;
   const size_t tileElems = std::max<size_t>(1, tileBytes / es);
   if (tile_.size() < tileElems * es) tile_.resize(tileElems * es);

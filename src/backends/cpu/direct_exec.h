@@ -38,9 +38,9 @@ class DirectGroup {
  public:
   // Collective over the communicator's ranks (allGather): rank 0 creates the segment, every rank maps it. Returns
   // nullptr (not an error) when the ranks cannot share memory (not all on one host, or /proc/<pid>/fd is not
-  // reachable).
+  // reachable). cma: every rank set BRAID_CMA=1 (agreed at init); then create() probes cross-memory attach too.
   static Result<std::unique_ptr<DirectGroup>> create(const AllGatherFn& allGather, const std::vector<PeerInfo>& peers,
-                                                     int rank, size_t stageBytes);
+                                                     int rank, size_t stageBytes, bool cma);
   ~DirectGroup();
 
   // Phases of one operation (see the file comment). execute() sets *ran = false when the buffers turned out not
@@ -76,8 +76,10 @@ class DirectGroup {
   void publish(const GenCounters& words, std::atomic<uint32_t>& waiters, uint32_t gen) const;
   Status waitAll(bool done, uint32_t gen, const WaitContext& ctx) const;
   Status peerFailure(const WaitContext& ctx) const;
-  Status runSteps(const DirectRequest& req);
-  // The cross-memory attach probe of create(): every pair of processes can read each other's memory.
+  // remote: some buffer of the operation is in another process's private memory (srcPid_ / dstPid_).
+  Status runSteps(const DirectRequest& req, bool remote);
+  // The cross-memory attach probe of create() when BRAID_CMA=1: every pair of processes can read each other's
+  // memory.
   Status probeCma(const AllGatherFn& allGather);
   // The tile of rank p's source at byte offset `at` (its own memory, or read into fetch_[p]).
   Result<const char*> source(int p, size_t at, size_t bytes);

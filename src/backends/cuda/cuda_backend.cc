@@ -297,8 +297,8 @@ Status CudaBackend::init(const BackendInitContext& ctx) {
   BRAID_ASSIGN_OR_RETURN(void* word, pinnedAlloc(api_, sizeof(uint32_t), "the abort word"));
   abortWord_ = static_cast<uint32_t*>(word);
   storeRelease(abortWord_, 0u);
-  // Peers in other processes of this host: a kill -9 stops this rank's kernels in about a second rather than at
-  // their deadline.
+  // Peers in other processes of this host: a kill -9 stops this rank's kernels a few seconds later (PeerWatch's
+  // grace) rather than at their deadline.
   std::vector<std::pair<int, pid_t>> local;
   for (const PeerInfo& p : *ctx.peers) {
     if (p.rank != rank_ && p.hostHash == (*ctx.peers)[static_cast<size_t>(rank_)].hostHash && p.pid != getpid()) {

@@ -23,14 +23,14 @@ CudaDeviceMemory::~CudaDeviceMemory() {
   (void)api_->streamDestroy(stream_);
 }
 
-bool CudaDeviceMemory::canAccessPeer(int peerDevice) const {
-  if (peerDevice == device_) return true;
-  int there = 0, back = 0;
-  return api_->deviceCanAccessPeer(&there, device_, peerDevice) == kCuSuccess &&
-         api_->deviceCanAccessPeer(&back, peerDevice, device_) == kCuSuccess && there != 0 && back != 0;
-}
-
 namespace {
+
+// Kernels on each of the two devices can load and store the other's memory (the driver is asked both ways).
+bool peerAccessBothWays(const CuApi* api, int a, int b) {
+  int there = 0, back = 0;
+  return api->deviceCanAccessPeer(&there, a, b) == kCuSuccess && api->deviceCanAccessPeer(&back, b, a) == kCuSuccess &&
+         there != 0 && back != 0;
+}
 
 // Reserves a range for `handle` (`bytes`), maps it and gives `devices` read-write access; releases the handle
 // either way (the mapping keeps the memory). On failure nothing is left mapped or reserved.
@@ -77,6 +77,10 @@ std::mutex gAllocMu;
 std::map<CUdeviceptr, size_t> gAllocs;
 
 }  // namespace
+
+bool CudaDeviceMemory::canAccessPeer(int peerDevice) const {
+  return peerDevice == device_ || peerAccessBothWays(api_, device_, peerDevice);
+}
 
 Result<DeviceFifoMem> CudaDeviceMemory::mapHandle(CUmemGenericAllocationHandle handle, size_t bytes,
                                                   const std::vector<int>& devices) const {
@@ -161,11 +165,7 @@ Result<void*> cuMemAllocShareable(const CuApi* api, int device, size_t bytes) {
   BRAID_RETURN_IF_ERROR(api->check(api->deviceGetCount(&count), "cuDeviceGetCount"));
   std::vector<int> devices{device};
   for (int d = 0; d < count; ++d) {
-    int there = 0, back = 0;
-    if (d != device && api->deviceCanAccessPeer(&there, d, device) == kCuSuccess &&
-        api->deviceCanAccessPeer(&back, device, d) == kCuSuccess && there != 0 && back != 0) {
-      devices.push_back(d);
-    }
+    if (d != device && peerAccessBothWays(api, device, d)) devices.push_back(d);
   }
   CUmemGenericAllocationHandle handle = 0;
   BRAID_RETURN_IF_ERROR(api->check(api->memCreate(&handle, rounded, &prop, 0), "cuMemCreate")

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <memory>
 #include <thread>
-#include <tuple>
 
 #include "src/common/fd_share.h"
 #include "src/common/logging.h"
@@ -87,7 +86,16 @@ Status selfTestP2p(const P2pTestContext& c, std::vector<uint8_t>* p2p) {
   if (getrandom(&mine.nonce, sizeof(mine.nonce), 0) != static_cast<ssize_t>(sizeof(mine.nonce))) {
     mine.nonce = static_cast<uint64_t>(start.time_since_epoch().count());
   }
-  DeviceFifoMem region;
+  // What the copies use. Copies that never finish (a hung path) must not write into memory freed under them: then
+  // all of it is left allocated, and the stream too (Settle below).
+  struct InFlight {
+    DeviceFifoMem region;
+    std::vector<std::shared_ptr<void>> imports;  // peers' regions mapped here
+    std::vector<uint64_t> tokens;                // the host words copied from
+    std::vector<uint64_t> slots;                 // the host copy of this rank's region
+  };
+  auto held = std::make_unique<InFlight>();
+  DeviceFifoMem& region = held->region;
   if (!testees.empty()) {
     BRAID_ASSIGN_OR_RETURN(region, c.memory->alloc(regionBytes, nullptr, 0, localDevices, remote > 0));
     mine.hasRegion = 1;
@@ -110,33 +118,27 @@ Status selfTestP2p(const P2pTestContext& c, std::vector<uint8_t>* p2p) {
   BRAID_RETURN_IF_ERROR(api->check(api->streamCreate(&stream, kCuStreamNonBlocking), "cuStreamCreate"));
   const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.timeoutSec));
   const auto deadline = start + timeout;  // for the tokens to arrive
-  // Copies that never finish (a hung path) must not write into memory freed under them: then everything they
-  // use is left allocated, and the stream too.
   bool stuck = false;
-  auto imports = std::make_shared<std::vector<std::shared_ptr<void>>>();
-  auto tokens = std::make_shared<std::vector<uint64_t>>(testees.size());
-  auto slots = std::make_shared<std::vector<uint64_t>>(n, 0);
+  std::vector<uint64_t>& tokens = held->tokens;
+  std::vector<uint64_t>& slots = held->slots;
+  tokens.assign(testees.size(), 0);
+  slots.assign(n, 0);
   struct Settle {
     const CuApi* api;
     CUstream stream;
-    const bool* stuck;
-    DeviceFifoMem* region;
-    std::shared_ptr<void> keep;
+    const bool& stuck;
+    std::unique_ptr<InFlight>& held;
     ~Settle() {
-      if (!*stuck) {
+      if (!stuck) {
         (void)api->streamDestroy(stream);
         return;
       }
       BRAID_WARN("P2P self-test: copies did not finish within BRAID_TIMEOUT; their memory is left allocated");
-      new DeviceFifoMem(*region);
-      new std::shared_ptr<void>(keep);
+      (void)held.release();
     }
-  };
-  auto keep =
-      std::make_shared<std::tuple<decltype(imports), decltype(tokens), decltype(slots)>>(imports, tokens, slots);
-  Settle settle{api, stream, &stuck, &region, keep};
+  } settle{api, stream, stuck, held};
   // Write a token into each testee's region: staged in this GPU's scratch word, then copied across.
-  char* scratch = region.base + 8 * n;
+  char* scratch = testees.empty() ? nullptr : region.base + 8 * n;
   for (size_t i = 0; i < testees.size(); ++i) {
     const int p = testees[i];
     const Entry& e = all[static_cast<size_t>(p)];
@@ -150,13 +152,13 @@ Status selfTestP2p(const P2pTestContext& c, std::vector<uint8_t>* p2p) {
       Result<DeviceFifoMem> m = c.memory->import(fd.value(), e.bytes);
       close(fd.value());
       BRAID_RETURN_IF_ERROR(m.status().withContext(strPrintf("P2P self-test with rank %d", p)));
-      imports->push_back(m.value().owner);
+      held->imports.push_back(m.value().owner);
       base = m.value().base;
     }
-    (*tokens)[i] = tokenFor(e.nonce, c.rank);
+    tokens[i] = tokenFor(e.nonce, c.rank);
     const auto at = reinterpret_cast<CUdeviceptr>(scratch + 8 * (i % 8));
-    BRAID_RETURN_IF_ERROR(api->check(api->memcpyAsync(at, reinterpret_cast<CUdeviceptr>(&(*tokens)[i]), 8, stream),
-                                     "cuMemcpyAsync(token)"));
+    BRAID_RETURN_IF_ERROR(
+        api->check(api->memcpyAsync(at, reinterpret_cast<CUdeviceptr>(&tokens[i]), 8, stream), "cuMemcpyAsync(token)"));
     BRAID_RETURN_IF_ERROR(api->check(
         api->memcpyAsync(reinterpret_cast<CUdeviceptr>(base + 8 * static_cast<size_t>(c.rank)), at, 8, stream),
         "cuMemcpyAsync(to the peer's GPU)"));
@@ -173,7 +175,7 @@ Status selfTestP2p(const P2pTestContext& c, std::vector<uint8_t>* p2p) {
   std::vector<uint8_t> got(n * n, 0);
   uint8_t* row = &got[static_cast<size_t>(c.rank) * n];
   while (!testees.empty() && !stuck) {
-    BRAID_RETURN_IF_ERROR(api->check(api->memcpyAsync(reinterpret_cast<CUdeviceptr>(slots->data()),
+    BRAID_RETURN_IF_ERROR(api->check(api->memcpyAsync(reinterpret_cast<CUdeviceptr>(slots.data()),
                                                       reinterpret_cast<CUdeviceptr>(region.base), 8 * n, stream),
                                      "cuMemcpyAsync(read back)"));
     BRAID_ASSIGN_OR_RETURN(bool read, waitStream(api, stream, Clock::now() + timeout));
@@ -183,7 +185,7 @@ Status selfTestP2p(const P2pTestContext& c, std::vector<uint8_t>* p2p) {
     }
     bool allIn = true;
     for (int p : testees) {
-      row[p] = (*slots)[static_cast<size_t>(p)] == tokenFor(mine.nonce, p) ? 1 : 0;
+      row[p] = slots[static_cast<size_t>(p)] == tokenFor(mine.nonce, p) ? 1 : 0;
       allIn = allIn && row[p] != 0;
     }
     if (allIn || Clock::now() > deadline) break;
