@@ -3,8 +3,8 @@
 // (algorithms/direct builds the steps). Small operations stage their inputs in the segment, so they work on any
 // buffers; larger ones work in place on the user's buffers when every rank can reach every other rank's: threads
 // of one process, ncclMemAlloc memory across processes (mapped), or private memory of another process through
-// cross-memory attach (src/common/cma.h: one copy per tile read or written, when every pair of processes may use
-// it, probed at create; BRAID_CMA=0 turns it off), and otherwise fall back to the ring.
+// cross-memory attach (src/common/cma.h: one copy per tile read or written; only with BRAID_CMA=1 on every rank,
+// and when every pair of processes may use it, probed at create), and otherwise fall back to the ring.
 //
 // One operation = post (publish buffers; non-blocking), execute (wait for every rank's post, then run this rank's
 // steps), finish (signal done; then, for operations on the buffers themselves or falling back, wait until every
