@@ -18,10 +18,15 @@ TransportConfig TransportConfig::fromParams() {
   return cfg;
 }
 
-uint64_t FifoHandoff::put(std::shared_ptr<void> owner) {
+uint64_t FifoHandoff::put(std::shared_ptr<void> owner, int takes) {
   std::lock_guard<std::mutex> lock(mu_);
-  pending_[++nextId_] = std::move(owner);
+  pending_[++nextId_] = Pending{std::move(owner), takes};
   return nextId_;
+}
+
+void FifoHandoff::withdraw(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.erase(id);
 }
 
 Result<std::shared_ptr<void>> FifoHandoff::take(uint64_t id, const char* transport, int peerRank) {
@@ -30,8 +35,8 @@ Result<std::shared_ptr<void>> FifoHandoff::take(uint64_t id, const char* transpo
   if (it == pending_.end()) {
     return internalError("%s FIFO %llu of rank %d not found", transport, static_cast<unsigned long long>(id), peerRank);
   }
-  std::shared_ptr<void> owner = std::move(it->second);
-  pending_.erase(it);
+  std::shared_ptr<void> owner = it->second.owner;
+  if (--it->second.takes <= 0) pending_.erase(it);
   return owner;
 }
 

@@ -236,19 +236,25 @@ class FifoMemory {
   }
 };
 
-// A FIFO's owner handed from its receiver to a sender that is a thread of the same process (the inproc and p2p
-// transports): the receiver puts it under an id it sends in the blob, the sender takes it, once. Thread safety: any
-// thread.
+// A FIFO's (or another shared mapping's) owner handed from its owner to peers that are threads of the same process
+// (the inproc and p2p transports, the CUDA direct areas): the owner puts it under an id it sends to them, each takes
+// it once, `takes` takes in all. Thread safety: any thread.
 class FifoHandoff {
  public:
-  uint64_t put(std::shared_ptr<void> owner);
+  uint64_t put(std::shared_ptr<void> owner, int takes = 1);
   // Errors (kInternalError) name the transport, the id and the peer that sent it.
   Result<std::shared_ptr<void>> take(uint64_t id, const char* transport, int peerRank);
+  // Drops what is left of an offer (peers that will not take it).
+  void withdraw(uint64_t id);
 
  private:
+  struct Pending {
+    std::shared_ptr<void> owner;
+    int takes = 1;
+  };
   std::mutex mu_;
   uint64_t nextId_ = 0;
-  std::map<uint64_t, std::shared_ptr<void>> pending_;
+  std::map<uint64_t, Pending> pending_;
 };
 
 // The transports (transports/shm, transports/net). Each is one object for the process.

@@ -170,8 +170,12 @@ bool Selector::computeDirect(CollKind kind, size_t bytes, const FifoChoice& fifo
   const bool treeOk = treeImplemented(kind) && c_.algo.allows(fc, kTreeAlgo);
   const bool ringOk = c_.algo.allows(fc, kRingAlgo);
   if ((pin == kRingAlgo && ringOk) || (pin == kTreeAlgo && treeOk)) return false;
-  if (pin == kNvlsAlgo || c_.deterministic) return true;
+  if (pin == kNvlsAlgo) return true;
   if (!treeOk && !ringOk) return true;
+  // On GPUs the staged peer-pointer schedules have not run on hardware yet (CUDA multicast is issue 16's): they
+  // take an operation only when NCCL_ALGO or a tuning-file pin asks, never by the model's choice.
+  if (c_.gpu) return false;
+  if (c_.deterministic) return true;
   // Otherwise the model: NVLS unless a FIFO-path choice is predicted faster.
   const double nvls = c_.costs.predictUs(fc, AlgoId::kNvls, ProtoId::kSimple, c_.nranks, c_.cpus, bytes);
   return nvls <= fifo.predictedUs;

@@ -112,6 +112,8 @@ struct DirectOp {
 struct DirectBatch {
   Backend* backend = nullptr;
   std::vector<DirectOp>* ops = nullptr;
+  // The user streams of these operations (distinct, in issue order), as FifoLaunch::streams.
+  std::vector<void*> streams;
 };
 
 // One rank's resources as the init exchange reports them, for decisions every rank must make alike.
@@ -154,6 +156,11 @@ class Backend {
   // Runs NVLS-style operations of every communicator in `group`, phase by phase across communicators, and says per
   // operation whether it ran. Requires caps().direct on every entry.
   [[nodiscard]] virtual Status launchDirect(const std::vector<DirectBatch>& group) = 0;
+  // Collective over the communicator's ranks, after the P2P decisions (p2pPeers[r]: this rank reaches rank r's GPU
+  // memory; a CUDA backend's): sets up what NVLS-style collectives need where init could not yet.
+  [[nodiscard]] virtual Status initDirect(const std::vector<PeerInfo>& peers, const std::vector<uint8_t>& p2pPeers) {
+    return Status::ok();
+  }
 
   // The communicator failed or was aborted (`why`: the error, which peers quote so every rank names the cause):
   // peers waiting on this rank fail at once instead of at their deadline.

@@ -381,6 +381,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
     links_.device = backend_->deviceMemory();
     links_.p2pPeers = p2pPeers(topo, rank, peers_, *links_.device);
     BRAID_RETURN_IF_ERROR(backend_->verifyP2p(peers_, &links_.p2pPeers));
+    BRAID_RETURN_IF_ERROR(backend_->initDirect(peers_, links_.p2pPeers));
   }
   selector_.setDirect(backend_->caps().direct);
   BRAID_ASSIGN_OR_RETURN(nvlsTree_, NvlsTree::create(*this));

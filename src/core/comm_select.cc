@@ -53,7 +53,13 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
       opsOf[x].push_back(d);
       indexOf[x].push_back(i);
     }
-    if (!opsOf[x].empty()) batches.push_back(DirectBatch{c->backend_.get(), &opsOf[x]});
+    if (opsOf[x].empty()) continue;
+    DirectBatch b{c->backend_.get(), &opsOf[x], {}};
+    for (size_t i : indexOf[x]) {
+      void* s = c->pending_[i].stream;
+      if (std::find(b.streams.begin(), b.streams.end(), s) == b.streams.end()) b.streams.push_back(s);
+    }
+    batches.push_back(std::move(b));
   }
   if (batches.empty()) return Status::ok();
   BRAID_RETURN_IF_ERROR(batches.front().backend->launchDirect(batches));

@@ -6,8 +6,12 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <unistd.h>
+
+#include <cstdarg>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -143,6 +147,57 @@ inline int checkedAllReducesOfTwo(int r, ncclComm_t comm) {
   }
   drv.streamDestroy(stream);
   return 0;
+}
+
+// printf into a string (up to 1 KB).
+inline std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+inline std::string fmt(const char* f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  vsnprintf(buf, sizeof(buf), f, ap);
+  va_end(ap);
+  return buf;
+}
+
+// An NCCL topology file (its path; the caller unlinks it) with the fake's GPUs (device d at PCI 0000:(18+d):00.0): all
+// four under one PCIe switch, or two per switch with the switches under different CPUs (the pairs across them: path
+// SYS).
+inline std::string writeFakeGpuTopology(bool twoSockets) {
+  char path[] = "/tmp/braid-p2p-topo-XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  std::string xml = "<system version=\"1\">\n";
+  auto gpu = [](int d) {
+    return fmt(
+        "      <pci busid=\"0000:%02x:00.0\" class=\"0x030000\" vendor=\"0x10de\" device=\"0x2335\" "
+        "subsystem_vendor=\"0x10de\" subsystem_device=\"0x18be\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
+        "        <gpu dev=\"%d\" sm=\"90\" rank=\"%d\" gdr=\"0\"/>\n      </pci>\n",
+        0x18 + d, d, d);
+  };
+  auto sw = [&](int bus, int first, int last) {
+    std::string s = fmt(
+        "    <pci busid=\"0000:%02x:00.0\" class=\"0x060400\" vendor=\"0x1000\" device=\"0xc010\" "
+        "subsystem_vendor=\"0x1000\" subsystem_device=\"0xc010\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n",
+        bus);
+    for (int d = first; d <= last; ++d) s += gpu(d);
+    return s + "    </pci>\n";
+  };
+  auto cpu = [](int numa, const char* affinity) {
+    return fmt(
+        "  <cpu numaid=\"%d\" affinity=\"%s\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" "
+        "modelid=\"143\">\n",
+        numa, affinity);
+  };
+  if (twoSockets) {
+    xml += cpu(0, "00000001") + sw(0x10, 0, 1) + "  </cpu>\n" + cpu(1, "00000002") + sw(0x20, 2, 3) + "  </cpu>\n";
+  } else {
+    xml += cpu(0, "00000003") + sw(0x10, 0, 3) + "  </cpu>\n";
+  }
+  xml += "</system>\n";
+  EXPECT_EQ(write(fd, xml.data(), xml.size()), static_cast<ssize_t>(xml.size()));
+  close(fd);
+  return path;
 }
 
 }  // namespace braid_test

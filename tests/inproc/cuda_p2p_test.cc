@@ -22,55 +22,6 @@ namespace {
 
 using namespace braid_test;
 
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, f);
-  vsnprintf(buf, sizeof(buf), f, ap);
-  va_end(ap);
-  return buf;
-}
-
-// A topology with the fake's GPUs (device d at PCI 0000:(18+d):00.0): all four under one PCIe switch, or two per
-// switch with the switches under different CPUs (the pairs across them: path SYS).
-std::string writeTopology(bool twoSockets) {
-  char path[] = "/tmp/braid-p2p-topo-XXXXXX";
-  const int fd = mkstemp(path);
-  EXPECT_GE(fd, 0);
-  std::string xml = "<system version=\"1\">\n";
-  auto gpu = [](int d) {
-    return fmt(
-        "      <pci busid=\"0000:%02x:00.0\" class=\"0x030000\" vendor=\"0x10de\" device=\"0x2335\" "
-        "subsystem_vendor=\"0x10de\" subsystem_device=\"0x18be\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
-        "        <gpu dev=\"%d\" sm=\"90\" rank=\"%d\" gdr=\"0\"/>\n      </pci>\n",
-        0x18 + d, d, d);
-  };
-  auto sw = [&](int bus, int first, int last) {
-    std::string s = fmt(
-        "    <pci busid=\"0000:%02x:00.0\" class=\"0x060400\" vendor=\"0x1000\" device=\"0xc010\" "
-        "subsystem_vendor=\"0x1000\" subsystem_device=\"0xc010\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n",
-        bus);
-    for (int d = first; d <= last; ++d) s += gpu(d);
-    return s + "    </pci>\n";
-  };
-  auto cpu = [](int numa, const char* affinity) {
-    return fmt(
-        "  <cpu numaid=\"%d\" affinity=\"%s\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" "
-        "modelid=\"143\">\n",
-        numa, affinity);
-  };
-  if (twoSockets) {
-    xml += cpu(0, "00000001") + sw(0x10, 0, 1) + "  </cpu>\n" + cpu(1, "00000002") + sw(0x20, 2, 3) + "  </cpu>\n";
-  } else {
-    xml += cpu(0, "00000003") + sw(0x10, 0, 3) + "  </cpu>\n";
-  }
-  xml += "</system>\n";
-  EXPECT_EQ(write(fd, xml.data(), xml.size()), static_cast<ssize_t>(xml.size()));
-  close(fd);
-  return path;
-}
-
 // INFO lines of the INIT subsystem go to <base>.<pid> while it lives.
 class LogCapture {
  public:
@@ -160,7 +111,7 @@ class CudaP2p : public ::testing::Test {
 // Two GPUs under one switch use P2P; a pair across CPU sockets (SYS, beyond the default level PXB) goes through
 // host memory, until NCCL_P2P_LEVEL=SYS allows it; NCCL_P2P_DISABLE=1 turns P2P off. Results are exact each time.
 TEST_F(CudaP2p, TheTopologyAndTheKnobsDecideWhichPairsUseP2p) {
-  const std::string topo = writeTopology(true);
+  const std::string topo = writeFakeGpuTopology(true);
   setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
   {
     LogCapture log;
@@ -250,7 +201,7 @@ TEST_F(CudaP2p, EveryProtocolOverP2pFifos) {
 // before it forks.
 TEST(CudaP2pProcesses, ImportEachOthersFifos) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
-  const std::string topo = writeTopology(false);
+  const std::string topo = writeFakeGpuTopology(false);
   setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
   LogCapture log;
   std::vector<pid_t> pids;

@@ -68,6 +68,8 @@ constexpr const char* kKernelNames[3] = {"braidKernelLL", "braidKernelLL128", "b
 BRAID_HOST_DEVICE constexpr const char* kernelName(ProtoId p) {
   return kKernelNames[static_cast<int>(p)];
 }
+// The NVLS-style (direct) entry (direct_kernel.h): KernelArgs::direct instead of channels, a CTA per lane.
+constexpr const char* kDirectKernelName = "braidKernelDirect";
 
 // A kernel's environment for the step engine: no transport to drive (a network connector's proxy thread sends and
 // receives on its own), and the CTA-strided data loops of reduce_copy.h.
@@ -90,9 +92,12 @@ struct KernelEnv {
   }
 };
 
+struct DirectKernelWork;
+
 struct KernelArgs {
-  ChannelWorkDesc* channels = nullptr;  // one per CTA
-  uint32_t nchannels = 0;
+  ChannelWorkDesc* channels = nullptr;       // one per CTA
+  uint32_t nchannels = 0;                    // CTAs (the direct entry: lanes)
+  const DirectKernelWork* direct = nullptr;  // the direct entry's work (channels is null then)
   DevStatus* status = nullptr;
   const uint32_t* abortFlag = nullptr;  // non-zero: stop (the host's ncclCommAbort), may be null
   uint64_t timeoutNs = 0;               // no progress for this long fails the launch; 0: never

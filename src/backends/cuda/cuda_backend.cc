@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "src/backends/cpu/cpu_backend.h"
+#include "src/backends/cuda/cuda_direct.h"
 #include "src/backends/cuda/kernel_image.h"
+#include "src/backends/cuda/launch_memory.h"
 #include "src/backends/cuda/work_image.h"
 #include "src/common/logging.h"
 #include "src/common/params.h"
@@ -207,7 +209,11 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(CUcontext ctx) {
 }
 
 CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device)
-    : api_(api), ctx_(ctx), device_(device), fifos_(std::make_unique<PinnedFifos>(api, ctx)) {
+    : api_(api),
+      ctx_(ctx),
+      device_(device),
+      fifos_(std::make_unique<PinnedFifos>(api, ctx)),
+      launchMemory_(std::make_unique<LaunchMemory>(api, ctx)) {
   int domain = 0, bus = 0, dev = 0;
   if (api_->deviceGetAttribute(&domain, static_cast<int>(CuDeviceAttr::kPciDomainId), device) == kCuSuccess &&
       api_->deviceGetAttribute(&bus, static_cast<int>(CuDeviceAttr::kPciBusId), device) == kCuSuccess &&
@@ -248,6 +254,7 @@ CudaBackend::~CudaBackend() {
       release(*c->launch);
     } else {
       // Its memory stays (a replay would use it); replaying a graph of a destroyed communicator is not allowed.
+      (void)launchMemory_.release();
       BRAID_WARN(
           "rank %d: ncclCommDestroy while a CUDA graph that captured its collectives still exists: the graph "
           "must not be launched again",
@@ -255,7 +262,7 @@ CudaBackend::~CudaBackend() {
     }
   }
   captured_.clear();
-  for (const Copy& c : copies_) (void)api_->memFree(c.dst);
+  for (const Copy& c : copies_) launchMemory_->give(c.dst);
   if (stream_ != nullptr) (void)api_->streamDestroy(stream_);
   if (abortWord_ != nullptr) (void)api_->memFreeHost(abortWord_);
   for (char* b : cursorBlocks_) (void)api_->memFreeHost(b);
@@ -292,6 +299,8 @@ Status CudaBackend::init(const BackendInitContext& ctx) {
                            static_cast<long long>(threads), kKernelMaxThreads);
   }
   threads_ = static_cast<int>(threads);
+  directWanted_ = ctx.direct;
+  nChannels_ = ctx.nChannels;
   BRAID_RETURN_IF_ERROR(api_->check(api_->streamCreate(&stream_, kCuStreamNonBlocking), "cuStreamCreate"));
   BRAID_ASSIGN_OR_RETURN(deviceMemory_, CudaDeviceMemory::create(api_, ctx_, device_));
   BRAID_ASSIGN_OR_RETURN(void* word, pinnedAlloc(api_, sizeof(uint32_t), "the abort word"));
@@ -328,6 +337,7 @@ Status CudaBackend::init(const BackendInitContext& ctx) {
 
 BackendCaps CudaBackend::caps() const {
   BackendCaps c;
+  c.direct = direct_ != nullptr;
   c.proto[static_cast<int>(ProtoId::kLL)] = true;
   c.proto[static_cast<int>(ProtoId::kSimple)] = true;
   c.streams = true;
@@ -351,13 +361,13 @@ const void* CudaBackend::stageCopy(const void* src, size_t bytes) {
   // wrote before the call; a failed allocation leaves the snapshot null, which the launch reports.
   ScopedContext scope(api_, ctx_);
   RelaxedCaptureMode relaxed(api_);  // the caller's stream may be being captured
-  CUdeviceptr dst = 0;
-  Status st = api_->check(api_->memAlloc(&dst, bytes), "cuMemAlloc(staged copy)");
-  if (!st.isOk()) {
-    BRAID_WARN("rank %d: %s", rank_, st.message().c_str());
+  Result<CUdeviceptr> got = launchMemory_->takeDevice(bytes, "a staged copy");
+  if (!got.isOk()) {
+    BRAID_WARN("rank %d: %s", rank_, got.status().message().c_str());
     copies_.push_back(Copy{0, src, bytes});
     return nullptr;
   }
+  const CUdeviceptr dst = got.value();
   copies_.push_back(Copy{dst, src, bytes});
   return reinterpret_cast<const void*>(dst);
 }
@@ -367,7 +377,7 @@ void CudaBackend::releaseLaunchMemory() {
   ScopedContext scope(api_, ctx_);
   RelaxedCaptureMode relaxed(api_);
   for (const Copy& c : copies_) {
-    if (c.dst != 0) (void)api_->memFree(c.dst);
+    if (c.dst != 0) launchMemory_->give(c.dst);
   }
   copies_.clear();
 }
@@ -414,8 +424,7 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
     }
   } cleanup{this, &launch};
   auto deviceAlloc = [&](size_t bytes, const char* what) -> Result<char*> {
-    CUdeviceptr p = 0;
-    BRAID_RETURN_IF_ERROR(api_->check(api_->memAlloc(&p, std::max<size_t>(bytes, 1)), what));
+    BRAID_ASSIGN_OR_RETURN(const CUdeviceptr p, launchMemory_->takeDevice(bytes, what));
     l.device.push_back(p);
     return reinterpret_cast<char*>(p);
   };
@@ -461,7 +470,7 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
     const size_t workBytes = workImageBytes(ptrs);
     const size_t argsAt = (workBytes + 63) / 64 * 64;
     const size_t statusAt = argsAt + (sizeof(KernelArgs) + 63) / 64 * 64;
-    BRAID_ASSIGN_OR_RETURN(void* image, pinnedAlloc(api_, statusAt + sizeof(DevStatus), "a launch's work"));
+    BRAID_ASSIGN_OR_RETURN(void* image, launchMemory_->takePinned(statusAt + sizeof(DevStatus), "a launch's work"));
     l.images.push_back(image);
     KernelArgs args = writeWorkImage(ptrs, static_cast<char*>(image), [this](void* o) { return cursorFor(o); });
     auto* status = reinterpret_cast<DevStatus*>(static_cast<char*>(image) + statusAt);
@@ -475,12 +484,31 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
     l.kernels.emplace_back(kept, proto);
     kernels.emplace_back(args, proto);
   }
+  return submit(std::move(launch), fl.streams, cap, [&](CUstream run) -> Status {
+    for (const auto& [args, proto] : kernels) {
+      BRAID_RETURN_IF_ERROR(launchKernel(*api_, proto, args, threads_, run));
+    }
+    return Status::ok();
+  });
+}
+
+Status CudaBackend::submit(std::unique_ptr<Launch> launch, const std::vector<void*>& streams, const CaptureState& cap,
+                           const std::function<Status(CUstream)>& kernels) {
+  Launch& l = *launch;
+  // On a failure below, what the launch holds goes (nothing of it reached a stream unless the join did).
+  struct Cleanup {
+    CudaBackend* b;
+    std::unique_ptr<Launch>* l;
+    ~Cleanup() {
+      if (*l) b->release(**l);
+    }
+  } cleanup{this, &launch};
   // The internal stream waits for every user stream of the group, then runs the staged copies and the kernels;
   // the user streams wait for it. Under capture the first user stream plays the internal stream's part, so the
   // work joins the user's graph and nothing of braid's own stream is captured.
-  const CUstream run = cap.graph != nullptr ? static_cast<CUstream>(fl.streams.front()) : stream_;
+  const CUstream run = cap.graph != nullptr ? static_cast<CUstream>(streams.front()) : stream_;
   std::vector<void*> joined;
-  for (void* s : fl.streams) {
+  for (void* s : streams) {
     if (static_cast<CUstream>(s) != run) joined.push_back(s);
   }
   auto newEvent = [&]() -> Result<CUevent> {
@@ -501,9 +529,7 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
     l.device.push_back(c.dst);
   }
   copies_.clear();
-  for (const auto& [args, proto] : kernels) {
-    BRAID_RETURN_IF_ERROR(launchKernel(*api_, proto, args, threads_, run));
-  }
+  BRAID_RETURN_IF_ERROR(kernels(run));
   BRAID_ASSIGN_OR_RETURN(CUevent end, newEvent());
   BRAID_RETURN_IF_ERROR(api_->check(api_->eventRecord(end, run), "cuEventRecord(done)"));
   for (void* s : joined) {
@@ -576,8 +602,8 @@ Status CudaBackend::keepWithGraph(std::unique_ptr<Launch> launch, CUgraph graph)
 
 void CudaBackend::release(Launch& l) {
   RelaxedCaptureMode relaxed(api_);  // frees may happen while a user's stream is being captured
-  for (CUdeviceptr p : l.device) (void)api_->memFree(p);
-  for (void* p : l.images) (void)api_->memFreeHost(p);
+  for (CUdeviceptr p : l.device) launchMemory_->give(p);
+  for (void* p : l.images) launchMemory_->give(p);
   for (CUevent e : l.events) (void)api_->eventDestroy(e);
   l.device.clear();
   l.images.clear();
@@ -591,29 +617,36 @@ Status CudaBackend::statusOf(const Launch& l) const {
     if (code == static_cast<uint32_t>(DevStatusCode::kRunning)) continue;
     const KernelArgs& args = *l.kernels[k].first;
     std::string peer = "no connector";
-    if (s.channel >= 0 && static_cast<uint32_t>(s.channel) < args.nchannels && s.conn >= 0) {
+    const char* kernel = args.direct != nullptr ? kDirectKernelName : kernelName(l.kernels[k].second);
+    const char* unit = args.direct != nullptr ? "lane" : "channel";
+    if (args.direct != nullptr) {
+      peer = s.conn >= 0 ? strPrintf("waiting for rank %d", s.conn) : "";
+    } else if (s.channel >= 0 && static_cast<uint32_t>(s.channel) < args.nchannels && s.conn >= 0) {
       const ChannelWorkDesc& ch = args.channels[s.channel];
       if (static_cast<uint32_t>(s.conn) < ch.nconns) {
         const auto* c = static_cast<const Connector*>(ch.conns[s.conn].owner);
         peer = strPrintf("%s rank %d", c->isSend() ? "sending to" : "receiving from", c->peer().rank);
       }
     }
-    const char* kernel = kernelName(l.kernels[k].second);
     switch (static_cast<DevStatusCode>(code)) {
       case DevStatusCode::kAborted:
         if (!peerGone_.empty()) return remoteError("rank %d: %s", rank_, peerGone_.c_str());
-        return remoteError("rank %d: %s stopped on channel %d: the communicator was aborted", rank_, kernel, s.channel);
+        return remoteError("rank %d: %s stopped on %s %d: the communicator was aborted", rank_, kernel, unit,
+                           s.channel);
       case DevStatusCode::kPeerAborted:
+        if (args.direct != nullptr) {
+          return remoteError("rank %d: %s on lane %d: rank %d failed or was aborted", rank_, kernel, s.channel, s.conn);
+        }
         return remoteError("rank %d: %s on channel %d: the connection %s failed or was aborted", rank_, kernel,
                            s.channel, peer.c_str());
       case DevStatusCode::kTimeout:
         return remoteError(
-            "rank %d: %s on channel %d: no progress for %.0f s %s (item %d, tile %llu, step %u; "
+            "rank %d: %s on %s %d: no progress for %.0f s %s (item %d, tile %llu, step %u; "
             "BRAID_TIMEOUT)",
-            rank_, kernel, s.channel, wait_.timeoutSec, peer.c_str(), s.item, static_cast<unsigned long long>(s.tile),
-            s.step);
+            rank_, kernel, unit, s.channel, wait_.timeoutSec, peer.c_str(), s.item,
+            static_cast<unsigned long long>(s.tile), s.step);
       default:
-        return internalError("rank %d: %s refused its work on channel %d (status %u)", rank_, kernel, s.channel, code);
+        return internalError("rank %d: %s refused its work on %s %d (status %u)", rank_, kernel, unit, s.channel, code);
     }
   }
   return Status::ok();
@@ -672,8 +705,55 @@ void CudaBackend::markAborted(const std::string&) {
   abortWork();
 }
 
-Status CudaBackend::launchDirect(const std::vector<DirectBatch>&) {
-  return invalidUsage("rank %d: NVLS-style collectives on GPUs are not built yet (issue 15)", rank_);
+Status CudaBackend::initDirect(const std::vector<PeerInfo>& peers, const std::vector<uint8_t>& p2pPeers) {
+  if (!directWanted_) return Status::ok();
+  ScopedContext scope(api_, ctx_);
+  std::string why;
+  BRAID_ASSIGN_OR_RETURN(direct_, CudaDirect::create(*deviceMemory_, peers, rank_, nChannels_, p2pPeers, allGather_,
+                                                     wait_.timeoutSec > 0 ? wait_.timeoutSec : 60, &why));
+  if (direct_) {
+    BRAID_INFO(kLogInit | kLogP2p, "rank %d: NVLS-style collectives over peer pointers: %u lanes, %zu-byte areas",
+               rank_, direct_->layout().nlanes, direct_->layout().bytes());
+  } else {
+    BRAID_INFO(kLogInit | kLogP2p, "rank %d: no NVLS-style collectives on this communicator: %s", rank_, why.c_str());
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::launchDirect(const std::vector<DirectBatch>& group) {
+  for (const DirectBatch& b : group) BRAID_RETURN_IF_ERROR(static_cast<CudaBackend*>(b.backend)->launchDirectOne(b));
+  return Status::ok();
+}
+
+Status CudaBackend::launchDirectOne(const DirectBatch& b) {
+  if (!direct_) return internalError("rank %d: a direct launch on a communicator without direct areas", rank_);
+  ScopedContext scope(api_, ctx_);
+  RelaxedCaptureMode relaxed(api_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    BRAID_RETURN_IF_ERROR(pollLocked());
+  }
+  BRAID_ASSIGN_OR_RETURN(const CaptureState cap, captureOf(b.streams));
+  auto launch = std::make_unique<Launch>();
+  const size_t argsAt = (direct_->imageBytes(b.ops->size()) + 63) / 64 * 64;
+  const size_t statusAt = argsAt + (sizeof(KernelArgs) + 63) / 64 * 64;
+  BRAID_ASSIGN_OR_RETURN(void* image,
+                         launchMemory_->takePinned(statusAt + sizeof(DevStatus), "a direct launch's work"));
+  launch->images.push_back(image);
+  KernelArgs args = direct_->writeImage(*b.ops, static_cast<char*>(image));
+  auto* status = reinterpret_cast<DevStatus*>(static_cast<char*>(image) + statusAt);
+  devStatusInit(status);
+  args.status = status;
+  args.abortFlag = abortWord_;
+  args.timeoutNs = static_cast<uint64_t>(std::max(0.0, wait_.timeoutSec) * static_cast<double>(kNsPerSec));
+  auto* kept = reinterpret_cast<KernelArgs*>(static_cast<char*>(image) + argsAt);
+  *kept = args;
+  launch->statuses.push_back(status);
+  launch->kernels.emplace_back(kept, ProtoId::kSimple);
+  BRAID_RETURN_IF_ERROR(submit(std::move(launch), b.streams, cap,
+                               [&](CUstream run) { return launchDirectKernel(*api_, args, threads_, run); }));
+  for (DirectOp& op : *b.ops) op.ran = true;
+  return Status::ok();
 }
 
 Status CudaBackend::checkStream(void* stream) const {

@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,7 +33,9 @@
 
 #include "src/backends/backend.h"
 #include "src/backends/cuda/cu_api.h"
+#include "src/backends/cuda/cuda_direct.h"
 #include "src/backends/cuda/device_memory.h"
+#include "src/backends/cuda/launch_memory.h"
 #include "src/backends/cuda/peer_watch.h"
 
 namespace braid {
@@ -53,6 +56,7 @@ class CudaBackend final : public Backend {
   void releaseLaunchMemory() override;
   Status launchFifo(const std::vector<FifoLaunch>& group) override;
   Status launchDirect(const std::vector<DirectBatch>& group) override;
+  Status initDirect(const std::vector<PeerInfo>& peers, const std::vector<uint8_t>& p2pPeers) override;
   void markAborted(const std::string& why) override;
   Status checkBuffer(const void* p, size_t bytes, const char* what) const override;
   Status checkStream(void* stream) const override;
@@ -90,6 +94,12 @@ class CudaBackend final : public Backend {
   Status keepWithGraph(std::unique_ptr<Launch> launch, CUgraph graph);
   static void onGraphReleased(void* held);  // the user object's destructor (a driver thread: no CUDA calls)
   Status launchOne(const FifoLaunch& launch);
+  Status launchDirectOne(const DirectBatch& batch);
+  // Joins the user streams, runs the staged copies and then `kernels` on the stream that runs the launch, makes
+  // the user streams wait for it, and keeps the launch (in flight, or with the capturing graph). On failure the
+  // launch's memory is released.
+  Status submit(std::unique_ptr<Launch> launch, const std::vector<void*>& streams, const CaptureState& cap,
+                const std::function<Status(CUstream)>& kernels);
   FifoCursor* cursorFor(void* connector);
   Status statusOf(const Launch& l) const;  // what a launch's status words say
   Status pollLocked();                     // pollAsync with mu_ held
@@ -107,8 +117,12 @@ class CudaBackend final : public Backend {
   CUstream stream_ = nullptr;
   uint32_t* abortWord_ = nullptr;  // pinned
   std::unique_ptr<PinnedFifos> fifos_;
+  std::unique_ptr<LaunchMemory> launchMemory_;  // launches' work images and device blocks, reused
   std::unique_ptr<CudaDeviceMemory> deviceMemory_;
-  std::vector<char*> cursorBlocks_;  // pinned
+  bool directWanted_ = false;           // BRAID_DIRECT agreed, no network (init)
+  int nChannels_ = 1;                   // the communicator's channels: a direct launch's lanes
+  std::unique_ptr<CudaDirect> direct_;  // NVLS-style collectives' areas (initDirect), null when not set up
+  std::vector<char*> cursorBlocks_;     // pinned
   size_t cursorsUsed_ = 0;
   std::map<void*, FifoCursor*> cursors_;
   std::vector<Copy> copies_;  // staged by stageCopy, run after the next launch's stream join

@@ -55,6 +55,8 @@ Result<KernelLibrary> load(const CuApi& api) {
       BRAID_RETURN_IF_ERROR(api.check(api.libraryGetKernel(&k, lib.library, kernelName(p)),
                                       strPrintf("cuLibraryGetKernel(%s)", kernelName(p)).c_str()));
     }
+    BRAID_RETURN_IF_ERROR(api.check(api.libraryGetKernel(&lib.direct, lib.library, kDirectKernelName),
+                                    strPrintf("cuLibraryGetKernel(%s)", kDirectKernelName).c_str()));
     lib.source = c.what;
     BRAID_INFO(kLogInit, "CUDA kernels loaded from %s (%s)", c.what, api.name.c_str());
     return lib;
@@ -73,22 +75,34 @@ Result<const KernelLibrary*> kernelLibrary(const CuApi& api) {
   return &lib.value();
 }
 
-Status launchKernel(const CuApi& api, ProtoId proto, const KernelArgs& args, int threads, CUstream stream) {
+namespace {
+
+Status launchEntry(const CuApi& api, CUkernel kernel, const char* name, const KernelArgs& args, int threads,
+                   CUstream stream) {
   if (threads < 1 || threads > kKernelMaxThreads) {
     return invalidArgument("kernel launch with %d threads per CTA: must be 1..%d", threads, kKernelMaxThreads);
   }
   if (args.nchannels == 0) return invalidArgument("kernel launch with no channels");
-  Result<const KernelLibrary*> lib = kernelLibrary(api);
-  if (!lib.isOk()) return lib.status();
   CUfunction fn = nullptr;
-  BRAID_RETURN_IF_ERROR(
-      api.check(api.kernelGetFunction(&fn, lib.value()->kernels[static_cast<int>(proto)]), "cuKernelGetFunction"));
+  BRAID_RETURN_IF_ERROR(api.check(api.kernelGetFunction(&fn, kernel), "cuKernelGetFunction"));
   // The driver copies the parameter at the call.
   KernelArgs copy = args;
   void* params[] = {&copy};
   return api.check(
       api.launchKernel(fn, args.nchannels, 1, 1, static_cast<unsigned>(threads), 1, 1, 0, stream, params, nullptr),
-      strPrintf("cuLaunchKernel(%s)", kernelName(proto)).c_str());
+      strPrintf("cuLaunchKernel(%s)", name).c_str());
+}
+
+}  // namespace
+
+Status launchKernel(const CuApi& api, ProtoId proto, const KernelArgs& args, int threads, CUstream stream) {
+  BRAID_ASSIGN_OR_RETURN(const KernelLibrary* lib, kernelLibrary(api));
+  return launchEntry(api, lib->kernels[static_cast<int>(proto)], kernelName(proto), args, threads, stream);
+}
+
+Status launchDirectKernel(const CuApi& api, const KernelArgs& args, int threads, CUstream stream) {
+  BRAID_ASSIGN_OR_RETURN(const KernelLibrary* lib, kernelLibrary(api));
+  return launchEntry(api, lib->direct, kDirectKernelName, args, threads, stream);
 }
 
 }  // namespace braid

@@ -23,6 +23,7 @@ const void* kernelFatbin(size_t* bytes);
 struct KernelLibrary {
   CUlibrary library = nullptr;
   CUkernel kernels[3] = {nullptr, nullptr, nullptr};  // indexed by ProtoId
+  CUkernel direct = nullptr;                          // kDirectKernelName
   std::string source;                                 // which image loaded, for logs and braid-info
 };
 
@@ -34,5 +35,7 @@ struct KernelLibrary {
 // args.status.
 [[nodiscard]] Status launchKernel(const CuApi& api, ProtoId proto, const KernelArgs& args, int threads,
                                   CUstream stream);
+// The same for the direct entry (args.direct set, one CTA per lane: args.nchannels).
+[[nodiscard]] Status launchDirectKernel(const CuApi& api, const KernelArgs& args, int threads, CUstream stream);
 
 }  // namespace braid

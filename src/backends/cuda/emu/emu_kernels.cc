@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "src/backends/common/direct_kernel.h"
 #include "src/common/params.h"
 
 namespace braid {
@@ -17,15 +18,22 @@ void runKernel(const EmuCta& cta, const KernelArgs& args) {
   kernelMain<OnlyProto<kProto>>(cta, env, args, static_cast<uint32_t>(cta.blockId()));
 }
 
+void runDirectKernel(const EmuCta& cta, const KernelArgs& args) {
+  KernelEnv env;
+  directKernelMain(cta, env, args, static_cast<uint32_t>(cta.blockId()));
+}
+
 const EmuKernel kKernels[] = {
     {kernelName(ProtoId::kSimple), &runKernel<ProtoId::kSimple>},
     {kernelName(ProtoId::kLL), &runKernel<ProtoId::kLL>},
     {kernelName(ProtoId::kLL128), &runKernel<ProtoId::kLL128>},
+    {kDirectKernelName, &runDirectKernel},
 };
 
 constexpr uint32_t kNumKernels = sizeof(kKernels) / sizeof(kKernels[0]);
-const char* const kNames[kNumKernels] = {kKernels[0].name, kKernels[1].name, kKernels[2].name};
-const uint32_t kParamBytes[kNumKernels] = {sizeof(KernelArgs), sizeof(KernelArgs), sizeof(KernelArgs)};
+const char* const kNames[kNumKernels] = {kKernels[0].name, kKernels[1].name, kKernels[2].name, kKernels[3].name};
+const uint32_t kParamBytes[kNumKernels] = {sizeof(KernelArgs), sizeof(KernelArgs), sizeof(KernelArgs),
+                                           sizeof(KernelArgs)};
 constexpr double kDeadlineMarginSec = 30;
 
 EmuDevice* deviceFor(int ordinal, int slots) {
@@ -51,9 +59,26 @@ std::string checkReach(const KernelArgs& a, int device, EmuClassifyFn classify) 
                                          : "pageable host memory (neither device memory nor pinned host memory)";
     problem = strPrintf("%s at %p is %s: a GPU would fault there", what.c_str(), p, why);
   };
-  check(a.channels, sizeof(ChannelWorkDesc) * a.nchannels, "the channel table");
   check(a.status, sizeof(DevStatus), "the status word");
   check(a.abortFlag, sizeof(uint32_t), "the abort word");
+  if (a.direct != nullptr) {
+    const DirectKernelWork& w = *a.direct;
+    check(a.direct, sizeof(DirectKernelWork), "the direct work");
+    check(w.areas, sizeof(char*) * w.nranks, "the direct areas' table");
+    for (uint32_t p = 0; p < w.nranks && problem.empty(); ++p) {
+      check(w.areas[p], w.layout.bytes(), strPrintf("rank %u's direct area", p));
+    }
+    check(w.ops, sizeof(DirectOpDesc) * w.nops, "the direct operations");
+    for (uint32_t o = 0; o < w.nops && problem.empty(); ++o) {
+      const DirectOpDesc& op = w.ops[o];
+      const std::string what = strPrintf("direct operation %u's ", o);
+      check(op.reduceOps, sizeof(ReduceOp) * w.nranks, what + "reduction ops");
+      check(op.send, dtypeSize(op.stageOp.dtype), what + "send buffer");
+      check(op.recv, dtypeSize(op.stageOp.dtype), what + "receive buffer");
+    }
+    return problem;
+  }
+  check(a.channels, sizeof(ChannelWorkDesc) * a.nchannels, "the channel table");
   for (uint32_t c = 0; c < a.nchannels && problem.empty(); ++c) {
     const ChannelWorkDesc& ch = a.channels[c];
     check(ch.items, sizeof(WorkDesc) * ch.nitems, strPrintf("channel %u's work items", c));

@@ -2,7 +2,8 @@
 // its CTA number names; the datatype and op are dispatched per step inside (reduce_copy.h). Built by nvcc into one
 // fatbin (sm_90 SASS + compute_90 PTX, --fmad=false, never fast-math; CMakeLists.txt) that libnccl.so.2 embeds
 // (kernel_image.h); the emulator compiles the same kernelMain with g++ (emu/emu_kernels.cc). The names are
-// kernelName(ProtoId) and the launch bound is kKernelMaxThreads.
+// kernelName(ProtoId) and kDirectKernelName, and the launch bound is kKernelMaxThreads.
+#include "src/backends/common/direct_kernel.h"
 #include "src/backends/common/kernel_main.h"
 #include "src/backends/cuda/kernels/device_cta.cuh"
 
@@ -23,4 +24,9 @@ extern "C" __global__ void __launch_bounds__(braid::kKernelMaxThreads, 1) braidK
 }
 extern "C" __global__ void __launch_bounds__(braid::kKernelMaxThreads, 1) braidKernelLL128(braid::KernelArgs a) {
   braid::kernelEntry<braid::ProtoId::kLL128>(a);
+}
+extern "C" __global__ void __launch_bounds__(braid::kKernelMaxThreads, 1) braidKernelDirect(braid::KernelArgs a) {
+  braid::DeviceCta cta;
+  braid::KernelEnv env;
+  braid::directKernelMain(cta, env, a, blockIdx.x);
 }

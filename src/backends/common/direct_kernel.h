@@ -1,0 +1,222 @@
+// The NVLS-style (direct) collectives of the CUDA backend as a kernel: every rank's CTA c ("lane" c) stages its
+// part of the inputs in its own GPU's direct area, and loads its peers' staged parts straight from their areas
+// (peer pointers: same GPU, NVLink/PCIe peer access, or memory another process exported). Written once over the
+// CTA concept (step_engine.h, kernel_main.h) and compiled by nvcc (kernels/braid_kernel.cu) and by g++ for the CTA
+// emulator.
+//
+// Why staged: a peer's user buffer may not be reachable (another process's cudaMalloc, a caching allocator's
+// cuMem segment mapped for one device only), while the areas are braid's own, mapped for every rank at init. So
+// any buffers work, across threads and processes, and the user's buffers are never read or written by a peer: a
+// kernel ends when its own work is done, with no closing barrier.
+//
+// Area of one rank (DirectLayout): per lane a control line {posted, reduced} and the rank's abort word, then two
+// stages (by generation parity) of per lane an input and an output region of laneBytes each.
+//
+// Rounds. An operation is cut into rounds; in a round every lane handles `per` elements (of every rank's block for
+// all-gather, of every destination slice for reduce-scatter). Lane c of round g (its generation, counted per lane
+// across launches in its own `posted` word, so a captured graph replays with fresh generations):
+//   1. copies its inputs into its input region of stage g&1 (pre-multiplied: PreMulSum's scalar is per rank),
+//   2. publishes posted = g, waits until every rank's lane c posted g,
+//   3. one-shot all-reduce: reduces every rank's input region into its receive buffer, in rank order;
+//      two-shot: reduces slice `rank` into its output region, publishes reduced = g, waits for every rank's
+//      reduced g, and copies each rank's slice into its receive buffer; reduce-scatter: reduces piece `rank` of
+//      every rank's input region; all-gather: copies every rank's input region.
+// A rank writes stage g&1 again in round g+2, after it saw every peer post g+1, which each peer does only after it
+// finished reading round g. Results are bitwise those of the host's direct path (direct_engine.h's rank order).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "algorithms/direct/direct.h"
+#include "src/backends/common/direct_engine.h"
+#include "src/backends/common/kernel_main.h"
+#include "src/backends/common/mem_order.h"
+#include "src/common/coll_types.h"
+#include "src/common/host_device.h"
+
+namespace braid {
+
+// Where things are in a rank's direct area (every rank's has the same layout).
+struct DirectLayout {
+  static constexpr size_t kLineBytes = 128;  // a lane's control line: posted at 0, reduced at 64
+  uint32_t nlanes = 1;
+  size_t laneBytes = 0;  // bytes of one lane's input (and output) region per stage
+
+  BRAID_HOST_DEVICE size_t postedAt(uint32_t lane) const { return kLineBytes * lane; }
+  BRAID_HOST_DEVICE size_t reducedAt(uint32_t lane) const { return kLineBytes * lane + 64; }
+  BRAID_HOST_DEVICE size_t abortAt() const { return kLineBytes * nlanes; }
+  BRAID_HOST_DEVICE size_t stageAt() const { return kLineBytes * (nlanes + 1); }
+  BRAID_HOST_DEVICE size_t inputAt(uint32_t gen, uint32_t lane) const {
+    return stageAt() + ((gen & 1u) * nlanes + lane) * 2 * laneBytes;
+  }
+  BRAID_HOST_DEVICE size_t outputAt(uint32_t gen, uint32_t lane) const { return inputAt(gen, lane) + laneBytes; }
+  BRAID_HOST_DEVICE size_t bytes() const { return stageAt() + 2 * static_cast<size_t>(nlanes) * 2 * laneBytes; }
+};
+
+// One operation of a direct launch.
+struct DirectOpDesc {
+  DirectCollective coll = DirectCollective::kAllReduceOneShot;  // all-reduce's shot already chosen
+  const char* send = nullptr;
+  char* recv = nullptr;
+  size_t count = 0;           // NCCL's count (all-reduce elements; reduce-scatter and all-gather per-rank elements)
+  ReduceOp stageOp;           // applied while staging (this rank's PreMulSum scalar)
+  const ReduceOp* reduceOps;  // [nranks] the combining op per source: PreMulSum is a sum by then, avg divides last
+};
+
+struct DirectKernelWork {
+  const DirectOpDesc* ops = nullptr;
+  uint32_t nops = 0;
+  char* const* areas = nullptr;  // [nranks] every rank's direct area as this process maps it
+  uint32_t nranks = 0;
+  uint32_t rank = 0;
+  DirectLayout layout;
+};
+
+// Elements a lane handles per round of an operation: at most what a region holds (for reduce-scatter, one piece of
+// each of nranks slices), otherwise an even share of the count, in 16-byte units where the element size allows.
+BRAID_HOST_DEVICE inline size_t directLaneElems(const DirectOpDesc& op, const DirectKernelWork& w) {
+  const size_t es = dtypeSize(op.stageOp.dtype);
+  const size_t region = w.layout.laneBytes / es;
+  const size_t cap = op.coll == DirectCollective::kReduceScatter ? region / w.nranks : region;
+  const size_t unit = es < 16 ? 16 / es : 1;
+  size_t share = (op.count + w.layout.nlanes - 1) / w.layout.nlanes;
+  share = (share + unit - 1) / unit * unit;
+  return share < cap ? (share > 0 ? share : 1) : cap;
+}
+
+namespace direct_detail {
+
+// Thread 0: waits until every rank's word at `at` reached gen. kRunning, or why it stopped (*who: the rank).
+template <class Cta>
+BRAID_HOST_DEVICE DevStatusCode waitAll(const Cta& cta, const KernelArgs& a, const DirectKernelWork& w, size_t at,
+                                        uint32_t gen, int32_t* who) {
+  uint64_t since = 0;
+  for (uint32_t p = 0; p < w.nranks; ++p) {
+    const uint32_t* word = reinterpret_cast<const uint32_t*>(w.areas[p] + at);
+    while (!genReached(loadAcquire(word), gen)) {
+      *who = static_cast<int32_t>(p);
+      if (a.abortFlag != nullptr && loadAcquire(a.abortFlag) != 0) return DevStatusCode::kAborted;
+      if (loadAcquire(reinterpret_cast<const uint32_t*>(w.areas[p] + w.layout.abortAt())) != 0) {
+        return DevStatusCode::kPeerAborted;
+      }
+      if (a.status != nullptr && loadAcquire(&a.status->code) != static_cast<uint32_t>(DevStatusCode::kRunning)) {
+        return DevStatusCode::kAborted;  // another lane of this launch failed and said why
+      }
+      const uint64_t now = cta.nowNs();
+      if (since == 0) since = now;
+      if (a.timeoutNs != 0 && now - since > a.timeoutNs) return DevStatusCode::kTimeout;
+      cta.relax();
+    }
+  }
+  *who = -1;
+  return DevStatusCode::kRunning;
+}
+
+// Thread 0: records the failure (the first lane to fail does), tells the peers through this rank's abort word.
+BRAID_HOST_DEVICE inline void fail(const KernelArgs& a, const DirectKernelWork& w, uint32_t lane, DevStatusCode code,
+                                   int32_t op, int32_t peer, uint32_t gen) {
+  storeRelease(reinterpret_cast<uint32_t*>(w.areas[w.rank] + w.layout.abortAt()), 1u);
+  if (a.status == nullptr || fetchAddRelease(&a.status->claimed, 1u) != 0) return;
+  a.status->channel = static_cast<int32_t>(lane);
+  a.status->item = op;
+  a.status->conn = peer;  // a rank here, not a connector (KernelArgs::direct says which)
+  a.status->step = gen;
+  a.status->tile = 0;
+  storeRelease(&a.status->code, static_cast<uint32_t>(code));
+}
+
+}  // namespace direct_detail
+
+// The direct kernel, for CTA `lane` of a grid of layout.nlanes CTAs.
+template <class Cta, class Env>
+BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelArgs& a, uint32_t lane) {
+  const DirectKernelWork& w = *a.direct;
+  if (lane >= w.layout.nlanes) return;
+  const DirectLayout& L = w.layout;
+  char* const mine = w.areas[w.rank];
+  uint32_t* posted = reinterpret_cast<uint32_t*>(mine + L.postedAt(lane));
+  uint32_t* reduced = reinterpret_cast<uint32_t*>(mine + L.reducedAt(lane));
+  // Only thread 0 of this CTA ever writes these, and not before the barrier after the first staging copy.
+  uint32_t gen = loadRelaxed(posted) + 1;
+  const size_t n = w.nranks;
+  // Every thread leaves through the same barrier: thread 0's verdict after a wait.
+  auto waited = [&](size_t at, int32_t op) {
+    int32_t who = -1;
+    DevStatusCode code = DevStatusCode::kRunning;
+    if (cta.tid() == 0) code = direct_detail::waitAll(cta, a, w, at, gen, &who);
+    if (cta.syncAll(code == DevStatusCode::kRunning)) return true;
+    if (cta.tid() == 0) direct_detail::fail(a, w, lane, code, op, who, gen);
+    return false;
+  };
+  auto publish = [&](uint32_t* word) {
+    cta.sync();  // every thread's stores are in place before thread 0 releases them
+    if (cta.tid() == 0) storeRelease(word, gen);
+  };
+  for (uint32_t o = 0; o < w.nops; ++o) {
+    const DirectOpDesc& op = w.ops[o];
+    const size_t es = dtypeSize(op.stageOp.dtype);
+    const size_t per = directLaneElems(op, w);
+    const size_t span = per * L.nlanes;
+    const size_t rounds = (op.count + span - 1) / span;
+    for (size_t r = 0; r < rounds; ++r, ++gen) {
+      const size_t off = r * span + per * lane;
+      const size_t len = off < op.count ? (op.count - off < per ? op.count - off : per) : 0;
+      const size_t in = L.inputAt(gen, lane);
+      char* myIn = mine + in;
+      if (op.coll == DirectCollective::kReduceScatter) {
+        for (size_t p = 0; p < n; ++p) {
+          env.copyLocal(cta, op.stageOp, myIn + p * per * es, op.send + (p * op.count + off) * es, len, false);
+        }
+      } else {
+        env.copyLocal(cta, op.stageOp, myIn, op.send + off * es, len, false);
+      }
+      publish(posted);
+      if (!waited(L.postedAt(lane), static_cast<int32_t>(o))) return;
+      DirectTileArgs t;
+      t.srcs = w.areas;
+      t.ops = op.reduceOps;
+      t.nranks = static_cast<int>(n);
+      switch (op.coll) {
+        case DirectCollective::kAllReduceOneShot:
+          t.at = in;
+          t.len = len;
+          t.acc = op.recv + off * es;
+          directReduceTile(cta, env, t);
+          break;
+        case DirectCollective::kReduceScatter:
+          t.at = in + w.rank * per * es;
+          t.len = len;
+          t.acc = op.recv + off * es;
+          directReduceTile(cta, env, t);
+          break;
+        case DirectCollective::kAllGather:
+          for (size_t p = 0; p < n; ++p) env.copy(cta, op.recv + (p * op.count + off) * es, w.areas[p] + in, len * es);
+          break;
+        case DirectCollective::kAllReduceTwoShot: {
+          const size_t unit = es < 16 ? 16 / es : 1;
+          const size_t slice = ((len + n - 1) / n + unit - 1) / unit * unit;
+          auto sliceLen = [&](size_t p) {
+            const size_t s = p * slice;
+            return s < len ? (len - s < slice ? len - s : slice) : size_t{0};
+          };
+          const size_t out = L.outputAt(gen, lane);
+          t.at = in + w.rank * slice * es;
+          t.len = sliceLen(w.rank);
+          t.acc = mine + out + w.rank * slice * es;
+          directReduceTile(cta, env, t);
+          publish(reduced);
+          if (!waited(L.reducedAt(lane), static_cast<int32_t>(o))) return;
+          for (size_t p = 0; p < n; ++p) {
+            env.copy(cta, op.recv + (off + p * slice) * es, w.areas[p] + out + p * slice * es, sliceLen(p) * es);
+          }
+          break;
+        }
+      }
+      // The next round may overwrite nothing a peer still reads (the other stage); its staging copy follows the
+      // barrier of its publish, so this round's loads are done before anything is reused two rounds on.
+    }
+  }
+}
+
+}  // namespace braid

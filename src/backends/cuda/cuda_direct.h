@@ -1,0 +1,60 @@
+// The CUDA backend's NVLS-style (direct) collectives over peer pointers: each rank's direct area (control words
+// and two stages, src/backends/common/direct_kernel.h) in its own GPU's memory, mapped by every rank of the
+// communicator at init, and the launch images of the direct kernel.
+//
+// Set up only when every rank is on this host and every pair of ranks reaches each other's GPU memory (the P2P
+// decisions after the self-test: same GPU, peer access, or memory another process exported). Ranks of this
+// process map an area by its address (the owner grants their devices access when it allocates); ranks of other
+// processes import it from a POSIX descriptor the owner offers (src/common/fd_share.h). Every rank reports
+// whether it mapped every area, so all ranks agree on whether the communicator has direct collectives.
+//
+// Thread safety: created and used on the communicator's thread (launches); the areas live until destruction.
+// A communicator's areas must outlive its peers' kernels: destroy communicators after their work finished, as
+// NCCL requires.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/backends/backend.h"
+#include "src/backends/common/direct_kernel.h"
+#include "src/backends/cuda/device_memory.h"
+#include "src/common/fd_share.h"
+
+namespace braid {
+
+class CudaDirect {
+ public:
+  // Collective over the communicator's ranks (allGather; every rank calls it with the same decision inputs).
+  // nullptr (not an error) with *why set when the communicator cannot run direct collectives; every rank returns
+  // the same. nlanes: CTAs of a direct launch (the communicator's channels).
+  static Result<std::unique_ptr<CudaDirect>> create(const CudaDeviceMemory& memory, const std::vector<PeerInfo>& peers,
+                                                    int rank, int nlanes, const std::vector<uint8_t>& p2pPeers,
+                                                    const AllGatherFn& allGather, double timeoutSec, std::string* why);
+  ~CudaDirect();
+
+  // The bytes a launch image of `nops` operations takes, and the image itself, written at `image` (pinned memory
+  // the kernel reads): the returned arguments point into it (status, abort word and timeout are the caller's).
+  size_t imageBytes(size_t nops) const;
+  KernelArgs writeImage(const std::vector<DirectOp>& ops, char* image) const;
+
+  const DirectLayout& layout() const { return layout_; }
+
+ private:
+  CudaDirect() = default;
+
+  int rank_ = 0;
+  int nranks_ = 0;
+  DirectLayout layout_;
+  std::vector<char*> areas_;                 // every rank's area as this process maps it
+  std::vector<std::shared_ptr<void>> held_;  // this rank's area and the imported ones
+  FdTicket ticket_;
+  bool offered_ = false;
+};
+
+// All-reduce's shot for `bytes` on `nranks` ranks: one-shot (every rank reduces everything: one exchange) for
+// small operations, two-shot (reduce-scatter then all-gather through the areas) above.
+DirectCollective cudaDirectShot(size_t bytes, int nranks);
+
+}  // namespace braid
