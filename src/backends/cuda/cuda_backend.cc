@@ -26,28 +26,6 @@ constexpr size_t kCursorBlockBytes = 4096;
 constexpr int kEmulatorThreads = 32;  // the emulator runs a thread per GPU thread: fewer on a CPU-only machine
 constexpr uint64_t kNsPerSec = 1000ull * 1000 * 1000;
 
-// Kernels use host pointers as they are: pinned memory must be mapped at the same device address (unified
-// addressing; every 64-bit CUDA platform has it).
-Status mappedAtSameAddress(const CuApi* api, void* p, const char* what) {
-  CUdeviceptr d = 0;
-  BRAID_RETURN_IF_ERROR(api->check(api->memHostGetDevicePointer(&d, p, 0), "cuMemHostGetDevicePointer"));
-  if (d == reinterpret_cast<CUdeviceptr>(p)) return Status::ok();
-  return Status(Code::kCudaError,
-                strPrintf("pinned memory for %s is mapped at another device address (no unified addressing)", what));
-}
-
-Result<void*> pinnedAlloc(const CuApi* api, size_t bytes, const char* what) {
-  void* p = nullptr;
-  BRAID_RETURN_IF_ERROR(api->check(api->memHostAlloc(&p, bytes, kCuMemHostAllocPortable | kCuMemHostAllocDeviceMap),
-                                   strPrintf("cuMemHostAlloc(%zu bytes for %s)", bytes, what).c_str()));
-  Status mapped = mappedAtSameAddress(api, p, what);
-  if (!mapped.isOk()) {
-    (void)api->memFreeHost(p);
-    return mapped;
-  }
-  return p;
-}
-
 }  // namespace
 
 // FIFOs in pinned, mapped host memory: the kernels of both ends reach them, and so does a network proxy. Shared
@@ -61,7 +39,7 @@ class CudaBackend::PinnedFifos final : public FifoMemory {
     ScopedContext scope(api_, ctx_);
     RelaxedCaptureMode relaxed(api_);  // connections are made at first use, maybe while the user captures
     const size_t bytes = localFifoBytes(slotBytes, llSlotBytes);
-    BRAID_ASSIGN_OR_RETURN(void* p, pinnedAlloc(api_, bytes, "a FIFO"));
+    BRAID_ASSIGN_OR_RETURN(void* p, cuPinnedAlloc(api_, bytes, "a FIFO"));
     const CuApi* api = api_;
     std::shared_ptr<void> mem(p, [api, beforeUnmap](void* q) {
       if (beforeUnmap && !beforeUnmap()) return;
@@ -76,7 +54,7 @@ class CudaBackend::PinnedFifos final : public FifoMemory {
     BRAID_RETURN_IF_ERROR(
         api_->check(api_->memHostRegister(base, bytes, kCuMemHostAllocPortable | kCuMemHostAllocDeviceMap),
                     strPrintf("cuMemHostRegister(a shared-memory FIFO of %zu bytes)", bytes).c_str()));
-    Status mapped = mappedAtSameAddress(api_, base, "a registered shared-memory FIFO");
+    Status mapped = cuMappedAtSameAddress(api_, base, "a registered shared-memory FIFO");
     if (!mapped.isOk()) {
       (void)api_->memHostUnregister(base);
       return mapped;
@@ -303,7 +281,7 @@ Status CudaBackend::init(const BackendInitContext& ctx) {
   nChannels_ = ctx.nChannels;
   BRAID_RETURN_IF_ERROR(api_->check(api_->streamCreate(&stream_, kCuStreamNonBlocking), "cuStreamCreate"));
   BRAID_ASSIGN_OR_RETURN(deviceMemory_, CudaDeviceMemory::create(api_, ctx_, device_));
-  BRAID_ASSIGN_OR_RETURN(void* word, pinnedAlloc(api_, sizeof(uint32_t), "the abort word"));
+  BRAID_ASSIGN_OR_RETURN(void* word, cuPinnedAlloc(api_, sizeof(uint32_t), "the abort word"));
   abortWord_ = static_cast<uint32_t*>(word);
   storeRelease(abortWord_, 0u);
   // Peers in other processes of this host: a kill -9 stops this rank's kernels a few seconds later (PeerWatch's
@@ -387,7 +365,7 @@ FifoCursor* CudaBackend::cursorFor(void* connector) {
   if (it != cursors_.end()) return it->second;
   constexpr size_t kPerBlock = kCursorBlockBytes / sizeof(FifoCursor);
   if (cursorBlocks_.empty() || cursorsUsed_ == kPerBlock) {
-    Result<void*> block = pinnedAlloc(api_, kCursorBlockBytes, "connector cursors");
+    Result<void*> block = cuPinnedAlloc(api_, kCursorBlockBytes, "connector cursors");
     if (!block.isOk()) return nullptr;
     cursorBlocks_.push_back(static_cast<char*>(block.value()));
     cursorsUsed_ = 0;

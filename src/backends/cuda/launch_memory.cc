@@ -4,6 +4,26 @@
 
 namespace braid {
 
+Status cuMappedAtSameAddress(const CuApi* api, void* p, const char* what) {
+  CUdeviceptr d = 0;
+  BRAID_RETURN_IF_ERROR(api->check(api->memHostGetDevicePointer(&d, p, 0), "cuMemHostGetDevicePointer"));
+  if (d == reinterpret_cast<CUdeviceptr>(p)) return Status::ok();
+  return Status(Code::kCudaError,
+                strPrintf("pinned memory for %s is mapped at another device address (no unified addressing)", what));
+}
+
+Result<void*> cuPinnedAlloc(const CuApi* api, size_t bytes, const char* what) {
+  void* p = nullptr;
+  BRAID_RETURN_IF_ERROR(api->check(api->memHostAlloc(&p, bytes, kCuMemHostAllocPortable | kCuMemHostAllocDeviceMap),
+                                   strPrintf("cuMemHostAlloc(%zu bytes for %s)", bytes, what).c_str()));
+  Status mapped = cuMappedAtSameAddress(api, p, what);
+  if (!mapped.isOk()) {
+    (void)api->memFreeHost(p);
+    return mapped;
+  }
+  return p;
+}
+
 size_t LaunchMemory::roundedSize(size_t bytes) {
   size_t r = 4096;
   while (r < bytes) r <<= 1;
@@ -44,22 +64,7 @@ Result<void*> LaunchMemory::takePinned(size_t bytes, const char* what) {
   }
   ScopedContext scope(api_, ctx_);
   RelaxedCaptureMode relaxed(api_);
-  void* p = nullptr;
-  BRAID_RETURN_IF_ERROR(api_->check(api_->memHostAlloc(&p, size, kCuMemHostAllocPortable | kCuMemHostAllocDeviceMap),
-                                    strPrintf("cuMemHostAlloc(%zu bytes for %s)", size, what).c_str()));
-  CUdeviceptr d = 0;
-  // Kernels use host pointers as they are: the memory must be mapped at the same device address (unified
-  // addressing, which every 64-bit CUDA platform has).
-  Status mapped = api_->check(api_->memHostGetDevicePointer(&d, p, 0), "cuMemHostGetDevicePointer");
-  if (mapped.isOk() && d != reinterpret_cast<CUdeviceptr>(p)) {
-    mapped =
-        Status(Code::kCudaError,
-               strPrintf("pinned memory for %s is mapped at another device address (no unified addressing)", what));
-  }
-  if (!mapped.isOk()) {
-    (void)api_->memFreeHost(p);
-    return mapped;
-  }
+  BRAID_ASSIGN_OR_RETURN(void* p, cuPinnedAlloc(api_, size, what));
   std::lock_guard<std::mutex> lock(mu_);
   pinnedSize_[p] = size;
   return p;

@@ -19,6 +19,12 @@
 
 namespace braid {
 
+// Kernels use host pointers as they are: pinned memory must be mapped at the same device address (unified
+// addressing; every 64-bit CUDA platform has it). An error names `what` otherwise.
+[[nodiscard]] Status cuMappedAtSameAddress(const CuApi* api, void* p, const char* what);
+// Portable, device-mapped pinned memory at the same address for host and device. Errors name the call and `what`.
+[[nodiscard]] Result<void*> cuPinnedAlloc(const CuApi* api, size_t bytes, const char* what);
+
 class LaunchMemory {
  public:
   LaunchMemory(const CuApi* api, CUcontext ctx) : api_(api), ctx_(ctx) {}
