@@ -13,9 +13,9 @@
 #include <cstddef>
 #include <vector>
 
-namespace braid {
+#include "src/common/coll_types.h"  // DirectCollective
 
-enum class DirectCollective { kAllReduceOneShot, kAllReduceTwoShot, kReduceScatter, kAllGather };
+namespace braid {
 
 enum class DirectKind { kReduce, kCopy };
 

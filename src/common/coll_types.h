@@ -35,7 +35,13 @@ struct ReduceOp {
   DType dtype = DType::kFloat32;
   uint64_t scalar = 0;  // kPreMulSum: the scalar's bytes in dtype's own format (little-endian, low bytes)
   int nranks = 1;       // kAvg: the divisor applied by the post-op (values < 1 are treated as 1)
+  // kPreMulSum with ncclScalarDevice on a device communicator: the scalar is read from here when the work runs (as
+  // NCCL does, so a graph replay sees the value current then); null: `scalar` holds it.
+  const void* scalarPtr = nullptr;
 };
+
+// The NVLS-style (direct) collectives (algorithms/direct/direct.h builds their schedules; kernels run them).
+enum class DirectCollective { kAllReduceOneShot, kAllReduceTwoShot, kReduceScatter, kAllGather };
 
 // Algorithm and protocol identities, in NCCL's order (NCCL_ALGO / NCCL_PROTO names them so).
 enum class AlgoId { kTree, kRing, kCollNetDirect, kCollNetChain, kNvls, kNvlsTree, kPat };

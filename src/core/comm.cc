@@ -433,7 +433,7 @@ size_t Communicator::connectorBytes() const {
 // ---- reduction operators -----------------------------------------------------------------------------------------
 
 Result<ReduceOp> Communicator::resolveOp(int op, DType dtype) const {
-  return redOps_.resolve(op, dtype, nranks_);
+  return redOps_.resolve(op, dtype, nranks_, backend_->kind() == BackendKind::kCuda);
 }
 
 Result<int> Communicator::createPreMulSum(const void* scalar, DType dtype, bool immediate) {

@@ -4,7 +4,7 @@
 
 namespace braid {
 
-Result<ReduceOp> RedOpTable::resolve(int op, DType dtype, int nranks) const {
+Result<ReduceOp> RedOpTable::resolve(int op, DType dtype, int nranks, bool deviceScalar) const {
   ReduceOp r;
   r.dtype = dtype;
   r.nranks = nranks;
@@ -31,6 +31,8 @@ Result<ReduceOp> RedOpTable::resolve(int op, DType dtype, int nranks) const {
   r.scalar = 0;
   if (u.immediate) {
     r.scalar = u.scalarBits;
+  } else if (deviceScalar) {
+    r.scalarPtr = u.scalarPtr;
   } else {
     memcpy(&r.scalar, u.scalarPtr, dtypeSize(dtype));
   }

@@ -19,13 +19,15 @@ struct UserRedOp {
   DType dtype = DType::kFloat32;
   bool immediate = true;            // ncclScalarHostImmediate: scalar captured at creation
   uint64_t scalarBits = 0;          // immediate value
-  const void* scalarPtr = nullptr;  // ncclScalarDevice: read at each launch (host memory on host comms)
+  const void* scalarPtr = nullptr;  // ncclScalarDevice: read at each call (host comms) or by the kernels (CUDA)
 };
 
 class RedOpTable {
  public:
-  // The ReduceOp of `op` (ncclRedOp_t's value) for `dtype` on `nranks` ranks; errors name the op.
-  Result<ReduceOp> resolve(int op, DType dtype, int nranks) const;
+  // The ReduceOp of `op` (ncclRedOp_t's value) for `dtype` on `nranks` ranks; errors name the op. deviceScalar: a
+  // ncclScalarDevice scalar is passed by address for the kernels to read (a device communicator); otherwise its
+  // value is read now (host memory on a host communicator).
+  Result<ReduceOp> resolve(int op, DType dtype, int nranks, bool deviceScalar) const;
   Result<int> createPreMulSum(const void* scalar, DType dtype, bool immediate);
   Status destroy(int op);
 

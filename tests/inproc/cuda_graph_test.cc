@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,69 @@ TEST_F(CudaGraph, ReplaysWithNewInputsBetweenEagerCalls) {
       });
       for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << proto << " " << count;
     }
+  }
+}
+
+// A PreMulSum whose scalar is in device memory (ncclScalarDevice) is read when the kernel runs, as in NCCL: a graph
+// that captured the all-reduce replays with the scalar each rank stored since. Over the ring and NVLS-style.
+TEST_F(CudaGraph, ADeviceScalarIsReadWhenTheKernelRuns) {
+  const Driver& drv = Driver::get();
+  const Graphs g(drv.lib);
+  constexpr int kRanks = 2;
+  constexpr size_t kCount = 3000;
+  for (const char* algo : {"", "NVLS"}) {
+    if (*algo != '\0') setenv("NCCL_ALGO", algo, 1);
+    std::vector<ncclResult_t> res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+      void* buf = drv.alloc(kCount * 4);
+      void* scalar = drv.alloc(4);
+      std::vector<float> in(kCount), out(kCount);
+      float hostScalar = 0;  // outlives the copy (a pageable source)
+      auto setScalar = [&](float v) {
+        hostScalar = v;
+        drv.copy(scalar, &hostScalar, 4, stream);
+      };
+      auto run = [&](float base, const std::function<bool()>& call) {
+        for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((i + static_cast<size_t>(r)) % 7);
+        drv.copy(buf, in.data(), kCount * 4, stream);
+        setScalar(base + static_cast<float>(r));
+        if (!call()) return false;
+        drv.copy(out.data(), buf, kCount * 4, stream);
+        if (drv.streamSync(stream) != 0) return false;
+        for (size_t i = 0; i < kCount; ++i) {
+          float want = 0;
+          for (int p = 0; p < kRanks; ++p) want += static_cast<float>((i + static_cast<size_t>(p)) % 7) * (base + p);
+          if (out[i] != want) {
+            ADD_FAILURE() << algo << " rank " << r << " scalar base " << base << " element " << i << ": " << out[i]
+                          << ", expected " << want;
+            return false;
+          }
+        }
+        return true;
+      };
+      ncclRedOp_t op;
+      if (ncclRedOpCreatePreMulSum(&op, scalar, ncclFloat, ncclScalarDevice, comm) != ncclSuccess) {
+        return ncclInternalError;
+      }
+      auto allReduce = [&] { return ncclAllReduce(buf, buf, kCount, ncclFloat, op, comm, stream) == ncclSuccess; };
+      if (!run(2, allReduce)) return ncclInternalError;
+      void* graph = nullptr;
+      void* exec = nullptr;
+      if (g.begin(stream, 1) != 0 || !allReduce() || g.end(stream, &graph) != 0 ||
+          g.instantiate(&exec, graph, 0) != 0) {
+        return ncclSystemError;
+      }
+      for (float base : {3.0f, 5.0f}) {
+        if (!run(base, [&] { return g.launch(exec, stream) == 0; })) return ncclInternalError;
+      }
+      g.execDestroy(exec);
+      g.destroy(graph);
+      ncclRedOpDestroy(op, comm);
+      drv.memFree(reinterpret_cast<unsigned long long>(buf));
+      drv.memFree(reinterpret_cast<unsigned long long>(scalar));
+      return ncclSuccess;
+    });
+    unsetenv("NCCL_ALGO");
+    for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << algo;
   }
 }
 

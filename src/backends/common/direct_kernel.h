@@ -28,7 +28,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "algorithms/direct/direct.h"
 #include "src/backends/common/direct_engine.h"
 #include "src/backends/common/kernel_main.h"
 #include "src/backends/common/mem_order.h"

@@ -133,7 +133,8 @@ struct Params {
 template <class Tr>
 BRAID_HOST_DEVICE Params<Tr> makeParams(const ReduceOp& op) {
   Params<Tr> p;
-  memcpy(&p.scalar, &op.scalar, sizeof(p.scalar));  // low bytes on a little-endian host
+  // Low bytes on a little-endian host; a device scalar is read here, when the work runs.
+  memcpy(&p.scalar, op.scalarPtr != nullptr ? op.scalarPtr : static_cast<const void*>(&op.scalar), sizeof(p.scalar));
   p.divisor = Tr::divisor(op.nranks < 1 ? 1 : op.nranks);
   return p;
 }

@@ -59,6 +59,7 @@ std::string checkReach(const KernelArgs& a, int device, EmuClassifyFn classify) 
                                          : "pageable host memory (neither device memory nor pinned host memory)";
     problem = strPrintf("%s at %p is %s: a GPU would fault there", what.c_str(), p, why);
   };
+  if (a.direct == nullptr) check(a.channels, sizeof(ChannelWorkDesc) * a.nchannels, "the channel table");
   check(a.status, sizeof(DevStatus), "the status word");
   check(a.abortFlag, sizeof(uint32_t), "the abort word");
   if (a.direct != nullptr) {
@@ -75,10 +76,10 @@ std::string checkReach(const KernelArgs& a, int device, EmuClassifyFn classify) 
       check(op.reduceOps, sizeof(ReduceOp) * w.nranks, what + "reduction ops");
       check(op.send, dtypeSize(op.stageOp.dtype), what + "send buffer");
       check(op.recv, dtypeSize(op.stageOp.dtype), what + "receive buffer");
+      check(op.stageOp.scalarPtr, dtypeSize(op.stageOp.dtype), what + "PreMulSum scalar");
     }
     return problem;
   }
-  check(a.channels, sizeof(ChannelWorkDesc) * a.nchannels, "the channel table");
   for (uint32_t c = 0; c < a.nchannels && problem.empty(); ++c) {
     const ChannelWorkDesc& ch = a.channels[c];
     check(ch.items, sizeof(WorkDesc) * ch.nitems, strPrintf("channel %u's work items", c));
@@ -102,6 +103,7 @@ std::string checkReach(const KernelArgs& a, int device, EmuClassifyFn classify) 
       check(w.output, w.elemSize, item + "output buffer");
       check(w.llRecv, 1, item + "LL receive staging");
       check(w.llSend, 1, item + "LL send staging");
+      check(w.op.scalarPtr, dtypeSize(w.op.dtype), item + "PreMulSum scalar");
     }
   }
   return problem;
