@@ -63,8 +63,19 @@ class BraidComms final : public ThreadComms {
     return dev;
   }
 
+  bool registerBuffers(size_t i, const std::vector<std::pair<void*, size_t>>& buffers, std::string* error) override {
+    for (const auto& [p, bytes] : buffers) {
+      void* handle = nullptr;
+      if (!check(ncclCommRegister(comms_[i], p, bytes, &handle), "ncclCommRegister", comms_[i], error)) return false;
+      handles_.emplace_back(comms_[i], handle);
+    }
+    return true;
+  }
+
   bool close(std::string* error) override {
     bool ok = true;
+    for (const auto& [c, h] : handles_) ok = check(ncclCommDeregister(c, h), "ncclCommDeregister", c, error) && ok;
+    handles_.clear();
     for (ncclComm_t& c : comms_) {
       if (c == nullptr) continue;
       ok = check(ncclCommDestroy(c), "ncclCommDestroy", c, error) && ok;
@@ -136,6 +147,7 @@ class BraidComms final : public ThreadComms {
   }
 
   std::vector<ncclComm_t> comms_;
+  std::vector<std::pair<ncclComm_t, void*>> handles_;  // -R 1 registrations
 };
 
 class BraidBackend final : public Backend {

@@ -98,6 +98,12 @@ class ThreadRunner {
           RankBuffers::create(s_.backend.get(), firstRank_ + i, places[i], s_.bufferBytes, s_.bufferBytes,
                               s_.opts.streamNull != 0, s_.opts.plainHost, &error);
       if (!b) fail(s_, firstRank_ + i, error);
+      // -R 1: the buffers are registered, as nccl-tests does (in place, the send buffer lies inside the receive one).
+      if (s_.opts.localRegister == 1 &&
+          !comms_->registerBuffers(static_cast<size_t>(i), {{b->send(), s_.bufferBytes}, {b->recv(), s_.bufferBytes}},
+                                   &error)) {
+        fail(s_, firstRank_ + i, error);
+      }
       ranks_.push_back(std::move(b));
     }
     onDevice_ = ranks_[0]->onDevice();

@@ -173,7 +173,8 @@ assert len(d["results"]) == int(sys.argv[2]) and d["status"] == "OK" and d["wron
 assert all(r["out_of_place"]["wrong"] == 0 and r["in_place"]["time_us"] > 0 for r in d["results"])
 PY
     fi
-    refuse "-R 1 refused" "no buffer registration" "$p" -R 1
+    check "-R 1 registers the buffers" all_reduce_perf "$rows" 0 "$p" "${args[@]}" -t 2 -R 1
+    refuse "-R 2 refused" "no symmetric windows" "$p" -R 2
     refuse "unknown baseline" "--baseline 'bogus' is unknown" "$p" --baseline bogus
     refuse "unknown datatype" "invalid datatype \(-d\) 'float17'" "$p" -d float17
     refuse "root out of range" "root 3 \(-r\) is not a rank below 2" "$perfdir/broadcast_perf" -t 2 -r 3
@@ -438,6 +439,13 @@ PY
     done
     check "all_reduce_perf on CUDA communicators, 2 processes" all_reduce_perf "$rows" 0 \
       "${fd[@]}" "${L2[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}"
+    # Registered device buffers (-R 1), and the NVLS-style kernel over peer pointers (NCCL_ALGO=NVLS).
+    check "all_reduce_perf -R 1 on CUDA communicators" all_reduce_perf "$rows" 0 \
+      "${fd[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -g 2 -R 1
+    for t in all_reduce reduce_scatter all_gather; do
+      check "${t}_perf NVLS-style on CUDA communicators" "${t}_perf" "$rows" 0 \
+        "${fd[@]}" NCCL_ALGO=NVLS "$perfdir/${t}_perf" --buffers device "${args[@]}" -g 2
+    done
     # The communicators really were CUDA ones, on the devices the tool chose.
     timeout "$timeout_s" "${fd[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$perfdir/all_reduce_perf" --buffers device \
       -g 2 -b 8 -e 8 >"$out" 2>"$err"

@@ -23,9 +23,6 @@ Status notSupported(const char* fn, const char* why) {
 namespace {
 
 constexpr unsigned kConfigMagic = 0xcafebeef;
-constexpr const char* kRegistrationWhy =
-    "braid's collectives do not use registered buffers yet (issue 15); they take unregistered buffers, and "
-    "ncclMemAlloc buffers are reachable by peers without registration";
 
 Result<CommConfig> parseConfig(const ncclConfig_t* config) {
   CommConfig c;
@@ -365,11 +362,22 @@ BRAID_API(ncclResult_t, ncclMemFree, void* ptr) {
 }
 
 BRAID_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  return apiCall("ncclCommRegister", [&]() { return notSupported("ncclCommRegister", kRegistrationWhy); });
+  return apiCall("ncclCommRegister", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(buff, "ncclCommRegister", "buff"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(handle, "ncclCommRegister", "handle"));
+    if (size == 0) return invalidArgument("ncclCommRegister: size=0: register at least one byte");
+    BRAID_ASSIGN_OR_RETURN(*handle, c->registerBuffer(buff, size));
+    return Status::ok();
+  });
 }
 
 BRAID_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
-  return apiCall("ncclCommDeregister", [&]() { return notSupported("ncclCommDeregister", kRegistrationWhy); });
+  return apiCall("ncclCommDeregister", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    if (handle == nullptr) return Status::ok();  // as NCCL: what a registration that did nothing returned
+    return c->deregisterBuffer(handle);
+  });
 }
 
 BRAID_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,

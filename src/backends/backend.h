@@ -169,6 +169,13 @@ class Backend {
   // A buffer an operation reads or writes (`what` names the argument): ok when this backend's executor can reach
   // it, else an error that names the argument, the pointer and the remedy. Called at enqueue.
   [[nodiscard]] virtual Status checkBuffer(const void* p, size_t bytes, const char* what) const { return Status::ok(); }
+  // The identity of the allocation holding [p, p + bytes) (CUDA's buffer id, unique per allocation of the process;
+  // 0 for host memory, which has none), for registrations; an error as checkBuffer's when the backend cannot
+  // reach the range.
+  [[nodiscard]] virtual Result<uint64_t> bufferId(const void* p, size_t bytes, const char* what) const {
+    BRAID_RETURN_IF_ERROR(checkBuffer(p, bytes, what));
+    return uint64_t{0};
+  }
   // The stream an operation was issued on (null: the legacy default stream): ok when this backend can order its
   // work after it, else an error naming the stream and why. Called at enqueue for a non-null stream.
   [[nodiscard]] virtual Status checkStream(void* stream) const { return Status::ok(); }

@@ -433,15 +433,43 @@ size_t Communicator::connectorBytes() const {
 // ---- reduction operators -----------------------------------------------------------------------------------------
 
 Result<ReduceOp> Communicator::resolveOp(int op, DType dtype) const {
-  return redOps_.resolve(op, dtype, nranks_, backend_->kind() == BackendKind::kCuda);
+  return user_.redOps.resolve(op, dtype, nranks_, backend_->kind() == BackendKind::kCuda);
 }
 
 Result<int> Communicator::createPreMulSum(const void* scalar, DType dtype, bool immediate) {
-  return redOps_.createPreMulSum(scalar, dtype, immediate);
+  return user_.redOps.createPreMulSum(scalar, dtype, immediate);
 }
 
 Status Communicator::destroyOp(int op) {
-  return redOps_.destroy(op);
+  return user_.redOps.destroy(op);
+}
+
+// ---- buffer registrations ----------------------------------------------------------------------------------------
+
+Result<void*> Communicator::registerBuffer(const void* buff, size_t bytes) {
+  BRAID_ASSIGN_OR_RETURN(const uint64_t id, backend_->bufferId(buff, bytes, "buff"));
+  void* handle = user_.buffers.add(buff, bytes, id);
+  BRAID_INFO(kLogInit | kLogAlloc, "comm %p rank %d: registered %zu bytes at %p (buffer id %llu) as handle %p",
+             static_cast<const void*>(this), rank_, bytes, buff, static_cast<unsigned long long>(id), handle);
+  return handle;
+}
+
+Status Communicator::deregisterBuffer(void* handle) {
+  return user_.buffers.remove(handle);
+}
+
+Status Communicator::checkRegistered(const void* p, size_t bytes, const char* what) const {
+  Registration r;
+  if (p == nullptr || user_.buffers.count() == 0 || !user_.buffers.find(p, bytes, &r) || r.bufferId == 0) {
+    return Status::ok();
+  }
+  Result<uint64_t> now = backend_->bufferId(p, bytes, what);
+  if (now.isOk() && now.value() == r.bufferId) return Status::ok();
+  return invalidUsage(
+      "%s=%p lies in a buffer registered with ncclCommRegister (handle %p, %zu bytes at %p) whose allocation was "
+      "freed since%s: call ncclCommDeregister before freeing a registered buffer",
+      what, p, r.handle, r.bytes, static_cast<const void*>(r.base),
+      now.isOk() ? " (the memory there now is another allocation)" : "");
 }
 
 // ---- planning and execution ----------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@
 #include "src/core/flight_recorder.h"
 #include "src/core/planner.h"
 #include "src/core/red_ops.h"
+#include "src/core/registrations.h"
 #include "transports/transport.h"
 
 namespace braid {
@@ -99,6 +100,13 @@ class Communicator {
   Result<ReduceOp> resolveOp(int op, DType dtype) const;
   Result<int> createPreMulSum(const void* scalar, DType dtype, bool immediate);
   Status destroyOp(int op);
+  // ncclCommRegister / ncclCommDeregister (registrations.h): `bytes` at `buff` must be memory this communicator's
+  // backend reaches; errors name the argument.
+  Result<void*> registerBuffer(const void* buff, size_t bytes);
+  Status deregisterBuffer(void* handle);
+  // A buffer an operation uses (`what` names the argument) that lies in a registration whose allocation is gone: an
+  // error naming both. Called at enqueue.
+  Status checkRegistered(const void* p, size_t bytes, const char* what) const;
 
   // Memory this communicator may map for receive FIFOs (an upper bound): (NCCL_BUFFSIZE + NCCL_LL_BUFFSIZE) x
   // channels x (nranks + 3).
@@ -159,7 +167,12 @@ class Communicator {
   std::unique_ptr<NvlsTree> nvlsTree_;  // null when NVLSTree cannot run (nvls_tree.h)
   std::vector<PendingOp> pending_;
   std::unique_ptr<Backend> backend_;  // executes plans: CpuBackend on host memory (src/backends)
-  RedOpTable redOps_;
+  // What users create on the communicator: reduction operators and buffer registrations.
+  struct UserObjects {
+    RedOpTable redOps;
+    Registrations buffers;
+  };
+  UserObjects user_;
   std::atomic<bool> abort_{false};
   std::atomic<int> asyncError_{0};
   std::unique_ptr<FlightRecorder> flight_;

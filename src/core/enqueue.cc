@@ -138,8 +138,14 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
     const bool scatters = a.kind == CollKind::kReduceScatter || a.kind == CollKind::kAlltoAll;
     const bool sends = !(a.kind == CollKind::kRecv || (a.kind == CollKind::kBroadcast && rank != a.root));
     const bool recvs = !(a.kind == CollKind::kSend || (a.kind == CollKind::kReduce && rank != a.root));
-    if (sends) BRAID_RETURN_IF_ERROR(comm->backend().checkBuffer(a.sendbuff, scatters ? many : bytes, "sendbuff"));
-    if (recvs) BRAID_RETURN_IF_ERROR(comm->backend().checkBuffer(a.recvbuff, gathers ? many : bytes, "recvbuff"));
+    if (sends) {
+      BRAID_RETURN_IF_ERROR(comm->checkRegistered(a.sendbuff, scatters ? many : bytes, "sendbuff"));
+      BRAID_RETURN_IF_ERROR(comm->backend().checkBuffer(a.sendbuff, scatters ? many : bytes, "sendbuff"));
+    }
+    if (recvs) {
+      BRAID_RETURN_IF_ERROR(comm->checkRegistered(a.recvbuff, gathers ? many : bytes, "recvbuff"));
+      BRAID_RETURN_IF_ERROR(comm->backend().checkBuffer(a.recvbuff, gathers ? many : bytes, "recvbuff"));
+    }
   }
   BRAID_INFO(kLogColl, "%s: opCount comm %p rank %d sendbuff %p recvbuff %p count %zu datatype %d op %d root %d", a.fn,
              a.handle, rank, a.sendbuff, a.recvbuff, a.count, static_cast<int>(a.datatype), a.op, a.root);

@@ -556,10 +556,36 @@ TEST(Api, BadInputGetsANamedError) {
   (void)dummy;
 }
 
+// ncclCommRegister / ncclCommDeregister on a host communicator: a handle per registration, collectives on the
+// buffer as before, and each bad argument named.
+TEST(Api, RegisterAndDeregister) {
+  ncclComm_t c[2];
+  ASSERT_EQ(ncclCommInitAll(c, 2, nullptr), ncclSuccess);
+  std::vector<float> buf(1000, 1.0f);
+  void* handle = nullptr;
+  ASSERT_EQ(ncclCommRegister(c[0], buf.data(), buf.size() * 4, &handle), ncclSuccess) << lastError();
+  EXPECT_NE(handle, nullptr);
+  void* again = nullptr;  // the same buffer twice: two registrations, as in NCCL
+  ASSERT_EQ(ncclCommRegister(c[0], buf.data(), 400, &again), ncclSuccess);
+  EXPECT_NE(again, handle);
+  EXPECT_EQ(ncclCommDeregister(c[1], handle), ncclInvalidArgument);  // another communicator's handle
+  EXPECT_NE(lastError().find("is not a registration of this communicator"), std::string::npos) << lastError();
+  EXPECT_EQ(ncclCommDeregister(c[0], handle), ncclSuccess);
+  EXPECT_EQ(ncclCommDeregister(c[0], handle), ncclInvalidArgument);  // twice
+  EXPECT_EQ(ncclCommDeregister(c[0], again), ncclSuccess);
+  EXPECT_EQ(ncclCommDeregister(c[0], nullptr), ncclSuccess);  // what a registration that did nothing returns
+  EXPECT_EQ(ncclCommRegister(c[0], nullptr, 4, &handle), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("buff"), std::string::npos) << lastError();
+  EXPECT_EQ(ncclCommRegister(c[0], buf.data(), 4, nullptr), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("handle"), std::string::npos) << lastError();
+  EXPECT_EQ(ncclCommRegister(c[0], buf.data(), 0, &handle), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("size=0"), std::string::npos) << lastError();
+  for (ncclComm_t comm : c) EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
 TEST(Api, UnsupportedFunctionsSayWhich) {
   ncclComm_t c[1];
   ASSERT_EQ(ncclCommInitAll(c, 1, nullptr), ncclSuccess);
-  void* handle = nullptr;
   ncclWindow_t win = nullptr;
   ncclComm_t out = nullptr;
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
@@ -571,8 +597,6 @@ TEST(Api, UnsupportedFunctionsSayWhich) {
   } calls[] = {
       {"ncclCommShrink", ncclCommShrink(c[0], &excl, 1, &out, nullptr, 0)},
       {"ncclCommRevoke", ncclCommRevoke(c[0], 0)},
-      {"ncclCommRegister", ncclCommRegister(c[0], &excl, 4, &handle)},
-      {"ncclCommDeregister", ncclCommDeregister(c[0], handle)},
       {"ncclCommWindowRegister", ncclCommWindowRegister(c[0], &excl, 4, &win, 0)},
       {"ncclCommWindowDeregister", ncclCommWindowDeregister(c[0], win)},
       {"ncclGroupSimulateEnd", ncclGroupSimulateEnd(&sim)},

@@ -630,6 +630,46 @@ TEST_F(CudaComm, AbortStopsAWaitingKernel) {
   drv.streamDestroy(stream);
 }
 
+// ncclCommRegister keys a registration by the allocation's buffer id: collectives on a registered buffer run; once
+// the buffer is freed (and its address maybe reused), a collective there is refused by name instead of trusting the
+// stale registration; a host pointer cannot be registered on a CUDA communicator.
+TEST_F(CudaComm, RegistrationsFollowTheAllocationNotTheAddress) {
+  const Driver& drv = Driver::get();
+  std::vector<std::string> msgs(2);
+  std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    void* buf = drv.alloc(4000);
+    void* handle = nullptr;
+    if (ncclCommRegister(comm, buf, 4000, &handle) != ncclSuccess || handle == nullptr) return ncclInternalError;
+    std::vector<float> in(1000, 1.0f + static_cast<float>(r)), out(1000, 0);
+    drv.copy(buf, in.data(), 4000, stream);
+    if (ncclAllReduce(buf, buf, 1000, ncclFloat, ncclSum, comm, stream) != ncclSuccess) return ncclInternalError;
+    drv.copy(out.data(), buf, 4000, stream);
+    if (drv.streamSync(stream) != 0 || out[999] != 3.0f) return ncclInternalError;
+    std::vector<char> host(64);
+    void* hostHandle = nullptr;
+    if (ncclCommRegister(comm, host.data(), host.size(), &hostHandle) != ncclInvalidArgument) return ncclInternalError;
+    const std::string hostMsg = ncclGetLastError(comm);
+    if (hostMsg.find("buff=") == std::string::npos) {
+      ADD_FAILURE() << hostMsg;
+      return ncclInternalError;
+    }
+    // Both ranks free their registered buffers, then allocate again (the fake reuses addresses, as caching
+    // allocators do): the old registration must not vouch for what is there now.
+    drv.memFree(reinterpret_cast<unsigned long long>(buf));
+    void* again = drv.alloc(4000);
+    ncclResult_t st = ncclAllReduce(buf, buf, 1000, ncclFloat, ncclSum, comm, stream);
+    msgs[static_cast<size_t>(r)] = ncclGetLastError(comm);
+    if (ncclCommDeregister(comm, handle) != ncclSuccess) return ncclInternalError;
+    drv.memFree(reinterpret_cast<unsigned long long>(again));
+    return st;
+  });
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r], ncclInvalidUsage) << msgs[r];
+    EXPECT_NE(msgs[r].find("registered with ncclCommRegister"), std::string::npos) << msgs[r];
+    EXPECT_NE(msgs[r].find("call ncclCommDeregister before freeing a registered buffer"), std::string::npos) << msgs[r];
+  }
+}
+
 // One rank with a current context (cuda), one without (host): init fails on both, naming the two backends.
 TEST_F(CudaComm, RanksThatDisagreeOnTheBackendFailInit) {
   std::vector<ncclResult_t> res = runCudaRanks(

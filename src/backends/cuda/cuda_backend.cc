@@ -789,3 +789,17 @@ Status CudaBackend::checkBuffer(const void* p, size_t bytes, const char* what) c
 }
 
 }  // namespace braid
+
+namespace braid {
+
+Result<uint64_t> CudaBackend::bufferId(const void* p, size_t bytes, const char* what) const {
+  BRAID_RETURN_IF_ERROR(checkBuffer(p, bytes, what));
+  unsigned long long id = 0;
+  BRAID_RETURN_IF_ERROR(api_->check(api_->pointerGetAttribute(&id, static_cast<int>(CuPointerAttr::kBufferId),
+                                                              reinterpret_cast<CUdeviceptr>(p)),
+                                    "cuPointerGetAttribute(BUFFER_ID)")
+                            .withContext(strPrintf("%s=%p", what, p)));
+  return static_cast<uint64_t>(id);
+}
+
+}  // namespace braid

@@ -60,6 +60,7 @@ class CudaBackend final : public Backend {
   void markAborted(const std::string& why) override;
   Status checkBuffer(const void* p, size_t bytes, const char* what) const override;
   Status checkStream(void* stream) const override;
+  Result<uint64_t> bufferId(const void* p, size_t bytes, const char* what) const override;
   Status pollAsync() override;
   void abortWork() override;
 
