@@ -36,6 +36,7 @@ constexpr int kNvlsAlgo = static_cast<int>(AlgoId::kNvls);
 constexpr int kTreeAlgo = static_cast<int>(AlgoId::kTree);
 constexpr int kNvlsTreeAlgo = static_cast<int>(AlgoId::kNvlsTree);
 constexpr int kLlProto = static_cast<int>(ProtoId::kLL);
+constexpr int kLl128Proto = static_cast<int>(ProtoId::kLL128);
 constexpr int kSimpleProto = static_cast<int>(ProtoId::kSimple);
 
 }  // namespace
@@ -101,8 +102,10 @@ FifoChoice Selector::computeFifo(CollKind kind, size_t bytes) const {
     useTree = false;
   }
   bool useLl = c_.proto.allows(fc, kLlProto), useSimple = c_.proto.allows(fc, kSimpleProto);
-  if (pinProto == kLlProto && useLl) useSimple = false;
-  if (pinProto == kSimpleProto && useSimple) useLl = false;
+  bool useLl128 = c_.ll128 && c_.proto.allows(fc, kLl128Proto);
+  if (pinProto == kLlProto && useLl) useSimple = useLl128 = false;
+  if (pinProto == kSimpleProto && useSimple) useLl = useLl128 = false;
+  if (pinProto == kLl128Proto && useLl128) useLl = useSimple = false;
   best.predictedUs = -1;
   // The first pair the filters leave: the choice when the GPU model disables all of them (NCCL_ALGO/NCCL_PROTO
   // forced one it rules out), as the user asked.
@@ -110,11 +113,12 @@ FifoChoice Selector::computeFifo(CollKind kind, size_t bytes) const {
   bool anyAllowed = false;
   for (AlgoId a : {AlgoId::kRing, AlgoId::kTree}) {
     if (!(a == AlgoId::kRing ? useRing : useTree)) continue;
-    for (ProtoId p : {ProtoId::kSimple, ProtoId::kLL}) {  // a tie keeps Simple
-      if (!(p == ProtoId::kLL ? useLl : useSimple)) continue;
+    for (ProtoId p : {ProtoId::kSimple, ProtoId::kLL, ProtoId::kLL128}) {  // a tie keeps Simple
+      if (!(p == ProtoId::kLL ? useLl : p == ProtoId::kLL128 ? useLl128 : useSimple)) continue;
       if (!anyAllowed) firstAllowed = FifoChoice{a, p, 0};
       anyAllowed = true;
-      const double t = predictUs(fc, a, p, bytes);
+      // The host cost model has no LL128 figures: there LL128 runs only when it is all NCCL_PROTO leaves.
+      const double t = p == ProtoId::kLL128 && !c_.gpu ? -1 : predictUs(fc, a, p, bytes);
       if (t < 0) continue;  // the GPU model disables the pair
       if (best.predictedUs < 0 || t < best.predictedUs) best = FifoChoice{a, p, t};
     }
@@ -224,7 +228,8 @@ void Selector::logTuning(CollKind kind, size_t bytes, AlgoId chosen, ProtoId pro
 bool Selector::fifoPathAllowed(CollKind kind) const {
   FilterColl fc;
   if (!filterCollOf(kind, &fc)) return true;
-  const bool proto = c_.proto.allows(fc, kLlProto) || c_.proto.allows(fc, kSimpleProto);
+  const bool proto = c_.proto.allows(fc, kLlProto) || c_.proto.allows(fc, kSimpleProto) ||
+                     (c_.ll128 && c_.proto.allows(fc, kLl128Proto));
   return proto && (c_.algo.allows(fc, kRingAlgo) || (treeImplemented(kind) && c_.algo.allows(fc, kTreeAlgo)));
 }
 
@@ -257,18 +262,20 @@ Status Selector::checkAlgorithms(CollKind kind) const {
         c_.algo.setting.c_str(), filterCollName(fc), tree ? ", Tree" : "", nvls ? ", NVLS" : "",
         nvlsTree ? ", NVLSTree" : "", nvlsNote, nvlsTree ? "" : nvlsTreeNote);
   }
-  const bool fifoProto = c_.proto.allows(fc, kLlProto) || c_.proto.allows(fc, kSimpleProto);
+  const bool fifoProto = c_.proto.allows(fc, kLlProto) || c_.proto.allows(fc, kSimpleProto) ||
+                         (c_.ll128 && c_.proto.allows(fc, kLl128Proto));
   const bool fifoAlgo = c_.algo.allows(fc, kRingAlgo) || (tree && c_.algo.allows(fc, kTreeAlgo));
   const bool simple = c_.proto.allows(fc, kSimpleProto);
   const bool nvlsOk = nvls && c_.algo.allows(fc, kNvlsAlgo) && simple;
   const bool nvlsTreeOk = nvlsTree && c_.algo.allows(fc, kNvlsTreeAlgo) && simple;
   if (!(fifoProto && fifoAlgo) && !nvlsOk && !nvlsTreeOk) {
     return invalidUsage(
-        "NCCL_ALGO=\"%s\" with NCCL_PROTO=\"%s\" leaves nothing braid runs for %s: the host backend runs Ring%s "
-        "with LL or Simple%s%s (LL128 is defined for the CUDA backend only; PAT and CollNet are not built yet%s%s)",
+        "NCCL_ALGO=\"%s\" with NCCL_PROTO=\"%s\" leaves nothing braid runs for %s: this communicator runs Ring%s "
+        "with LL%s or Simple%s%s (LL128 runs on CUDA communicators of one host only; PAT and CollNet are not built "
+        "yet%s%s)",
         c_.algo.setting.c_str(), c_.proto.setting.c_str(), filterCollName(fc), tree ? " and Tree" : "",
-        nvls ? ", and NVLS with Simple" : "", nvlsTree ? ", and NVLSTree with Simple" : "", nvlsNote,
-        nvlsTree ? "" : nvlsTreeNote);
+        c_.ll128 ? ", LL128" : "", nvls ? ", and NVLS with Simple" : "", nvlsTree ? ", and NVLSTree with Simple" : "",
+        nvlsNote, nvlsTree ? "" : nvlsTreeNote);
   }
   return Status::ok();
 }

@@ -439,7 +439,10 @@ PY
     done
     check "all_reduce_perf on CUDA communicators, 2 processes" all_reduce_perf "$rows" 0 \
       "${fd[@]}" "${L2[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}"
-    # Registered device buffers (-R 1), and the NVLS-style kernel over peer pointers (NCCL_ALGO=NVLS).
+    # LL128 (forced: the model never picks it before it has run on a GPU), registered device buffers (-R 1), and the
+    # NVLS-style kernel over peer pointers (NCCL_ALGO=NVLS).
+    check "all_reduce_perf with LL128 on CUDA communicators" all_reduce_perf "$rows" 0 \
+      "${fd[@]}" NCCL_PROTO=LL128 "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -g 2
     check "all_reduce_perf -R 1 on CUDA communicators" all_reduce_perf "$rows" 0 \
       "${fd[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -g 2 -R 1
     for t in all_reduce reduce_scatter all_gather; do

@@ -70,7 +70,7 @@ struct PlannedWork {
   ReduceOp op;
   ProtoId proto = ProtoId::kSimple;
   // Scratch the backend provides for the launch: a tree reduce's interior rank accumulates in an output NCCL does
-  // not give it (outputScratchBytes replaces `output`), and LL stages one slot's payload each way.
+  // not give it (outputScratchBytes replaces `output`), and LL and LL128 stage one slot's payload each way.
   size_t outputScratchBytes = 0;
   size_t llStagingBytes = 0;
 };

@@ -311,8 +311,9 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
       nch = cap;
     }
   }
-  fifo_.slotBytes = static_cast<size_t>(buffSize) / kFifoSlots / 64 * 64;
-  fifo_.llSlotBytes = static_cast<size_t>(llBuffSize) / kFifoSlots / 64 * 64;
+  // Whole 128-byte lines, so every LL and LL128 slot starts on a line (LL128 lines are 128-byte aligned).
+  fifo_.slotBytes = static_cast<size_t>(buffSize) / kFifoSlots / 128 * 128;
+  fifo_.llSlotBytes = static_cast<size_t>(llBuffSize) / kFifoSlots / 128 * 128;
 
   if (!topo.placeCpus.empty()) peers_[static_cast<size_t>(rank)].numa = topo.numaOf[static_cast<size_t>(rank)];
   peers_[static_cast<size_t>(rank)].rail = topo.localRank;
@@ -339,6 +340,8 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   if (backend_->kind() == BackendKind::kCuda) {
     sc.gpu = gpuModelFor(topo, sc.algo, sc.proto, static_cast<int>(nch), rank);
   }
+  // LL128 lines travel whole only through memory both ends map; over a network they would ride in Simple slots.
+  sc.ll128 = backend_->caps().proto[static_cast<int>(ProtoId::kLL128)] && !topo.netPeers;
   selector_ = Selector(std::move(sc));
   BRAID_RETURN_IF_ERROR(checkLlOverNetwork());
   BRAID_ASSIGN_OR_RETURN(sched_.rings, ringsForChannels(topo.search, static_cast<int>(nch), nranks));

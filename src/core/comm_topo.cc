@@ -363,7 +363,7 @@ std::shared_ptr<const GpuModel> gpuModelFor(const CommTopology& topo, const Filt
   in.patEnable = false;
   BRAID_INFO(kLogInit | kLogTuning,
              "rank %d: algorithms and protocols chosen by NCCL's GPU model (%d ranks, %d node(s), sm %d-%d, ring %d x "
-             "%.1f GB/s %s); LL128 off: braid's LL128 kernel has not run on a GPU",
+             "%.1f GB/s %s); LL128 off: braid's LL128 kernel has not run on a GPU (NCCL_PROTO=LL128 forces it)",
              rank, in.nRanks, in.nNodes, in.minSm, in.maxSm, in.graphs[static_cast<int>(AlgoId::kRing)].nChannels,
              in.graphs[static_cast<int>(AlgoId::kRing)].bwIntra,
              pathTypeName(in.graphs[static_cast<int>(AlgoId::kRing)].typeIntra));

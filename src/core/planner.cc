@@ -6,6 +6,7 @@
 
 #include "algorithms/alltoall/bruck.h"
 #include "algorithms/ring/ring.h"
+#include "src/backends/common/ll128_ops.h"
 #include "src/backends/common/ll_ops.h"
 
 namespace braid {
@@ -118,9 +119,12 @@ Status planOps(const PlanShape& s, const std::vector<PlanOp>& ops, Plan* plan) {
     const PendingOp& op = *po.op;
     const size_t elemSize = dtypeSize(op.dtype);
     const bool ll = po.choice.proto == ProtoId::kLL;
-    // An LL slot carries half its bytes as payload.
-    const size_t chunkElems =
-        std::max<size_t>(1, (ll ? llPayloadCapacity(s.fifo.llSlotBytes) : s.fifo.slotBytes) / elemSize);
+    const bool ll128 = po.choice.proto == ProtoId::kLL128;
+    // An LL slot carries half its bytes as payload; as LL128 lines, 120 of every 128.
+    const size_t chunkBytes = ll      ? llPayloadCapacity(s.fifo.llSlotBytes)
+                              : ll128 ? ll128PayloadCapacity(s.fifo.llSlotBytes)
+                                      : s.fifo.slotBytes;
+    const size_t chunkElems = std::max<size_t>(1, chunkBytes / elemSize);
     const bool perRank =
         op.kind == CollKind::kAllGather || op.kind == CollKind::kReduceScatter || op.kind == CollKind::kAlltoAll;
     plan->totalBytes += unitBytes(op) * (perRank ? static_cast<size_t>(s.nranks) : 1);
@@ -142,7 +146,7 @@ Status planOps(const PlanShape& s, const std::vector<PlanOp>& ops, Plan* plan) {
           treeReduceWritesOutput(s.nranks, treePos(s, s.rank), treePos(s, op.root))) {
         w.outputScratchBytes = op.count * elemSize;
       }
-      if (ll) {
+      if (ll || ll128) {
         w.llStagingBytes = std::min(w.prog.chunkElems, w.prog.end - w.prog.begin) * elemSize *
                            (op.kind == CollKind::kAlltoAll ? static_cast<size_t>(bruckMaxPack(s.nranks)) : 1);
       }

@@ -732,7 +732,7 @@ TEST(Api, AlgoAndProtoSettings) {
   };
   const Refused refused[] = {{"NCCL_ALGO", "pat", "leaves no algorithm for allreduce"},
                              {"NCCL_ALGO", "allreduce:nvls", "NVLS needs every rank on one host"},
-                             {"NCCL_PROTO", "LL128", "LL128 is defined for the CUDA backend only"}};
+                             {"NCCL_PROTO", "LL128", "LL128 runs on CUDA communicators of one host only"}};
   for (const Refused& r : refused) {
     unsetenv("NCCL_ALGO");
     unsetenv("NCCL_PROTO");

@@ -80,11 +80,11 @@ std::vector<CollCase> collCases() {
   };
 }
 
-// Every collective above, on 2 and 3 ranks, with the default protocol choice and forced LL and Simple: the calls
+// Every collective above, on 2 and 3 ranks, with the default protocol choice and forced LL, LL128 and Simple: the calls
 // return at once, the stream then holds the finished result.
 TEST_F(CudaComm, CollectivesOnDeviceBuffersAndStreams) {
   const Driver& drv = Driver::get();
-  for (const char* proto : {"", "LL", "Simple"}) {
+  for (const char* proto : {"", "LL", "LL128", "Simple"}) {
     if (*proto != '\0') {
       setenv("NCCL_PROTO", proto, 1);
     } else {

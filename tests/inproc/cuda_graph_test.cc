@@ -53,7 +53,7 @@ TEST_F(CudaGraph, ReplaysWithNewInputsBetweenEagerCalls) {
   const Driver& drv = Driver::get();
   const Graphs g(drv.lib);
   constexpr int kRanks = 3;
-  for (const char* proto : {"LL", "Simple"}) {
+  for (const char* proto : {"LL", "LL128", "Simple"}) {
     setenv("NCCL_PROTO", proto, 1);
     for (size_t count : {size_t{1000}, size_t{70000}}) {
       std::vector<ncclResult_t> res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {

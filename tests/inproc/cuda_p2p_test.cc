@@ -188,7 +188,7 @@ TEST_F(CudaP2p, APathThatDropsWritesFallsBackToHostMemory) {
 // Every protocol over P2P FIFOs, several sizes (the LL slots start zeroed in memory the driver hands out as
 // poison).
 TEST_F(CudaP2p, EveryProtocolOverP2pFifos) {
-  for (const char* proto : {"LL", "Simple"}) {
+  for (const char* proto : {"LL", "LL128", "Simple"}) {
     setenv("NCCL_PROTO", proto, 1);
     for (size_t count : {size_t{1}, size_t{3000}, size_t{300000}}) {
       for (ncclResult_t r : allReduce(3, count)) EXPECT_EQ(r, ncclSuccess) << proto << " " << count;

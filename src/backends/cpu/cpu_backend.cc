@@ -98,7 +98,7 @@ Result<WorkItem> plannedWorkItem(const PlannedWork& pw, const LinkLookup& link, 
   w.output = static_cast<char*>(pw.output);
   w.elemSize = pw.elemSize;
   w.op = pw.op;
-  w.ll = pw.proto == ProtoId::kLL;
+  w.proto = pw.proto;
   const size_t n = w.prog->steps.size();
   w.sendConn.assign(n, nullptr);
   w.recvConn.assign(n, nullptr);
@@ -127,7 +127,7 @@ Status CpuBackend::materialize(const FifoLaunch& launch) {
       staging_.push_back(std::make_unique<char[]>(pw.outputScratchBytes));
       w.output = staging_.back().get();
     }
-    if (w.ll) {
+    if (w.proto == ProtoId::kLL) {
       w.llRecv.resize(pw.llStagingBytes);
       w.llSend.resize(pw.llStagingBytes);
     }

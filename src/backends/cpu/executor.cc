@@ -136,7 +136,7 @@ void ChannelWork::prepare() {
     d.output = w.output;
     d.elemSize = static_cast<uint32_t>(w.elemSize);
     d.op = w.op;
-    d.proto = w.ll ? ProtoId::kLL : ProtoId::kSimple;
+    d.proto = w.proto;
     d.llRecv = w.llRecv.data();
     d.llSend = w.llSend.data();
     d.sendConn = connIdx.data() + connIdx.size();

@@ -34,9 +34,10 @@ struct WorkItem {
   ReduceOp op;
   std::vector<Connector*> sendConn;  // per step (null when the step does not send)
   std::vector<Connector*> recvConn;  // per step
-  // LL: every slot travels as flagged lines (transports/ll.h). The step's data is staged in these buffers (one
-  // chunk each), so the step operations themselves are the Simple ones.
-  bool ll = false;
+  // LL and LL128: every slot travels as flagged lines (transports/ll.h, ll128.h). The step's data is staged in these
+  // buffers (one chunk each; a CUDA backend's are in device memory, WorkDesc::llRecv/llSend), so the step
+  // operations themselves are the Simple ones.
+  ProtoId proto = ProtoId::kSimple;
   std::vector<char> llRecv, llSend;
 };
 

@@ -317,6 +317,7 @@ BackendCaps CudaBackend::caps() const {
   BackendCaps c;
   c.direct = direct_ != nullptr;
   c.proto[static_cast<int>(ProtoId::kLL)] = true;
+  c.proto[static_cast<int>(ProtoId::kLL128)] = true;  // chosen only when NCCL_PROTO asks (not run on a GPU yet)
   c.proto[static_cast<int>(ProtoId::kSimple)] = true;
   c.streams = true;
   return c;
@@ -410,9 +411,6 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
   std::map<ProtoId, std::map<int, ChannelWork>> queues;
   std::map<ProtoId, std::map<int, std::vector<const PlannedWork*>>> planned;
   for (const PlannedWork& pw : *fl.works) {
-    if (pw.proto != ProtoId::kLL && pw.proto != ProtoId::kSimple) {
-      return invalidUsage("rank %d: the CUDA backend runs LL and Simple so far, not %s", rank_, protoName(pw.proto));
-    }
     BRAID_ASSIGN_OR_RETURN(WorkItem w, plannedWorkItem(pw, fl.link, rank_));
     if (pw.outputScratchBytes > 0) {
       BRAID_ASSIGN_OR_RETURN(w.output, deviceAlloc(pw.outputScratchBytes, "cuMemAlloc(scratch)"));
@@ -428,8 +426,8 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
     std::vector<const ChannelWork*> ptrs;
     for (auto& [channel, cw] : channels) {
       cw.prepare();
-      if (proto == ProtoId::kLL) {
-        // LL staging in device memory, one slot's payload each way per item.
+      if (proto == ProtoId::kLL || proto == ProtoId::kLL128) {
+        // LL and LL128 staging in device memory, one slot's payload each way per item.
         const std::vector<const PlannedWork*>& pws = planned[proto][channel];
         for (size_t i = 0; i < cw.descs.size(); ++i) {
           BRAID_ASSIGN_OR_RETURN(cw.descs[i].llRecv, deviceAlloc(pws[i]->llStagingBytes, "cuMemAlloc(LL staging)"));
