@@ -1,0 +1,160 @@
+// Collective cases with exact inputs for CUDA communicators on the fake driver (tests/fake_cuda): device buffers
+// filled and read back through the rank's stream, every element checked bitwise (tests/common/harness.h's values),
+// shared by the direct (NVLS-style) and the algorithm x protocol matrix suites.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/common/fake_cuda_ranks.h"
+#include "tests/common/harness.h"
+
+namespace braid_test {
+
+enum class Kind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce };
+
+// Broadcast and reduce use root 1 (0 with one rank).
+struct Case {
+  Kind kind;
+  ncclDataType_t type;
+  ncclRedOp_t op;  // ncclNumOps: a PreMulSum with this rank's scalar, rank + 2 (a per-rank scalar)
+  size_t count;
+  bool inPlace;
+};
+
+inline int rootOf(int n) {
+  return n > 1 ? 1 : 0;
+}
+
+inline std::string describe(const Case& c) {
+  const char* names[] = {"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce"};
+  const char* k = names[static_cast<int>(c.kind)];
+  return fmt("%s %s %s count %zu %s", k, typeName(c.type), c.op == ncclNumOps ? "premulsum" : opName(c.op), c.count,
+             c.inPlace ? "in place" : "out of place");
+}
+
+// The expected reduction of element i with PreMulSum scalars rank + 2 (inputs and sums stay tiny integers).
+inline double expected(const Case& c, int n, size_t i) {
+  if (c.op != ncclNumOps) return expectedReduce(c.op, c.type, n, i, 0);
+  double acc = 0;
+  for (int p = 0; p < n; ++p) acc += inputValue(ncclSum, c.type, p, i) * (p + 2);
+  return acc;
+}
+
+// Elements of the larger of a case's buffers.
+inline size_t bufferCount(const Case& c, int n) {
+  return c.kind == Kind::kReduceScatter || c.kind == Kind::kAllGather ? c.count * static_cast<size_t>(n) : c.count;
+}
+
+// Runs one case on this rank through device buffers a and b (each large enough; a alone in place) on `stream`; ""
+// or what went wrong. The buffers are allocated once per rank: cuMemFree waits for everything queued on the device,
+// including a kernel of a rank sharing the GPU that waits for this rank's next call.
+inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStream_t stream, char* a, char* b) {
+  const Driver& drv = Driver::get();
+  const size_t es = typeSize(c.type);
+  const size_t nn = static_cast<size_t>(n);
+  const size_t sendCount = c.kind == Kind::kReduceScatter ? c.count * nn : c.count;
+  const size_t recvCount = c.kind == Kind::kAllGather ? c.count * nn : c.count;
+  const ncclRedOp_t inputOp = c.op == ncclNumOps ? ncclSum : c.op;
+  std::vector<unsigned char> in(sendCount * es), out(recvCount * es, 0xA5);
+  for (size_t i = 0; i < sendCount; ++i) storeValue(c.type, in.data(), i, inputValue(inputOp, c.type, r, i));
+  if (c.inPlace) b = a;
+  char* send = a;
+  char* recv = b;
+  if (c.inPlace && c.kind == Kind::kReduceScatter) recv = a + static_cast<size_t>(r) * c.count * es;
+  if (c.inPlace && c.kind == Kind::kAllGather) send = a + static_cast<size_t>(r) * c.count * es;
+  drv.copy(recv, out.data(), recvCount * es, stream);
+  drv.copy(send, in.data(), sendCount * es, stream);
+  ncclRedOp_t op = c.op;
+  if (c.op == ncclNumOps) {
+    const float scalar = static_cast<float>(r + 2);
+    std::vector<unsigned char> s(8);
+    storeValue(c.type, s.data(), 0, scalar);
+    if (ncclRedOpCreatePreMulSum(&op, s.data(), c.type, ncclScalarHostImmediate, comm) != ncclSuccess) {
+      return "ncclRedOpCreatePreMulSum: " + std::string(ncclGetLastError(comm));
+    }
+  }
+  ncclResult_t st = ncclSuccess;
+  switch (c.kind) {
+    case Kind::kAllReduce:
+      st = ncclAllReduce(send, recv, c.count, c.type, op, comm, stream);
+      break;
+    case Kind::kReduceScatter:
+      st = ncclReduceScatter(send, recv, c.count, c.type, op, comm, stream);
+      break;
+    case Kind::kAllGather:
+      st = ncclAllGather(send, recv, c.count, c.type, comm, stream);
+      break;
+    case Kind::kBroadcast:
+      st = ncclBroadcast(send, recv, c.count, c.type, rootOf(n), comm, stream);
+      break;
+    case Kind::kReduce:
+      st = ncclReduce(send, recv, c.count, c.type, op, rootOf(n), comm, stream);
+      break;
+  }
+  std::string err;
+  if (st != ncclSuccess) err = fmt("returned %d: %s", st, ncclGetLastError(comm));
+  drv.copy(out.data(), recv, recvCount * es, stream);
+  if (drv.streamSync(stream) != 0 && err.empty()) err = "the stream failed";
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(comm, &async);
+  if (async != ncclSuccess && err.empty()) err = fmt("async error %d: %s", async, ncclGetLastError(comm));
+  if (c.op == ncclNumOps) ncclRedOpDestroy(op, comm);
+  if (!err.empty()) return err;
+  size_t wrong = 0, first = recvCount;
+  // A reduce's result is the root's alone (the other ranks' receive buffers are NCCL's to leave alone).
+  const size_t checked = c.kind == Kind::kReduce && r != rootOf(n) ? 0 : recvCount;
+  for (size_t i = 0; i < checked; ++i) {
+    double want = 0;
+    if (c.kind == Kind::kAllGather) {
+      want = inputValue(inputOp, c.type, static_cast<int>(i / c.count), i % c.count);
+    } else if (c.kind == Kind::kBroadcast) {
+      want = inputValue(inputOp, c.type, rootOf(n), i);
+    } else {
+      want = expected(c, n, c.kind == Kind::kReduceScatter ? static_cast<size_t>(r) * c.count + i : i);
+    }
+    if (!sameBits(c.type, out.data(), i, want)) {
+      if (wrong++ == 0) first = i;
+    }
+  }
+  if (wrong == 0) return "";
+  return fmt("%zu of %zu elements wrong, the first at %zu", wrong, recvCount, first);
+}
+
+// Runs every case on n ranks (one communicator each, the cases in order); device deviceOf(r).
+inline void runAll(int n, const std::vector<Case>& cases, const std::function<int(int)>& deviceOf = nullptr) {
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<ncclResult_t> res = runCudaRanks(
+      n,
+      [&](int r, ncclComm_t comm, cudaStream_t stream) {
+        size_t bytes = 1;
+        for (const Case& c : cases) bytes = std::max(bytes, bufferCount(c, n) * typeSize(c.type));
+        const Driver& drv = Driver::get();
+        char* a = static_cast<char*>(drv.alloc(bytes));
+        char* b = static_cast<char*>(drv.alloc(bytes));
+        ncclResult_t result = ncclSuccess;
+        for (const Case& c : cases) {
+          const std::string e = runCase(c, r, n, comm, stream, a, b);
+          if (!e.empty()) {
+            errors[static_cast<size_t>(r)] = describe(c) + ": " + e;
+            result = ncclInternalError;
+            break;
+          }
+        }
+        drv.memFree(reinterpret_cast<unsigned long long>(a));
+        drv.memFree(reinterpret_cast<unsigned long long>(b));
+        return result;
+      },
+      nullptr, deviceOf);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess)
+        << "rank " << r << " of " << n << ": " << errors[static_cast<size_t>(r)];
+  }
+}
+
+}  // namespace braid_test
