@@ -50,7 +50,8 @@
  *   ncclInProgress       only on a non-blocking communicator (config.blocking = 0): the call was accepted and
  *                        completes in the background; poll ncclCommGetAsyncError.
  * On any failure braid logs a WARN line (shown when NCCL_DEBUG=WARN or more verbose) and records a message that
- * ncclGetLastError returns. Output arguments of a failed call are not meaningful; braid leaves them unmodified where
+ * ncclGetLastError returns: the calling thread's, when its latest call failed (so with ranks as threads, another rank
+ * failing at the same time does not replace it), else the process's most recent WARN. Output arguments of a failed call are not meaningful; braid leaves them unmodified where
  * it can. No function calls exit() or abort(), and no C++ exception crosses this API.
  *
  * Communicator states. A communicator is usable from a successful init until ncclCommFinalize, ncclCommRevoke,

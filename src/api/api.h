@@ -29,9 +29,13 @@ ncclResult_t apiCall(const char* fn, F&& body) {
   } catch (...) {
     st = internalError("unexpected unknown exception");
   }
-  if (st.isOk()) return ncclSuccess;
-  if (st.code() == Code::kInProgress) return ncclInProgress;
-  BRAID_WARN("%s: %s", fn, st.message().c_str());
+  if (st.isOk() || st.code() == Code::kInProgress) {
+    setThreadCallError("");
+    return st.isOk() ? ncclSuccess : ncclInProgress;
+  }
+  const std::string text = strPrintf("%s: %s", fn, st.message().c_str());
+  BRAID_WARN("%s", text.c_str());
+  setThreadCallError(text);
   return static_cast<ncclResult_t>(st.code());
 }
 

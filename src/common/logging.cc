@@ -169,6 +169,17 @@ void logSetThreadDevice(int dev) {
   tlsDevice = dev;
 }
 
+namespace {
+
+// The error of the calling thread's latest API call, if it failed: with ranks as threads, another rank's failure
+// (logged at about the same time) must not replace it.
+std::string& threadLastError() {
+  thread_local std::string text;
+  return text;
+}
+
+}  // namespace
+
 void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -196,16 +207,15 @@ void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, con
   fflush(s.file);
 }
 
+void setThreadCallError(const std::string& text) {
+  threadLastError() = text;
+}
+
 std::string lastErrorText() {
+  if (!threadLastError().empty()) return threadLastError();
   LogState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   return s.lastError;
-}
-
-void setLastErrorText(const std::string& text) {
-  LogState& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.lastError = text;
 }
 
 }  // namespace braid

@@ -51,9 +51,11 @@ void logSetThreadDevice(int dev);
 // `pattern` with %h replaced by `host`, %p by `pid` and %% by % (NCCL_DEBUG_FILE's rules).
 std::string expandPathPattern(const std::string& pattern, const char* host, int pid);
 
-// The text of the most recent WARN of this process (ncclGetLastError); empty when none.
+// ncclGetLastError: the error of the calling thread's latest API call if it failed, else the text of the process's
+// most recent WARN (an internal thread's, say); empty when none.
 std::string lastErrorText();
-void setLastErrorText(const std::string& text);
+// Records the outcome of the calling thread's API call (src/api's apiCall): its error text, or "" when it succeeded.
+void setThreadCallError(const std::string& text);
 
 }  // namespace braid
 

@@ -421,7 +421,15 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
   for (const Copy& c : copies_) {
     if (c.dst == 0) return Status(Code::kCudaError, strPrintf("rank %d: a staged copy could not be allocated", rank_));
   }
-  std::vector<std::pair<KernelArgs, ProtoId>> kernels;
+  // One kernel per protocol, with its work: written in pinned memory, copied to device memory on the run stream.
+  struct KernelWork {
+    KernelArgs args;
+    ProtoId proto;
+    char* deviceWork;
+    const char* hostWork;
+    size_t bytes;
+  };
+  std::vector<KernelWork> kernels;
   for (auto& [proto, channels] : queues) {
     std::vector<const ChannelWork*> ptrs;
     for (auto& [channel, cw] : channels) {
@@ -443,26 +451,36 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
         }
       }
     }
+    // The work is written twice into one pinned block: a host view (error messages read it) and the kernel's view,
+    // which the run stream copies to device memory just before the kernel (and again at every graph replay).
     const size_t workBytes = workImageBytes(ptrs);
-    const size_t argsAt = (workBytes + 63) / 64 * 64;
+    const size_t devViewAt = (workBytes + 63) / 64 * 64;
+    const size_t argsAt = 2 * devViewAt;
     const size_t statusAt = argsAt + (sizeof(KernelArgs) + 63) / 64 * 64;
-    BRAID_ASSIGN_OR_RETURN(void* image, launchMemory_->takePinned(statusAt + sizeof(DevStatus), "a launch's work"));
-    l.images.push_back(image);
-    KernelArgs args = writeWorkImage(ptrs, static_cast<char*>(image), [this](void* o) { return cursorFor(o); });
-    auto* status = reinterpret_cast<DevStatus*>(static_cast<char*>(image) + statusAt);
+    BRAID_ASSIGN_OR_RETURN(void* block, launchMemory_->takePinned(statusAt + sizeof(DevStatus), "a launch's work"));
+    l.images.push_back(block);
+    char* image = static_cast<char*>(block);
+    BRAID_ASSIGN_OR_RETURN(char* deviceWork, deviceAlloc(workBytes, "a launch's work"));
+    auto cursors = [this](void* o) { return cursorFor(o); };
+    KernelArgs hostView = writeWorkImage(ptrs, image, image, cursors);
+    KernelArgs args = writeWorkImage(ptrs, image + devViewAt, deviceWork, cursors);
+    auto* status = reinterpret_cast<DevStatus*>(image + statusAt);
     devStatusInit(status);
-    args.status = status;
-    args.abortFlag = abortWord_;
+    args.status = hostView.status = status;
+    args.abortFlag = hostView.abortFlag = abortWord_;
     args.timeoutNs = static_cast<uint64_t>(std::max(0.0, wait_.timeoutSec) * static_cast<double>(kNsPerSec));
-    auto* kept = reinterpret_cast<KernelArgs*>(static_cast<char*>(image) + argsAt);
-    *kept = args;
+    auto* kept = reinterpret_cast<KernelArgs*>(image + argsAt);
+    *kept = hostView;
     l.statuses.push_back(status);
     l.kernels.emplace_back(kept, proto);
-    kernels.emplace_back(args, proto);
+    kernels.push_back(KernelWork{args, proto, deviceWork, image + devViewAt, workBytes});
   }
   return submit(std::move(launch), fl.streams, cap, [&](CUstream run) -> Status {
-    for (const auto& [args, proto] : kernels) {
-      BRAID_RETURN_IF_ERROR(launchKernel(*api_, proto, args, threads_, run));
+    for (const KernelWork& k : kernels) {
+      BRAID_RETURN_IF_ERROR(api_->check(api_->memcpyAsync(reinterpret_cast<CUdeviceptr>(k.deviceWork),
+                                                          reinterpret_cast<CUdeviceptr>(k.hostWork), k.bytes, run),
+                                        "cuMemcpyAsync(a launch's work to the device)"));
+      BRAID_RETURN_IF_ERROR(launchKernel(*api_, k.proto, k.args, threads_, run));
     }
     return Status::ok();
   });

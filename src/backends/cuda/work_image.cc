@@ -1,6 +1,7 @@
 #include "src/backends/cuda/work_image.h"
 
 #include <cstring>
+#include <type_traits>
 
 namespace braid {
 namespace {
@@ -91,10 +92,33 @@ size_t workImageBytes(const std::vector<const ChannelWork*>& channels) {
   return layout(channels, nullptr, nullptr, nullptr);
 }
 
-KernelArgs writeWorkImage(const std::vector<const ChannelWork*>& channels, char* dst,
+KernelArgs writeWorkImage(const std::vector<const ChannelWork*>& channels, char* dst, char* at,
                           const std::function<FifoCursor*(void* owner)>& cursorFor) {
   KernelArgs args;
   layout(channels, dst, &cursorFor, &args);
+  if (at == dst) return args;
+  // Every pointer into the block moves by the same offset; the walk reads the block through its own (host) pointers
+  // before rewriting each one.
+  auto to = [&](auto* p) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    return p == nullptr ? p : reinterpret_cast<T*>(at + (reinterpret_cast<const char*>(p) - dst));
+  };
+  for (uint32_t k = 0; k < args.nchannels; ++k) {
+    ChannelWorkDesc& ch = args.channels[k];
+    for (uint32_t i = 0; i < ch.nitems; ++i) {
+      WorkDesc& d = const_cast<WorkDesc&>(ch.items[i]);
+      d.prog.steps = to(d.prog.steps);
+      d.prog.packOffsets = to(d.prog.packOffsets);
+      d.prog.packEntries = to(d.prog.packEntries);
+      d.sendConn = to(d.sendConn);
+      d.recvConn = to(d.recvConn);
+      d.blockers = to(d.blockers);
+    }
+    ch.items = to(ch.items);
+    ch.states = to(ch.states);
+    ch.conns = to(ch.conns);
+  }
+  args.channels = to(args.channels);
   return args;
 }
 
