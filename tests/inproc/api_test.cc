@@ -583,6 +583,32 @@ TEST(Api, RegisterAndDeregister) {
   for (ncclComm_t comm : c) EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
+// Regression: with ranks as threads, another thread's failure logged after this thread's failed call replaced its
+// error (ncclGetLastError was the process's last WARN only). A thread whose latest call succeeded still sees the
+// process's latest WARN (an internal thread's, say).
+TEST(Api, LastErrorIsTheCallingThreadsOwn) {
+  std::string mine;
+  std::atomic<int> phase{0};
+  std::thread a([&] {
+    EXPECT_EQ(ncclCommRegister(nullptr, nullptr, 4, nullptr), ncclInvalidArgument);
+    phase.store(1);
+    while (phase.load() != 2) std::this_thread::yield();
+    mine = ncclGetLastError(nullptr);
+  });
+  std::thread b([&] {
+    while (phase.load() != 1) std::this_thread::yield();
+    int v = 0;
+    EXPECT_EQ(ncclRedOpCreatePreMulSum(nullptr, &v, ncclInt32, ncclScalarHostImmediate, nullptr), ncclInvalidArgument);
+    phase.store(2);
+  });
+  a.join();
+  b.join();
+  EXPECT_NE(mine.find("ncclCommRegister"), std::string::npos) << mine;
+  int version = 0;
+  ASSERT_EQ(ncclGetVersion(&version), ncclSuccess);  // this thread's latest call succeeded: the process's WARN
+  EXPECT_NE(lastError().find("ncclRedOpCreatePreMulSum"), std::string::npos) << lastError();
+}
+
 TEST(Api, UnsupportedFunctionsSayWhich) {
   ncclComm_t c[1];
   ASSERT_EQ(ncclCommInitAll(c, 1, nullptr), ncclSuccess);
