@@ -71,15 +71,18 @@ rc=$?
 echo "$out" >>"$log"
 [ "$rc" -eq 0 ] && echo "$out" | grep -q '^# Buffers in host memory: the communicators report no CUDA device' ||
   fail "braid --buffers auto on a GPU machine: exit $rc or no host-buffer note"
-# braid's CUDA communicators: one rank per GPU as threads of this process, device buffers and streams, kernels
-# from the embedded fatbin; every value checked (#wrong 0). Then LL and Simple forced, and the kernel's bandwidth
+# braid's CUDA communicators: one rank per GPU as threads of this process (two ranks sharing the GPU when there is
+# one), device buffers and streams, kernels from the embedded fatbin; every value checked (#wrong 0). Then each
+# protocol forced (LL128 has not run on a GPU before), NVLS-style over peer pointers, and the kernels' bandwidth
 # beside NVIDIA's (above).
-for proto in "" LL Simple; do
-  out=$(env ${proto:+NCCL_PROTO=$proto} NCCL_DEBUG=WARN timeout 300 "$build/perf/all_reduce_perf" --buffers device \
-    -g "$ngpus" -b 8 -e 128M -f 4 -c 1 2>&1)
+ranks=(-g "$ngpus")
+[ "$ngpus" -eq 1 ] && ranks=(-t 2 -g 1)
+for setting in "" NCCL_PROTO=LL NCCL_PROTO=LL128 NCCL_PROTO=Simple NCCL_ALGO=NVLS; do
+  out=$(env $setting NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_DEBUG=WARN timeout 300 "$build/perf/all_reduce_perf" \
+    --buffers device "${ranks[@]}" -b 8 -e 128M -f 4 -c 1 2>&1)
   rc=$?
   echo "$out" >>"$log"
-  label="braid all_reduce_perf on device buffers (CUDA communicators, -g $ngpus${proto:+, NCCL_PROTO=$proto})"
+  label="braid all_reduce_perf on device buffers (CUDA communicators, ${ranks[*]}${setting:+, $setting})"
   if [ "$rc" -eq 0 ] && echo "$out" | grep -q '^# Out of bounds values : 0 OK$'; then
     pass "$label: $(echo "$out" | grep 'Avg bus')"
   else

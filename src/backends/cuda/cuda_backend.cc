@@ -387,21 +387,11 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
   ScopedContext scope(api_, ctx_);
   // Allocations below must not disturb a capture of the user's streams (nor be refused by it).
   RelaxedCaptureMode relaxed(api_);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    BRAID_RETURN_IF_ERROR(pollLocked());
-  }
-  BRAID_ASSIGN_OR_RETURN(const CaptureState cap, captureOf(fl.streams));
+  BRAID_ASSIGN_OR_RETURN(const CaptureState cap, beginLaunch(fl.streams));
   auto launch = std::make_unique<Launch>();
   Launch& l = *launch;
   // On any failure below, what was made so far goes (nothing of it reached a stream unless the join did).
-  struct Cleanup {
-    CudaBackend* b;
-    std::unique_ptr<Launch>* l;
-    ~Cleanup() {
-      if (*l) b->release(**l);
-    }
-  } cleanup{this, &launch};
+  LaunchGuard cleanup{this, &launch};
   auto deviceAlloc = [&](size_t bytes, const char* what) -> Result<char*> {
     BRAID_ASSIGN_OR_RETURN(const CUdeviceptr p, launchMemory_->takeDevice(bytes, what));
     l.device.push_back(p);
@@ -490,13 +480,7 @@ Status CudaBackend::submit(std::unique_ptr<Launch> launch, const std::vector<voi
                            const std::function<Status(CUstream)>& kernels) {
   Launch& l = *launch;
   // On a failure below, what the launch holds goes (nothing of it reached a stream unless the join did).
-  struct Cleanup {
-    CudaBackend* b;
-    std::unique_ptr<Launch>* l;
-    ~Cleanup() {
-      if (*l) b->release(**l);
-    }
-  } cleanup{this, &launch};
+  LaunchGuard cleanup{this, &launch};
   // The internal stream waits for every user stream of the group, then runs the staged copies and the kernels;
   // the user streams wait for it. Under capture the first user stream plays the internal stream's part, so the
   // work joins the user's graph and nothing of braid's own stream is captured.
@@ -540,6 +524,18 @@ Status CudaBackend::submit(std::unique_ptr<Launch> launch, const std::vector<voi
   std::lock_guard<std::mutex> lock(mu_);
   inflight_.push_back(std::move(launch));
   return Status::ok();
+}
+
+CudaBackend::LaunchGuard::~LaunchGuard() {
+  if (*launch) backend->release(**launch);
+}
+
+Result<CudaBackend::CaptureState> CudaBackend::beginLaunch(const std::vector<void*>& streams) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    BRAID_RETURN_IF_ERROR(pollLocked());  // an earlier launch's failure is this call's
+  }
+  return captureOf(streams);
 }
 
 Result<CudaBackend::CaptureState> CudaBackend::captureOf(const std::vector<void*>& streams) const {
@@ -723,11 +719,7 @@ Status CudaBackend::launchDirectOne(const DirectBatch& b) {
   if (!direct_) return internalError("rank %d: a direct launch on a communicator without direct areas", rank_);
   ScopedContext scope(api_, ctx_);
   RelaxedCaptureMode relaxed(api_);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    BRAID_RETURN_IF_ERROR(pollLocked());
-  }
-  BRAID_ASSIGN_OR_RETURN(const CaptureState cap, captureOf(b.streams));
+  BRAID_ASSIGN_OR_RETURN(const CaptureState cap, beginLaunch(b.streams));
   auto launch = std::make_unique<Launch>();
   const size_t argsAt = (direct_->imageBytes(b.ops->size()) + 63) / 64 * 64;
   const size_t statusAt = argsAt + (sizeof(KernelArgs) + 63) / 64 * 64;

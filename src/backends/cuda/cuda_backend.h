@@ -94,6 +94,16 @@ class CudaBackend final : public Backend {
   // Hands a captured launch's memory to `graph` (a user object) and keeps it for status polls.
   Status keepWithGraph(std::unique_ptr<Launch> launch, CUgraph graph);
   static void onGraphReleased(void* held);  // the user object's destructor (a driver thread: no CUDA calls)
+  // Releases a launch's memory when it goes out of scope still holding the launch (a failure before it was handed
+  // to a stream or a graph).
+  struct LaunchGuard {
+    CudaBackend* backend;
+    std::unique_ptr<Launch>* launch;
+    ~LaunchGuard();
+  };
+  // Every launch's first step: reclaims finished work (an earlier asynchronous failure fails this launch) and finds
+  // the capture state of the group's streams.
+  Result<CaptureState> beginLaunch(const std::vector<void*>& streams);
   Status launchOne(const FifoLaunch& launch);
   Status launchDirectOne(const DirectBatch& batch);
   // Joins the user streams, runs the staged copies and then `kernels` on the stream that runs the launch, makes
