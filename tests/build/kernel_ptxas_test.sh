@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ptxas's resource report for braid's kernels (CMakeLists.txt writes it while building the fatbin): every entry of
-# kKernelNames (src/backends/common/kernel_main.h) was compiled for sm_90, spills nothing, and fits its launch bound
+# kKernelNames and kDirectKernelName (src/backends/common/kernel_main.h) was compiled for sm_90, spills nothing, and fits its launch bound
 # (kKernelMaxThreads threads with one CTA per SM: 65536 / 512 = 128 registers a thread). Skipped (77) in a build
 # without nvcc, which has no report.
 set -euo pipefail
@@ -12,6 +12,7 @@ if [ -z "$log" ] || [ ! -f "$log" ]; then
 fi
 header=$src/src/backends/common/kernel_main.h
 names=$(grep -o 'kKernelNames\[3\] = {[^}]*}' "$header" | grep -o '"[A-Za-z0-9]*"' | tr -d '"')
+names="$names $(grep -o 'kDirectKernelName = "[A-Za-z0-9]*"' "$header" | grep -o '"[A-Za-z0-9]*"' | tr -d '"')"
 threads=$(grep -o 'kKernelMaxThreads = [0-9]*' "$header" | grep -o '[0-9]*$')
 maxregs=$((65536 / threads))
 [ "$maxregs" -gt 255 ] && maxregs=255
