@@ -463,7 +463,7 @@ Status Communicator::deregisterBuffer(void* handle) {
 
 Status Communicator::checkRegistered(const void* p, size_t bytes, const char* what) const {
   Registration r;
-  if (p == nullptr || user_.buffers.count() == 0 || !user_.buffers.find(p, bytes, &r) || r.bufferId == 0) {
+  if (p == nullptr || !user_.buffers.find(p, bytes, &r) || r.bufferId == 0) {
     return Status::ok();
   }
   Result<uint64_t> now = backend_->bufferId(p, bytes, what);

@@ -40,9 +40,4 @@ bool Registrations::find(const void* p, size_t bytes, Registration* out) const {
   return false;
 }
 
-size_t Registrations::count() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return byHandle_.size();
-}
-
 }  // namespace braid

@@ -38,7 +38,6 @@ class Registrations {
   [[nodiscard]] Status remove(void* handle);
   // The registration containing [p, p + bytes), if any.
   bool find(const void* p, size_t bytes, Registration* out) const;
-  size_t count() const;
 
  private:
   mutable std::mutex mu_;

@@ -72,11 +72,18 @@ class CudaBackend::PinnedFifos final : public FifoMemory {
 };
 
 struct CudaBackend::Launch {
-  std::vector<void*> images;                                   // pinned: work, status words
-  std::vector<const DevStatus*> statuses;                      // one per kernel, inside the images
-  std::vector<std::pair<const KernelArgs*, ProtoId>> kernels;  // for error messages (inside the images)
-  std::vector<CUdeviceptr> device;                             // LL staging, scratch, staged copies
-  std::vector<CUevent> events;                                 // joins and the end
+  std::vector<void*> images;               // pinned: work, status words
+  std::vector<const DevStatus*> statuses;  // one per kernel, inside the images
+  // For error messages: each kernel's arguments (inside the images), and how far the host's copy of its work lies
+  // from where the kernel reads it (work copied to device memory is read back through the pinned original).
+  struct KernelRecord {
+    const KernelArgs* args;
+    ProtoId proto;
+    ptrdiff_t toHost;
+  };
+  std::vector<KernelRecord> kernels;
+  std::vector<CUdeviceptr> device;  // LL staging, scratch, staged copies
+  std::vector<CUevent> events;      // joins and the end
   CUevent done = nullptr;
 };
 
@@ -367,29 +374,26 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
         }
       }
     }
-    // The work is written twice into one pinned block: a host view (error messages read it) and the kernel's view,
-    // which the run stream copies to device memory just before the kernel (and again at every graph replay).
+    // The work is written into pinned memory with the addresses of its device copy, which the run stream makes just
+    // before the kernel (and again at every graph replay); error messages read the pinned original.
     const size_t workBytes = workImageBytes(ptrs);
-    const size_t devViewAt = (workBytes + 63) / 64 * 64;
-    const size_t argsAt = 2 * devViewAt;
+    const size_t argsAt = (workBytes + 63) / 64 * 64;
     const size_t statusAt = argsAt + (sizeof(KernelArgs) + 63) / 64 * 64;
     BRAID_ASSIGN_OR_RETURN(void* block, launchMemory_->takePinned(statusAt + sizeof(DevStatus), "a launch's work"));
     l.images.push_back(block);
     char* image = static_cast<char*>(block);
     BRAID_ASSIGN_OR_RETURN(char* deviceWork, deviceAlloc(workBytes, "a launch's work"));
-    auto cursors = [this](void* o) { return cursorFor(o); };
-    KernelArgs hostView = writeWorkImage(ptrs, image, image, cursors);
-    KernelArgs args = writeWorkImage(ptrs, image + devViewAt, deviceWork, cursors);
+    KernelArgs args = writeWorkImage(ptrs, image, deviceWork, [this](void* o) { return cursorFor(o); });
     auto* status = reinterpret_cast<DevStatus*>(image + statusAt);
     devStatusInit(status);
-    args.status = hostView.status = status;
-    args.abortFlag = hostView.abortFlag = abortWord_;
+    args.status = status;
+    args.abortFlag = abortWord_;
     args.timeoutNs = static_cast<uint64_t>(std::max(0.0, wait_.timeoutSec) * static_cast<double>(kNsPerSec));
     auto* kept = reinterpret_cast<KernelArgs*>(image + argsAt);
-    *kept = hostView;
+    *kept = args;
     l.statuses.push_back(status);
-    l.kernels.emplace_back(kept, proto);
-    kernels.push_back(KernelWork{args, proto, deviceWork, image + devViewAt, workBytes});
+    l.kernels.push_back(Launch::KernelRecord{kept, proto, image - deviceWork});
+    kernels.push_back(KernelWork{args, proto, deviceWork, image, workBytes});
   }
   return submit(std::move(launch), fl.streams, cap, [&](CUstream run) -> Status {
     for (const KernelWork& k : kernels) {
@@ -531,16 +535,21 @@ Status CudaBackend::statusOf(const Launch& l) const {
     const DevStatus& s = *l.statuses[k];
     const uint32_t code = loadAcquire(&s.code);
     if (code == static_cast<uint32_t>(DevStatusCode::kRunning)) continue;
-    const KernelArgs& args = *l.kernels[k].first;
+    const Launch::KernelRecord& rec = l.kernels[k];
+    const KernelArgs& args = *rec.args;
+    // A pointer into the kernel's work, read through the host's copy.
+    auto onHost = [&](const auto* p) {
+      return reinterpret_cast<decltype(p)>(reinterpret_cast<const char*>(p) + rec.toHost);
+    };
     std::string peer = "no connector";
-    const char* kernel = args.direct != nullptr ? kDirectKernelName : kernelName(l.kernels[k].second);
+    const char* kernel = args.direct != nullptr ? kDirectKernelName : kernelName(rec.proto);
     const char* unit = args.direct != nullptr ? "lane" : "channel";
     if (args.direct != nullptr) {
       peer = s.conn >= 0 ? strPrintf("waiting for rank %d", s.conn) : "";
     } else if (s.channel >= 0 && static_cast<uint32_t>(s.channel) < args.nchannels && s.conn >= 0) {
-      const ChannelWorkDesc& ch = args.channels[s.channel];
+      const ChannelWorkDesc& ch = *onHost(args.channels + s.channel);
       if (static_cast<uint32_t>(s.conn) < ch.nconns) {
-        const auto* c = static_cast<const Connector*>(ch.conns[s.conn].owner);
+        const auto* c = static_cast<const Connector*>(onHost(ch.conns + s.conn)->owner);
         peer = strPrintf("%s rank %d", c->isSend() ? "sending to" : "receiving from", c->peer().rank);
       }
     }
@@ -661,7 +670,7 @@ Status CudaBackend::launchDirectOne(const DirectBatch& b) {
   auto* kept = reinterpret_cast<KernelArgs*>(static_cast<char*>(image) + argsAt);
   *kept = args;
   launch->statuses.push_back(status);
-  launch->kernels.emplace_back(kept, ProtoId::kSimple);
+  launch->kernels.push_back(Launch::KernelRecord{kept, ProtoId::kSimple, 0});  // read where it is
   BRAID_RETURN_IF_ERROR(submit(std::move(launch), b.streams, cap,
                                [&](CUstream run) { return launchDirectKernel(*api_, args, threads_, run); }));
   for (DirectOp& op : *b.ops) op.ran = true;
