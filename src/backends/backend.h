@@ -176,6 +176,11 @@ class Backend {
     BRAID_RETURN_IF_ERROR(checkBuffer(p, bytes, what));
     return uint64_t{0};
   }
+  // ncclCommRegister of [base, base + bytes) as `handle` (after the communicator recorded it) and its
+  // ncclCommDeregister: what the backend keeps for it (the CUDA backend: its peers' mappings, for collectives that
+  // read it in place). Never fails: a registration the backend cannot use is still a registration.
+  virtual void registered(const void* handle, const void* base, size_t bytes) {}
+  virtual void deregistered(const void* handle) {}
   // The stream an operation was issued on (null: the legacy default stream): ok when this backend can order its
   // work after it, else an error naming the stream and why. Called at enqueue for a non-null stream.
   [[nodiscard]] virtual Status checkStream(void* stream) const { return Status::ok(); }

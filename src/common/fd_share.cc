@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -20,8 +21,92 @@
 namespace braid {
 namespace {
 
-// A reply: 0 and a descriptor, or an error code and none.
-enum Reply : uint8_t { kGranted = 0, kUnknownToken = 1 };
+// A reply: 0 and a descriptor, or an error code and none. A service call's reply is a code, a length and that
+// many bytes (the answer, or the error's message).
+enum Reply : uint8_t { kGranted = 0, kUnknownToken = 1, kServiceFailed = 2 };
+
+// A request's first 8 bytes are an offer's token (never 0) or kServiceCall, followed by a ServiceHeader and the
+// request's bytes.
+constexpr uint64_t kServiceCall = 0;
+constexpr uint32_t kMaxServiceBytes = 4096;
+struct ServiceHeader {
+  uint64_t key;
+  uint32_t bytes;
+  uint32_t pad;
+};
+
+// Reads exactly `n` bytes from a connected socket within `ms` milliseconds in all; *closed (when given) says the
+// other end closed the connection first.
+bool recvExactly(int c, void* p, size_t n, int ms, bool* closed = nullptr) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  size_t got = 0;
+  while (got < n) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd pf{c, POLLIN, 0};
+    if (left.count() <= 0 || poll(&pf, 1, static_cast<int>(left.count())) != 1) return false;
+    const ssize_t r = recv(c, static_cast<char*>(p) + got, n - got, 0);
+    if (r <= 0) {
+      if (r < 0 && errno == EINTR) continue;
+      if (closed != nullptr) *closed = true;
+      return false;
+    }
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool sendExactly(int c, const void* p, size_t n) {
+  size_t sent = 0;
+  while (sent < n) {
+    const ssize_t r = send(c, static_cast<const char*>(p) + sent, n - sent, MSG_NOSIGNAL);
+    if (r <= 0) {
+      if (r < 0 && errno == EINTR) continue;
+      return false;
+    }
+    sent += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Sends `n` bytes (one message) with descriptor `fd` attached (-1: none).
+bool sendWithFd(int c, const void* p, size_t n, int fd) {
+  iovec iov{const_cast<void*>(p), n};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof(ctl);
+    cmsghdr* cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  }
+  return sendmsg(c, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(n);
+}
+
+// Receives exactly `n` bytes (one message, waiting at most `ms` for it to start) and the descriptor sent with them,
+// if any (*fd: a new close-on-exec descriptor, or -1).
+bool recvWithFd(int c, void* p, size_t n, int* fd, int ms) {
+  *fd = -1;
+  pollfd pf{c, POLLIN, 0};
+  if (poll(&pf, 1, ms) != 1) return false;
+  iovec iov{p, n};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof(ctl);
+  const ssize_t r = recvmsg(c, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&m); cm != nullptr; cm = CMSG_NXTHDR(&m, cm)) {
+    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) memcpy(fd, CMSG_DATA(cm), sizeof(int));
+  }
+  return r == static_cast<ssize_t>(n);
+}
 
 sockaddr_un socketAddress(int32_t pid, uint32_t server, socklen_t* len) {
   sockaddr_un a{};
@@ -83,6 +168,31 @@ class FdServer {
     return offers_.size();
   }
 
+  FdTicket serve(FdServiceFn fn) {
+    auto svc = std::make_shared<Service>();
+    svc->fn = std::move(fn);
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t key;
+    do {
+      key = randomWord();
+    } while (key == kServiceCall || services_.count(key) != 0);
+    services_[key] = std::move(svc);
+    return FdTicket{pid_, nonce_, key};
+  }
+
+  void stop(uint64_t key) {
+    std::shared_ptr<Service> svc;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = services_.find(key);
+      if (it == services_.end()) return;
+      svc = std::move(it->second);
+      services_.erase(it);
+    }
+    std::lock_guard<std::mutex> calling(svc->calling);  // a call in progress ends first
+    svc->live = false;
+  }
+
  private:
   Status start() {
     pid_ = getpid();
@@ -112,43 +222,70 @@ class FdServer {
       ucred cred{};
       socklen_t cl = sizeof(cred);
       uint64_t token = 0;
+      int sent = -1;
       // A request is small and its sender is already waiting: a short bound keeps a stuck client from blocking
       // the others.
-      pollfd p{c, POLLIN, 0};
       const bool ok = getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.uid == uid &&
-                      poll(&p, 1, 1000) == 1 && recv(c, &token, sizeof(token), MSG_WAITALL) == sizeof(token);
-      int fd = -1;
-      bool last = false;
-      if (ok) {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = offers_.find(token);
-        if (it != offers_.end()) {
-          // A duplicate to send, unless this is the token's last fetch: a withdraw may close the offer's own
-          // descriptor while this thread sends.
-          last = --it->second.fetches == 0;
-          fd = last ? it->second.fd : fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
-          if (last) offers_.erase(it);
-        }
+                      recvWithFd(c, &token, sizeof(token), &sent, 1000);
+      if (ok && token == kServiceCall) {
+        answerService(c, sent);
+      } else if (ok) {
+        if (sent >= 0) close(sent);
+        grant(c, token);
+      } else if (sent >= 0) {
+        close(sent);
       }
-      uint8_t reply = fd >= 0 ? kGranted : kUnknownToken;
-      iovec iov{&reply, 1};
-      msghdr m{};
-      m.msg_iov = &iov;
-      m.msg_iovlen = 1;
-      alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-      if (fd >= 0) {
-        m.msg_control = ctl;
-        m.msg_controllen = sizeof(ctl);
-        cmsghdr* cm = CMSG_FIRSTHDR(&m);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-      }
-      (void)sendmsg(c, &m, MSG_NOSIGNAL);
-      if (fd >= 0) close(fd);
       close(c);
     }
+  }
+
+  // Sends the descriptor `token` offers, or kUnknownToken.
+  void grant(int c, uint64_t token) {
+    int fd = -1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = offers_.find(token);
+      if (it != offers_.end()) {
+        // A duplicate to send, unless this is the token's last fetch: a withdraw may close the offer's own
+        // descriptor while this thread sends.
+        const bool last = --it->second.fetches == 0;
+        fd = last ? it->second.fd : fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+        if (last) offers_.erase(it);
+      }
+    }
+    const uint8_t reply = fd >= 0 ? kGranted : kUnknownToken;
+    (void)sendWithFd(c, &reply, 1, fd);
+    if (fd >= 0) close(fd);
+  }
+
+  // Runs a service call (its descriptor `fd`, closed here) and sends the answer.
+  void answerService(int c, int fd) {
+    ServiceHeader h{};
+    std::string request;
+    uint8_t code = kUnknownToken;
+    std::string answer = "no such service";
+    if (recvExactly(c, &h, sizeof(h), 1000) && h.bytes <= kMaxServiceBytes) {
+      request.resize(h.bytes);
+      if (h.bytes == 0 || recvExactly(c, &request[0], h.bytes, 1000)) {
+        std::shared_ptr<Service> svc;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          auto it = services_.find(h.key);
+          if (it != services_.end()) svc = it->second;
+        }
+        if (svc) {
+          std::lock_guard<std::mutex> calling(svc->calling);
+          if (svc->live) {
+            Result<std::string> r = svc->fn(fd, request);
+            code = r.isOk() ? kGranted : kServiceFailed;
+            answer = r.isOk() ? r.value() : r.status().message();
+          }
+        }
+      }
+    }
+    if (fd >= 0) close(fd);
+    const uint32_t len = static_cast<uint32_t>(std::min<size_t>(answer.size(), kMaxServiceBytes));
+    if (sendExactly(c, &code, 1) && sendExactly(c, &len, sizeof(len))) (void)sendExactly(c, answer.data(), len);
   }
 
   static std::mutex& mu() {
@@ -169,7 +306,30 @@ class FdServer {
     int fetches;  // left
   };
   std::map<uint64_t, Offer> offers_;
+  struct Service {
+    FdServiceFn fn;
+    std::mutex calling;  // held while fn runs
+    bool live = true;    // false once stopped (under `calling`)
+  };
+  std::map<uint64_t, std::shared_ptr<Service>> services_;
 };
+
+// A socket connected to the server `t` names; errors start with `what` (" process <pid>: ...").
+Result<int> connectTo(const FdTicket& t, const char* what) {
+  const int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (c < 0) return errnoError(errno, "%s process %d: socket(AF_UNIX)", what, t.pid);
+  socklen_t len;
+  sockaddr_un a = socketAddress(t.pid, t.server, &len);
+  if (connect(c, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    const int e = errno;
+    close(c);
+    return errnoError(e,
+                      "%s process %d: no descriptor server @braid-fd-%d-%u (the process exited, or runs in another "
+                      "network namespace)",
+                      what, t.pid, t.pid, t.server);
+  }
+  return c;
+}
 
 }  // namespace
 
@@ -195,20 +355,11 @@ Result<int> fetchFd(const FdTicket& t, double timeoutSec) {
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     return static_cast<int>(std::max<int64_t>(0, left.count()));
   };
-  const int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (c < 0) return errnoError(errno, "fetching a descriptor from process %d: socket(AF_UNIX)", t.pid);
+  BRAID_ASSIGN_OR_RETURN(int c, connectTo(t, "fetching a descriptor from"));
   struct Closer {
     int fd;
     ~Closer() { close(fd); }
   } closer{c};
-  socklen_t len;
-  sockaddr_un a = socketAddress(t.pid, t.server, &len);
-  if (connect(c, reinterpret_cast<sockaddr*>(&a), len) != 0) {
-    return errnoError(errno,
-                      "fetching a descriptor from process %d: no descriptor server @braid-fd-%d-%u (the process "
-                      "exited, or runs in another network namespace)",
-                      t.pid, t.pid, t.server);
-  }
   if (send(c, &t.token, sizeof(t.token), MSG_NOSIGNAL) != sizeof(t.token)) {
     return errnoError(errno, "fetching a descriptor from process %d: send", t.pid);
   }
@@ -219,19 +370,10 @@ Result<int> fetchFd(const FdTicket& t, double timeoutSec) {
                        timeoutSec);
   }
   uint8_t reply = 0xff;
-  iovec iov{&reply, 1};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof(ctl);
-  if (pr < 0 || recvmsg(c, &m, MSG_CMSG_CLOEXEC) != 1) {
-    return errnoError(errno, "fetching a descriptor from process %d: recvmsg", t.pid);
-  }
   int fd = -1;
-  for (cmsghdr* cm = CMSG_FIRSTHDR(&m); cm != nullptr; cm = CMSG_NXTHDR(&m, cm)) {
-    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+  if (pr < 0 || !recvWithFd(c, &reply, 1, &fd, 0)) {
+    if (fd >= 0) close(fd);
+    return errnoError(errno, "fetching a descriptor from process %d: recvmsg", t.pid);
   }
   if (reply != kGranted || fd < 0) {
     if (fd >= 0) close(fd);
@@ -240,6 +382,60 @@ Result<int> fetchFd(const FdTicket& t, double timeoutSec) {
         static_cast<unsigned long long>(t.token));
   }
   return fd;
+}
+
+Result<FdTicket> serveFdService(FdServiceFn fn) {
+  BRAID_ASSIGN_OR_RETURN(FdServer * s, FdServer::get());
+  return s->serve(std::move(fn));
+}
+
+void stopFdService(const FdTicket& t) {
+  if (t.pid != getpid()) return;
+  if (FdServer* s = FdServer::running()) s->stop(t.token);
+}
+
+Result<std::string> callFdService(const FdTicket& t, int fd, const std::string& request, double timeoutSec,
+                                  bool* absent) {
+  if (absent != nullptr) *absent = false;
+  if (request.size() > kMaxServiceBytes) {
+    return invalidArgument("a service request of %zu bytes (at most %u)", request.size(), kMaxServiceBytes);
+  }
+  const int ms = static_cast<int>(std::max(1.0, timeoutSec * 1000));
+  Result<int> connected = connectTo(t, "calling a service of");
+  if (!connected.isOk()) {
+    if (absent != nullptr) *absent = true;
+    return connected.status();
+  }
+  const int c = connected.value();
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{c};
+  const uint64_t first = kServiceCall;
+  const ServiceHeader h{t.token, static_cast<uint32_t>(request.size()), 0};
+  if (!sendWithFd(c, &first, sizeof(first), fd) || !sendExactly(c, &h, sizeof(h)) ||
+      !sendExactly(c, request.data(), request.size())) {
+    return errnoError(errno, "calling a service of process %d: send", t.pid);
+  }
+  uint8_t code = 0xff;
+  uint32_t len = 0;
+  bool closed = false;  // the server always answers, unless its process is gone
+  if (!recvExactly(c, &code, 1, ms, &closed) || !recvExactly(c, &len, sizeof(len), ms, &closed) ||
+      len > kMaxServiceBytes) {
+    if (closed && absent != nullptr) *absent = true;
+    if (closed) return remoteError("calling a service of process %d: it closed the connection (exited?)", t.pid);
+    return remoteError("calling a service of process %d: no answer within %.0f s (BRAID_TIMEOUT)", t.pid, timeoutSec);
+  }
+  std::string answer(len, '\0');
+  if (len > 0 && !recvExactly(c, &answer[0], len, ms)) {
+    return remoteError("calling a service of process %d: the answer was cut short", t.pid);
+  }
+  if (code == kGranted) return answer;
+  if (code == kUnknownToken && absent != nullptr) *absent = true;
+  if (code == kUnknownToken)
+    return internalError("process %d has no service %016llx (never served, or stopped)", t.pid,
+                         static_cast<unsigned long long>(t.token));
+  return internalError("process %d: %s", t.pid, answer.c_str());
 }
 
 }  // namespace braid

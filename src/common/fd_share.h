@@ -1,5 +1,6 @@
 // Passing a file descriptor to another process of this host: how a receiver hands its sender the CUDA memory
-// handle of a FIFO it exported as a POSIX descriptor (cuMemExportToShareableHandle), as NCCL's proxy does.
+// handle of a FIFO it exported as a POSIX descriptor (cuMemExportToShareableHandle), as NCCL's proxy does; and how
+// a process asks another to act on a descriptor it sends (a service: mapping a registered buffer there).
 //
 // The owner offers a descriptor and gets a ticket: its pid, a socket name and a random 64-bit token. The ticket
 // travels through the bootstrap (authenticated) to the one peer meant to have it, which fetches a duplicate over
@@ -8,11 +9,17 @@
 // refused (SO_PEERCRED), and a token is good for the fetches it was offered for. /proc/<pid>/fd and pidfd_getfd would
 // need ptrace rights that Yama (ptrace_scope 1) and containers deny between sibling processes; a socket needs none.
 //
+// A service is the other direction: a process registers a handler under a random 64-bit key and hands the key (in
+// an FdTicket, through the bootstrap) to the peers meant to call it; a caller sends a request of a few bytes, with
+// or without a descriptor, and waits for the handler's answer. Handlers run one at a time on the server thread.
+//
 // Thread safety: every function may be called from any thread. A child forked after an offer starts its own
 // server at its own first offer; the parent's offers are not the child's.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "src/common/status.h"
 
@@ -35,5 +42,18 @@ void withdrawFd(const FdTicket& t);
 Result<int> fetchFd(const FdTicket& t, double timeoutSec);
 // Offers not fetched yet (tests: a connection that completed leaves none).
 size_t pendingFdOffers();
+
+// A service's handler: the request's descriptor (-1 when none; the server closes it after the call) and bytes; the
+// answer's bytes, or an error the caller receives as its message.
+using FdServiceFn = std::function<Result<std::string>(int fd, const std::string& request)>;
+// Serves `fn` under a new random key: the ticket (this process's server, token = the key) is what callers need.
+Result<FdTicket> serveFdService(FdServiceFn fn);
+// Stops serving the key of `t`; returns after a call in progress ended, and no call starts after.
+void stopFdService(const FdTicket& t);
+// Calls the service `t` names with `request` (at most 4096 bytes) and `fd` (-1: none; the caller keeps its own),
+// waiting at most timeoutSec. Errors name the process: no server, an unknown or stopped service (*absent set true
+// for these two, when given: nothing serves there any more), a timeout, or the handler's own error.
+Result<std::string> callFdService(const FdTicket& t, int fd, const std::string& request, double timeoutSec,
+                                  bool* absent = nullptr);
 
 }  // namespace braid

@@ -454,11 +454,14 @@ Result<void*> Communicator::registerBuffer(const void* buff, size_t bytes) {
   void* handle = user_.buffers.add(buff, bytes, id);
   BRAID_INFO(kLogInit | kLogAlloc, "comm %p rank %d: registered %zu bytes at %p (buffer id %llu) as handle %p",
              static_cast<const void*>(this), rank_, bytes, buff, static_cast<unsigned long long>(id), handle);
+  backend_->registered(handle, buff, bytes);
   return handle;
 }
 
 Status Communicator::deregisterBuffer(void* handle) {
-  return user_.buffers.remove(handle);
+  BRAID_RETURN_IF_ERROR(user_.buffers.remove(handle));
+  backend_->deregistered(handle);
+  return Status::ok();
 }
 
 Status Communicator::checkRegistered(const void* p, size_t bytes, const char* what) const {

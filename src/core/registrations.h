@@ -6,9 +6,10 @@
 // allocation is gone (freed, maybe reallocated) is refused by name instead of trusting a stale record. Host
 // communicators record the range (buffer id 0: host memory has no such id).
 //
-// What registration changes today: nothing in how collectives move data (they stage through braid's own memory,
-// which every peer maps at init); NCCL also answers success for registrations it does not use. Zero-copy on
-// registered buffers (peers' mappings exchanged at registration) is the next step (docs/cuda.md).
+// What registration changes: the backend is told (Backend::registered), and the CUDA backend's NVLS-style
+// collectives read a registered ncclMemAlloc buffer in place, its peers having mapped it at registration
+// (src/backends/cuda/direct_registry.h). The FIFO paths do not use registrations; NCCL also answers success for
+// registrations it does not use.
 //
 // Thread safety: every method may be called from any thread.
 #pragma once

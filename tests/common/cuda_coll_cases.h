@@ -126,8 +126,13 @@ inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStr
   return fmt("%zu of %zu elements wrong, the first at %zu", wrong, recvCount, first);
 }
 
+// Where runAll's buffers come from: cuMemAlloc (cudaMalloc), or ncclMemAlloc registered with ncclCommRegister
+// (on the ranks `registers` says, all when it is null).
+enum class Buffers { kDevice, kRegistered };
+
 // Runs every case on n ranks (one communicator each, the cases in order); device deviceOf(r).
-inline void runAll(int n, const std::vector<Case>& cases, const std::function<int(int)>& deviceOf = nullptr) {
+inline void runAll(int n, const std::vector<Case>& cases, const std::function<int(int)>& deviceOf = nullptr,
+                   Buffers buffers = Buffers::kDevice, const std::function<bool(int)>& registers = nullptr) {
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::vector<ncclResult_t> res = runCudaRanks(
       n,
@@ -135,19 +140,39 @@ inline void runAll(int n, const std::vector<Case>& cases, const std::function<in
         size_t bytes = 1;
         for (const Case& c : cases) bytes = std::max(bytes, bufferCount(c, n) * typeSize(c.type));
         const Driver& drv = Driver::get();
-        char* a = static_cast<char*>(drv.alloc(bytes));
-        char* b = static_cast<char*>(drv.alloc(bytes));
+        const bool reg = buffers == Buffers::kRegistered && (!registers || registers(r));
+        char* buf[2] = {nullptr, nullptr};
+        void* handle[2] = {nullptr, nullptr};
+        for (int i = 0; i < 2; ++i) {
+          if (!reg) {
+            buf[i] = static_cast<char*>(drv.alloc(bytes));
+            continue;
+          }
+          void* p = nullptr;
+          if (ncclMemAlloc(&p, bytes) != ncclSuccess || ncclCommRegister(comm, p, bytes, &handle[i]) != ncclSuccess) {
+            errors[static_cast<size_t>(r)] = fmt("ncclMemAlloc/ncclCommRegister: %s", ncclGetLastError(comm));
+            return ncclInternalError;
+          }
+          buf[i] = static_cast<char*>(p);
+        }
         ncclResult_t result = ncclSuccess;
         for (const Case& c : cases) {
-          const std::string e = runCase(c, r, n, comm, stream, a, b);
+          const std::string e = runCase(c, r, n, comm, stream, buf[0], buf[1]);
           if (!e.empty()) {
             errors[static_cast<size_t>(r)] = describe(c) + ": " + e;
             result = ncclInternalError;
             break;
           }
         }
-        drv.memFree(reinterpret_cast<unsigned long long>(a));
-        drv.memFree(reinterpret_cast<unsigned long long>(b));
+        for (int i = 0; i < 2; ++i) {
+          if (!reg) {
+            drv.memFree(reinterpret_cast<unsigned long long>(buf[i]));
+            continue;
+          }
+          if (ncclCommDeregister(comm, handle[i]) != ncclSuccess || ncclMemFree(buf[i]) != ncclSuccess) {
+            result = ncclInternalError;
+          }
+        }
         return result;
       },
       nullptr, deviceOf);

@@ -52,10 +52,7 @@ void Stream::run() {
 
 namespace {
 
-void parseFailures(State& s) {
-  if (s.failParsed) return;
-  s.failParsed = true;
-  const char* v = getenv("BRAID_FAKE_CUDA_FAIL");
+void parseFailures(State& s, const char* v) {
   if (v == nullptr) return;
   std::string spec = v;
   size_t pos = 0;
@@ -82,7 +79,10 @@ void parseFailures(State& s) {
 
 // The injected result of this call of `fn`, or kSuccess. Caller holds s.mu.
 CUresult injected(State& s, const char* fn) {
-  parseFailures(s);
+  if (!s.failParsed) {
+    s.failParsed = true;
+    parseFailures(s, getenv("BRAID_FAKE_CUDA_FAIL"));
+  }
   const long n = ++s.calls[fn];
   auto it = s.fail.find(fn);
   if (it == s.fail.end() || (it->second.nth != 0 && it->second.nth != n)) return kSuccess;
@@ -185,3 +185,15 @@ bool reachableFrom(State& s, const Allocation& a, int device) {
 }
 
 }  // namespace fakecuda
+
+// A test's failures from now on, in BRAID_FAKE_CUDA_FAIL's syntax ("" none), counting calls afresh: for a failure
+// that must hit a call made later in a run, whatever came before it.
+FAKE_API void braidFakeCudaInject(const char* spec) {
+  using namespace fakecuda;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.failParsed = true;
+  s.fail.clear();
+  s.calls.clear();
+  parseFailures(s, spec);
+}

@@ -23,6 +23,7 @@
 #include "tests/common/cuda_coll_cases.h"
 #include "tests/common/fake_cuda_ranks.h"
 #include "tests/common/harness.h"
+#include "tests/common/log_capture.h"
 
 namespace {
 
@@ -89,6 +90,76 @@ TEST_F(CudaDirect, RanksSharingAGpu) {
   runAll(4, cases, [](int r) { return r / 2; });
 }
 
+// Cases for registered buffers: every collective in and out of place, one-shot and two-shot, and a PreMulSum (its
+// scalar is applied while staging, so it is staged whatever the buffer).
+std::vector<Case> registeredCases() {
+  std::vector<Case> cases;
+  for (bool inPlace : {false, true}) {
+    for (size_t count : {size_t{1}, size_t{5000}, size_t{70000}}) {
+      cases.push_back(Case{Kind::kAllReduce, ncclFloat32, ncclSum, count, inPlace});
+      cases.push_back(Case{Kind::kReduceScatter, ncclBfloat16, ncclMax, count, inPlace});
+      cases.push_back(Case{Kind::kAllGather, ncclInt8, ncclSum, count, inPlace});
+    }
+    cases.push_back(Case{Kind::kAllReduce, ncclFloat16, ncclAvg, 200003, inPlace});
+    cases.push_back(Case{Kind::kAllReduce, ncclInt64, ncclNumOps, 3000, inPlace});
+  }
+  return cases;
+}
+
+// How many of registeredCases() read their input in place: out of place all but PreMulSum (10 of 11); in place
+// the two-shot all-reduces (70000 floats, 200003 halves) and the all-gathers (3), not the one-shot all-reduces and
+// reduce-scatters, whose results overwrite inputs that peers still read.
+constexpr size_t kReadInPlace = 10 + 5;
+
+// ncclMemAlloc buffers registered on 3 ranks (3 GPUs of one process): every rank's peers read its inputs in place,
+// bitwise as staged, and INFO says so for each registration and operation.
+TEST_F(CudaDirect, RegisteredBuffersAreReadInPlace) {
+  LogCapture log("REG,COLL");
+  runAll(3, registeredCases(), nullptr, Buffers::kRegistered);
+  const std::string text = log.textOf(getpid());
+  EXPECT_EQ(occurrences(text, "is read in place by NVLS-style collectives: 2 peer(s) of this process reach it"), 6u)
+      << text;
+  EXPECT_EQ(occurrences(text, "reads sendbuff"), 3 * kReadInPlace) << text;
+}
+
+// Only rank 1 registers: its peers read its inputs in place, it reads theirs from their stages, in one operation.
+TEST_F(CudaDirect, ARankAloneReadInPlaceMixesWithStagedRanks) {
+  LogCapture log("COLL");
+  runAll(3, registeredCases(), nullptr, Buffers::kRegistered, [](int r) { return r == 1; });
+  EXPECT_EQ(occurrences(log.textOf(getpid()), "reads sendbuff"), kReadInPlace);
+}
+
+// Ranks sharing a GPU (4 ranks on 2) read each other's registrations the same way.
+TEST_F(CudaDirect, RegisteredBuffersOfRanksSharingAGpu) {
+  setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+  LogCapture log("COLL");
+  runAll(
+      4, registeredCases(), [](int r) { return r / 2; }, Buffers::kRegistered);
+  EXPECT_EQ(occurrences(log.textOf(getpid()), "reads sendbuff"), 4 * kReadInPlace);
+}
+
+// A registered cudaMalloc buffer is staged (peers cannot map it), and INFO says why.
+TEST_F(CudaDirect, ARegisteredCudaMallocBufferIsStaged) {
+  LogCapture log("REG,COLL");
+  std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    const Case c{Kind::kAllReduce, ncclFloat32, ncclSum, 5000, false};
+    char* a = static_cast<char*>(Driver::get().alloc(20000));
+    char* b = static_cast<char*>(Driver::get().alloc(20000));
+    void* h = nullptr;
+    if (ncclCommRegister(comm, a, 20000, &h) != ncclSuccess) return ncclInternalError;
+    const std::string e = runCase(c, r, 2, comm, stream, a, b);
+    EXPECT_EQ(e, "") << "rank " << r;
+    ncclCommDeregister(comm, h);
+    Driver::get().memFree(reinterpret_cast<unsigned long long>(a));
+    Driver::get().memFree(reinterpret_cast<unsigned long long>(b));
+    return e.empty() ? ncclSuccess : ncclInternalError;
+  });
+  for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess);
+  const std::string text = log.textOf(getpid());
+  EXPECT_EQ(occurrences(text, "is staged by NVLS-style collectives: it is not ncclMemAlloc memory"), 2u) << text;
+  EXPECT_EQ(occurrences(text, "reads sendbuff"), 0u) << text;
+}
+
 // With P2P off the ranks cannot reach each other's areas: no direct collectives, and NCCL_ALGO=NVLS is refused by
 // name rather than run another way.
 TEST_F(CudaDirect, WithoutP2pNvlsIsRefused) {
@@ -142,9 +213,8 @@ TEST_F(CudaDirect, AMissingPeerIsNamedAtTheDeadline) {
   EXPECT_NE(msg.find("waiting for rank 1"), std::string::npos) << msg;
 }
 
-// A captured all-reduce replays with new inputs between eager direct calls: generations live in the areas, not in
-// the captured work.
-TEST_F(CudaDirect, GraphReplays) {
+// The body of GraphReplays on one kind of buffer.
+void graphReplays(bool registered) {
   const Driver& drv = Driver::get();
   auto sym = [&](const char* name) { return dlsym(drv.lib, name); };
   auto begin = reinterpret_cast<int (*)(void*, int)>(sym("cuStreamBeginCapture_v2"));
@@ -157,8 +227,19 @@ TEST_F(CudaDirect, GraphReplays) {
   constexpr size_t kCount = 70000;  // two-shot, several rounds
   std::vector<ncclResult_t> res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
     const size_t bytes = kCount * 4;
-    void* send = drv.alloc(bytes);
-    void* recv = drv.alloc(bytes);
+    void* send = nullptr;
+    void* recv = nullptr;
+    void* handles[2] = {nullptr, nullptr};
+    if (registered) {
+      if (ncclMemAlloc(&send, bytes) != ncclSuccess || ncclMemAlloc(&recv, bytes) != ncclSuccess ||
+          ncclCommRegister(comm, send, bytes, &handles[0]) != ncclSuccess ||
+          ncclCommRegister(comm, recv, bytes, &handles[1]) != ncclSuccess) {
+        return ncclInternalError;
+      }
+    } else {
+      send = drv.alloc(bytes);
+      recv = drv.alloc(bytes);
+    }
     std::vector<float> in(kCount), out(kCount);
     auto value = [](int rank, size_t i, int tag) {
       return static_cast<float>((i * 5 + static_cast<size_t>(rank) * 3 + static_cast<size_t>(tag)) % 19);
@@ -196,11 +277,28 @@ TEST_F(CudaDirect, GraphReplays) {
     }
     execDestroy(exec);
     destroy(graph);
-    drv.memFree(reinterpret_cast<unsigned long long>(send));
-    drv.memFree(reinterpret_cast<unsigned long long>(recv));
+    if (registered) {
+      ncclCommDeregister(comm, handles[0]);
+      ncclCommDeregister(comm, handles[1]);
+      ncclMemFree(send);
+      ncclMemFree(recv);
+    } else {
+      drv.memFree(reinterpret_cast<unsigned long long>(send));
+      drv.memFree(reinterpret_cast<unsigned long long>(recv));
+    }
     return ncclSuccess;
   });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+// A captured all-reduce replays with new inputs between eager direct calls: generations live in the areas, not in
+// the captured work. On cudaMalloc buffers (staged), and on registered ncclMemAlloc ones (read in place: the
+// peers' addresses are in the captured work, the buffers stay registered as long as the graph).
+TEST_F(CudaDirect, GraphReplays) {
+  for (bool registered : {false, true}) {
+    SCOPED_TRACE(registered ? "registered ncclMemAlloc buffers" : "cudaMalloc buffers");
+    graphReplays(registered);
+  }
 }
 
 // Ranks in two processes, their GPUs under one switch: each maps the other's area from an exported cuMem handle.
@@ -214,6 +312,107 @@ TEST(CudaDirectProcesses, ImportEachOthersAreas) {
     if (!Driver::get().use(r)) _exit(20);
   });
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_TOPO_FILE");
+  unlink(topo.c_str());
+}
+
+// Rank r of two processes: registeredCases() on registered ncclMemAlloc buffers, then once more after the first
+// pair was deregistered and freed and a new pair registered (the peer unmapped the old ones). 0, or 10 + the step
+// that failed, with the reason on stderr.
+int registeredCasesOfTwo(int r, ncclComm_t comm) {
+  void* stream = nullptr;
+  Driver::get().streamCreate(&stream, 1);
+  for (int pass = 0; pass < 2; ++pass) {
+    const size_t bytes = 2 * 200003 * 8;
+    void* buf[2] = {nullptr, nullptr};
+    void* handle[2] = {nullptr, nullptr};
+    for (int i = 0; i < 2; ++i) {
+      if (ncclMemAlloc(&buf[i], bytes) != ncclSuccess ||
+          ncclCommRegister(comm, buf[i], bytes, &handle[i]) != ncclSuccess) {
+        fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+        return 11;
+      }
+    }
+    for (const Case& c : registeredCases()) {
+      const std::string e = runCase(c, r, 2, comm, static_cast<cudaStream_t>(stream), static_cast<char*>(buf[0]),
+                                    static_cast<char*>(buf[1]));
+      if (!e.empty()) {
+        fprintf(stderr, "rank %d pass %d: %s: %s\n", r, pass, describe(c).c_str(), e.c_str());
+        return 12;
+      }
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (ncclCommDeregister(comm, handle[i]) != ncclSuccess || ncclMemFree(buf[i]) != ncclSuccess) return 13;
+    }
+  }
+  Driver::get().streamDestroy(stream);
+  return 0;
+}
+
+// Two processes register ncclMemAlloc buffers: each maps the other's at registration (through its registry
+// service), reads them in place, and unmaps them at deregistration.
+TEST(CudaDirectProcesses, RegisteredBuffersAreMappedByThePeerProcess) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  const std::string topo = writeFakeGpuTopology(false);
+  setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
+  setenv("NCCL_ALGO", "NVLS", 1);
+  LogCapture log("REG,COLL");
+  std::vector<pid_t> pids;
+  std::vector<int> codes = runProcesses(2, registeredCasesOfTwo, 120, &pids, nullptr, [](int r) {
+    LogCapture::reopenInChild();
+    if (!Driver::get().use(r)) _exit(20);
+  });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  for (pid_t pid : pids) {
+    const std::string text = log.textOf(pid);
+    EXPECT_EQ(occurrences(text, "0 peer(s) of this process reach it, 1 of other processes mapped it"), 4u) << text;
+    EXPECT_EQ(occurrences(text, "reads sendbuff"), 2 * kReadInPlace) << text;
+    EXPECT_EQ(occurrences(text, "did not unmap"), 0u) << text;
+  }
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_TOPO_FILE");
+  unlink(topo.c_str());
+}
+
+// The peer process cannot import the exported handle (injected failure): the registration is staged, said at INFO
+// with the driver's error, and the results stay exact.
+TEST(CudaDirectProcesses, APeerThatCannotMapARegistrationLeavesItStaged) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  const std::string topo = writeFakeGpuTopology(false);
+  setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
+  setenv("NCCL_ALGO", "NVLS", 1);
+  LogCapture log("REG,COLL");
+  std::vector<pid_t> pids;
+  auto fn = [](int r, ncclComm_t comm) {
+    // From here on rank 1's process refuses imports; the all-reduce after keeps rank 0 from registering before.
+    if (r == 1) {
+      auto inject = reinterpret_cast<void (*)(const char*)>(dlsym(Driver::get().lib, "braidFakeCudaInject"));
+      if (inject == nullptr) return 30;
+      inject("cuMemImportFromShareableHandle=1");
+    }
+    void* stream = nullptr;
+    Driver::get().streamCreate(&stream, 1);
+    void* one = Driver::get().alloc(4);
+    const bool together =
+        ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm, static_cast<cudaStream_t>(stream)) == ncclSuccess &&
+        Driver::get().streamSync(stream) == 0;
+    Driver::get().memFree(reinterpret_cast<unsigned long long>(one));
+    Driver::get().streamDestroy(stream);
+    return together ? registeredCasesOfTwo(r, comm) : 31;
+  };
+  std::vector<int> codes = runProcesses(2, fn, 120, &pids, nullptr, [](int r) {
+    LogCapture::reopenInChild();
+    if (!Driver::get().use(r)) _exit(20);
+  });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  ASSERT_EQ(pids.size(), 2u);
+  const std::string t0 = log.textOf(pids[0]);
+  const std::string t1 = log.textOf(pids[1]);
+  EXPECT_EQ(occurrences(t0, "is staged by NVLS-style collectives: rank 1 could not map it"), 4u) << t0;
+  EXPECT_NE(t0.find("cuMemImportFromShareableHandle: CUDA_ERROR_INVALID_VALUE"), std::string::npos) << t0;
+  EXPECT_EQ(occurrences(t0, "reads sendbuff"), 0u) << t0;
+  EXPECT_EQ(occurrences(t1, "reads sendbuff"), 2 * kReadInPlace) << t1;  // rank 0 maps rank 1's
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_TOPO_FILE");
   unlink(topo.c_str());

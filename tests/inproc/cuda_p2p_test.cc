@@ -17,48 +17,11 @@
 #include "nccl.h"
 #include "tests/common/fake_cuda_ranks.h"
 #include "tests/common/harness.h"
+#include "tests/common/log_capture.h"
 
 namespace {
 
 using namespace braid_test;
-
-// INFO lines of the INIT subsystem go to <base>.<pid> while it lives.
-class LogCapture {
- public:
-  LogCapture() {
-    char path[] = "/tmp/braid-p2p-log-XXXXXX";
-    const int fd = mkstemp(path);
-    close(fd);
-    base_ = path;
-    setenv("NCCL_DEBUG", "INFO", 1);
-    setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
-    setenv("NCCL_DEBUG_FILE", (base_ + ".%p").c_str(), 1);
-    ncclResetDebugInit();
-  }
-  ~LogCapture() {
-    stop();
-    unlink((base_ + "." + std::to_string(getpid())).c_str());
-    unlink(base_.c_str());
-  }
-  // Ends the capture (the file is closed, and a later reset would truncate it).
-  void stop() {
-    unsetenv("NCCL_DEBUG");
-    unsetenv("NCCL_DEBUG_SUBSYS");
-    unsetenv("NCCL_DEBUG_FILE");
-    ncclResetDebugInit();
-  }
-  // What process `pid` logged (the file is removed).
-  std::string textOf(pid_t pid) {
-    stop();
-    const std::string f = base_ + "." + std::to_string(pid);
-    std::string t = readFileText(f);
-    unlink(f.c_str());
-    return t;
-  }
-
- private:
-  std::string base_;
-};
 
 // An all-reduce of `count` floats on n ranks (device r each), exact.
 std::vector<ncclResult_t> allReduce(int n, size_t count) {
@@ -206,7 +169,7 @@ TEST(CudaP2pProcesses, ImportEachOthersFifos) {
   LogCapture log;
   std::vector<pid_t> pids;
   std::vector<int> codes = runProcesses(2, checkedAllReducesOfTwo, 120, &pids, nullptr, [](int r) {
-    ncclResetDebugInit();  // this process's own log file (%p)
+    LogCapture::reopenInChild();
     if (!Driver::get().use(r)) _exit(20);
   });
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;

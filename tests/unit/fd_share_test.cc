@@ -1,6 +1,7 @@
 // Descriptor passing between processes (src/common/fd_share.h): an offered descriptor reaches the process that
 // holds the ticket as the same open file, once; a withdrawn, fetched or made-up ticket and a server that does not
-// exist are named errors, never a hang.
+// exist are named errors, never a hang. A service answers another process's calls with the descriptor they send,
+// passes its handler's errors on, and is gone once stopped.
 #include "src/common/fd_share.h"
 
 #include <gtest/gtest.h>
@@ -77,6 +78,57 @@ TEST(FdShare, ANonexistentServerIsANamedError) {
   ASSERT_FALSE(got.isOk());
   EXPECT_NE(got.status().message().find("no descriptor server @braid-fd-1-12345"), std::string::npos)
       << got.status().message();
+}
+
+// The service reads what another process's descriptor holds and answers it with the request; the descriptor's
+// file is the caller's (the handler's write shows in the child); a handler's error reaches the caller by name.
+TEST(FdShare, AServiceAnswersAnotherProcessWithItsDescriptor) {
+  Result<FdTicket> t = serveFdService([](int fd, const std::string& request) -> Result<std::string> {
+    if (request == "fail") return invalidArgument("the handler refuses '%s'", request.c_str());
+    if (fd < 0) return std::string("no descriptor");
+    const std::string seen = contents(fd);
+    if (pwrite(fd, "W", 1, 0) != 1) return internalError("pwrite");
+    return request + ":" + seen;
+  });
+  ASSERT_TRUE(t.isOk()) << t.status().message();
+  const int code = inChild(t.value(), [](const FdTicket& tk) {
+    const int fd = memfdWith("abc");
+    Result<std::string> a = callFdService(tk, fd, "map", 5);
+    if (!a.isOk() || a.value() != "map:abc") return 1;
+    if (contents(fd) != "Wbc") return 2;  // the same open file
+    Result<std::string> b = callFdService(tk, -1, "plain", 5);
+    if (!b.isOk() || b.value() != "no descriptor") return 3;
+    bool absent = true;
+    Result<std::string> c = callFdService(tk, -1, "fail", 5, &absent);
+    if (c.isOk() || absent || c.status().message().find("the handler refuses 'fail'") == std::string::npos) return 4;
+    if (callFdService(tk, -1, std::string(5000, 'x'), 5).isOk()) return 5;  // too long: refused before sending
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+  stopFdService(t.value());
+  // Stopped: another process is told there is no such service, and that nothing serves there.
+  EXPECT_EQ(inChild(t.value(),
+                    [](const FdTicket& tk) {
+                      bool absent = false;
+                      Result<std::string> a = callFdService(tk, -1, "map", 5, &absent);
+                      if (a.isOk() || !absent) return 1;
+                      return a.status().message().find("has no service") != std::string::npos ? 0 : 2;
+                    }),
+            0);
+}
+
+// A call to a process without a server says so (absent), at once.
+TEST(FdShare, ACallToAProcessWithoutAServerIsAbsent) {
+  FdTicket t;
+  t.pid = 1;
+  t.server = 777;
+  t.token = 9;
+  bool absent = false;
+  Result<std::string> a = callFdService(t, -1, "x", 1, &absent);
+  ASSERT_FALSE(a.isOk());
+  EXPECT_TRUE(absent);
+  EXPECT_NE(a.status().message().find("no descriptor server @braid-fd-1-777"), std::string::npos)
+      << a.status().message();
 }
 
 }  // namespace

@@ -1,28 +1,37 @@
 // The NVLS-style (direct) collectives of the CUDA backend as a kernel: every rank's CTA c ("lane" c) stages its
-// part of the inputs in its own GPU's direct area, and loads its peers' staged parts straight from their areas
-// (peer pointers: same GPU, NVLink/PCIe peer access, or memory another process exported). Written once over the
-// CTA concept (step_engine.h, kernel_main.h) and compiled by nvcc (kernels/braid_kernel.cu) and by g++ for the CTA
-// emulator.
+// part of the inputs in its own GPU's direct area, or publishes where its peers find them in place (a registered
+// buffer every peer maps), and loads its peers' parts straight from there (peer pointers: same GPU, NVLink/PCIe
+// peer access, or memory another process exported). Written once over the CTA concept (step_engine.h,
+// kernel_main.h) and compiled by nvcc (kernels/braid_kernel.cu) and by g++ for the CTA emulator.
 //
-// Why staged: a peer's user buffer may not be reachable (another process's cudaMalloc, a caching allocator's
-// cuMem segment mapped for one device only), while the areas are braid's own, mapped for every rank at init. So
-// any buffers work, across threads and processes, and the user's buffers are never read or written by a peer: a
-// kernel ends when its own work is done, with no closing barrier.
+// Why staged by default: a peer's user buffer may not be reachable (another process's cudaMalloc, a caching
+// allocator's cuMem segment mapped for one device only), while the areas are braid's own, mapped for every rank at
+// init. A rank whose input lies in a buffer registered with ncclCommRegister that every peer has mapped
+// (cuda_peer_buffers.h) skips the staging copy: each peer reads the input in place, at the address its own process
+// maps it (DirectOpDesc::peerSend). The choice is the input's owner's alone, per operation, and its peers learn it
+// in each round: no rank needs to know another's registrations.
 //
-// Area of one rank (DirectLayout): per lane a control line {posted, reduced} and the rank's abort word, then two
-// stages (by generation parity) of per lane an input and an output region of laneBytes each.
+// Area of one rank (DirectLayout): per lane a control line {posted, consumed, reduced} and the rank's abort word;
+// per stage parity and lane, the inputs' addresses published for each reader (0: staged); per lane the sources
+// this rank resolved for the round; then two stages (by generation parity) of per lane an input and an output
+// region of laneBytes each.
 //
 // Rounds. An operation is cut into rounds; in a round every lane handles `per` elements (of every rank's block for
 // all-gather, of every destination slice for reduce-scatter). Lane c of round g (its generation, counted per lane
 // across launches in its own `posted` word, so a captured graph replays with fresh generations):
-//   1. copies its inputs into its input region of stage g&1 (pre-multiplied: PreMulSum's scalar is per rank),
-//   2. publishes posted = g, waits until every rank's lane c posted g,
-//   3. one-shot all-reduce: reduces every rank's input region into its receive buffer, in rank order;
+//   1. copies its inputs into its input region of stage g&1 (pre-multiplied: PreMulSum's scalar is per rank), or
+//      publishes for every reader where that reader maps them in place; either way the published words of parity
+//      g&1 say which,
+//   2. publishes posted = g, waits until every rank's lane c posted g, and resolves each rank's source,
+//   3. one-shot all-reduce: reduces every rank's source into its receive buffer, in rank order;
 //      two-shot: reduces slice `rank` into its output region, publishes reduced = g, waits for every rank's
 //      reduced g, and copies each rank's slice into its receive buffer; reduce-scatter: reduces piece `rank` of
-//      every rank's input region; all-gather: copies every rank's input region.
-// A rank writes stage g&1 again in round g+2, after it saw every peer post g+1, which each peer does only after it
-// finished reading round g. Results are bitwise those of the host's direct path (direct_engine.h's rank order).
+//      every rank's source; all-gather: copies every rank's source.
+// A rank writes stage g&1 (and its published words) again in round g+2, after it saw every peer post g+1, which
+// each peer does only after it finished reading round g. A rank whose input was read in place must not finish
+// before its readers did (the program may overwrite the buffer once the stream moves on): at the end of a launch
+// every lane publishes consumed = its last generation, and a lane that published an input in place waits for every
+// rank's. Results are bitwise those of the host's direct path (direct_engine.h's rank order) either way.
 #pragma once
 
 #include <cstddef>
@@ -38,14 +47,30 @@ namespace braid {
 
 // Where things are in a rank's direct area (every rank's has the same layout).
 struct DirectLayout {
-  static constexpr size_t kLineBytes = 128;  // a lane's control line: posted at 0, reduced at 64
+  static constexpr size_t kLineBytes = 128;  // a lane's control line: posted at 0, consumed at 32, reduced at 64
   uint32_t nlanes = 1;
+  uint32_t nranks = 1;
   size_t laneBytes = 0;  // bytes of one lane's input (and output) region per stage
 
   BRAID_HOST_DEVICE size_t postedAt(uint32_t lane) const { return kLineBytes * lane; }
+  BRAID_HOST_DEVICE size_t consumedAt(uint32_t lane) const { return kLineBytes * lane + 32; }
   BRAID_HOST_DEVICE size_t reducedAt(uint32_t lane) const { return kLineBytes * lane + 64; }
   BRAID_HOST_DEVICE size_t abortAt() const { return kLineBytes * nlanes; }
-  BRAID_HOST_DEVICE size_t stageAt() const { return kLineBytes * (nlanes + 1); }
+  // A lane's table of one 64-bit word per rank, in whole control lines.
+  BRAID_HOST_DEVICE size_t tableBytes() const {
+    return (sizeof(uint64_t) * nranks + kLineBytes - 1) / kLineBytes * kLineBytes;
+  }
+  // Where reader `reader` finds this rank's input of a round of parity gen&1 (0: in this rank's stage).
+  BRAID_HOST_DEVICE size_t publishedAt(uint32_t gen, uint32_t lane, uint32_t reader) const {
+    return kLineBytes * (nlanes + 1) + ((gen & 1u) * nlanes + lane) * tableBytes() + sizeof(uint64_t) * reader;
+  }
+  // The sources this rank's lane resolved for its round (thread 0 writes them, every thread reads them).
+  BRAID_HOST_DEVICE size_t sourcesAt(uint32_t lane) const {
+    return kLineBytes * (nlanes + 1) + (2 * static_cast<size_t>(nlanes) + lane) * tableBytes();
+  }
+  BRAID_HOST_DEVICE size_t stageAt() const {
+    return kLineBytes * (nlanes + 1) + 3 * static_cast<size_t>(nlanes) * tableBytes();
+  }
   BRAID_HOST_DEVICE size_t inputAt(uint32_t gen, uint32_t lane) const {
     return stageAt() + ((gen & 1u) * nlanes + lane) * 2 * laneBytes;
   }
@@ -61,6 +86,10 @@ struct DirectOpDesc {
   size_t count = 0;           // NCCL's count (all-reduce elements; reduce-scatter and all-gather per-rank elements)
   ReduceOp stageOp;           // applied while staging (this rank's PreMulSum scalar)
   const ReduceOp* reduceOps;  // [nranks] the combining op per source: PreMulSum is a sum by then, avg divides last
+  // [nranks] where each rank's process maps `send`, when this rank's peers read it in place (a registered buffer
+  // they all map; never for PreMulSum, whose scalar is applied while staging, nor where this rank's results
+  // overwrite its input while peers read it); null: staged.
+  const uint64_t* peerSend = nullptr;
 };
 
 struct DirectKernelWork {
@@ -139,18 +168,26 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
   // Only thread 0 of this CTA ever writes these, and not before the barrier after the first staging copy.
   uint32_t gen = loadRelaxed(posted) + 1;
   const size_t n = w.nranks;
-  // Every thread leaves through the same barrier: thread 0's verdict after a wait.
-  auto waited = [&](size_t at, int32_t op) {
+  // This round's source of every rank, as thread 0 resolved them after the wait.
+  const char** const sources = reinterpret_cast<const char**>(mine + L.sourcesAt(lane));
+  bool readInPlace = false;  // some peer read this rank's input in place: wait for them at the end
+  uint32_t lastInPlace = 0;
+  // Every thread leaves through the same barrier: thread 0's verdict after a wait (and what it did after).
+  auto waited = [&](size_t at, int32_t op, uint32_t g, auto&& then) {
     int32_t who = -1;
     DevStatusCode code = DevStatusCode::kRunning;
-    if (cta.tid() == 0) code = direct_detail::waitAll(cta, a, w, at, gen, &who);
+    if (cta.tid() == 0) {
+      code = direct_detail::waitAll(cta, a, w, at, g, &who);
+      if (code == DevStatusCode::kRunning) then();
+    }
     if (cta.syncAll(code == DevStatusCode::kRunning)) return true;
-    if (cta.tid() == 0) direct_detail::fail(a, w, lane, code, op, who, gen);
+    if (cta.tid() == 0) direct_detail::fail(a, w, lane, code, op, who, g);
     return false;
   };
-  auto publish = [&](uint32_t* word) {
+  auto nothing = [] {};
+  auto publish = [&](uint32_t* word, uint32_t value) {
     cta.sync();  // every thread's stores are in place before thread 0 releases them
-    if (cta.tid() == 0) storeRelease(word, gen);
+    if (cta.tid() == 0) storeRelease(word, value);
   };
   for (uint32_t o = 0; o < w.nops; ++o) {
     const DirectOpDesc& op = w.ops[o];
@@ -158,39 +195,65 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
     const size_t per = directLaneElems(op, w);
     const size_t span = per * L.nlanes;
     const size_t rounds = (op.count + span - 1) / span;
+    const bool scatters = op.coll == DirectCollective::kReduceScatter;
     for (size_t r = 0; r < rounds; ++r, ++gen) {
       const size_t off = r * span + per * lane;
       const size_t len = off < op.count ? (op.count - off < per ? op.count - off : per) : 0;
       const size_t in = L.inputAt(gen, lane);
       char* myIn = mine + in;
-      if (op.coll == DirectCollective::kReduceScatter) {
-        for (size_t p = 0; p < n; ++p) {
-          env.copyLocal(cta, op.stageOp, myIn + p * per * es, op.send + (p * op.count + off) * es, len, false);
+      // Byte offset in `send` of what reader q reads this round (reduce-scatter: its own piece).
+      auto readAt = [&](size_t q) { return ((scatters ? q * op.count : 0) + off) * es; };
+      if (op.peerSend != nullptr) {
+        if (cta.tid() == 0) {
+          for (size_t q = 0; q < n; ++q) {
+            storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.publishedAt(gen, lane, static_cast<uint32_t>(q))),
+                         op.peerSend[q] + readAt(q));
+          }
         }
+        readInPlace = readInPlace || len > 0;
+        if (len > 0) lastInPlace = gen;
       } else {
-        env.copyLocal(cta, op.stageOp, myIn, op.send + off * es, len, false);
+        if (cta.tid() == 0) {
+          for (size_t q = 0; q < n; ++q) {
+            storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.publishedAt(gen, lane, static_cast<uint32_t>(q))),
+                         uint64_t{0});
+          }
+        }
+        if (scatters) {
+          for (size_t p = 0; p < n; ++p) {
+            env.copyLocal(cta, op.stageOp, myIn + p * per * es, op.send + (p * op.count + off) * es, len, false);
+          }
+        } else {
+          env.copyLocal(cta, op.stageOp, myIn, op.send + off * es, len, false);
+        }
       }
-      publish(posted);
-      if (!waited(L.postedAt(lane), static_cast<int32_t>(o))) return;
+      publish(posted, gen);
+      auto resolve = [&] {
+        for (size_t p = 0; p < n; ++p) {
+          const uint64_t at =
+              loadRelaxed(reinterpret_cast<const uint64_t*>(w.areas[p] + L.publishedAt(gen, lane, w.rank)));
+          sources[p] = at != 0 ? reinterpret_cast<const char*>(at)
+                               : w.areas[p] + in + (scatters ? w.rank * per * es : size_t{0});
+        }
+      };
+      if (!waited(L.postedAt(lane), static_cast<int32_t>(o), gen, resolve)) return;
       DirectTileArgs t;
-      t.srcs = w.areas;
+      t.srcs = sources;
       t.ops = op.reduceOps;
       t.nranks = static_cast<int>(n);
+      t.at = 0;
       switch (op.coll) {
         case DirectCollective::kAllReduceOneShot:
-          t.at = in;
-          t.len = len;
-          t.acc = op.recv + off * es;
-          directReduceTile(cta, env, t);
-          break;
         case DirectCollective::kReduceScatter:
-          t.at = in + w.rank * per * es;
           t.len = len;
           t.acc = op.recv + off * es;
           directReduceTile(cta, env, t);
           break;
         case DirectCollective::kAllGather:
-          for (size_t p = 0; p < n; ++p) env.copy(cta, op.recv + (p * op.count + off) * es, w.areas[p] + in, len * es);
+          for (size_t p = 0; p < n; ++p) {
+            char* dst = op.recv + (p * op.count + off) * es;
+            if (dst != sources[p]) env.copy(cta, dst, sources[p], len * es);  // in place: this rank's own block
+          }
           break;
         case DirectCollective::kAllReduceTwoShot: {
           const size_t unit = es < 16 ? 16 / es : 1;
@@ -200,12 +263,12 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
             return s < len ? (len - s < slice ? len - s : slice) : size_t{0};
           };
           const size_t out = L.outputAt(gen, lane);
-          t.at = in + w.rank * slice * es;
+          t.at = w.rank * slice * es;
           t.len = sliceLen(w.rank);
           t.acc = mine + out + w.rank * slice * es;
           directReduceTile(cta, env, t);
-          publish(reduced);
-          if (!waited(L.reducedAt(lane), static_cast<int32_t>(o))) return;
+          publish(reduced, gen);
+          if (!waited(L.reducedAt(lane), static_cast<int32_t>(o), gen, nothing)) return;
           for (size_t p = 0; p < n; ++p) {
             env.copy(cta, op.recv + (off + p * slice) * es, w.areas[p] + out + p * slice * es, sliceLen(p) * es);
           }
@@ -216,6 +279,9 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
       // barrier of its publish, so this round's loads are done before anything is reused two rounds on.
     }
   }
+  // Every lane says it read everything it will; a lane whose input was read in place ends after its readers.
+  publish(reinterpret_cast<uint32_t*>(mine + L.consumedAt(lane)), gen - 1);
+  if (readInPlace) (void)waited(L.consumedAt(lane), static_cast<int32_t>(w.nops) - 1, lastInPlace, nothing);
 }
 
 }  // namespace braid

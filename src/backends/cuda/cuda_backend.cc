@@ -137,26 +137,45 @@ CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device)
   }
 }
 
+bool CudaBackend::inflightDone() const {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_.timeoutSec > 0 ? wait_.timeoutSec : 60);
+  while (true) {
+    bool running = false;
+    for (const auto& l : inflight_) running = running || api_->eventQuery(l->done) == kCuErrorNotReady;
+    if (!running) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+void CudaBackend::deregistered(const void* handle) {
+  if (!direct_) return;
+  {
+    // Peers unmap the buffer: the kernels that read it (which end after their readers) must be done first.
+    ScopedContext scope(api_, ctx_);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!inflightDone()) {
+      BRAID_WARN(
+          "rank %d: ncclCommDeregister(%p) while collectives on this communicator still run after %.0f s: "
+          "its peers unmap it anyway",
+          rank_, handle, wait_.timeoutSec);
+    }
+  }
+  direct_->registry().remove(handle);
+}
+
 CudaBackend::~CudaBackend() {
   watch_.reset();  // its callbacks use what follows
   ScopedContext scope(api_, ctx_);
   std::lock_guard<std::mutex> lock(mu_);
   // Work still running: wait for it within the deadline, then stop it through the abort word (its kernels poll
   // it), so destroying a communicator never hangs on a kernel waiting for a peer that is gone.
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_.timeoutSec > 0 ? wait_.timeoutSec : 60);
-  while (true) {
-    bool running = false;
-    for (const auto& l : inflight_) running = running || api_->eventQuery(l->done) == kCuErrorNotReady;
-    if (!running) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      BRAID_WARN("rank %d: CUDA work still running at ncclCommDestroy after %.0f s: aborting it", rank_,
-                 wait_.timeoutSec);
-      abortWork();
-      (void)api_->streamSynchronize(stream_);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  if (!inflightDone()) {
+    BRAID_WARN("rank %d: CUDA work still running at ncclCommDestroy after %.0f s: aborting it", rank_,
+               wait_.timeoutSec);
+    abortWork();
+    (void)api_->streamSynchronize(stream_);
   }
   for (auto& l : inflight_) release(*l);
   inflight_.clear();

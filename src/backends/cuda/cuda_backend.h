@@ -61,6 +61,10 @@ class CudaBackend final : public Backend {
   Status checkBuffer(const void* p, size_t bytes, const char* what) const override;
   Status checkStream(void* stream) const override;
   Result<uint64_t> bufferId(const void* p, size_t bytes, const char* what) const override;
+  void registered(const void* handle, const void* base, size_t bytes) override {
+    if (direct_) direct_->registry().add(handle, base, bytes);
+  }
+  void deregistered(const void* handle) override;
   Status pollAsync() override;
   void abortWork() override;
 
@@ -113,7 +117,9 @@ class CudaBackend final : public Backend {
                 const std::function<Status(CUstream)>& kernels);
   FifoCursor* cursorFor(void* connector);
   Status statusOf(const Launch& l) const;  // what a launch's status words say
-  Status pollLocked();                     // pollAsync with mu_ held
+  // Whether every launch in flight finished within BRAID_TIMEOUT (mu_ held).
+  bool inflightDone() const;
+  Status pollLocked();  // pollAsync with mu_ held
   void release(Launch& l);
 
   const CuApi* api_;

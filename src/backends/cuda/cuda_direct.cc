@@ -28,7 +28,8 @@ struct AreaInfo {
   uint64_t bytes;    // as mapped
   uint64_t handoff;  // ranks of the owner's process share the mapping (areaHandoff)
   FdTicket ticket;
-  int32_t mapped;  // second round: this rank mapped every area
+  FdTicket service;  // its registry's service (DirectRegistry), for ranks of other processes
+  int32_t mapped;    // second round: this rank mapped every area
   int32_t pad;
 };
 
@@ -84,6 +85,7 @@ Result<std::unique_ptr<CudaDirect>> CudaDirect::create(const CudaDeviceMemory& m
   d->rank_ = rank;
   d->nranks_ = n;
   d->layout_.nlanes = static_cast<uint32_t>(nlanes < 1 ? 1 : nlanes);
+  d->layout_.nranks = static_cast<uint32_t>(n);
   d->layout_.laneBytes = kLaneBytes;
   std::vector<AreaInfo> all(static_cast<size_t>(n));
   AreaInfo& me = all[static_cast<size_t>(rank)];
@@ -92,6 +94,15 @@ Result<std::unique_ptr<CudaDirect>> CudaDirect::create(const CudaDeviceMemory& m
   me.device = memory.device();
   me.hostHash = self.hostHash;
   std::string failed = *why;
+  d->registry_ = std::make_unique<DirectRegistry>(memory.api(), &memory, rank, timeoutSec);
+  if (failed.empty() && otherProcessRanks > 0) {
+    Result<FdTicket> t = d->registry_->startService();
+    if (t.isOk()) {
+      me.service = t.value();
+    } else {
+      failed = t.status().message();
+    }
+  }
   if (failed.empty()) {
     Result<DeviceFifoMem> mem = memory.alloc(d->layout_.bytes(), nullptr, 0, localDevices, otherProcessRanks > 0);
     if (mem.isOk()) {
@@ -157,6 +168,12 @@ Result<std::unique_ptr<CudaDirect>> CudaDirect::create(const CudaDeviceMemory& m
     if (why->empty()) *why = strPrintf("rank %d could not set up its direct area", p);
     return std::unique_ptr<CudaDirect>();
   }
+  std::vector<DirectRegistry::Rank> ranks(static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p) {
+    const AreaInfo& a = all[static_cast<size_t>(p)];
+    ranks[static_cast<size_t>(p)] = DirectRegistry::Rank{a.pid, a.device, a.service};
+  }
+  d->registry_->setRanks(std::move(ranks));
   why->clear();
   return d;
 }
@@ -168,7 +185,23 @@ CudaDirect::~CudaDirect() {
 size_t CudaDirect::imageBytes(size_t nops) const {
   const size_t n = static_cast<size_t>(nranks_);
   return align16(sizeof(DirectKernelWork)) + align16(sizeof(char*) * n) + align16(sizeof(DirectOpDesc) * nops) +
-         sizeof(ReduceOp) * n * nops;
+         sizeof(ReduceOp) * n * nops + sizeof(uint64_t) * n * nops;
+}
+
+bool CudaDirect::readInPlace(const DirectOpDesc& d, uint64_t* peerSend) const {
+  if (d.stageOp.kind == OpKind::kPreMulSum) return false;  // the scalar is this rank's, applied as it stages
+  const size_t es = dtypeSize(d.stageOp.dtype);
+  const size_t n = static_cast<size_t>(nranks_);
+  const size_t sendBytes = d.count * es * (d.coll == DirectCollective::kReduceScatter ? n : 1);
+  const size_t recvBytes = d.count * es * (d.coll == DirectCollective::kAllGather ? n : 1);
+  // One-shot all-reduce and reduce-scatter write results while peers still read the same round's inputs; where
+  // the two overlap (in place) the input is staged. Two-shot writes only after every rank reduced its slice, and
+  // all-gather's own block is already in place.
+  const bool overlap = d.send < d.recv + recvBytes && d.recv < d.send + sendBytes;
+  if (overlap && (d.coll == DirectCollective::kAllReduceOneShot || d.coll == DirectCollective::kReduceScatter)) {
+    return false;
+  }
+  return registry_->peerAddresses(d.send, sendBytes, peerSend);
 }
 
 KernelArgs CudaDirect::writeImage(const std::vector<DirectOp>& ops, char* image) const {
@@ -180,6 +213,8 @@ KernelArgs CudaDirect::writeImage(const std::vector<DirectOp>& ops, char* image)
   auto* descs = reinterpret_cast<DirectOpDesc*>(at);
   at += align16(sizeof(DirectOpDesc) * ops.size());
   auto* reduceOps = reinterpret_cast<ReduceOp*>(at);
+  at += sizeof(ReduceOp) * n * ops.size();
+  auto* peerSend = reinterpret_cast<uint64_t*>(at);
   for (size_t p = 0; p < n; ++p) areas[p] = areas_[p];
   for (size_t o = 0; o < ops.size(); ++o) {
     const DirectRequest& r = ops[o].req;
@@ -197,6 +232,11 @@ KernelArgs CudaDirect::writeImage(const std::vector<DirectOp>& ops, char* image)
     if (combine.kind == OpKind::kPreMulSum) combine.kind = OpKind::kSum;
     for (size_t p = 0; p < n; ++p) reduceOps[o * n + p] = combine;
     d.reduceOps = reduceOps + o * n;
+    if (readInPlace(d, peerSend + o * n)) {
+      d.peerSend = peerSend + o * n;
+      BRAID_INFO(kLogColl, "rank %d: NVLS-style operation %zu reads sendbuff %p in place (registered)", rank_, o,
+                 r.send);
+    }
   }
   work->ops = descs;
   work->nops = static_cast<uint32_t>(ops.size());

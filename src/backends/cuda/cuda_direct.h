@@ -20,6 +20,7 @@
 #include "src/backends/backend.h"
 #include "src/backends/common/direct_kernel.h"
 #include "src/backends/cuda/device_memory.h"
+#include "src/backends/cuda/direct_registry.h"
 #include "src/common/fd_share.h"
 
 namespace braid {
@@ -40,9 +41,13 @@ class CudaDirect {
   KernelArgs writeImage(const std::vector<DirectOp>& ops, char* image) const;
 
   const DirectLayout& layout() const { return layout_; }
+  // The buffers this rank registered that its peers read in place (ncclCommRegister).
+  DirectRegistry& registry() { return *registry_; }
 
  private:
   CudaDirect() = default;
+  // Whether the peers read d's input in place (peerSend: where each rank's process maps it).
+  bool readInPlace(const DirectOpDesc& d, uint64_t* peerSend) const;
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -51,6 +56,7 @@ class CudaDirect {
   std::vector<std::shared_ptr<void>> held_;  // this rank's area and the imported ones
   FdTicket ticket_;
   bool offered_ = false;
+  std::unique_ptr<DirectRegistry> registry_;
 };
 
 // All-reduce's shot for `bytes` on `nranks` ranks: one-shot (every rank reduces everything: one exchange) for

@@ -33,9 +33,9 @@ bool peerAccessBothWays(const CuApi* api, int a, int b) {
 }
 
 // Reserves a range for `handle` (`bytes`), maps it and gives `devices` read-write access; releases the handle
-// either way (the mapping keeps the memory). On failure nothing is left mapped or reserved.
+// either way (the mapping keeps the memory) unless `keep`. On failure nothing is left mapped or reserved.
 Result<CUdeviceptr> mapAndGrant(const CuApi* api, CUmemGenericAllocationHandle handle, size_t bytes,
-                                const std::vector<int>& devices) {
+                                const std::vector<int>& devices, bool keep = false) {
   CUdeviceptr ptr = 0;
   Status st = api->check(api->memAddressReserve(&ptr, bytes, 0, 0, 0), "cuMemAddressReserve");
   bool mapped = false;
@@ -43,7 +43,7 @@ Result<CUdeviceptr> mapAndGrant(const CuApi* api, CUmemGenericAllocationHandle h
     st = api->check(api->memMap(ptr, bytes, 0, handle, 0), "cuMemMap");
     mapped = st.isOk();
   }
-  (void)api->memRelease(handle);
+  if (!keep) (void)api->memRelease(handle);
   if (st.isOk()) {
     std::vector<CuMemAccessDesc> access(devices.size());
     for (size_t i = 0; i < devices.size(); ++i) access[i].location.id = devices[i];
@@ -72,9 +72,15 @@ Result<size_t> granuleRound(const CuApi* api, const CuMemAllocationProp& prop, s
   return (n + gran - 1) / gran * gran;
 }
 
-// ncclMemAlloc's allocations: start -> mapped size.
+// ncclMemAlloc's allocations by start; each keeps its physical handle (exported when a peer maps it).
+struct MemAlloc {
+  size_t bytes;
+  int device;
+  std::vector<int> devices;  // with access
+  CUmemGenericAllocationHandle handle;
+};
 std::mutex gAllocMu;
-std::map<CUdeviceptr, size_t> gAllocs;
+std::map<CUdeviceptr, MemAlloc> gAllocs;
 
 }  // namespace
 
@@ -170,23 +176,57 @@ Result<void*> cuMemAllocShareable(const CuApi* api, int device, size_t bytes) {
   CUmemGenericAllocationHandle handle = 0;
   BRAID_RETURN_IF_ERROR(api->check(api->memCreate(&handle, rounded, &prop, 0), "cuMemCreate")
                             .withContext(strPrintf("ncclMemAlloc of %zu bytes on GPU %d", bytes, device)));
-  BRAID_ASSIGN_OR_RETURN(CUdeviceptr ptr, mapAndGrant(api, handle, rounded, devices));
+  Result<CUdeviceptr> ptr = mapAndGrant(api, handle, rounded, devices, true);
+  if (!ptr.isOk()) {
+    (void)api->memRelease(handle);
+    return ptr.status();
+  }
   std::lock_guard<std::mutex> lock(gAllocMu);
-  gAllocs[ptr] = rounded;
-  return reinterpret_cast<void*>(ptr);
+  gAllocs[ptr.value()] = MemAlloc{rounded, device, devices, handle};
+  return reinterpret_cast<void*>(ptr.value());
 }
 
 Result<bool> cuMemFreeShareable(const CuApi* api, void* p) {
-  size_t bytes = 0;
+  MemAlloc a{};
   {
     std::lock_guard<std::mutex> lock(gAllocMu);
     auto it = gAllocs.find(reinterpret_cast<CUdeviceptr>(p));
     if (it == gAllocs.end()) return false;
-    bytes = it->second;
+    a = it->second;
     gAllocs.erase(it);
   }
-  BRAID_RETURN_IF_ERROR(unmapAndFree(api, reinterpret_cast<CUdeviceptr>(p), bytes).withContext("ncclMemFree"));
+  (void)api->memRelease(a.handle);  // the mapping holds the memory until it goes
+  BRAID_RETURN_IF_ERROR(unmapAndFree(api, reinterpret_cast<CUdeviceptr>(p), a.bytes).withContext("ncclMemFree"));
   return true;
+}
+
+bool findShareable(const void* p, size_t bytes, ShareableRange* out) {
+  const auto at = reinterpret_cast<CUdeviceptr>(p);
+  std::lock_guard<std::mutex> lock(gAllocMu);
+  auto it = gAllocs.upper_bound(at);
+  if (it == gAllocs.begin()) return false;
+  --it;
+  if (at - it->first >= it->second.bytes || bytes > it->second.bytes - (at - it->first)) return false;
+  out->base = reinterpret_cast<const char*>(it->first);
+  out->bytes = it->second.bytes;
+  out->device = it->second.device;
+  out->devices = it->second.devices;
+  return true;
+}
+
+Result<int> exportShareable(const CuApi* api, const void* base) {
+  CUmemGenericAllocationHandle handle = 0;
+  {
+    std::lock_guard<std::mutex> lock(gAllocMu);
+    auto it = gAllocs.find(reinterpret_cast<CUdeviceptr>(base));
+    if (it == gAllocs.end()) return invalidArgument("%p is not the start of an ncclMemAlloc allocation", base);
+    handle = it->second.handle;
+  }
+  // The handle stays valid while the allocation lives; the caller exports before it frees.
+  int fd = -1;
+  BRAID_RETURN_IF_ERROR(api->check(api->memExportToShareableHandle(&fd, handle, kCuMemHandleTypePosixFd, 0),
+                                   "cuMemExportToShareableHandle"));
+  return fd;
 }
 
 }  // namespace braid

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "src/backends/cuda/cu_api.h"
 #include "transports/transport.h"
@@ -22,6 +23,7 @@ class CudaDeviceMemory final : public DeviceMemory {
   ~CudaDeviceMemory() override;
 
   int device() const override { return device_; }
+  const CuApi* api() const { return api_; }
   bool canAccessPeer(int peerDevice) const override;
   Result<DeviceFifoMem> alloc(size_t bytes, const void* head, size_t headBytes, const std::vector<int>& peerDevices,
                               bool exportable) const override;
@@ -46,5 +48,16 @@ class CudaDeviceMemory final : public DeviceMemory {
 Result<void*> cuMemAllocShareable(const CuApi* api, int device, size_t bytes);
 // Unmaps and frees memory from cuMemAllocShareable; false (nothing done) when `p` is not the start of one.
 Result<bool> cuMemFreeShareable(const CuApi* api, void* p);
+
+// The cuMemAllocShareable allocation that holds [p, p + bytes), if one does.
+struct ShareableRange {
+  const char* base = nullptr;
+  size_t bytes = 0;          // mapped
+  int device = -1;           // where its memory is
+  std::vector<int> devices;  // devices with access (its own and its peers')
+};
+bool findShareable(const void* p, size_t bytes, ShareableRange* out);
+// A POSIX descriptor of the allocation starting at `base` (the caller closes it), for another process to map.
+Result<int> exportShareable(const CuApi* api, const void* base);
 
 }  // namespace braid

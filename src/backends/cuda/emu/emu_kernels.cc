@@ -77,6 +77,8 @@ std::string checkReach(const KernelArgs& a, int device, EmuClassifyFn classify) 
       check(op.send, dtypeSize(op.stageOp.dtype), what + "send buffer");
       check(op.recv, dtypeSize(op.stageOp.dtype), what + "receive buffer");
       check(op.stageOp.scalarPtr, dtypeSize(op.stageOp.dtype), what + "PreMulSum scalar");
+      // Where the peers map this rank's input: the table is read here; the addresses are the peers' to reach.
+      check(op.peerSend, sizeof(uint64_t) * w.nranks, what + "peers' addresses of its input");
     }
     return problem;
   }
