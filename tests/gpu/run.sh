@@ -77,9 +77,18 @@ echo "$out" >>"$log"
 # beside NVIDIA's (above).
 ranks=(-g "$ngpus")
 [ "$ngpus" -eq 1 ] && ranks=(-t 2 -g 1)
-for setting in "" NCCL_PROTO=LL NCCL_PROTO=LL128 NCCL_PROTO=Simple NCCL_ALGO=NVLS; do
-  out=$(env $setting NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_DEBUG=WARN timeout 300 "$build/perf/all_reduce_perf" \
-    --buffers device "${ranks[@]}" -b 8 -e 128M -f 4 -c 1 2>&1)
+# "NCCL_ALGO=NVLS -R 1": the buffers registered, so the peers read each rank's input in place (zero-copy).
+for setting in "" NCCL_PROTO=LL NCCL_PROTO=LL128 NCCL_PROTO=Simple NCCL_ALGO=NVLS "NCCL_ALGO=NVLS -R 1"; do
+  envs=()
+  args=()
+  for w in $setting; do
+    case $w in
+      *=*) envs+=("$w") ;;
+      *) args+=("$w") ;;
+    esac
+  done
+  out=$(env "${envs[@]}" NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_DEBUG=WARN timeout 300 "$build/perf/all_reduce_perf" \
+    --buffers device "${ranks[@]}" -b 8 -e 128M -f 4 -c 1 "${args[@]}" 2>&1)
   rc=$?
   echo "$out" >>"$log"
   label="braid all_reduce_perf on device buffers (CUDA communicators, ${ranks[*]}${setting:+, $setting})"
