@@ -26,6 +26,24 @@ int coResidentChannelCap(const std::vector<RankResources>& ranks) {
   return cap;
 }
 
+std::string sharedQueueWarning(const std::vector<RankResources>& ranks, int rank, int64_t connections) {
+  const RankResources& me = ranks[static_cast<size_t>(rank)];
+  if (me.gpuPciId == 0) return "";
+  int sharing = 0;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r].gpuPciId != me.gpuPciId || ranks[r].hostHash != me.hostHash) continue;
+    if (static_cast<int>(r) < rank) return "";  // a lower rank says it
+    ++sharing;
+  }
+  if (sharing < 2 || static_cast<int64_t>(sharing) * kStreamsPerCudaRank <= connections) return "";
+  return strPrintf(
+      "%d ranks share this GPU with at least %d streams, more than its %lld hardware queues "
+      "(CUDA_DEVICE_MAX_CONNECTIONS): streams sharing a queue start their work in issue order, so kernels of ranks "
+      "that wait for each other can stall until BRAID_TIMEOUT; set CUDA_DEVICE_MAX_CONNECTIONS=32 before the program "
+      "initialises CUDA",
+      sharing, sharing * kStreamsPerCudaRank, static_cast<long long>(connections));
+}
+
 Result<std::unique_ptr<Backend>> createBackend(const BackendChoice& choice) {
   if (choice.kind == BackendKind::kHost) return std::unique_ptr<Backend>(new CpuBackend());
   return CudaBackend::create(static_cast<CUcontext>(choice.cudaContext));

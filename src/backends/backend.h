@@ -131,6 +131,14 @@ struct RankResources {
 // INT_MAX when no rank has a GPU. The same on every rank (it reads only the exchanged resources).
 int coResidentChannelCap(const std::vector<RankResources>& ranks);
 
+// Streams each CUDA rank keeps busy at once: the user's, braid's internal one, and the one that initialises FIFOs.
+constexpr int kStreamsPerCudaRank = 3;
+// Why `rank`'s GPU may serialise the kernels of the ranks sharing it, for the lowest of those ranks to say (empty
+// otherwise): more streams than the GPU's hardware queues (`connections`, CUDA_DEVICE_MAX_CONNECTIONS). Streams
+// sharing a queue start their work in issue order, so a rank's stream waiting for its kernel can hold back the
+// kernel of another rank that this one waits for.
+std::string sharedQueueWarning(const std::vector<RankResources>& ranks, int rank, int64_t connections);
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -29,6 +29,9 @@ BRAID_PARAM(Backend, kString, "BRAID_BACKEND", "",
 BRAID_PARAM(MultiRankGpuEnable, kInt, "NCCL_MULTI_RANK_GPU_ENABLE", "0",
             "1: several ranks of a CUDA communicator may use one GPU (as NCCL 2.30); 0: init fails naming the ranks "
             "that share one.")
+BRAID_PARAM(CudaDeviceMaxConnections, kInt, "CUDA_DEVICE_MAX_CONNECTIONS", "8",
+            "The CUDA driver's hardware work queues per GPU (1-32), which it reads when the program initialises "
+            "CUDA; braid only reads it, to warn when ranks sharing a GPU use more streams than it has queues.")
 BRAID_PARAM(CudaThreads, kInt, "BRAID_CUDA_NTHREADS", "0",
             "Threads per CTA of braid's kernels (1-512); 0: 512 on a GPU, 32 on the fake driver's emulator.")
 BRAID_PARAM(EmuChaos, kInt, "BRAID_EMU_CHAOS", "0",

@@ -300,6 +300,8 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
         static_cast<void*>(this), rank, resident, static_cast<long long>(nch));
     nch = resident;
   }
+  const std::string queues = sharedQueueWarning(res, rank, params::CudaDeviceMaxConnections());
+  if (!queues.empty()) BRAID_WARN("comm %p rank %d: %s", static_cast<void*>(this), rank, queues.c_str());
   if (!pinned) {
     // The backend's cap (the CPU backend: a worker thread per channel, so CPUs per local rank), the same on every
     // rank since it comes from the same exchange.

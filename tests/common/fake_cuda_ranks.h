@@ -43,6 +43,9 @@ struct Driver {
       loaded() = true;
       setenv("BRAID_CUDA_DRIVER", BRAID_FAKE_CUDA_DRIVER, 1);
       setenv("BRAID_FAKE_CUDA_DEVICES", "4", 1);
+      // Up to 9 ranks share the fake's 4 GPUs, 3 streams each (braid warns below 3 per rank): the hardware queues'
+      // most, unless a test asks for fewer.
+      setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
       Driver x;
       x.lib = dlopen(BRAID_FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_GLOBAL);
       if (x.lib == nullptr) return x;

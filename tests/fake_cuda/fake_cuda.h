@@ -72,6 +72,19 @@ using Dep = std::pair<std::shared_ptr<Stream>, uint64_t>;  // wait until that st
 struct Task {
   std::function<void()> fn;
   std::vector<Dep> deps;
+  uint64_t connSeq = 0;  // its place on its stream's connection
+};
+
+// A hardware work queue of a device (CUDA_DEVICE_MAX_CONNECTIONS of them, default 8): streams share them round-robin,
+// and a connection starts its tasks in the order they were issued, whichever stream they came from. A task begins
+// when every earlier task of its connection began and its own dependencies (its stream's previous task included)
+// are met, so a task waiting at the head holds back every stream behind it on the connection: the false
+// serialisation that deadlocks kernels of ranks sharing a GPU when their streams outnumber the connections.
+struct Connection {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t issued = 0;  // under the state's mutex
+  uint64_t begun = 0;   // under mu
 };
 
 // One stream: its tasks run in order on its own thread.
@@ -87,6 +100,7 @@ struct Stream : std::enable_shared_from_this<Stream> {
   bool stopping = false;
   int capture = 0;                   // CUstreamCaptureStatus: 0 none, 1 active, 2 invalidated (under the state's mutex)
   std::shared_ptr<Capture> session;  // the capture this stream takes part in (fake_graphs.cc)
+  std::shared_ptr<Connection> conn;  // its device's connection, from its first task (under the state's mutex)
 
   void start() {
     std::shared_ptr<Stream> self = shared_from_this();
@@ -156,7 +170,9 @@ struct Device {
   char* base = nullptr;
   size_t used = 0;
   Context primary{0};
-  std::vector<std::pair<CUdeviceptr, size_t>> freed;  // last freed at the back
+  std::vector<std::pair<CUdeviceptr, size_t>> freed;     // last freed at the back
+  std::vector<std::shared_ptr<Connection>> connections;  // CUDA_DEVICE_MAX_CONNECTIONS, made at first use
+  size_t nextConnection = 0;                             // the next stream's, round-robin
 };
 
 // Loaded modules (fake_kernels.cc): only the emulator's host image (src/backends/cuda/emu/emu_image.h) runs here.

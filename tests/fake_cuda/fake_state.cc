@@ -36,7 +36,17 @@ void Stream::run() {
       t = std::move(queue.front());
       queue.pop_front();
     }
+    {
+      // The connection's earlier tasks begin first; this one holds the later ones back until it begins.
+      std::unique_lock<std::mutex> lock(conn->mu);
+      conn->cv.wait(lock, [&] { return conn->begun + 1 >= t.connSeq; });
+    }
     for (const Dep& d : t.deps) waitFor(d);
+    {
+      std::lock_guard<std::mutex> lock(conn->mu);
+      conn->begun = t.connSeq;
+    }
+    conn->cv.notify_all();
     if (t.fn) {
       tlsInHostFunc = true;
       t.fn();
@@ -162,8 +172,18 @@ Dep enqueue(State& s, const std::shared_ptr<Stream>& st, std::function<void()> f
   } else if (st->blocking && d.legacy) {
     deps.emplace_back(d.legacy, d.legacy->enqueued);
   }
+  if (!st->conn) {
+    if (d.connections.empty()) {
+      // As the driver: CUDA_DEVICE_MAX_CONNECTIONS, 1 to 32, default 8.
+      const char* v = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+      const long n = v != nullptr ? atol(v) : 8;
+      d.connections.resize(static_cast<size_t>(n < 1 ? 1 : n > 32 ? 32 : n));
+      for (auto& c : d.connections) c = std::make_shared<Connection>();
+    }
+    st->conn = d.connections[d.nextConnection++ % d.connections.size()];
+  }
   ++st->enqueued;
-  st->push(Task{std::move(fn), std::move(deps)});
+  st->push(Task{std::move(fn), std::move(deps), ++st->conn->issued});
   return Dep{st, st->enqueued};
 }
 

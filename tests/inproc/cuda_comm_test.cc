@@ -22,6 +22,7 @@
 #include "nccl.h"
 #include "tests/common/fake_cuda_ranks.h"
 #include "tests/common/harness.h"
+#include "tests/common/log_capture.h"
 
 namespace {
 
@@ -440,6 +441,30 @@ TEST_F(CudaComm, RanksOnOneGpuShareItsResidentCtas) {
   unsetenv("BRAID_FAKE_CUDA_SM_SLOTS");
   unsetenv("NCCL_MIN_NCHANNELS");
   for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess);
+}
+
+// Three ranks sharing a GPU keep at least 9 streams busy: with the driver's default 8 hardware queues some share
+// one, and kernels that wait for each other can stall behind a stream's wait (the fake reproduces it:
+// FakeCudaStreams.StreamsBeyondTheConnectionsShareAHardwareQueue). The lowest rank on the GPU warns, naming the
+// remedy; with 32 queues nobody does.
+TEST_F(CudaComm, RanksSharingAGpuBeyondItsQueuesAreWarnedOf) {
+  setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+  for (const char* connections : {"8", "32"}) {
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", connections, 1);  // read by braid at init; the fake's queues stay as made
+    LogCapture log("INIT");
+    std::vector<ncclResult_t> res = runCudaRanks(
+        3, [](int, ncclComm_t, cudaStream_t) { return ncclSuccess; }, nullptr, [](int) { return 0; });
+    for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess);
+    const std::string text = log.textOf(getpid());
+    const size_t warned =
+        occurrences(text,
+                    "rank 0: 3 ranks share this GPU with at least 9 streams, more than its 8 hardware queues "
+                    "(CUDA_DEVICE_MAX_CONNECTIONS)");
+    EXPECT_EQ(warned, std::string(connections) == "8" ? 1u : 0u) << connections << ": " << text;
+    EXPECT_EQ(occurrences(text, "hardware queues"), warned) << text;  // only the lowest rank says it
+  }
+  unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);  // the tests' default (fake_cuda_ranks.h)
 }
 
 // cudaStreamPerThread (CU_STREAM_PER_THREAD, 0x2): each rank's thread's own default stream, as programs built with

@@ -227,5 +227,37 @@ TEST(FakeCudaStreams, FreeingWaitsForTheDevicesQueuedWork) {
   });
 }
 
+// Streams beyond CUDA_DEVICE_MAX_CONNECTIONS share a hardware queue, which starts work in issue order: with one
+// queue, a stream's second task (which waits for its first) holds back another stream's task issued after it, so
+// the first task never sees what that one does; with two queues it does.
+void sharedQueue(const char* connections, bool wantSeen) {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", connections, 1);
+  const CuApi& api = fakeOn(0);
+  CUstream a = nullptr, b = nullptr;
+  CHECK_OR_EXIT(api.streamCreate(&a, kCuStreamNonBlocking) == kCuSuccess, 10);
+  CHECK_OR_EXIT(api.streamCreate(&b, kCuStreamNonBlocking) == kCuSuccess, 11);
+  static std::atomic<int> flag{0};
+  static std::atomic<bool> seen{false};
+  auto waitForFlag = [](void*) {
+    for (int i = 0; i < 300 && flag.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    seen = flag.load() != 0;
+  };
+  CHECK_OR_EXIT(api.launchHostFunc(a, waitForFlag, nullptr) == kCuSuccess, 12);
+  CHECK_OR_EXIT(api.launchHostFunc(
+                    a, [](void*) {}, nullptr) == kCuSuccess,
+                13);
+  CHECK_OR_EXIT(api.launchHostFunc(
+                    b, [](void*) { flag.store(1); }, nullptr) == kCuSuccess,
+                14);
+  CHECK_OR_EXIT(api.streamSynchronize(a) == kCuSuccess && api.streamSynchronize(b) == kCuSuccess, 15);
+  CHECK_OR_EXIT(flag.load() == 1, 16);  // it ran in the end either way
+  CHECK_OR_EXIT(seen.load() == wantSeen, 17);
+}
+
+TEST(FakeCudaStreams, StreamsBeyondTheConnectionsShareAHardwareQueue) {
+  BRAID_IN_CHILD({ sharedQueue("1", false); });
+  BRAID_IN_CHILD({ sharedQueue("2", true); });
+}
+
 }  // namespace
 }  // namespace braid
