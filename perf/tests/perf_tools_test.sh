@@ -460,37 +460,39 @@ PY
     report "the perf tools' communicators are CUDA communicators" "$problems" 0
     ;;
   devicebufs)
-    # The device-buffer path without a GPU: a fake libcudart whose "device" memory is host memory. Exact results
-    # prove the images were copied in and the results copied back (either copy missing leaves poison or zeros).
-    fake=$build/perf/libbraid_fake_cudart.so
-    [ -f "$fake" ] || { echo "FAIL: $fake not built" >&2; exit 1; }
+    # The device-buffer path of the perf tools: the fake CUDA runtime over the strict fake driver (build/fake_cuda),
+    # so the buffers are fake device memory, braid's communicators are CUDA ones, and exact results prove the
+    # images were copied in and the results copied back (either copy missing leaves poison or zeros).
+    rt=$build/fake_cuda/libcudart.so.13
+    [ -f "$rt" ] || { echo "FAIL: $rt not built" >&2; exit 1; }
     log=$tmp/cudart.log
-    dev=(env BRAID_PERF_CUDART="$fake" FAKE_CUDART_LOG="$log")
+    dev=(env BRAID_PERF_CUDART="$rt" BRAID_CUDA_DRIVER="$build/fake_cuda/libcuda.so.1" BRAID_FAKE_CUDART_LOG="$log")
     for t in $tools; do
       check "${t}_perf --buffers device, 2 ranks" "${t}_perf" "$rows" 0 \
         "${dev[@]}" "${L2[@]}" "$perfdir/${t}_perf" --buffers device "${args[@]}" -r 1
     done
-    # Each process holds device (LOCAL_RANK x ranks per process + index) mod count, named as nccl-tests does.
-    check "-t 2 -g 2 x 2 processes on 8 devices" all_reduce_perf "$rows" 0 env FAKE_CUDART_DEVICES=8 \
+    # Each process holds device (LOCAL_RANK x ranks per process + index) mod count, named as nccl-tests does; the
+    # fake's device d is at PCI bus 0x18 + d.
+    check "-t 2 -g 2 x 2 processes on 8 devices" all_reduce_perf "$rows" 0 env BRAID_FAKE_CUDA_DEVICES=8 \
       "${dev[@]}" "${L2[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -t 2 -g 2
     problems=""
     for r in 0 1 2 3 4 5 6 7; do
-      grep -Eq "^#  Rank  $r Group  0 Pid +[0-9]+ on +[^ ]+ device  $r \[0000:1$r:00\] Fake GPU$" "$out" ||
-        problems="${problems}no device line for rank $r on device $r; "
+      grep -Eq "^#  Rank  $r Group  0 Pid +[0-9]+ on +[^ ]+ device  $r \[0000:$(printf %02x $((0x18 + r))):00\] braid fake GPU $r$" \
+        "$out" || problems="${problems}no device line for rank $r on device $r; "
     done
     report "device lines name each rank's device" "$problems" 0
-    refuse "--buffers device with too few devices" "4 devices requested but only 2 found" "${dev[@]}" "${L2[@]}" \
-      "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -t 2
-    check "NCCL_TESTS_DEVICE picks the first device" all_reduce_perf "$rows" 0 env FAKE_CUDART_DEVICES=4 \
+    refuse "--buffers device with too few devices" "4 devices requested but only 2 found" env \
+      BRAID_FAKE_CUDA_DEVICES=2 "${dev[@]}" "${L2[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -t 2
+    check "NCCL_TESTS_DEVICE picks the first device" all_reduce_perf "$rows" 0 env BRAID_FAKE_CUDA_DEVICES=4 \
       NCCL_TESTS_DEVICE=2 "${dev[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -t 2
-    grep -Eq "^#  Rank  1 Group  0 Pid +[0-9]+ on +[^ ]+ device  3 \[0000:13:00\] Fake GPU$" "$out" ||
+    grep -Eq "^#  Rank  1 Group  0 Pid +[0-9]+ on +[^ ]+ device  3 \[0000:1b:00\] braid fake GPU 3$" "$out" ||
       report "NCCL_TESTS_DEVICE=2: rank 1 on device 3" "no such device line" 1
     : >"$log"
     check "-z 2 -C 1 -y 1 -u 1 -m 2 on device buffers" reduce_scatter_perf "$rows" 0 "${dev[@]}" "${L2[@]}" \
       "$perfdir/reduce_scatter_perf" --buffers device "${args[@]}" -z 2 -C 1 -y 1 -u 1 -m 2
     problems=""
     [ "$(wc -l <"$log")" -eq 2 ] || problems="want a fake-cudart log line from each of 2 processes; "
-    awk '{split($2,c,"="); split($4,y,"="); if (c[2] < 10 || y[2] < 10) bad = 1} END {exit bad}' "$log" ||
+    awk '{split($2,c,"="); split($3,y,"="); if (c[2] < 10 || y[2] < 10) bad = 1} END {exit bad}' "$log" ||
       problems="${problems}too few copies or synchronizations: $(tr '\n' ' ' <"$log"); "
     report "device buffers are copied and streams synchronized" "$problems" 0
     check "a wrong value on device buffers is counted" all_reduce_perf "$rows" 1 env BRAID_PERF_INJECT_WRONG=1 \
@@ -500,10 +502,10 @@ PY
     check "the report is whole when another rank exits with wrong values" all_reduce_perf "$rows" 1 env \
       BRAID_PERF_INJECT_WRONG=1 BRAID_PERF_REPORT_DELAY_MS=500 "${dev[@]}" "${L2[@]}" "$perfdir/all_reduce_perf" \
       --buffers device "${args[@]}"
-    # auto: braid runs on host memory, so the buffers stay there, no CUDA context is made, and the header says why.
-    : >"$log"
-    check "auto keeps host buffers for host communicators" all_reduce_perf "$rows" 0 "${dev[@]}" "${L2[@]}" \
-      "$perfdir/all_reduce_perf" "${args[@]}"
+    # auto: braid sees no CUDA driver (BRAID_CUDA_DRIVER names none here), so it runs on host memory, the buffers
+    # stay there, no CUDA context is made, and the header says why.
+    check "auto keeps host buffers for host communicators" all_reduce_perf "$rows" 0 env BRAID_PERF_CUDART="$rt" \
+      BRAID_CUDA_DRIVER=/nonexistent/libcuda.so.1 "${L2[@]}" "$perfdir/all_reduce_perf" "${args[@]}"
     problems=""
     grep -q "^# Buffers in host memory: braid's communicators run on host memory" "$out" || problems="no note; "
     grep -q "device -1 \[host\] CPU" "$out" || problems="${problems}no host device line; "

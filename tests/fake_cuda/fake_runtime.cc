@@ -7,9 +7,13 @@
 // codes for the driver's (the values the two share: invalid value 1, out of memory 2, not initialised 3, no device
 // 100, invalid device 101; anything else is cudaErrorUnknown 999).
 //
-// Only what the perf tools call. (perf/tests/fake_cudart.cc, the older stand-in with host memory and no driver
-// under it, still serves the perf tools' devicebufs tests of host communicators.)
+// Only what the perf tools call. BRAID_FAKE_CUDART_LOG names a file that gets one line per process at exit with the
+// copies, synchronisations, streams and device choices counted, so a test sees that the copies happened.
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -45,6 +49,20 @@ CUresult ensureContext() {
   return r != 0 ? r : cuCtxSetCurrent(ctx);
 }
 
+std::atomic<long> gCopies{0}, gSyncs{0}, gStreams{0}, gSetDevice{0};
+
+struct CallLog {
+  ~CallLog() {
+    const char* path = getenv("BRAID_FAKE_CUDART_LOG");
+    if (path == nullptr || *path == '\0') return;
+    if (FILE* f = fopen(path, "a")) {
+      fprintf(f, "pid=%d copies=%ld syncs=%ld streams=%ld setdevice=%ld\n", static_cast<int>(getpid()), gCopies.load(),
+              gSyncs.load(), gStreams.load(), gSetDevice.load());
+      fclose(f);
+    }
+  }
+} gCallLog;
+
 }  // namespace
 
 FAKE_API int cudaGetDeviceCount(int* count) {
@@ -55,6 +73,7 @@ FAKE_API int cudaGetDeviceCount(int* count) {
 }
 
 FAKE_API int cudaSetDevice(int device) {
+  ++gSetDevice;
   CUresult r = ensureContext();
   if (r != 0) return toRuntime(r);
   void* ctx = nullptr;
@@ -79,6 +98,7 @@ FAKE_API int cudaFree(void* p) {
 }
 
 FAKE_API int cudaMemcpy(void* dst, const void* src, size_t bytes, int /*kind: unified addressing decides*/) {
+  ++gCopies;
   CUresult r = ensureContext();
   if (r == 0) r = cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, nullptr);
   if (r == 0) r = cuStreamSynchronize(nullptr);
@@ -93,11 +113,13 @@ FAKE_API int cudaMemset(void* p, int value, size_t bytes) {
 }
 
 FAKE_API int cudaStreamCreateWithFlags(void** stream, unsigned flags) {
+  ++gStreams;
   CUresult r = ensureContext();
   return toRuntime(r != 0 ? r : cuStreamCreate(stream, flags));
 }
 
 FAKE_API int cudaStreamSynchronize(void* stream) {
+  ++gSyncs;
   return toRuntime(cuStreamSynchronize(stream));
 }
 
@@ -106,6 +128,7 @@ FAKE_API int cudaStreamDestroy(void* stream) {
 }
 
 FAKE_API int cudaDeviceSynchronize() {
+  ++gSyncs;
   CUresult r = ensureContext();
   return toRuntime(r != 0 ? r : cuCtxSynchronize());
 }
@@ -124,4 +147,11 @@ FAKE_API int cudaDeviceGetPCIBusId(char* id, int len, int device) {
   if (id == nullptr || len < 13) return 1;
   snprintf(id, static_cast<size_t>(len), "0000:%02x:00.0", bus);
   return 0;
+}
+
+// cudaDeviceProp begins with char name[256] in every CUDA version; nothing else of it is filled.
+FAKE_API int cudaGetDeviceProperties_v2(void* props, int device) {
+  CUresult r = ensureContext();
+  if (r == 0 && props == nullptr) return 1;
+  return toRuntime(r != 0 ? r : cuDeviceGetName(static_cast<char*>(props), 256, device));
 }
