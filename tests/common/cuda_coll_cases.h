@@ -16,9 +16,21 @@
 
 namespace braid_test {
 
-enum class Kind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce };
+enum class Kind {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kGather,
+  kScatter,
+  kSendRecv
+};
 
-// Broadcast and reduce use root 1 (0 with one rank).
+// Broadcast, reduce, gather and scatter use root 1 (0 with one rank). Send/recv is a ring shift: each rank sends its
+// buffer to the next and receives the previous one's. The copies (all-to-all, gather, scatter, send/recv) run out
+// of place and ignore the op.
 struct Case {
   Kind kind;
   ncclDataType_t type;
@@ -32,7 +44,8 @@ inline int rootOf(int n) {
 }
 
 inline std::string describe(const Case& c) {
-  const char* names[] = {"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce"};
+  const char* names[] = {"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce",
+                         "AllToAll",  "Gather",        "Scatter",   "SendRecv"};
   const char* k = names[static_cast<int>(c.kind)];
   return fmt("%s %s %s count %zu %s", k, typeName(c.type), c.op == ncclNumOps ? "premulsum" : opName(c.op), c.count,
              c.inPlace ? "in place" : "out of place");
@@ -46,9 +59,19 @@ inline double expected(const Case& c, int n, size_t i) {
   return acc;
 }
 
+// Elements of a case's send and receive buffers on rank r.
+inline size_t sendCountOf(const Case& c, int n) {
+  const bool many = c.kind == Kind::kReduceScatter || c.kind == Kind::kAllToAll || c.kind == Kind::kScatter;
+  return many ? c.count * static_cast<size_t>(n) : c.count;
+}
+inline size_t recvCountOf(const Case& c, int n) {
+  const bool many = c.kind == Kind::kAllGather || c.kind == Kind::kAllToAll || c.kind == Kind::kGather;
+  return many ? c.count * static_cast<size_t>(n) : c.count;
+}
+
 // Elements of the larger of a case's buffers.
 inline size_t bufferCount(const Case& c, int n) {
-  return c.kind == Kind::kReduceScatter || c.kind == Kind::kAllGather ? c.count * static_cast<size_t>(n) : c.count;
+  return std::max(sendCountOf(c, n), recvCountOf(c, n));
 }
 
 // Runs one case on this rank through device buffers a and b (each large enough; a alone in place) on `stream`; ""
@@ -57,9 +80,8 @@ inline size_t bufferCount(const Case& c, int n) {
 inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStream_t stream, char* a, char* b) {
   const Driver& drv = Driver::get();
   const size_t es = typeSize(c.type);
-  const size_t nn = static_cast<size_t>(n);
-  const size_t sendCount = c.kind == Kind::kReduceScatter ? c.count * nn : c.count;
-  const size_t recvCount = c.kind == Kind::kAllGather ? c.count * nn : c.count;
+  const size_t sendCount = sendCountOf(c, n);
+  const size_t recvCount = recvCountOf(c, n);
   const ncclRedOp_t inputOp = c.op == ncclNumOps ? ncclSum : c.op;
   std::vector<unsigned char> in(sendCount * es), out(recvCount * es, 0xA5);
   for (size_t i = 0; i < sendCount; ++i) storeValue(c.type, in.data(), i, inputValue(inputOp, c.type, r, i));
@@ -96,6 +118,21 @@ inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStr
     case Kind::kReduce:
       st = ncclReduce(send, recv, c.count, c.type, op, rootOf(n), comm, stream);
       break;
+    case Kind::kAllToAll:
+      st = ncclAlltoAll(send, recv, c.count, c.type, comm, stream);
+      break;
+    case Kind::kGather:
+      st = ncclGather(send, recv, c.count, c.type, rootOf(n), comm, stream);
+      break;
+    case Kind::kScatter:
+      st = ncclScatter(send, recv, c.count, c.type, rootOf(n), comm, stream);
+      break;
+    case Kind::kSendRecv:
+      st = ncclGroupStart();
+      if (st == ncclSuccess) st = ncclSend(send, c.count, c.type, (r + 1) % n, comm, stream);
+      if (st == ncclSuccess) st = ncclRecv(recv, c.count, c.type, (r + n - 1) % n, comm, stream);
+      if (ncclResult_t end = ncclGroupEnd(); st == ncclSuccess) st = end;
+      break;
   }
   std::string err;
   if (st != ncclSuccess) err = fmt("returned %d: %s", st, ncclGetLastError(comm));
@@ -107,14 +144,23 @@ inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStr
   if (c.op == ncclNumOps) ncclRedOpDestroy(op, comm);
   if (!err.empty()) return err;
   size_t wrong = 0, first = recvCount;
-  // A reduce's result is the root's alone (the other ranks' receive buffers are NCCL's to leave alone).
-  const size_t checked = c.kind == Kind::kReduce && r != rootOf(n) ? 0 : recvCount;
+  // A reduce's and a gather's results are the root's alone (the other ranks' receive buffers are NCCL's to leave
+  // alone).
+  const bool rootOnly = c.kind == Kind::kReduce || c.kind == Kind::kGather;
+  const size_t checked = rootOnly && r != rootOf(n) ? 0 : recvCount;
   for (size_t i = 0; i < checked; ++i) {
     double want = 0;
-    if (c.kind == Kind::kAllGather) {
+    if (c.kind == Kind::kAllGather || c.kind == Kind::kGather) {
       want = inputValue(inputOp, c.type, static_cast<int>(i / c.count), i % c.count);
     } else if (c.kind == Kind::kBroadcast) {
       want = inputValue(inputOp, c.type, rootOf(n), i);
+    } else if (c.kind == Kind::kAllToAll) {
+      // Block p came from rank p, which sent its block r there.
+      want = inputValue(inputOp, c.type, static_cast<int>(i / c.count), static_cast<size_t>(r) * c.count + i % c.count);
+    } else if (c.kind == Kind::kScatter) {
+      want = inputValue(inputOp, c.type, rootOf(n), static_cast<size_t>(r) * c.count + i);
+    } else if (c.kind == Kind::kSendRecv) {
+      want = inputValue(inputOp, c.type, (r + n - 1) % n, i);
     } else {
       want = expected(c, n, c.kind == Kind::kReduceScatter ? static_cast<size_t>(r) * c.count + i : i);
     }

@@ -1,7 +1,8 @@
 // Every collective with a reduction or a copy, under each algorithm and protocol braid runs on CUDA communicators
 // (NCCL_ALGO Ring / Tree, NCCL_PROTO LL / LL128 / Simple), on 1, 5 and 9 ranks (threads; 9 ranks on the fake's 4
-// devices, so up to three share one), on the strict fake driver and the CTA emulator: exact results, bitwise. And
-// three processes on two GPUs with each protocol and NVLS-style.
+// devices, so up to three share one), on the strict fake driver and the CTA emulator: exact results, bitwise; the
+// copies (all-to-all, gather, scatter, send/recv) too. Eight ranks sharing one GPU, as threads and as four
+// processes. And three processes on two GPUs with each protocol and NVLS-style.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -41,7 +42,17 @@ std::vector<Case> matrixCases() {
     cases.push_back(Case{k, ncclBfloat16, ncclMax, 3001, true});
     cases.push_back(Case{k, ncclInt64, ncclNumOps, 20000, false});  // PreMulSum, a scalar per rank
   }
+  for (Kind k : {Kind::kAllToAll, Kind::kGather, Kind::kScatter, Kind::kSendRecv}) {
+    cases.push_back(Case{k, ncclFloat32, ncclSum, 1, false});
+    cases.push_back(Case{k, ncclFloat8e4m3, ncclSum, 3001, false});
+    cases.push_back(Case{k, ncclInt64, ncclSum, 20000, false});
+  }
   return cases;
+}
+
+// What braid's trees run: all-reduce, reduce and broadcast (NCCL's set); the rest would be refused by name.
+bool treeRuns(const Case& c) {
+  return c.kind == Kind::kAllReduce || c.kind == Kind::kReduce || c.kind == Kind::kBroadcast;
 }
 
 TEST_P(CudaMatrix, EveryAlgorithmAndProtocol) {
@@ -53,11 +64,8 @@ TEST_P(CudaMatrix, EveryAlgorithmAndProtocol) {
       setenv("NCCL_PROTO", proto, 1);
       std::vector<Case> cases = matrixCases();
       if (std::string(algo) == "Tree") {
-        // braid's trees run all-reduce, reduce and broadcast (NCCL's set); the rest would be refused by name.
-        cases.erase(
-            std::remove_if(cases.begin(), cases.end(),
-                           [](const Case& c) { return c.kind == Kind::kReduceScatter || c.kind == Kind::kAllGather; }),
-            cases.end());
+        cases.erase(std::remove_if(cases.begin(), cases.end(), [](const Case& c) { return !treeRuns(c); }),
+                    cases.end());
       }
       runAll(n, cases, [](int r) { return r % 4; });
     }
@@ -65,6 +73,31 @@ TEST_P(CudaMatrix, EveryAlgorithmAndProtocol) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CudaMatrix, ::testing::Values(1, 5, 9));
+
+// Every collective, a small and a larger count.
+std::vector<Case> everyKind() {
+  std::vector<Case> cases;
+  for (Kind k : {Kind::kAllReduce, Kind::kReduceScatter, Kind::kAllGather, Kind::kBroadcast, Kind::kReduce,
+                 Kind::kAllToAll, Kind::kGather, Kind::kScatter, Kind::kSendRecv}) {
+    cases.push_back(Case{k, ncclFloat32, ncclSum, 7, false});
+    cases.push_back(Case{k, ncclFloat16, ncclMin, 2500, k == Kind::kAllReduce});
+  }
+  return cases;
+}
+
+// Eight ranks share one GPU (the most the issue asks for): every CTA of every rank resident at once (the launch
+// policy caps channels), each on its own internal stream, each protocol, every collective.
+TEST_F(CudaMatrix, EightRanksShareOneGpu) {
+  for (const char* proto : {"LL", "LL128", "Simple"}) {
+    SCOPED_TRACE(proto);
+    setenv("NCCL_PROTO", proto, 1);
+    runAll(8, everyKind(), [](int) { return 0; });
+  }
+  setenv("NCCL_ALGO", "Tree", 1);
+  std::vector<Case> tree = everyKind();
+  tree.erase(std::remove_if(tree.begin(), tree.end(), [](const Case& c) { return !treeRuns(c); }), tree.end());
+  runAll(8, tree, [](int) { return 0; });
+}
 
 }  // namespace
 
@@ -114,6 +147,57 @@ TEST(CudaMatrixProcesses, ThreeProcessesOnTwoGpus) {
     for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << setting << " rank " << r;
     unsetenv("NCCL_ALGO");
     unsetenv("NCCL_PROTO");
+  }
+  unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");
+  unsetenv("NCCL_TOPO_FILE");
+  unlink(topo.c_str());
+}
+
+// Four processes share one fake GPU (FIFOs and direct areas imported between them, the same device's memory):
+// every collective, with the default choice and NVLS-style.
+TEST(CudaMatrixProcesses, FourProcessesShareOneGpu) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  const std::string topo = writeFakeGpuTopology(false);
+  setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
+  setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+  for (const char* algo : {"", "NVLS"}) {
+    const bool nvls = *algo != '\0';
+    if (nvls) setenv("NCCL_ALGO", algo, 1);
+    std::vector<int> codes = runProcesses(
+        4,
+        [&](int r, ncclComm_t comm) {
+          const Driver& drv = Driver::get();
+          void* stream = nullptr;
+          drv.streamCreate(&stream, 1);
+          std::vector<Case> cases = everyKind();
+          if (nvls) {
+            cases = {Case{Kind::kAllReduce, ncclFloat32, ncclSum, 70000, false},
+                     Case{Kind::kReduceScatter, ncclBfloat16, ncclMax, 3001, true},
+                     Case{Kind::kAllGather, ncclInt32, ncclSum, 1000, false}};
+          }
+          const size_t bytes = 70000 * 4 * 4;
+          char* a = static_cast<char*>(drv.alloc(bytes));
+          char* b = static_cast<char*>(drv.alloc(bytes));
+          int code = 0;
+          for (const Case& c : cases) {
+            const std::string e = runCase(c, r, 4, comm, static_cast<cudaStream_t>(stream), a, b);
+            if (!e.empty()) {
+              fprintf(stderr, "rank %d: %s: %s\n", r, describe(c).c_str(), e.c_str());
+              code = 10;
+              break;
+            }
+          }
+          drv.memFree(reinterpret_cast<unsigned long long>(a));
+          drv.memFree(reinterpret_cast<unsigned long long>(b));
+          drv.streamDestroy(stream);
+          return code;
+        },
+        180, nullptr, nullptr,
+        [](int) {
+          if (!Driver::get().use(0)) _exit(20);
+        });
+    for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << (nvls ? "NVLS" : "default") << " rank " << r;
+    unsetenv("NCCL_ALGO");
   }
   unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");
   unsetenv("NCCL_TOPO_FILE");
