@@ -37,6 +37,7 @@ struct Case {
   ncclRedOp_t op;  // ncclNumOps: a PreMulSum with this rank's scalar, rank + 2 (a per-rank scalar)
   size_t count;
   bool inPlace;
+  bool deviceScalar = false;  // PreMulSum's scalar in device memory (ncclScalarDevice), read when the kernel runs
 };
 
 inline int rootOf(int n) {
@@ -47,8 +48,8 @@ inline std::string describe(const Case& c) {
   const char* names[] = {"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce",
                          "AllToAll",  "Gather",        "Scatter",   "SendRecv"};
   const char* k = names[static_cast<int>(c.kind)];
-  return fmt("%s %s %s count %zu %s", k, typeName(c.type), c.op == ncclNumOps ? "premulsum" : opName(c.op), c.count,
-             c.inPlace ? "in place" : "out of place");
+  const char* op = c.op != ncclNumOps ? opName(c.op) : c.deviceScalar ? "premulsum (device scalar)" : "premulsum";
+  return fmt("%s %s %s count %zu %s", k, typeName(c.type), op, c.count, c.inPlace ? "in place" : "out of place");
 }
 
 // The expected reduction of element i with PreMulSum scalars rank + 2 (inputs and sums stay tiny integers).
@@ -93,11 +94,19 @@ inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStr
   drv.copy(recv, out.data(), recvCount * es, stream);
   drv.copy(send, in.data(), sendCount * es, stream);
   ncclRedOp_t op = c.op;
+  void* scalarOnDevice = nullptr;
+  std::vector<unsigned char> s(8);  // lives until the stream synchronises: the copy to the device reads it then
   if (c.op == ncclNumOps) {
     const float scalar = static_cast<float>(r + 2);
-    std::vector<unsigned char> s(8);
     storeValue(c.type, s.data(), 0, scalar);
-    if (ncclRedOpCreatePreMulSum(&op, s.data(), c.type, ncclScalarHostImmediate, comm) != ncclSuccess) {
+    const void* where = s.data();
+    if (c.deviceScalar) {
+      scalarOnDevice = drv.alloc(8);
+      drv.copy(scalarOnDevice, s.data(), 8, stream);  // ordered before the collective on the same stream
+      where = scalarOnDevice;
+    }
+    if (ncclRedOpCreatePreMulSum(&op, const_cast<void*>(where), c.type,
+                                 c.deviceScalar ? ncclScalarDevice : ncclScalarHostImmediate, comm) != ncclSuccess) {
       return "ncclRedOpCreatePreMulSum: " + std::string(ncclGetLastError(comm));
     }
   }
@@ -142,6 +151,7 @@ inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStr
   ncclCommGetAsyncError(comm, &async);
   if (async != ncclSuccess && err.empty()) err = fmt("async error %d: %s", async, ncclGetLastError(comm));
   if (c.op == ncclNumOps) ncclRedOpDestroy(op, comm);
+  if (scalarOnDevice != nullptr) drv.memFree(reinterpret_cast<unsigned long long>(scalarOnDevice));
   if (!err.empty()) return err;
   size_t wrong = 0, first = recvCount;
   // A reduce's and a gather's results are the root's alone (the other ranks' receive buffers are NCCL's to leave

@@ -1,5 +1,10 @@
 // CUDA ranks on the strict fake driver (tests/fake_cuda) for the API tests: the driver's entry points a test
 // program uses itself (contexts, memory, streams), and ranks as threads each with its own device's context.
+//
+// BRAID_TEST_CUDA_DRIVER=libcuda.so.1 runs the same tests on a real driver instead (tests/gpu/run.sh): a rank asking
+// for device d gets d modulo the devices there are, with NCCL_MULTI_RANK_GPU_ENABLE set where ranks then share one,
+// and a test that needs what only the fake has (failure injection, its topology, its device count) skips, saying
+// so (requireFake).
 #pragma once
 
 #include <dlfcn.h>
@@ -24,6 +29,8 @@ namespace braid_test {
 // streams). braid opens the same library through BRAID_CUDA_DRIVER.
 struct Driver {
   void* lib = nullptr;
+  bool fake = true;  // the strict fake (else BRAID_TEST_CUDA_DRIVER's real driver)
+  int devices = 0;
   int (*init)(unsigned) = nullptr;
   int (*retain)(void**, int) = nullptr;
   int (*setCurrent)(void*) = nullptr;
@@ -33,6 +40,7 @@ struct Driver {
   int (*streamCreate)(void**, unsigned) = nullptr;
   int (*streamSync)(void*) = nullptr;
   int (*streamDestroy)(void*) = nullptr;
+  int (*deviceCount)(int*) = nullptr;
 
   static bool& loaded() {
     static bool l = false;
@@ -41,13 +49,16 @@ struct Driver {
   static Driver& get() {
     static Driver d = [] {
       loaded() = true;
-      setenv("BRAID_CUDA_DRIVER", BRAID_FAKE_CUDA_DRIVER, 1);
-      setenv("BRAID_FAKE_CUDA_DEVICES", "4", 1);
+      Driver x;
+      const char* real = getenv("BRAID_TEST_CUDA_DRIVER");
+      x.fake = real == nullptr || *real == '\0';
+      const char* path = x.fake ? BRAID_FAKE_CUDA_DRIVER : real;
+      setenv("BRAID_CUDA_DRIVER", path, 1);
+      if (x.fake) setenv("BRAID_FAKE_CUDA_DEVICES", "4", 1);
       // Up to 9 ranks share the fake's 4 GPUs, 3 streams each (braid warns below 3 per rank): the hardware queues'
       // most, unless a test asks for fewer.
       setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-      Driver x;
-      x.lib = dlopen(BRAID_FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_GLOBAL);
+      x.lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
       if (x.lib == nullptr) return x;
       auto sym = [&](auto& fn, const char* name) {
         fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(x.lib, name));
@@ -61,15 +72,23 @@ struct Driver {
       sym(x.streamCreate, "cuStreamCreate");
       sym(x.streamSync, "cuStreamSynchronize");
       sym(x.streamDestroy, "cuStreamDestroy_v2");
-      if (x.init(0) != 0) x.lib = nullptr;
+      sym(x.deviceCount, "cuDeviceGetCount");
+      if (x.init(0) != 0 || x.deviceCount(&x.devices) != 0 || x.devices < 1) x.lib = nullptr;
       return x;
     }();
     return d;
   }
-  // Makes device d's primary context current on this thread (cudaSetDevice).
+  // The device a rank asking for d gets: d on the fake, d modulo the devices on a real driver.
+  int deviceFor(int d) const { return fake ? d : d % devices; }
+  // Makes device d's primary context current on this thread (cudaSetDevice). On a real driver with fewer devices, d
+  // wraps, and the ranks that then share one need NCCL_MULTI_RANK_GPU_ENABLE (set here only in a process of its own
+  // rank, which is single-threaded then; runCudaRanks sets it before its threads start).
   bool use(int d) const {
+    if (deviceFor(d) != d && getenv("NCCL_MULTI_RANK_GPU_ENABLE") == nullptr) {
+      setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+    }
     void* ctx = nullptr;
-    return retain(&ctx, d) == 0 && setCurrent(ctx) == 0;
+    return retain(&ctx, deviceFor(d)) == 0 && setCurrent(ctx) == 0;
   }
   void* alloc(size_t bytes) const {
     unsigned long long p = 0;
@@ -88,6 +107,10 @@ inline std::vector<ncclResult_t> runCudaRanks(int n,
                                               const std::function<bool(int)>& withContext = nullptr,
                                               const std::function<int(int)>& deviceOf = nullptr) {
   const Driver& drv = Driver::get();
+  for (int r = 0; r < n && !drv.fake; ++r) {
+    const int d = deviceOf ? deviceOf(r) : r;
+    if (drv.deviceFor(d) != d) setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);  // before the threads read it
+  }
   ncclUniqueId id;
   EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   std::vector<ncclResult_t> res(static_cast<size_t>(n), ncclSuccess);
@@ -115,6 +138,18 @@ inline std::vector<ncclResult_t> runCudaRanks(int n,
   for (auto& t : threads) t.join();
   return res;
 }
+
+// Skips the test when it runs on a real driver: it needs `what`, which only the fake has.
+#define BRAID_REQUIRE_FAKE(what)                                                              \
+  do {                                                                                        \
+    if (!::braid_test::Driver::get().fake) GTEST_SKIP() << "needs the fake driver: " << what; \
+  } while (0)
+// The same for a test whose parent must not load the driver (it forks its ranks): reads the variable instead.
+#define BRAID_REQUIRE_FAKE_NOT_LOADED(what)                                                    \
+  do {                                                                                         \
+    const char* real_ = getenv("BRAID_TEST_CUDA_DRIVER");                                      \
+    if (real_ != nullptr && *real_ != '\0') GTEST_SKIP() << "needs the fake driver: " << what; \
+  } while (0)
 
 // Rank r of two processes (each on its own fake device): in-place all-reduces of 1, 5000 and 300000 floats on a
 // non-blocking stream, checked exactly. 0, or the step that failed (11 call, 12 sync, 13 async error, 14 value),
@@ -165,8 +200,10 @@ inline std::string fmt(const char* f, ...) {
 
 // An NCCL topology file (its path; the caller unlinks it) with the fake's GPUs (device d at PCI 0000:(18+d):00.0): all
 // four under one PCIe switch, or two per switch with the switches under different CPUs (the pairs across them: path
-// SYS).
+// SYS). On a real driver (BRAID_TEST_CUDA_DRIVER) "": the machine's own topology, as discovered, describes its GPUs.
 inline std::string writeFakeGpuTopology(bool twoSockets) {
+  const char* real = getenv("BRAID_TEST_CUDA_DRIVER");
+  if (real != nullptr && *real != '\0') return "";
   char path[] = "/tmp/braid-p2p-topo-XXXXXX";
   const int fd = mkstemp(path);
   EXPECT_GE(fd, 0);

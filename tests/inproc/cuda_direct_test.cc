@@ -378,6 +378,7 @@ TEST(CudaDirectProcesses, RegisteredBuffersAreMappedByThePeerProcess) {
 // The peer process cannot import the exported handle (injected failure): the registration is staged, said at INFO
 // with the driver's error, and the results stay exact.
 TEST(CudaDirectProcesses, APeerThatCannotMapARegistrationLeavesItStaged) {
+  BRAID_REQUIRE_FAKE_NOT_LOADED("braidFakeCudaInject");
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
   const std::string topo = writeFakeGpuTopology(false);
   setenv("NCCL_TOPO_FILE", topo.c_str(), 1);

@@ -74,6 +74,29 @@ TEST_P(CudaMatrix, EveryAlgorithmAndProtocol) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CudaMatrix, ::testing::Values(1, 5, 9));
 
+// Every datatype with every reduction (PreMulSum with its scalar on the host and in device memory) through each
+// protocol's kernel, all-reduce and reduce-scatter on 3 ranks: the kernels' element loops, bitwise as the host
+// computes them (on a GPU, tests/gpu/run.sh, this is the check of the device code generation).
+TEST_F(CudaMatrix, EveryDatatypeAndReductionThroughEachProtocol) {
+  const ncclDataType_t types[] = {ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,   ncclInt64,      ncclUint64,
+                                  ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+  std::vector<Case> cases;
+  for (ncclDataType_t t : types) {
+    for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg, ncclNumOps}) {
+      cases.push_back(Case{Kind::kAllReduce, t, op, 1001, op == ncclMax});
+      cases.push_back(Case{Kind::kReduceScatter, t, op, 333, false});
+    }
+    cases.push_back(Case{Kind::kAllReduce, t, ncclNumOps, 1001, false, true});
+    cases.push_back(Case{Kind::kReduceScatter, t, ncclNumOps, 333, true, true});
+  }
+  setenv("NCCL_ALGO", "Ring", 1);
+  for (const char* proto : {"LL", "LL128", "Simple"}) {
+    SCOPED_TRACE(proto);
+    setenv("NCCL_PROTO", proto, 1);
+    runAll(3, cases);
+  }
+}
+
 // Every collective, a small and a larger count.
 std::vector<Case> everyKind() {
   std::vector<Case> cases;

@@ -74,6 +74,7 @@ class CudaP2p : public ::testing::Test {
 // Two GPUs under one switch use P2P; a pair across CPU sockets (SYS, beyond the default level PXB) goes through
 // host memory, until NCCL_P2P_LEVEL=SYS allows it; NCCL_P2P_DISABLE=1 turns P2P off. Results are exact each time.
 TEST_F(CudaP2p, TheTopologyAndTheKnobsDecideWhichPairsUseP2p) {
+  BRAID_REQUIRE_FAKE("the fake GPUs' topology file");
   const std::string topo = writeFakeGpuTopology(true);
   setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
   {
@@ -112,6 +113,7 @@ TEST_F(CudaP2p, TheTopologyAndTheKnobsDecideWhichPairsUseP2p) {
 // Where the topology does not show the GPUs, ranks of one process ask the driver: peers it refuses go through
 // host memory.
 TEST_F(CudaP2p, WithoutTheGpusInTheTopologyTheDriverDecides) {
+  BRAID_REQUIRE_FAKE("BRAID_FAKE_CUDA_NO_P2P");
   {
     LogCapture log;
     for (ncclResult_t r : allReduce(2, 5000)) EXPECT_EQ(r, ncclSuccess);
@@ -134,6 +136,7 @@ TEST_F(CudaP2p, WithoutTheGpusInTheTopologyTheDriverDecides) {
 // vanish) fails the init-time self-test for that pair only, within BRAID_TIMEOUT: it goes through host memory with
 // a WARN naming both GPUs, the other pairs keep P2P, and the results are exact.
 TEST_F(CudaP2p, APathThatDropsWritesFallsBackToHostMemory) {
+  BRAID_REQUIRE_FAKE("BRAID_FAKE_CUDA_P2P_DROP");
   setenv("BRAID_FAKE_CUDA_P2P_DROP", "1>0", 1);
   setenv("BRAID_TIMEOUT", "2", 1);
   LogCapture log;
@@ -163,6 +166,7 @@ TEST_F(CudaP2p, EveryProtocolOverP2pFifos) {
 // handle it exported (a descriptor passed over a Unix socket). No fixture: the parent must not initialise CUDA
 // before it forks.
 TEST(CudaP2pProcesses, ImportEachOthersFifos) {
+  BRAID_REQUIRE_FAKE_NOT_LOADED("the fake GPUs' topology (path PIX)");
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
   const std::string topo = writeFakeGpuTopology(false);
   setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
