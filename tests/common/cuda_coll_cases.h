@@ -75,10 +75,12 @@ inline size_t bufferCount(const Case& c, int n) {
   return std::max(sendCountOf(c, n), recvCountOf(c, n));
 }
 
-// Runs one case on this rank through device buffers a and b (each large enough; a alone in place) on `stream`; ""
-// or what went wrong. The buffers are allocated once per rank: cuMemFree waits for everything queued on the device,
-// including a kernel of a rank sharing the GPU that waits for this rank's next call.
-inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStream_t stream, char* a, char* b) {
+// Runs one case on this rank through device buffers a and b (each large enough; a alone in place) on `stream`, a
+// device scalar (c.deviceScalar) in the 8 device bytes at `scalar`; "" or what went wrong. The buffers are
+// allocated once per rank: cuMemFree waits for everything queued on the device, including a kernel of a rank
+// sharing the GPU that waits for this rank's next call.
+inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStream_t stream, char* a, char* b,
+                           char* scalar = nullptr) {
   const Driver& drv = Driver::get();
   const size_t es = typeSize(c.type);
   const size_t sendCount = sendCountOf(c, n);
@@ -94,16 +96,14 @@ inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStr
   drv.copy(recv, out.data(), recvCount * es, stream);
   drv.copy(send, in.data(), sendCount * es, stream);
   ncclRedOp_t op = c.op;
-  void* scalarOnDevice = nullptr;
   std::vector<unsigned char> s(8);  // lives until the stream synchronises: the copy to the device reads it then
   if (c.op == ncclNumOps) {
-    const float scalar = static_cast<float>(r + 2);
-    storeValue(c.type, s.data(), 0, scalar);
+    storeValue(c.type, s.data(), 0, static_cast<float>(r + 2));
     const void* where = s.data();
     if (c.deviceScalar) {
-      scalarOnDevice = drv.alloc(8);
-      drv.copy(scalarOnDevice, s.data(), 8, stream);  // ordered before the collective on the same stream
-      where = scalarOnDevice;
+      if (scalar == nullptr) return "a device scalar case without the 8 device bytes for it";
+      drv.copy(scalar, s.data(), 8, stream);  // ordered before the collective on the same stream
+      where = scalar;
     }
     if (ncclRedOpCreatePreMulSum(&op, const_cast<void*>(where), c.type,
                                  c.deviceScalar ? ncclScalarDevice : ncclScalarHostImmediate, comm) != ncclSuccess) {
@@ -151,7 +151,6 @@ inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStr
   ncclCommGetAsyncError(comm, &async);
   if (async != ncclSuccess && err.empty()) err = fmt("async error %d: %s", async, ncclGetLastError(comm));
   if (c.op == ncclNumOps) ncclRedOpDestroy(op, comm);
-  if (scalarOnDevice != nullptr) drv.memFree(reinterpret_cast<unsigned long long>(scalarOnDevice));
   if (!err.empty()) return err;
   size_t wrong = 0, first = recvCount;
   // A reduce's and a gather's results are the root's alone (the other ranks' receive buffers are NCCL's to leave
@@ -211,15 +210,17 @@ inline void runAll(int n, const std::vector<Case>& cases, const std::function<in
           }
           buf[i] = static_cast<char*>(p);
         }
+        char* scalar = static_cast<char*>(drv.alloc(8));
         ncclResult_t result = ncclSuccess;
         for (const Case& c : cases) {
-          const std::string e = runCase(c, r, n, comm, stream, buf[0], buf[1]);
+          const std::string e = runCase(c, r, n, comm, stream, buf[0], buf[1], scalar);
           if (!e.empty()) {
             errors[static_cast<size_t>(r)] = describe(c) + ": " + e;
             result = ncclInternalError;
             break;
           }
         }
+        drv.memFree(reinterpret_cast<unsigned long long>(scalar));
         for (int i = 0; i < 2; ++i) {
           if (!reg) {
             drv.memFree(reinterpret_cast<unsigned long long>(buf[i]));

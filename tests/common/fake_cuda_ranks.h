@@ -80,9 +80,17 @@ struct Driver {
   }
   // The device a rank asking for d gets: d on the fake, d modulo the devices on a real driver.
   int deviceFor(int d) const { return fake ? d : d % devices; }
+  // Before the threads of n ranks start (rank r asking for device deviceOf(r), r when null): on a real driver with
+  // fewer devices, ranks then share one and opt in (NCCL_MULTI_RANK_GPU_ENABLE), set while one thread runs.
+  void prepare(int n, const std::function<int(int)>& deviceOf = nullptr) const {
+    for (int r = 0; r < n && !fake; ++r) {
+      const int d = deviceOf ? deviceOf(r) : r;
+      if (deviceFor(d) != d) setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+    }
+  }
   // Makes device d's primary context current on this thread (cudaSetDevice). On a real driver with fewer devices, d
   // wraps, and the ranks that then share one need NCCL_MULTI_RANK_GPU_ENABLE (set here only in a process of its own
-  // rank, which is single-threaded then; runCudaRanks sets it before its threads start).
+  // rank, which is single-threaded then; threads of ranks call prepare first).
   bool use(int d) const {
     if (deviceFor(d) != d && getenv("NCCL_MULTI_RANK_GPU_ENABLE") == nullptr) {
       setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
@@ -107,10 +115,7 @@ inline std::vector<ncclResult_t> runCudaRanks(int n,
                                               const std::function<bool(int)>& withContext = nullptr,
                                               const std::function<int(int)>& deviceOf = nullptr) {
   const Driver& drv = Driver::get();
-  for (int r = 0; r < n && !drv.fake; ++r) {
-    const int d = deviceOf ? deviceOf(r) : r;
-    if (drv.deviceFor(d) != d) setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);  // before the threads read it
-  }
+  drv.prepare(n, deviceOf);
   ncclUniqueId id;
   EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   std::vector<ncclResult_t> res(static_cast<size_t>(n), ncclSuccess);

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # The GPU checks, as one script for a machine with an NVIDIA GPU and driver (the device tool's machine):
 #   bash tests/gpu/run.sh [BUILD_DIR]        (default build/; built here when missing)
-# What a GPU checks today:
-#  1. every <coll>_perf on device buffers with NVIDIA's NCCL from the CUDA toolkit (LD_LIBRARY_PATH), one rank per
-#     GPU (-g), every value checked;
-#  2. braid itself on that machine: --buffers auto keeps host buffers for braid (the perf tools' policy, and says
-#     why); --buffers device runs braid's CUDA communicators (ranks as threads, one GPU each, kernels from the
-#     embedded fatbin) with the default protocol, LL and Simple, every value checked;
-#  3. the differential probe (tests/gpu/cuda_api_probe.cc): the driver calls braid makes, against the real driver,
+# What a GPU checks, most telling first, within a wall-clock budget (BRAID_GPU_BUDGET_S, default 450 s; a step that
+# no longer fits is recorded as skipped, not passed):
+#  1. the differential probe (tests/gpu/cuda_api_probe.cc): the driver calls braid makes, against the real driver,
 #     diffed with what the fake answers (tests/fixtures/cuda_probe/expected.txt, "~" lines left out). A difference
-#     means the fake, or braid's belief about the driver, is wrong: the diff goes into the log.
+#     means the fake, or braid's belief about the driver, is wrong: the diff goes into the log;
+#  2. braid's CUDA API tests on the real driver (BRAID_TEST_CUDA_DRIVER=libcuda.so.1, tests/common/
+#     fake_cuda_ranks.h): ranks as threads sharing the GPU(s): every collective x algorithm x protocol on 1, 5, 9
+#     ranks, 8 ranks on one GPU, every datatype x reduction through each protocol's kernel (bitwise vs the host),
+#     NVLS-style over peer pointers and registered buffers, graph replays, abort and a missing peer; then ranks as
+#     processes (4 on one GPU, FIFOs and areas imported, kill -9); then 8 thread ranks with NCCL_P2P_DISABLE=1, so
+#     every FIFO is pinned host memory. Tests that need the fake skip, and are counted as such;
+#  3. braid's all_reduce_perf on device buffers: --buffers auto keeps host buffers (the perf tools' policy, and
+#     says why); --buffers device runs braid's CUDA communicators (kernels from the embedded fatbin) with the
+#     default choice, each protocol, NVLS-style and NVLS-style on registered buffers, every value checked;
+#  4. every <coll>_perf on device buffers with NVIDIA's NCCL from the CUDA toolkit (LD_LIBRARY_PATH), one rank per
+#     GPU (-g), every value checked: the figures braid's stand beside.
 # Writes its log to $OUT/gpu-perf.log and a JSON summary (every check with ok/failed and its line, the GPUs, the
 # failure count) to $OUT/gpu-summary.json, OUT defaulting to /tmp; exits non-zero when a check fails.
 set -u
@@ -24,10 +31,23 @@ say() { echo "$*" | tee -a "$log"; }
 failures=0
 fail() { say "FAIL: $*"; record "$*" false; failures=$((failures + 1)); }
 pass() { say "ok: $*"; record "$*" true; }
+skipped_steps=""
+budget_end=$((SECONDS + ${BRAID_GPU_BUDGET_S:-450}))
+# fits SECONDS: whether a step wanting that long still fits the budget (else it is recorded as skipped); sets
+# step_s to the step's timeout.
+fits() {
+  local left=$((budget_end - SECONDS))
+  if [ "$left" -lt 20 ]; then
+    say "SKIP (budget): $2"
+    skipped_steps="${skipped_steps}$2; "
+    return 1
+  fi
+  step_s=$(($1 < left ? $1 : left))
+}
 write_summary() {
   local gpus=$1 skipped=${2:-}
   {
-    printf '{"gpus": %s, "failures": %d' "$gpus" "$failures"
+    printf '{"gpus": %s, "failures": %d, "seconds": %d' "$gpus" "$failures" "$SECONDS"
     [ -n "$skipped" ] && printf ', "skipped": "%s"' "$(json_text "$skipped")"
     printf ', "checks": ['
     local first=1
@@ -55,49 +75,6 @@ nvlib=$(ldconfig -p | awk '/libnccl\.so\.2 / {print $NF; exit}')
 nvdir=$(dirname "$nvlib")
 say "GPUs: $ngpus; NVIDIA NCCL: $nvlib"
 
-tools="all_reduce all_gather reduce_scatter alltoall broadcast reduce sendrecv gather scatter"
-for t in $tools; do
-  out=$(env LD_LIBRARY_PATH="$nvdir" timeout 300 "$build/perf/${t}_perf" -g "$ngpus" -b 8 -e 128M -f 4 -c 1 2>&1)
-  rc=$?
-  echo "$out" >>"$log"
-  [ "$rc" -eq 0 ] || fail "${t}_perf with NVIDIA NCCL: exit status $rc"
-  echo "$out" | grep -Eq '^#  Rank  0 .* device  0 \[[0-9a-fA-F:.]+\] ' || fail "${t}_perf: no GPU device line"
-  echo "$out" | grep -q '^# Out of bounds values : 0 OK$' || fail "${t}_perf: wrong values"
-  echo "$out" | grep -q 'Avg bus bandwidth' && pass "${t}_perf on device buffers, NVIDIA NCCL: $(echo "$out" | grep 'Avg bus')"
-done
-
-out=$("$build/perf/all_reduce_perf" -b 8 -e 1M -f 8 -c 1 2>&1)
-rc=$?
-echo "$out" >>"$log"
-[ "$rc" -eq 0 ] && echo "$out" | grep -q '^# Buffers in host memory: the communicators report no CUDA device' ||
-  fail "braid --buffers auto on a GPU machine: exit $rc or no host-buffer note"
-# braid's CUDA communicators: one rank per GPU as threads of this process (two ranks sharing the GPU when there is
-# one), device buffers and streams, kernels from the embedded fatbin; every value checked (#wrong 0). Then each
-# protocol forced (LL128 has not run on a GPU before), NVLS-style over peer pointers, and the kernels' bandwidth
-# beside NVIDIA's (above).
-ranks=(-g "$ngpus")
-[ "$ngpus" -eq 1 ] && ranks=(-t 2 -g 1)
-# "NCCL_ALGO=NVLS -R 1": the buffers registered, so the peers read each rank's input in place (zero-copy).
-for setting in "" NCCL_PROTO=LL NCCL_PROTO=LL128 NCCL_PROTO=Simple NCCL_ALGO=NVLS "NCCL_ALGO=NVLS -R 1"; do
-  envs=()
-  args=()
-  for w in $setting; do
-    case $w in
-      *=*) envs+=("$w") ;;
-      *) args+=("$w") ;;
-    esac
-  done
-  out=$(env "${envs[@]}" NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_DEBUG=WARN timeout 300 "$build/perf/all_reduce_perf" \
-    --buffers device "${ranks[@]}" -b 8 -e 128M -f 4 -c 1 "${args[@]}" 2>&1)
-  rc=$?
-  echo "$out" >>"$log"
-  label="braid all_reduce_perf on device buffers (CUDA communicators, ${ranks[*]}${setting:+, $setting})"
-  if [ "$rc" -eq 0 ] && echo "$out" | grep -q '^# Out of bounds values : 0 OK$'; then
-    pass "$label: $(echo "$out" | grep 'Avg bus')"
-  else
-    fail "$label: exit $rc: $(echo "$out" | tail -3 | tr '\n' ' ')"
-  fi
-done
 if [ -x "$build/tests/cuda_api_probe" ]; then
   probe=$(env -u BRAID_CUDA_DRIVER "$build/tests/cuda_api_probe" 2>&1)
   rc=$?
@@ -114,7 +91,87 @@ else
   fail "no $build/tests/cuda_api_probe (build the tests)"
 fi
 
-write_summary "$ngpus"
+# braid's CUDA API tests on this driver: a run of braid_api_tests, its counts from gtest's own summary lines.
+gtest_step() {  # gtest_step LABEL WANT_S FILTER [ENV...]
+  local label=$1 want=$2 filter=$3
+  shift 3
+  fits "$want" "$label" || return
+  local out rc
+  out=$(env BRAID_TEST_CUDA_DRIVER="${BRAID_TEST_CUDA_DRIVER:-libcuda.so.1}" "$@" timeout "$step_s" \
+    "$build/tests/braid_api_tests" \
+    --gtest_filter="$filter" --gtest_brief=1 2>&1)
+  rc=$?
+  echo "$out" >>"$log"
+  local passed skipped failed
+  passed=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+  skipped=$(echo "$out" | sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' | tail -1)
+  failed=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+  local counts="${passed:-0} passed, ${skipped:-0} skipped (need the fake), ${failed:-0} failed"
+  if [ "$rc" -eq 0 ]; then
+    pass "$label: $counts"
+  else
+    fail "$label: exit $rc ($counts): $(echo "$out" | grep -E '^\[  FAILED  \] [A-Za-z]' | head -5 | tr '\n' ' ')"
+  fi
+}
+if [ -x "$build/tests/braid_api_tests" ]; then
+  threads='CudaMatrix.*:Ranks/CudaMatrix.*:CudaDirect.*:CudaGraph.*:CudaComm.*:CudaP2p.*'
+  gtest_step "CUDA API tests, ranks as threads on the real driver" 240 "$threads"
+  gtest_step "CUDA API tests, ranks as processes on the real driver" 120 'Cuda*Processes.*'
+  gtest_step "8 thread ranks on one GPU, every FIFO in pinned host memory (NCCL_P2P_DISABLE=1)" 60 \
+    'CudaMatrix.EightRanksShareOneGpu' NCCL_P2P_DISABLE=1
+else
+  fail "no $build/tests/braid_api_tests (build the tests)"
+fi
+
+out=$("$build/perf/all_reduce_perf" -b 8 -e 1M -f 8 -c 1 2>&1)
+rc=$?
+echo "$out" >>"$log"
+if [ "$rc" -eq 0 ] && echo "$out" | grep -q '^# Buffers in host memory: the communicators report no CUDA device'; then
+  pass "braid --buffers auto on a GPU machine keeps host buffers and says why"
+else
+  fail "braid --buffers auto on a GPU machine: exit $rc or no host-buffer note"
+fi
+# braid's CUDA communicators: one rank per GPU as threads of this process (two ranks sharing the GPU when there is
+# one), device buffers and streams, kernels from the embedded fatbin; every value checked (#wrong 0). Then each
+# protocol forced (LL128 has not run on a GPU before), NVLS-style over peer pointers, and the kernels' bandwidth
+# beside NVIDIA's (above).
+ranks=(-g "$ngpus")
+[ "$ngpus" -eq 1 ] && ranks=(-t 2 -g 1)
+# "NCCL_ALGO=NVLS -R 1": the buffers registered, so the peers read each rank's input in place (zero-copy).
+for setting in "" NCCL_PROTO=LL NCCL_PROTO=LL128 NCCL_PROTO=Simple NCCL_ALGO=NVLS "NCCL_ALGO=NVLS -R 1"; do
+  envs=()
+  args=()
+  for w in $setting; do
+    case $w in
+      *=*) envs+=("$w") ;;
+      *) args+=("$w") ;;
+    esac
+  done
+  fits 60 "braid all_reduce_perf ${setting:-default}" || continue
+  out=$(env "${envs[@]}" NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_DEBUG=WARN timeout "$step_s" "$build/perf/all_reduce_perf" \
+    --buffers device "${ranks[@]}" -b 8 -e 128M -f 4 -c 1 "${args[@]}" 2>&1)
+  rc=$?
+  echo "$out" >>"$log"
+  label="braid all_reduce_perf on device buffers (CUDA communicators, ${ranks[*]}${setting:+, $setting})"
+  if [ "$rc" -eq 0 ] && echo "$out" | grep -q '^# Out of bounds values : 0 OK$'; then
+    pass "$label: $(echo "$out" | grep 'Avg bus')"
+  else
+    fail "$label: exit $rc: $(echo "$out" | tail -3 | tr '\n' ' ')"
+  fi
+done
+tools="all_reduce all_gather reduce_scatter alltoall broadcast reduce sendrecv gather scatter"
+for t in $tools; do
+  fits 60 "${t}_perf with NVIDIA NCCL" || continue
+  out=$(env LD_LIBRARY_PATH="$nvdir" timeout "$step_s" "$build/perf/${t}_perf" -g "$ngpus" -b 8 -e 128M -f 4 -c 1 2>&1)
+  rc=$?
+  echo "$out" >>"$log"
+  [ "$rc" -eq 0 ] || fail "${t}_perf with NVIDIA NCCL: exit status $rc"
+  echo "$out" | grep -Eq '^#  Rank  0 .* device  0 \[[0-9a-fA-F:.]+\] ' || fail "${t}_perf: no GPU device line"
+  echo "$out" | grep -q '^# Out of bounds values : 0 OK$' || fail "${t}_perf: wrong values"
+  echo "$out" | grep -q 'Avg bus bandwidth' && pass "${t}_perf on device buffers, NVIDIA NCCL: $(echo "$out" | grep 'Avg bus')"
+done
+
+write_summary "$ngpus" "$skipped_steps"
 if [ "$failures" -ne 0 ]; then
   say "gpu checks: $failures failure(s) (summary: $summary)"
   exit 1

@@ -176,6 +176,16 @@ TEST(CudaMatrixProcesses, ThreeProcessesOnTwoGpus) {
   unlink(topo.c_str());
 }
 
+// Nine ranks on one GPU stay within its 32 hardware queues: 3 streams each (the user's, braid's internal one and its
+// initialising one, which the P2P self-test shares), 27. A tenth stream per rank (the self-test had its own) made
+// 36, and streams sharing queues stalled the all-to-all's connection set-up behind a kernel until BRAID_TIMEOUT.
+TEST_F(CudaMatrix, NineRanksShareOneGpuWithinItsQueues) {
+  setenv("NCCL_PROTO", "LL", 1);
+  setenv("BRAID_TIMEOUT", "20", 1);
+  runAll(9, everyKind(), [](int) { return 0; });
+  unsetenv("BRAID_TIMEOUT");
+}
+
 // Four processes share one fake GPU (FIFOs and direct areas imported between them, the same device's memory):
 // every collective, with the default choice and NVLS-style.
 TEST(CudaMatrixProcesses, FourProcessesShareOneGpu) {

@@ -17,6 +17,15 @@ Result<std::unique_ptr<CudaDeviceMemory>> CudaDeviceMemory::create(const CuApi* 
   return m;
 }
 
+Status CudaDeviceMemory::replaceStream() {
+  ScopedContext scope(api_, ctx_);
+  CUstream fresh = nullptr;
+  BRAID_RETURN_IF_ERROR(api_->check(api_->streamCreate(&fresh, kCuStreamNonBlocking), "cuStreamCreate"));
+  (void)api_->streamDestroy(stream_);
+  stream_ = fresh;
+  return Status::ok();
+}
+
 CudaDeviceMemory::~CudaDeviceMemory() {
   if (stream_ == nullptr) return;
   ScopedContext scope(api_, ctx_);

@@ -28,6 +28,12 @@ class CudaDeviceMemory final : public DeviceMemory {
   Result<DeviceFifoMem> alloc(size_t bytes, const void* head, size_t headBytes, const std::vector<int>& peerDevices,
                               bool exportable) const override;
   Result<DeviceFifoMem> import(int fd, size_t bytes) const override;
+  // Its private stream, for initialising copies and the P2P self-test: one stream for all of them, since every
+  // stream a rank keeps takes one of the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) from ranks sharing it.
+  CUstream stream() const { return stream_; }
+  // After work on it that never finished (a stuck self-test copy): a fresh stream for what follows. The old one's
+  // work goes on (the driver keeps a destroyed stream's work), and what that work uses stays the caller's.
+  [[nodiscard]] Status replaceStream();
 
  private:
   CudaDeviceMemory(const CuApi* api, CUcontext ctx, int device) : api_(api), ctx_(ctx), device_(device) {}

@@ -87,7 +87,7 @@ Status selfTestP2p(const P2pTestContext& c, std::vector<uint8_t>* p2p) {
     mine.nonce = static_cast<uint64_t>(start.time_since_epoch().count());
   }
   // What the copies use. Copies that never finish (a hung path) must not write into memory freed under them: then
-  // all of it is left allocated, and the stream too (Settle below).
+  // all of it is left allocated, and later copies go on a fresh stream (Settle below).
   struct InFlight {
     DeviceFifoMem region;
     std::vector<std::shared_ptr<void>> imports;  // peers' regions mapped here
@@ -114,8 +114,7 @@ Status selfTestP2p(const P2pTestContext& c, std::vector<uint8_t>* p2p) {
   } withdraw{mine.ticket};
   BRAID_RETURN_IF_ERROR(c.allGather(all.data(), sizeof(Entry)).withContext("P2P self-test allgather"));
 
-  CUstream stream = nullptr;
-  BRAID_RETURN_IF_ERROR(api->check(api->streamCreate(&stream, kCuStreamNonBlocking), "cuStreamCreate"));
+  CUstream stream = c.memory->stream();
   const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.timeoutSec));
   const auto deadline = start + timeout;  // for the tokens to arrive
   bool stuck = false;
@@ -124,19 +123,17 @@ Status selfTestP2p(const P2pTestContext& c, std::vector<uint8_t>* p2p) {
   tokens.assign(testees.size(), 0);
   slots.assign(n, 0);
   struct Settle {
-    const CuApi* api;
-    CUstream stream;
+    CudaDeviceMemory* memory;
     const bool& stuck;
     std::unique_ptr<InFlight>& held;
     ~Settle() {
-      if (!stuck) {
-        (void)api->streamDestroy(stream);
-        return;
-      }
+      if (!stuck) return;
       BRAID_WARN("P2P self-test: copies did not finish within BRAID_TIMEOUT; their memory is left allocated");
       (void)held.release();
+      Status s = memory->replaceStream();  // later initialising copies must not queue behind the stuck ones
+      if (!s.isOk()) BRAID_WARN("P2P self-test: %s", s.message().c_str());
     }
-  } settle{api, stream, stuck, held};
+  } settle{c.memory, stuck, held};
   // Write a token into each testee's region: staged in this GPU's scratch word, then copied across.
   char* scratch = testees.empty() ? nullptr : region.base + 8 * n;
   for (size_t i = 0; i < testees.size(); ++i) {

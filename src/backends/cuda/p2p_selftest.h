@@ -22,7 +22,7 @@ namespace braid {
 struct P2pTestContext {
   const CuApi* api = nullptr;
   CUcontext ctx = nullptr;
-  const CudaDeviceMemory* memory = nullptr;
+  CudaDeviceMemory* memory = nullptr;  // its stream carries the copies
   int rank = 0;
   const std::vector<PeerInfo>* peers = nullptr;
   AllGatherFn allGather;
