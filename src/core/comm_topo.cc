@@ -184,6 +184,12 @@ void classifyGpuPairs(const TopoGraph& g, int rank, const std::vector<int>& node
   const int mine = gpuNodeByBusId(g, gpuBusOfRank[static_cast<size_t>(rank)]);
   for (size_t r = 0; r < n; ++r) {
     if (nodeOf[r] != nodeOf[static_cast<size_t>(rank)] || gpuBusOfRank[r].empty()) continue;
+    if (gpuBusOfRank[r] == gpuBusOfRank[static_cast<size_t>(rank)]) {
+      // The same GPU (ranks sharing it): its own memory, path LOC, whether or not the topology shows it.
+      out->p2pOk[r] = 1;
+      out->p2pPath[r] = pathTypeName(PathType::kLoc);
+      continue;
+    }
     const int theirs = gpuNodeByBusId(g, gpuBusOfRank[r]);
     if (mine < 0 || theirs < 0) continue;
     out->p2pOk[r] = g.p2pOk(mine, theirs) || mine == theirs ? 1 : 0;

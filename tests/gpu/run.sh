@@ -21,6 +21,7 @@
 # failure count) to $OUT/gpu-summary.json, OUT defaulting to /tmp; exits non-zero when a check fails.
 set -u
 build=${1:-build}
+mkdir -p "${OUT:-/tmp}"
 log=${OUT:-/tmp}/gpu-perf.log
 summary=${OUT:-/tmp}/gpu-summary.json
 : >"$log"

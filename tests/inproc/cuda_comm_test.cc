@@ -305,7 +305,7 @@ void processRanks(const char* shmDisable) {
       2,
       [](int r, ncclComm_t comm) {
         int dev = -1;
-        if (ncclCommCuDevice(comm, &dev) != ncclSuccess || dev != r) return 10;
+        if (ncclCommCuDevice(comm, &dev) != ncclSuccess || dev != Driver::get().deviceFor(r)) return 10;
         return checkedAllReducesOfTwo(r, comm);
       },
       120, nullptr, nullptr,
