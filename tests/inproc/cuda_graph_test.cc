@@ -24,6 +24,7 @@ struct Graphs {
   int (*launch)(void*, void*) = nullptr;
   int (*execDestroy)(void*) = nullptr;
   int (*destroy)(void*) = nullptr;
+  int (*query)(void*) = nullptr;
   explicit Graphs(void* lib) {
     auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(lib, name)); };
     sym(begin, "cuStreamBeginCapture_v2");
@@ -32,6 +33,7 @@ struct Graphs {
     sym(launch, "cuGraphLaunch");
     sym(execDestroy, "cuGraphExecDestroy");
     sym(destroy, "cuGraphDestroy");
+    sym(query, "cuStreamQuery");
   }
 };
 
@@ -191,29 +193,67 @@ TEST_F(CudaGraph, ADeviceScalarIsReadWhenTheKernelRuns) {
 TEST_F(CudaGraph, AGroupsStreamsAreCapturedTogetherOrNotAtAll) {
   const Driver& drv = Driver::get();
   const Graphs g(drv.lib);
+  // Another stream of the group not captured, then the legacy NULL stream (which cannot be captured at all); each on
+  // communicators of their own, since a group refused at its end leaves the communicator unusable (its ranks'
+  // queues no longer match).
+  for (bool legacy : {false, true}) {
+    SCOPED_TRACE(legacy ? "the legacy stream" : "another stream");
+    std::vector<std::string> msgs(2);
+    std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+      void* other = nullptr;
+      if (!legacy) drv.streamCreate(&other, 1);
+      void* a = drv.alloc(400);
+      void* b = drv.alloc(400);
+      if (g.begin(stream, 2) != 0) return ncclSystemError;
+      ncclGroupStart();
+      ncclAllReduce(a, a, 100, ncclFloat, ncclSum, comm, stream);
+      ncclAllReduce(b, b, 100, ncclFloat, ncclSum, comm, static_cast<cudaStream_t>(other));
+      const ncclResult_t st = ncclGroupEnd();
+      msgs[static_cast<size_t>(r)] = ncclGetLastError(comm);
+      void* graph = nullptr;
+      g.end(stream, &graph);
+      if (graph != nullptr) g.destroy(graph);
+      drv.memFree(reinterpret_cast<unsigned long long>(a));
+      drv.memFree(reinterpret_cast<unsigned long long>(b));
+      if (other != nullptr) drv.streamDestroy(other);
+      return st == ncclInvalidUsage ? ncclSuccess : ncclInternalError;
+    });
+    for (size_t r = 0; r < 2; ++r) {
+      EXPECT_EQ(res[r], ncclSuccess) << msgs[r];
+      EXPECT_NE(msgs[r].find(legacy ? "and (nil)) are not captured together" : "are not captured together"),
+                std::string::npos)
+          << msgs[r];
+    }
+  }
+}
+
+// A capture invalidated by a call CUDA forbids during it (querying the stream): a collective on that stream is
+// refused by name, not captured into a graph that can never be instantiated, and the ranks go on after.
+TEST_F(CudaGraph, AnInvalidatedCaptureIsRefusedByName) {
+  const Driver& drv = Driver::get();
+  const Graphs g(drv.lib);
   std::vector<std::string> msgs(2);
   std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
-    void* other = nullptr;
-    drv.streamCreate(&other, 1);
     void* a = drv.alloc(400);
-    void* b = drv.alloc(400);
     if (g.begin(stream, 2) != 0) return ncclSystemError;
-    ncclGroupStart();
-    ncclAllReduce(a, a, 100, ncclFloat, ncclSum, comm, stream);
-    ncclAllReduce(b, b, 100, ncclFloat, ncclSum, comm, static_cast<cudaStream_t>(other));
-    const ncclResult_t st = ncclGroupEnd();
+    g.query(stream);  // not allowed while capturing: the capture is invalidated
+    const ncclResult_t st = ncclAllReduce(a, a, 100, ncclFloat, ncclSum, comm, stream);
     msgs[static_cast<size_t>(r)] = ncclGetLastError(comm);
     void* graph = nullptr;
-    g.end(stream, &graph);
+    g.end(stream, &graph);  // fails: the capture was invalidated
     if (graph != nullptr) g.destroy(graph);
+    // Outside the capture the communicator still works.
+    std::vector<float> v(100, 1.0f), out(100, 0);
+    drv.copy(a, v.data(), 400, stream);
+    const ncclResult_t after = ncclAllReduce(a, a, 100, ncclFloat, ncclSum, comm, stream);
+    drv.copy(out.data(), a, 400, stream);
+    const bool ok = drv.streamSync(stream) == 0 && out[99] == 2.0f;
     drv.memFree(reinterpret_cast<unsigned long long>(a));
-    drv.memFree(reinterpret_cast<unsigned long long>(b));
-    drv.streamDestroy(other);
-    return st == ncclInvalidUsage ? ncclSuccess : ncclInternalError;
+    return st == ncclInvalidUsage && after == ncclSuccess && ok ? ncclSuccess : ncclInternalError;
   });
   for (size_t r = 0; r < 2; ++r) {
-    EXPECT_EQ(res[r], ncclSuccess);
-    EXPECT_NE(msgs[r].find("are not captured together"), std::string::npos) << msgs[r];
+    EXPECT_EQ(res[r], ncclSuccess) << msgs[r];
+    EXPECT_NE(msgs[r].find("its CUDA graph capture was invalidated"), std::string::npos) << msgs[r];
   }
 }
 
