@@ -62,16 +62,19 @@ Result<CommConfig> parseConfig(const ncclConfig_t* config) {
   return c;
 }
 
+// `device`: what a host communicator reports (ncclCommInitAll's devlist, else -1); `cudaDevice`: where a CUDA
+// communicator goes (-1: the calling thread's current context).
 Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& commId, int rank, const ncclConfig_t* config,
-                int device) {
+                int device, int cudaDevice = -1) {
   BRAID_RETURN_IF_ERROR(checkNotNull(out, "ncclCommInitRank", "comm"));
   *out = nullptr;
   if (nranks < 1) return invalidArgument("nranks=%d must be at least 1", nranks);
   if (rank < 0 || rank >= nranks) return invalidArgument("rank=%d is out of range for nranks=%d", rank, nranks);
   BRAID_ASSIGN_OR_RETURN(CommConfig cfg, parseConfig(config));
   BRAID_ASSIGN_OR_RETURN(UniqueIdInfo id, decodeUniqueId(commId.internal));
-  // On this thread: its current CUDA context decides (a grouped or non-blocking init runs on another one).
-  BRAID_ASSIGN_OR_RETURN(cfg.backend, chooseBackend());
+  // On this thread: its current CUDA context decides (a grouped or non-blocking init runs on another one), or the
+  // device ncclCommInitAll names.
+  BRAID_ASSIGN_OR_RETURN(cfg.backend, chooseBackend(cudaDevice));
   auto comm = std::make_shared<Communicator>();
   ncclComm* handle = registerComm(comm);
   *out = handle;
@@ -185,7 +188,8 @@ BRAID_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int*
     groupStart();
     Status first;
     for (int i = 0; i < ndev; ++i) {
-      Status st = initRank(&comms[i], ndev, id, i, nullptr, devlist ? devlist[i] : -1);
+      // As NCCL: rank i on CUDA device devlist[i], or device i without a list.
+      Status st = initRank(&comms[i], ndev, id, i, nullptr, devlist ? devlist[i] : -1, devlist ? devlist[i] : i);
       if (first.isOk() && !st.isOk()) first = st;
     }
     Status end = groupEnd();

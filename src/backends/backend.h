@@ -226,8 +226,11 @@ class Backend {
 struct BackendChoice {
   BackendKind kind = BackendKind::kHost;
   void* cudaContext = nullptr;  // the caller's current context (a CUcontext), for kCuda
+  int cudaDevice = -1;          // kCuda on this device's primary context instead (ncclCommInitAll's devlist)
 };
-Result<BackendChoice> chooseBackend();
+// `device` >= 0: a CUDA communicator goes on that device (ncclCommInitAll's devlist, as NCCL sets each device
+// current), whichever the calling thread's context is.
+Result<BackendChoice> chooseBackend(int device = -1);
 
 // The backend of that choice; an error names what is missing (no driver, no context).
 Result<std::unique_ptr<Backend>> createBackend(const BackendChoice& choice);

@@ -7,8 +7,10 @@
 // codes for the driver's (the values the two share: invalid value 1, out of memory 2, not initialised 3, no device
 // 100, invalid device 101; anything else is cudaErrorUnknown 999).
 //
-// Only what the perf tools call. BRAID_FAKE_CUDART_LOG names a file that gets one line per process at exit with the
-// copies, synchronisations, streams and device choices counted, so a test sees that the copies happened.
+// Only what the perf tools and the compat consumer (tests/compat/cudart_consumer.cc) call, exported under the
+// toolkit's symbol version (fake_runtime.map), so a program linked against the toolkit's libcudart.so binds here.
+// BRAID_FAKE_CUDART_LOG names a file that gets one line per process at exit with the copies, synchronisations, streams
+// and device choices counted, so a test sees that the copies happened.
 #include <unistd.h>
 
 #include <atomic>
@@ -116,6 +118,10 @@ FAKE_API int cudaStreamCreateWithFlags(void** stream, unsigned flags) {
   ++gStreams;
   CUresult r = ensureContext();
   return toRuntime(r != 0 ? r : cuStreamCreate(stream, flags));
+}
+
+FAKE_API int cudaStreamCreate(void** stream) {
+  return cudaStreamCreateWithFlags(stream, 0);
 }
 
 FAKE_API int cudaStreamSynchronize(void* stream) {

@@ -244,6 +244,53 @@ TEST_F(CudaComm, GroupedInitKeepsTheCallersContext) {
   }
 }
 
+// ncclCommInitAll from one thread with device 0 current: rank i goes on devlist[i], or on device i without a list,
+// as NCCL sets each device current (it used to put every rank on the caller's device, and fail: "ranks 0 and 1 use
+// the same GPU"); an all-reduce over them, one stream each in a group, is exact.
+TEST_F(CudaComm, InitAllPutsEachRankOnItsDevice) {
+  const Driver& drv = Driver::get();
+  if (drv.devices < 3) GTEST_SKIP() << "needs 3 devices";
+  ASSERT_TRUE(drv.use(0));
+  const int list[3] = {2, 0, 1};
+  for (const int* devlist : {list, static_cast<const int*>(nullptr)}) {
+    const int n = devlist != nullptr ? 3 : 2;
+    ncclComm_t comms[3] = {};
+    ASSERT_EQ(ncclCommInitAll(comms, n, devlist), ncclSuccess) << ncclGetLastError(nullptr);
+    void* bufs[3] = {};
+    void* streams[3] = {};
+    for (int r = 0; r < n; ++r) {
+      int dev = -1;
+      EXPECT_EQ(ncclCommCuDevice(comms[r], &dev), ncclSuccess);
+      EXPECT_EQ(dev, devlist != nullptr ? devlist[r] : r);
+      ASSERT_TRUE(drv.use(dev));
+      bufs[r] = drv.alloc(400);
+      drv.streamCreate(&streams[r], 1);
+      std::vector<float> v(100, static_cast<float>(r + 1));
+      drv.copy(bufs[r], v.data(), 400, streams[r]);
+      drv.streamSync(streams[r]);
+    }
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(
+          ncclAllReduce(bufs[r], bufs[r], 100, ncclFloat, ncclSum, comms[r], static_cast<cudaStream_t>(streams[r])),
+          ncclSuccess);
+    }
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+    for (int r = 0; r < n; ++r) {
+      int dev = -1;
+      ncclCommCuDevice(comms[r], &dev);
+      ASSERT_TRUE(drv.use(dev));
+      std::vector<float> out(100, 0);
+      drv.copy(out.data(), bufs[r], 400, streams[r]);
+      EXPECT_EQ(drv.streamSync(streams[r]), 0);
+      EXPECT_EQ(out[99], static_cast<float>(n * (n + 1) / 2)) << "rank " << r;
+      drv.memFree(reinterpret_cast<unsigned long long>(bufs[r]));
+      drv.streamDestroy(streams[r]);
+      EXPECT_EQ(ncclCommDestroy(comms[r]), ncclSuccess);
+    }
+  }
+}
+
 // A watchdog thread polls ncclCommGetAsyncError (as PyTorch's does) while the ranks launch back to back.
 TEST_F(CudaComm, GetAsyncErrorFromAnotherThreadWhileLaunching) {
   const Driver& drv = Driver::get();

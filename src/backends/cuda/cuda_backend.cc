@@ -102,8 +102,14 @@ void CudaBackend::onGraphReleased(void* p) {
   delete held;
 }
 
-Result<std::unique_ptr<Backend>> CudaBackend::create(CUcontext ctx) {
+Result<std::unique_ptr<Backend>> CudaBackend::create(CUcontext ctx, int device) {
   BRAID_ASSIGN_OR_RETURN(const CuApi* api, cuApi());
+  std::shared_ptr<void> primary;
+  if (device >= 0) {
+    BRAID_RETURN_IF_ERROR(api->check(api->devicePrimaryCtxRetain(&ctx, device), "cuDevicePrimaryCtxRetain")
+                              .withContext(strPrintf("device %d (ncclCommInitAll's devlist)", device)));
+    primary = std::shared_ptr<void>(ctx, [api, device](void*) { (void)api->devicePrimaryCtxRelease(device); });
+  }
   if (ctx == nullptr) BRAID_RETURN_IF_ERROR(api->check(api->ctxGetCurrent(&ctx), "cuCtxGetCurrent"));
   if (ctx == nullptr) {
     return invalidUsage(
@@ -116,11 +122,12 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(CUcontext ctx) {
     ScopedContext scope(api, ctx);
     BRAID_RETURN_IF_ERROR(api->check(api->ctxGetDevice(&dev), "cuCtxGetDevice"));
   }
-  return std::unique_ptr<Backend>(new CudaBackend(api, ctx, dev));
+  return std::unique_ptr<Backend>(new CudaBackend(api, ctx, dev, std::move(primary)));
 }
 
-CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device)
-    : api_(api),
+CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device, std::shared_ptr<void> primary)
+    : primary_(std::move(primary)),
+      api_(api),
       ctx_(ctx),
       device_(device),
       fifos_(std::make_unique<PinnedFifos>(api, ctx)),

@@ -42,8 +42,9 @@ namespace braid {
 
 class CudaBackend final : public Backend {
  public:
-  // On `ctx` (null: the calling thread's current context); an error names what is missing (no driver, no context).
-  static Result<std::unique_ptr<Backend>> create(CUcontext ctx);
+  // On `ctx` (null: the calling thread's current context), or on `device`'s primary context when device >= 0 (held
+  // retained while the backend lives); an error names what is missing (no driver, no context).
+  static Result<std::unique_ptr<Backend>> create(CUcontext ctx, int device = -1);
   ~CudaBackend() override;
 
   BackendKind kind() const override { return BackendKind::kCuda; }
@@ -91,7 +92,7 @@ class CudaBackend final : public Backend {
     unsigned long long id = 0;
   };
 
-  CudaBackend(const CuApi* api, CUcontext ctx, int device);
+  CudaBackend(const CuApi* api, CUcontext ctx, int device, std::shared_ptr<void> primary);
   // The capture state the group's streams share; an error when some are captured and others not (or into
   // different graphs), or a capture was invalidated.
   Result<CaptureState> captureOf(const std::vector<void*>& streams) const;
@@ -122,6 +123,7 @@ class CudaBackend final : public Backend {
   Status pollLocked();  // pollAsync with mu_ held
   void release(Launch& l);
 
+  std::shared_ptr<void> primary_;  // a primary context braid retained (released last, after every member below)
   const CuApi* api_;
   CUcontext ctx_;
   int device_;

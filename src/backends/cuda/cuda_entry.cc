@@ -33,7 +33,7 @@ CUcontext currentContextIfLoaded() {
 
 }  // namespace
 
-Result<BackendChoice> chooseBackend() {
+Result<BackendChoice> chooseBackend(int device) {
   const std::string want = params::Backend();
   BackendChoice c;
   if (strcasecmp(want.c_str(), "host") == 0) return c;
@@ -47,6 +47,7 @@ Result<BackendChoice> chooseBackend() {
   } else if (c.cudaContext != nullptr) {
     c.kind = BackendKind::kCuda;
   }
+  if (c.kind == BackendKind::kCuda && device >= 0) c.cudaDevice = device;
   return c;
 }
 
