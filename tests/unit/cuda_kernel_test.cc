@@ -81,6 +81,36 @@ TEST(CudaKernels, TheReachCheckNamesWhatAGpuFaultsOn) {
   EXPECT_EQ(job.rank(0).status.code, static_cast<uint32_t>(DevStatusCode::kRunning));
 }
 
+// What a GPU needs aligned and a host forgives: a status word, FIFO slots that do not start on a 128-byte line, or
+// slots that are not whole lines, are named before the kernel runs.
+TEST(CudaKernels, MisalignedWordsAndSlotsAreNamed) {
+  JobShape s;
+  s.nranks = 2;
+  s.count = 100;
+  RingJob job(s);
+  const EmuImage* img = emuImage();
+  char err[1024];
+  auto reachable = [](const void*, size_t, int) { return 0; };
+  KernelArgs args = job.rank(0).args;
+  alignas(8) char statusBytes[sizeof(DevStatus) + 2];
+  args.status = reinterpret_cast<DevStatus*>(statusBytes + 2);
+  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &args, reachable, err, sizeof(err)), 0);
+  EXPECT_NE(std::string(err).find("the status word at"), std::string::npos) << err;
+  EXPECT_NE(std::string(err).find("is not 8-byte aligned: a GPU faults on it"), std::string::npos) << err;
+  // A connector whose slots start 64 bytes into a line, then one whose Simple slot is not whole lines.
+  ConnSlot& conn = const_cast<ConnSlot&>(job.rank(0).args.channels[0].conns[0]);
+  const ConnSlot kept = conn;
+  conn.view.slots += 64;
+  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, reachable, err, sizeof(err)), 0);
+  EXPECT_NE(std::string(err).find("channel 0 connector 0's FIFO slots at"), std::string::npos) << err;
+  EXPECT_NE(std::string(err).find("is not 128-byte aligned"), std::string::npos) << err;
+  conn = kept;
+  conn.view.slotBytes -= 8;
+  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, reachable, err, sizeof(err)), 0);
+  EXPECT_NE(std::string(err).find("not whole 128-byte lines"), std::string::npos) << err;
+  conn = kept;
+}
+
 TEST(CudaKernels, AFailedKernelLeavesTheStickyLaunchFailure) {
   BRAID_IN_CHILD({
     const CuApi& api = fakeOn(0);

@@ -3,8 +3,10 @@
 //   kCta  the threads of one CTA (a host thread: itself)
 //   kGpu  every thread of one GPU
 //   kSys  every agent of the system: other GPUs, the host's threads and processes, a network proxy
-// On the host the scope changes nothing (x86 and Arm host threads are one coherence domain) but the CTA emulator
-// checks it; on the device it selects the PTX scope (.cta/.gpu/.sys).
+// On the host the scope changes nothing (x86 and Arm host threads are one coherence domain); on the device it
+// selects the PTX scope (.cta/.gpu/.sys). Every access braid makes today is kSys, the widest: right whichever agent
+// is on the other side (a peer GPU, the host, a proxy), at some cost on a GPU. Narrowing one is an optimisation that
+// needs a scope checker in the CTA emulator first (not built: with kSys everywhere it would have nothing to check).
 //
 // Host: GCC/clang __atomic builtins, always, even where CUDA's headers exist, so every host build behaves the same
 // and ThreadSanitizer sees each operation. Device: cuda::atomic_ref of the matching thread scope.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "src/backends/common/direct_kernel.h"
+#include "src/backends/common/ll128_ops.h"
 #include "src/common/params.h"
 
 namespace braid {
@@ -59,6 +60,15 @@ std::string checkReach(const KernelArgs& a, int device, EmuClassifyFn classify) 
                                          : "pageable host memory (neither device memory nor pinned host memory)";
     problem = strPrintf("%s at %p is %s: a GPU would fault there", what.c_str(), p, why);
   };
+  // What a GPU needs aligned and a CPU forgives: its atomic words (a misaligned one faults, or tears across lines on
+  // a host), LL's 8-byte flag stores, LL128's 128-byte line stores.
+  auto aligned = [&](const void* p, size_t to, const std::string& what) {
+    if (!problem.empty() || p == nullptr || reinterpret_cast<uintptr_t>(p) % to == 0) return;
+    problem =
+        strPrintf("%s at %p is not %zu-byte aligned: a GPU faults on it (or tears its stores)", what.c_str(), p, to);
+  };
+  aligned(a.status, alignof(DevStatus), "the status word");
+  aligned(a.abortFlag, sizeof(uint32_t), "the abort word");
   if (a.direct == nullptr) check(a.channels, sizeof(ChannelWorkDesc) * a.nchannels, "the channel table");
   check(a.status, sizeof(DevStatus), "the status word");
   check(a.abortFlag, sizeof(uint32_t), "the abort word");
@@ -68,6 +78,7 @@ std::string checkReach(const KernelArgs& a, int device, EmuClassifyFn classify) 
     check(w.areas, sizeof(char*) * w.nranks, "the direct areas' table");
     for (uint32_t p = 0; p < w.nranks && problem.empty(); ++p) {
       check(w.areas[p], w.layout.bytes(), strPrintf("rank %u's direct area", p));
+      aligned(w.areas[p], DirectLayout::kLineBytes, strPrintf("rank %u's direct area", p));
     }
     check(w.ops, sizeof(DirectOpDesc) * w.nops, "the direct operations");
     for (uint32_t o = 0; o < w.nops && problem.empty(); ++o) {
@@ -92,6 +103,18 @@ std::string checkReach(const KernelArgs& a, int device, EmuClassifyFn classify) 
       check(k.view.ctrl, sizeof(FifoCtrl), strPrintf("channel %u connector %u's FIFO control", c, j));
       check(k.view.slots, 1, strPrintf("channel %u connector %u's FIFO slots", c, j));
       check(k.cursor, sizeof(FifoCursor), strPrintf("channel %u connector %u's cursor", c, j));
+      aligned(k.view.ctrl, alignof(FifoCtrl), strPrintf("channel %u connector %u's FIFO control", c, j));
+      // Slots start on LL128 lines (and so on LL's 8-byte flags), and whole lines long (a network's LL travels in
+      // the Simple slot, whole messages: its LL slots are not used).
+      aligned(k.view.slots, kLl128LineBytes, strPrintf("channel %u connector %u's FIFO slots", c, j));
+      const bool lines =
+          k.view.slotBytes % kLl128LineBytes == 0 && (k.wholeMessages || k.view.llSlotBytes % kLl128LineBytes == 0);
+      if (problem.empty() && !lines) {
+        problem = strPrintf("channel %u connector %u's FIFO slots are %llu and %llu bytes, not whole %zu-byte lines", c,
+                            j, static_cast<unsigned long long>(k.view.slotBytes),
+                            static_cast<unsigned long long>(k.view.llSlotBytes), kLl128LineBytes);
+      }
+      aligned(k.cursor, alignof(FifoCursor), strPrintf("channel %u connector %u's cursor", c, j));
     }
     for (uint32_t i = 0; i < ch.nitems && problem.empty(); ++i) {
       const WorkDesc& w = ch.items[i];
