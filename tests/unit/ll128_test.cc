@@ -24,7 +24,9 @@ TEST(Ll128, RoundTripsAndStaleFlags) {
     std::vector<unsigned char> src(bytes), dst(bytes + 1, 0xEE);
     for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
     const uint32_t flag = llFlag(5);
-    if (bytes > 0) EXPECT_FALSE(ll128TryRead(lines.data(), dst.data(), bytes, flag)) << "zeroed lines look valid";
+    if (bytes > 0) {
+      EXPECT_FALSE(ll128TryRead(lines.data(), dst.data(), bytes, flag)) << "zeroed lines look valid";
+    }
     ll128Write(lines.data(), src.data(), bytes, flag);
     EXPECT_FALSE(bytes > 0 && ll128TryRead(lines.data(), dst.data(), bytes, llFlag(6)));
     ASSERT_TRUE(ll128TryRead(lines.data(), dst.data(), bytes, flag));

@@ -202,7 +202,6 @@ CudaBackend::~CudaBackend() {
   for (const Copy& c : copies_) launchMemory_->give(c.dst);
   if (stream_ != nullptr) (void)api_->streamDestroy(stream_);
   if (abortWord_ != nullptr) (void)api_->memFreeHost(abortWord_);
-  for (char* b : cursorBlocks_) (void)api_->memFreeHost(b);
 }
 
 Status CudaBackend::verifyP2p(const std::vector<PeerInfo>& peers, std::vector<uint8_t>* p2p) {
@@ -324,15 +323,25 @@ FifoCursor* CudaBackend::cursorFor(void* connector) {
   auto it = cursors_.find(connector);
   if (it != cursors_.end()) return it->second;
   constexpr size_t kPerBlock = kCursorBlockBytes / sizeof(FifoCursor);
-  if (cursorBlocks_.empty() || cursorsUsed_ == kPerBlock) {
-    Result<void*> block = cuPinnedAlloc(api_, kCursorBlockBytes, "connector cursors");
+  if (cursorBlock_ == 0 || cursorsUsed_ == kPerBlock) {
+    // Device memory: the kernels read and write a cursor at every step, which pinned host memory would make a PCIe
+    // round trip each. The block is the launch memory's, freed with it at destruction.
+    Result<CUdeviceptr> block = launchMemory_->takeDevice(kCursorBlockBytes, "connector cursors");
     if (!block.isOk()) return nullptr;
-    cursorBlocks_.push_back(static_cast<char*>(block.value()));
+    cursorBlock_ = block.value();
     cursorsUsed_ = 0;
   }
-  auto* c = reinterpret_cast<FifoCursor*>(cursorBlocks_.back()) + cursorsUsed_++;
-  // The cursor carries on from the connector's own (zero unless the host ran it before).
-  *c = static_cast<Connector*>(connector)->cursor();
+  auto* c = reinterpret_cast<FifoCursor*>(cursorBlock_) + cursorsUsed_;
+  // The cursor carries on from the connector's own (zero unless the host ran it before), written on the stream
+  // that initialises FIFOs: outside any capture (a graph replayed must not reset it) and never behind a kernel.
+  const FifoCursor start = static_cast<Connector*>(connector)->cursor();
+  const CUstream init = deviceMemory_->stream();
+  if (api_->memcpyAsync(reinterpret_cast<CUdeviceptr>(c), reinterpret_cast<CUdeviceptr>(&start), sizeof(start),
+                        init) != kCuSuccess ||
+      api_->streamSynchronize(init) != kCuSuccess) {
+    return nullptr;
+  }
+  ++cursorsUsed_;
   cursors_[connector] = c;
   return c;
 }
@@ -396,7 +405,8 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
     for (const ChannelWork* cw : ptrs) {
       for (const ConnSlot& c : cw->conns) {
         if (cursorFor(c.owner) == nullptr) {
-          return Status(Code::kCudaError, strPrintf("rank %d: no pinned memory for connector cursors", rank_));
+          return Status(Code::kCudaError,
+                        strPrintf("rank %d: no device memory for connector cursors (or their first copy failed)", rank_));
         }
       }
     }

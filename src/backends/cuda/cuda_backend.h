@@ -2,7 +2,7 @@
 //
 // A communicator gets it when its creating thread has a current CUDA context (or BRAID_BACKEND=cuda); every
 // driver call goes through the table of cu_api.h. Per communicator: one internal non-blocking stream, an abort
-// word in pinned host memory, and each connector's cursor in pinned memory that outlives launches. A launch
+// word in pinned host memory, and each connector's cursor in device memory that outlives launches. A launch
 // (launchFifo, at the outermost ncclGroupEnd) copies the flattened work into pinned memory (work_image.h), makes
 // the internal stream wait for every user stream of the group, launches one kernel per protocol (a CTA per
 // channel), and makes the user streams wait for the kernels; it returns at once. Finished launches are reclaimed
@@ -11,7 +11,8 @@
 //
 // Under CUDA graph capture (every stream of the group captured into one graph) the launch goes into the graph
 // instead: the first user stream runs it, the launch's memory lives as long as the graph (a user object), and every
-// replay runs the same kernels on the same work (cursors and demand live in pinned memory, not in the plan).
+// replay runs the same kernels on the same work (cursors live in device memory and demand in the FIFOs, never in the
+// plan).
 //
 // Thread safety: pollAsync may run on any thread (ncclCommGetAsyncError from a watchdog) while the owner launches;
 // the in-flight and captured lists and the first failure are guarded by one mutex.
@@ -141,7 +142,7 @@ class CudaBackend final : public Backend {
   bool directWanted_ = false;           // BRAID_DIRECT agreed, no network (init)
   int nChannels_ = 1;                   // the communicator's channels: a direct launch's lanes
   std::unique_ptr<CudaDirect> direct_;  // NVLS-style collectives' areas (initDirect), null when not set up
-  std::vector<char*> cursorBlocks_;     // pinned
+  CUdeviceptr cursorBlock_ = 0;         // device memory (launch memory), filled by cursorFor
   size_t cursorsUsed_ = 0;
   std::map<void*, FifoCursor*> cursors_;
   std::vector<Copy> copies_;  // staged by stageCopy, run after the next launch's stream join
