@@ -7,7 +7,8 @@
 // codes for the driver's (the values the two share: invalid value 1, out of memory 2, not initialised 3, no device
 // 100, invalid device 101; anything else is cudaErrorUnknown 999).
 //
-// Only what the perf tools and the compat consumer (tests/compat/cudart_consumer.cc) call, exported under the
+// Only what the perf tools, the compat consumer (tests/compat/cudart_consumer.cc) and tests/gpu/copy_bandwidth.cc
+// call, exported under the
 // toolkit's symbol version (fake_runtime.map), so a program linked against the toolkit's libcudart.so binds here.
 // BRAID_FAKE_CUDART_LOG names a file that gets one line per process at exit with the copies, synchronisations, streams
 // and device choices counted, so a test sees that the copies happened.
@@ -104,6 +105,13 @@ FAKE_API int cudaMemcpy(void* dst, const void* src, size_t bytes, int /*kind: un
   CUresult r = ensureContext();
   if (r == 0) r = cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, nullptr);
   if (r == 0) r = cuStreamSynchronize(nullptr);
+  return toRuntime(r);
+}
+
+FAKE_API int cudaMemcpyAsync(void* dst, const void* src, size_t bytes, int /*kind*/, void* stream) {
+  ++gCopies;
+  CUresult r = ensureContext();
+  if (r == 0) r = cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, stream);
   return toRuntime(r);
 }
 

@@ -15,6 +15,8 @@
 #  3. braid's all_reduce_perf on device buffers: --buffers auto keeps host buffers (the perf tools' policy, and
 #     says why); --buffers device runs braid's CUDA communicators (kernels from the embedded fatbin) with the
 #     default choice, each protocol, NVLS-style and NVLS-style on registered buffers, every value checked;
+#     Then braid's kernel copying 256 MiB (a one-rank all-reduce out of place) against cudaMemcpyAsync
+#     (tests/gpu/copy_bandwidth.cc): the goal is at least 80% of the copy;
 #  4. every <coll>_perf on device buffers with NVIDIA's NCCL from the CUDA toolkit (LD_LIBRARY_PATH), one rank per
 #     GPU (-g), every value checked: the figures braid's stand beside.
 # Writes its log to $OUT/gpu-perf.log and a JSON summary (every check with ok/failed and its line, the GPUs, the
@@ -160,6 +162,24 @@ for setting in "" NCCL_PROTO=LL NCCL_PROTO=LL128 NCCL_PROTO=Simple NCCL_ALGO=NVL
     fail "$label: exit $rc: $(echo "$out" | tail -3 | tr '\n' ' ')"
   fi
 done
+# The kernels against a device-to-device copy (issue 15's goal: at least 80% of it). A one-rank all-reduce out of
+# place is braid's kernel copying 256 MiB; cudaMemcpyAsync copies the same (tests/gpu/copy_bandwidth.cc).
+if [ -x "$build/tests/gpu_copy_bandwidth" ] && fits 90 "braid's kernel copy against cudaMemcpyAsync"; then
+  copy=$(timeout "$step_s" "$build/tests/gpu_copy_bandwidth" 268435456 20 2>&1)
+  echo "$copy" >>"$log"
+  out=$(NCCL_DEBUG=WARN timeout "$step_s" "$build/perf/all_reduce_perf" --buffers device -g 1 -b 256M -e 256M \
+    -n 20 -w 2 -c 1 2>&1)
+  echo "$out" >>"$log"
+  d2d=$(echo "$copy" | sed -n 's/^d2d copy: .* bytes, \([0-9.]*\) GB\/s.*/\1/p')
+  kern=$(echo "$out" | awk '$1 == 268435456 {print $7; exit}')
+  if [ -n "$d2d" ] && [ -n "$kern" ]; then
+    ratio=$(awk -v k="$kern" -v d="$d2d" 'BEGIN {printf "%.2f", k / d}')
+    label="benchmark: braid's kernel copies 256 MiB at $kern GB/s, cudaMemcpyAsync at $d2d GB/s: $ratio of it (goal 0.80)"
+    if awk -v r="$ratio" 'BEGIN {exit !(r >= 0.8)}'; then pass "$label"; else fail "$label"; fi
+  else
+    fail "kernel copy against cudaMemcpyAsync: no figures (copy: $copy; perf: $(echo "$out" | tail -2 | tr '\n' ' '))"
+  fi
+fi
 tools="all_reduce all_gather reduce_scatter alltoall broadcast reduce sendrecv gather scatter"
 for t in $tools; do
   fits 60 "${t}_perf with NVIDIA NCCL" || continue

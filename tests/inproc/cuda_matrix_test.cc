@@ -176,6 +176,19 @@ TEST(CudaMatrixProcesses, ThreeProcessesOnTwoGpus) {
   unlink(topo.c_str());
 }
 
+// The emulator's chaos (BRAID_EMU_CHAOS: seeded random yields and sleeps at every barrier and back-off) through the
+// public API: every collective on 3 ranks, two of them sharing a GPU, LL and Simple, still exact.
+TEST_F(CudaMatrix, EveryCollectiveUnderEmulatorChaos) {
+  BRAID_REQUIRE_FAKE("the CTA emulator");
+  setenv("BRAID_EMU_CHAOS", "20261203", 1);
+  for (const char* proto : {"LL", "Simple"}) {
+    SCOPED_TRACE(proto);
+    setenv("NCCL_PROTO", proto, 1);
+    runAll(3, everyKind(), [](int r) { return r / 2; });
+  }
+  unsetenv("BRAID_EMU_CHAOS");
+}
+
 // Nine ranks on one GPU stay within its 32 hardware queues: 3 streams each (the user's, braid's internal one and its
 // initialising one, which the P2P self-test shares), 27. A tenth stream per rank (the self-test had its own) made
 // 36, and streams sharing queues stalled the all-to-all's connection set-up behind a kernel until BRAID_TIMEOUT.
