@@ -56,7 +56,8 @@
  *
  * Communicator states. A communicator is usable from a successful init until ncclCommFinalize, ncclCommRevoke,
  * ncclCommAbort or ncclCommDestroy, or until an error is reported on it. After an asynchronous error (for example a
- * dead peer) further operations on it fail; the only useful calls are the query functions, ncclCommGetAsyncError,
+ * dead peer) further operations on it fail; the useful calls are then the query functions, ncclCommGetAsyncError,
+ * ncclCommShrink with NCCL_SHRINK_ABORT (the remaining ranks go on without the failed ones), ncclCommRevoke,
  * ncclCommAbort and ncclCommDestroy.
  *
  * Thread safety. Functions that take no communicator (ncclGetVersion, ncclGetUniqueId, ncclGetErrorString,
@@ -89,8 +90,8 @@
  * Not yet implemented. Every function NCCL 2.28.9 declares is declared here and exported by libnccl.so.2 (as nccl*
  * and pnccl*), but a given build of braid may not implement all of them. A function that is not implemented returns
  * ncclInvalidUsage and logs a WARN naming the function; it does not crash and does not change any state. The ones
- * that may be in that situation are: ncclCommShrink, ncclCommRevoke, ncclCommInitRankScalable with nId > 1,
- * ncclCommRegister / ncclCommDeregister, ncclCommWindowRegister / ncclCommWindowDeregister and ncclGroupSimulateEnd.
+ * that may be in that situation are: ncclCommInitRankScalable with nId > 1 and ncclCommWindowRegister /
+ * ncclCommWindowDeregister.
  * See src/api for which are implemented in this version.
  *
  * Profiling twins. Every function also exists with a "p" prefix (pncclAllReduce, ...) with the same signature and
@@ -444,10 +445,12 @@ ncclResult_t ncclCommAbort(ncclComm_t comm);
 ncclResult_t pncclCommAbort(ncclComm_t comm);
 
 /* Stops all in-flight operations on comm, so that it can then be destroyed, split or shrunk safely after a failure.
- * Its state becomes ncclInProgress and then ncclSuccess once quiescent (poll ncclCommGetAsyncError). A revoked
- * communicator cannot be finalized and does not share resources with splits/shrinks. revokeFlags must be
- * NCCL_REVOKE_DEFAULT. Errors: ncclInvalidArgument (comm NULL, flags != 0), ncclInvalidUsage (already revoked,
- * finalized, or not implemented in this build). */
+ * May be called from another thread while a call on comm is blocked (that call returns with an error, as do its
+ * peers' waiting on this rank). braid returns once comm is quiescent (at most BRAID_TIMEOUT; ncclCommGetAsyncError
+ * then reports ncclSuccess, NCCL's state after its ncclInProgress). Collectives on a revoked communicator fail with
+ * ncclInvalidUsage; it cannot be finalized and does not share resources with splits/shrinks. revokeFlags must be
+ * NCCL_REVOKE_DEFAULT. Errors: ncclInvalidArgument (comm NULL, flags != 0), ncclInvalidUsage (already revoked or
+ * finalized), ncclRemoteError (not quiescent by the deadline). */
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
 

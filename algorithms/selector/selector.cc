@@ -74,6 +74,16 @@ const Selector::Decision& Selector::decide(CollKind kind, size_t bytes) const {
   return d;
 }
 
+FifoChoice Selector::chosen(CollKind kind, size_t bytes) const {
+  const Decision& d = decide(kind, bytes);
+  FilterColl fc;
+  if (d.nvlsTree && nvlsTreeUs_) return FifoChoice{AlgoId::kNvlsTree, ProtoId::kSimple, nvlsTreeUs_(bytes)};
+  if (d.direct && filterCollOf(kind, &fc)) {
+    return FifoChoice{AlgoId::kNvls, ProtoId::kSimple, predictUs(fc, AlgoId::kNvls, ProtoId::kSimple, bytes)};
+  }
+  return d.fifo;
+}
+
 double Selector::predictUs(FilterColl fc, AlgoId a, ProtoId p, size_t bytes) const {
   if (c_.gpu) return predictGpuUs(*c_.gpu, fc, a, p, bytes);  // -1: the model disables the pair
   if (c_.nNodes > 1) return c_.costs.predictAcrossHostsUs(fc, a, p, c_.nranks, c_.net, bytes);

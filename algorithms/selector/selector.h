@@ -70,6 +70,9 @@ class Selector {
   bool nvlsTreeAvailable() const { return static_cast<bool>(nvlsTreeUs_); }
 
   FifoChoice chooseFifo(CollKind kind, size_t bytes) const { return decide(kind, bytes).fifo; }
+  // What runs the collective, whichever path takes it (NVLS-style: kNvls; NVLSTree: kNvlsTree), with its predicted
+  // time (0 for send and receive, which the model does not price).
+  FifoChoice chosen(CollKind kind, size_t bytes) const;
   bool directWanted(CollKind kind, size_t bytes) const { return decide(kind, bytes).direct; }
   bool nvlsTreeWanted(CollKind kind, size_t bytes) const { return decide(kind, bytes).nvlsTree; }
   // Whether an all-to-all of `bytesPerPeer` runs the log-step (Bruck) schedule.

@@ -143,9 +143,19 @@ BRAID_API(ncclResult_t, ncclGroupEnd) {
 }
 
 BRAID_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
-  return apiCall("ncclGroupSimulateEnd", [&]() {
-    return notSupported("ncclGroupSimulateEnd",
-                        "the cost model's estimate of a group is not reported through ncclSimInfo_t yet");
+  return apiCall("ncclGroupSimulateEnd", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(simInfo, "ncclGroupSimulateEnd", "simInfo"));
+    const ncclSimInfo_t init = NCCL_SIM_INFO_INITIALIZER;
+    if (simInfo->magic != init.magic || simInfo->size < sizeof(ncclSimInfo_t)) {
+      return invalidArgument(
+          "simInfo=%p was not initialized with NCCL_SIM_INFO_INITIALIZER (size %zu, magic 0x%x; expected at least %zu "
+          "and 0x%x)",
+          static_cast<void*>(simInfo), simInfo->size, simInfo->magic, sizeof(ncclSimInfo_t), init.magic);
+    }
+    double us = 0;
+    BRAID_RETURN_IF_ERROR(groupSimulateEnd(&us));
+    simInfo->estimatedTime = static_cast<float>(us);
+    return Status::ok();
   });
 }
 

@@ -7,6 +7,7 @@
 #include "src/api/api.h"
 #include "src/common/params.h"
 #include "src/common/shareable_mem.h"
+#include "src/core/elastic.h"
 #include "src/core/group.h"
 
 namespace braid {
@@ -225,16 +226,57 @@ BRAID_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, nccl
 
 BRAID_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
           ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  return apiCall("ncclCommShrink", [&]() { return notSupported("ncclCommShrink", "use ncclCommSplit"); });
+  return apiCall("ncclCommShrink", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto parent, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(newcomm, "ncclCommShrink", "newcomm"));
+    *newcomm = nullptr;
+    if (excludeRanksCount < 0) return invalidArgument("excludeRanksCount=%d must not be negative", excludeRanksCount);
+    if (excludeRanksCount > 0 && excludeRanksList == nullptr) {
+      return invalidArgument("excludeRanksList is NULL with excludeRanksCount=%d", excludeRanksCount);
+    }
+    if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+      return invalidArgument("shrinkFlags=%d: use NCCL_SHRINK_DEFAULT (0) or NCCL_SHRINK_ABORT (1)", shrinkFlags);
+    }
+    const int failed = parent->asyncError().load();
+    if (shrinkFlags == NCCL_SHRINK_DEFAULT && failed != ncclSuccess && !parent->revoked.load()) {
+      return invalidUsage("comm=%p failed earlier (%s): shrink it with NCCL_SHRINK_ABORT, which stops its work first",
+                          static_cast<void*>(comm), ncclGetErrorString(static_cast<ncclResult_t>(failed)));
+    }
+    CommConfig cfg = parent->config();
+    if (config != nullptr) {
+      BRAID_ASSIGN_OR_RETURN(cfg, parseConfig(config));
+    }
+    const std::vector<int> exclude(excludeRanksList, excludeRanksList + excludeRanksCount);
+    // Quiet: no call but this one holds the communicator (the registry keeps one reference, this call another).
+    auto quiet = [&] { return parent.use_count() <= 2; };
+    std::unique_ptr<Communicator> child;
+    BRAID_RETURN_IF_ERROR(shrinkComm(*parent, exclude, shrinkFlags == NCCL_SHRINK_ABORT, quiet, cfg, &child));
+    *newcomm = registerComm(std::shared_ptr<Communicator>(std::move(child)));
+    return Status::ok();
+  });
 }
 
 BRAID_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
-  return apiCall("ncclCommRevoke", [&]() { return notSupported("ncclCommRevoke", "use ncclCommAbort"); });
+  return apiCall("ncclCommRevoke", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    if (revokeFlags != NCCL_REVOKE_DEFAULT) {
+      return invalidArgument("revokeFlags=%d must be NCCL_REVOKE_DEFAULT (0)", revokeFlags);
+    }
+    if (c->revoked.load()) return invalidUsage("comm=%p was already revoked", static_cast<void*>(comm));
+    if (c->finalized.load())
+      return invalidUsage("comm=%p was finalized: it cannot be revoked", static_cast<void*>(comm));
+    auto quiet = [&] { return c.use_count() <= 2; };
+    return revokeComm(*c, quiet);
+  });
 }
 
 BRAID_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   return apiCall("ncclCommFinalize", [&]() -> Status {
     BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    if (c->revoked.load()) {
+      return invalidUsage("comm=%p was revoked: destroy, split or shrink it (ncclCommFinalize is not allowed)",
+                          static_cast<void*>(comm));
+    }
     // Host operations complete before their call returns, so nothing is outstanding: finalizing only closes the
     // communicator to new operations.
     c->finalized.store(true);

@@ -38,7 +38,7 @@ int usableCpus() {
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
 }
-constexpr uint32_t kTagSplit = 0x20000;
+constexpr uint32_t kTagSplit = 0x40000;  // elastic.cc's shrink has 0x40001
 // What a network message costs beyond half the bootstrap's round trip: the executor driving the connection and the
 // network's own work (measured on 2 cores over the Socket network: about 12 us per hop against 10 us one way).
 constexpr double kNetProxyHopUs = 3;

@@ -74,6 +74,7 @@ class Communicator {
   Status pollOwned();
   Backend& backend() { return *backend_; }
   std::atomic<bool> finalized{false};
+  std::atomic<bool> revoked{false};  // ncclCommRevoke (elastic.h): no collective from then on
   std::thread initThread;  // non-blocking or grouped init runs here
 
   // Group support: ops queued since the outermost ncclGroupStart.
@@ -84,6 +85,10 @@ class Communicator {
   const void* stageCopy(const void* src, size_t bytes);
   // Drops the queued ops and their staging copies.
   void clearPending();
+  // ncclGroupSimulateEnd: the predicted time (us) of the queued ops, run one after another, each priced on the path
+  // the selector would give it (said at INFO, with the algorithm, protocol and channels); then drops them, run or
+  // not. Send and receive are not priced.
+  double simulatePending();
 
   // Whether an all-to-all of `bytesPerPeer` runs the log-step (Bruck) schedule as one queued collective (else it
   // is queued as sends and receives). The same answer on every rank.

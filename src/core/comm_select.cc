@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "src/common/logging.h"
 #include "src/core/comm.h"
 
 namespace braid {
@@ -76,6 +77,22 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     c->pending_.resize(kept);
   }
   return Status::ok();
+}
+
+double Communicator::simulatePending() {
+  double total = 0;
+  for (const PendingOp& op : pending_) {
+    const size_t bytes = unitBytes(op);
+    const FifoChoice c = selector_.chosen(op.kind, bytes);
+    const bool priced = op.kind != CollKind::kSend && op.kind != CollKind::kRecv;
+    if (priced && c.predictedUs > 0) total += c.predictedUs;
+    BRAID_INFO(kLogColl | kLogTuning,
+               "ncclGroupSimulateEnd: comm %p rank %d: %s of %zu bytes: %s/%s on %d channel(s), %s (not run)",
+               static_cast<void*>(this), rank_, collKindName(op.kind), bytes, algoName(c.algo), protoName(c.proto),
+               nChannels(), priced ? strPrintf("%.2f us", c.predictedUs).c_str() : "not priced");
+  }
+  clearPending();
+  return total;
 }
 
 }  // namespace braid

@@ -50,6 +50,9 @@ Status checkUsable(Communicator& comm, const void* handle, const void* stream) {
   if (comm.finalized.load()) {
     return invalidUsage("comm=%p was finalized with ncclCommFinalize; only ncclCommDestroy may follow", handle);
   }
+  if (comm.revoked.load()) {
+    return invalidUsage("comm=%p was revoked with ncclCommRevoke: destroy, split or shrink it", handle);
+  }
   if (stream != nullptr && !comm.backend().caps().streams) {
     return invalidUsage(
         "stream=%p: this communicator works on host memory, where operations complete before the call returns; "

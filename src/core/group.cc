@@ -19,6 +19,9 @@ struct GroupState {
 
 thread_local GroupState tlsGroup;
 
+// groupEnd and groupSimulateEnd (simulatedUs non-null: price and drop instead of running).
+Status groupEndImpl(double* simulatedUs);
+
 // Every handle ever returned (live or a tombstone): a pointer that is not in it was never a communicator, and is
 // refused before anything reads through it. Read on every call, written at init only.
 struct HandleRegistry {
@@ -97,8 +100,22 @@ void groupRecordError(const Status& st) {
 }
 
 Status groupEnd() {
+  return groupEndImpl(nullptr);
+}
+
+Status groupSimulateEnd(double* estimatedUs) {
+  *estimatedUs = 0;
+  return groupEndImpl(estimatedUs);
+}
+
+namespace {
+
+Status groupEndImpl(double* simulatedUs) {
   GroupState& g = tlsGroup;
-  if (g.depth <= 0) return invalidUsage("ncclGroupEnd called without a matching ncclGroupStart");
+  if (g.depth <= 0) {
+    return invalidUsage("%s called without a matching ncclGroupStart",
+                        simulatedUs != nullptr ? "ncclGroupSimulateEnd" : "ncclGroupEnd");
+  }
   if (--g.depth > 0) return Status::ok();
   std::vector<std::function<Status()>> jobs = std::move(g.jobs);
   std::vector<std::shared_ptr<Communicator>> comms = std::move(g.comms);
@@ -121,6 +138,10 @@ Status groupEnd() {
     for (auto& c : comms) c->clearPending();
     return error;
   }
+  if (simulatedUs != nullptr) {
+    for (auto& c : comms) *simulatedUs = std::max(*simulatedUs, c->simulatePending());
+    return Status::ok();
+  }
   // Thread-local scratch keeps the per-call path free of allocations.
   thread_local std::vector<Communicator*> raw;
   raw.clear();
@@ -134,5 +155,7 @@ Status groupEnd() {
   }
   return result;
 }
+
+}  // namespace
 
 }  // namespace braid

@@ -33,6 +33,10 @@ bool inGroup();
 int groupDepth();
 // Ends one level; at depth 0 runs everything queued. Returns the first error.
 Status groupEnd();
+// ncclGroupSimulateEnd: ends one level like groupEnd, but at depth 0 runs only the grouped inits; the queued
+// operations are priced and dropped. *estimatedUs: the group's predicted time, each communicator's operations one
+// after another, communicators side by side (the slowest); 0 when something is still nested.
+Status groupSimulateEnd(double* estimatedUs);
 // Queues the communicator for execution at the outermost group end.
 void groupAddComm(const std::shared_ptr<Communicator>& comm);
 // A job run at the outermost group end before any operation (grouped ncclCommInitRank).

@@ -291,6 +291,33 @@ TEST_F(CudaComm, InitAllPutsEachRankOnItsDevice) {
   }
 }
 
+// ncclCommShrink on CUDA communicators: rank 2 of 3 leaves, the others shrink it away; the new communicator is a
+// CUDA one on the same devices, and its all-reduce on device buffers is exact.
+TEST_F(CudaComm, ShrinkAwayARankThatLeft) {
+  const Driver& drv = Driver::get();
+  std::vector<ncclResult_t> res = runCudaRanks(3, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    if (r == 2) return ncclSuccess;  // leaves
+    int gone = 2;
+    ncclComm_t shrunk = nullptr;
+    ncclResult_t st = ncclCommShrink(comm, &gone, 1, &shrunk, nullptr, NCCL_SHRINK_DEFAULT);
+    if (st != ncclSuccess) return st;
+    int dev = -1;
+    ncclCommCuDevice(shrunk, &dev);
+    void* buf = drv.alloc(4000);
+    std::vector<float> v(1000, static_cast<float>(r + 1)), out(1000, 0);
+    drv.copy(buf, v.data(), 4000, stream);
+    st = ncclAllReduce(buf, buf, 1000, ncclFloat, ncclSum, shrunk, stream);
+    drv.copy(out.data(), buf, 4000, stream);
+    if (st == ncclSuccess && (drv.streamSync(stream) != 0 || out[999] != 3.0f || dev != drv.deviceFor(r))) {
+      st = ncclInternalError;
+    }
+    drv.memFree(reinterpret_cast<unsigned long long>(buf));
+    ncclCommDestroy(shrunk);
+    return st;
+  });
+  for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << ncclGetLastError(nullptr);
+}
+
 // A watchdog thread polls ncclCommGetAsyncError (as PyTorch's does) while the ranks launch back to back.
 TEST_F(CudaComm, GetAsyncErrorFromAnotherThreadWhileLaunching) {
   const Driver& drv = Driver::get();
