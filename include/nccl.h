@@ -87,11 +87,16 @@
  *   - ncclCommCuDevice reports -1, unless the communicator was created by ncclCommInitAll with a non-NULL devlist,
  *     in which case it reports that rank's devlist entry.
  *
- * Not yet implemented. Every function NCCL 2.28.9 declares is declared here and exported by libnccl.so.2 (as nccl*
- * and pnccl*), but a given build of braid may not implement all of them. A function that is not implemented returns
- * ncclInvalidUsage and logs a WARN naming the function; it does not crash and does not change any state. The ones
- * that may be in that situation are: ncclCommInitRankScalable with nId > 1 and ncclCommWindowRegister /
- * ncclCommWindowDeregister.
+ * Versions. This header declares NCCL 2.31's host API (the device API of NCCL's nccl_device.h is not here yet), with
+ * NCCL's types, values and layouts; NCCL_VERSION_CODE stays 2.28.9, the release whose functions braid all implements,
+ * until the 2.29-2.31 additions below all work, so code that tests the version never calls one that is refused.
+ *
+ * Not yet implemented. Every function declared here is exported by libnccl.so.2 (as nccl* and pnccl*), but a given
+ * build of braid may not implement all of them. A function that is not implemented returns ncclInvalidUsage and logs
+ * a WARN naming the function; it does not crash and does not change any state. The ones that may be in that
+ * situation are: ncclCommInitRankScalable with nId > 1, ncclCommWindowRegister / ncclCommWindowDeregister /
+ * ncclWinGetUserPtr, ncclPutSignal / ncclSignal / ncclWaitSignal (they need windows), ncclCommSuspend /
+ * ncclCommResume / ncclCommMemStats, and the nccl*Config collectives' minCTAs, maxCTAs, nvlsCTAs and algSelection.
  * See src/api for which are implemented in this version.
  *
  * Profiling twins. Every function also exists with a "p" prefix (pncclAllReduce, ...) with the same signature and
@@ -107,6 +112,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #if !defined(BRAID_NO_CUDA_HEADERS)
 #if defined(BRAID_USE_CUDA_HEADERS) || defined(__CUDACC__) || defined(__CUDA_RUNTIME_H__)
@@ -188,7 +194,9 @@ typedef enum {
   ncclInvalidUsage = 5,
   ncclRemoteError = 6,
   ncclInProgress = 7,
-  ncclNumResults = 8
+  ncclTimeout = 8, /* NCCL 2.30: a device-side wait ran out of time (braid reports its own deadlines as
+                      ncclRemoteError, naming the peer) */
+  ncclNumResults = 9
 } ncclResult_t;
 
 /* ---- Constants ---------------------------------------------------------------------------------------------- */
@@ -205,6 +213,9 @@ typedef enum {
  * the communicator's order, which lets collectives address peers' windows directly. */
 #define NCCL_WIN_DEFAULT 0x00
 #define NCCL_WIN_COLL_SYMMETRIC 0x01
+/* NCCL 2.29+: operations on the window keep their issue order; NCCL 2.31: register for GPU-initiated networking only. */
+#define NCCL_WIN_STRICT_ORDERING 0x02
+#define NCCL_WIN_GIN_ONLY 0x04
 
 /* Buffers of symmetric windows must be aligned to, and sized in multiples of, this many bytes. */
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
@@ -224,6 +235,28 @@ typedef enum {
 /* ncclCommRevoke flags; the only valid value is 0. */
 #define NCCL_REVOKE_DEFAULT 0x00
 
+/* ncclCommSuspend flags (NCCL 2.29): release the communicator's dynamic memory while suspended. */
+#define NCCL_SUSPEND_MEM 0x01
+
+/* ncclConfig_t.hostCftMode values (NCCL 2.31, the Compute Fabric Transport of Blackwell systems; braid has none and
+ * accepts every value). */
+typedef enum {
+  ncclHostCftDefault = NCCL_CONFIG_UNDEF_INT,
+  ncclHostCftEnable = 1,
+  ncclHostCftDisable = 2,
+  ncclHostCftFallback = 3
+} ncclHostCftMode_t;
+
+/* ncclConfig_t.nvlsHostMode values (NCCL 2.31): which host-side NVLS components may be used; flags may be combined.
+ * braid's NVLS-style collectives over peer pointers are not among them (NCCL_ALGO decides those). */
+typedef enum {
+  ncclNvlsHostModeDefault = NCCL_CONFIG_UNDEF_INT,
+  ncclNvlsHostModeEnable = 0,
+  ncclNvlsHostModeDisableTransport = 1 << 0,
+  ncclNvlsHostModeDisableSymmetricMultimem = 1 << 1,
+  ncclNvlsHostModeDisable = INT_MAX
+} ncclNvlsHostMode_t;
+
 /* ---- Communicator configuration ----------------------------------------------------------------------------- */
 
 /* Options for ncclCommInitRankConfig, ncclCommInitRankScalable, ncclCommSplit and ncclCommShrink. Always start from
@@ -232,7 +265,7 @@ typedef enum {
  * ncclInvalidArgument. A field left at its UNDEF value takes braid's default, which the matching NCCL_* environment
  * variable can change; an environment variable that is set overrides a config field (braid logs when it does).
  * Fields that only mean something on GPUs are validated and then ignored by host communicators. */
-typedef struct ncclConfig_v22800 {
+typedef struct ncclConfig_v23100 {
   /* Set by NCCL_CONFIG_INITIALIZER; never assign these. */
   size_t size;
   unsigned int magic;
@@ -265,6 +298,18 @@ typedef struct ncclConfig_v22800 {
   int nChannelsPerNetPeer;
   /* 1 schedules work with NVLink-connected peers first. */
   int nvlinkCentricSched;
+  /* NCCL 2.29-2.31 fields. Accepted and ignored by braid unless said otherwise: how CUDA graphs use the
+   * communicator, one-sided (RMA) contexts and signals, the most point-to-point peers, stream ordering of graph
+   * launches, implicit launch order, eager RMA setup, and the two modes above. */
+  int graphUsageMode;
+  int numRmaCtx;
+  int maxP2pPeers;
+  int graphStreamOrdering;
+  int launchOrderImplicit;
+  int numRmaSig;
+  int rmaEagerInit;
+  int hostCftMode;  /* an ncclHostCftMode_t */
+  int nvlsHostMode; /* an ncclNvlsHostMode_t, or an OR of its flags */
 } ncclConfig_t;
 
 /* Initial value of every ncclConfig_t: `ncclConfig_t config = NCCL_CONFIG_INITIALIZER;`. */
@@ -286,7 +331,77 @@ typedef struct ncclConfig_v22800 {
         NCCL_CONFIG_UNDEF_INT,                            /* shrinkShare */         \
         NCCL_CONFIG_UNDEF_INT,                            /* nvlsCTAs */            \
         NCCL_CONFIG_UNDEF_INT,                            /* nChannelsPerNetPeer */ \
-        NCCL_CONFIG_UNDEF_INT                             /* nvlinkCentricSched */  \
+        NCCL_CONFIG_UNDEF_INT,                            /* nvlinkCentricSched */  \
+        NCCL_CONFIG_UNDEF_INT,                            /* graphUsageMode */      \
+        NCCL_CONFIG_UNDEF_INT,                            /* numRmaCtx */           \
+        NCCL_CONFIG_UNDEF_INT,                            /* maxP2pPeers */         \
+        NCCL_CONFIG_UNDEF_INT,                            /* graphStreamOrdering */ \
+        NCCL_CONFIG_UNDEF_INT,                            /* launchOrderImplicit */ \
+        NCCL_CONFIG_UNDEF_INT,                            /* numRmaSig */           \
+        NCCL_CONFIG_UNDEF_INT,                            /* rmaEagerInit */        \
+        NCCL_CONFIG_UNDEF_INT,                            /* hostCftMode */         \
+        NCCL_CONFIG_UNDEF_INT                             /* nvlsHostMode */        \
+  }
+
+/* One vendor option of a per-collective configuration (NCCL 2.31): a key (a vendor's own id, below 2^24 and not 0, and
+ * its option) and a value, chained through `next` (no cycles, no repeated keys). NCCL ignores every option; braid
+ * ignores the ones it does not own (it owns none yet). */
+typedef struct ncclConfigExt {
+  struct ncclConfigExt* next;
+  struct {
+    int vendorId;
+    int optionId;
+  } key;
+  union {
+    int i;
+    const char* s;
+    void* raw;
+  } val;
+} ncclConfigExt_t;
+
+/* Options of one collective call, for the nccl*Config variants of the collectives (NCCL 2.31). Start from
+ * NCCL_COLLCONFIG_INITIALIZER (the first three fields identify the caller's layout) and set the same values on every
+ * rank. NCCL_CONFIG_UNDEF_INT / NULL leave a field to the communicator. The caller keeps the struct, and what it points
+ * to, alive for the call. */
+typedef struct ncclCollConfig_v23100 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  ncclConfigExt_t* ext;
+  /* Bounds on the channels (GPU blocks, or a host communicator's worker threads) this call may use; maxCTAs may not
+   * exceed the communicator's. */
+  int minCTAs;
+  int maxCTAs;
+  /* Channels of NVLS-style algorithms. */
+  int nvlsCTAs;
+  /* GPU thread-block cluster size (the same for every collective of a group). */
+  int cgaClusterSize;
+  /* Which algorithms this call may use, in NCCL_ALGO's syntax ("Ring", "^Tree", ...); NULL or "": the choice is
+   * braid's. */
+  const char* algSelection;
+  /* 1 (default): a selection that leaves no algorithm is an error; 0: braid then chooses as without one. */
+  int forceAlgSelection;
+  /* NCCL_CTA_POLICY_* for this call; UNDEF: the communicator's. */
+  int CTAPolicy;
+  /* Passed verbatim to profiler plugins with this call's events; values with the top bit set are NCCL's. */
+  uint64_t userProfilerTag;
+} ncclCollConfig_t;
+
+/* Initial value of every ncclCollConfig_t: `ncclCollConfig_t cc = NCCL_COLLCONFIG_INITIALIZER;`. */
+#define NCCL_COLLCONFIG_INITIALIZER                                               \
+  {                                                                               \
+    sizeof(ncclCollConfig_t),                             /* size */              \
+        0xcafebeef,                                       /* magic */             \
+        NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */           \
+        NCCL_CONFIG_UNDEF_PTR,                            /* ext */               \
+        NCCL_CONFIG_UNDEF_INT,                            /* minCTAs */           \
+        NCCL_CONFIG_UNDEF_INT,                            /* maxCTAs */           \
+        NCCL_CONFIG_UNDEF_INT,                            /* nvlsCTAs */          \
+        NCCL_CONFIG_UNDEF_INT,                            /* cgaClusterSize */    \
+        NCCL_CONFIG_UNDEF_PTR,                            /* algSelection */      \
+        1,                                                /* forceAlgSelection */ \
+        NCCL_CONFIG_UNDEF_INT,                            /* CTAPolicy */         \
+        0                                                 /* userProfilerTag */   \
   }
 
 /* Result of ncclGroupSimulateEnd. Start from NCCL_SIM_INFO_INITIALIZER (the first three fields identify the caller's
@@ -419,6 +534,19 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
 ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                              ncclConfig_t* config, int shrinkFlags);
 
+/* NCCL 2.29: growing a communicator with new ranks. ncclCommGetUniqueId makes, on one existing rank (the root of the
+ * growth), the id the new ranks join with; it fails while the previous id has not been used by an ncclCommGrow. Then
+ * every rank calls ncclCommGrow with the new size: existing ranks pass comm (the root its id, the others NULL) and
+ * rank -1, and keep their ranks; new ranks pass comm NULL, the id and their rank (the old size and up). Collective
+ * over the old and the new ranks. Errors: ncclInvalidArgument (bad sizes, ranks or a missing id), ncclInvalidUsage
+ * (not implemented in this build), the init errors of the new communicator. */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          ncclConfig_t* config);
+ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                           ncclConfig_t* config);
+
 /* ---- Communicator teardown ---------------------------------------------------------------------------------- */
 
 /* Completes every operation issued on comm and then synchronizes with the other ranks so that shared resources can
@@ -453,6 +581,25 @@ ncclResult_t pncclCommAbort(ncclComm_t comm);
  * finalized), ncclRemoteError (not quiescent by the deadline). */
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
+
+/* NCCL 2.29: releasing a communicator's dynamic memory while it is not in use. ncclCommSuspend with NCCL_SUSPEND_MEM
+ * frees what braid can make again (connection buffers); the communicator then refuses operations until ncclCommResume.
+ * ncclCommMemStats reports, per ncclCommMemStat_t, bytes of memory braid allocated for comm that suspending frees
+ * (GpuMemSuspend), whether it is suspended (GpuMemSuspended, 0 or 1), bytes it keeps (GpuMemPersist) and the total;
+ * on a host communicator the figures are host memory. Errors: ncclInvalidArgument (comm or value NULL, a bad stat or
+ * flag), ncclInvalidUsage (suspended twice, resumed while not suspended, or not implemented in this build). */
+typedef enum {
+  ncclStatGpuMemSuspend = 0,
+  ncclStatGpuMemSuspended = 1,
+  ncclStatGpuMemPersist = 2,
+  ncclStatGpuMemTotal = 3
+} ncclCommMemStat_t;
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t ncclCommResume(ncclComm_t comm);
+ncclResult_t pncclCommResume(ncclComm_t comm);
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
 
 /* ---- Communicator queries ----------------------------------------------------------------------------------- */
 
@@ -505,6 +652,11 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, n
  * ncclInvalidArgument (NULL comm, unknown window), ncclInvalidUsage (not implemented), ncclRemoteError. */
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+
+/* NCCL 2.29: the buffer a window was registered with. Errors: ncclInvalidArgument (NULL arguments, a window this
+ * communicator did not register), ncclInvalidUsage (not implemented in this build). */
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
+ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
 
 /* ---- Reduction operators and data types --------------------------------------------------------------------- */
 
@@ -666,6 +818,47 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncc
 ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                           ncclComm_t comm, cudaStream_t stream);
 
+/* NCCL 2.31: each collective with a per-call configuration (ncclCollConfig_t, NCCL_COLLCONFIG_INITIALIZER), set alike
+ * on every rank. config NULL is the plain call. Same semantics, buffers and errors as the plain call, plus
+ * ncclInvalidArgument for a config not made from the initializer, an algSelection braid cannot parse or, with
+ * forceAlgSelection, one that leaves no algorithm for the collective. */
+ncclResult_t ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t pncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                 ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t pncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                  ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                              const ncclCollConfig_t* config);
+ncclResult_t pncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                               const ncclCollConfig_t* config);
+ncclResult_t ncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                 ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t pncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                  ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                     ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                     const ncclCollConfig_t* config);
+ncclResult_t pncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                      const ncclCollConfig_t* config);
+ncclResult_t ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t pncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                              ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t pncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+ncclResult_t pncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
+
 /* ---- Point-to-point operations ------------------------------------------------------------------------------ *
  *
  * ncclSend to rank `peer` is matched with an ncclRecv from this rank on the peer, with the same count and datatype;
@@ -688,6 +881,28 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
                       cudaStream_t stream);
 ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream);
+
+/* NCCL 2.29: one-sided operations on windows. ncclPutSignal writes count elements of localbuff into peer's window
+ * peerWin at byte offset peerWinOffset and then raises signal sigIdx of context ctx there; ncclSignal raises the signal
+ * alone; ncclWaitSignal waits, on stream, until each descriptor's peer raised its signal opCnt more times. flags must
+ * be 0. Errors: ncclInvalidArgument (bad arguments), ncclInvalidUsage (no such window, or not implemented in this
+ * build: braid has no symmetric windows yet). */
+ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                            ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+typedef struct {
+  int opCnt;  /* signal operations to wait for */
+  int peer;   /* from this rank */
+  int sigIdx; /* on this signal */
+  int ctx;    /* of this context */
+} ncclWaitSignalDesc_t;
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream);
 
 /* ---- Groups ------------------------------------------------------------------------------------------------- *
  *
@@ -718,6 +933,47 @@ ncclResult_t pncclGroupEnd(void);
  * or not initialized), ncclInvalidUsage (no group open, or not implemented in this build). */
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+
+/* ---- Parameters (NCCL 2.30) ----------------------------------------------------------------------------------- */
+
+/* braid's knobs (braid-info lists them: NCCL_* for NCCL's, BRAID_* for braid's) by name, with or without the NCCL_
+ * prefix: their values as the communicators see them (environment, then configuration file, then default).
+ * ncclParamBind looks a knob up once; the handle belongs to braid and lives as long as the library. The typed getters
+ * fail with ncclInvalidArgument when the value does not parse as an integer or does not fit the type; ncclParamGetStr
+ * gives the text (valid until the thread's next ncclParamGetStr); ncclParamGet copies it (NUL-terminated) into out and
+ * sets *len to its bytes, failing when maxLen is too small. ncclParamGetParameter is the keyed form of GetStr (valid
+ * until the thread's next call). ncclParamGetAllParameterKeys lists every knob's name (a table valid until the
+ * thread's next call); ncclParamDumpAll writes every knob and its value to the log at INFO. Errors: ncclInvalidArgument
+ * (NULL arguments, an unknown key). Thread-safe. */
+typedef struct ncclParamHandle* ncclParamHandle_t;
+ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key);
+ncclResult_t pncclParamBind(ncclParamHandle_t* out, const char* key);
+ncclResult_t ncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t pncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t ncclParamGetI16(ncclParamHandle_t h, int16_t* out);
+ncclResult_t pncclParamGetI16(ncclParamHandle_t h, int16_t* out);
+ncclResult_t ncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t pncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t ncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t pncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t ncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t pncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t ncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t pncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t ncclParamGetU32(ncclParamHandle_t h, uint32_t* out);
+ncclResult_t pncclParamGetU32(ncclParamHandle_t h, uint32_t* out);
+ncclResult_t ncclParamGetU64(ncclParamHandle_t h, uint64_t* out);
+ncclResult_t pncclParamGetU64(ncclParamHandle_t h, uint64_t* out);
+ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char** out);
+ncclResult_t pncclParamGetStr(ncclParamHandle_t h, const char** out);
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+ncclResult_t pncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* valueLen);
+ncclResult_t pncclParamGetParameter(const char* key, const char** value, int* valueLen);
+ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+ncclResult_t pncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+void ncclParamDumpAll(void);
+void pncclParamDumpAll(void);
 
 /* ==== braid extensions: NOT part of NCCL's API ====================================================================
  * Programs that must also build against NVIDIA's nccl.h test the macro first:

@@ -27,14 +27,52 @@ struct CollArgs {
   int root;
   ncclComm_t comm;
   cudaStream_t stream;
+  const ncclCollConfig_t* config = nullptr;  // the nccl*Config variants' (NULL: the plain call)
 
   CollRequest request() const {
     return CollRequest{fn, kind, sendbuff, recvbuff, count, static_cast<int>(datatype), op, root, comm, stream};
   }
 };
 
+// A per-collective configuration (ncclCollConfig_t): made from NCCL_COLLCONFIG_INITIALIZER, every field valid, and
+// only what braid honours set. Vendor options and the profiler tag are accepted (braid owns no option and has no
+// profiler plugin yet); the channel bounds and the algorithm selection are refused by name until they are honoured.
+Status checkCollConfig(const ncclCollConfig_t* cc) {
+  if (cc == nullptr) return Status::ok();
+  const ncclCollConfig_t init = NCCL_COLLCONFIG_INITIALIZER;
+  if (cc->magic != init.magic || cc->size < sizeof(ncclCollConfig_t)) {
+    return invalidArgument(
+        "config=%p was not initialized with NCCL_COLLCONFIG_INITIALIZER (size %zu, magic 0x%x; expected at least %zu "
+        "and 0x%x)",
+        static_cast<const void*>(cc), cc->size, cc->magic, sizeof(ncclCollConfig_t), init.magic);
+  }
+  if (cc->forceAlgSelection != 0 && cc->forceAlgSelection != 1) {
+    return invalidArgument("config->forceAlgSelection=%d must be 0 or 1", cc->forceAlgSelection);
+  }
+  if (cc->CTAPolicy != NCCL_CONFIG_UNDEF_INT &&
+      (cc->CTAPolicy & ~(NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO))) {
+    return invalidArgument("config->CTAPolicy=%d is not a combination of NCCL_CTA_POLICY_*", cc->CTAPolicy);
+  }
+  if (cc->cgaClusterSize != NCCL_CONFIG_UNDEF_INT && (cc->cgaClusterSize < 0 || cc->cgaClusterSize > 8)) {
+    return invalidArgument("config->cgaClusterSize=%d must be in 0..8", cc->cgaClusterSize);
+  }
+  const char* unhonoured = cc->minCTAs != NCCL_CONFIG_UNDEF_INT                         ? "minCTAs"
+                           : cc->maxCTAs != NCCL_CONFIG_UNDEF_INT                       ? "maxCTAs"
+                           : cc->nvlsCTAs != NCCL_CONFIG_UNDEF_INT                      ? "nvlsCTAs"
+                           : cc->algSelection != nullptr && cc->algSelection[0] != '\0' ? "algSelection"
+                                                                                        : nullptr;
+  if (unhonoured != nullptr) {
+    return invalidUsage(
+        "config->%s is not honoured per collective yet: leave it unset (the communicator's "
+        "NCCL_ALGO / ncclConfig_t apply)",
+        unhonoured);
+  }
+  return Status::ok();
+}
+
 ncclResult_t collective(const CollArgs& a) {
   return apiCall(a.fn, [&]() {
+    BRAID_RETURN_IF_ERROR(checkCollConfig(a.config));
     return withImplicitGroup([&]() -> Status {
       BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(a.comm, "comm"));
       return enqueueColl(c, a.request());
@@ -44,6 +82,7 @@ ncclResult_t collective(const CollArgs& a) {
 
 ncclResult_t pattern(P2pPattern p, const CollArgs& a) {
   return apiCall(a.fn, [&]() {
+    BRAID_RETURN_IF_ERROR(checkCollConfig(a.config));
     return withImplicitGroup([&]() -> Status {
       BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(a.comm, "comm"));
       return enqueuePattern(c, p, a.request());
@@ -129,6 +168,57 @@ BRAID_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_
           int root, ncclComm_t comm, cudaStream_t stream) {
   return pattern(P2pPattern::kScatter,
                  CollArgs{"ncclScatter", CollKind::kSend, sendbuff, recvbuff, count, datatype, -1, root, comm, stream});
+}
+
+// The NCCL 2.31 variants with a per-collective configuration.
+BRAID_API(ncclResult_t, ncclAllReduceConfig, const void* sendbuff, void* recvbuff, size_t count,
+          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+          const ncclCollConfig_t* config) {
+  return collective(CollArgs{"ncclAllReduceConfig", CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0,
+                             comm, stream, config});
+}
+
+BRAID_API(ncclResult_t, ncclBroadcastConfig, const void* sendbuff, void* recvbuff, size_t count,
+          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return collective(CollArgs{"ncclBroadcastConfig", CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, -1, root,
+                             comm, stream, config});
+}
+
+BRAID_API(ncclResult_t, ncclReduceConfig, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+          ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return collective(CollArgs{"ncclReduceConfig", CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, comm,
+                             stream, config});
+}
+
+BRAID_API(ncclResult_t, ncclAllGatherConfig, const void* sendbuff, void* recvbuff, size_t sendcount,
+          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return collective(CollArgs{"ncclAllGatherConfig", CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, -1,
+                             0, comm, stream, config});
+}
+
+BRAID_API(ncclResult_t, ncclReduceScatterConfig, const void* sendbuff, void* recvbuff, size_t recvcount,
+          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+          const ncclCollConfig_t* config) {
+  return collective(CollArgs{"ncclReduceScatterConfig", CollKind::kReduceScatter, sendbuff, recvbuff, recvcount,
+                             datatype, op, 0, comm, stream, config});
+}
+
+BRAID_API(ncclResult_t, ncclAlltoAllConfig, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+          ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return pattern(P2pPattern::kAlltoAll, CollArgs{"ncclAlltoAllConfig", CollKind::kAlltoAll, sendbuff, recvbuff, count,
+                                                 datatype, -1, 0, comm, stream, config});
+}
+
+BRAID_API(ncclResult_t, ncclGatherConfig, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+          int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return pattern(P2pPattern::kGather, CollArgs{"ncclGatherConfig", CollKind::kRecv, sendbuff, recvbuff, count, datatype,
+                                               -1, root, comm, stream, config});
+}
+
+BRAID_API(ncclResult_t, ncclScatterConfig, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+          int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return pattern(P2pPattern::kScatter, CollArgs{"ncclScatterConfig", CollKind::kSend, sendbuff, recvbuff, count,
+                                                datatype, -1, root, comm, stream, config});
 }
 
 BRAID_API(ncclResult_t, ncclGroupStart) {

@@ -256,6 +256,59 @@ BRAID_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, 
   });
 }
 
+BRAID_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
+  return apiCall("ncclCommGetUniqueId", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(uniqueId, "ncclCommGetUniqueId", "uniqueId"));
+    return growId(*c, uniqueId->internal);
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+          ncclComm_t* newcomm, ncclConfig_t* config) {
+  return apiCall("ncclCommGrow", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(newcomm, "ncclCommGrow", "newcomm"));
+    *newcomm = nullptr;
+    if (comm == nullptr) {
+      // A new rank: an ordinary init with the root's id.
+      if (uniqueId == nullptr) return invalidArgument("a new rank (comm NULL) must pass the root's uniqueId");
+      if (rank < 0 || rank >= nRanks) return invalidArgument("rank=%d is out of range for nRanks=%d", rank, nRanks);
+      return initRank(newcomm, nRanks, *uniqueId, rank, config, -1);
+    }
+    BRAID_ASSIGN_OR_RETURN(auto parent, lookupComm(comm, "comm"));
+    if (rank != -1) return invalidArgument("rank=%d: an existing rank passes -1 (it keeps its rank)", rank);
+    CommConfig cfg = parent->config();
+    if (config != nullptr) {
+      BRAID_ASSIGN_OR_RETURN(cfg, parseConfig(config));
+    }
+    std::unique_ptr<Communicator> child;
+    BRAID_RETURN_IF_ERROR(growComm(*parent, nRanks, uniqueId != nullptr ? uniqueId->internal : nullptr, cfg, &child));
+    *newcomm = registerComm(std::shared_ptr<Communicator>(std::move(child)));
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
+  return apiCall("ncclCommSuspend", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(lookupComm(comm, "comm").status());
+    return notSupported("ncclCommSuspend", "braid does not release a communicator's memory while it lives yet");
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
+  return apiCall("ncclCommResume", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(lookupComm(comm, "comm").status());
+    return notSupported("ncclCommResume", "ncclCommSuspend is not implemented either");
+  });
+}
+
+BRAID_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
+  return apiCall("ncclCommMemStats", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(lookupComm(comm, "comm").status());
+    return notSupported("ncclCommMemStats", "braid does not account a communicator's memory by kind yet");
+  });
+}
+
 BRAID_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
   return apiCall("ncclCommRevoke", [&]() -> Status {
     BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
@@ -363,6 +416,8 @@ BRAID_API(const char*, ncclGetErrorString, ncclResult_t result) {
       return "remote process exited or there was a network error";
     case ncclInProgress:
       return "NCCL operation in progress";
+    case ncclTimeout:
+      return "operation timed out";
     default:
       return "unknown result code";
   }
@@ -436,5 +491,32 @@ BRAID_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, siz
 BRAID_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
   return apiCall("ncclCommWindowDeregister", [&]() {
     return notSupported("ncclCommWindowDeregister", "symmetric windows come with the CUDA backend");
+  });
+}
+
+BRAID_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  return apiCall("ncclWinGetUserPtr", [&]() {
+    return notSupported("ncclWinGetUserPtr", "braid has no symmetric windows yet (ncclCommWindowRegister)");
+  });
+}
+
+// One-sided operations need symmetric windows (issue 16).
+BRAID_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+          ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+          cudaStream_t stream) {
+  return apiCall("ncclPutSignal",
+                 [&]() { return notSupported("ncclPutSignal", "braid has no symmetric windows yet to put into"); });
+}
+
+BRAID_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+          cudaStream_t stream) {
+  return apiCall("ncclSignal",
+                 [&]() { return notSupported("ncclSignal", "braid's one-sided signals come with symmetric windows"); });
+}
+
+BRAID_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
+          cudaStream_t stream) {
+  return apiCall("ncclWaitSignal", [&]() {
+    return notSupported("ncclWaitSignal", "braid's one-sided signals come with symmetric windows");
   });
 }

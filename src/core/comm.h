@@ -75,6 +75,10 @@ class Communicator {
   Backend& backend() { return *backend_; }
   std::atomic<bool> finalized{false};
   std::atomic<bool> revoked{false};  // ncclCommRevoke (elastic.h): no collective from then on
+  // ncclCommGetUniqueId's id, until an ncclCommGrow uses it (elastic.h).
+  std::mutex growMu;
+  bool growIdPending = false;
+  char growId[kUniqueIdBytes] = {};
   std::thread initThread;  // non-blocking or grouped init runs here
 
   // Group support: ops queued since the outermost ncclGroupStart.

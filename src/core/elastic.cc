@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "src/bootstrap/bootstrap.h"
@@ -94,6 +95,64 @@ Status shrinkComm(Communicator& parent, const std::vector<int>& exclude, bool ab
   BRAID_INFO(kLogInit, "comm %p shrunk from comm %p: %zu rank(s) excluded, rank %d -> rank %d of %zu",
              static_cast<void*>(child.get()), static_cast<void*>(&parent), exclude.size(), parent.rank(), newRank,
              members.size());
+  *out = std::move(child);
+  return Status::ok();
+}
+
+Status growId(Communicator& comm, char out[kUniqueIdBytes]) {
+  std::lock_guard<std::mutex> lock(comm.growMu);
+  if (comm.growIdPending) {
+    return invalidUsage("comm=%p: the id of the previous ncclCommGetUniqueId has not been used by an ncclCommGrow yet",
+                        static_cast<void*>(&comm));
+  }
+  BRAID_ASSIGN_OR_RETURN(UniqueIdInfo id, createUniqueId(/*useEnv=*/false));
+  encodeUniqueId(id, comm.growId);
+  memcpy(out, comm.growId, kUniqueIdBytes);
+  comm.growIdPending = true;
+  return Status::ok();
+}
+
+Status growComm(Communicator& parent, int nRanks, const char* id, const CommConfig& config,
+                std::unique_ptr<Communicator>* out) {
+  out->reset();
+  if (nRanks <= parent.nranks()) {
+    return invalidArgument("nRanks=%d must be more than the communicator's %d ranks", nRanks, parent.nranks());
+  }
+  // The root's id, to every existing rank: each says whether it has one (and which).
+  struct Offer {
+    int32_t has;
+    char id[kUniqueIdBytes];
+  };
+  std::vector<Offer> all(static_cast<size_t>(parent.nranks()));
+  Offer& mine = all[static_cast<size_t>(parent.rank())];
+  mine.has = id != nullptr ? 1 : 0;
+  if (id != nullptr) memcpy(mine.id, id, kUniqueIdBytes);
+  BRAID_RETURN_IF_ERROR(parent.bootstrap()->allGather(all.data(), sizeof(Offer)).withContext("ncclCommGrow"));
+  std::vector<int> roots;
+  for (int r = 0; r < parent.nranks(); ++r) {
+    if (all[static_cast<size_t>(r)].has != 0) roots.push_back(r);
+  }
+  if (roots.size() != 1) {
+    return invalidUsage(
+        "ncclCommGrow: %zu existing ranks passed a uniqueId: exactly one (the root, whose "
+        "ncclCommGetUniqueId made it) must, the others pass NULL",
+        roots.size());
+  }
+  const Offer& root = all[static_cast<size_t>(roots[0])];
+  if (id != nullptr) {
+    std::lock_guard<std::mutex> lock(parent.growMu);
+    if (!parent.growIdPending || memcmp(parent.growId, id, kUniqueIdBytes) != 0) {
+      return invalidArgument("uniqueId is not the one ncclCommGetUniqueId gave this communicator (or it was used)");
+    }
+    parent.growIdPending = false;  // used, whatever the grow's outcome
+  }
+  BRAID_ASSIGN_OR_RETURN(UniqueIdInfo info, decodeUniqueId(root.id));
+  auto child = std::make_unique<Communicator>();
+  CommConfig childConfig = config;
+  childConfig.backend = parent.config().backend;
+  BRAID_RETURN_IF_ERROR(child->init(info, nRanks, parent.rank(), childConfig, parent.device()));
+  BRAID_INFO(kLogInit, "comm %p grown from comm %p: %d -> %d ranks (rank %d)", static_cast<void*>(child.get()),
+             static_cast<void*>(&parent), parent.nranks(), nRanks, parent.rank());
   *out = std::move(child);
   return Status::ok();
 }

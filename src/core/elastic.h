@@ -29,4 +29,16 @@ namespace braid {
                                 const std::function<bool()>& quiet, const CommConfig& config,
                                 std::unique_ptr<Communicator>* out);
 
+// ncclCommGetUniqueId: a new id for growing `comm` (its root listener runs from now on). Errors: kInvalidUsage while
+// the previous one has not been used by an ncclCommGrow.
+[[nodiscard]] Status growId(Communicator& comm, char out[kUniqueIdBytes]);
+
+// ncclCommGrow on an existing rank: a communicator of nRanks ranks in which this rank keeps its rank and the ranks
+// from parent.nranks() up are new ones (which call ncclCommInitRank's path with the id). Collective over the
+// parent's ranks (one of them, the root, passes the id ncclCommGetUniqueId gave it; the others null) and the new
+// ones. Errors: kInvalidArgument for nRanks not above the parent's size, kInvalidUsage when not exactly one rank
+// passed an id, and the new communicator's init errors.
+[[nodiscard]] Status growComm(Communicator& parent, int nRanks, const char* id, const CommConfig& config,
+                              std::unique_ptr<Communicator>* out);
+
 }  // namespace braid

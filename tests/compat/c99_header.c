@@ -19,7 +19,7 @@ C99_STATIC_ASSERT(NCCL_VERSION_CODE == 22809, version_2_28_9);
 C99_STATIC_ASSERT(sizeof(ncclRedOp_t) == sizeof(int), redop_size);
 C99_STATIC_ASSERT(ncclMaxRedOp == INT_MAX, max_redop);
 C99_STATIC_ASSERT(ncclNumTypes == 12 && ncclHalf == ncclFloat16 && ncclChar == ncclInt8, datatypes);
-C99_STATIC_ASSERT(ncclNumResults == 8 && ncclInProgress == 7, results);
+C99_STATIC_ASSERT(ncclNumResults == 9 && ncclInProgress == 7 && ncclTimeout == 8, results);
 
 static int failures = 0;
 
@@ -51,6 +51,16 @@ int main(void) {
   Check(config.blocking == NCCL_CONFIG_UNDEF_INT && config.nvlinkCentricSched == NCCL_CONFIG_UNDEF_INT,
         "config int fields undefined");
   Check(config.netName == NULL && config.commName == NULL, "config pointer fields undefined");
+  Check(config.graphUsageMode == NCCL_CONFIG_UNDEF_INT && config.nvlsHostMode == NCCL_CONFIG_UNDEF_INT,
+        "config 2.29-2.31 fields undefined");
+  {
+    ncclCollConfig_t cc = NCCL_COLLCONFIG_INITIALIZER;
+    Check(cc.size == sizeof(ncclCollConfig_t) && cc.magic == 0xcafebeef && cc.version == NCCL_VERSION_CODE,
+          "collconfig header");
+    Check(cc.ext == NULL && cc.algSelection == NULL && cc.minCTAs == NCCL_CONFIG_UNDEF_INT &&
+              cc.CTAPolicy == NCCL_CONFIG_UNDEF_INT && cc.forceAlgSelection == 1 && cc.userProfilerTag == 0,
+          "collconfig fields");
+  }
   Check(sim.size == sizeof(ncclSimInfo_t) && sim.magic == 0x74685283u, "sim info header");
   Check(sim.estimatedTime == NCCL_UNDEF_FLOAT, "sim info estimatedTime undefined");
   Check(comm == NULL && win == NULL && stream == NULL, "handles");

@@ -70,6 +70,22 @@ void PrintStructType(const char* name) {
   X(nvlinkCentricSched)
 
 #define BRAID_SIM_INFO_FIELDS(X) X(size) X(magic) X(version) X(estimatedTime)
+
+// What NCCL 2.29-2.31 added: functions, ncclConfig_t's fields, ncclCollConfig_t's.
+#define BRAID_NCCL_FUNCTIONS_2_31(X)                                                                             \
+  X(CommGetUniqueId) X(CommGrow) X(CommSuspend) X(CommResume) X(CommMemStats) X(WinGetUserPtr)                   \
+  X(AllReduceConfig) X(BroadcastConfig) X(ReduceConfig) X(AllGatherConfig) X(ReduceScatterConfig)                \
+  X(AlltoAllConfig) X(GatherConfig) X(ScatterConfig) X(PutSignal) X(Signal) X(WaitSignal) X(ParamBind)           \
+  X(ParamGetI8) X(ParamGetI16) X(ParamGetI32) X(ParamGetI64) X(ParamGetU8) X(ParamGetU16) X(ParamGetU32)          \
+  X(ParamGetU64) X(ParamGetStr) X(ParamGet) X(ParamGetParameter) X(ParamGetAllParameterKeys) X(ParamDumpAll)
+
+#define BRAID_CONFIG_FIELDS_2_31(X)                                                                              \
+  X(graphUsageMode) X(numRmaCtx) X(maxP2pPeers) X(graphStreamOrdering) X(launchOrderImplicit) X(numRmaSig)       \
+  X(rmaEagerInit) X(hostCftMode) X(nvlsHostMode)
+
+#define BRAID_COLLCONFIG_FIELDS(X)                                                                               \
+  X(size) X(magic) X(version) X(ext) X(minCTAs) X(maxCTAs) X(nvlsCTAs) X(cgaClusterSize) X(algSelection)        \
+  X(forceAlgSelection) X(CTAPolicy) X(userProfilerTag)
 // clang-format on
 
 // Values and types of object-like macros (the parentheses make decltype give the expression's type).
@@ -203,5 +219,60 @@ int main() {
               static_cast<int>(std::is_same_v<decltype(&nccl##f), decltype(&pnccl##f)>));
   BRAID_NCCL_FUNCTIONS(BRAID_PRINT_FUNCTION)
 #pragma GCC diagnostic pop
+
+#ifdef NCCL_COLLCONFIG_INITIALIZER
+  // ---- What NCCL 2.29-2.31 added, for a header that has it (NVIDIA's 2.28.9 does not): compare_headers.py holds it
+  // to tests/fixtures/compat/nccl_2_31_additions.txt.
+  std::printf("---- NCCL 2.29-2.31\n");
+  BRAID_PRINT_ENUMERATOR(ncclTimeout);
+  BRAID_PRINT_MACRO(NCCL_WIN_STRICT_ORDERING);
+  BRAID_PRINT_MACRO(NCCL_WIN_GIN_ONLY);
+  BRAID_PRINT_MACRO(NCCL_SUSPEND_MEM);
+  PrintEnumType<ncclHostCftMode_t>("ncclHostCftMode_t");
+  BRAID_PRINT_ENUMERATOR(ncclHostCftDefault);
+  BRAID_PRINT_ENUMERATOR(ncclHostCftEnable);
+  BRAID_PRINT_ENUMERATOR(ncclHostCftDisable);
+  BRAID_PRINT_ENUMERATOR(ncclHostCftFallback);
+  PrintEnumType<ncclNvlsHostMode_t>("ncclNvlsHostMode_t");
+  BRAID_PRINT_ENUMERATOR(ncclNvlsHostModeDefault);
+  BRAID_PRINT_ENUMERATOR(ncclNvlsHostModeEnable);
+  BRAID_PRINT_ENUMERATOR(ncclNvlsHostModeDisableTransport);
+  BRAID_PRINT_ENUMERATOR(ncclNvlsHostModeDisableSymmetricMultimem);
+  BRAID_PRINT_ENUMERATOR(ncclNvlsHostModeDisable);
+  PrintEnumType<ncclCommMemStat_t>("ncclCommMemStat_t");
+  BRAID_PRINT_ENUMERATOR(ncclStatGpuMemSuspend);
+  BRAID_PRINT_ENUMERATOR(ncclStatGpuMemSuspended);
+  BRAID_PRINT_ENUMERATOR(ncclStatGpuMemPersist);
+  BRAID_PRINT_ENUMERATOR(ncclStatGpuMemTotal);
+  BRAID_CONFIG_FIELDS_2_31(BRAID_PRINT_CONFIG_FIELD) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    BRAID_CONFIG_FIELDS_2_31(BRAID_PRINT_CONFIG_INIT)
+  }
+  PrintStructType<ncclConfigExt_t>("ncclConfigExt_t");
+#define BRAID_PRINT_EXT_FIELD(f)                                                                                \
+  std::printf("field ncclConfigExt_t.%s : offset %zu, sizeof %zu, type %s\n", #f, offsetof(ncclConfigExt_t, f), \
+              sizeof(ncclConfigExt_t::f), TypeName<decltype(ncclConfigExt_t::f)>());
+  BRAID_PRINT_EXT_FIELD(next)
+  BRAID_PRINT_EXT_FIELD(key) BRAID_PRINT_EXT_FIELD(val)
+      std::printf("field ncclConfigExt_t.key.optionId : offset %zu\n", offsetof(ncclConfigExt_t, key.optionId));
+  PrintStructType<ncclCollConfig_t>("ncclCollConfig_t");
+#define BRAID_PRINT_CC_FIELD(f)                                                                                   \
+  std::printf("field ncclCollConfig_t.%s : offset %zu, sizeof %zu, type %s\n", #f, offsetof(ncclCollConfig_t, f), \
+              sizeof(ncclCollConfig_t::f), TypeName<decltype(ncclCollConfig_t::f)>());
+  BRAID_COLLCONFIG_FIELDS(BRAID_PRINT_CC_FIELD) {
+    ncclCollConfig_t cc = NCCL_COLLCONFIG_INITIALIZER;
+#define BRAID_PRINT_CC_INIT(f) PrintValue("NCCL_COLLCONFIG_INITIALIZER." #f, cc.f);
+    BRAID_COLLCONFIG_FIELDS(BRAID_PRINT_CC_INIT)
+  }
+  PrintStructType<ncclWaitSignalDesc_t>("ncclWaitSignalDesc_t");
+#define BRAID_PRINT_WS_FIELD(f)                                                        \
+  std::printf("field ncclWaitSignalDesc_t.%s : offset %zu, sizeof %zu, type %s\n", #f, \
+              offsetof(ncclWaitSignalDesc_t, f), sizeof(ncclWaitSignalDesc_t::f),      \
+              TypeName<decltype(ncclWaitSignalDesc_t::f)>());
+  BRAID_PRINT_WS_FIELD(opCnt)
+  BRAID_PRINT_WS_FIELD(peer) BRAID_PRINT_WS_FIELD(sigIdx) BRAID_PRINT_WS_FIELD(ctx) std::printf(
+      "type ncclParamHandle_t : %s, sizeof %zu\n", TypeName<ncclParamHandle_t>(), sizeof(ncclParamHandle_t));
+  BRAID_NCCL_FUNCTIONS_2_31(BRAID_PRINT_FUNCTION)
+#endif
   return 0;
 }
