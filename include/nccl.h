@@ -94,9 +94,9 @@
  * Not yet implemented. Every function declared here is exported by libnccl.so.2 (as nccl* and pnccl*), but a given
  * build of braid may not implement all of them. A function that is not implemented returns ncclInvalidUsage and logs
  * a WARN naming the function; it does not crash and does not change any state. The ones that may be in that
- * situation are: ncclCommInitRankScalable with nId > 1, ncclCommWindowRegister / ncclCommWindowDeregister /
- * ncclWinGetUserPtr, ncclPutSignal / ncclSignal / ncclWaitSignal (they need windows), ncclCommSuspend /
- * ncclCommResume / ncclCommMemStats, and the nccl*Config collectives' minCTAs, maxCTAs, nvlsCTAs and algSelection.
+ * situation are: ncclCommInitRankScalable with nId > 1, ncclCommSuspend / ncclCommResume / ncclCommMemStats, and
+ * the nccl*Config collectives' minCTAs, maxCTAs, nvlsCTAs and algSelection. One-sided operations toward a peer this
+ * rank cannot map (another host) return ncclInvalidUsage naming the peer.
  * See src/api for which are implemented in this version.
  *
  * Profiling twins. Every function also exists with a "p" prefix (pncclAllReduce, ...) with the same signature and
@@ -641,20 +641,24 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
 ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle);
 
 /* Registers [buff, buff + size) as a memory window of comm and stores its handle in *win. Collective: every rank
- * calls it, in comm's operation order. winFlags is NCCL_WIN_DEFAULT or NCCL_WIN_COLL_SYMMETRIC (then every rank
- * passes the same size, and buff and size are multiples of NCCL_WIN_REQUIRED_ALIGNMENT; ncclMemAlloc memory is
- * suitable). Errors: ncclInvalidArgument (NULL argument, bad flags or alignment), ncclInvalidUsage (comm not usable,
- * or not implemented in this build), ncclRemoteError, ncclSystemError, ncclUnhandledCudaError. */
+ * calls it, in comm's operation order; inside a group it runs at ncclGroupEnd, which writes *win. Sizes may differ
+ * between ranks. winFlags: NCCL_WIN_DEFAULT, or any of NCCL_WIN_COLL_SYMMETRIC (buff aligned to
+ * NCCL_WIN_REQUIRED_ALIGNMENT; ncclMemAlloc memory is), NCCL_WIN_STRICT_ORDERING, NCCL_WIN_GIN_ONLY. The window
+ * reaches the peers that can map the buffer: ranks of this process, and ranks of other processes of this host when
+ * it is ncclMemAlloc memory; a CUDA communicator takes only ncclMemAlloc memory. With NCCL_WIN_ENABLE=0 (on any
+ * rank) *win is NULL and nothing is registered. Errors: ncclInvalidArgument (NULL argument, bad flags or alignment,
+ * memory the communicator cannot offer), ncclInvalidUsage (comm not usable, another rank could not register),
+ * ncclRemoteError, ncclSystemError, ncclUnhandledCudaError. */
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
 ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
 
-/* Releases a window of comm. Collective, like registration; operations using it must have completed. Errors:
- * ncclInvalidArgument (NULL comm, unknown window), ncclInvalidUsage (not implemented), ncclRemoteError. */
+/* Releases a window of comm (NULL: nothing to do). Local to the rank, as NCCL 2.29+ documents; operations using it
+ * must have completed. Errors: ncclInvalidArgument (NULL comm, a window this communicator does not hold). */
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 
 /* NCCL 2.29: the buffer a window was registered with. Errors: ncclInvalidArgument (NULL arguments, a window this
- * communicator did not register), ncclInvalidUsage (not implemented in this build). */
+ * communicator did not register). */
 ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
 ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
 
@@ -883,10 +887,15 @@ ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, in
                        cudaStream_t stream);
 
 /* NCCL 2.29: one-sided operations on windows. ncclPutSignal writes count elements of localbuff into peer's window
- * peerWin at byte offset peerWinOffset and then raises signal sigIdx of context ctx there; ncclSignal raises the signal
- * alone; ncclWaitSignal waits, on stream, until each descriptor's peer raised its signal opCnt more times. flags must
- * be 0. Errors: ncclInvalidArgument (bad arguments), ncclInvalidUsage (no such window, or not implemented in this
- * build: braid has no symmetric windows yet). */
+ * peerWin (this rank's handle of the window) at byte offset peerWinOffset and then raises signal sigIdx of context ctx
+ * there; ncclSignal raises the signal alone; ncclWaitSignal waits until each descriptor's peer raised its signal
+ * opCnt more times than this rank waited for so far, after which the data of those puts is in this rank's window.
+ * sigIdx, ctx and flags must be 0. Host communicators: puts and signals complete at the call, a wait returns when
+ * its signals arrived (inside a group: at ncclGroupEnd); stream must be NULL. CUDA communicators: enqueued on
+ * stream, not inside a graph capture. The first ncclCommWindowRegister creates the signal area they use. Errors:
+ * ncclInvalidArgument (bad arguments, offset past the end of the peer's window), ncclInvalidUsage (no window yet,
+ * a peer this rank cannot reach by load/store, such as one on another host, a capture), ncclRemoteError (a wait past
+ * BRAID_TIMEOUT, or whose peer process exited). */
 ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
                            size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
                            cudaStream_t stream);

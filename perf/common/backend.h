@@ -71,10 +71,12 @@ class ThreadComms {
                          const std::vector<cudaStream_t>& streams, std::string* error) = 0;
   // The device of rank i of this thread as the library reports it (ncclCommCuDevice; -1: host memory).
   virtual int device(size_t i) const = 0;
-  // -R 1: registers rank i's buffers with its communicator (ncclCommRegister), deregistered at close(). A library
-  // without registration says so in *error.
-  virtual bool registerBuffers(size_t i, const std::vector<std::pair<void*, size_t>>& buffers, std::string* error) {
-    *error = "this library has no buffer registration (-R 1 is for braid and NCCL)";
+  // -R 1: registers rank i's buffers with its communicator (ncclCommRegister); -R 2 (windows true): as symmetric
+  // windows (ncclCommWindowRegister, collective: the caller groups the ranks of its thread). Deregistered at close().
+  // A library without registration says so in *error.
+  virtual bool registerBuffers(size_t i, const std::vector<std::pair<void*, size_t>>& buffers, bool windows,
+                               std::string* error) {
+    *error = "this library has no buffer registration (-R 1 and -R 2 are for braid and NCCL)";
     return false;
   }
   // Tears the communicators down; false with *error when that fails.

@@ -1,5 +1,6 @@
 // The default backend: braid itself, through the public nccl.h API only (what an application sees).
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,8 +64,18 @@ class BraidComms final : public ThreadComms {
     return dev;
   }
 
-  bool registerBuffers(size_t i, const std::vector<std::pair<void*, size_t>>& buffers, std::string* error) override {
+  bool registerBuffers(size_t i, const std::vector<std::pair<void*, size_t>>& buffers, bool windows,
+                       std::string* error) override {
     for (const auto& [p, bytes] : buffers) {
+      if (windows) {
+        // Written at ncclGroupEnd when the caller groups the calls: the slot must stay where it is until then.
+        windows_.push_back(std::make_unique<Win>(Win{comms_[i], nullptr}));
+        if (!check(ncclCommWindowRegister(comms_[i], p, bytes, &windows_.back()->win, NCCL_WIN_COLL_SYMMETRIC),
+                   "ncclCommWindowRegister", comms_[i], error)) {
+          return false;
+        }
+        continue;
+      }
       void* handle = nullptr;
       if (!check(ncclCommRegister(comms_[i], p, bytes, &handle), "ncclCommRegister", comms_[i], error)) return false;
       handles_.emplace_back(comms_[i], handle);
@@ -76,6 +87,10 @@ class BraidComms final : public ThreadComms {
     bool ok = true;
     for (const auto& [c, h] : handles_) ok = check(ncclCommDeregister(c, h), "ncclCommDeregister", c, error) && ok;
     handles_.clear();
+    for (const auto& w : windows_) {
+      ok = check(ncclCommWindowDeregister(w->comm, w->win), "ncclCommWindowDeregister", w->comm, error) && ok;
+    }
+    windows_.clear();
     for (ncclComm_t& c : comms_) {
       if (c == nullptr) continue;
       ok = check(ncclCommDestroy(c), "ncclCommDestroy", c, error) && ok;
@@ -148,6 +163,11 @@ class BraidComms final : public ThreadComms {
 
   std::vector<ncclComm_t> comms_;
   std::vector<std::pair<ncclComm_t, void*>> handles_;  // -R 1 registrations
+  struct Win {
+    ncclComm_t comm;
+    ncclWindow_t win;
+  };
+  std::vector<std::unique_ptr<Win>> windows_;  // -R 2 windows
 };
 
 class BraidBackend final : public Backend {

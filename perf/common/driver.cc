@@ -98,13 +98,21 @@ class ThreadRunner {
           RankBuffers::create(s_.backend.get(), firstRank_ + i, places[i], s_.bufferBytes, s_.bufferBytes,
                               s_.opts.streamNull != 0, s_.opts.plainHost, &error);
       if (!b) fail(s_, firstRank_ + i, error);
-      // -R 1: the buffers are registered, as nccl-tests does (in place, the send buffer lies inside the receive one).
-      if (s_.opts.localRegister == 1 &&
-          !comms_->registerBuffers(static_cast<size_t>(i), {{b->send(), s_.bufferBytes}, {b->recv(), s_.bufferBytes}},
-                                   &error)) {
-        fail(s_, firstRank_ + i, error);
-      }
       ranks_.push_back(std::move(b));
+    }
+    // -R: the buffers are registered, as nccl-tests does: -R 1 each on its own, -R 2 as symmetric windows, which is
+    // collective, so the ranks of this thread register in one group.
+    if (s_.opts.localRegister != 0) {
+      const bool windows = s_.opts.localRegister == 2;
+      if (windows && !comms_->groupStart(&error)) fail(s_, firstRank_, error);
+      for (int i = 0; i < s_.ranksPerThread; ++i) {
+        const RankBuffers& b = *ranks_[static_cast<size_t>(i)];
+        if (!comms_->registerBuffers(static_cast<size_t>(i), {{b.send(), s_.bufferBytes}, {b.recv(), s_.bufferBytes}},
+                                     windows, &error)) {
+          fail(s_, firstRank_ + i, error);
+        }
+      }
+      if (windows && !comms_->groupEnd(&error)) fail(s_, firstRank_, error);
     }
     onDevice_ = ranks_[0]->onDevice();
     refuseUnsupported();

@@ -44,8 +44,8 @@ void printUsage(FILE* out, const char* tool, bool hasOp, bool hasRoot) {
       "                           f8e4m3 f8e5m2, or all [float]\n"
       "  -z,--blocking <0-3>      1 barrier after each op, 2 sync only, 3 barrier per iteration\n"
       "                           (excluded from the time) [0]\n"
-      "  -R,--local_register <0/1> 1: register the buffers (ncclCommRegister); 2 (symmetric windows) is not\n"
-      "                           built yet [0]\n"
+      "  -R,--local_register <0-2> 1: register the buffers (ncclCommRegister); 2: as symmetric windows\n"
+      "                           (ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC) [0]\n"
       "  -y,--stream_null <0/1>   device buffers: use the default stream instead of one per rank [0]\n"
       "  -T,--timeout <sec>       give up (exit status 3) when the test runs longer than this [off]\n"
       "  -G,--cudagraph <0>       only 0: CUDA graph capture is not implemented [0]\n"
@@ -341,11 +341,6 @@ bool parseOptions(int argc, char** argv, const char* toolName, bool hasOp, bool 
   if (optind < argc) return bad("argument", argv[optind]);
 
   // What the host build cannot do is refused, not silently ignored.
-  if (opts->localRegister == 2) {
-    std::fprintf(stderr, "%s: -R 2: braid has no symmetric windows (ncclCommWindowRegister) yet; use -R 0 or 1\n",
-                 toolName);
-    return false;
-  }
   if (opts->cudaGraph != 0) {
     std::fprintf(stderr, "%s: -G %d: CUDA graph capture is not implemented in braid's perf tools; use -G 0\n", toolName,
                  opts->cudaGraph);

@@ -39,7 +39,7 @@ struct PerfOptions {
   int reportTimestamps = 0;                  // -S: timestamp column
   int unalign = 0;                           // -u: misalign buffers by this many elements
   std::string jsonFile;                      // -J: write the results as JSON to this file
-  int localRegister = 0;                     // -R: buffer registration; only 0 (braid has no ncclCommRegister yet)
+  int localRegister = 0;                     // -R: 1 ncclCommRegister, 2 symmetric windows
   std::string baseline = "braid";            // --baseline: braid, mpi or gloo
   BufferPlace buffers = BufferPlace::kAuto;  // --buffers
   // --host_alloc malloc: host buffers from plain page-aligned malloc, as a CPU program's, instead of ncclMemAlloc

@@ -174,7 +174,9 @@ assert all(r["out_of_place"]["wrong"] == 0 and r["in_place"]["time_us"] > 0 for 
 PY
     fi
     check "-R 1 registers the buffers" all_reduce_perf "$rows" 0 "$p" "${args[@]}" -t 2 -R 1
-    refuse "-R 2 refused" "no symmetric windows" "$p" -R 2
+    check "-R 2 registers symmetric windows" all_reduce_perf "$rows" 0 "$p" "${args[@]}" -t 2 -R 2
+    check "-R 2 with -g 2 (one thread registers two ranks' windows)" all_reduce_perf "$rows" 0 "$p" "${args[@]}" -g 2 -R 2
+    refuse "-R 3 refused" "registration mode \(-R\)" "$p" -R 3
     refuse "unknown baseline" "--baseline 'bogus' is unknown" "$p" --baseline bogus
     refuse "unknown datatype" "invalid datatype \(-d\) 'float17'" "$p" -d float17
     refuse "root out of range" "root 3 \(-r\) is not a rank below 2" "$perfdir/broadcast_perf" -t 2 -r 3
@@ -445,6 +447,8 @@ PY
       "${fd[@]}" NCCL_PROTO=LL128 "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -g 2
     check "all_reduce_perf -R 1 on CUDA communicators" all_reduce_perf "$rows" 0 \
       "${fd[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -g 2 -R 1
+    check "all_reduce_perf -R 2 (windows) on CUDA communicators" all_reduce_perf "$rows" 0 \
+      "${fd[@]}" "$perfdir/all_reduce_perf" --buffers device "${args[@]}" -g 2 -R 2
     for t in all_reduce reduce_scatter all_gather; do
       check "${t}_perf NVLS-style on CUDA communicators" "${t}_perf" "$rows" 0 \
         "${fd[@]}" NCCL_ALGO=NVLS "$perfdir/${t}_perf" --buffers device "${args[@]}" -g 2

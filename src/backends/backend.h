@@ -24,6 +24,8 @@
 #include "algorithms/direct/direct.h"
 #include "algorithms/schedule.h"
 #include "src/common/coll_types.h"
+#include "src/common/fd_share.h"
+#include "src/common/shareable_mem.h"
 #include "src/common/status.h"
 #include "src/common/wait.h"
 #include "transports/shm/shared_segment.h"  // AllGatherFn
@@ -139,6 +141,40 @@ constexpr int kStreamsPerCudaRank = 3;
 // kernel of another rank that this one waits for.
 std::string sharedQueueWarning(const std::vector<RankResources>& ranks, int rank, int64_t connections);
 
+// One rank's buffer of a window (ncclCommWindowRegister), as its peers learn it: plain data, all-gathered.
+struct WindowDesc {
+  int32_t pid = 0;
+  int32_t device = -1;  // a CUDA rank's device ordinal in its process (-1: host memory)
+  uint64_t hostHash = 0;
+  uint64_t addr = 0;        // the buffer in the owner's process
+  uint64_t bytes = 0;       // its size (ranks may register different sizes)
+  MemHandle mem;            // host memory: the memfd holding it (fd -1: private memory)
+  FdTicket ticket;          // CUDA memory: where other processes fetch its allocation's descriptor (token 0: none)
+  uint64_t allocBytes = 0;  // CUDA memory: its allocation's mapped size,
+  uint64_t offset = 0;      // and the buffer's offset in it
+  uint64_t accessMask = 0;  // CUDA memory: devices of the owner's process with access (bit per ordinal < 64)
+};
+
+// Where one rank reaches another's window buffer: its address in this process, or null and why not.
+struct WindowPeer {
+  char* at = nullptr;
+  std::shared_ptr<void> held;  // a mapping this rank made (unmapped when the last holder lets go)
+  std::string why;
+};
+
+// One step of one-sided work (ncclPutSignal, ncclSignal, ncclWaitSignal) on mapped window memory, in issue order.
+struct RmaStep {
+  enum class Kind : uint8_t { kPut, kSignal, kWait };
+  Kind kind = Kind::kSignal;
+  const void* src = nullptr;  // kPut: the local data,
+  void* dst = nullptr;        // written to the peer's window here,
+  size_t bytes = 0;
+  uint64_t* word = nullptr;  // kPut, kSignal: the peer's signal word for this rank, set to `value` after the data;
+                             // kWait: this rank's word for the peer, awaited until it reaches `value`
+  uint64_t value = 0;
+  int peer = -1;  // for messages
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -211,6 +247,24 @@ class Backend {
   virtual int residentCtas() const { return 0; }
   // GPU memory for the p2p transport's FIFOs (a CUDA backend's, after init); null for host memory.
   virtual const DeviceMemory* deviceMemory() const { return nullptr; }
+  // Windows (src/core/windows.h). exportWindow describes [base, base + bytes) for the peers (`otherProcesses`: ranks
+  // of other processes of this host, which may map it); errors name `base` when this backend cannot offer it (CUDA:
+  // memory that is not ncclMemAlloc's). importWindow maps a peer's, or says why it cannot (never an error: a peer
+  // out of reach is a window without that peer). withdrawWindow ends the offer once every peer imported.
+  [[nodiscard]] virtual Result<WindowDesc> exportWindow(const void* base, size_t bytes, int otherProcesses) {
+    return invalidUsage("this backend has no windows");
+  }
+  virtual WindowPeer importWindow(const WindowDesc& mine, const WindowDesc& theirs) { return WindowPeer{}; }
+  virtual void withdrawWindow(const WindowDesc& mine) {}
+  // Memory for the communicator's own windows (the signal words of one-sided operations): `bytes` zeroed, of the
+  // kind exportWindow offers; freed with freeWindowMemory.
+  [[nodiscard]] virtual Result<void*> allocWindowMemory(size_t bytes) { return invalidUsage("no window memory"); }
+  virtual void freeWindowMemory(void* p) {}
+  // Runs one-sided steps on `stream` (a streams backend: in stream order, returning at once; a host backend: before
+  // returning). A wait obeys the communicator's deadline and abort flag.
+  [[nodiscard]] virtual Status runRma(const std::vector<RmaStep>& steps, void* stream) {
+    return invalidUsage("this backend has no one-sided operations");
+  }
   // Collective (every rank, once, after init): checks that the P2P pairs in `p2p` (by rank, as the communicator
   // decided) really carry writes both ways, and clears the pairs that do not (a WARN names them). Errors: a failed
   // driver call or exchange, never a failed pair.

@@ -104,6 +104,9 @@ BRAID_PARAM(DirectStageBytes, kInt, "BRAID_DIRECT_STAGE_BYTES", "4096",
 BRAID_PARAM(SpinCount, kInt, "BRAID_SPIN_COUNT", "2000",
             "Idle polls before a waiting rank starts yielding its core (20 when not set and this host has more "
             "ranks than usable CPUs).")
+BRAID_PARAM(WinEnable, kInt, "NCCL_WIN_ENABLE", "1",
+            "0: ncclCommWindowRegister registers nothing and returns a NULL window (as NCCL 2.29+ does where windows "
+            "are unsupported); one-sided operations then have no window to use.")
 
 // Transports.
 BRAID_PARAM(ShmDisable, kInt, "NCCL_SHM_DISABLE", "0", "1 disables the shared-memory transport between processes.")

@@ -4,6 +4,7 @@
 #include "algorithms/tree/tree.h"
 #include "src/core/comm_topo.h"
 #include "src/core/nvls_tree.h"
+#include "src/core/windows.h"
 #include "topology/topo.h"
 
 #include <sched.h>
@@ -102,7 +103,9 @@ uint64_t localHostHash() {
 // init runs); an out-of-range knob is reported by init.
 Communicator::Communicator()
     : flight_(std::make_unique<FlightRecorder>(static_cast<size_t>(
-          std::min<int64_t>(std::max<int64_t>(0, params::FlightRecorderEntries()), kMaxFlightEntries)))) {}
+          std::min<int64_t>(std::max<int64_t>(0, params::FlightRecorderEntries()), kMaxFlightEntries)))) {
+  user_.windows = std::make_unique<Windows>(this);
+}
 
 Communicator::~Communicator() {
   if (initThread.joinable()) {
@@ -113,14 +116,15 @@ Communicator::~Communicator() {
       initThread.join();
     }
   }
-  // The backend first: its workers may hold pointers into the connectors.
+  user_.windows.reset();  // while the backend that mapped them lives
+  // The backend next: its workers may hold pointers into the connectors.
   backend_.reset();
 }
 
 Status Communicator::init(const UniqueIdInfo& id, int nranks, int rank, const CommConfig& config, int device) {
   Status st = initImpl(id, nranks, rank, config, device);
   // Peers waiting on this rank in the bootstrap learn why it left, and quote it, instead of naming this rank.
-  if (!st.isOk() && bootstrap_ && !abort_.load()) bootstrap_->tellPeersFailed(st.message());
+  if (!st.isOk() && bootstrap_ && !health_.abort.load()) bootstrap_->tellPeersFailed(st.message());
   return st;
 }
 
@@ -144,10 +148,10 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
     logSetThreadDevice(device_);
   }
   // The knobs every wait and every transport obeys, read here once and passed down.
-  links_ = TransportConfig::fromParams();
-  links_.memory = &backend_->fifoMemory();
-  wait_.abort = &abort_;
-  wait_.timeoutSec = links_.timeoutSec;
+  links_.transport = TransportConfig::fromParams();
+  links_.transport.memory = &backend_->fifoMemory();
+  wait_.abort = &health_.abort;
+  wait_.timeoutSec = links_.transport.timeoutSec;
   wait_.rank = rank;
   wait_.spinCount = static_cast<int>(std::max<int64_t>(1, params::SpinCount()));
   SelectorConfig sc;
@@ -172,7 +176,8 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   int64_t nch = clampChannels(cpuCh, minCh, maxCh);
 
   if (id.fromEnv && rank == 0) BRAID_RETURN_IF_ERROR(startRoot(id).withContext("starting the NCCL_COMM_ID root"));
-  BRAID_ASSIGN_OR_RETURN(bootstrap_, Bootstrap::create(id, rank, nranks, &abort_, wait_.timeoutSec, localHostHash()));
+  BRAID_ASSIGN_OR_RETURN(bootstrap_,
+                         Bootstrap::create(id, rank, nranks, &health_.abort, wait_.timeoutSec, localHostHash()));
 
   InitExchange mine{};
   mine.peer.rank = rank;
@@ -314,8 +319,8 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
     }
   }
   // Whole 128-byte lines, so every LL and LL128 slot starts on a line (LL128 lines are 128-byte aligned).
-  fifo_.slotBytes = static_cast<size_t>(buffSize) / kFifoSlots / 128 * 128;
-  fifo_.llSlotBytes = static_cast<size_t>(llBuffSize) / kFifoSlots / 128 * 128;
+  links_.fifo.slotBytes = static_cast<size_t>(buffSize) / kFifoSlots / 128 * 128;
+  links_.fifo.llSlotBytes = static_cast<size_t>(llBuffSize) / kFifoSlots / 128 * 128;
 
   if (!topo.placeCpus.empty()) peers_[static_cast<size_t>(rank)].numa = topo.numaOf[static_cast<size_t>(rank)];
   peers_[static_cast<size_t>(rank)].rail = topo.localRank;
@@ -383,10 +388,10 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   bctx.placeCpus = topo.placeCpus;
   BRAID_RETURN_IF_ERROR(backend_->init(bctx));
   if (backend_->deviceMemory() != nullptr) {
-    links_.device = backend_->deviceMemory();
-    links_.p2pPeers = p2pPeers(topo, rank, peers_, *links_.device);
-    BRAID_RETURN_IF_ERROR(backend_->verifyP2p(peers_, &links_.p2pPeers));
-    BRAID_RETURN_IF_ERROR(backend_->initDirect(peers_, links_.p2pPeers));
+    links_.transport.device = backend_->deviceMemory();
+    links_.transport.p2pPeers = p2pPeers(topo, rank, peers_, *links_.transport.device);
+    BRAID_RETURN_IF_ERROR(backend_->verifyP2p(peers_, &links_.transport.p2pPeers));
+    BRAID_RETURN_IF_ERROR(backend_->initDirect(peers_, links_.transport.p2pPeers));
   }
   selector_.setDirect(backend_->caps().direct);
   BRAID_ASSIGN_OR_RETURN(nvlsTree_, NvlsTree::create(*this));
@@ -414,14 +419,14 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
 Status Communicator::checkLlOverNetwork() {
   const PeerInfo& self = peers_[static_cast<size_t>(rank_)];
   topo_.netPeers = std::any_of(peers_.begin(), peers_.end(), [&](const PeerInfo& p) {
-    Result<Transport*> t = selectTransport(backend_->transports(), links_, self, p);
+    Result<Transport*> t = selectTransport(backend_->transports(), links_.transport, self, p);
     return t.isOk() && t.value()->isNetwork();
   });
   // A network connection carries an LL step's chunk in its Simple slot (Connector::wholeMessages), so the chunk
   // must fit there. It does unless NCCL_BUFFSIZE is set far below NCCL_LL_BUFFSIZE; then LL is dropped on every
   // rank alike (every rank of a multi-host communicator has a network peer, and the sizes are agreed).
-  if (!topo_.netPeers || llPayloadCapacity(fifo_.llSlotBytes) <= fifo_.slotBytes) return Status::ok();
-  return selector_.dropLlForNetwork(llPayloadCapacity(fifo_.llSlotBytes), fifo_.slotBytes, rank_);
+  if (!topo_.netPeers || llPayloadCapacity(links_.fifo.llSlotBytes) <= links_.fifo.slotBytes) return Status::ok();
+  return selector_.dropLlForNetwork(llPayloadCapacity(links_.fifo.llSlotBytes), links_.fifo.slotBytes, rank_);
 }
 
 size_t Communicator::fifoMemoryBound() const {
@@ -432,7 +437,7 @@ size_t Communicator::fifoMemoryBound() const {
 }
 
 size_t Communicator::connectorBytes() const {
-  return (fifo_.slotBytes + fifo_.llSlotBytes) * kFifoSlots;
+  return (links_.fifo.slotBytes + links_.fifo.llSlotBytes) * kFifoSlots;
 }
 
 // ---- reduction operators -----------------------------------------------------------------------------------------
@@ -501,7 +506,7 @@ Status Communicator::buildPlan(Plan* plan) {
   shape.rank = rank_;
   shape.nranks = nranks_;
   shape.nChannels = nChannels();
-  shape.fifo = fifo_;
+  shape.fifo = links_.fifo;
   shape.sched = &sched_;
   shape.deterministic = selector_.config().deterministic;
   BRAID_RETURN_IF_ERROR(planOps(shape, ops, plan));
@@ -533,9 +538,9 @@ Status Communicator::connect(const std::vector<Link>& sendNeeds, const std::vect
   if (phase == 0) {
     for (const Link& l : recvNeeds) {
       const PeerInfo& peer = peers_[static_cast<size_t>(l.peer)];
-      BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(backend_->transports(), links_, self, peer));
-      BRAID_ASSIGN_OR_RETURN(RecvSetup setup,
-                             t->setupRecv(links_, self, peer, l.channel, fifo_.slotBytes, fifo_.llSlotBytes));
+      BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(backend_->transports(), links_.transport, self, peer));
+      BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(links_.transport, self, peer, l.channel,
+                                                           links_.fifo.slotBytes, links_.fifo.llSlotBytes));
       BRAID_RETURN_IF_ERROR(bootstrap_->send(l.peer, tag(l), setup.blob, kConnectBlobBytes));
       BRAID_INFO(kLogInit | kLogShm, "Channel %02d : %d[%d] -> %d[%d] via %s%s", l.channel, l.peer, peer.cudaDev, rank_,
                  device_, t->name(), l.lane != 0 ? " (lane 1)" : "");
@@ -548,8 +553,8 @@ Status Communicator::connect(const std::vector<Link>& sendNeeds, const std::vect
     BRAID_RETURN_IF_ERROR(bootstrap_->recv(l.peer, tag(l), blob, kConnectBlobBytes)
                               .withContext(strPrintf("connecting channel %d to rank %d", l.channel, l.peer)));
     const PeerInfo& peer = peers_[static_cast<size_t>(l.peer)];
-    BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(backend_->transports(), links_, self, peer));
-    BRAID_ASSIGN_OR_RETURN(auto conn, t->connectSend(links_, self, peer, l.channel, blob));
+    BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(backend_->transports(), links_.transport, self, peer));
+    BRAID_ASSIGN_OR_RETURN(auto conn, t->connectSend(links_.transport, self, peer, l.channel, blob));
     channels_[static_cast<size_t>(l.channel)].send[{l.peer, l.lane}] = std::move(conn);
   }
   return Status::ok();
@@ -609,7 +614,7 @@ Status Communicator::checkCalls(const std::vector<Communicator*>& comms) {
 }
 
 void Communicator::abort() {
-  abort_.store(true);
+  health_.abort.store(true);
   if (backend_) backend_->abortWork();
   flight_->aborted();
   Result<std::string> dumped = flightDump(strPrintf("ncclCommAbort on rank %d", rank_));
@@ -641,11 +646,11 @@ void reportFailure(const std::vector<Communicator*>& comms, const Status& result
 }  // namespace
 
 Status Communicator::pollAsync() {
-  if (!backend_ || asyncError_.load() != static_cast<int>(Code::kOk)) return Status::ok();
+  if (!backend_ || health_.asyncError.load() != static_cast<int>(Code::kOk)) return Status::ok();
   Status st = backend_->pollAsync();
   if (!st.isOk()) {
     int expected = static_cast<int>(Code::kOk);
-    if (asyncError_.compare_exchange_strong(expected, static_cast<int>(st.code()))) {
+    if (health_.asyncError.compare_exchange_strong(expected, static_cast<int>(st.code()))) {
       BRAID_WARN("comm %p: %s", static_cast<void*>(this), st.message().c_str());
       backend_->markAborted(st.message());
     }
@@ -668,7 +673,7 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
   if (!result.isOk()) {
     for (Communicator* comm : comms) {
       comm->clearPending();
-      comm->asyncError_.store(static_cast<int>(result.code()));
+      comm->health_.asyncError.store(static_cast<int>(result.code()));
     }
     return result;
   }
@@ -688,7 +693,7 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
     // A failed group leaves every communicator in it unusable (below): stop the other half now rather than at its
     // deadline, and its peers fail fast too.
     if (!result.isOk()) {
-      for (Communicator* c : fifoSide) c->abort_.store(true);
+      for (Communicator* c : fifoSide) c->health_.abort.store(true);
     }
     fifo.join();
     if (result.isOk()) result = fifoResult;
@@ -708,7 +713,7 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
     comm->clearPending();
     // A failed operation leaves FIFOs in an unknown state: the communicator is unusable from now on.
     if (!result.isOk()) {
-      comm->asyncError_.store(static_cast<int>(result.code()));
+      comm->health_.asyncError.store(static_cast<int>(result.code()));
       comm->backend_->markAborted(result.message());
       // Every link says so too, not only those of the failed work: a peer still waiting on this rank in a ring
       // (after this rank failed in a direct collective, say) then blames the rank that caused the failure, not

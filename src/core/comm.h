@@ -41,6 +41,7 @@ struct CommConfig {
 };
 
 class NvlsTree;
+class Windows;
 
 class Communicator {
  public:
@@ -60,13 +61,13 @@ class Communicator {
   const Selector& selector() const { return selector_; }
 
   // Lifecycle.
-  std::atomic<bool>& abortFlag() { return abort_; }
+  std::atomic<bool>& abortFlag() { return health_.abort; }
   // ncclCommAbort: sets the abort flag (every wait in this communicator returns within milliseconds) and writes the
   // flight recorder's dump (BRAID_FLIGHT_RECORDER_FILE).
   void abort();
   // The last operations queued here (flight_recorder.h); never null.
   FlightRecorder& flight() { return *flight_; }
-  std::atomic<int>& asyncError() { return asyncError_; }  // an ncclResult_t value
+  std::atomic<int>& asyncError() { return health_.asyncError; }  // an ncclResult_t value
   // Work a streams backend still runs: records its first failure in asyncError (and the log) and returns it.
   Status pollAsync();
   // pollAsync on the owner's thread (enqueue): also ends, in the flight recorder, the calls whose launches finished
@@ -76,9 +77,12 @@ class Communicator {
   std::atomic<bool> finalized{false};
   std::atomic<bool> revoked{false};  // ncclCommRevoke (elastic.h): no collective from then on
   // ncclCommGetUniqueId's id, until an ncclCommGrow uses it (elastic.h).
-  std::mutex growMu;
-  bool growIdPending = false;
-  char growId[kUniqueIdBytes] = {};
+  struct GrowId {
+    std::mutex mu;
+    bool pending = false;
+    char id[kUniqueIdBytes] = {};
+  };
+  GrowId grow;
   std::thread initThread;  // non-blocking or grouped init runs here
 
   // Group support: ops queued since the outermost ncclGroupStart.
@@ -116,6 +120,9 @@ class Communicator {
   // A buffer an operation uses (`what` names the argument) that lies in a registration whose allocation is gone: an
   // error naming both. Called at enqueue.
   Status checkRegistered(const void* p, size_t bytes, const char* what) const;
+
+  // ncclCommWindowRegister's windows and the one-sided operations on them (windows.h).
+  Windows& windows() { return *user_.windows; }
 
   // Memory this communicator may map for receive FIFOs (an upper bound): (NCCL_BUFFSIZE + NCCL_LL_BUFFSIZE) x
   // channels x (nranks + 3).
@@ -164,9 +171,14 @@ class Communicator {
   int nranks_ = 0;
   int device_ = -1;
   CommConfig config_;
-  FifoSizes fifo_;
-  WaitContext wait_;       // abort flag, BRAID_TIMEOUT, BRAID_SPIN_COUNT: what every wait below obeys
-  TransportConfig links_;  // the transports' knobs (BRAID_TIMEOUT, NCCL_SHM_DISABLE, BRAID_SHM_DIR)
+  WaitContext wait_;  // abort flag, BRAID_TIMEOUT, BRAID_SPIN_COUNT: what every wait below obeys
+  // What the links are made with: the FIFOs' sizes, and the transports' knobs (BRAID_TIMEOUT, NCCL_SHM_DISABLE,
+  // BRAID_SHM_DIR).
+  struct LinkSettings {
+    FifoSizes fifo;
+    TransportConfig transport;
+  };
+  LinkSettings links_;
   std::vector<PeerInfo> peers_;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::vector<Channel> channels_;
@@ -176,14 +188,18 @@ class Communicator {
   std::unique_ptr<NvlsTree> nvlsTree_;  // null when NVLSTree cannot run (nvls_tree.h)
   std::vector<PendingOp> pending_;
   std::unique_ptr<Backend> backend_;  // executes plans: CpuBackend on host memory (src/backends)
-  // What users create on the communicator: reduction operators and buffer registrations.
+  // What users create on the communicator: reduction operators, buffer registrations, windows.
   struct UserObjects {
     RedOpTable redOps;
     Registrations buffers;
+    std::unique_ptr<Windows> windows;  // released before the backend (destructor)
   };
   UserObjects user_;
-  std::atomic<bool> abort_{false};
-  std::atomic<int> asyncError_{0};
+  struct Health {
+    std::atomic<bool> abort{false};  // ncclCommAbort, and revocation while it stops the work
+    std::atomic<int> asyncError{0};  // an ncclResult_t value
+  };
+  Health health_;
   std::unique_ptr<FlightRecorder> flight_;
 };
 

@@ -100,15 +100,15 @@ Status shrinkComm(Communicator& parent, const std::vector<int>& exclude, bool ab
 }
 
 Status growId(Communicator& comm, char out[kUniqueIdBytes]) {
-  std::lock_guard<std::mutex> lock(comm.growMu);
-  if (comm.growIdPending) {
+  std::lock_guard<std::mutex> lock(comm.grow.mu);
+  if (comm.grow.pending) {
     return invalidUsage("comm=%p: the id of the previous ncclCommGetUniqueId has not been used by an ncclCommGrow yet",
                         static_cast<void*>(&comm));
   }
   BRAID_ASSIGN_OR_RETURN(UniqueIdInfo id, createUniqueId(/*useEnv=*/false));
-  encodeUniqueId(id, comm.growId);
-  memcpy(out, comm.growId, kUniqueIdBytes);
-  comm.growIdPending = true;
+  encodeUniqueId(id, comm.grow.id);
+  memcpy(out, comm.grow.id, kUniqueIdBytes);
+  comm.grow.pending = true;
   return Status::ok();
 }
 
@@ -140,11 +140,11 @@ Status growComm(Communicator& parent, int nRanks, const char* id, const CommConf
   }
   const Offer& root = all[static_cast<size_t>(roots[0])];
   if (id != nullptr) {
-    std::lock_guard<std::mutex> lock(parent.growMu);
-    if (!parent.growIdPending || memcmp(parent.growId, id, kUniqueIdBytes) != 0) {
+    std::lock_guard<std::mutex> lock(parent.grow.mu);
+    if (!parent.grow.pending || memcmp(parent.grow.id, id, kUniqueIdBytes) != 0) {
       return invalidArgument("uniqueId is not the one ncclCommGetUniqueId gave this communicator (or it was used)");
     }
-    parent.growIdPending = false;  // used, whatever the grow's outcome
+    parent.grow.pending = false;  // used, whatever the grow's outcome
   }
   BRAID_ASSIGN_OR_RETURN(UniqueIdInfo info, decodeUniqueId(root.id));
   auto child = std::make_unique<Communicator>();

@@ -9,7 +9,6 @@
 #include "src/core/group.h"
 
 namespace braid {
-namespace {
 
 Status checkDatatype(int datatype) {
   if (datatype < 0 || datatype >= static_cast<int>(DType::kCount)) {
@@ -18,6 +17,8 @@ Status checkDatatype(int datatype) {
   }
   return Status::ok();
 }
+
+namespace {
 
 bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
   auto x = reinterpret_cast<uintptr_t>(a);
@@ -37,7 +38,8 @@ Status checkInPlace(const char* what, const void* sendbuff, size_t sendBytes, co
   return Status::ok();
 }
 
-// Whether the communicator takes operations now (initialised, not failed or finalized) on this stream.
+}  // namespace
+
 Status checkUsable(Communicator& comm, const void* handle, const void* stream) {
   const int asyncErr = comm.asyncError().load();
   if (asyncErr == static_cast<int>(Code::kInProgress)) {
@@ -64,8 +66,6 @@ Status checkUsable(Communicator& comm, const void* handle, const void* stream) {
   // in the flight recorder here, on the owner's thread.)
   return comm.pollOwned();
 }
-
-}  // namespace
 
 Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest& a) {
   BRAID_RETURN_IF_ERROR(checkUsable(*comm, a.handle, a.stream));

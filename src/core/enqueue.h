@@ -31,6 +31,13 @@ struct CollRequest {
   uint64_t flightToken = ~uint64_t(0);
 };
 
+// Whether the communicator takes operations now on `stream`: errors (kInvalidUsage) for one still initialising,
+// failed, finalized or revoked, a non-null stream on a host communicator, a stream the backend cannot order after,
+// and the failure of earlier work.
+[[nodiscard]] Status checkUsable(Communicator& comm, const void* handle, const void* stream);
+// A valid ncclDataType_t value, or an error naming it.
+[[nodiscard]] Status checkDatatype(int datatype);
+
 // Checks and queues one operation; a count of 0 is checked and queues nothing. Errors: kInvalidArgument (a bad
 // datatype, op, root/peer, count or buffer, or overlapping buffers outside the in-place positions), kInvalidUsage
 // (a communicator still initialising, failed, finalized, or a non-null stream on a host communicator).

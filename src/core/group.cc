@@ -10,10 +10,15 @@
 namespace braid {
 namespace {
 
+struct GroupJob {
+  const void* key;  // jobs of one key run in order, on one thread
+  std::function<Status()> run;
+};
+
 struct GroupState {
   int depth = 0;
   std::vector<std::shared_ptr<Communicator>> comms;
-  std::vector<std::function<Status()>> jobs;
+  std::vector<GroupJob> jobs;
   Status error;
 };
 
@@ -91,8 +96,8 @@ void groupAddComm(const std::shared_ptr<Communicator>& comm) {
   if (std::find(v.begin(), v.end(), comm) == v.end()) v.push_back(comm);
 }
 
-void groupAddJob(std::function<Status()> job) {
-  tlsGroup.jobs.push_back(std::move(job));
+void groupAddJob(std::function<Status()> job, const void* key) {
+  tlsGroup.jobs.push_back(GroupJob{key, std::move(job)});
 }
 
 void groupRecordError(const Status& st) {
@@ -117,18 +122,38 @@ Status groupEndImpl(double* simulatedUs) {
                         simulatedUs != nullptr ? "ncclGroupSimulateEnd" : "ncclGroupEnd");
   }
   if (--g.depth > 0) return Status::ok();
-  std::vector<std::function<Status()>> jobs = std::move(g.jobs);
+  std::vector<GroupJob> jobs = std::move(g.jobs);
   std::vector<std::shared_ptr<Communicator>> comms = std::move(g.comms);
   Status error = g.error;
   g.jobs.clear();
   g.comms.clear();
   g.error = Status();
 
-  // Grouped inits rendezvous with each other, so they must run concurrently.
+  // Grouped inits (and window registrations) rendezvous with each other, so they must run concurrently: a thread
+  // per key, running that key's jobs in the order they were added (one communicator's collective calls in order).
   if (!jobs.empty()) {
+    std::vector<std::vector<size_t>> lanes;
+    std::vector<const void*> keys;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const void* k = jobs[i].key;
+      auto at = k == nullptr ? keys.end() : std::find(keys.begin(), keys.end(), k);
+      if (at == keys.end()) {
+        keys.push_back(k);
+        lanes.emplace_back();
+        at = keys.end() - 1;
+      }
+      lanes[static_cast<size_t>(at - keys.begin())].push_back(i);
+    }
     std::vector<Status> results(jobs.size());
     std::vector<std::thread> threads;
-    for (size_t i = 0; i < jobs.size(); ++i) threads.emplace_back([&, i] { results[i] = jobs[i](); });
+    for (const std::vector<size_t>& lane : lanes) {
+      threads.emplace_back([&jobs, &results, &lane] {
+        for (size_t i : lane) {
+          results[i] = jobs[i].run();
+          if (!results[i].isOk()) break;  // the later ones depend on it
+        }
+      });
+    }
     for (auto& t : threads) t.join();
     for (const Status& st : results) {
       if (error.isOk() && !st.isOk()) error = st;

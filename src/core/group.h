@@ -39,8 +39,10 @@ Status groupEnd();
 Status groupSimulateEnd(double* estimatedUs);
 // Queues the communicator for execution at the outermost group end.
 void groupAddComm(const std::shared_ptr<Communicator>& comm);
-// A job run at the outermost group end before any operation (grouped ncclCommInitRank).
-void groupAddJob(std::function<Status()> job);
+// A job run at the outermost group end before any operation (a grouped ncclCommInitRank, window registration or
+// host signal wait). Jobs run concurrently, but those with the same non-null key (their communicator) one after
+// another in the order added; after one of them fails, the rest of its key do not run.
+void groupAddJob(std::function<Status()> job, const void* key = nullptr);
 // The first error of an operation queued in the current group (reported by ncclGroupEnd).
 void groupRecordError(const Status& st);
 

@@ -33,7 +33,7 @@ Result<std::unique_ptr<NvlsTree>> NvlsTree::create(Communicator& c) {
   if (!even) why = "hosts have different numbers of ranks";
   if (perHost < 2) why = "one rank per host (the network carries everything anyway)";
   if (params::Direct() == 0) why = "BRAID_DIRECT=0";
-  if (c.links_.shmDisable) why = "NCCL_SHM_DISABLE=1";
+  if (c.links_.transport.shmDisable) why = "NCCL_SHM_DISABLE=1";
   const FilterColl ar = FilterColl::kAllReduce;
   const SelectorConfig& sc = c.selector_.config();
   const bool forced =

@@ -614,16 +614,12 @@ TEST(Api, LastErrorIsTheCallingThreadsOwn) {
 TEST(Api, UnsupportedFunctionsSayWhich) {
   ncclComm_t c[1];
   ASSERT_EQ(ncclCommInitAll(c, 1, nullptr), ncclSuccess);
-  ncclWindow_t win = nullptr;
   ncclComm_t out = nullptr;
-  int excl = 0;
   ncclUniqueId ids[2];
   struct {
     const char* name;
     ncclResult_t r;
   } calls[] = {
-      {"ncclCommWindowRegister", ncclCommWindowRegister(c[0], &excl, 4, &win, 0)},
-      {"ncclCommWindowDeregister", ncclCommWindowDeregister(c[0], win)},
       {"ncclCommInitRankScalable", ncclCommInitRankScalable(&out, 1, 0, 2, ids, nullptr)},
   };
   for (const auto& call : calls) {

@@ -93,11 +93,13 @@ struct KernelEnv {
 };
 
 struct DirectKernelWork;
+struct RmaKernelWork;
 
 struct KernelArgs {
   ChannelWorkDesc* channels = nullptr;       // one per CTA
   uint32_t nchannels = 0;                    // CTAs (the direct entry: lanes)
   const DirectKernelWork* direct = nullptr;  // the direct entry's work (channels is null then)
+  const RmaKernelWork* rma = nullptr;        // the signal entry's work (rma_kernel.h; channels is null then)
   DevStatus* status = nullptr;
   const uint32_t* abortFlag = nullptr;  // non-zero: stop (the host's ncclCommAbort), may be null
   uint64_t timeoutNs = 0;               // no progress for this long fails the launch; 0: never

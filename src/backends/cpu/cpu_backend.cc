@@ -1,5 +1,8 @@
 #include "src/backends/cpu/cpu_backend.h"
 
+#include <sched.h>
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -251,6 +254,80 @@ Status CpuBackend::launchDirect(const std::vector<DirectBatch>& group) {
       auto* b = static_cast<CpuBackend*>(d.backend);
       if (k < d.ops->size()) BRAID_RETURN_IF_ERROR(b->direct_->finishWait(b->wait_));
     }
+  }
+  return Status::ok();
+}
+
+Result<WindowDesc> CpuBackend::exportWindow(const void* base, size_t bytes, int otherProcesses) {
+  WindowDesc d;
+  d.mem = describeBuffer(base, bytes);
+  if (d.mem.fd < 0 && otherProcesses > 0) {
+    BRAID_INFO(kLogReg,
+               "rank %d: window buffer %p is private memory: ranks of other processes cannot map it (ncclMemAlloc "
+               "memory they can)",
+               rank_, base);
+  }
+  return d;
+}
+
+WindowPeer CpuBackend::importWindow(const WindowDesc& mine, const WindowDesc& theirs) {
+  WindowPeer p;
+  if (theirs.hostHash != mine.hostHash) {
+    p.why = "it is on another host";
+  } else if (theirs.pid == mine.pid) {
+    p.at = reinterpret_cast<char*>(theirs.addr);
+  } else if (theirs.mem.fd < 0) {
+    p.why = strPrintf("it is private memory of process %d (windows shared between processes need ncclMemAlloc memory)",
+                      static_cast<int>(theirs.pid));
+  } else {
+    Result<void*> m = mapPeerFd(theirs.mem.pid, theirs.mem.fd, theirs.mem.ino, theirs.mem.allocBytes);
+    if (m.isOk()) {
+      const size_t len = theirs.mem.allocBytes;
+      p.held = std::shared_ptr<void>(m.value(), [len](void* q) { munmap(q, len); });
+      p.at = static_cast<char*>(m.value()) + theirs.mem.offset;
+    } else {
+      p.why = m.status().message();
+    }
+  }
+  return p;
+}
+
+Result<void*> CpuBackend::allocWindowMemory(size_t bytes) {
+  bool shareable = false;
+  return allocShareable(bytes, &shareable);  // zeroed
+}
+
+void CpuBackend::freeWindowMemory(void* p) {
+  (void)freeShareable(p);
+}
+
+Status CpuBackend::runRma(const std::vector<RmaStep>& steps, void* stream) {
+  for (const RmaStep& s : steps) {
+    if (s.kind == RmaStep::Kind::kPut && s.bytes > 0) memcpy(s.dst, s.src, s.bytes);
+    if (s.kind != RmaStep::Kind::kWait) {
+      __atomic_store_n(s.word, s.value, __ATOMIC_RELEASE);  // after the data: a peer that sees it sees the data
+      continue;
+    }
+    WaitLoop wait(wait_);
+    auto sleep = [](int round) {
+      if (round < 64) {
+        sched_yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(round < 1024 ? 20 : 500));
+      }
+    };
+    auto check = [&](bool timedOut) -> Status {
+      const int32_t pid = s.peer < wait_.nLocalPids && wait_.localPids != nullptr ? wait_.localPids[s.peer] : 0;
+      if (pid != 0 && processGone(pid)) {
+        return remoteError("rank %d: waiting for signal %llu from rank %d, whose process %d has exited", rank_,
+                           static_cast<unsigned long long>(s.value), s.peer, static_cast<int>(pid));
+      }
+      if (!timedOut) return Status::ok();
+      return remoteError("rank %d: rank %d sent %llu signals, not the %llu awaited, within BRAID_TIMEOUT=%g s", rank_,
+                         s.peer, static_cast<unsigned long long>(__atomic_load_n(s.word, __ATOMIC_ACQUIRE)),
+                         static_cast<unsigned long long>(s.value), wait_.timeoutSec);
+    };
+    while (__atomic_load_n(s.word, __ATOMIC_ACQUIRE) < s.value) BRAID_RETURN_IF_ERROR(wait.idle(check, sleep));
   }
   return Status::ok();
 }

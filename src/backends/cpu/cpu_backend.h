@@ -32,6 +32,13 @@ class CpuBackend final : public Backend {
   Status launchFifo(const std::vector<FifoLaunch>& group) override;
   Status launchDirect(const std::vector<DirectBatch>& group) override;
   void markAborted(const std::string& why) override;
+  // Windows on host memory: ncclMemAlloc's memfd reaches the processes of this host; other memory only this
+  // process's ranks. One-sided steps run on the calling thread.
+  Result<WindowDesc> exportWindow(const void* base, size_t bytes, int otherProcesses) override;
+  WindowPeer importWindow(const WindowDesc& mine, const WindowDesc& theirs) override;
+  Result<void*> allocWindowMemory(size_t bytes) override;
+  void freeWindowMemory(void* p) override;
+  Status runRma(const std::vector<RmaStep>& steps, void* stream) override;
 
  private:
   struct Channel {

@@ -9,9 +9,11 @@
 #include <cstring>
 #include <thread>
 
+#include "src/backends/common/rma_kernel.h"
 #include "src/backends/cpu/cpu_backend.h"
 #include "src/backends/cuda/cuda_direct.h"
 #include "src/backends/cuda/kernel_image.h"
+#include "src/backends/cuda/kernel_status.h"
 #include "src/backends/cuda/launch_memory.h"
 #include "src/backends/cuda/work_image.h"
 #include "src/common/logging.h"
@@ -336,8 +338,8 @@ FifoCursor* CudaBackend::cursorFor(void* connector) {
   // that initialises FIFOs: outside any capture (a graph replayed must not reset it) and never behind a kernel.
   const FifoCursor start = static_cast<Connector*>(connector)->cursor();
   const CUstream init = deviceMemory_->stream();
-  if (api_->memcpyAsync(reinterpret_cast<CUdeviceptr>(c), reinterpret_cast<CUdeviceptr>(&start), sizeof(start),
-                        init) != kCuSuccess ||
+  if (api_->memcpyAsync(reinterpret_cast<CUdeviceptr>(c), reinterpret_cast<CUdeviceptr>(&start), sizeof(start), init) !=
+          kCuSuccess ||
       api_->streamSynchronize(init) != kCuSuccess) {
     return nullptr;
   }
@@ -405,8 +407,9 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
     for (const ChannelWork* cw : ptrs) {
       for (const ConnSlot& c : cw->conns) {
         if (cursorFor(c.owner) == nullptr) {
-          return Status(Code::kCudaError,
-                        strPrintf("rank %d: no device memory for connector cursors (or their first copy failed)", rank_));
+          return Status(
+              Code::kCudaError,
+              strPrintf("rank %d: no device memory for connector cursors (or their first copy failed)", rank_));
         }
       }
     }
@@ -567,48 +570,12 @@ void CudaBackend::release(Launch& l) {
 }
 
 Status CudaBackend::statusOf(const Launch& l) const {
+  const KernelFailureContext ctx{rank_, wait_.timeoutSec, &peerGone_};
   for (size_t k = 0; k < l.statuses.size(); ++k) {
     const DevStatus& s = *l.statuses[k];
-    const uint32_t code = loadAcquire(&s.code);
-    if (code == static_cast<uint32_t>(DevStatusCode::kRunning)) continue;
+    if (loadAcquire(&s.code) == static_cast<uint32_t>(DevStatusCode::kRunning)) continue;
     const Launch::KernelRecord& rec = l.kernels[k];
-    const KernelArgs& args = *rec.args;
-    // A pointer into the kernel's work, read through the host's copy.
-    auto onHost = [&](const auto* p) {
-      return reinterpret_cast<decltype(p)>(reinterpret_cast<const char*>(p) + rec.toHost);
-    };
-    std::string peer = "no connector";
-    const char* kernel = args.direct != nullptr ? kDirectKernelName : kernelName(rec.proto);
-    const char* unit = args.direct != nullptr ? "lane" : "channel";
-    if (args.direct != nullptr) {
-      peer = s.conn >= 0 ? strPrintf("waiting for rank %d", s.conn) : "";
-    } else if (s.channel >= 0 && static_cast<uint32_t>(s.channel) < args.nchannels && s.conn >= 0) {
-      const ChannelWorkDesc& ch = *onHost(args.channels + s.channel);
-      if (static_cast<uint32_t>(s.conn) < ch.nconns) {
-        const auto* c = static_cast<const Connector*>(onHost(ch.conns + s.conn)->owner);
-        peer = strPrintf("%s rank %d", c->isSend() ? "sending to" : "receiving from", c->peer().rank);
-      }
-    }
-    switch (static_cast<DevStatusCode>(code)) {
-      case DevStatusCode::kAborted:
-        if (!peerGone_.empty()) return remoteError("rank %d: %s", rank_, peerGone_.c_str());
-        return remoteError("rank %d: %s stopped on %s %d: the communicator was aborted", rank_, kernel, unit,
-                           s.channel);
-      case DevStatusCode::kPeerAborted:
-        if (args.direct != nullptr) {
-          return remoteError("rank %d: %s on lane %d: rank %d failed or was aborted", rank_, kernel, s.channel, s.conn);
-        }
-        return remoteError("rank %d: %s on channel %d: the connection %s failed or was aborted", rank_, kernel,
-                           s.channel, peer.c_str());
-      case DevStatusCode::kTimeout:
-        return remoteError(
-            "rank %d: %s on %s %d: no progress for %.0f s %s (item %d, tile %llu, step %u; "
-            "BRAID_TIMEOUT)",
-            rank_, kernel, unit, s.channel, wait_.timeoutSec, peer.c_str(), s.item,
-            static_cast<unsigned long long>(s.tile), s.step);
-      default:
-        return internalError("rank %d: %s refused its work on %s %d (status %u)", rank_, kernel, unit, s.channel, code);
-    }
+    return kernelFailure(s, *rec.args, rec.proto, rec.toHost, ctx);
   }
   return Status::ok();
 }
@@ -688,16 +655,63 @@ Status CudaBackend::launchDirect(const std::vector<DirectBatch>& group) {
 
 Status CudaBackend::launchDirectOne(const DirectBatch& b) {
   if (!direct_) return internalError("rank %d: a direct launch on a communicator without direct areas", rank_);
+  BRAID_RETURN_IF_ERROR(launchPinned(
+      b.streams, direct_->imageBytes(b.ops->size()), "a direct launch's work", true,
+      [&](char* image) { return direct_->writeImage(*b.ops, image); },
+      [&](CUstream run, const KernelArgs& args) { return launchDirectKernel(*api_, args, threads_, run); }));
+  for (DirectOp& op : *b.ops) op.ran = true;
+  return Status::ok();
+}
+
+Status CudaBackend::runRma(const std::vector<RmaStep>& steps, void* stream) {
+  std::vector<RmaKernelStep> signals;
+  for (const RmaStep& s : steps) {
+    signals.push_back(RmaKernelStep{s.word, s.value, s.peer, s.kind == RmaStep::Kind::kWait ? 1u : 0u});
+  }
+  const size_t stepsAt = (sizeof(RmaKernelWork) + 63) / 64 * 64;
+  return launchPinned(
+      std::vector<void*>{stream}, stepsAt + sizeof(RmaKernelStep) * signals.size(), "one-sided work", false,
+      [&](char* image) {
+        auto* work = reinterpret_cast<RmaKernelWork*>(image);
+        auto* at = reinterpret_cast<RmaKernelStep*>(image + stepsAt);
+        for (size_t i = 0; i < signals.size(); ++i) at[i] = signals[i];
+        work->steps = at;
+        work->nsteps = static_cast<uint32_t>(signals.size());
+        KernelArgs args;
+        args.rma = work;
+        args.nchannels = 1;
+        return args;
+      },
+      [&](CUstream run, const KernelArgs& args) -> Status {
+        // The data by the copy engine, in stream order before the kernel that raises the signals.
+        for (const RmaStep& s : steps) {
+          if (s.kind != RmaStep::Kind::kPut || s.bytes == 0) continue;
+          BRAID_RETURN_IF_ERROR(api_->check(api_->memcpyAsync(reinterpret_cast<CUdeviceptr>(s.dst),
+                                                              reinterpret_cast<CUdeviceptr>(s.src), s.bytes, run),
+                                            "cuMemcpyAsync (ncclPutSignal)"));
+        }
+        return launchRmaKernel(*api_, args, run);
+      });
+}
+
+Status CudaBackend::launchPinned(const std::vector<void*>& streams, size_t workBytes, const char* what, bool capturable,
+                                 const std::function<KernelArgs(char*)>& write,
+                                 const std::function<Status(CUstream, const KernelArgs&)>& run) {
   ScopedContext scope(api_, ctx_);
   RelaxedCaptureMode relaxed(api_);
-  BRAID_ASSIGN_OR_RETURN(const CaptureState cap, beginLaunch(b.streams));
+  BRAID_ASSIGN_OR_RETURN(const CaptureState cap, beginLaunch(streams));
+  if (!capturable && cap.graph != nullptr) {
+    return invalidUsage(
+        "stream=%p is being captured into a CUDA graph: %s cannot be captured (nor can NCCL's "
+        "one-sided operations in 2.29-2.31); issue it outside the capture",
+        streams.empty() ? nullptr : streams[0], what);
+  }
   auto launch = std::make_unique<Launch>();
-  const size_t argsAt = (direct_->imageBytes(b.ops->size()) + 63) / 64 * 64;
+  const size_t argsAt = (workBytes + 63) / 64 * 64;
   const size_t statusAt = argsAt + (sizeof(KernelArgs) + 63) / 64 * 64;
-  BRAID_ASSIGN_OR_RETURN(void* image,
-                         launchMemory_->takePinned(statusAt + sizeof(DevStatus), "a direct launch's work"));
+  BRAID_ASSIGN_OR_RETURN(void* image, launchMemory_->takePinned(statusAt + sizeof(DevStatus), what));
   launch->images.push_back(image);
-  KernelArgs args = direct_->writeImage(*b.ops, static_cast<char*>(image));
+  KernelArgs args = write(static_cast<char*>(image));
   auto* status = reinterpret_cast<DevStatus*>(static_cast<char*>(image) + statusAt);
   devStatusInit(status);
   args.status = status;
@@ -707,10 +721,7 @@ Status CudaBackend::launchDirectOne(const DirectBatch& b) {
   *kept = args;
   launch->statuses.push_back(status);
   launch->kernels.push_back(Launch::KernelRecord{kept, ProtoId::kSimple, 0});  // read where it is
-  BRAID_RETURN_IF_ERROR(submit(std::move(launch), b.streams, cap,
-                               [&](CUstream run) { return launchDirectKernel(*api_, args, threads_, run); }));
-  for (DirectOp& op : *b.ops) op.ran = true;
-  return Status::ok();
+  return submit(std::move(launch), streams, cap, [&](CUstream stream) { return run(stream, args); });
 }
 
 Status CudaBackend::checkStream(void* stream) const {

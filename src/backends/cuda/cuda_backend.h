@@ -35,6 +35,7 @@
 #include "src/backends/backend.h"
 #include "src/backends/cuda/cu_api.h"
 #include "src/backends/cuda/cuda_direct.h"
+#include "src/backends/cuda/cuda_windows.h"
 #include "src/backends/cuda/device_memory.h"
 #include "src/backends/cuda/launch_memory.h"
 #include "src/backends/cuda/peer_watch.h"
@@ -67,6 +68,24 @@ class CudaBackend final : public Backend {
     if (direct_) direct_->registry().add(handle, base, bytes);
   }
   void deregistered(const void* handle) override;
+  // Windows of ncclMemAlloc memory (cuda_windows.h); one-sided steps on the stream: puts by the copy engine, then
+  // the signal kernel (rma_kernel.h). Not inside a CUDA graph capture.
+  Result<WindowDesc> exportWindow(const void* base, size_t bytes, int otherProcesses) override {
+    return exportCudaWindow(api_, rank_, base, bytes, otherProcesses);
+  }
+  WindowPeer importWindow(const WindowDesc& mine, const WindowDesc& theirs) override {
+    return importCudaWindow(*deviceMemory_, wait_.timeoutSec, mine, theirs);
+  }
+  void withdrawWindow(const WindowDesc& mine) override { withdrawCudaWindow(mine); }
+  Result<void*> allocWindowMemory(size_t bytes) override {
+    ScopedContext scope(api_, ctx_);
+    return allocCudaWindowMemory(*deviceMemory_, bytes);
+  }
+  void freeWindowMemory(void* p) override {
+    ScopedContext scope(api_, ctx_);
+    (void)cuMemFreeShareable(api_, p);
+  }
+  Status runRma(const std::vector<RmaStep>& steps, void* stream) override;
   Status pollAsync() override;
   void abortWork() override;
 
@@ -112,13 +131,19 @@ class CudaBackend final : public Backend {
   Result<CaptureState> beginLaunch(const std::vector<void*>& streams);
   Status launchOne(const FifoLaunch& launch);
   Status launchDirectOne(const DirectBatch& batch);
+  // One kernel on `streams`: a pinned work image of `workBytes` that `write` fills (returning the kernel's
+  // arguments; the status, abort word and deadline are added here), launched by `run` on the stream that runs the
+  // launch. `capturable` false: refused by name while the streams are being captured.
+  Status launchPinned(const std::vector<void*>& streams, size_t workBytes, const char* what, bool capturable,
+                      const std::function<KernelArgs(char*)>& write,
+                      const std::function<Status(CUstream, const KernelArgs&)>& run);
   // Joins the user streams, runs the staged copies and then `kernels` on the stream that runs the launch, makes
   // the user streams wait for it, and keeps the launch (in flight, or with the capturing graph). On failure the
   // launch's memory is released.
   Status submit(std::unique_ptr<Launch> launch, const std::vector<void*>& streams, const CaptureState& cap,
                 const std::function<Status(CUstream)>& kernels);
   FifoCursor* cursorFor(void* connector);
-  Status statusOf(const Launch& l) const;  // what a launch's status words say
+  Status statusOf(const Launch& l) const;  // what a launch's status words say (kernel_status.h)
   // Whether every launch in flight finished within BRAID_TIMEOUT (mu_ held).
   bool inflightDone() const;
   Status pollLocked();  // pollAsync with mu_ held

@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "src/backends/common/rma_kernel.h"
 #include "src/backends/cuda/emu/emu_kernels.h"
 #include "src/common/logging.h"
 
@@ -57,6 +58,8 @@ Result<KernelLibrary> load(const CuApi& api) {
     }
     BRAID_RETURN_IF_ERROR(api.check(api.libraryGetKernel(&lib.direct, lib.library, kDirectKernelName),
                                     strPrintf("cuLibraryGetKernel(%s)", kDirectKernelName).c_str()));
+    BRAID_RETURN_IF_ERROR(api.check(api.libraryGetKernel(&lib.rma, lib.library, kRmaKernelName),
+                                    strPrintf("cuLibraryGetKernel(%s)", kRmaKernelName).c_str()));
     lib.source = c.what;
     BRAID_INFO(kLogInit, "CUDA kernels loaded from %s (%s)", c.what, api.name.c_str());
     return lib;
@@ -103,6 +106,13 @@ Status launchKernel(const CuApi& api, ProtoId proto, const KernelArgs& args, int
 Status launchDirectKernel(const CuApi& api, const KernelArgs& args, int threads, CUstream stream) {
   BRAID_ASSIGN_OR_RETURN(const KernelLibrary* lib, kernelLibrary(api));
   return launchEntry(api, lib->direct, kDirectKernelName, args, threads, stream);
+}
+
+Status launchRmaKernel(const CuApi& api, const KernelArgs& args, CUstream stream) {
+  BRAID_ASSIGN_OR_RETURN(const KernelLibrary* lib, kernelLibrary(api));
+  KernelArgs one = args;
+  one.nchannels = 1;
+  return launchEntry(api, lib->rma, kRmaKernelName, one, 1, stream);
 }
 
 }  // namespace braid

@@ -24,6 +24,7 @@ struct KernelLibrary {
   CUlibrary library = nullptr;
   CUkernel kernels[3] = {nullptr, nullptr, nullptr};  // indexed by ProtoId
   CUkernel direct = nullptr;                          // kDirectKernelName
+  CUkernel rma = nullptr;                             // kRmaKernelName
   std::string source;                                 // which image loaded, for logs and braid-info
 };
 
@@ -37,5 +38,7 @@ struct KernelLibrary {
                                   CUstream stream);
 // The same for the direct entry (args.direct set, one CTA per lane: args.nchannels).
 [[nodiscard]] Status launchDirectKernel(const CuApi& api, const KernelArgs& args, int threads, CUstream stream);
+// The signal entry (args.rma set): one CTA of one thread.
+[[nodiscard]] Status launchRmaKernel(const CuApi& api, const KernelArgs& args, CUstream stream);
 
 }  // namespace braid

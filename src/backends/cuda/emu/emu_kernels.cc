@@ -8,6 +8,7 @@
 
 #include "src/backends/common/direct_kernel.h"
 #include "src/backends/common/ll128_ops.h"
+#include "src/backends/common/rma_kernel.h"
 #include "src/common/params.h"
 
 namespace braid {
@@ -24,17 +25,23 @@ void runDirectKernel(const EmuCta& cta, const KernelArgs& args) {
   directKernelMain(cta, env, args, static_cast<uint32_t>(cta.blockId()));
 }
 
+void runRmaKernel(const EmuCta& cta, const KernelArgs& args) {
+  rmaKernelMain(cta, args);
+}
+
 const EmuKernel kKernels[] = {
     {kernelName(ProtoId::kSimple), &runKernel<ProtoId::kSimple>},
     {kernelName(ProtoId::kLL), &runKernel<ProtoId::kLL>},
     {kernelName(ProtoId::kLL128), &runKernel<ProtoId::kLL128>},
     {kDirectKernelName, &runDirectKernel},
+    {kRmaKernelName, &runRmaKernel},
 };
 
 constexpr uint32_t kNumKernels = sizeof(kKernels) / sizeof(kKernels[0]);
-const char* const kNames[kNumKernels] = {kKernels[0].name, kKernels[1].name, kKernels[2].name, kKernels[3].name};
+const char* const kNames[kNumKernels] = {kKernels[0].name, kKernels[1].name, kKernels[2].name, kKernels[3].name,
+                                         kKernels[4].name};
 const uint32_t kParamBytes[kNumKernels] = {sizeof(KernelArgs), sizeof(KernelArgs), sizeof(KernelArgs),
-                                           sizeof(KernelArgs)};
+                                           sizeof(KernelArgs), sizeof(KernelArgs)};
 constexpr double kDeadlineMarginSec = 30;
 
 EmuDevice* deviceFor(int ordinal, int slots) {
@@ -69,9 +76,21 @@ std::string checkReach(const KernelArgs& a, int device, EmuClassifyFn classify) 
   };
   aligned(a.status, alignof(DevStatus), "the status word");
   aligned(a.abortFlag, sizeof(uint32_t), "the abort word");
-  if (a.direct == nullptr) check(a.channels, sizeof(ChannelWorkDesc) * a.nchannels, "the channel table");
+  if (a.direct == nullptr && a.rma == nullptr) {
+    check(a.channels, sizeof(ChannelWorkDesc) * a.nchannels, "the channel table");
+  }
   check(a.status, sizeof(DevStatus), "the status word");
   check(a.abortFlag, sizeof(uint32_t), "the abort word");
+  if (a.rma != nullptr) {
+    check(a.rma, sizeof(RmaKernelWork), "the signal work");
+    check(a.rma->steps, sizeof(RmaKernelStep) * a.rma->nsteps, "the signal steps");
+    for (uint32_t i = 0; i < a.rma->nsteps && problem.empty(); ++i) {
+      const RmaKernelStep& s = a.rma->steps[i];
+      check(s.word, sizeof(uint64_t), strPrintf("signal step %u's word", i));
+      aligned(s.word, sizeof(uint64_t), strPrintf("signal step %u's word", i));
+    }
+    return problem;
+  }
   if (a.direct != nullptr) {
     const DirectKernelWork& w = *a.direct;
     check(a.direct, sizeof(DirectKernelWork), "the direct work");

@@ -1,0 +1,94 @@
+#include "src/backends/cuda/cuda_windows.h"
+
+#include <unistd.h>
+
+#include "src/common/logging.h"
+
+namespace braid {
+
+Result<WindowDesc> exportCudaWindow(const CuApi* api, int rank, const void* base, size_t bytes, int otherProcesses) {
+  ShareableRange range;
+  if (!findShareable(base, bytes, &range)) {
+    return invalidArgument(
+        "buff=%p (%zu bytes) is not ncclMemAlloc memory: a window on a CUDA communicator must be memory its peers "
+        "can map (allocate it with ncclMemAlloc; braid does not map other cuMem allocations or cudaMalloc memory)",
+        base, bytes);
+  }
+  WindowDesc d;
+  d.allocBytes = range.bytes;
+  d.offset = static_cast<uint64_t>(static_cast<const char*>(base) - range.base);
+  for (int dev : range.devices) {
+    if (dev >= 0 && dev < 64) d.accessMask |= uint64_t{1} << dev;
+  }
+  if (otherProcesses == 0) return d;
+  Result<int> fd = exportShareable(api, range.base);
+  if (!fd.isOk()) {
+    BRAID_INFO(kLogReg, "rank %d: window buffer %p is not offered to other processes: %s", rank, base,
+               fd.status().message().c_str());
+    return d;
+  }
+  Result<FdTicket> t = offerFd(fd.value(), otherProcesses);
+  close(fd.value());
+  if (t.isOk()) {
+    d.ticket = t.value();
+  } else {
+    BRAID_INFO(kLogReg, "rank %d: window buffer %p is not offered to other processes: %s", rank, base,
+               t.status().message().c_str());
+  }
+  return d;
+}
+
+WindowPeer importCudaWindow(const CudaDeviceMemory& memory, double timeoutSec, const WindowDesc& mine,
+                            const WindowDesc& theirs) {
+  WindowPeer p;
+  if (theirs.hostHash != mine.hostHash) {
+    p.why = "it is on another host";
+    return p;
+  }
+  if (theirs.pid == mine.pid) {
+    const int dev = memory.device();
+    if (dev >= 0 && dev < 64 && (theirs.accessMask >> dev & 1) != 0) {
+      p.at = reinterpret_cast<char*>(theirs.addr);
+    } else {
+      p.why = strPrintf("GPU %d has no access to it (no peer access with GPU %d)", dev, theirs.device);
+    }
+    return p;
+  }
+  if (theirs.ticket.token == 0) {
+    p.why = strPrintf("process %d could not offer it to other processes", static_cast<int>(theirs.pid));
+    return p;
+  }
+  Result<int> fd = fetchFd(theirs.ticket, timeoutSec);
+  if (!fd.isOk()) {
+    p.why = fd.status().message();
+    return p;
+  }
+  Result<DeviceFifoMem> m = memory.import(fd.value(), theirs.allocBytes);
+  close(fd.value());
+  if (!m.isOk()) {
+    p.why = strPrintf("mapping it for GPU %d: %s", memory.device(), m.status().message().c_str());
+    return p;
+  }
+  p.held = m.value().owner;
+  p.at = m.value().base + theirs.offset;
+  return p;
+}
+
+void withdrawCudaWindow(const WindowDesc& mine) {
+  if (mine.ticket.token != 0) withdrawFd(mine.ticket);
+}
+
+Result<void*> allocCudaWindowMemory(const CudaDeviceMemory& memory, size_t bytes) {
+  const CuApi* api = memory.api();
+  BRAID_ASSIGN_OR_RETURN(void* p, cuMemAllocShareable(api, memory.device(), bytes));
+  Status st =
+      api->check(api->memsetD8Async(reinterpret_cast<CUdeviceptr>(p), 0, bytes, memory.stream()), "cuMemsetD8Async");
+  if (st.isOk()) st = api->check(api->streamSynchronize(memory.stream()), "cuStreamSynchronize");
+  if (!st.isOk()) {
+    (void)cuMemFreeShareable(api, p);
+    return st.withContext("zeroing the one-sided signal area");
+  }
+  return p;
+}
+
+}  // namespace braid

@@ -1,0 +1,28 @@
+// Windows on a CUDA communicator (src/core/windows.h): what a rank offers of its ncclMemAlloc buffer and how a peer
+// maps it. A rank of the same process reaches it at its own address when its GPU has access (ncclMemAlloc maps for
+// every device with peer access); a rank of another process of this host fetches the allocation's POSIX descriptor
+// from the owner's descriptor server (fd_share.h) and maps it for its GPU. Nothing else is a CUDA window: NCCL also
+// takes only VMM (cuMem) memory, and braid maps only ncclMemAlloc's (an allocation of the program's own cuMem
+// allocator is refused by name).
+//
+// Thread safety: every function may be called from any thread.
+#pragma once
+
+#include <cstddef>
+
+#include "src/backends/backend.h"
+#include "src/backends/cuda/device_memory.h"
+
+namespace braid {
+
+// The owner's side. Errors: kInvalidArgument naming `base` when it is not ncclMemAlloc memory. A descriptor that
+// cannot be exported only leaves other processes without the window (said at INFO).
+Result<WindowDesc> exportCudaWindow(const CuApi* api, int rank, const void* base, size_t bytes, int otherProcesses);
+// A peer's side (never an error: out of reach is a reason).
+WindowPeer importCudaWindow(const CudaDeviceMemory& memory, double timeoutSec, const WindowDesc& mine,
+                            const WindowDesc& theirs);
+void withdrawCudaWindow(const WindowDesc& mine);
+// Zeroed ncclMemAlloc memory on memory's device (its stream does the zeroing), for the signal area.
+Result<void*> allocCudaWindowMemory(const CudaDeviceMemory& memory, size_t bytes);
+
+}  // namespace braid

@@ -1,0 +1,297 @@
+#include "src/core/windows.h"
+
+#include <cstring>
+
+#include "src/common/logging.h"
+#include "src/common/params.h"
+#include "src/core/comm.h"
+
+namespace braid {
+namespace {
+
+// What each rank tells the others when a window is registered.
+struct Offer {
+  WindowDesc desc;
+  int32_t enabled = 0;  // NCCL_WIN_ENABLE
+  int32_t failed = 0;   // this rank could not offer its buffer: `why`
+  char why[200] = {};
+};
+
+constexpr int kKnownFlags = kWinCollSymmetric | kWinStrictOrdering | kWinGinOnly;
+// One line per sender in a signal area, so senders never share a cache line.
+constexpr size_t kSignalStride = 64;
+
+// Why [buff, buff + bytes) with `flags` cannot be a window, or "" (checked inside the exchange, so a rank with a bad
+// argument fails its peers at once instead of leaving them waiting).
+std::string badArguments(const void* buff, int flags) {
+  if ((flags & ~kKnownFlags) != 0) {
+    return strPrintf(
+        "winFlags=0x%x has bits braid does not know (NCCL_WIN_COLL_SYMMETRIC 0x%x, STRICT_ORDERING 0x%x, "
+        "GIN_ONLY 0x%x)",
+        static_cast<unsigned>(flags), kWinCollSymmetric, kWinStrictOrdering, kWinGinOnly);
+  }
+  if ((flags & kWinCollSymmetric) != 0 && reinterpret_cast<uintptr_t>(buff) % kWinRequiredAlignment != 0) {
+    return strPrintf(
+        "buff=%p is not aligned to NCCL_WIN_REQUIRED_ALIGNMENT (%zu bytes), which NCCL_WIN_COLL_SYMMETRIC "
+        "needs: register the allocation's start (ncclMemAlloc returns aligned memory)",
+        buff, kWinRequiredAlignment);
+  }
+  return "";
+}
+
+}  // namespace
+
+Windows::~Windows() {
+  std::map<const ncclWindow_vidmem*, std::unique_ptr<ncclWindow_vidmem>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(table_);
+  }
+  for (auto& e : left) {
+    if (e.second->registration != nullptr) (void)comm_->deregisterBuffer(e.second->registration);
+  }
+  left.clear();  // unmaps the peers' buffers
+  signals_.reset();
+  if (signalMem_ != nullptr) comm_->backend().freeWindowMemory(signalMem_);
+}
+
+Status Windows::exchange(void* base, size_t bytes, Window* w, bool* disabled) {
+  const int n = comm_->nranks(), me = comm_->rank();
+  const PeerInfo& self = comm_->peer(me);
+  int others = 0;
+  for (int q = 0; q < n; ++q) {
+    const PeerInfo& p = comm_->peer(q);
+    others += p.hostHash == self.hostHash && p.pid != self.pid ? 1 : 0;
+  }
+  std::vector<Offer> all(static_cast<size_t>(n));
+  Offer& mine = all[static_cast<size_t>(me)];
+  mine = Offer{};
+  mine.desc.pid = self.pid;
+  mine.desc.hostHash = self.hostHash;
+  mine.enabled = params::WinEnable() != 0 ? 1 : 0;
+  std::string why = badArguments(base, w->flags);
+  Status failure = why.empty() ? Status::ok() : invalidArgument("%s", why.c_str());
+  bool offered = false;
+  if (failure.isOk() && mine.enabled != 0) {
+    Result<WindowDesc> d = comm_->backend().exportWindow(base, bytes, others);
+    if (d.isOk()) {
+      mine.desc = d.value();
+      mine.desc.pid = self.pid;
+      mine.desc.hostHash = self.hostHash;
+      mine.desc.device = comm_->backend().cudaDevice();
+      mine.desc.addr = reinterpret_cast<uint64_t>(base);
+      mine.desc.bytes = bytes;
+      offered = true;
+    } else {
+      failure = d.status();
+    }
+  }
+  if (!failure.isOk()) {
+    mine.failed = 1;
+    snprintf(mine.why, sizeof(mine.why), "%s", failure.message().c_str());
+  }
+  BRAID_RETURN_IF_ERROR(comm_->bootstrap()->allGather(all.data(), sizeof(Offer)).withContext("exchanging a window"));
+  auto withdraw = [&] {
+    if (offered) comm_->backend().withdrawWindow(mine.desc);
+  };
+  *disabled = false;
+  for (int q = 0; q < n; ++q) {
+    const Offer& o = all[static_cast<size_t>(q)];
+    if (o.enabled == 0) {
+      withdraw();
+      *disabled = true;
+      BRAID_INFO(kLogReg, "rank %d: no window registered: %s=0 on rank %d", me, params::kWinEnable.name, q);
+      return Status::ok();
+    }
+  }
+  for (int q = 0; q < n; ++q) {
+    const Offer& o = all[static_cast<size_t>(q)];
+    if (o.failed == 0) continue;
+    withdraw();
+    if (q == me) return failure;
+    return invalidUsage("rank %d could not register its part of the window: %.*s", q, static_cast<int>(sizeof(o.why)),
+                        o.why);
+  }
+  w->peers.assign(static_cast<size_t>(n), WindowPeer{});
+  w->peerBytes.assign(static_cast<size_t>(n), 0);
+  int reached = 0;
+  for (int q = 0; q < n; ++q) {
+    const WindowDesc& d = all[static_cast<size_t>(q)].desc;
+    w->peerBytes[static_cast<size_t>(q)] = d.bytes;
+    WindowPeer& p = w->peers[static_cast<size_t>(q)];
+    if (q == me) {
+      p.at = static_cast<char*>(base);
+    } else {
+      p = comm_->backend().importWindow(mine.desc, d);
+    }
+    if (p.at != nullptr) {
+      ++reached;
+    } else {
+      BRAID_INFO(kLogReg, "rank %d: rank %d's window buffer is out of load/store reach: %s", me, q, p.why.c_str());
+    }
+  }
+  // Every rank has fetched what it needed once all have passed here: the offers can end.
+  Status agreed = comm_->bootstrap()->barrier();
+  withdraw();
+  BRAID_RETURN_IF_ERROR(agreed.withContext("after mapping a window"));
+  BRAID_INFO(kLogReg, "rank %d: window of %zu bytes at %p reaches %d of %d ranks by load/store", me, bytes, base,
+             reached, n);
+  return Status::ok();
+}
+
+Status Windows::ensureSignals() {
+  if (signals_) return Status::ok();
+  const size_t n = static_cast<size_t>(comm_->nranks());
+  const size_t bytes = n * kSignalStride;
+  BRAID_ASSIGN_OR_RETURN(void* mem, comm_->backend().allocWindowMemory(bytes));
+  auto w = std::make_unique<Window>();
+  bool disabled = false;
+  Status st = exchange(mem, bytes, w.get(), &disabled);
+  if (!st.isOk() || disabled) {
+    comm_->backend().freeWindowMemory(mem);
+    return st;  // disabled: no signal area (nor windows) on any rank
+  }
+  signalMem_ = mem;
+  signals_ = std::move(w);
+  sent_.assign(n, 0);
+  awaited_.assign(n, 0);
+  return Status::ok();
+}
+
+Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags) {
+  // The signal area comes first, on every rank alike (its exchange is collective too).
+  BRAID_RETURN_IF_ERROR(ensureSignals().withContext("setting up the one-sided signal area"));
+  auto w = std::make_unique<ncclWindow_vidmem>();
+  w->userPtr = buff;
+  w->bytes = bytes;
+  w->flags = flags;
+  bool disabled = false;
+  BRAID_RETURN_IF_ERROR(exchange(buff, bytes, w.get(), &disabled));
+  if (disabled) return static_cast<ncclWindow_vidmem*>(nullptr);
+  // Collectives on the buffer read it in place where the backend can (as a registered buffer).
+  Result<void*> reg = comm_->registerBuffer(buff, bytes);
+  if (reg.isOk()) {
+    w->registration = reg.value();
+  } else {
+    BRAID_INFO(kLogReg, "rank %d: window at %p is not registered for collectives: %s", comm_->rank(), buff,
+               reg.status().message().c_str());
+  }
+  ncclWindow_vidmem* handle = w.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  table_[handle] = std::move(w);
+  return handle;
+}
+
+Status Windows::remove(ncclWindow_vidmem* win) {
+  if (win == nullptr) return Status::ok();  // what registration returned with NCCL_WIN_ENABLE=0
+  std::unique_ptr<ncclWindow_vidmem> w;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = table_.find(win);
+    if (it == table_.end()) {
+      return invalidArgument(
+          "win=%p is not a window of this communicator (never returned by its "
+          "ncclCommWindowRegister, or already deregistered)",
+          static_cast<const void*>(win));
+    }
+    w = std::move(it->second);
+    table_.erase(it);
+  }
+  if (w->registration != nullptr) BRAID_RETURN_IF_ERROR(comm_->deregisterBuffer(w->registration));
+  return Status::ok();  // `w` unmaps the peers' buffers
+}
+
+Result<const Window*> Windows::find(const ncclWindow_vidmem* win, const char* what) const {
+  if (win == nullptr) return invalidArgument("%s is NULL", what);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(win);
+  if (it == table_.end()) {
+    return invalidArgument(
+        "%s=%p is not a window of this communicator (never returned by its "
+        "ncclCommWindowRegister, or deregistered)",
+        what, static_cast<const void*>(win));
+  }
+  return static_cast<const Window*>(it->second.get());
+}
+
+Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, size_t bytes, int peer,
+                                               const ncclWindow_vidmem* win, size_t offset) {
+  const int n = comm_->nranks(), me = comm_->rank();
+  if (peer < 0 || peer >= n) return invalidArgument("peer=%d is not a rank of this communicator (0..%d)", peer, n - 1);
+  if (!signals_) {
+    return invalidUsage(
+        "the communicator has no window yet: one-sided operations need the signal area that its "
+        "first ncclCommWindowRegister creates");
+  }
+  RmaStep s;
+  s.peer = peer;
+  s.kind = put ? RmaStep::Kind::kPut : RmaStep::Kind::kSignal;
+  if (put) {
+    BRAID_ASSIGN_OR_RETURN(const Window* w, find(win, "peerWin"));
+    const uint64_t peerBytes = w->peerBytes[static_cast<size_t>(peer)];
+    if (offset > peerBytes || bytes > peerBytes - offset) {
+      return invalidArgument("peerWinOffset=%zu plus %zu bytes passes the end of rank %d's window buffer (%llu bytes)",
+                             offset, bytes, peer, static_cast<unsigned long long>(peerBytes));
+    }
+    const WindowPeer& p = w->peers[static_cast<size_t>(peer)];
+    if (p.at == nullptr) {
+      return invalidUsage(
+          "rank %d's window buffer is out of rank %d's load/store reach (%s): braid's one-sided "
+          "operations run between ranks that map each other's windows; over the network they are "
+          "not built",
+          peer, me, p.why.c_str());
+    }
+    s.src = localbuff;
+    s.dst = p.at + offset;
+    s.bytes = bytes;
+  }
+  const WindowPeer& sig = signals_->peers[static_cast<size_t>(peer)];
+  if (sig.at == nullptr) {
+    return invalidUsage(
+        "rank %d's signal area is out of rank %d's load/store reach (%s): braid's one-sided "
+        "operations run between ranks that map each other's windows; over the network they are not "
+        "built",
+        peer, me, sig.why.c_str());
+  }
+  s.word = reinterpret_cast<uint64_t*>(sig.at + static_cast<size_t>(me) * kSignalStride);
+  s.value = sent_[static_cast<size_t>(peer)] + 1;
+  return std::vector<RmaStep>{s};
+}
+
+Result<std::vector<RmaStep>> Windows::waitSteps(const std::vector<SignalWait>& waits) {
+  const int n = comm_->nranks();
+  for (size_t i = 0; i < waits.size(); ++i) {
+    if (waits[i].peer < 0 || waits[i].peer >= n) {
+      return invalidArgument("signalDescs[%zu].peer=%d is not a rank of this communicator (0..%d)", i, waits[i].peer,
+                             n - 1);
+    }
+    if (waits[i].opCnt < 0) return invalidArgument("signalDescs[%zu].opCnt=%d is negative", i, waits[i].opCnt);
+  }
+  if (!signals_) {
+    return invalidUsage(
+        "the communicator has no window yet: one-sided operations need the signal area that its "
+        "first ncclCommWindowRegister creates");
+  }
+  std::vector<RmaStep> steps;
+  std::vector<uint64_t> awaited = awaited_;  // several descriptors may name one peer
+  char* area = signals_->peers[static_cast<size_t>(comm_->rank())].at;
+  for (const SignalWait& sw : waits) {
+    if (sw.opCnt == 0) continue;
+    RmaStep s;
+    s.kind = RmaStep::Kind::kWait;
+    s.peer = sw.peer;
+    s.word = reinterpret_cast<uint64_t*>(area + static_cast<size_t>(sw.peer) * kSignalStride);
+    s.value = awaited[static_cast<size_t>(sw.peer)] += static_cast<uint64_t>(sw.opCnt);
+    steps.push_back(s);
+  }
+  return steps;
+}
+
+void Windows::commit(const std::vector<RmaStep>& steps) {
+  for (const RmaStep& s : steps) {
+    uint64_t& count = (s.kind == RmaStep::Kind::kWait ? awaited_ : sent_)[static_cast<size_t>(s.peer)];
+    if (s.value > count) count = s.value;
+  }
+}
+
+}  // namespace braid

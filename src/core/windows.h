@@ -1,0 +1,106 @@
+// Memory windows (ncclCommWindowRegister, NCCL 2.27+) and the one-sided operations on them (ncclPutSignal,
+// ncclSignal, ncclWaitSignal, NCCL 2.29+), on host and CUDA communicators.
+//
+// A window is one buffer per rank, registered collectively. Registration maps every peer's buffer that this rank can
+// reach by load and store (the LSA set: ranks of this process, and of other processes of this host whose buffer is
+// shareable memory: ncclMemAlloc's memfd on host communicators, its cuMem allocation on CUDA ones, mapped through
+// the peer's GPU access), so a one-sided put is a copy into the peer's buffer. A peer out of reach (another host,
+// private memory, no P2P) is a window without that peer, and operations toward it fail by name. The buffer is also
+// registered for collectives (ncclCommRegister), which then read it in place where they can.
+//
+// One-sided operations: each rank owns a signal area, a communicator window of its own created at the first
+// registration, with one word per sender. A put copies its data into the peer's window and then sets this rank's
+// word there to the count of signals it has sent that peer; a wait waits until the peer's word here reaches the
+// count it has waited for plus opCnt. A word has one writer, so no atomics across ranks are needed, and "the signal
+// arrived" implies "the data before it arrived" because the word is written after the data (release) and read with
+// acquire. A host communicator runs them on the calling thread (puts and signals never block; a wait inside a group
+// runs at ncclGroupEnd, so one thread may drive several ranks); a CUDA communicator in stream order.
+//
+// Deregistration is local (NCCL's rule since 2.29): this rank unmaps its peers' buffers; peers keep their mapping of
+// this rank's buffer until they deregister theirs. Windows left registered go with the communicator.
+//
+// Thread safety: NCCL's: a communicator is used by one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "src/backends/backend.h"
+#include "src/common/status.h"
+
+namespace braid {
+
+class Communicator;
+
+// nccl.h's window flags and alignment (src/api checks that they agree).
+constexpr int kWinCollSymmetric = 0x01;
+constexpr int kWinStrictOrdering = 0x02;
+constexpr int kWinGinOnly = 0x04;
+constexpr size_t kWinRequiredAlignment = 4096;
+
+struct Window {
+  void* userPtr = nullptr;
+  size_t bytes = 0;
+  int flags = 0;
+  std::vector<WindowPeer> peers;    // [rank]: where this rank reaches each rank's buffer (its own: userPtr)
+  std::vector<uint64_t> peerBytes;  // [rank]: each rank's buffer size
+  void* registration = nullptr;     // the collectives' registration of the buffer (Communicator::registerBuffer)
+};
+
+}  // namespace braid
+
+// What ncclWindow_t points to.
+struct ncclWindow_vidmem : braid::Window {};
+
+namespace braid {
+
+// One signal wait: opCnt more signals from peer.
+struct SignalWait {
+  int peer = -1;
+  int opCnt = 0;
+};
+
+class Windows {
+ public:
+  explicit Windows(Communicator* comm) : comm_(comm) {}
+  ~Windows();  // deregisters what is left, then frees the signal area
+
+  // ncclCommWindowRegister: collective. Null (success) when NCCL_WIN_ENABLE=0 on some rank. Errors: kInvalidArgument
+  // naming the argument (a buffer the backend cannot offer, flags, alignment), kInvalidUsage when another rank could
+  // not register (naming it), the exchange's errors.
+  Result<ncclWindow_vidmem*> add(void* buff, size_t bytes, int flags);
+  // ncclCommWindowDeregister (null: nothing to do). Errors: kInvalidArgument for a window this communicator does not
+  // hold.
+  [[nodiscard]] Status remove(ncclWindow_vidmem* win);
+  // A window of this communicator, or an error naming `what`.
+  Result<const Window*> find(const ncclWindow_vidmem* win, const char* what) const;
+
+  // The steps of ncclPutSignal (put false: ncclSignal, which has no data) toward `peer`: the window, offset and size
+  // are checked against that peer's buffer; errors name the argument, or the reason the peer is out of reach.
+  Result<std::vector<RmaStep>> putSteps(bool put, const void* localbuff, size_t bytes, int peer,
+                                        const ncclWindow_vidmem* win, size_t offset);
+  // The steps of ncclWaitSignal. Errors name the descriptor and its field.
+  Result<std::vector<RmaStep>> waitSteps(const std::vector<SignalWait>& waits);
+  // Steps made above count once they were handed to the backend (a call that fails counts nothing).
+  void commit(const std::vector<RmaStep>& steps);
+
+ private:
+  // The all-gathered registration of [base, base + bytes): every rank's size and where this rank reaches it.
+  Status exchange(void* base, size_t bytes, Window* w, bool* disabled);
+  Status ensureSignals();
+
+  Communicator* comm_;
+  mutable std::mutex mu_;  // the table (lookups come from any API call)
+  std::map<const ncclWindow_vidmem*, std::unique_ptr<ncclWindow_vidmem>> table_;
+  // The signal area: [sender] one 64-byte line per rank, each holding the count that sender has signalled.
+  void* signalMem_ = nullptr;
+  std::unique_ptr<Window> signals_;
+  std::vector<uint64_t> sent_;     // [peer] signals this rank has sent
+  std::vector<uint64_t> awaited_;  // [peer] signals this rank has waited for
+};
+
+}  // namespace braid

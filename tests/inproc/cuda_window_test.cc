@@ -1,0 +1,259 @@
+// Windows and one-sided operations on CUDA communicators (src/backends/cuda/cuda_windows.h, the signal kernel in
+// src/backends/common/rma_kernel.h), on the strict fake driver and the CTA emulator: puts by the copy engine and
+// signals in stream order around a ring of ranks on three GPUs, ranks sharing a GPU, ranks in two processes (the
+// windows imported from exported cuMem handles), and the failure paths: cudaMalloc memory, a signal that never
+// comes (the kernel's deadline), revocation of a waiting communicator, graph capture. Every element checked.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/common/fake_cuda_ranks.h"
+#include "tests/common/harness.h"
+
+namespace {
+
+using namespace braid_test;
+
+class CudaWindows : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+  }
+  void TearDown() override {
+    unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");
+    unsetenv("BRAID_TIMEOUT");
+  }
+};
+
+int element(int rank, int round, size_t i) {
+  return rank * 100003 + round * 7919 + static_cast<int>(i);
+}
+
+// Rounds of a ring on device windows: rank r puts its block (device memory) into rank (r + 1) % n's window at slot
+// r and waits, on its stream, for rank (r - 1 + n) % n's put, then reads that slot back and checks it; a signal
+// back frees the slot for the next round. 0, or the step that failed (reason on stderr).
+int deviceRing(int r, int n, ncclComm_t comm, cudaStream_t stream, size_t count, int rounds) {
+  const Driver& drv = Driver::get();
+  const size_t slot = count * sizeof(int);
+  void* win = nullptr;
+  if (ncclMemAlloc(&win, slot * static_cast<size_t>(n)) != ncclSuccess) return 10;
+  ncclWindow_t w = nullptr;
+  if (ncclCommWindowRegister(comm, win, slot * static_cast<size_t>(n), &w, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
+    fprintf(stderr, "rank %d: register: %s\n", r, ncclGetLastError(comm));
+    return 11;
+  }
+  void* user = nullptr;
+  if (ncclWinGetUserPtr(comm, w, &user) != ncclSuccess || user != win) return 12;
+  void* mine = drv.alloc(slot);
+  const int next = (r + 1) % n, prev = (r - 1 + n) % n;
+  std::vector<int> host(count), got(count);
+  int code = 0;
+  for (int k = 0; k < rounds && code == 0; ++k) {
+    for (size_t i = 0; i < count; ++i) host[i] = element(r, k, i);
+    drv.copy(mine, host.data(), slot, stream);
+    ncclWaitSignalDesc_t in{1, prev, 0, 0}, back{1, next, 0, 0};
+    if (ncclPutSignal(mine, count, ncclInt32, next, w, slot * static_cast<size_t>(r), 0, 0, 0, comm, stream) !=
+            ncclSuccess ||
+        ncclWaitSignal(1, &in, comm, stream) != ncclSuccess) {
+      fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+      code = 13;
+      break;
+    }
+    drv.copy(got.data(), static_cast<char*>(win) + slot * static_cast<size_t>(prev), slot, stream);
+    if (ncclSignal(prev, 0, 0, 0, comm, stream) != ncclSuccess ||
+        ncclWaitSignal(1, &back, comm, stream) != ncclSuccess) {
+      code = 14;
+      break;
+    }
+    if (drv.streamSync(stream) != 0) code = 15;
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    if (async != ncclSuccess) {
+      fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+      code = 16;
+    }
+    for (size_t i = 0; i < count && code == 0; ++i) {
+      if (got[i] != element(prev, k, i)) {
+        fprintf(stderr, "rank %d round %d element %zu: %d\n", r, k, i, got[i]);
+        code = 17;
+      }
+    }
+  }
+  drv.memFree(reinterpret_cast<unsigned long long>(mine));
+  if (ncclCommWindowDeregister(comm, w) != ncclSuccess) code = code != 0 ? code : 18;
+  ncclMemFree(win);
+  return code;
+}
+
+TEST_F(CudaWindows, PutsAndSignalsAroundARingOfGpus) {
+  const auto res = runCudaRanks(3, [](int r, ncclComm_t comm, cudaStream_t stream) {
+    return deviceRing(r, 3, comm, stream, 50000, 6) == 0 ? ncclSuccess : ncclInternalError;
+  });
+  for (size_t r = 0; r < res.size(); ++r) EXPECT_EQ(res[r], ncclSuccess) << "rank " << r;
+}
+
+TEST_F(CudaWindows, RanksSharingAGpu) {
+  setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+  const auto res = runCudaRanks(
+      3,
+      [](int r, ncclComm_t comm, cudaStream_t stream) {
+        return deviceRing(r, 3, comm, stream, 4097, 4) == 0 ? ncclSuccess : ncclInternalError;
+      },
+      nullptr, [](int) { return 0; });
+  for (size_t r = 0; r < res.size(); ++r) EXPECT_EQ(res[r], ncclSuccess) << "rank " << r;
+}
+
+TEST(CudaWindowsProcesses, WindowsAreMappedAcrossProcesses) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  std::vector<int> codes = runProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        void* stream = nullptr;
+        Driver::get().streamCreate(&stream, 1);
+        const int code = deviceRing(r, 2, comm, static_cast<cudaStream_t>(stream), 100000, 5);
+        Driver::get().streamDestroy(stream);
+        return code;
+      },
+      120, nullptr, nullptr,
+      [](int r) {
+        if (!Driver::get().use(r)) _exit(20);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// cudaMalloc memory is not a window (NCCL takes only cuMem memory): the rank that offers it names it, the other
+// names that rank.
+TEST_F(CudaWindows, CudaMallocMemoryIsRefusedByName) {
+  std::vector<std::string> errs(2);
+  const auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) {
+    const Driver& drv = Driver::get();
+    void* p = nullptr;
+    if (r == 0) {
+      p = drv.alloc(4096);
+    } else if (ncclMemAlloc(&p, 4096) != ncclSuccess) {
+      return ncclSystemError;
+    }
+    ncclWindow_t w = nullptr;
+    const ncclResult_t st = ncclCommWindowRegister(comm, p, 4096, &w, 0);
+    errs[static_cast<size_t>(r)] = ncclGetLastError(comm);
+    if (r == 0) {
+      drv.memFree(reinterpret_cast<unsigned long long>(p));
+    } else {
+      ncclMemFree(p);
+    }
+    return st;
+  });
+  EXPECT_EQ(res[0], ncclInvalidArgument);
+  EXPECT_NE(errs[0].find("is not ncclMemAlloc memory"), std::string::npos) << errs[0];
+  EXPECT_EQ(res[1], ncclInvalidUsage);
+  EXPECT_NE(errs[1].find("rank 0 could not register its part of the window"), std::string::npos) << errs[1];
+}
+
+// A wait whose signal never comes: the enqueue succeeds, the kernel gives up at BRAID_TIMEOUT and the communicator
+// reports what it waited for.
+TEST_F(CudaWindows, AWaitThatNeverEndsFailsAtTheDeadline) {
+  setenv("BRAID_TIMEOUT", "2", 1);
+  std::vector<std::string> errs(2);
+  std::atomic<bool> over{false};
+  const auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    void* p = nullptr;
+    if (ncclMemAlloc(&p, 4096) != ncclSuccess) return ncclSystemError;
+    ncclWindow_t w = nullptr;
+    ncclResult_t st = ncclCommWindowRegister(comm, p, 4096, &w, 0);
+    if (st == ncclSuccess && r == 0) {
+      ncclWaitSignalDesc_t d{2, 1, 0, 0};
+      st = ncclWaitSignal(1, &d, comm, stream);
+      Driver::get().streamSync(stream);
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm, &async);
+      errs[0] = ncclGetLastError(comm);
+      if (st == ncclSuccess) st = async == ncclRemoteError ? ncclSuccess : ncclInternalError;
+      over = true;
+    } else if (st == ncclSuccess) {
+      st = ncclSignal(0, 0, 0, 0, comm, stream);
+      Driver::get().streamSync(stream);
+      while (!over.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ncclCommWindowDeregister(comm, w);
+    ncclMemFree(p);
+    return st;
+  });
+  for (size_t r = 0; r < res.size(); ++r) EXPECT_EQ(res[r], ncclSuccess) << "rank " << r;
+  EXPECT_NE(errs[0].find("rank 1 sent 1 signals, not the 2 awaited"), std::string::npos) << errs[0];
+}
+
+// A kernel waiting for a signal stops when its communicator is revoked from another thread.
+TEST_F(CudaWindows, RevokeStopsAWaitingKernel) {
+  setenv("BRAID_TIMEOUT", "0", 1);  // no deadline: only the revocation ends the wait
+  const auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    void* p = nullptr;
+    if (ncclMemAlloc(&p, 4096) != ncclSuccess) return ncclSystemError;
+    ncclWindow_t w = nullptr;
+    ncclResult_t st = ncclCommWindowRegister(comm, p, 4096, &w, 0);
+    if (st == ncclSuccess && r == 0) {
+      ncclWaitSignalDesc_t d{1, 1, 0, 0};
+      st = ncclWaitSignal(1, &d, comm, stream);
+      std::thread revoker([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT);
+      });
+      const int synced = Driver::get().streamSync(stream);  // returns once the kernel stopped
+      revoker.join();
+      if (st == ncclSuccess && synced != 0) st = ncclInternalError;
+      if (st == ncclSuccess && ncclSignal(1, 0, 0, 0, comm, stream) != ncclInvalidUsage) st = ncclInternalError;
+    }
+    ncclCommWindowDeregister(comm, w);
+    ncclMemFree(p);
+    return st;
+  });
+  for (size_t r = 0; r < res.size(); ++r) EXPECT_EQ(res[r], ncclSuccess) << "rank " << r;
+}
+
+// One-sided operations cannot be captured into a CUDA graph (nor can NCCL's, 2.29-2.31): refused by name, and the
+// refused call counts nothing (the put after the capture pairs with the peer's first wait).
+TEST_F(CudaWindows, GraphCaptureIsRefusedByName) {
+  auto begin = reinterpret_cast<int (*)(void*, int)>(dlsym(Driver::get().lib, "cuStreamBeginCapture_v2"));
+  auto end = reinterpret_cast<int (*)(void*, void**)>(dlsym(Driver::get().lib, "cuStreamEndCapture"));
+  auto destroy = reinterpret_cast<int (*)(void*)>(dlsym(Driver::get().lib, "cuGraphDestroy"));
+  ASSERT_NE(begin, nullptr);
+  std::vector<std::string> errs(2);
+  const auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    void* p = nullptr;
+    if (ncclMemAlloc(&p, 4096) != ncclSuccess) return ncclSystemError;
+    ncclWindow_t w = nullptr;
+    ncclResult_t st = ncclCommWindowRegister(comm, p, 4096, &w, 0);
+    if (st == ncclSuccess && r == 0) {
+      begin(stream, 2);  // relaxed
+      const ncclResult_t captured = ncclSignal(1, 0, 0, 0, comm, stream);
+      errs[0] = ncclGetLastError(comm);
+      void* graph = nullptr;
+      end(stream, &graph);
+      if (graph != nullptr) destroy(graph);
+      if (captured != ncclInvalidUsage) st = ncclInternalError;
+      if (st == ncclSuccess) st = ncclSignal(1, 0, 0, 0, comm, stream);
+    } else if (st == ncclSuccess) {
+      ncclWaitSignalDesc_t d{1, 0, 0, 0};
+      st = ncclWaitSignal(1, &d, comm, stream);
+    }
+    if (Driver::get().streamSync(stream) != 0 && st == ncclSuccess) st = ncclInternalError;
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    if (st == ncclSuccess) st = async;
+    ncclCommWindowDeregister(comm, w);
+    ncclMemFree(p);
+    return st;
+  });
+  for (size_t r = 0; r < res.size(); ++r) EXPECT_EQ(res[r], ncclSuccess) << "rank " << r;
+  EXPECT_NE(errs[0].find("being captured into a CUDA graph"), std::string::npos) << errs[0];
+}
+
+}  // namespace
