@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 
 namespace braid {
@@ -99,6 +100,9 @@ double sysBw(const TopoNode& cpu) {
   return 10;
 }
 
+constexpr int64_t kIntMin = std::numeric_limits<int>::min();
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
   return s;
@@ -145,6 +149,20 @@ class TopoBuilder {
     return xmlIntAttr(source_, e, key, required, fallback, out);
   }
 
+  // For attributes kept as int: a value outside [lo, hi] is an error naming it (a dev of 2^32 would otherwise
+  // truncate to another device's number and break every lookup by device).
+  Status intAttrIn(const XmlNode& e, const char* key, bool required, int64_t fallback, int64_t lo, int64_t hi,
+                   int* out) const {
+    int64_t v = 0;
+    BRAID_RETURN_IF_ERROR(intAttr(e, key, required, fallback, &v));
+    if (v < lo || v > hi) {
+      return err(e, std::string("attribute ") + key + "=" + std::to_string(v) + " out of range [" + std::to_string(lo) +
+                        ", " + std::to_string(hi) + "]");
+    }
+    *out = static_cast<int>(v);
+    return Status::ok();
+  }
+
   Status busIdValue(const XmlNode& e, std::string* busId, int64_t* value) const {
     const std::string* v = e.attr("busid");
     if (!v) return err(e, "missing attribute 'busid'");
@@ -177,11 +195,8 @@ class TopoBuilder {
     cpu.arch = e.attrOr("arch", "");
     cpu.vendor = e.attrOr("vendor", "");
     cpu.affinity = e.attrOr("affinity", "");
-    int64_t v = 0;
-    BRAID_RETURN_IF_ERROR(intAttr(e, "familyid", false, 0, &v));
-    cpu.familyId = static_cast<int>(v);
-    BRAID_RETURN_IF_ERROR(intAttr(e, "modelid", false, 0, &v));
-    cpu.modelId = static_cast<int>(v);
+    BRAID_RETURN_IF_ERROR(intAttrIn(e, "familyid", false, 0, kIntMin, kIntMax, &cpu.familyId));
+    BRAID_RETURN_IF_ERROR(intAttrIn(e, "modelid", false, 0, kIntMin, kIntMax, &cpu.modelId));
     int idx = -1;
     BRAID_RETURN_IF_ERROR(add(e, cpu, &idx));
     g_->nodes_[idx].cpu = idx;
@@ -214,11 +229,9 @@ class TopoBuilder {
       n.busId = busId;
       n.cpu = cpu;
       int64_t v = 0;
-      BRAID_RETURN_IF_ERROR(intAttr(*gpu, "dev", false, nextGpuDev_, &v));
-      n.dev = static_cast<int>(v);
-      nextGpuDev_ = std::max<int64_t>(nextGpuDev_, v + 1);
-      BRAID_RETURN_IF_ERROR(intAttr(*gpu, "rank", false, n.dev, &v));
-      n.rank = static_cast<int>(v);
+      BRAID_RETURN_IF_ERROR(intAttrIn(*gpu, "dev", false, nextGpuDev_, 0, kIntMax - 1, &n.dev));
+      nextGpuDev_ = std::max<int64_t>(nextGpuDev_, int64_t(n.dev) + 1);
+      BRAID_RETURN_IF_ERROR(intAttrIn(*gpu, "rank", false, n.dev, -1, kIntMax, &n.rank));
       BRAID_RETURN_IF_ERROR(intAttr(*gpu, "sm", false, 0, &v));
       if (v < 0 || v > 1000) return err(*gpu, "sm " + std::to_string(v) + " out of range");
       n.sm = static_cast<int>(v);
@@ -281,22 +294,19 @@ class TopoBuilder {
       if (c->name != "net") continue;
       TopoNode net;
       net.type = NodeType::kNet;
-      BRAID_RETURN_IF_ERROR(intAttr(*c, "dev", true, 0, &net.id));
+      BRAID_RETURN_IF_ERROR(intAttrIn(*c, "dev", true, 0, 0, kIntMax, &net.dev));
+      net.id = net.dev;
       if (g_->findNode(NodeType::kNet, net.id) >= 0) return err(*c, "duplicate net dev " + std::to_string(net.id));
-      net.dev = static_cast<int>(net.id);
       net.cpu = cpu;
       net.netName = c->attrOr("name", "");
       net.guid = c->attrOr("guid", "");
       int64_t v = 0;
       BRAID_RETURN_IF_ERROR(intAttr(*c, "speed", false, 0, &net.speed));
-      BRAID_RETURN_IF_ERROR(intAttr(*c, "port", false, 0, &v));
-      net.port = static_cast<int>(v);
-      BRAID_RETURN_IF_ERROR(intAttr(*c, "maxconn", false, 64, &v));
-      net.maxConn = static_cast<int>(v);
+      BRAID_RETURN_IF_ERROR(intAttrIn(*c, "port", false, 0, kIntMin, kIntMax, &net.port));
+      BRAID_RETURN_IF_ERROR(intAttrIn(*c, "maxconn", false, 64, kIntMin, kIntMax, &net.maxConn));
       BRAID_RETURN_IF_ERROR(intAttr(*c, "gdr", false, 0, &v));
       net.gdr = v != 0;
-      BRAID_RETURN_IF_ERROR(intAttr(*c, "rail", false, -1, &v));
-      net.rail = static_cast<int>(v);
+      BRAID_RETURN_IF_ERROR(intAttrIn(*c, "rail", false, -1, kIntMin, kIntMax, &net.rail));
       double bw = netBw(net.speed);
       maxNet = std::max(maxNet, bw);
       int netIdx = -1;

@@ -70,6 +70,14 @@ TEST(TopoXml, MalformedDocumentsNameFileLineAndElement) {
       {"<a/><b/>", "bad.xml:1: <a>: unexpected content after the root element"},
       {"<!DOCTYPE x><a/>", "bad.xml:1: unsupported markup"},
       {"<?xml version=\"1.0\"?>\n<tree/>", "bad.xml:2: <tree>: root element must be <system>"},
+      // Regression (fuzz, topo_search.cc heap overflow): a net dev of 2^32 truncated to 0, so the search's lookup
+      // of the channel's NIC by device found nothing and indexed node -1.
+      {"<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:04:00.0\" class=\"0x020000\"><nic>\n<net "
+       "dev=\"4294967296\" speed=\"100000\"/></nic></pci></cpu></system>",
+       "bad.xml:2: <net>: attribute dev=4294967296 out of range [0, 2147483647]"},
+      {"<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x030200\">\n<gpu dev=\"-1\" "
+       "sm=\"90\"/></pci></cpu></system>",
+       "bad.xml:2: <gpu>: attribute dev=-1 out of range [0, 2147483646]"},
   };
   for (const Case& c : cases) {
     Status s = parseError(c.text);
