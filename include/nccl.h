@@ -87,7 +87,7 @@
  *   - ncclCommCuDevice reports -1, unless the communicator was created by ncclCommInitAll with a non-NULL devlist,
  *     in which case it reports that rank's devlist entry.
  *
- * Versions. This header declares NCCL 2.31's host API (the device API of NCCL's nccl_device.h is not here yet), with
+ * Versions. This header declares NCCL 2.31's host API (the device API is in nccl_device.h: its host half, see docs/device_api.md), with
  * NCCL's types, values and layouts; NCCL_VERSION_CODE stays 2.28.9, the release whose functions braid all implements,
  * until the 2.29-2.31 additions below all work, so code that tests the version never calls one that is refused.
  *

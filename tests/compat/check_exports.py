@@ -5,8 +5,10 @@
    nccl.h's marked section), so nothing internal leaks and braid can be linked into any program without clashes.
 2. Every function braid's nccl.h declares is exported, both as ncclX and as pncclX.
 3. The SONAME is libnccl.so.2, so programs linked against NVIDIA's NCCL load braid and vice versa.
+4. With --nvidia-lib: every function NVIDIA's libnccl.so.2 exports (the CUDA toolkit's) is exported by braid's,
+   so a program linked against NVIDIA's library loads braid's and finds every symbol it bound.
 
-Usage: check_exports.py --lib libnccl.so.2 --header include/nccl.h [--nm nm] [--readelf readelf]
+Usage: check_exports.py --lib libnccl.so.2 --header include/nccl.h [--nvidia-lib LIB] [--nm nm] [--readelf readelf]
 """
 
 import argparse
@@ -59,6 +61,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--lib", required=True)
     parser.add_argument("--header", required=True)
+    parser.add_argument("--nvidia-lib")
     parser.add_argument("--nm", default=shutil.which("nm") or "nm")
     parser.add_argument("--readelf", default=shutil.which("readelf"))
     parser.add_argument("--objdump", default=shutil.which("objdump"))
@@ -98,6 +101,18 @@ def main():
     if missing_ext:
         failures.append("braid extensions declared in nccl.h but not exported:\n  " + "\n  ".join(missing_ext))
     print(f"braid extensions exported: {', '.join(sorted(extensions & functions)) or 'none'}")
+
+    if args.nvidia_lib:
+        theirs = exported_symbols(args.nm, args.nvidia_lib)
+        their_functions = {n for n, kind in theirs.items() if kind in FUNCTION_TYPES}
+        lacking = sorted(their_functions - functions)
+        print(f"{args.nvidia_lib}: {len(their_functions)} functions; braid exports {len(their_functions) - len(lacking)}"
+              f" of them")
+        if len(their_functions) < 50:
+            failures.append(f"found only {len(their_functions)} functions in {args.nvidia_lib}; is nm's output parsed?")
+        if lacking:
+            failures.append(f"{len(lacking)} functions NVIDIA's library exports are not exported by braid's:\n  " +
+                            "\n  ".join(lacking))
 
     name = soname(args.readelf, args.objdump, args.lib)
     print(f"SONAME: {name}")

@@ -1,0 +1,203 @@
+/* braid's nccl_device/core.h: the device communicator, its requirements, and teams.
+ *
+ * A team is an arithmetic progression of world ranks seen from one rank: `nRanks` members, this rank is member
+ * `rank`, and member i is world rank (my world rank) + (i - rank) * stride. The world team is every rank (stride 1);
+ * the LSA team is this rank's block of ranks with load/store access to each other's windows (in braid: the ranks
+ * of one host, as the largest block size that divides the communicator into aligned single-host blocks; 1 when
+ * the ranks of a host are not contiguous); the rail team is the ranks at the same position in every LSA block
+ * (stride = LSA size). All team functions are pure arithmetic and thread-safe. */
+#ifndef NCCL_DEVICE_CORE_H_
+#define NCCL_DEVICE_CORE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#ifndef __cplusplus
+#include <stdbool.h>
+#endif
+
+#include "../nccl.h"
+
+#ifdef __cplusplus
+#define NCCL_EXTERN_C extern "C"
+#else
+#define NCCL_EXTERN_C
+#endif
+
+#if defined(__CUDACC__)
+#define NCCL_HOST_DEVICE_INLINE __host__ __device__ inline
+#define NCCL_DEVICE_INLINE __device__ inline
+#define NCCL_HOST_ONLY_ __host__
+#elif defined(__cplusplus)
+#define NCCL_HOST_DEVICE_INLINE inline
+#define NCCL_DEVICE_INLINE inline
+#define NCCL_HOST_ONLY_
+#else
+#define NCCL_HOST_DEVICE_INLINE static inline
+#define NCCL_DEVICE_INLINE static inline
+#define NCCL_HOST_ONLY_
+#endif
+
+typedef struct ncclDevComm ncclDevComm_t;
+typedef struct ncclTeam ncclTeam_t;
+typedef struct ncclMultimemHandle ncclMultimemHandle_t;
+typedef uint32_t ncclDevResourceHandle;
+typedef ncclDevResourceHandle ncclDevResourceHandle_t;
+typedef uint32_t ncclGinSignal_t;
+typedef uint32_t ncclGinCounter_t;
+typedef struct ncclLsaBarrierHandle ncclLsaBarrierHandle_t;
+typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
+typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
+typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
+typedef struct ncclDevResourceRequirements ncclDevResourceRequirements_t;
+typedef struct ncclTeamRequirements ncclTeamRequirements_t;
+
+struct ncclTeam {
+  int nRanks, rank, stride;
+};
+
+struct ncclMultimemHandle {
+  void* mcBasePtr; /* the multicast mapping's base (NVLS multicast is not built yet: never set by braid) */
+};
+
+#ifdef __cplusplus
+struct ncclTeamTagWorld {};
+struct ncclTeamTagLsa {};
+struct ncclTeamTagRail {};
+#endif
+
+/* What a device communicator must hold. Zero-initialise it (`ncclDevCommRequirements reqs = {};`), then set
+ * what the kernels need. The GIN fields (railGinBarrierCount, ginForceEnable, ginContextCount, ginSignalCount,
+ * ginCounterCount) must stay 0: braid has no GPU-initiated networking and refuses them by name. */
+struct ncclDevCommRequirements {
+  ncclDevResourceRequirements_t* resourceRequirementsList; /* buffers the kernels need, chained by `next` */
+  ncclTeamRequirements_t* teamRequirementsList;            /* teams that need multimem, chained by `next` */
+  bool lsaMultimem;                                        /* multicast over the LSA team */
+  int barrierCount;
+  int lsaBarrierCount;
+  int railGinBarrierCount;
+  int lsaLLA2ABlockCount, lsaLLA2ASlotCount;
+  bool ginForceEnable;
+  int ginContextCount;
+  int ginSignalCount;
+  int ginCounterCount;
+};
+
+/* A buffer in the device communicator's resource window; its handle is written to *outBufferHandle at
+ * ncclDevCommCreate. */
+struct ncclDevResourceRequirements {
+  ncclDevResourceRequirements_t* next;
+  size_t bufferSize, bufferAlign;
+  ncclDevResourceHandle_t* outBufferHandle;
+  int ginSignalCount;
+  int ginCounterCount;
+  ncclGinSignal_t* outGinSignalStart;
+  ncclGinCounter_t* outGinCounterStart;
+};
+
+struct ncclTeamRequirements {
+  ncclTeamRequirements_t* next;
+  ncclTeam_t team;
+  bool multimem;
+  ncclMultimemHandle_t* outMultimemHandle;
+};
+
+/* The device communicator: passed by value to kernels. braid's layout. */
+struct ncclDevComm {
+  int rank, nRanks;     /* in the world team */
+  int lsaRank, lsaSize; /* in the LSA team */
+  void* braidState;     /* braid's device-side state (reserved) */
+};
+
+/* Creates a device communicator over `comm` with what `reqs` asks for. Collective over comm's ranks, blocking.
+ * Errors: ncclInvalidArgument for a NULL argument; ncclInvalidUsage for a host communicator, for GIN or multimem
+ * requests, and (today) on every communicator, because braid's device-side half is not built yet (the WARN and
+ * ncclGetLastError say so). */
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
+                                                             ncclDevComm_t* outDevComm);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
+                                                              ncclDevComm_t* outDevComm);
+/* Releases what ncclDevCommCreate made. ncclInvalidArgument for a devComm that ncclDevCommCreate did not give. */
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm);
+
+/* Teams of a host communicator handle. An invalid comm gives {0, 0, 0} (and a WARN); an out-of-team rank -1. */
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t ncclTeamWorld(ncclComm_t comm);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t pncclTeamWorld(ncclComm_t comm);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t ncclTeamLsa(ncclComm_t comm);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t pncclTeamLsa(ncclComm_t comm);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t ncclTeamRail(ncclComm_t comm);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t pncclTeamRail(ncclComm_t comm);
+/* World (or LSA) rank of member `rank` of `team`. */
+NCCL_EXTERN_C NCCL_HOST_ONLY_ int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ int pncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ int pncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
+
+/* ---- Team algebra (host and device). ---- */
+
+NCCL_HOST_DEVICE_INLINE ncclTeam_t ncclTeamOf_(int nRanks, int rank, int stride) {
+  ncclTeam_t t;
+  t.nRanks = nRanks;
+  t.rank = rank;
+  t.stride = stride;
+  return t;
+}
+
+/* Whether member `bPeer` of team b is a member of team a (both seen from this rank). */
+NCCL_EXTERN_C NCCL_HOST_DEVICE_INLINE bool ncclTeamRankIsMember(ncclTeam_t a, ncclTeam_t b, int bPeer) {
+  int delta = (bPeer - b.rank) * b.stride; /* world-rank offset from this rank */
+  if (a.stride == 0 || delta % a.stride != 0) return false;
+  int index = a.rank + delta / a.stride;
+  return index >= 0 && index < a.nRanks;
+}
+
+/* The index in team a of member `bPeer` of team b (meaningful when ncclTeamRankIsMember says so). */
+NCCL_EXTERN_C NCCL_HOST_DEVICE_INLINE int ncclTeamRankToTeam(ncclTeam_t a, ncclTeam_t b, int bPeer) {
+  return a.rank + (bPeer - b.rank) * b.stride / a.stride;
+}
+
+/* `parent` cut into blocks of innerSize consecutive members: this rank's block (inner) or the members at this
+ * rank's position in every block (outer). innerSize must divide parent.nRanks. */
+NCCL_EXTERN_C NCCL_HOST_DEVICE_INLINE ncclTeam_t ncclTeamInnerFactor(ncclTeam_t parent, int innerSize) {
+  return ncclTeamOf_(innerSize, parent.rank % innerSize, parent.stride);
+}
+NCCL_EXTERN_C NCCL_HOST_DEVICE_INLINE ncclTeam_t ncclTeamOuterFactor(ncclTeam_t parent, int innerSize) {
+  return ncclTeamOf_(parent.nRanks / innerSize, parent.rank / innerSize, parent.stride * innerSize);
+}
+
+/* The index-th member (as an index of `parent`) of parent minus subset, in parent order, for a subset whose
+ * members are members of parent; index runs over [0, parent.nRanks - subset.nRanks). */
+NCCL_EXTERN_C NCCL_HOST_DEVICE_INLINE int ncclTeamRankInDifference(ncclTeam_t parent, ncclTeam_t subset, int index) {
+  int step = subset.stride / parent.stride;     /* subset's spacing in parent indices */
+  int first = parent.rank - subset.rank * step; /* parent index of subset member 0 */
+  if (step < 0) {                               /* walk the subset from its lowest parent index */
+    first += (subset.nRanks - 1) * step;
+    step = -step;
+  }
+  if (index < first) return index;
+  int inside = index - first; /* the gaps between subset members hold step - 1 each */
+  if (step > 1 && inside < (subset.nRanks - 1) * (step - 1)) {
+    return first + 1 + (inside / (step - 1)) * step + inside % (step - 1);
+  }
+  return index + subset.nRanks;
+}
+
+#ifdef __cplusplus
+NCCL_HOST_DEVICE_INLINE ncclTeam ncclTeamWorld(ncclDevComm const& comm) {
+  return ncclTeamOf_(comm.nRanks, comm.rank, 1);
+}
+NCCL_HOST_DEVICE_INLINE ncclTeam ncclTeamLsa(ncclDevComm const& comm) {
+  return ncclTeamOf_(comm.lsaSize, comm.lsaRank, 1);
+}
+NCCL_HOST_DEVICE_INLINE ncclTeam ncclTeamRail(ncclDevComm const& comm) {
+  return ncclTeamOuterFactor(ncclTeamWorld(comm), comm.lsaSize);
+}
+NCCL_HOST_DEVICE_INLINE int ncclTeamRankToWorld(ncclDevComm const& comm, ncclTeam team, int rank) {
+  return comm.rank + (rank - team.rank) * team.stride;
+}
+NCCL_HOST_DEVICE_INLINE int ncclTeamRankToLsa(ncclDevComm const& comm, ncclTeam team, int rank) {
+  return comm.lsaRank + (rank - team.rank) * team.stride;
+}
+#endif
+
+#endif /* NCCL_DEVICE_CORE_H_ */

@@ -1,0 +1,191 @@
+// The host half of NCCL's device API (include/nccl_device.h): teams, requirement helpers, and device
+// communicators. The device half (pointers, barriers and sessions in kernels) is not built yet, so
+// ncclDevCommCreate refuses every communicator after checking its arguments, each refusal naming the reason.
+#include <cstddef>
+#include <cstring>
+#include <limits>
+
+#include "include/nccl_device.h"
+#include "src/api/api.h"
+#include "src/core/group.h"
+#include "src/core/teams.h"
+
+namespace braid {
+namespace {
+
+static_assert(sizeof(ncclTeam) == sizeof(Team) && offsetof(ncclTeam, nRanks) == offsetof(Team, nRanks) &&
+                  offsetof(ncclTeam, rank) == offsetof(Team, rank) &&
+                  offsetof(ncclTeam, stride) == offsetof(Team, stride),
+              "the core's Team is nccl_device's ncclTeam");
+
+constexpr size_t kLsaBarrierLine = 128;  // a barrier's epoch words live on their own lines (no false sharing)
+constexpr size_t kA2aLineBytes = 16;     // one LL slot: 8 data bytes, 8 flag bytes
+constexpr int kLlMaxEltSize = 1 << 20;
+
+ncclTeam toNccl(const Team& t) {
+  return ncclTeam{t.nRanks, t.rank, t.stride};
+}
+
+// The team functions return values, not ncclResult_t: a bad handle gives a zero team (or -1) and the WARN.
+template <typename T, typename F>
+T teamCall(const char* fn, ncclComm_t comm, T onError, F&& body) {
+  T out = onError;
+  ncclResult_t rc = apiCall(fn, [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    out = body(*c);
+    return Status::ok();
+  });
+  return rc == ncclSuccess ? out : onError;
+}
+
+// Member `rank` of `from` as a member of `target`, or -1 when it is not one.
+int rankIn(const Team& target, const ncclTeam& from, int rank) {
+  ncclTeam t = toNccl(target);
+  if (rank < 0 || rank >= from.nRanks || from.stride == 0 || !ncclTeamRankIsMember(t, from, rank)) return -1;
+  return ncclTeamRankToTeam(t, from, rank);
+}
+
+Status checkDevRequirements(Communicator& c, const ncclDevCommRequirements* reqs) {
+  if (c.backend().kind() != BackendKind::kCuda) {
+    return invalidUsage(
+        "comm (rank %d of %d) is a host communicator: the device API runs in CUDA kernels and needs a CUDA "
+        "communicator (a current CUDA context at init, or BRAID_BACKEND=cuda)",
+        c.rank(), c.nranks());
+  }
+  if (reqs->ginForceEnable || reqs->ginContextCount != 0 || reqs->ginSignalCount != 0 || reqs->ginCounterCount != 0 ||
+      reqs->railGinBarrierCount != 0) {
+    return invalidUsage(
+        "reqs asks for GIN (ginForceEnable %d, ginContextCount %d, ginSignalCount %d, ginCounterCount %d, "
+        "railGinBarrierCount %d): braid has no GPU-initiated networking; leave these 0",
+        reqs->ginForceEnable ? 1 : 0, reqs->ginContextCount, reqs->ginSignalCount, reqs->ginCounterCount,
+        reqs->railGinBarrierCount);
+  }
+  for (const ncclDevResourceRequirements* r = reqs->resourceRequirementsList; r; r = r->next) {
+    if (r->ginSignalCount != 0 || r->ginCounterCount != 0) {
+      return invalidUsage("a resource requirement asks for GIN signals (%d) or counters (%d): braid has no GIN",
+                          r->ginSignalCount, r->ginCounterCount);
+    }
+  }
+  bool multimem = reqs->lsaMultimem;
+  for (const ncclTeamRequirements* t = reqs->teamRequirementsList; t; t = t->next) multimem = multimem || t->multimem;
+  if (multimem) return notSupported("ncclDevCommCreate with multimem", "NVLS multicast objects are not built yet");
+  if (reqs->barrierCount < 0 || reqs->lsaBarrierCount < 0 || reqs->lsaLLA2ABlockCount < 0 ||
+      reqs->lsaLLA2ASlotCount < 0) {
+    return invalidArgument(
+        "reqs has a negative count (barrierCount %d, lsaBarrierCount %d, lsaLLA2ABlockCount %d, "
+        "lsaLLA2ASlotCount %d)",
+        reqs->barrierCount, reqs->lsaBarrierCount, reqs->lsaLLA2ABlockCount, reqs->lsaLLA2ASlotCount);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+BRAID_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
+          ncclDevComm_t* outDevComm) {
+  return apiCall("ncclDevCommCreate", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(reqs, "ncclDevCommCreate", "reqs"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(outDevComm, "ncclDevCommCreate", "outDevComm"));
+    BRAID_RETURN_IF_ERROR(checkDevRequirements(*c, reqs));
+    return notSupported("ncclDevCommCreate",
+                        "the device half of the device API (LSA pointers, barriers and sessions in kernels) is not "
+                        "built; use braid's collectives or ncclPutSignal/ncclWaitSignal on windows meanwhile");
+  });
+}
+
+BRAID_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, ncclDevComm_t const* devComm) {
+  return apiCall("ncclDevCommDestroy", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(devComm, "ncclDevCommDestroy", "devComm"));
+    // No ncclDevCommCreate succeeds yet, so no devComm is one it gave.
+    return invalidArgument("devComm %p was not created by ncclDevCommCreate on comm (rank %d)",
+                           static_cast<const void*>(devComm), c->rank());
+  });
+}
+
+BRAID_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm) {
+  return teamCall("ncclTeamWorld", comm, ncclTeam{0, 0, 0}, [](const Communicator& c) { return toNccl(worldTeam(c)); });
+}
+
+BRAID_API(ncclTeam_t, ncclTeamLsa, ncclComm_t comm) {
+  return teamCall("ncclTeamLsa", comm, ncclTeam{0, 0, 0}, [](const Communicator& c) { return toNccl(lsaTeam(c)); });
+}
+
+BRAID_API(ncclTeam_t, ncclTeamRail, ncclComm_t comm) {
+  return teamCall("ncclTeamRail", comm, ncclTeam{0, 0, 0}, [](const Communicator& c) { return toNccl(railTeam(c)); });
+}
+
+BRAID_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam_t team, int rank) {
+  return teamCall("ncclTeamRankToWorld", comm, -1,
+                  [&](const Communicator& c) { return rankIn(worldTeam(c), team, rank); });
+}
+
+BRAID_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t team, int rank) {
+  return teamCall("ncclTeamRankToLsa", comm, -1, [&](const Communicator& c) { return rankIn(lsaTeam(c), team, rank); });
+}
+
+BRAID_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t team, int nBarriers,
+          ncclLsaBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+  return apiCall("ncclLsaBarrierCreateRequirement", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(outHandle, "ncclLsaBarrierCreateRequirement", "outHandle"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(outReq, "ncclLsaBarrierCreateRequirement", "outReq"));
+    if (nBarriers < 1) return invalidArgument("nBarriers %d: at least 1", nBarriers);
+    if (team.nRanks < 1) return invalidArgument("team.nRanks %d: at least 1", team.nRanks);
+    std::memset(outReq, 0, sizeof(*outReq));
+    outHandle->bufHandle = 0;
+    outHandle->nBarriers = nBarriers;
+    // Each barrier: one epoch word per member, rounded up to whole lines.
+    size_t perBarrier = (size_t(team.nRanks) * sizeof(uint32_t) + kLsaBarrierLine - 1) / kLsaBarrierLine;
+    outReq->bufferSize = size_t(nBarriers) * perBarrier * kLsaBarrierLine;
+    outReq->bufferAlign = kLsaBarrierLine;
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    return Status::ok();
+  });
+}
+
+BRAID_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) {
+  if (maxElts < 0 || maxEltSize < 1 || maxEltSize > kLlMaxEltSize) {
+    BRAID_WARN("ncclLLA2ACalcSlots: maxElts %d and maxEltSize %d: need maxElts >= 0 and 1 <= maxEltSize <= %d", maxElts,
+               maxEltSize, kLlMaxEltSize);
+    return -1;
+  }
+  long long slots = static_cast<long long>(maxElts) * ((maxEltSize + 7) / 8);  // 8 data bytes per slot
+  return slots > std::numeric_limits<int>::max() ? -1 : static_cast<int>(slots);
+}
+
+BRAID_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle,
+          ncclDevResourceRequirements_t* outReq) {
+  return apiCall("ncclLLA2ACreateRequirement", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(outHandle, "ncclLLA2ACreateRequirement", "outHandle"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(outReq, "ncclLLA2ACreateRequirement", "outReq"));
+    if (nBlocks < 1) return invalidArgument("nBlocks %d: at least 1", nBlocks);
+    if (nSlots < 1) return invalidArgument("nSlots %d: at least 1", nSlots);
+    std::memset(outReq, 0, sizeof(*outReq));
+    outHandle->bufHandle = 0;
+    outHandle->nSlots = static_cast<uint32_t>(nSlots);
+    outReq->bufferSize = 2 * size_t(nBlocks) * size_t(nSlots) * kA2aLineBytes;  // two buffers: epochs alternate
+    outReq->bufferAlign = kA2aLineBytes;
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTeam_t team, int nBarriers,
+          ncclGinBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+  return apiCall("ncclGinBarrierCreateRequirement", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(outHandle, "ncclGinBarrierCreateRequirement", "outHandle"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(outReq, "ncclGinBarrierCreateRequirement", "outReq"));
+    (void)team;
+    (void)nBarriers;
+    return notSupported("ncclGinBarrierCreateRequirement", "braid has no GPU-initiated networking (GIN)");
+  });
+}
+
+}  // namespace braid
+
+// NCCL's internal name behind ncclResetDebugInit, which its library exports; programs that bound to it load.
+extern "C" __attribute__((visibility("default"))) void ncclResetDebugInitInternal() {
+  braid::logReinit();
+}

@@ -1,0 +1,201 @@
+// The host half of the device API (include/nccl_device.h, src/api/device_api.cc): teams of real communicators
+// (threads here; hosts split by NCCL_HOSTID in tests/mp/device_api_hosts_test.cc), the team algebra against sets
+// built by brute force, the requirement helpers, and ncclDevCommCreate's refusals by name: a host communicator,
+// GIN, multimem, and (until the device half is built) a CUDA communicator on the fake driver.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "nccl_device.h"
+#include "tests/common/fake_cuda_ranks.h"
+#include "tests/common/harness.h"
+
+namespace braid_test {
+namespace {
+
+// The world ranks of team t seen from world rank `me`, in member order.
+std::vector<int> members(ncclTeam t, int me) {
+  std::vector<int> out;
+  for (int i = 0; i < t.nRanks; ++i) out.push_back(me + (i - t.rank) * t.stride);
+  return out;
+}
+
+bool hasText(const char* text, const char* want) {
+  return std::string(text).find(want) != std::string::npos;
+}
+
+TEST(DeviceApi, TeamsOfThreadRanks) {
+  const int n = 3;
+  auto res = runThreads(n, [&](int r, ncclComm_t comm) -> ncclResult_t {
+    ncclTeam w = ncclTeamWorld(comm);
+    ncclTeam l = ncclTeamLsa(comm);
+    ncclTeam rail = ncclTeamRail(comm);
+    // One process is one host: the LSA team is everyone, the rail team just this rank.
+    if (w.nRanks != n || w.rank != r || w.stride != 1) return ncclInternalError;
+    if (l.nRanks != n || l.rank != r || l.stride != 1) return ncclInternalError;
+    if (rail.nRanks != 1 || rail.rank != 0 || rail.stride != n) return ncclInternalError;
+    for (int i = 0; i < n; ++i) {
+      if (ncclTeamRankToWorld(comm, l, i) != i || ncclTeamRankToLsa(comm, w, i) != i) return ncclInternalError;
+    }
+    if (ncclTeamRankToWorld(comm, w, n) != -1 || ncclTeamRankToWorld(comm, w, -1) != -1) return ncclInternalError;
+    return ncclSuccess;
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+TEST(DeviceApi, TeamsOfABadHandleAreEmpty) {
+  ncclTeam t = ncclTeamWorld(nullptr);
+  EXPECT_EQ(t.nRanks, 0);
+  EXPECT_EQ(ncclTeamRankToWorld(nullptr, ncclTeam{1, 0, 1}, 0), -1);
+  EXPECT_TRUE(hasText(ncclGetLastError(nullptr), "ncclTeamRankToWorld")) << ncclGetLastError(nullptr);
+}
+
+// Every pair of teams that are progressions inside a world of up to 12 ranks, from every world rank: the inline
+// functions agree with the explicit sets.
+TEST(DeviceApi, TeamAlgebraMatchesSets) {
+  int checked = 0;
+  for (int world = 1; world <= 12; ++world) {
+    ncclTeam_t w{world, 0, 1};
+    for (int me = 0; me < world; ++me) {
+      w.rank = me;
+      for (int inner = 1; inner <= world; ++inner) {
+        if (world % inner != 0) continue;
+        ncclTeam in = ncclTeamInnerFactor(w, inner);
+        ncclTeam out = ncclTeamOuterFactor(w, inner);
+        std::vector<int> inSet = members(in, me), outSet = members(out, me);
+        ASSERT_EQ(static_cast<int>(inSet.size()), inner);
+        for (int x : inSet) ASSERT_EQ(x / inner, me / inner) << "inner block of " << me;
+        for (int x : outSet) ASSERT_EQ(x % inner, me % inner) << "outer of " << me;
+        for (const ncclTeam& a : {in, out, w}) {
+          for (const ncclTeam& b : {in, out, w}) {
+            std::vector<int> as = members(a, me), bs = members(b, me);
+            for (int i = 0; i < b.nRanks; ++i) {
+              int wr = bs[static_cast<size_t>(i)];
+              auto it = std::find(as.begin(), as.end(), wr);
+              ASSERT_EQ(ncclTeamRankIsMember(a, b, i), it != as.end()) << world << " " << me << " " << inner;
+              if (it != as.end()) {
+                ASSERT_EQ(ncclTeamRankToTeam(a, b, i), it - as.begin());
+              }
+              ++checked;
+            }
+          }
+          // parent minus subset, in parent order, for a subset of the parent.
+          for (const ncclTeam& sub : {in, out}) {
+            if (a.stride != 1) continue;
+            std::vector<int> parent = members(a, me), subset = members(sub, me), diff;
+            std::set<int> subs(subset.begin(), subset.end());
+            bool inside = true;
+            for (int x : subset) inside = inside && std::find(parent.begin(), parent.end(), x) != parent.end();
+            if (!inside) continue;  // only defined for a subset
+            for (int i = 0; i < a.nRanks; ++i) {
+              if (!subs.count(parent[static_cast<size_t>(i)])) diff.push_back(i);
+            }
+            for (size_t k = 0; k < diff.size(); ++k) {
+              ASSERT_EQ(ncclTeamRankInDifference(a, sub, static_cast<int>(k)), diff[k])
+                  << "world " << world << " me " << me << " inner " << inner << " k " << k;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+}
+
+TEST(DeviceApi, DevCommOverloadsMatchTheHandleFunctions) {
+  ncclDevComm dc{};
+  dc.rank = 5;
+  dc.nRanks = 8;
+  dc.lsaRank = 1;
+  dc.lsaSize = 4;
+  ncclTeam rail = ncclTeamRail(dc);
+  EXPECT_EQ(rail.nRanks, 2);
+  EXPECT_EQ(rail.rank, 1);
+  EXPECT_EQ(rail.stride, 4);
+  EXPECT_EQ(ncclTeamRankToWorld(dc, ncclTeamLsa(dc), 3), 7);
+  EXPECT_EQ(ncclTeamRankToWorld(dc, rail, 0), 1);
+  EXPECT_EQ(ncclTeamRankToLsa(dc, ncclTeamWorld(dc), 4), 0);
+}
+
+TEST(DeviceApi, RequirementHelpers) {
+  ncclLsaBarrierHandle bh{};
+  ncclDevResourceRequirements req{};
+  req.ginSignalCount = 9;  // overwritten
+  ASSERT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam{4, 1, 1}, 3, &bh, &req), ncclSuccess);
+  EXPECT_EQ(bh.nBarriers, 3);
+  EXPECT_EQ(req.bufferSize, 3u * 128u);  // 4 epoch words fit one 128-byte line per barrier
+  EXPECT_EQ(req.bufferAlign, 128u);
+  EXPECT_EQ(req.outBufferHandle, &bh.bufHandle);
+  EXPECT_EQ(req.ginSignalCount, 0);
+  EXPECT_EQ(req.next, nullptr);
+  ASSERT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam{64, 0, 1}, 1, &bh, &req), ncclSuccess);
+  EXPECT_EQ(req.bufferSize, 256u);
+  EXPECT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam{4, 1, 1}, 0, &bh, &req), ncclInvalidArgument);
+  EXPECT_TRUE(hasText(ncclGetLastError(nullptr), "nBarriers 0")) << ncclGetLastError(nullptr);
+  EXPECT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam{4, 1, 1}, 1, nullptr, &req), ncclInvalidArgument);
+  EXPECT_TRUE(hasText(ncclGetLastError(nullptr), "outHandle is NULL")) << ncclGetLastError(nullptr);
+
+  EXPECT_EQ(ncclLLA2ACalcSlots(10, 4), 10);
+  EXPECT_EQ(ncclLLA2ACalcSlots(10, 8), 10);
+  EXPECT_EQ(ncclLLA2ACalcSlots(10, 9), 20);
+  EXPECT_EQ(ncclLLA2ACalcSlots(-1, 4), -1);
+  EXPECT_EQ(ncclLLA2ACalcSlots(1, 0), -1);
+  ncclLLA2AHandle ah{};
+  ASSERT_EQ(ncclLLA2ACreateRequirement(2, 5, &ah, &req), ncclSuccess);
+  EXPECT_EQ(ah.nSlots, 5u);
+  EXPECT_EQ(req.bufferSize, 2u * 2u * 5u * 16u);
+  EXPECT_EQ(req.outBufferHandle, &ah.bufHandle);
+  EXPECT_EQ(ncclLLA2ACreateRequirement(2, 0, &ah, &req), ncclInvalidArgument);
+  EXPECT_TRUE(hasText(ncclGetLastError(nullptr), "nSlots 0")) << ncclGetLastError(nullptr);
+}
+
+TEST(DeviceApi, DevCommCreateRefusesAHostCommunicatorByName) {
+  auto res = runThreads(2, [&](int, ncclComm_t comm) -> ncclResult_t {
+    ncclDevCommRequirements reqs{};
+    reqs.lsaBarrierCount = 1;
+    ncclDevComm dc{};
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "is a host communicator")) return ncclInternalError;
+    if (ncclDevCommCreate(comm, nullptr, &dc) != ncclInvalidArgument) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "reqs is NULL")) return ncclInternalError;
+    if (ncclDevCommDestroy(comm, &dc) != ncclInvalidArgument) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "was not created by ncclDevCommCreate")) return ncclInternalError;
+    ncclGinBarrierHandle gh{};
+    ncclDevResourceRequirements req{};
+    if (ncclGinBarrierCreateRequirement(comm, ncclTeamWorld(comm), 1, &gh, &req) != ncclInvalidUsage) {
+      return ncclInternalError;
+    }
+    if (!hasText(ncclGetLastError(comm), "GPU-initiated networking")) return ncclInternalError;
+    return ncclSuccess;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+TEST(DeviceApi, DevCommCreateOnACudaCommunicatorSaysWhatIsMissing) {
+  if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+  auto res = runCudaRanks(2, [&](int, ncclComm_t comm, cudaStream_t) -> ncclResult_t {
+    ncclDevComm dc{};
+    ncclDevCommRequirements reqs{};
+    reqs.ginSignalCount = 4;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "braid has no GPU-initiated networking")) return ncclInternalError;
+    reqs = ncclDevCommRequirements{};
+    reqs.lsaMultimem = true;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "multimem")) return ncclInternalError;
+    reqs = ncclDevCommRequirements{};
+    reqs.lsaBarrierCount = 1;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "device half of the device API")) return ncclInternalError;
+    ncclTeam l = ncclTeamLsa(comm);
+    return l.nRanks == 2 ? ncclSuccess : ncclInternalError;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+}  // namespace
+}  // namespace braid_test

@@ -1,0 +1,45 @@
+// The device API's LSA and rail teams of processes on two "hosts" (NCCL_HOSTID): blocks of consecutive ranks on
+// one host make an LSA team per block, interleaved hosts leave every rank its own LSA team.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "nccl.h"
+#include "nccl_device.h"
+#include "tests/common/harness.h"
+
+namespace braid_test {
+namespace {
+
+bool same(ncclTeam t, int n, int r, int s) {
+  return t.nRanks == n && t.rank == r && t.stride == s;
+}
+
+TEST(DeviceApiHosts, BlocksOfOneHostAreLsaTeams) {
+  auto status = runProcesses(
+      4,
+      [](int r, ncclComm_t comm) {
+        if (!same(ncclTeamLsa(comm), 2, r % 2, 1)) return 1;
+        if (!same(ncclTeamRail(comm), 2, r / 2, 2)) return 2;
+        if (ncclTeamRankToWorld(comm, ncclTeamRail(comm), 1 - r / 2) != (r + 2) % 4) return 3;
+        if (ncclTeamRankToLsa(comm, ncclTeamWorld(comm), r ^ 1) != (r ^ 1) % 2) return 4;
+        if (ncclTeamRankToLsa(comm, ncclTeamWorld(comm), (r + 2) % 4) != -1) return 5;  // another host
+        return 0;
+      },
+      60, nullptr, nullptr, [](int r) { setenv("NCCL_HOSTID", r < 2 ? "host-a" : "host-b", 1); });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
+}
+
+TEST(DeviceApiHosts, InterleavedHostsGiveSingleRankLsaTeams) {
+  auto status = runProcesses(
+      4,
+      [](int r, ncclComm_t comm) {
+        if (!same(ncclTeamLsa(comm), 1, 0, 1)) return 1;
+        if (!same(ncclTeamRail(comm), 4, r, 1)) return 2;
+        return 0;
+      },
+      60, nullptr, nullptr, [](int r) { setenv("NCCL_HOSTID", r % 2 ? "host-b" : "host-a", 1); });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
+}
+
+}  // namespace
+}  // namespace braid_test
