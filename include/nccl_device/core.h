@@ -66,8 +66,9 @@ struct ncclTeamTagRail {};
 #endif
 
 /* What a device communicator must hold. Zero-initialise it (`ncclDevCommRequirements reqs = {};`), then set
- * what the kernels need. The GIN fields (railGinBarrierCount, ginForceEnable, ginContextCount, ginSignalCount,
- * ginCounterCount) must stay 0: braid has no GPU-initiated networking and refuses them by name. */
+ * what the kernels need. The GIN fields (railGinBarrierCount, ginForceEnable, ginSignalCount, ginCounterCount)
+ * must stay 0: braid has no GPU-initiated networking and refuses them by name; ginContextCount is a hint (braid
+ * gives no contexts). A list longer than 65536 entries (a cycle) is ncclInvalidArgument. */
 struct ncclDevCommRequirements {
   ncclDevResourceRequirements_t* resourceRequirementsList; /* buffers the kernels need, chained by `next` */
   ncclTeamRequirements_t* teamRequirementsList;            /* teams that need multimem, chained by `next` */
@@ -119,6 +120,50 @@ NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclDevCommCreate(ncclComm_t comm, n
 /* Releases what ncclDevCommCreate made. ncclInvalidArgument for a devComm that ncclDevCommCreate did not give. */
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm);
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm);
+
+/* ---- Communicator properties (NCCL 2.29's query, here so that programs can test for the device API). ---- */
+
+#ifndef NCCL_API_MAGIC
+#define NCCL_API_MAGIC 0xcafebeef
+#endif
+
+typedef enum { NCCL_GIN_TYPE_NONE = 0, NCCL_GIN_TYPE_PROXY = 2, NCCL_GIN_TYPE_GDAKI = 3 } ncclGinType_t;
+typedef enum { NCCL_GIN_CONNECTION_NONE = 0 } ncclGinConnectionType_t;
+
+typedef struct ncclCommProperties {
+  size_t size; /* set by NCCL_COMM_PROPERTIES_INITIALIZER: the library writes only what fits */
+  unsigned int magic;
+  unsigned int version;
+  int rank;
+  int nRanks;
+  int cudaDev;           /* -1 on a host communicator */
+  int nvmlDev;           /* -1: braid does not map CUDA ordinals to NVML indices */
+  bool deviceApiSupport; /* false until ncclDevCommCreate can succeed (the device half is not built) */
+  bool multimemSupport;  /* false: NVLS multicast is not built */
+  ncclGinType_t ginType; /* NCCL_GIN_TYPE_NONE: braid has no GIN */
+  int nLsaTeams;         /* nRanks / LSA team size */
+  bool hostRmaSupport;   /* ncclPutSignal/ncclSignal/ncclWaitSignal reach every rank (all on one host) */
+  ncclGinType_t railedGinType;
+  uint64_t commHash; /* the same on every rank of the communicator */
+  int ginMinStride;
+  ncclGinConnectionType_t ginConnectionType;
+  bool ginSupport[64];
+  size_t devCommRuntimeVersionSize;
+} ncclCommProperties_t;
+
+/* Every field named, so that -Wextra builds stay quiet; the library fills all but the first three. */
+#define NCCL_COMM_PROPERTIES_INITIALIZER                                                                             \
+  {                                                                                                                  \
+    sizeof(ncclCommProperties_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, 0, 0, -1, -1, false, false, NCCL_GIN_TYPE_NONE, \
+        0, false, NCCL_GIN_TYPE_NONE, 0, 0, NCCL_GIN_CONNECTION_NONE, {false}, 0                                     \
+  }
+
+/* Fills *props. props must come from NCCL_COMM_PROPERTIES_INITIALIZER (else ncclInvalidUsage naming the magic).
+ * A props of another library's (smaller or larger) layout gets the fields every layout shares (rank through
+ * multimemSupport) and zeros in the rest of its size. Thread-safe, no communication. */
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t
+ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props);
 
 /* Teams of a host communicator handle. An invalid comm gives {0, 0, 0} (and a WARN); an out-of-team rank -1. */
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t ncclTeamWorld(ncclComm_t comm);

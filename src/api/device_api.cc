@@ -21,6 +21,7 @@ static_assert(sizeof(ncclTeam) == sizeof(Team) && offsetof(ncclTeam, nRanks) == 
 constexpr size_t kLsaBarrierLine = 128;  // a barrier's epoch words live on their own lines (no false sharing)
 constexpr size_t kA2aLineBytes = 16;     // one LL slot: 8 data bytes, 8 flag bytes
 constexpr int kLlMaxEltSize = 1 << 20;
+constexpr int kMaxListEntries = 1 << 16;  // requirement list entries ncclDevCommCreate walks
 
 ncclTeam toNccl(const Team& t) {
   return ncclTeam{t.nRanks, t.rank, t.stride};
@@ -52,22 +53,33 @@ Status checkDevRequirements(Communicator& c, const ncclDevCommRequirements* reqs
         "communicator (a current CUDA context at init, or BRAID_BACKEND=cuda)",
         c.rank(), c.nranks());
   }
-  if (reqs->ginForceEnable || reqs->ginContextCount != 0 || reqs->ginSignalCount != 0 || reqs->ginCounterCount != 0 ||
+  // ginContextCount is a hint (NCCL may give fewer contexts): braid gives none and does not refuse it.
+  if (reqs->ginForceEnable || reqs->ginSignalCount != 0 || reqs->ginCounterCount != 0 ||
       reqs->railGinBarrierCount != 0) {
     return invalidUsage(
-        "reqs asks for GIN (ginForceEnable %d, ginContextCount %d, ginSignalCount %d, ginCounterCount %d, "
-        "railGinBarrierCount %d): braid has no GPU-initiated networking; leave these 0",
-        reqs->ginForceEnable ? 1 : 0, reqs->ginContextCount, reqs->ginSignalCount, reqs->ginCounterCount,
-        reqs->railGinBarrierCount);
+        "reqs asks for GIN (ginForceEnable %d, ginSignalCount %d, ginCounterCount %d, railGinBarrierCount %d): "
+        "braid has no GPU-initiated networking; leave these 0",
+        reqs->ginForceEnable ? 1 : 0, reqs->ginSignalCount, reqs->ginCounterCount, reqs->railGinBarrierCount);
   }
+  // The lists are the caller's linked lists: a cycle must end in an error, not a hang.
+  int entries = 0;
   for (const ncclDevResourceRequirements* r = reqs->resourceRequirementsList; r; r = r->next) {
+    if (++entries > kMaxListEntries) {
+      return invalidArgument("reqs->resourceRequirementsList has more than %d entries (a cycle?)", kMaxListEntries);
+    }
     if (r->ginSignalCount != 0 || r->ginCounterCount != 0) {
       return invalidUsage("a resource requirement asks for GIN signals (%d) or counters (%d): braid has no GIN",
                           r->ginSignalCount, r->ginCounterCount);
     }
   }
   bool multimem = reqs->lsaMultimem;
-  for (const ncclTeamRequirements* t = reqs->teamRequirementsList; t; t = t->next) multimem = multimem || t->multimem;
+  entries = 0;
+  for (const ncclTeamRequirements* t = reqs->teamRequirementsList; t; t = t->next) {
+    if (++entries > kMaxListEntries) {
+      return invalidArgument("reqs->teamRequirementsList has more than %d entries (a cycle?)", kMaxListEntries);
+    }
+    multimem = multimem || t->multimem;
+  }
   if (multimem) return notSupported("ncclDevCommCreate with multimem", "NVLS multicast objects are not built yet");
   if (reqs->barrierCount < 0 || reqs->lsaBarrierCount < 0 || reqs->lsaLLA2ABlockCount < 0 ||
       reqs->lsaLLA2ASlotCount < 0) {
@@ -80,6 +92,49 @@ Status checkDevRequirements(Communicator& c, const ncclDevCommRequirements* reqs
 }
 
 }  // namespace
+
+BRAID_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProperties_t* props) {
+  return apiCall("ncclCommQueryProperties", [&]() -> Status {
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(props, "ncclCommQueryProperties", "props"));
+    if (props->magic != NCCL_API_MAGIC) {
+      return invalidUsage("props->magic is 0x%x, not 0x%x: initialise props with NCCL_COMM_PROPERTIES_INITIALIZER",
+                          props->magic, NCCL_API_MAGIC);
+    }
+    // Every NCCL release's layout starts with these fields; later ones differ (ginType's width, for one).
+    constexpr size_t kShared = offsetof(ncclCommProperties, multimemSupport) + sizeof(bool);
+    constexpr size_t kHeader = offsetof(ncclCommProperties, rank);
+    if (props->size < kShared) {
+      return invalidArgument("props->size %zu is smaller than the %zu bytes every ncclCommProperties_t has",
+                             props->size, kShared);
+    }
+    ncclCommProperties mine{};
+    mine.rank = c->rank();
+    mine.nRanks = c->nranks();
+    mine.cudaDev = c->device();
+    mine.nvmlDev = -1;
+    mine.deviceApiSupport = false;
+    mine.multimemSupport = false;
+    mine.ginType = NCCL_GIN_TYPE_NONE;
+    const Team lsa = lsaTeam(*c);
+    mine.nLsaTeams = c->nranks() / lsa.nRanks;
+    mine.hostRmaSupport = lsa.nRanks == c->nranks();
+    mine.railedGinType = NCCL_GIN_TYPE_NONE;
+    mine.commHash = c->flight().commId();
+    mine.ginMinStride = 0;
+    mine.ginConnectionType = NCCL_GIN_CONNECTION_NONE;
+    mine.devCommRuntimeVersionSize = 0;
+    char* out = reinterpret_cast<char*>(props);
+    const char* in = reinterpret_cast<const char*>(&mine);
+    if (props->size == sizeof(ncclCommProperties)) {
+      std::memcpy(out + kHeader, in + kHeader, sizeof(mine) - kHeader);
+    } else {
+      std::memset(out + kShared, 0, props->size - kShared);
+      std::memcpy(out + kHeader, in + kHeader, kShared - kHeader);
+    }
+    return Status::ok();
+  });
+}
 
 BRAID_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
           ncclDevComm_t* outDevComm) {

@@ -63,6 +63,8 @@ class FlightRecorder {
   bool enabled() const { return capacity_ > 0; }
   // Which communicator this is (once init knows); until then dumps leave the recorder out.
   void identify(FlightIdentity id);
+  // The communicator's id (the same on every rank; set by identify() during init).
+  uint64_t commId() const { return id_.commId; }
   int pid() const { return pid_; }  // the process that made it (a forked child's dumps leave its parent's out)
   // Records a queued call; returns its token (kNone when disabled) for chose().
   uint64_t queued(const FlightCall& call);

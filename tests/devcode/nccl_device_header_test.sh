@@ -43,7 +43,7 @@ else
   echo "note: no NVIDIA nccl_device headers found: the name check is not run"
 fi
 
-printf '#include <nccl_device.h>\nint main(void) { ncclTeam_t t = ncclTeamInnerFactor(ncclTeamWorld(0), 1);\n  return t.nRanks == 1 ? 0 : 1; }\n' > "$tmp/c99.c"
+printf '#include <nccl_device.h>\nint main(void) { ncclTeam_t t = ncclTeamInnerFactor(ncclTeamWorld(0), 1);\n  ncclCommProperties_t p = NCCL_COMM_PROPERTIES_INITIALIZER;\n  return t.nRanks == 1 && p.magic == NCCL_API_MAGIC ? 0 : 1; }\n' > "$tmp/c99.c"
 if gcc -std=c99 -Wall -Wextra -Werror -DBRAID_NO_CUDA_HEADERS -I"$inc" "$tmp/c99.c" "$lib" -o "$tmp/c99" \
     > "$tmp/c99.log" 2>&1; then
   echo "ok   C99: compiles and links against $(basename "$lib")"

@@ -14,6 +14,9 @@ __global__ void probeTeams(ncclDevComm dc, int* out) {
 }
 
 ncclResult_t probeHost(ncclComm_t comm, ncclDevComm* dc) {
+  ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+  ncclResult_t qrc = ncclCommQueryProperties(comm, &props);
+  if (qrc != ncclSuccess || !props.deviceApiSupport) return qrc == ncclSuccess ? ncclInvalidUsage : qrc;
   ncclLsaBarrierHandle barrier;
   ncclDevResourceRequirements barrierReq;
   ncclResult_t rc = ncclLsaBarrierCreateRequirement(ncclTeamLsa(comm), 4, &barrier, &barrierReq);

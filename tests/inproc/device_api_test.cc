@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -153,6 +154,40 @@ TEST(DeviceApi, RequirementHelpers) {
   EXPECT_TRUE(hasText(ncclGetLastError(nullptr), "nSlots 0")) << ncclGetLastError(nullptr);
 }
 
+TEST(DeviceApi, QueryPropertiesSaysWhatThisCommunicatorSupports) {
+  auto res = runThreads(2, [&](int r, ncclComm_t comm) -> ncclResult_t {
+    ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+    props.deviceApiSupport = true;  // overwritten
+    if (ncclCommQueryProperties(comm, &props) != ncclSuccess) return ncclInternalError;
+    if (props.rank != r || props.nRanks != 2 || props.cudaDev != -1 || props.deviceApiSupport ||
+        props.multimemSupport || props.ginType != NCCL_GIN_TYPE_NONE || props.nLsaTeams != 1 || !props.hostRmaSupport ||
+        props.commHash == 0) {
+      return ncclInternalError;
+    }
+    // A layout of another release (larger here) gets the shared fields and zeros after them.
+    struct Bigger {
+      ncclCommProperties_t base;
+      int extra;
+    } big;
+    std::memset(&big, 0x5a, sizeof(big));
+    big.base.size = sizeof(big);
+    big.base.magic = NCCL_API_MAGIC;
+    if (ncclCommQueryProperties(comm, &big.base) != ncclSuccess) return ncclInternalError;
+    if (big.base.rank != r || big.base.deviceApiSupport || big.extra != 0 || big.base.nLsaTeams != 0) {
+      return ncclInternalError;
+    }
+    ncclCommProperties_t bad{};
+    if (ncclCommQueryProperties(comm, &bad) != ncclInvalidUsage) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "NCCL_COMM_PROPERTIES_INITIALIZER")) return ncclInternalError;
+    bad.magic = NCCL_API_MAGIC;
+    bad.size = 8;
+    if (ncclCommQueryProperties(comm, &bad) != ncclInvalidArgument) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "props->size 8")) return ncclInternalError;
+    return ncclCommQueryProperties(comm, nullptr) == ncclInvalidArgument ? ncclSuccess : ncclInternalError;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
 TEST(DeviceApi, DevCommCreateRefusesAHostCommunicatorByName) {
   auto res = runThreads(2, [&](int, ncclComm_t comm) -> ncclResult_t {
     ncclDevCommRequirements reqs{};
@@ -183,15 +218,27 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorSaysWhatIsMissing) {
     reqs.ginSignalCount = 4;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
     if (!hasText(ncclGetLastError(comm), "braid has no GPU-initiated networking")) return ncclInternalError;
+    // A cycle in a requirement list is an error, not a hang.
+    ncclDevResourceRequirements loop{};
+    loop.next = &loop;
+    reqs = ncclDevCommRequirements{};
+    reqs.resourceRequirementsList = &loop;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidArgument) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "(a cycle?)")) return ncclInternalError;
     reqs = ncclDevCommRequirements{};
     reqs.lsaMultimem = true;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
     if (!hasText(ncclGetLastError(comm), "multimem")) return ncclInternalError;
     reqs = ncclDevCommRequirements{};
     reqs.lsaBarrierCount = 1;
+    reqs.ginContextCount = 4;  // a hint, not a GIN request
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
     if (!hasText(ncclGetLastError(comm), "device half of the device API")) return ncclInternalError;
     ncclTeam l = ncclTeamLsa(comm);
+    ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+    if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.cudaDev < 0 || props.deviceApiSupport) {
+      return ncclInternalError;
+    }
     return l.nRanks == 2 ? ncclSuccess : ncclInternalError;
   });
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;

@@ -23,6 +23,9 @@ TEST(DeviceApiHosts, BlocksOfOneHostAreLsaTeams) {
         if (ncclTeamRankToWorld(comm, ncclTeamRail(comm), 1 - r / 2) != (r + 2) % 4) return 3;
         if (ncclTeamRankToLsa(comm, ncclTeamWorld(comm), r ^ 1) != (r ^ 1) % 2) return 4;
         if (ncclTeamRankToLsa(comm, ncclTeamWorld(comm), (r + 2) % 4) != -1) return 5;  // another host
+        ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+        if (ncclCommQueryProperties(comm, &props) != ncclSuccess) return 6;
+        if (props.nLsaTeams != 2 || props.hostRmaSupport) return 7;  // peers on another host are not reachable
         return 0;
       },
       60, nullptr, nullptr, [](int r) { setenv("NCCL_HOSTID", r < 2 ? "host-a" : "host-b", 1); });
