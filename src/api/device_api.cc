@@ -42,7 +42,11 @@ T teamCall(const char* fn, ncclComm_t comm, T onError, F&& body) {
 // Member `rank` of `from` as a member of `target`, or -1 when it is not one.
 int rankIn(const Team& target, const ncclTeam& from, int rank) {
   ncclTeam t = toNccl(target);
-  if (rank < 0 || rank >= from.nRanks || from.stride == 0 || !ncclTeamRankIsMember(t, from, rank)) return -1;
+  if (rank < 0 || rank >= from.nRanks || from.stride == 0) return -1;
+  // A team made up by the caller may have any stride: keep the world offset inside int.
+  const int64_t delta = (int64_t(rank) - from.rank) * from.stride;
+  if (delta > std::numeric_limits<int>::max() || delta < std::numeric_limits<int>::min()) return -1;
+  if (!ncclTeamRankIsMember(t, from, rank)) return -1;
   return ncclTeamRankToTeam(t, from, rank);
 }
 

@@ -43,6 +43,8 @@ TEST(DeviceApi, TeamsOfThreadRanks) {
       if (ncclTeamRankToWorld(comm, l, i) != i || ncclTeamRankToLsa(comm, w, i) != i) return ncclInternalError;
     }
     if (ncclTeamRankToWorld(comm, w, n) != -1 || ncclTeamRankToWorld(comm, w, -1) != -1) return ncclInternalError;
+    // A made-up team whose stride overflows the world offset is not a member anywhere (no overflow).
+    if (r == 0 && ncclTeamRankToWorld(comm, ncclTeam{3, 0, 1 << 30}, 2) != -1) return ncclInternalError;
     return ncclSuccess;
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
