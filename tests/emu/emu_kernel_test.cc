@@ -22,9 +22,9 @@ using emu_test::RingJob;
 using testing_elem::firstDifference;
 
 // Runs the job on the CPU backend, then on the emulator, and compares every rank's output.
-void expectEmuMatchesHost(const JobShape& shape, int threads, uint64_t chaosSeed = 0) {
+void expectEmuMatchesHost(const JobShape& shape, int threads, uint64_t chaosSeed = 0, bool hostStreams = false) {
   RingJob host(shape, 7);
-  host.runHost();
+  host.runHost(hostStreams);
   RingJob emu(shape, 7);
   EmuLaunchConfig cfg;
   cfg.chaosSeed = chaosSeed;
@@ -74,6 +74,33 @@ INSTANTIATE_TEST_SUITE_P(
                       // barrier inside it; the regression for the divergent barriers a CUDA communicator's first
                       // run met.
                       Case{3, 2, 32, 1, 256, ProtoId::kSimple}, Case{4, 3, 8, 2, 256, ProtoId::kLL}));
+
+TEST(EmuRingInPlace, HostAndKernelAgreeWithPlainAndStreamingHostStores) {
+  // The host computes a step with two destinations into the send slot and then copies it to the output (so a
+  // non-temporal output store is never read back); the kernel computes into the output first. In place, the
+  // output is also the step's own operand: both orders, and the host's streaming stores, must give the same bits.
+  for (ProtoId proto : {ProtoId::kSimple, ProtoId::kLL}) {
+    for (OpKind op : {OpKind::kSum, OpKind::kAvg, OpKind::kPreMulSum}) {
+      for (int nranks : {2, 3}) {
+        for (bool inPlace : {false, true}) {
+          for (bool streams : {false, true}) {
+            JobShape s;
+            s.nranks = nranks;
+            s.nchannels = 2;
+            s.count = 3001;
+            s.op = op;
+            s.proto = proto;
+            s.chunkBytes = 1024;
+            s.inPlace = inPlace;
+            SCOPED_TRACE(testing::Message() << protoName(proto) << " op " << static_cast<int>(op) << " nranks "
+                                            << nranks << " inPlace " << inPlace << " streams " << streams);
+            expectEmuMatchesHost(s, 4, 0, streams);
+          }
+        }
+      }
+    }
+  }
+}
 
 // One wide CTA, as a GPU launches it.
 TEST(EmuRingWide, FiveHundredTwelveThreads) {

@@ -30,6 +30,7 @@ struct JobShape {
   OpKind op = OpKind::kSum;
   ProtoId proto = ProtoId::kSimple;
   size_t chunkBytes = 1024;  // per FIFO slot; at most kSlotBytes
+  bool inPlace = false;      // the output is the input (it starts as the input's copy)
 };
 
 struct RankWork {
@@ -78,6 +79,7 @@ class RingJob {
       r.in.resize(s.count * es);
       for (auto& b : r.in) b = static_cast<unsigned char>(rng());
       r.out.assign(s.count * es, 0xEE);
+      if (s.inPlace) r.out = r.in;
     }
     build();
   }
@@ -133,7 +135,7 @@ class RingJob {
         }
         WorkDesc& d = w.descs[c];
         d.prog = w.progs[c].desc();
-        d.input = reinterpret_cast<const char*>(w.in.data());
+        d.input = reinterpret_cast<const char*>(s.inPlace ? w.out.data() : w.in.data());
         d.output = reinterpret_cast<char*>(w.out.data());
         d.elemSize = static_cast<uint32_t>(es);
         d.op.kind = s.op;
@@ -164,14 +166,16 @@ class RingJob {
   }
 
   // Every rank on the CPU backend's one-thread CTA and SIMD loops (the reference).
-  void runHost() {
+  // streamOutputs: the output stores bypass the caches, as the CPU executor does for large operations.
+  void runHost(bool streamOutputs = false) {
     std::vector<std::thread> threads;
     for (int r = 0; r < shape_.nranks; ++r) {
-      threads.emplace_back([this, r] {
+      threads.emplace_back([this, r, streamOutputs] {
         struct Env : HostDataOps {
           void drive(const ConnSlot&) {}
           void released(const ConnSlot&) {}
         } env;
+        env.streamOutputs = streamOutputs;
         const HostCta cta;
         RankWork& w = rank(r);
         for (ChannelWorkDesc& ch : w.chans) announceDemand(ch);
@@ -184,6 +188,7 @@ class RingJob {
           }
           std::this_thread::yield();
         }
+        if (streamOutputs) streamFence();
       });
     }
     for (std::thread& t : threads) t.join();

@@ -446,6 +446,39 @@ TEST_P(ReduceTest, CopyLocalAndCopyPostMatchReference) {
   }
 }
 
+TEST_P(ReduceTest, StreamingFormsMatchThePlainOnesBitwise) {
+  // The forms that write their destination with non-temporal stores (large outputs of the step engine and the
+  // direct path) compute through an L1 tile: sizes around the tile's edge, a destination at every alignment.
+  const Case c = GetParam();
+  const size_t sz = dtypeSize(c.dtype);
+  ReduceOp op{c.op, c.dtype, scalarFor(c.dtype), kNranks};
+  std::mt19937_64 rng(31 + static_cast<uint64_t>(c.dtype) * 7 + static_cast<uint64_t>(c.op));
+  const size_t tile = (16 << 10) / sz;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{67}, tile - 1, tile, tile + 1, 3 * tile + 5}) {
+    Buf pb(n * sz, 1), lb(n * sz, 3);
+    for (size_t i = 0; i < n; ++i) {
+      setElem(pb.ptr, i, sz, randomElement(c.dtype, rng));
+      setElem(lb.ptr, i, sz, randomElement(c.dtype, rng));
+    }
+    for (size_t misalign : {size_t{0}, size_t{5}, size_t{16}}) {
+      for (bool post : {false, true}) {
+        Buf want(n * sz, misalign), got(n * sz, misalign);
+        reduceInto(op, want.ptr, pb.ptr, lb.ptr, n, post);
+        reduceIntoStreaming(op, got.ptr, pb.ptr, lb.ptr, n, post);
+        streamFence();
+        ASSERT_EQ(want.storage, got.storage) << "reduceIntoStreaming " << dtypeName(c.dtype) << " " << opName(c.op)
+                                             << " n=" << n << " misalign=" << misalign << " post=" << post;
+        Buf want2(n * sz, misalign), got2(n * sz, misalign);
+        copyLocal(op, want2.ptr, lb.ptr, n, post);
+        copyLocalStreaming(op, got2.ptr, lb.ptr, n, post);
+        streamFence();
+        ASSERT_EQ(want2.storage, got2.storage) << "copyLocalStreaming " << dtypeName(c.dtype) << " " << opName(c.op)
+                                               << " n=" << n << " misalign=" << misalign << " post=" << post;
+      }
+    }
+  }
+}
+
 std::vector<Case> allCases() {
   std::vector<Case> cases;
   for (int t = 0; t < static_cast<int>(DType::kCount); ++t) {
@@ -541,4 +574,22 @@ TEST(Reduce, CopyLocalSumIsACopy) {
 }
 
 }  // namespace
+
+TEST(Reduce, StreamCopyIsMemcpyAtEveryAlignmentAndSize) {
+  std::vector<unsigned char> src(600);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 37 + 11);
+  for (size_t from = 0; from < 20; ++from) {
+    for (size_t to = 0; to < 20; ++to) {
+      for (size_t bytes : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{63}, size_t{64}, size_t{65},
+                           size_t{200}, size_t{511}}) {
+        std::vector<unsigned char> want(560, 0xEE), got(560, 0xEE);
+        std::memcpy(want.data() + to, src.data() + from, bytes);
+        streamCopy(got.data() + to, src.data() + from, bytes);
+        streamFence();
+        ASSERT_EQ(want, got) << "from " << from << " to " << to << " bytes " << bytes;
+      }
+    }
+  }
+}
+
 }  // namespace braid

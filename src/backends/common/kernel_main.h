@@ -74,20 +74,22 @@ constexpr const char* kDirectKernelName = "braidKernelDirect";
 // A kernel's environment for the step engine: no transport to drive (a network connector's proxy thread sends and
 // receives on its own), and the CTA-strided data loops of reduce_copy.h.
 struct KernelEnv {
+  // A P2P send slot may be the peer's memory: compute into the local output, then copy out (step_engine.h).
+  static constexpr bool kComputeIntoSlot = false;
   BRAID_HOST_DEVICE void drive(const ConnSlot&) {}
   BRAID_HOST_DEVICE void released(const ConnSlot&) {}
   template <class Cta>
   BRAID_HOST_DEVICE void reduce(const Cta& cta, const ReduceOp& op, void* dst, const void* peer, const void* local,
-                                size_t n, bool post) {
+                                size_t n, bool post, bool /*toOutput*/ = false) {
     ctaReduce(cta, op, dst, peer, local, n, post);
   }
   template <class Cta>
-  BRAID_HOST_DEVICE void copyLocal(const Cta& cta, const ReduceOp& op, void* dst, const void* src, size_t n,
-                                   bool post) {
+  BRAID_HOST_DEVICE void copyLocal(const Cta& cta, const ReduceOp& op, void* dst, const void* src, size_t n, bool post,
+                                   bool /*toOutput*/ = false) {
     ctaCopyLocal(cta, op, dst, src, n, post);
   }
   template <class Cta>
-  BRAID_HOST_DEVICE void copy(const Cta& cta, void* dst, const void* src, size_t bytes) {
+  BRAID_HOST_DEVICE void copy(const Cta& cta, void* dst, const void* src, size_t bytes, bool /*toOutput*/ = false) {
     ctaCopy(cta, dst, src, bytes);
   }
 };

@@ -12,6 +12,10 @@
 //   void drive(const ConnSlot&);     host: let a network connector's transport make progress; device: nothing
 //   void released(const ConnSlot&);  an item that sent on it is done (its transport finishes what is in flight)
 //   reduce / copyLocal / copy        the data movement (cpu: SIMD paths; device: reduce_copy.h), each told the CTA
+//                                    and whether its destination is the operation's output
+//   static constexpr bool kComputeIntoSlot
+//                                    a step with both destinations computes into the send slot first (the host:
+//                                    its output stores may bypass the caches) or into the output first (a kernel)
 //
 // Every item is a resumable state machine (tile, step): tryStep moves one slot if it is ready and returns, so one
 // CTA drives many items, and items on different connectors (the sends and receives of a grouped all-to-all)
@@ -50,19 +54,21 @@ BRAID_HOST_DEVICE void runStepData(const Cta& cta, Env& env, const StepShape& sh
   const char* local = sh.local == Local::kInput ? in : sh.local == Local::kOutput ? out : nullptr;
   const bool toOut = sh.writesOutput;
   const bool toSend = sh.send;
-  char* first = (toSend && (sh.sendFirst || !toOut)) ? ss : out;
+  char* first = (toSend && (sh.sendFirst || !toOut || Env::kComputeIntoSlot)) ? ss : out;
   char* second = (toOut && toSend) ? (first == ss ? out : ss) : nullptr;
+  const bool firstIsOut = first == out;
   if (rs != nullptr && local != nullptr) {
-    env.reduce(cta, sh.local == Local::kOutput ? combineOnly(w.op) : w.op, first, rs, local, n, sh.isFinal);
+    env.reduce(cta, sh.local == Local::kOutput ? combineOnly(w.op) : w.op, first, rs, local, n, sh.isFinal, firstIsOut);
   } else if (sh.local == Local::kInput) {
-    env.copyLocal(cta, w.op, first, local, n, sh.isFinal);
+    env.copyLocal(cta, w.op, first, local, n, sh.isFinal, firstIsOut);
   } else {
-    env.copy(cta, first, rs != nullptr ? rs : local, bytes);
+    env.copy(cta, first, rs != nullptr ? rs : local, bytes, firstIsOut);
   }
-  // An in-place copySend (output is the input) already has its data in place.
-  if (second != nullptr && second != local) {
+  // An in-place copySend (output is the input) already has its data in place; a step that received has a new result
+  // even in place.
+  if (second != nullptr && (second != local || rs != nullptr)) {
     cta.sync();  // every thread's share of `first` is written before any thread reads it
-    env.copy(cta, second, first, bytes);
+    env.copy(cta, second, first, bytes, !firstIsOut && second != local);  // in place the output is cached
   }
 }
 
@@ -77,7 +83,7 @@ BRAID_HOST_DEVICE void runPackData(const Cta& cta, Env& env, const Step& s, cons
     if (s.op == StepOp::kSendPack) {
       env.copy(cta, ss + i * bytes, (e.buf == 0 ? w.input : w.output) + off * w.elemSize, bytes);
     } else {
-      env.copy(cta, w.output + off * w.elemSize, rs + i * bytes, bytes);
+      env.copy(cta, w.output + off * w.elemSize, rs + i * bytes, bytes, true);
     }
   }
 }

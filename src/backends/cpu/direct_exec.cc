@@ -12,10 +12,6 @@
 #include <climits>
 #include <cstring>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "src/backends/common/direct_engine.h"
 #include "src/backends/cpu/host_cta.h"
 #include "src/common/cma.h"
@@ -41,40 +37,6 @@ void futexWait(uint32_t* word, uint32_t expected) {
 
 void futexWakeAll(uint32_t* word) {
   syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-// Steps at least this large store with non-temporal writes: their destinations are far larger than the caches, and
-// ordinary stores would first read every destination line (measured: 128 MB out-of-place all-reduce between 2
-// processes took 1.8x the in-place time, whose destinations were just read).
-constexpr size_t kStreamingBytes = 1 << 20;
-
-// Copies a tile (in L1) to memory, bypassing the caches where the platform allows.
-void streamCopy(char* dst, const char* src, size_t bytes) {
-#if defined(__x86_64__)
-  const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
-  std::memcpy(dst, src, head);
-  size_t i = head;
-  for (; i + 64 <= bytes; i += 64) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
-    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
-  }
-  std::memcpy(dst + i, src + i, bytes - i);
-#else
-  std::memcpy(dst, src, bytes);
-#endif
-}
-
-// Orders non-temporal stores before the flag store that publishes them.
-void streamFence() {
-#if defined(__x86_64__)
-  _mm_sfence();
-#endif
 }
 
 }  // namespace
@@ -417,7 +379,7 @@ Status DirectGroup::runSteps(const DirectRequest& req, bool remote) {
   ops.assign(static_cast<size_t>(n), req.op);
   for (int p = 0; p < n; ++p) ops[static_cast<size_t>(p)].scalar = slot(p).scalar[gen_ & 1];
   bool streaming = false;
-  for (const DirectStep& s : steps) streaming = streaming || s.count * es >= kStreamingBytes;
+  for (const DirectStep& s : steps) streaming = streaming || s.count * es >= kStreamingStoreBytes;
   tileSrcs_.assign(static_cast<size_t>(n), nullptr);
   for (const DirectStep& s : steps) {
     const int d0 = s.dstRank < 0 ? 0 : s.dstRank;

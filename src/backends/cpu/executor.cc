@@ -178,6 +178,18 @@ void ChannelWork::prepare() {
 Status runChannels(const std::vector<ChannelWork*>& works, const WaitContext& ctx) {
   const HostCta cta;
   HostEnv env;
+  for (const ChannelWork* cw : works) {
+    for (const WorkDesc& d : cw->descs) {
+      env.streamOutputs = env.streamOutputs || (d.prog.end - d.prog.begin) * d.elemSize >= kStreamingStoreBytes;
+    }
+  }
+  // Non-temporal output stores are ordered before the caller learns the operation is done.
+  struct Fence {
+    bool on;
+    ~Fence() {
+      if (on) streamFence();
+    }
+  } fence{env.streamOutputs};
   WaitLoop wait(ctx);
   // Past the spin, yield (more ranks than cores must still progress), then sleep a little.
   auto sleep = [](int round) {

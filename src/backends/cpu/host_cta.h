@@ -19,14 +19,33 @@ struct HostCta {
 };
 
 struct HostDataOps {
-  void reduce(const HostCta&, const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post) {
+  // The step engine computes a step's result into the send slot and then copies it to the output, so an output
+  // written with non-temporal stores is never read back (step_engine.h).
+  static constexpr bool kComputeIntoSlot = true;
+  // Writes to the operation's output bypass the caches (reduce.h's streaming forms): set for large operations
+  // by the executor, which fences before it reports them done.
+  bool streamOutputs = false;
+
+  void reduce(const HostCta&, const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post,
+              bool toOutput = false) {
+    if (streaming(toOutput, dst, peer, local)) return reduceIntoStreaming(op, dst, peer, local, n, post);
     reduceInto(op, dst, peer, local, n, post);
   }
-  void copyLocal(const HostCta&, const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
+  void copyLocal(const HostCta&, const ReduceOp& op, void* dst, const void* src, size_t n, bool post,
+                 bool toOutput = false) {
+    if (streaming(toOutput, dst, src, src)) return copyLocalStreaming(op, dst, src, n, post);
     braid::copyLocal(op, dst, src, n, post);
   }
-  void copy(const HostCta&, void* dst, const void* src, size_t bytes) {
-    if (dst != src && bytes != 0) memcpy(dst, src, bytes);
+  void copy(const HostCta&, void* dst, const void* src, size_t bytes, bool toOutput = false) {
+    if (dst == src || bytes == 0) return;
+    if (streaming(toOutput, dst, src, src)) return streamCopy(dst, src, bytes);
+    memcpy(dst, src, bytes);
+  }
+
+ private:
+  // In place the destination lines were just read, so they are cached and ordinary stores are cheaper.
+  bool streaming(bool toOutput, const void* dst, const void* a, const void* b) const {
+    return toOutput && streamOutputs && dst != a && dst != b;
   }
 };
 

@@ -4,6 +4,10 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "src/backends/common/reduce_elem.h"
 #include "src/backends/cpu/narrow_convert.h"
 #include "src/common/host_device.h"
@@ -280,6 +284,66 @@ void copyPost(const ReduceOp& op, void* dst, const void* src, size_t n, bool pos
   if (n == 0) return;
   if (isNarrowFloatType(op.dtype) && wantsPost(op, post)) return narrowUnary(op, dst, src, n, false, true);
   dispatchType(op.dtype, [&](auto tr) { copyPostT<decltype(tr)>(op, dst, src, n, post); });
+}
+
+void streamCopy(void* dstv, const void* srcv, size_t bytes) {
+  auto* dst = static_cast<char*>(dstv);
+  const auto* src = static_cast<const char*>(srcv);
+#if defined(__x86_64__)
+  const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
+  std::memcpy(dst, src, head);
+  size_t i = head;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  std::memcpy(dst + i, src + i, bytes - i);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+void streamFence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
+
+namespace {
+
+// An L1-sized piece: computed there, then streamed out (whole elements; any element size divides it).
+constexpr size_t kStreamTileBytes = 16 << 10;
+
+template <class F>
+void throughTile(const ReduceOp& op, void* dst, size_t n, F&& compute) {
+  alignas(64) static thread_local unsigned char tile[kStreamTileBytes];
+  const size_t es = dtypeSize(op.dtype);
+  const size_t per = kStreamTileBytes / es;
+  for (size_t i = 0; i < n; i += per) {
+    const size_t len = std::min(per, n - i);
+    compute(tile, i * es, len);
+    streamCopy(static_cast<char*>(dst) + i * es, tile, len * es);
+  }
+}
+
+}  // namespace
+
+void reduceIntoStreaming(const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post) {
+  throughTile(op, dst, n, [&](unsigned char* tile, size_t at, size_t len) {
+    reduceInto(op, tile, static_cast<const char*>(peer) + at, static_cast<const char*>(local) + at, len, post);
+  });
+}
+
+void copyLocalStreaming(const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
+  throughTile(op, dst, n, [&](unsigned char* tile, size_t at, size_t len) {
+    copyLocal(op, tile, static_cast<const char*>(src) + at, len, post);
+  });
 }
 
 }  // namespace braid
