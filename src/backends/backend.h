@@ -60,6 +60,7 @@ struct BackendInitContext {
   bool cma = false;             // cross-memory attach wanted for private buffers (agreed BRAID_CMA)
   size_t directStageBytes = 0;  // agreed BRAID_DIRECT_STAGE_BYTES
   std::vector<int> placeCpus;   // where worker threads run (this rank's NUMA node); empty: anywhere
+  int homeCpu = -1;             // the CPU this rank's collectives run on (BRAID_PLACE_THREADS); -1: anywhere
 };
 
 // One operation's program on one channel, from the planner (src/core/planner.h): pure data plus buffers.

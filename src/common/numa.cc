@@ -33,6 +33,18 @@ Status bindThisThread(const std::vector<int>& cpus) {
   return Status::ok();
 }
 
+bool moveThisThreadTo(int cpu) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE) return false;
+  cpu_set_t saved, one;
+  if (pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) != 0 || !CPU_ISSET(cpu, &saved)) return false;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  // The first call migrates the thread before it returns; the second only widens the mask again.
+  const bool moved = pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0;
+  (void)pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+  return moved;
+}
+
 Status preferNumaNode(void* addr, size_t bytes, int node) {
   if (node < 0 || bytes == 0) return Status::ok();
   if (node >= kMaxNumaNodes) return invalidArgument("NUMA node %d is out of range", node);

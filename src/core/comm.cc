@@ -386,6 +386,13 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   bctx.cma = mine.cma != 0;
   bctx.directStageBytes = static_cast<size_t>(mine.stageBytes);
   bctx.placeCpus = topo.placeCpus;
+  // Placed only when every rank of this host is unrestricted (a launcher that bound some ranks chose for them).
+  bool unrestricted = topo.homeCpu >= 0 && params::PlaceThreads() != 0;
+  for (int r = 0; r < nranks && unrestricted; ++r) {
+    const bool local = topo.nodeOf[static_cast<size_t>(r)] == topo.nodeOf[static_cast<size_t>(rank)];
+    unrestricted = !local || all[static_cast<size_t>(r)].cpus == mine.cpus;
+  }
+  bctx.homeCpu = unrestricted ? topo.homeCpu : -1;
   BRAID_RETURN_IF_ERROR(backend_->init(bctx));
   if (backend_->deviceMemory() != nullptr) {
     links_.transport.device = backend_->deviceMemory();

@@ -1,6 +1,7 @@
 #include "src/core/comm_topo.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -233,6 +234,18 @@ Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks, cons
     for (int c : nodeCpus[static_cast<size_t>(k)]) {
       if (std::find(mine.begin(), mine.end(), c) != mine.end()) out.placeCpus.push_back(c);
     }
+  }
+  if (static_cast<long>(mine.size()) == sysconf(_SC_NPROCESSORS_ONLN)) {
+    // Every unrestricted rank of the host sees the same list, so their indices give distinct CPUs; with more ranks
+    // than CPUs (on the node) none is placed.
+    const std::vector<int>& cpus = out.placeCpus.empty() ? mine : out.placeCpus;
+    int index = 0, sharing = 0;  // this rank's index among the host's ranks on the same CPUs, and their number
+    for (int j = 0; j < out.localRanks; ++j) {
+      const bool same = out.placeCpus.empty() || pickNumaNode(nodeCpus, mine, j, out.localRanks) == k;
+      sharing += same ? 1 : 0;
+      index += same && j < out.localRank ? 1 : 0;
+    }
+    if (sharing <= static_cast<int>(cpus.size())) out.homeCpu = cpus[static_cast<size_t>(index)];
   }
 
   const bool sender = firstOfNode[static_cast<size_t>(myNode)] == rank;

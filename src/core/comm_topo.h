@@ -33,6 +33,9 @@ struct CommTopology {
   std::string source;          // where this host's topology came from
   std::string summary;         // one line for the INIT log
   bool netPeers = false;       // some peer is reached through a network transport (set by the communicator)
+  // The CPU of its own this rank's collectives run on (BRAID_PLACE_THREADS): local rank i on the i-th CPU of its
+  // process's mask (on a NUMA host, of its node's), when that mask holds every online CPU; -1 otherwise.
+  int homeCpu = -1;
   // CUDA ranks: [rank] whether this rank's GPU and that rank's (same host) may use P2P by the host's topology and
   // NCCL_P2P_LEVEL / NCCL_P2P_DISABLE (1 yes, 0 no, -1 unknown: a GPU the topology does not show), and the path.
   std::vector<int8_t> p2pOk;

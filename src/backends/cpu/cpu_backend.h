@@ -50,6 +50,7 @@ class CpuBackend final : public Backend {
   static Status runDirectOne(CpuBackend* b, DirectOp& op);
 
   int rank_ = 0;
+  int homeCpu_ = -1;  // the CPU this rank's collectives run on; -1: wherever the scheduler puts them
   WaitContext wait_;  // the communicator's deadline context, with the spin count this backend settled on
   size_t inlineBytes_ = 0;
   std::vector<Channel> channels_;
