@@ -453,8 +453,9 @@ TEST_P(ReduceTest, StreamingFormsMatchThePlainOnesBitwise) {
   const size_t sz = dtypeSize(c.dtype);
   ReduceOp op{c.op, c.dtype, scalarFor(c.dtype), kNranks};
   std::mt19937_64 rng(31 + static_cast<uint64_t>(c.dtype) * 7 + static_cast<uint64_t>(c.op));
-  const size_t tile = (16 << 10) / sz;
-  for (size_t n : {size_t{0}, size_t{1}, size_t{67}, tile - 1, tile, tile + 1, 3 * tile + 5}) {
+  std::vector<unsigned char> tile(kStreamTileBytes);
+  const size_t per = kStreamTileBytes / sz;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{67}, per - 1, per, per + 1, 3 * per + 5}) {
     Buf pb(n * sz, 1), lb(n * sz, 3);
     for (size_t i = 0; i < n; ++i) {
       setElem(pb.ptr, i, sz, randomElement(c.dtype, rng));
@@ -464,13 +465,13 @@ TEST_P(ReduceTest, StreamingFormsMatchThePlainOnesBitwise) {
       for (bool post : {false, true}) {
         Buf want(n * sz, misalign), got(n * sz, misalign);
         reduceInto(op, want.ptr, pb.ptr, lb.ptr, n, post);
-        reduceIntoStreaming(op, got.ptr, pb.ptr, lb.ptr, n, post);
+        reduceIntoStreaming(op, got.ptr, pb.ptr, lb.ptr, n, post, tile.data());
         streamFence();
         ASSERT_EQ(want.storage, got.storage) << "reduceIntoStreaming " << dtypeName(c.dtype) << " " << opName(c.op)
                                              << " n=" << n << " misalign=" << misalign << " post=" << post;
         Buf want2(n * sz, misalign), got2(n * sz, misalign);
         copyLocal(op, want2.ptr, lb.ptr, n, post);
-        copyLocalStreaming(op, got2.ptr, lb.ptr, n, post);
+        copyLocalStreaming(op, got2.ptr, lb.ptr, n, post, tile.data());
         streamFence();
         ASSERT_EQ(want2.storage, got2.storage) << "copyLocalStreaming " << dtypeName(c.dtype) << " " << opName(c.op)
                                                << " n=" << n << " misalign=" << misalign << " post=" << post;

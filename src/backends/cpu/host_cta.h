@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "src/backends/cpu/reduce.h"
 
@@ -28,12 +29,12 @@ struct HostDataOps {
 
   void reduce(const HostCta&, const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post,
               bool toOutput = false) {
-    if (streaming(toOutput, dst, peer, local)) return reduceIntoStreaming(op, dst, peer, local, n, post);
+    if (streaming(toOutput, dst, peer, local)) return reduceIntoStreaming(op, dst, peer, local, n, post, tile());
     reduceInto(op, dst, peer, local, n, post);
   }
   void copyLocal(const HostCta&, const ReduceOp& op, void* dst, const void* src, size_t n, bool post,
                  bool toOutput = false) {
-    if (streaming(toOutput, dst, src, src)) return copyLocalStreaming(op, dst, src, n, post);
+    if (streaming(toOutput, dst, src, src)) return copyLocalStreaming(op, dst, src, n, post, tile());
     braid::copyLocal(op, dst, src, n, post);
   }
   void copy(const HostCta&, void* dst, const void* src, size_t bytes, bool toOutput = false) {
@@ -47,6 +48,11 @@ struct HostDataOps {
   bool streaming(bool toOutput, const void* dst, const void* a, const void* b) const {
     return toOutput && streamOutputs && dst != a && dst != b;
   }
+  void* tile() {
+    if (tile_.empty()) tile_.resize(kStreamTileBytes);  // once per launch, and only for large ones
+    return tile_.data();
+  }
+  std::vector<unsigned char> tile_;
 };
 
 }  // namespace braid

@@ -317,33 +317,29 @@ void streamFence() {
 
 namespace {
 
-// An L1-sized piece: computed there, then streamed out (whole elements; any element size divides it).
-constexpr size_t kStreamTileBytes = 16 << 10;
-
 template <class F>
-void throughTile(const ReduceOp& op, void* dst, size_t n, F&& compute) {
-  alignas(64) static thread_local unsigned char tile[kStreamTileBytes];
+void throughTile(const ReduceOp& op, void* dst, size_t n, void* tile, F&& compute) {
   const size_t es = dtypeSize(op.dtype);
-  const size_t per = kStreamTileBytes / es;
+  const size_t per = kStreamTileBytes / es;  // whole elements: every element size divides the tile
   for (size_t i = 0; i < n; i += per) {
     const size_t len = std::min(per, n - i);
-    compute(tile, i * es, len);
+    compute(static_cast<char*>(tile), i * es, len);
     streamCopy(static_cast<char*>(dst) + i * es, tile, len * es);
   }
 }
 
 }  // namespace
 
-void reduceIntoStreaming(const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post) {
-  throughTile(op, dst, n, [&](unsigned char* tile, size_t at, size_t len) {
-    reduceInto(op, tile, static_cast<const char*>(peer) + at, static_cast<const char*>(local) + at, len, post);
+void reduceIntoStreaming(const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post,
+                         void* tile) {
+  throughTile(op, dst, n, tile, [&](char* t, size_t at, size_t len) {
+    reduceInto(op, t, static_cast<const char*>(peer) + at, static_cast<const char*>(local) + at, len, post);
   });
 }
 
-void copyLocalStreaming(const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
-  throughTile(op, dst, n, [&](unsigned char* tile, size_t at, size_t len) {
-    copyLocal(op, tile, static_cast<const char*>(src) + at, len, post);
-  });
+void copyLocalStreaming(const ReduceOp& op, void* dst, const void* src, size_t n, bool post, void* tile) {
+  throughTile(op, dst, n, tile,
+              [&](char* t, size_t at, size_t len) { copyLocal(op, t, static_cast<const char*>(src) + at, len, post); });
 }
 
 }  // namespace braid

@@ -40,9 +40,12 @@ constexpr size_t kStreamingStoreBytes = size_t{1} << 20;
 void streamCopy(void* dst, const void* src, size_t bytes);
 void streamFence();
 
-// reduceInto / copyLocal writing dst with non-temporal stores: each piece is computed in an L1 tile, then streamed
-// out. dst must not alias peer, local or src (callers take the plain functions in place).
-void reduceIntoStreaming(const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post);
-void copyLocalStreaming(const ReduceOp& op, void* dst, const void* src, size_t n, bool post);
+// reduceInto / copyLocal writing dst with non-temporal stores: each piece is computed in `tile` (the caller's,
+// kStreamTileBytes: it stays in L1), then streamed out. dst must not alias peer, local or src (callers take the
+// plain functions in place).
+constexpr size_t kStreamTileBytes = size_t{16} << 10;
+void reduceIntoStreaming(const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post,
+                         void* tile);
+void copyLocalStreaming(const ReduceOp& op, void* dst, const void* src, size_t n, bool post, void* tile);
 
 }  // namespace braid
