@@ -22,7 +22,8 @@ namespace braid {
 namespace {
 
 constexpr size_t kSlotBytes = 512;
-constexpr size_t kTileBytes = 16 << 10;  // reductions accumulate a tile in L1, then store it to every destination
+constexpr size_t kInlineStageBytes = 24;  // two of them fill the posted counter's line
+constexpr size_t kTileBytes = 16 << 10;   // reductions accumulate a tile in L1, then store it to every destination
 // With a peer's private memory in the operation, a tile costs a system call per remote source and destination:
 // larger tiles (still in L2) keep the calls a small part of the time.
 constexpr size_t kCmaTileBytes = 256 << 10;
@@ -46,7 +47,10 @@ struct DirectGroup::Slot {
   uint32_t posted;  // the generation protocol's words (direct_engine.h's GenCounters), plain as a kernel's would be
   std::atomic<uint32_t> postedWaiters;
   std::atomic<uint32_t> aborted;
-  char pad0[64 - 12];
+  uint32_t pad0;
+  // The smallest staged inputs, by generation parity as stage() says, on the line the peers poll: one cache-line
+  // transfer brings them the arrival and the data.
+  char inlineStage[2][kInlineStageBytes];
   uint32_t done;
   std::atomic<uint32_t> doneWaiters;
   char pad1[64 - 8];
@@ -135,9 +139,12 @@ DirectGroup::Slot& DirectGroup::slot(int r) const {
   return *reinterpret_cast<Slot*>(base_ + kSlotBytes * static_cast<size_t>(r));
 }
 
-char* DirectGroup::stage(int r, uint32_t gen) const {
+char* DirectGroup::stage(int r, uint32_t gen, size_t bytes) const {
   // Two stages per rank, by generation parity: a rank writes stage g+2 only after every peer posted g+1, which
   // each does after it finished reading stage g. So staged operations need no closing barrier.
+  static_assert(offsetof(Slot, inlineStage) + sizeof(Slot::inlineStage) <= offsetof(Slot, done),
+                "the inline stages share the posted counter's line, not the done counter's");
+  if (bytes <= kInlineStageBytes) return slot(r).inlineStage[gen & 1];
   return base_ + kSlotBytes * static_cast<size_t>(nranks_) + (2 * static_cast<size_t>(r) + (gen & 1)) * stageBytes_;
 }
 
@@ -157,7 +164,7 @@ Status DirectGroup::post(const DirectRequest& req, const WaitContext& /*ctx*/) {
   Slot& mine = slot(rank_);
   mine.scalar[gen & 1] = req.op.scalar;
   if (staged(req, nranks_)) {
-    std::memcpy(stage(rank_, gen), req.send, sendElems * es);
+    std::memcpy(stage(rank_, gen, sendElems * es), req.send, sendElems * es);
   } else {
     mine.send = describeBuffer(req.send, sendElems * es);
     mine.recv = describeBuffer(req.recv, recvElems * es);
@@ -283,7 +290,10 @@ Status DirectGroup::execute(const DirectRequest& req, const WaitContext& ctx, bo
   int remote = 0;  // buffers in other processes' private memory
   if (staged(req, n)) {
     // Inputs are in the segment; each rank writes only its own output.
-    for (int p = 0; p < n; ++p) srcs[static_cast<size_t>(p)] = stage(p, gen);
+    const size_t sendBytes =
+        (req.coll == DirectCollective::kReduceScatter ? req.count * static_cast<size_t>(n) : req.count) *
+        dtypeSize(req.op.dtype);
+    for (int p = 0; p < n; ++p) srcs[static_cast<size_t>(p)] = stage(p, gen, sendBytes);
     dsts[static_cast<size_t>(rank_)] = static_cast<char*>(req.recv);
     if (req.coll == DirectCollective::kAllGather) {
       for (int p = 0; p < n; ++p) {

@@ -69,7 +69,8 @@ class DirectGroup {
   struct Slot;
   DirectGroup() = default;
   Slot& slot(int r) const;
-  char* stage(int r, uint32_t gen) const;
+  // Where rank r stages `bytes` of input for generation gen (the same answer on every rank).
+  char* stage(int r, uint32_t gen, size_t bytes) const;
   // The ranks' posted (done = false) or done generation words, and this rank's publication of one of them (waking
   // sleepers registered in `waiters`).
   GenCounters counters(bool done) const;
