@@ -95,10 +95,10 @@ BRAID_PARAM(Cma, kInt, "BRAID_CMA", "0",
             "ring (the default: on the 2-core VMs braid is measured on, the kernel's copy runs at half memcpy's "
             "speed and the ring wins, docs/perf.md).")
 BRAID_PARAM(PlaceThreads, kInt, "BRAID_PLACE_THREADS", "1",
-            "1: when no launcher restricted the processes' CPUs and this host's ranks fit them, each rank's "
-            "collectives run on a CPU of its own (local rank i on the i-th; the calling thread is moved there, "
-            "its affinity mask left as it was); 0: wherever the scheduler puts them (it can keep two ranks on one "
-            "CPU for a whole run: docs/perf.md).")
+            "1: when no launcher restricted the processes' CPUs, this host's ranks fit them and no other host shares "
+            "them, each rank's collectives run on a CPU of its own (local rank i on the i-th; the calling thread is "
+            "moved there, its affinity mask left as it was); 0: wherever the scheduler puts them (it can keep two "
+            "ranks on one CPU for a whole run: docs/perf.md).")
 BRAID_PARAM(HostsShareCpus, kInt, "BRAID_HOSTS_SHARE_CPUS", "-1",
             "Whether a communicator's hosts (ranks grouped by NCCL_HOSTID) run on one machine's CPUs: -1 detects it "
             "(two hosts with the same kernel boot id: network namespaces or containers of one machine), 0 no, 1 yes. "

@@ -386,8 +386,9 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   bctx.cma = mine.cma != 0;
   bctx.directStageBytes = static_cast<size_t>(mine.stageBytes);
   bctx.placeCpus = topo.placeCpus;
-  // Placed only when every rank of this host is unrestricted (a launcher that bound some ranks chose for them).
-  bool unrestricted = topo.homeCpu >= 0 && params::PlaceThreads() != 0;
+  // Placed only when every rank of this host is unrestricted (a launcher that bound some ranks chose for them) and
+  // no other host runs on the same CPUs (network namespaces of one machine would place their ranks on the same ones).
+  bool unrestricted = topo.homeCpu >= 0 && params::PlaceThreads() != 0 && !sc.hostsShareCpus;
   for (int r = 0; r < nranks && unrestricted; ++r) {
     const bool local = topo.nodeOf[static_cast<size_t>(r)] == topo.nodeOf[static_cast<size_t>(rank)];
     unrestricted = !local || all[static_cast<size_t>(r)].cpus == mine.cpus;

@@ -2,9 +2,11 @@
 // full /dev/shm.
 #include <dirent.h>
 #include <gtest/gtest.h>
+
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -312,6 +314,39 @@ std::function<void(int)> hostsAndRank0Log(std::function<bool(int)> hostB, const 
 
 // Ranks 0 and 2 on one host, 1 and 3 on another (NCCL_HOSTID): the topology stage groups them into two nodes and
 // every rank gets rings that visit a node's ranks together, logged in NCCL's style.
+// BRAID_PLACE_THREADS between processes of one host: local rank i's collectives run on the i-th CPU.
+TEST(Processes, RanksOfOneHostArePlacedOnCpusOfTheirOwn) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  if (cpus.size() < 2 || static_cast<long>(cpus.size()) != sysconf(_SC_NPROCESSORS_ONLN)) {
+    GTEST_SKIP() << "needs 2 or more CPUs and an unrestricted CPU mask";
+  }
+  char dir[] = "/tmp/braid-place-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  auto logOf = [&](int rank) { return std::string(dir) + "/rank" + std::to_string(rank) + ".log"; };
+  auto status = runProcesses(
+      2, [](int, ncclComm_t) { return 0; }, 60, nullptr, nullptr,
+      [&](int rank) {
+        setenv("NCCL_DEBUG", "INFO", 1);
+        setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+        setenv("NCCL_DEBUG_FILE", logOf(rank).c_str(), 1);
+        ncclResetDebugInit();
+      });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
+    const std::string log = readFile(logOf(r));
+    const std::string line = "rank " + std::to_string(r) + ": collectives run on CPU " + std::to_string(cpus[r]);
+    EXPECT_NE(log.find(line), std::string::npos) << "no \"" << line << "\" in:\n" << log;
+    unlink(logOf(r).c_str());
+  }
+  rmdir(dir);
+}
+
 TEST(Processes, TopologyGroupsRanksByHost) {
   char dir[] = "/tmp/braid-topo-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
@@ -333,6 +368,9 @@ TEST(Processes, TopologyGroupsRanksByHost) {
     const std::string counts =
         "rank " + std::to_string(r) + " nRanks 4 nNodes 2 localRanks 2 localRank " + std::to_string(r / 2);
     EXPECT_NE(log.find(counts), std::string::npos) << log;
+    // Two hosts on one kernel share its CPUs: placing each host's ranks would put both hosts' first ranks on
+    // the first CPU, so nobody is placed.
+    EXPECT_EQ(log.find("collectives run on CPU"), std::string::npos) << log;
     std::vector<std::string> t = linesWith(log, "Trees ");
     ASSERT_EQ(t.size(), 1u) << log;
     trees.push_back(t[0]);
