@@ -1,5 +1,6 @@
 #include "tests/common/harness.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -258,6 +259,18 @@ size_t countWrong(ncclDataType_t t, const void* buf, size_t n, const std::functi
   size_t wrong = 0;
   for (size_t i = 0; i < n; ++i) wrong += !sameBits(t, buf, i, expected(i));
   return wrong;
+}
+
+std::vector<int> unrestrictedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  if (static_cast<long>(cpus.size()) != sysconf(_SC_NPROCESSORS_ONLN)) return {};
+  return cpus;
 }
 
 }  // namespace braid_test

@@ -30,6 +30,10 @@ std::vector<int> runProcesses(int n, const std::function<int(int rank, ncclComm_
 // The whole file at `path` ("" when it cannot be read).
 std::string readFileText(const std::string& path);
 
+// The calling thread's CPUs when nothing restricted them (its mask holds every online CPU), else empty: where
+// BRAID_PLACE_THREADS places local rank i on the i-th.
+std::vector<int> unrestrictedCpus();
+
 size_t typeSize(ncclDataType_t t);
 const char* typeName(ncclDataType_t t);
 const char* opName(ncclRedOp_t op);

@@ -19,19 +19,6 @@
 namespace braid_test {
 namespace {
 
-// The process's CPUs when nothing restricted them (every online CPU), else empty.
-std::vector<int> unrestrictedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  if (static_cast<long>(cpus.size()) != sysconf(_SC_NPROCESSORS_ONLN)) return {};
-  return cpus;
-}
-
 // Puts the calling thread on `cpu` the way the scheduler might, leaving its mask as it was.
 void parkOn(int cpu, const cpu_set_t& mask) {
   cpu_set_t one;

@@ -6,7 +6,6 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -312,20 +311,10 @@ std::function<void(int)> hostsAndRank0Log(std::function<bool(int)> hostB, const 
   };
 }
 
-// Ranks 0 and 2 on one host, 1 and 3 on another (NCCL_HOSTID): the topology stage groups them into two nodes and
-// every rank gets rings that visit a node's ranks together, logged in NCCL's style.
 // BRAID_PLACE_THREADS between processes of one host: local rank i's collectives run on the i-th CPU.
 TEST(Processes, RanksOfOneHostArePlacedOnCpusOfTheirOwn) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  if (cpus.size() < 2 || static_cast<long>(cpus.size()) != sysconf(_SC_NPROCESSORS_ONLN)) {
-    GTEST_SKIP() << "needs 2 or more CPUs and an unrestricted CPU mask";
-  }
+  const std::vector<int> cpus = unrestrictedCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 or more CPUs and an unrestricted CPU mask";
   char dir[] = "/tmp/braid-place-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   auto logOf = [&](int rank) { return std::string(dir) + "/rank" + std::to_string(rank) + ".log"; };
@@ -347,6 +336,8 @@ TEST(Processes, RanksOfOneHostArePlacedOnCpusOfTheirOwn) {
   rmdir(dir);
 }
 
+// Ranks 0 and 2 on one host, 1 and 3 on another (NCCL_HOSTID): the topology stage groups them into two nodes and
+// every rank gets rings that visit a node's ranks together, logged in NCCL's style.
 TEST(Processes, TopologyGroupsRanksByHost) {
   char dir[] = "/tmp/braid-topo-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);

@@ -40,6 +40,13 @@ void futexWakeAll(uint32_t* word) {
   syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// Bytes of input each rank contributes: a reduce-scatter's is one block per rank.
+size_t inputBytes(const DirectRequest& req, int nranks) {
+  const size_t elems =
+      req.coll == DirectCollective::kReduceScatter ? req.count * static_cast<size_t>(nranks) : req.count;
+  return elems * dtypeSize(req.op.dtype);
+}
+
 }  // namespace
 
 // One rank's part of the control segment. Counters live on their own cache lines: peers poll them.
@@ -149,24 +156,21 @@ char* DirectGroup::stage(int r, uint32_t gen, size_t bytes) const {
 }
 
 bool DirectGroup::staged(const DirectRequest& req, int nranks) const {
-  const size_t es = dtypeSize(req.op.dtype);
-  const size_t inputs =
-      req.coll == DirectCollective::kReduceScatter ? req.count * static_cast<size_t>(nranks) : req.count;
-  return inputs * es <= stageBytes_;
+  return inputBytes(req, nranks) <= stageBytes_;
 }
 
 Status DirectGroup::post(const DirectRequest& req, const WaitContext& /*ctx*/) {
   const uint32_t gen = ++gen_;
   const size_t es = dtypeSize(req.op.dtype);
   const size_t n = static_cast<size_t>(nranks_);
-  const size_t sendElems = req.coll == DirectCollective::kReduceScatter ? req.count * n : req.count;
+  const size_t sendBytes = inputBytes(req, nranks_);
   const size_t recvElems = req.coll == DirectCollective::kAllGather ? req.count * n : req.count;
   Slot& mine = slot(rank_);
   mine.scalar[gen & 1] = req.op.scalar;
   if (staged(req, nranks_)) {
-    std::memcpy(stage(rank_, gen, sendElems * es), req.send, sendElems * es);
+    std::memcpy(stage(rank_, gen, sendBytes), req.send, sendBytes);
   } else {
-    mine.send = describeBuffer(req.send, sendElems * es);
+    mine.send = describeBuffer(req.send, sendBytes);
     mine.recv = describeBuffer(req.recv, recvElems * es);
   }
   publish(counters(false), mine.postedWaiters, gen);
@@ -290,9 +294,7 @@ Status DirectGroup::execute(const DirectRequest& req, const WaitContext& ctx, bo
   int remote = 0;  // buffers in other processes' private memory
   if (staged(req, n)) {
     // Inputs are in the segment; each rank writes only its own output.
-    const size_t sendBytes =
-        (req.coll == DirectCollective::kReduceScatter ? req.count * static_cast<size_t>(n) : req.count) *
-        dtypeSize(req.op.dtype);
+    const size_t sendBytes = inputBytes(req, n);
     for (int p = 0; p < n; ++p) srcs[static_cast<size_t>(p)] = stage(p, gen, sendBytes);
     dsts[static_cast<size_t>(rank_)] = static_cast<char*>(req.recv);
     if (req.coll == DirectCollective::kAllGather) {
