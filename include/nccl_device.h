@@ -1,26 +1,30 @@
-/* braid's nccl_device.h: NCCL's device API (NCCL 2.28.9's names and host-visible layouts), for kernels compiled
- * with nvcc against braid's headers alone.
+/* braid's nccl_device.h: NCCL's device API (NCCL 2.28.9's names; braid's layouts), for kernels compiled with nvcc
+ * against braid's headers alone.
  *
  * What is here (and works):
- *   - the host functions of the device API: ncclDevCommCreate/Destroy, the teams (ncclTeamWorld, ncclTeamLsa,
- *     ncclTeamRail, rank translation), the requirement helpers (ncclLsaBarrierCreateRequirement,
- *     ncclLLA2ACalcSlots, ncclLLA2ACreateRequirement, ncclGinBarrierCreateRequirement);
- *   - the team algebra, callable from host and device code (ncclTeamRankIsMember, ncclTeamRankToTeam,
- *     ncclTeamInnerFactor/OuterFactor, ncclTeamRankInDifference, the ncclDevComm overloads).
- * What is not built yet, said plainly: the device-side half (ncclCoop* groups, ncclLsaBarrierSession,
- * ncclGetLsaPointer and the other pointer accessors, ncclSymPtr, the LL all-to-all session, the reduce/copy
- * building blocks). Until it is, ncclDevCommCreate returns ncclInvalidUsage with a WARN saying so, on every
- * communicator, and GIN requests are refused by name (braid has no GPU-initiated networking). See docs/device_api.md.
+ *   - the host functions: ncclDevCommCreate/Destroy (a resource window with LSA barriers and requested buffers),
+ *     the teams (ncclTeamWorld, ncclTeamLsa, ncclTeamRail, rank translation), the requirement helpers
+ *     (ncclLsaBarrierCreateRequirement, ncclLLA2ACalcSlots, ncclLLA2ACreateRequirement), ncclCommQueryProperties;
+ *   - the team algebra, in host and device code;
+ *   - in device code: the cooperative groups (coop.h: ncclCoopTile/Thread/Warp/Lanes/WarpSpan/Cta and their
+ *     helpers), the pointer accessors (ncclGetLocalPointer, ncclGetLsaPointer, ncclGetPeerPointer, the resource
+ *     buffer ones), ncclSymPtr (ptr.h), ncclLsaBarrierSession with arrive/wait/sync and the 2.30 timeout overloads
+ *     (lsa_barrier.h).
+ * Not built yet, said plainly: NVLS multicast (multimem pointers are null; ncclDevCommCreate refuses multimem), GIN
+ * (refused by name: braid has no GPU-initiated networking), ncclLLA2ASession, ncclBarrierSession (hybrid LSA+GIN),
+ * ncclCoopBcast, ncclFindWindow, the 2.29 reduce/copy building blocks. See docs/device_api.md.
  *
- * The layout of ncclDevComm is braid's (NCCL documents no ABI for the device API either): build kernels against
- * the headers of the library they run with. */
+ * The layouts of ncclDevComm and ncclWindow_vidmem are braid's (NCCL documents no ABI for the device API either):
+ * build kernels against the headers of the library they run with. */
 #ifndef NCCL_DEVICE_H_
 #define NCCL_DEVICE_H_
 
 #include "nccl.h"
+#include "nccl_device/coop.h"
 #include "nccl_device/core.h"
 #include "nccl_device/gin_barrier.h"
 #include "nccl_device/ll_a2a.h"
 #include "nccl_device/lsa_barrier.h"
+#include "nccl_device/ptr.h"
 
 #endif /* NCCL_DEVICE_H_ */

@@ -9,37 +9,16 @@
 #ifndef NCCL_DEVICE_CORE_H_
 #define NCCL_DEVICE_CORE_H_
 
-#include <stddef.h>
-#include <stdint.h>
-#ifndef __cplusplus
-#include <stdbool.h>
-#endif
-
-#include "../nccl.h"
-
-#ifdef __cplusplus
-#define NCCL_EXTERN_C extern "C"
-#else
-#define NCCL_EXTERN_C
-#endif
-
-#if defined(__CUDACC__)
-#define NCCL_HOST_DEVICE_INLINE __host__ __device__ inline
-#define NCCL_DEVICE_INLINE __device__ inline
-#define NCCL_HOST_ONLY_ __host__
-#elif defined(__cplusplus)
-#define NCCL_HOST_DEVICE_INLINE inline
-#define NCCL_DEVICE_INLINE inline
-#define NCCL_HOST_ONLY_
-#else
-#define NCCL_HOST_DEVICE_INLINE static inline
-#define NCCL_DEVICE_INLINE static inline
-#define NCCL_HOST_ONLY_
-#endif
+#include "coop.h"
+#include "portable.h"
 
 typedef struct ncclDevComm ncclDevComm_t;
 typedef struct ncclTeam ncclTeam_t;
 typedef struct ncclMultimemHandle ncclMultimemHandle_t;
+#ifdef __cplusplus
+template <typename T>
+struct ncclSymPtr;
+#endif
 typedef uint32_t ncclDevResourceHandle;
 typedef ncclDevResourceHandle ncclDevResourceHandle_t;
 typedef uint32_t ncclGinSignal_t;
@@ -102,22 +81,50 @@ struct ncclTeamRequirements {
   ncclMultimemHandle_t* outMultimemHandle;
 };
 
-/* The device communicator: passed by value to kernels. braid's layout. */
-struct ncclDevComm {
-  int rank, nRanks;     /* in the world team */
-  int lsaRank, lsaSize; /* in the LSA team */
-  void* braidState;     /* braid's device-side state (reserved) */
+/* Barriers among the LSA team (lsa_barrier.h): which resource buffer holds them and how many there are. */
+struct ncclLsaBarrierHandle {
+  ncclDevResourceHandle_t bufHandle; /* written at ncclDevCommCreate */
+  int nBarriers;
 };
 
-/* Creates a device communicator over `comm` with what `reqs` asks for. Collective over comm's ranks, blocking.
- * Errors: ncclInvalidArgument for a NULL argument; ncclInvalidUsage for a host communicator, for GIN or multimem
- * requests, and (today) on every communicator, because braid's device-side half is not built yet (the WARN and
- * ncclGetLastError say so). */
+/* What ncclWindow_t points to: a window as device code reads it, written once at ncclCommWindowRegister (and at
+ * ncclDevCommCreate for the device communicator's own window). In device memory on a CUDA communicator, in host
+ * memory on a host one; host code never needs to read it. braid's layout. */
+struct ncclWindow_vidmem {
+  void* winHost;         /* braid's host record of the window */
+  char* localBase;       /* this rank's buffer */
+  char* const* lsaBases; /* [lsaSize]: LSA member i's buffer as this rank reaches it (null: out of reach) */
+  size_t size;           /* this rank's buffer, in bytes */
+  int worldRank;         /* this rank, in the world team */
+  int lsaRank, lsaSize;  /* this rank's place in the LSA team, and its size */
+  uint32_t braidMagic;
+};
+
+/* The device communicator: passed by value to kernels. braid's layout. */
+struct ncclDevComm {
+  int rank, nRanks;                  /* in the world team */
+  int lsaRank, lsaSize;              /* in the LSA team */
+  ncclWindow_t resourceWindow;       /* the device communicator's own window: barriers and requested buffers */
+  ncclLsaBarrierHandle_t lsaBarrier; /* reqs->lsaBarrierCount barriers over the LSA team */
+  ncclMultimemHandle_t lsaMultimem;  /* NVLS multicast is not built: mcBasePtr is null */
+  const uint32_t* abortFlag;         /* non-zero once the communicator is aborted: waits without a timeout end */
+  void* braidState;                  /* braid's host record (ncclDevCommDestroy finds it) */
+};
+
+/* Creates a device communicator over `comm` with what `reqs` asks for: a resource window per rank (zeroed
+ * ncclMemAlloc-kind memory registered as a window, so LSA peers reach it) holding reqs->lsaBarrierCount LSA
+ * barriers and every buffer of reqs->resourceRequirementsList (their handles are written through
+ * outBufferHandle). Every rank must pass the same requirements. Collective over comm's ranks, blocking.
+ * Errors (the same on every rank): ncclInvalidArgument for a NULL argument, a list cycle, a bufferAlign that is not
+ * a power of two up to 4096; ncclInvalidUsage for a host communicator, GIN requests, multimem, LL all-to-all slots
+ * (no ncclLLA2ASession yet), barrierCount when the world spans several LSA teams, NCCL_WIN_ENABLE=0, an LSA member
+ * out of load/store reach, or ranks asking for different layouts (the WARN names the rank). */
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
                                                              ncclDevComm_t* outDevComm);
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
                                                               ncclDevComm_t* outDevComm);
-/* Releases what ncclDevCommCreate made. ncclInvalidArgument for a devComm that ncclDevCommCreate did not give. */
+/* Releases what ncclDevCommCreate made (local: no kernel of any rank may still use it). ncclInvalidArgument for a
+ * devComm that ncclDevCommCreate did not give, or gave and was destroyed. Device communicators left go with comm. */
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm);
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm);
 
@@ -161,8 +168,7 @@ typedef struct ncclCommProperties {
 /* Fills *props. props must come from NCCL_COMM_PROPERTIES_INITIALIZER (else ncclInvalidUsage naming the magic).
  * A props of another library's (smaller or larger) layout gets the fields every layout shares (rank through
  * multimemSupport) and zeros in the rest of its size. Thread-safe, no communication. */
-NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t
-ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props);
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props);
 
 /* Teams of a host communicator handle. An invalid comm gives {0, 0, 0} (and a WARN); an out-of-team rank -1. */
@@ -244,5 +250,60 @@ NCCL_HOST_DEVICE_INLINE int ncclTeamRankToLsa(ncclDevComm const& comm, ncclTeam 
   return comm.lsaRank + (rank - team.rank) * team.stride;
 }
 #endif
+
+/* ---- Windows as device code reaches them. ---- */
+
+/* Byte offset of a resource buffer in the device communicator's resource window. */
+NCCL_EXTERN_C NCCL_HOST_DEVICE_INLINE size_t ncclGetResourceBufferOffset(ncclDevResourceHandle_t h) {
+  return (size_t)h * 128u; /* handles count 128-byte units */
+}
+
+#if NCCL_DEVICE_HALF_
+/* This rank's byte `offset` of window w. */
+NCCL_DEVICE_INLINE void* ncclGetLocalPointer(ncclWindow_t w, size_t offset) {
+  return w->localBase + offset;
+}
+/* LSA member `peer`'s byte `offset` of window w (peer: an LSA rank, 0..lsaSize-1); null when that member's buffer
+ * is out of this rank's reach. */
+NCCL_DEVICE_INLINE void* ncclGetLsaPointer(ncclWindow_t w, size_t offset, int peer) {
+  char* base = w->lsaBases[peer];
+  return base != nullptr ? base + offset : nullptr;
+}
+/* World rank `peer`'s byte `offset` of window w: null when peer is not in this rank's LSA team. */
+NCCL_DEVICE_INLINE void* ncclGetPeerPointer(ncclWindow_t w, size_t offset, int peer) {
+  const int lsa = peer - w->worldRank + w->lsaRank;
+  return lsa >= 0 && lsa < w->lsaSize ? ncclGetLsaPointer(w, offset, lsa) : nullptr;
+}
+/* Member `peer` of team tm (seen from this rank). */
+NCCL_DEVICE_INLINE void* ncclGetPeerPointer(ncclWindow_t w, size_t offset, ncclTeam tm, int peer) {
+  return ncclGetPeerPointer(w, offset, w->worldRank + (peer - tm.rank) * tm.stride);
+}
+/* Multicast pointers: braid builds no NVLS multicast objects yet (ncclDevCommCreate refuses multimem), so there is
+ * no multicast mapping to point into: null. */
+NCCL_DEVICE_INLINE void* ncclGetMultimemPointer(ncclWindow_t, size_t offset, ncclMultimemHandle mm) {
+  return mm.mcBasePtr != nullptr ? static_cast<char*>(mm.mcBasePtr) + offset : nullptr;
+}
+NCCL_DEVICE_INLINE void* ncclGetLsaMultimemPointer(ncclWindow_t w, size_t offset, ncclDevComm const& comm) {
+  return ncclGetMultimemPointer(w, offset, comm.lsaMultimem);
+}
+
+NCCL_DEVICE_INLINE void* ncclGetResourceBufferLocalPointer(ncclDevComm const& comm, ncclDevResourceHandle h) {
+  return ncclGetLocalPointer(comm.resourceWindow, ncclGetResourceBufferOffset(h));
+}
+NCCL_DEVICE_INLINE void* ncclGetResourceBufferLsaPointer(ncclDevComm const& comm, ncclDevResourceHandle h, int peer) {
+  return ncclGetLsaPointer(comm.resourceWindow, ncclGetResourceBufferOffset(h), peer);
+}
+NCCL_DEVICE_INLINE void* ncclGetResourceBufferPeerPointer(ncclDevComm const& comm, ncclDevResourceHandle h,
+                                                          ncclTeam team, int peer) {
+  return ncclGetPeerPointer(comm.resourceWindow, ncclGetResourceBufferOffset(h), team, peer);
+}
+NCCL_DEVICE_INLINE void* ncclGetResourceBufferMultimemPointer(ncclDevComm const& comm, ncclDevResourceHandle h,
+                                                              ncclMultimemHandle mm) {
+  return ncclGetMultimemPointer(comm.resourceWindow, ncclGetResourceBufferOffset(h), mm);
+}
+NCCL_DEVICE_INLINE void* ncclGetResourceBufferLsaMultimemPointer(ncclDevComm const& comm, ncclDevResourceHandle h) {
+  return ncclGetLsaMultimemPointer(comm.resourceWindow, ncclGetResourceBufferOffset(h), comm);
+}
+#endif /* NCCL_DEVICE_HALF_ */
 
 #endif /* NCCL_DEVICE_CORE_H_ */

@@ -1,14 +1,18 @@
 // The host half of NCCL's device API (include/nccl_device.h): teams, requirement helpers, and device
-// communicators. The device half (pointers, barriers and sessions in kernels) is not built yet, so
-// ncclDevCommCreate refuses every communicator after checking its arguments, each refusal naming the reason.
+// communicators (src/core/dev_comms.h builds them; what kernels do with them is in the headers' device half).
+// ncclDevCommCreate checks the arguments here and refuses by name what braid does not build (host communicators,
+// GIN, multimem).
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <limits>
 
 #include "include/nccl_device.h"
 #include "src/api/api.h"
+#include "src/core/dev_comms.h"
 #include "src/core/group.h"
 #include "src/core/teams.h"
+#include "src/core/windows.h"
 
 namespace braid {
 namespace {
@@ -17,6 +21,15 @@ static_assert(sizeof(ncclTeam) == sizeof(Team) && offsetof(ncclTeam, nRanks) == 
                   offsetof(ncclTeam, rank) == offsetof(Team, rank) &&
                   offsetof(ncclTeam, stride) == offsetof(Team, stride),
               "the core's Team is nccl_device's ncclTeam");
+
+#define BRAID_SAME_FIELD_(f) offsetof(ncclWindow_vidmem, f) == offsetof(WindowDescriptor, f)
+static_assert(sizeof(ncclWindow_vidmem) == sizeof(WindowDescriptor) && BRAID_SAME_FIELD_(winHost) &&
+                  BRAID_SAME_FIELD_(localBase) && BRAID_SAME_FIELD_(lsaBases) && BRAID_SAME_FIELD_(size) &&
+                  BRAID_SAME_FIELD_(worldRank) && BRAID_SAME_FIELD_(lsaRank) && BRAID_SAME_FIELD_(lsaSize) &&
+                  BRAID_SAME_FIELD_(braidMagic),
+              "the core's WindowDescriptor is nccl_device's ncclWindow_vidmem");
+#undef BRAID_SAME_FIELD_
+static_assert(DevComms::kHandleUnit == 128, "ncclGetResourceBufferOffset counts 128-byte units");
 
 constexpr size_t kLsaBarrierLine = 128;  // a barrier's epoch words live on their own lines (no false sharing)
 constexpr size_t kA2aLineBytes = 16;     // one LL slot: 8 data bytes, 8 flag bytes
@@ -95,6 +108,53 @@ Status checkDevRequirements(Communicator& c, const ncclDevCommRequirements* reqs
   return Status::ok();
 }
 
+// What reqs asks for as the core's request, the device communicator made, and the ncclDevComm kernels get.
+Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclDevComm* out) {
+  const Team lsa = lsaTeam(c);
+  if (reqs.lsaLLA2ABlockCount != 0 || reqs.lsaLLA2ASlotCount != 0) {
+    return invalidUsage(
+        "reqs asks for LL all-to-all slots (lsaLLA2ABlockCount %d, lsaLLA2ASlotCount %d): braid's ncclDevComm has no "
+        "built-in LL all-to-all; make one with ncclLLA2ACreateRequirement in resourceRequirementsList, and leave "
+        "these 0",
+        reqs.lsaLLA2ABlockCount, reqs.lsaLLA2ASlotCount);
+  }
+  int nBarriers = reqs.lsaBarrierCount;
+  if (reqs.barrierCount > 0) {
+    if (lsa.nRanks != c.nranks()) {
+      return invalidUsage(
+          "reqs->barrierCount %d asks for barriers over the world team, which spans %d LSA teams here and would need "
+          "GPU-initiated networking (braid has none); use lsaBarrierCount for barriers within an LSA team",
+          reqs.barrierCount, c.nranks() / lsa.nRanks);
+    }
+    nBarriers = std::max(nBarriers, reqs.barrierCount);  // one LSA team is the world: its barriers are the world's
+  }
+  DevCommRequest req;
+  req.barrierBytes = nBarriers > 0 ? ncclBraidLsaBarrierBytes_(nBarriers, lsa.nRanks) : 0;
+  for (const ncclDevResourceRequirements* r = reqs.resourceRequirementsList; r != nullptr; r = r->next) {
+    req.buffers.push_back(DevCommRequest::Buffer{r->bufferSize, r->bufferAlign});
+  }
+  BRAID_ASSIGN_OR_RETURN(DevCommMade made, c.devComms().create(req));
+  size_t i = 0;
+  for (const ncclDevResourceRequirements* r = reqs.resourceRequirementsList; r != nullptr; r = r->next, ++i) {
+    if (r->outBufferHandle != nullptr) {
+      *r->outBufferHandle = static_cast<ncclDevResourceHandle_t>(made.offsets[i] / DevComms::kHandleUnit);
+    }
+  }
+  ncclDevComm dc{};
+  dc.rank = c.rank();
+  dc.nRanks = c.nranks();
+  dc.lsaRank = lsa.rank;
+  dc.lsaSize = lsa.nRanks;
+  dc.resourceWindow = made.window;
+  dc.lsaBarrier.bufHandle = 0;  // the barriers come first
+  dc.lsaBarrier.nBarriers = nBarriers;
+  dc.lsaMultimem.mcBasePtr = nullptr;
+  dc.abortFlag = c.backend().deviceAbortWord();
+  dc.braidState = const_cast<void*>(made.record);
+  *out = dc;
+  return Status::ok();
+}
+
 }  // namespace
 
 BRAID_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProperties_t* props) {
@@ -117,7 +177,7 @@ BRAID_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     mine.nRanks = c->nranks();
     mine.cudaDev = c->device();
     mine.nvmlDev = -1;
-    mine.deviceApiSupport = false;
+    mine.deviceApiSupport = c->backend().kind() == BackendKind::kCuda;
     mine.multimemSupport = false;
     mine.ginType = NCCL_GIN_TYPE_NONE;
     const Team lsa = lsaTeam(*c);
@@ -147,9 +207,7 @@ BRAID_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, ncclDevCommRequireme
     BRAID_RETURN_IF_ERROR(checkNotNull(reqs, "ncclDevCommCreate", "reqs"));
     BRAID_RETURN_IF_ERROR(checkNotNull(outDevComm, "ncclDevCommCreate", "outDevComm"));
     BRAID_RETURN_IF_ERROR(checkDevRequirements(*c, reqs));
-    return notSupported("ncclDevCommCreate",
-                        "the device half of the device API (LSA pointers, barriers and sessions in kernels) is not "
-                        "built; use braid's collectives or ncclPutSignal/ncclWaitSignal on windows meanwhile");
+    return createDevComm(*c, *reqs, outDevComm);
   });
 }
 
@@ -157,9 +215,7 @@ BRAID_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, ncclDevComm_t const
   return apiCall("ncclDevCommDestroy", [&]() -> Status {
     BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
     BRAID_RETURN_IF_ERROR(checkNotNull(devComm, "ncclDevCommDestroy", "devComm"));
-    // No ncclDevCommCreate succeeds yet, so no devComm is one it gave.
-    return invalidArgument("devComm %p was not created by ncclDevCommCreate on comm (rank %d)",
-                           static_cast<const void*>(devComm), c->rank());
+    return c->devComms().destroy(devComm->braidState, devComm->resourceWindow);
   });
 }
 
@@ -194,9 +250,7 @@ BRAID_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t team, int nB
     std::memset(outReq, 0, sizeof(*outReq));
     outHandle->bufHandle = 0;
     outHandle->nBarriers = nBarriers;
-    // Each barrier: one epoch word per member, rounded up to whole lines.
-    size_t perBarrier = (size_t(team.nRanks) * sizeof(uint32_t) + kLsaBarrierLine - 1) / kLsaBarrierLine;
-    outReq->bufferSize = size_t(nBarriers) * perBarrier * kLsaBarrierLine;
+    outReq->bufferSize = ncclBraidLsaBarrierBytes_(nBarriers, team.nRanks);
     outReq->bufferAlign = kLsaBarrierLine;
     outReq->outBufferHandle = &outHandle->bufHandle;
     return Status::ok();

@@ -2,12 +2,29 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include "src/backends/cpu/cpu_backend.h"
 #include "src/backends/cuda/cuda_backend.h"
 
 namespace braid {
+
+Result<void*> Backend::allocDeviceBlock(size_t bytes) {
+  void* p = std::calloc(1, bytes == 0 ? 1 : bytes);
+  if (p == nullptr) return systemError("out of host memory allocating a %zu-byte descriptor block", bytes);
+  return p;
+}
+
+Status Backend::writeDeviceBlock(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return Status::ok();
+}
+
+void Backend::freeDeviceBlock(void* p) {
+  std::free(p);
+}
 
 const char* backendKindName(BackendKind kind) {
   return kind == BackendKind::kCuda ? "cuda" : "host";

@@ -261,6 +261,15 @@ class Backend {
   // kind exportWindow offers; freed with freeWindowMemory.
   [[nodiscard]] virtual Result<void*> allocWindowMemory(size_t bytes) { return invalidUsage("no window memory"); }
   virtual void freeWindowMemory(void* p) {}
+  // Small blocks that device code reads (a window's descriptor, ncclWindow_t; the device API's tables): `bytes` of
+  // memory this backend's kernels load from, filled from host memory by writeDeviceBlock (synchronous), freed by
+  // freeDeviceBlock. Host memory on a host backend, device memory on a CUDA one. Errors name the driver call.
+  [[nodiscard]] virtual Result<void*> allocDeviceBlock(size_t bytes);
+  [[nodiscard]] virtual Status writeDeviceBlock(void* dst, const void* src, size_t bytes);
+  virtual void freeDeviceBlock(void* p);
+  // The word the backend's kernels read to stop waiting once the communicator is aborted (non-zero), at an address
+  // device code can load; null on a host backend (its waits check the communicator's abort flag themselves).
+  virtual const uint32_t* deviceAbortWord() const { return nullptr; }
   // Runs one-sided steps on `stream` (a streams backend: in stream order, returning at once; a host backend: before
   // returning). A wait obeys the communicator's deadline and abort flag.
   [[nodiscard]] virtual Status runRma(const std::vector<RmaStep>& steps, void* stream) {

@@ -3,6 +3,7 @@
 #include "algorithms/alltoall/bruck.h"
 #include "algorithms/tree/tree.h"
 #include "src/core/comm_topo.h"
+#include "src/core/dev_comms.h"
 #include "src/core/nvls_tree.h"
 #include "src/core/windows.h"
 #include "topology/topo.h"
@@ -105,6 +106,7 @@ Communicator::Communicator()
     : flight_(std::make_unique<FlightRecorder>(static_cast<size_t>(
           std::min<int64_t>(std::max<int64_t>(0, params::FlightRecorderEntries()), kMaxFlightEntries)))) {
   user_.windows = std::make_unique<Windows>(this);
+  user_.devComms = std::make_unique<DevComms>(this);
 }
 
 Communicator::~Communicator() {
@@ -116,6 +118,7 @@ Communicator::~Communicator() {
       initThread.join();
     }
   }
+  user_.devComms.reset();
   user_.windows.reset();  // while the backend that mapped them lives
   // The backend next: its workers may hold pointers into the connectors.
   backend_.reset();

@@ -42,6 +42,7 @@ struct CommConfig {
 
 class NvlsTree;
 class Windows;
+class DevComms;
 
 class Communicator {
  public:
@@ -123,6 +124,8 @@ class Communicator {
 
   // ncclCommWindowRegister's windows and the one-sided operations on them (windows.h).
   Windows& windows() { return *user_.windows; }
+  // ncclDevCommCreate's device communicators (dev_comms.h).
+  DevComms& devComms() { return *user_.devComms; }
 
   // Memory this communicator may map for receive FIFOs (an upper bound): (NCCL_BUFFSIZE + NCCL_LL_BUFFSIZE) x
   // channels x (nranks + 3).
@@ -192,7 +195,8 @@ class Communicator {
   struct UserObjects {
     RedOpTable redOps;
     Registrations buffers;
-    std::unique_ptr<Windows> windows;  // released before the backend (destructor)
+    std::unique_ptr<Windows> windows;    // released before the backend (destructor)
+    std::unique_ptr<DevComms> devComms;  // released before the windows it registered
   };
   UserObjects user_;
   struct Health {

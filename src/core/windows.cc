@@ -5,6 +5,7 @@
 #include "src/common/logging.h"
 #include "src/common/params.h"
 #include "src/core/comm.h"
+#include "src/core/teams.h"
 
 namespace braid {
 namespace {
@@ -42,13 +43,14 @@ std::string badArguments(const void* buff, int flags) {
 }  // namespace
 
 Windows::~Windows() {
-  std::map<const ncclWindow_vidmem*, std::unique_ptr<ncclWindow_vidmem>> left;
+  std::map<const ncclWindow_vidmem*, std::unique_ptr<Window>> left;
   {
     std::lock_guard<std::mutex> lock(mu_);
     left.swap(table_);
   }
   for (auto& e : left) {
     if (e.second->registration != nullptr) (void)comm_->deregisterBuffer(e.second->registration);
+    comm_->backend().freeDeviceBlock(e.second->handle);
   }
   left.clear();  // unmaps the peers' buffers
   signals_.reset();
@@ -158,10 +160,41 @@ Status Windows::ensureSignals() {
   return Status::ok();
 }
 
+Status Windows::publish(Window* w) {
+  const Team lsa = lsaTeam(*comm_);
+  const int me = comm_->rank();
+  const int first = me - lsa.rank * lsa.stride;  // world rank of LSA member 0
+  const size_t header = (sizeof(WindowDescriptor) + alignof(char*) - 1) / alignof(char*) * alignof(char*);
+  const size_t bytes = header + static_cast<size_t>(lsa.nRanks) * sizeof(char*);
+  BRAID_ASSIGN_OR_RETURN(void* block, comm_->backend().allocDeviceBlock(bytes));
+  std::vector<char> image(bytes, 0);
+  WindowDescriptor d;
+  d.winHost = w;
+  d.localBase = static_cast<char*>(w->userPtr);
+  d.lsaBases = reinterpret_cast<char* const*>(static_cast<char*>(block) + header);
+  d.size = w->bytes;
+  d.worldRank = me;
+  d.lsaRank = lsa.rank;
+  d.lsaSize = lsa.nRanks;
+  d.braidMagic = kDescriptorMagic;
+  std::memcpy(image.data(), &d, sizeof(d));
+  for (int i = 0; i < lsa.nRanks; ++i) {
+    char* at = w->peers[static_cast<size_t>(first + i * lsa.stride)].at;
+    std::memcpy(image.data() + header + static_cast<size_t>(i) * sizeof(char*), &at, sizeof(at));
+  }
+  Status st = comm_->backend().writeDeviceBlock(block, image.data(), bytes);
+  if (!st.isOk()) {
+    comm_->backend().freeDeviceBlock(block);
+    return st;
+  }
+  w->handle = static_cast<ncclWindow_vidmem*>(block);
+  return Status::ok();
+}
+
 Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags) {
   // The signal area comes first, on every rank alike (its exchange is collective too).
   BRAID_RETURN_IF_ERROR(ensureSignals().withContext("setting up the one-sided signal area"));
-  auto w = std::make_unique<ncclWindow_vidmem>();
+  auto w = std::make_unique<Window>();
   w->userPtr = buff;
   w->bytes = bytes;
   w->flags = flags;
@@ -176,7 +209,12 @@ Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags) {
     BRAID_INFO(kLogReg, "rank %d: window at %p is not registered for collectives: %s", comm_->rank(), buff,
                reg.status().message().c_str());
   }
-  ncclWindow_vidmem* handle = w.get();
+  Status published = publish(w.get());
+  if (!published.isOk()) {
+    if (w->registration != nullptr) (void)comm_->deregisterBuffer(w->registration);
+    return published.withContext("writing the window's device descriptor");
+  }
+  ncclWindow_vidmem* handle = w->handle;
   std::lock_guard<std::mutex> lock(mu_);
   table_[handle] = std::move(w);
   return handle;
@@ -184,7 +222,7 @@ Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags) {
 
 Status Windows::remove(ncclWindow_vidmem* win) {
   if (win == nullptr) return Status::ok();  // what registration returned with NCCL_WIN_ENABLE=0
-  std::unique_ptr<ncclWindow_vidmem> w;
+  std::unique_ptr<Window> w;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = table_.find(win);
@@ -197,6 +235,7 @@ Status Windows::remove(ncclWindow_vidmem* win) {
     w = std::move(it->second);
     table_.erase(it);
   }
+  comm_->backend().freeDeviceBlock(w->handle);
   if (w->registration != nullptr) BRAID_RETURN_IF_ERROR(comm_->deregisterBuffer(w->registration));
   return Status::ok();  // `w` unmaps the peers' buffers
 }

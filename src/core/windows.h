@@ -32,9 +32,22 @@
 #include "src/backends/backend.h"
 #include "src/common/status.h"
 
+struct ncclWindow_vidmem;  // include/nccl_device/core.h: a WindowDescriptor (src/api checks the layouts agree)
+
 namespace braid {
 
 class Communicator;
+
+// What ncclWindow_t points to, as device code reads it (nccl_device/core.h's ncclWindow_vidmem, field for field).
+struct WindowDescriptor {
+  void* winHost = nullptr;
+  char* localBase = nullptr;
+  char* const* lsaBases = nullptr;
+  size_t size = 0;
+  int worldRank = 0;
+  int lsaRank = 0, lsaSize = 0;
+  uint32_t braidMagic = 0;
+};
 
 // nccl.h's window flags and alignment (src/api checks that they agree).
 constexpr int kWinCollSymmetric = 0x01;
@@ -43,6 +56,7 @@ constexpr int kWinGinOnly = 0x04;
 constexpr size_t kWinRequiredAlignment = 4096;
 
 struct Window {
+  ncclWindow_vidmem* handle = nullptr;  // what ncclWindow_t is: the descriptor device code reads (allocDeviceBlock)
   void* userPtr = nullptr;
   size_t bytes = 0;
   int flags = 0;
@@ -50,13 +64,6 @@ struct Window {
   std::vector<uint64_t> peerBytes;  // [rank]: each rank's buffer size
   void* registration = nullptr;     // the collectives' registration of the buffer (Communicator::registerBuffer)
 };
-
-}  // namespace braid
-
-// What ncclWindow_t points to.
-struct ncclWindow_vidmem : braid::Window {};
-
-namespace braid {
 
 // One signal wait: opCnt more signals from peer.
 struct SignalWait {
@@ -78,6 +85,8 @@ class Windows {
   [[nodiscard]] Status remove(ncclWindow_vidmem* win);
   // A window of this communicator, or an error naming `what`.
   Result<const Window*> find(const ncclWindow_vidmem* win, const char* what) const;
+  // Magic of braid's window descriptors (ncclWindow_vidmem::braidMagic).
+  static constexpr uint32_t kDescriptorMagic = 0x42574e44;  // "BWND"
 
   // The steps of ncclPutSignal (put false: ncclSignal, which has no data) toward `peer`: the window, offset and size
   // are checked against that peer's buffer; errors name the argument, or the reason the peer is out of reach.
@@ -92,10 +101,13 @@ class Windows {
   // The all-gathered registration of [base, base + bytes): every rank's size and where this rank reaches it.
   Status exchange(void* base, size_t bytes, Window* w, bool* disabled);
   Status ensureSignals();
+  // Writes w's descriptor (ncclWindow_vidmem: this rank's buffer and its LSA team's, as this rank reaches them)
+  // where device code reads it, and sets w->handle.
+  Status publish(Window* w);
 
   Communicator* comm_;
-  mutable std::mutex mu_;  // the table (lookups come from any API call)
-  std::map<const ncclWindow_vidmem*, std::unique_ptr<ncclWindow_vidmem>> table_;
+  mutable std::mutex mu_;                                              // the table (lookups come from any API call)
+  std::map<const ncclWindow_vidmem*, std::unique_ptr<Window>> table_;  // by handle
   // The signal area: [sender] one 64-byte line per rank, each holding the count that sender has signalled.
   void* signalMem_ = nullptr;
   std::unique_ptr<Window> signals_;

@@ -1,7 +1,10 @@
 // A device-API user's translation unit, compiled by nvcc against braid's headers alone
-// (tests/devcode/nccl_device_header_test.sh): a kernel that takes the device communicator by value and uses the
-// team algebra, and host code that asks for a device communicator the way NCCL's examples do.
+// (tests/devcode/nccl_device_header_test.sh): kernels that take the device communicator by value and use the team
+// algebra, the coop groups, the LSA barrier (also with a timeout) and the pointer accessors, and host code that asks
+// for a device communicator the way NCCL's examples do.
 #include <nccl_device.h>
+
+#include "../devapi/lsa_kernels.cuh"  // LSA barriers, LSA/peer/symmetric pointers, coops: what CI runs on the emulator
 
 __global__ void probeTeams(ncclDevComm dc, int* out) {
   ncclTeam lsa = ncclTeamLsa(dc);
@@ -11,6 +14,37 @@ __global__ void probeTeams(ncclDevComm dc, int* out) {
   out[1] = ncclTeamRankIsMember(rail, lsa, peer) ? 1 : 0;
   out[2] = ncclTeamRankInDifference(ncclTeamWorld(dc), lsa, 0);
   out[3] = ncclTeamInnerFactor(ncclTeamWorld(dc), dc.lsaSize).nRanks;
+}
+
+// Every coop type through the calls that take one.
+template <typename Coop>
+__device__ int coopProbe(Coop coop, ncclDevComm const& dc, uint32_t index) {
+  ncclLsaBarrierSession<Coop> bar(coop, dc, ncclTeamTagLsa(), index);
+  bar.arrive(coop, cuda::memory_order_release);
+  bar.wait(coop, cuda::memory_order_acquire);
+  const int r = static_cast<int>(bar.sync(coop, cuda::memory_order_relaxed, 1000000ull));
+  coop.sync();
+  return r + coop.thread_rank() + coop.size() + static_cast<int>(ncclCoopGetLaneMask(coop) & 1u) +
+         (ncclCoopIsThread(coop) ? 1 : 0) + (ncclCoopWithinWarp(coop) ? 2 : 0);
+}
+
+__global__ void probeCoops(ncclDevComm dc, ncclWindow_t win, int* out) {
+  int v = coopProbe(ncclCoopCta(), dc, 0);
+  v += coopProbe(ncclCoopWarp(), dc, 1 + threadIdx.x / 32);
+  v += coopProbe(ncclCoopTile<8>(), dc, 2);
+  v += coopProbe(ncclCoopThread(), dc, 3);
+  v += coopProbe(ncclCoopLanes(0xffffffffu), dc, 4);
+  v += coopProbe(ncclCoopWarpSpan(0, 2, 0), dc, 5);
+  v += coopProbe(ncclCoopCoalesced(ncclCoopCta()), dc, 6);
+  ncclSymPtr<float> p(win, 64);
+  p += 3;
+  p = p - 1;
+  float* local = p.localPtr();
+  float* peer = p.peerPtr(ncclTeamWorld(dc), 0);
+  float* lsa = (p + 1).lsaPtr(0);
+  void* mc = ncclGetLsaMultimemPointer(win, 0, dc);
+  out[threadIdx.x] =
+      v + (local == peer) + (lsa != nullptr) + (mc == nullptr) + static_cast<int>(p - ncclSymPtr<float>(win, 0));
 }
 
 ncclResult_t probeHost(ncclComm_t comm, ncclDevComm* dc) {

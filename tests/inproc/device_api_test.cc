@@ -1,7 +1,8 @@
 // The host half of the device API (include/nccl_device.h, src/api/device_api.cc): teams of real communicators
 // (threads here; hosts split by NCCL_HOSTID in tests/mp/device_api_hosts_test.cc), the team algebra against sets
 // built by brute force, the requirement helpers, and ncclDevCommCreate's refusals by name: a host communicator,
-// GIN, multimem, and (until the device half is built) a CUDA communicator on the fake driver.
+// GIN, multimem, LL all-to-all slots; and device communicators of CUDA communicators on the fake driver (their
+// kernels run in tests/devapi/device_kernels_test.cc).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -130,13 +131,14 @@ TEST(DeviceApi, RequirementHelpers) {
   req.ginSignalCount = 9;  // overwritten
   ASSERT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam{4, 1, 1}, 3, &bh, &req), ncclSuccess);
   EXPECT_EQ(bh.nBarriers, 3);
-  EXPECT_EQ(req.bufferSize, 3u * 128u);  // 4 epoch words fit one 128-byte line per barrier
+  EXPECT_EQ(req.bufferSize, 2u * 128u);  // 3 epoch words on one line, then 3 x 4 inbox words on another
   EXPECT_EQ(req.bufferAlign, 128u);
   EXPECT_EQ(req.outBufferHandle, &bh.bufHandle);
   EXPECT_EQ(req.ginSignalCount, 0);
   EXPECT_EQ(req.next, nullptr);
   ASSERT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam{64, 0, 1}, 1, &bh, &req), ncclSuccess);
-  EXPECT_EQ(req.bufferSize, 256u);
+  EXPECT_EQ(req.bufferSize, 128u + 256u);
+  EXPECT_EQ(req.bufferSize, ncclBraidLsaBarrierBytes_(1, 64));
   EXPECT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam{4, 1, 1}, 0, &bh, &req), ncclInvalidArgument);
   EXPECT_TRUE(hasText(ncclGetLastError(nullptr), "nBarriers 0")) << ncclGetLastError(nullptr);
   EXPECT_EQ(ncclLsaBarrierCreateRequirement(ncclTeam{4, 1, 1}, 1, nullptr, &req), ncclInvalidArgument);
@@ -212,7 +214,9 @@ TEST(DeviceApi, DevCommCreateRefusesAHostCommunicatorByName) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
 }
 
-TEST(DeviceApi, DevCommCreateOnACudaCommunicatorSaysWhatIsMissing) {
+// A CUDA communicator gets device communicators (their kernels run in tests/devapi); what braid does not build is
+// refused by name, on every rank alike.
+TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
   if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
   auto res = runCudaRanks(2, [&](int, ncclComm_t comm, cudaStream_t) -> ncclResult_t {
     ncclDevComm dc{};
@@ -232,13 +236,47 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorSaysWhatIsMissing) {
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
     if (!hasText(ncclGetLastError(comm), "multimem")) return ncclInternalError;
     reqs = ncclDevCommRequirements{};
-    reqs.lsaBarrierCount = 1;
-    reqs.ginContextCount = 4;  // a hint, not a GIN request
+    reqs.lsaLLA2ABlockCount = 2;
+    reqs.lsaLLA2ASlotCount = 8;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
-    if (!hasText(ncclGetLastError(comm), "device half of the device API")) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "no built-in LL all-to-all")) return ncclInternalError;
+    ncclDevResourceRequirements odd{};
+    odd.bufferSize = 64;
+    odd.bufferAlign = 384;
+    reqs = ncclDevCommRequirements{};
+    reqs.resourceRequirementsList = &odd;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidArgument) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "bufferAlign 384 must be a power of two")) return ncclInternalError;
+    // What works: barriers (barrierCount too, since the world is one LSA team here) and a buffer.
+    ncclDevResourceHandle h = 99;
+    ncclDevResourceRequirements buf{};
+    buf.bufferSize = 1000;
+    buf.outBufferHandle = &h;
+    reqs = ncclDevCommRequirements{};
+    reqs.lsaBarrierCount = 2;
+    reqs.barrierCount = 3;
+    reqs.ginContextCount = 4;  // a hint, not a GIN request
+    reqs.resourceRequirementsList = &buf;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return ncclInternalError;
+    if (dc.lsaBarrier.nBarriers != 3 || dc.lsaSize != 2 || dc.resourceWindow == nullptr || dc.abortFlag == nullptr) {
+      return ncclInternalError;
+    }
+    if (ncclGetResourceBufferOffset(h) < ncclBraidLsaBarrierBytes_(3, 2)) return ncclInternalError;
+    void* user = nullptr;  // the resource window is a window of the communicator
+    if (ncclWinGetUserPtr(comm, dc.resourceWindow, &user) != ncclSuccess || user == nullptr) return ncclInternalError;
+    ncclDevComm other = dc;
+    other.braidState = &other;
+    if (ncclDevCommDestroy(comm, &other) != ncclInvalidArgument) return ncclInternalError;
+    if (ncclDevCommDestroy(comm, &dc) != ncclSuccess) return ncclInternalError;
+    if (ncclDevCommDestroy(comm, &dc) != ncclInvalidArgument) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "was destroyed already")) return ncclInternalError;
+    // A device communicator left undestroyed goes with the communicator.
+    reqs = ncclDevCommRequirements{};
+    reqs.lsaBarrierCount = 1;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return ncclInternalError;
     ncclTeam l = ncclTeamLsa(comm);
     ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
-    if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.cudaDev < 0 || props.deviceApiSupport) {
+    if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.cudaDev < 0 || !props.deviceApiSupport) {
       return ncclInternalError;
     }
     return l.nRanks == 2 ? ncclSuccess : ncclInternalError;

@@ -85,6 +85,19 @@ class CudaBackend final : public Backend {
     ScopedContext scope(api_, ctx_);
     (void)cuMemFreeShareable(api_, p);
   }
+  Result<void*> allocDeviceBlock(size_t bytes) override {
+    ScopedContext scope(api_, ctx_);
+    return allocCudaDeviceBlock(api_, bytes);
+  }
+  Status writeDeviceBlock(void* dst, const void* src, size_t bytes) override {
+    ScopedContext scope(api_, ctx_);
+    return writeCudaDeviceBlock(*deviceMemory_, dst, src, bytes);
+  }
+  void freeDeviceBlock(void* p) override {
+    ScopedContext scope(api_, ctx_);
+    (void)api_->memFree(reinterpret_cast<CUdeviceptr>(p));
+  }
+  const uint32_t* deviceAbortWord() const override { return abortWord_; }
   Status runRma(const std::vector<RmaStep>& steps, void* stream) override;
   Status pollAsync() override;
   void abortWork() override;

@@ -91,4 +91,18 @@ Result<void*> allocCudaWindowMemory(const CudaDeviceMemory& memory, size_t bytes
   return p;
 }
 
+Result<void*> allocCudaDeviceBlock(const CuApi* api, size_t bytes) {
+  CUdeviceptr p = 0;
+  BRAID_RETURN_IF_ERROR(api->check(api->memAlloc(&p, bytes == 0 ? 1 : bytes), "cuMemAlloc"));
+  return reinterpret_cast<void*>(p);
+}
+
+Status writeCudaDeviceBlock(const CudaDeviceMemory& memory, void* dst, const void* src, size_t bytes) {
+  const CuApi* api = memory.api();
+  BRAID_RETURN_IF_ERROR(api->check(
+      api->memcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, memory.stream()),
+      "cuMemcpyAsync"));
+  return api->check(api->streamSynchronize(memory.stream()), "cuStreamSynchronize");
+}
+
 }  // namespace braid

@@ -25,4 +25,9 @@ void withdrawCudaWindow(const WindowDesc& mine);
 // Zeroed ncclMemAlloc memory on memory's device (its stream does the zeroing), for the signal area.
 Result<void*> allocCudaWindowMemory(const CudaDeviceMemory& memory, size_t bytes);
 
+// Device memory for descriptors device code reads (Backend::allocDeviceBlock), and its synchronous fill from host
+// memory on memory's stream.
+Result<void*> allocCudaDeviceBlock(const CuApi* api, size_t bytes);
+[[nodiscard]] Status writeCudaDeviceBlock(const CudaDeviceMemory& memory, void* dst, const void* src, size_t bytes);
+
 }  // namespace braid

@@ -1,0 +1,133 @@
+/* braid's nccl_device/coop.h: cooperative groups, the sets of threads that call a device-API function together.
+ *
+ * Every device-API call that takes a Coop is made by all threads of that group alike (the same arguments, the same
+ * call), and each group type says which threads those are, its size, a thread's rank in it, and how they
+ * synchronise:
+ *   ncclCoopTile<N>  an aligned power-of-two set of N lanes of one warp (N <= 32): lanes [k*N, k*N + N);
+ *   ncclCoopThread   one thread (ncclCoopTile<1>); ncclCoopWarp: the whole warp (ncclCoopTile<32>);
+ *   ncclCoopLanes    the lanes of this warp in a mask (every lane of the mask must make the call);
+ *   ncclCoopWarpSpan warps [warp0, warp0 + nWarps) of the CTA, synchronising on named barrier 1 + id (ids 0..14:
+ *                    two spans that run at once need different ids);
+ *   ncclCoopCta      every thread of the CTA.
+ * Device code only (nvcc, or braid's emulator: see portable.h). */
+#ifndef NCCL_DEVICE_COOP_H_
+#define NCCL_DEVICE_COOP_H_
+#include "portable.h"
+
+#if NCCL_DEVICE_HALF_
+template <int nThreadsPow2>
+struct ncclCoopTile {
+  static_assert(nThreadsPow2 >= 1 && nThreadsPow2 <= 32 && (nThreadsPow2 & (nThreadsPow2 - 1)) == 0,
+                "ncclCoopTile: a power of two from 1 to 32 threads");
+  NCCL_DEVICE_INLINE int thread_rank() const { return nccl_braid_::lane() & (nThreadsPow2 - 1); }
+  NCCL_DEVICE_INLINE constexpr int size() const { return nThreadsPow2; }
+  NCCL_DEVICE_INLINE constexpr int num_threads() const { return nThreadsPow2; }
+  /* This tile's lanes as a warp mask. */
+  NCCL_DEVICE_INLINE uint32_t laneMask() const {
+    const uint32_t ones = nThreadsPow2 == 32 ? 0xffffffffu : ((1u << nThreadsPow2) - 1u);
+    return ones << (nccl_braid_::lane() & ~(nThreadsPow2 - 1));
+  }
+  NCCL_DEVICE_INLINE void sync() {
+    if (nThreadsPow2 > 1) __syncwarp(laneMask());
+  }
+};
+typedef ncclCoopTile<1> ncclCoopThread;
+typedef ncclCoopTile<32> ncclCoopWarp;
+
+struct ncclCoopLanes {
+  uint32_t lmask;
+  NCCL_DEVICE_INLINE constexpr ncclCoopLanes(uint32_t mask = 0xffffffffu) : lmask(mask) {}
+  NCCL_DEVICE_INLINE int thread_rank() const { return __popc(lmask & nccl_braid_::lanemaskLt()); }
+  NCCL_DEVICE_INLINE int size() const { return __popc(lmask); }
+  NCCL_DEVICE_INLINE int num_threads() const { return __popc(lmask); }
+  NCCL_DEVICE_INLINE void sync() { __syncwarp(lmask); }
+};
+
+struct ncclCoopWarpSpan {
+  uint32_t warp0 : 8, nWarps : 8, id : 8;
+  NCCL_DEVICE_INLINE constexpr ncclCoopWarpSpan(int firstWarp, int warps, int barrierId)
+      : warp0(static_cast<uint32_t>(firstWarp)),
+        nWarps(static_cast<uint32_t>(warps)),
+        id(static_cast<uint32_t>(barrierId)) {}
+  NCCL_DEVICE_INLINE int thread_rank() const { return static_cast<int>(threadIdx.x) - 32 * static_cast<int>(warp0); }
+  NCCL_DEVICE_INLINE int size() const { return 32 * static_cast<int>(nWarps); }
+  NCCL_DEVICE_INLINE int num_threads() const { return 32 * static_cast<int>(nWarps); }
+  NCCL_DEVICE_INLINE void sync() {
+#if defined(__CUDACC__)
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + id), "r"(32 * nWarps) : "memory");
+#else
+    braid_emu::namedBarrier(static_cast<int>(1 + id), static_cast<int>(32 * nWarps));
+#endif
+  }
+};
+
+struct ncclCoopCta {
+  NCCL_DEVICE_INLINE int thread_rank() const { return static_cast<int>(threadIdx.x); }
+  NCCL_DEVICE_INLINE int size() const { return static_cast<int>(blockDim.x); }
+  NCCL_DEVICE_INLINE int num_threads() const { return static_cast<int>(blockDim.x); }
+  NCCL_DEVICE_INLINE void sync() { __syncthreads(); }
+};
+
+/* The group's lanes within this thread's warp (every lane for groups wider than a warp). */
+template <int N>
+NCCL_DEVICE_INLINE uint32_t ncclCoopGetLaneMask(ncclCoopTile<N> coop) {
+  return coop.laneMask();
+}
+NCCL_DEVICE_INLINE uint32_t ncclCoopGetLaneMask(ncclCoopLanes coop) {
+  return coop.lmask;
+}
+NCCL_DEVICE_INLINE uint32_t ncclCoopGetLaneMask(ncclCoopWarpSpan) {
+  return 0xffffffffu;
+}
+NCCL_DEVICE_INLINE uint32_t ncclCoopGetLaneMask(ncclCoopCta) {
+  return 0xffffffffu;
+}
+
+/* Whether the group is one thread (statically). */
+template <int N>
+NCCL_DEVICE_INLINE constexpr bool ncclCoopIsThread(ncclCoopTile<N>) {
+  return N == 1;
+}
+NCCL_DEVICE_INLINE constexpr bool ncclCoopIsThread(ncclCoopLanes) {
+  return false;
+}
+NCCL_DEVICE_INLINE constexpr bool ncclCoopIsThread(ncclCoopWarpSpan) {
+  return false;
+}
+NCCL_DEVICE_INLINE constexpr bool ncclCoopIsThread(ncclCoopCta) {
+  return false;
+}
+
+/* Whether the group lies within one warp (statically). */
+template <int N>
+NCCL_DEVICE_INLINE constexpr bool ncclCoopWithinWarp(ncclCoopTile<N>) {
+  return true;
+}
+NCCL_DEVICE_INLINE constexpr bool ncclCoopWithinWarp(ncclCoopLanes) {
+  return true;
+}
+NCCL_DEVICE_INLINE constexpr bool ncclCoopWithinWarp(ncclCoopWarpSpan) {
+  return false;
+}
+NCCL_DEVICE_INLINE constexpr bool ncclCoopWithinWarp(ncclCoopCta) {
+  return false;
+}
+
+/* This thread's part of `coop` that lies in its own warp: the lanes active now (no argument), the warp for a group
+ * wider than one, or the group itself when it is already within a warp. */
+NCCL_DEVICE_INLINE ncclCoopLanes ncclCoopCoalesced() {
+  return ncclCoopLanes(__activemask());
+}
+template <typename Coop>
+NCCL_DEVICE_INLINE ncclCoopWarp ncclCoopCoalesced(Coop) {
+  return ncclCoopWarp();
+}
+NCCL_DEVICE_INLINE ncclCoopLanes ncclCoopCoalesced(ncclCoopLanes coop) {
+  return coop;
+}
+template <int N>
+NCCL_DEVICE_INLINE ncclCoopTile<N> ncclCoopCoalesced(ncclCoopTile<N> coop) {
+  return coop;
+}
+#endif /* NCCL_DEVICE_HALF_ */
+#endif /* NCCL_DEVICE_COOP_H_ */

@@ -1,0 +1,149 @@
+/* braid's nccl_device/portable.h: the few machine operations the device half of the device API is written over.
+ *
+ * The device half (coop.h, ptr.h, the pointer accessors of core.h, lsa_barrier.h) is one source for two compilers:
+ *   - nvcc (__CUDACC__): CUDA's intrinsics and libcu++'s cuda::atomic_ref at system scope;
+ *   - a host compiler with BRAID_DEVICE_EMULATION defined: braid's CTA emulator, which runs a kernel's threads as
+ *     host threads (tests/devapi/device_shim.h provides threadIdx, __syncthreads, __syncwarp, clock64 and
+ *     cuda::memory_order, and must be included first). That is how braid's CI runs device-API kernels without a
+ *     GPU; a program has no reason to define it.
+ * Without either, only the host half of the headers is compiled (C, or C++ host code). */
+#ifndef NCCL_DEVICE_PORTABLE_H_
+#define NCCL_DEVICE_PORTABLE_H_
+#include <stddef.h>
+#include <stdint.h>
+#ifndef __cplusplus
+#include <stdbool.h>
+#endif
+
+#include "../nccl.h"
+
+#ifdef __cplusplus
+#define NCCL_EXTERN_C extern "C"
+#else
+#define NCCL_EXTERN_C
+#endif
+
+#if defined(__CUDACC__)
+#define NCCL_HOST_DEVICE_INLINE __host__ __device__ inline
+#define NCCL_DEVICE_INLINE __device__ inline
+#define NCCL_HOST_ONLY_ __host__
+#elif defined(__cplusplus)
+#define NCCL_HOST_DEVICE_INLINE inline
+#define NCCL_DEVICE_INLINE inline
+#define NCCL_HOST_ONLY_
+#else
+#define NCCL_HOST_DEVICE_INLINE static inline
+#define NCCL_DEVICE_INLINE static inline
+#define NCCL_HOST_ONLY_
+#endif
+
+#if defined(__CUDACC__) || defined(BRAID_DEVICE_EMULATION)
+#define NCCL_DEVICE_HALF_ 1
+#else
+#define NCCL_DEVICE_HALF_ 0
+#endif
+
+#if NCCL_DEVICE_HALF_
+#if defined(__CUDACC__)
+#include <cuda/atomic>
+#elif !defined(BRAID_DEVICE_SHIM_H_)
+#error "BRAID_DEVICE_EMULATION needs braid's emulator shim (tests/devapi/device_shim.h) included first"
+#endif
+
+namespace nccl_braid_ {
+
+/* A load never has release semantics and a store never acquire ones: each takes the half of `o` that applies. */
+NCCL_HOST_DEVICE_INLINE cuda::memory_order loadOrder(cuda::memory_order o) {
+  if (o == cuda::memory_order_seq_cst) return o;
+  return o == cuda::memory_order_relaxed || o == cuda::memory_order_release ? cuda::memory_order_relaxed
+                                                                            : cuda::memory_order_acquire;
+}
+NCCL_HOST_DEVICE_INLINE cuda::memory_order storeOrder(cuda::memory_order o) {
+  if (o == cuda::memory_order_seq_cst) return o;
+  return o == cuda::memory_order_relaxed || o == cuda::memory_order_acquire || o == cuda::memory_order_consume
+             ? cuda::memory_order_relaxed
+             : cuda::memory_order_release;
+}
+
+#if defined(__CUDACC__)
+/* Words another GPU (or the CPU) writes: system scope. */
+NCCL_DEVICE_INLINE uint32_t atomicLoad(const uint32_t* p, cuda::memory_order o) {
+  return cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*const_cast<uint32_t*>(p)).load(loadOrder(o));
+}
+NCCL_DEVICE_INLINE void atomicStore(uint32_t* p, uint32_t v, cuda::memory_order o) {
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*p).store(v, storeOrder(o));
+}
+NCCL_DEVICE_INLINE uint64_t atomicLoad64(const uint64_t* p, cuda::memory_order o) {
+  return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*const_cast<uint64_t*>(p)).load(loadOrder(o));
+}
+NCCL_DEVICE_INLINE void atomicStore64(uint64_t* p, uint64_t v, cuda::memory_order o) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).store(v, storeOrder(o));
+}
+NCCL_DEVICE_INLINE uint64_t cycles() {
+  return static_cast<uint64_t>(clock64());
+}
+NCCL_DEVICE_INLINE int lane() {
+  return static_cast<int>(threadIdx.x % 32u);
+}
+NCCL_DEVICE_INLINE uint32_t lanemaskLt() {
+  uint32_t m;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+  return m;
+}
+NCCL_DEVICE_INLINE void backOff() {
+  __nanosleep(100);
+}
+#else
+NCCL_DEVICE_INLINE int gccOrder_(cuda::memory_order o) {
+  switch (o) {
+    case cuda::memory_order_relaxed:
+      return __ATOMIC_RELAXED;
+    case cuda::memory_order_consume:
+    case cuda::memory_order_acquire:
+      return __ATOMIC_ACQUIRE;
+    case cuda::memory_order_release:
+      return __ATOMIC_RELEASE;
+    case cuda::memory_order_acq_rel:
+      return __ATOMIC_ACQ_REL;
+    default:
+      return __ATOMIC_SEQ_CST;
+  }
+}
+NCCL_DEVICE_INLINE uint32_t atomicLoad(const uint32_t* p, cuda::memory_order o) {
+  return __atomic_load_n(p, gccOrder_(loadOrder(o)));
+}
+NCCL_DEVICE_INLINE void atomicStore(uint32_t* p, uint32_t v, cuda::memory_order o) {
+  __atomic_store_n(p, v, gccOrder_(storeOrder(o)));
+}
+NCCL_DEVICE_INLINE uint64_t atomicLoad64(const uint64_t* p, cuda::memory_order o) {
+  return __atomic_load_n(p, gccOrder_(loadOrder(o)));
+}
+NCCL_DEVICE_INLINE void atomicStore64(uint64_t* p, uint64_t v, cuda::memory_order o) {
+  __atomic_store_n(p, v, gccOrder_(storeOrder(o)));
+}
+/* On the emulator a "cycle" is a nanosecond of the host's monotonic clock. */
+NCCL_DEVICE_INLINE uint64_t cycles() {
+  return static_cast<uint64_t>(clock64());
+}
+NCCL_DEVICE_INLINE int lane() {
+  return static_cast<int>(threadIdx.x % 32u);
+}
+NCCL_DEVICE_INLINE uint32_t lanemaskLt() {
+  return (1u << lane()) - 1u;
+}
+NCCL_DEVICE_INLINE void backOff() {
+  braid_emu::backOff();
+}
+#endif
+
+template <typename T>
+T&& declval();
+
+/* a is at or past b on a wrapping 32-bit counter. */
+NCCL_HOST_DEVICE_INLINE bool reached(uint32_t a, uint32_t b) {
+  return static_cast<int32_t>(a - b) >= 0;
+}
+
+}  // namespace nccl_braid_
+#endif /* NCCL_DEVICE_HALF_ */
+#endif /* NCCL_DEVICE_PORTABLE_H_ */

@@ -1,0 +1,205 @@
+// The device half of the device API (include/nccl_device/*.h) running: kernels written as users write them
+// (tests/devapi/lsa_kernels.cuh) on braid's CTA emulator, over device communicators and windows of CUDA
+// communicators on the strict fake driver (ranks as threads, one fake GPU each). What a GPU would see of them:
+// ncclDevCommCreate's resource window and barriers, ncclWindow_t descriptors in device memory, LSA pointers into
+// peers' ncclMemAlloc buffers, warp and CTA barriers across launches, the timeout overload, the abort word.
+#include "tests/devapi/device_shim.h"
+// (the shim first: it turns on the headers' device half)
+#include "tests/devapi/lsa_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/common/fake_cuda_ranks.h"
+
+namespace {
+
+using namespace braid_test;
+
+class DeviceKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+    BRAID_REQUIRE_FAKE("kernels run on the CTA emulator, which reads the fake's device memory from the host");
+  }
+};
+
+braid::EmuLaunchConfig cfgOf(int grid, int block, const char* name) {
+  braid::EmuLaunchConfig cfg;
+  cfg.grid = grid;
+  cfg.block = block;
+  cfg.deadlineSec = 60;
+  cfg.name = name;
+  cfg.chaosSeed = 0x5eed;
+  return cfg;
+}
+
+#define CHECK_OR(cond, code)                                                 \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      fprintf(stderr, "rank %d: %s failed (line %d)\n", r, #cond, __LINE__); \
+      return static_cast<ncclResult_t>(code);                                \
+    }                                                                        \
+  } while (0)
+
+float inputOf(int rank, int round, size_t i) {
+  return static_cast<float>((rank + 1) * 3 + round * 5 + static_cast<int>(i % 97));
+}
+
+TEST_F(DeviceKernels, TwoShotAllReduceOverLsaPointersIsExactAcrossLaunches) {
+  constexpr int kRanks = 4, kGrid = 2, kBlock = 32, kRounds = 3;
+  constexpr size_t kCount = 1000;  // not a multiple of the ranks' shares
+  auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+    const Driver& drv = Driver::get();
+    const size_t bytes = kCount * sizeof(float);
+    void *send = nullptr, *recv = nullptr;
+    CHECK_OR(ncclMemAlloc(&send, bytes) == ncclSuccess && ncclMemAlloc(&recv, bytes) == ncclSuccess, 10);
+    ncclWindow_t sendWin = nullptr, recvWin = nullptr;
+    CHECK_OR(ncclCommWindowRegister(comm, send, bytes, &sendWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 11);
+    CHECK_OR(ncclCommWindowRegister(comm, recv, bytes, &recvWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 11);
+    CHECK_OR(sendWin != nullptr && recvWin != nullptr, 11);
+    ncclDevCommRequirements reqs{};
+    reqs.lsaBarrierCount = kGrid;
+    ncclDevComm dc{};
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) {
+      fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+      return ncclInternalError;
+    }
+    CHECK_OR(dc.rank == r && dc.nRanks == kRanks && dc.lsaSize == kRanks && dc.lsaRank == r, 12);
+    CHECK_OR(dc.abortFlag != nullptr && dc.lsaBarrier.nBarriers == kGrid, 12);
+    std::vector<float> in(kCount), out(kCount);
+    for (int round = 0; round < kRounds; ++round) {
+      for (size_t i = 0; i < kCount; ++i) in[i] = inputOf(r, round, i);
+      drv.copy(send, in.data(), bytes, stream);
+      CHECK_OR(drv.streamSync(stream) == 0, 13);
+      braid::Status st = braid_emu::launch(cfgOf(kGrid, kBlock, "lsaTwoShotAllReduce"),
+                                           [&] { lsaTwoShotAllReduce(sendWin, recvWin, kCount, dc); });
+      if (!st.isOk()) {
+        fprintf(stderr, "rank %d: %s\n", r, st.message().c_str());
+        return ncclInternalError;
+      }
+      drv.copy(out.data(), recv, bytes, stream);
+      CHECK_OR(drv.streamSync(stream) == 0, 13);
+      for (size_t i = 0; i < kCount; ++i) {
+        float want = 0;
+        for (int p = 0; p < kRanks; ++p) want += inputOf(p, round, i);
+        if (out[i] != want) {
+          fprintf(stderr, "rank %d round %d element %zu: %f, expected %f\n", r, round, i, out[i], want);
+          return ncclInternalError;
+        }
+      }
+    }
+    CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 14);
+    CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclInvalidArgument, 14);  // once only
+    CHECK_OR(ncclCommWindowDeregister(comm, sendWin) == ncclSuccess, 15);
+    CHECK_OR(ncclCommWindowDeregister(comm, recvWin) == ncclSuccess, 15);
+    CHECK_OR(ncclMemFree(send) == ncclSuccess && ncclMemFree(recv) == ncclSuccess, 15);
+    return ncclSuccess;
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+// Every coop type (CTA, warp, 8-lane tile, thread, lanes, a span of two warps) through barriers and symmetric
+// pointers into a resource buffer, several rounds each.
+TEST_F(DeviceKernels, EveryCoopTypeBarriersAndSymmetricPointersIntoAResourceBuffer) {
+  constexpr int kRanks = 3, kGrid = 2, kBlock = 128, kRounds = 3;
+  constexpr int kMaxGroups = kGrid * kBlock;  // one per thread
+  auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+    const Driver& drv = Driver::get();
+    ncclDevResourceHandle scratch = 77;
+    ncclDevResourceRequirements buf{};
+    buf.bufferSize = kMaxGroups * kRanks * sizeof(int);
+    buf.bufferAlign = 256;
+    buf.outBufferHandle = &scratch;
+    ncclDevCommRequirements reqs{};
+    reqs.lsaBarrierCount = kMaxGroups;
+    reqs.resourceRequirementsList = &buf;
+    ncclDevComm dc{};
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) {
+      fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+      return ncclInternalError;
+    }
+    // The buffer comes after the barriers, at its alignment.
+    CHECK_OR(scratch != 77 && ncclGetResourceBufferOffset(scratch) % 256 == 0, 12);
+    CHECK_OR(ncclGetResourceBufferOffset(scratch) >= ncclBraidLsaBarrierBytes_(kMaxGroups, kRanks), 12);
+    int* out = static_cast<int*>(drv.alloc(kMaxGroups * kRanks * sizeof(int)));
+    std::vector<int> got(kMaxGroups * kRanks);
+    for (int kind = 0; kind < kStampGroupKinds; ++kind) {
+      const int groups = kGrid * stampGroupsPerCta(kind, kBlock);
+      for (int round = 0; round < kRounds; ++round) {
+        braid::Status st =
+            braid_emu::launch(cfgOf(kGrid, kBlock, "lsaStamps"), [&] { lsaStamps(kind, dc, scratch, round, out); });
+        if (!st.isOk()) {
+          fprintf(stderr, "rank %d kind %d: %s\n", r, kind, st.message().c_str());
+          return ncclInternalError;
+        }
+        drv.copy(got.data(), out, got.size() * sizeof(int), stream);
+        CHECK_OR(drv.streamSync(stream) == 0, 13);
+        for (int g = 0; g < groups; ++g) {
+          for (int p = 0; p < kRanks; ++p) {
+            const int want = round * 1000 + p * 10 + g;
+            if (got[static_cast<size_t>(g * kRanks + p)] != want) {
+              fprintf(stderr, "rank %d kind %d round %d group %d peer %d: %d, expected %d\n", r, kind, round, g, p,
+                      got[static_cast<size_t>(g * kRanks + p)], want);
+              return ncclInternalError;
+            }
+          }
+        }
+      }
+    }
+    drv.memFree(reinterpret_cast<unsigned long long>(out));
+    return ncclDevCommDestroy(comm, &dc);
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+// Rank 1 never syncs: rank 0's timed sync returns ncclTimeout, and an untimed wait ends when the abort word is set.
+TEST_F(DeviceKernels, ABarrierNobodyJoinsTimesOutOrEndsOnAbort) {
+  std::atomic<bool> done{false};  // rank 1 keeps its resource window (which rank 0's arrivals write) until then
+  auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) -> ncclResult_t {
+    const Driver& drv = Driver::get();
+    ncclDevCommRequirements reqs{};
+    reqs.lsaBarrierCount = 1;
+    ncclDevComm dc{};
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 10);
+    if (r == 0) {
+      int* result = static_cast<int*>(drv.alloc(sizeof(int)));
+      *result = -1;
+      const auto t0 = std::chrono::steady_clock::now();
+      braid::Status st = braid_emu::launch(cfgOf(1, 64, "lsaTimedSync"), [&] {
+        lsaTimedSync(dc, 50ull * 1000 * 1000, result);  // 50 ms of the emulator's nanosecond cycles
+      });
+      const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      done.store(!st.isOk() || *result != ncclTimeout);  // a failure below must not leave rank 1 waiting
+      CHECK_OR(st.isOk(), 11);
+      CHECK_OR(*result == ncclTimeout, 12);
+      CHECK_OR(sec >= 0.05 && sec < 30, 13);
+      // An untimed wait on a communicator whose abort word is set ends (the word here is the test's own).
+      uint32_t abortWord = 0;
+      ncclDevComm aborting = dc;
+      aborting.abortFlag = &abortWord;
+      std::thread setter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        __atomic_store_n(&abortWord, 1u, __ATOMIC_RELEASE);
+      });
+      *result = -1;
+      st = braid_emu::launch(cfgOf(1, 32, "lsaTimedSync"), [&] { lsaTimedSync(aborting, ~0ull, result); });
+      setter.join();
+      CHECK_OR(st.isOk(), 14);
+      CHECK_OR(*result == ncclInProgress, 15);
+      drv.memFree(reinterpret_cast<unsigned long long>(result));
+      done.store(true);
+    } else {
+      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return ncclDevCommDestroy(comm, &dc);
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+}  // namespace

@@ -1,0 +1,97 @@
+// CUDA's kernel-side vocabulary on braid's CTA emulator (src/backends/cuda/emu/cta_emulator.h), so that a kernel
+// written the way device-API users write them (__global__, threadIdx, __syncthreads, __syncwarp, clock64,
+// cuda::memory_order) compiles with g++ and runs on host threads, one per simulated GPU thread, in CI. Include it
+// before nccl_device.h (it defines BRAID_DEVICE_EMULATION, which turns on the headers' device half) and start
+// kernels with braid_emu::launch.
+//
+// What it models: threadIdx/blockIdx/blockDim/gridDim in x; __syncthreads (the emulator's site-checked barrier),
+// __syncthreads_or; warp barriers __syncwarp(mask) and __any_sync(mask, v) among exactly the lanes of the mask; named
+// barriers (bar.sync id, n); __activemask (every lane of the warp: the emulator has no divergence to report);
+// clock64 in nanoseconds. Not modelled: __shared__ memory, shuffles, lockstep execution within a warp (the threads
+// run independently, which is stricter: a kernel that relies on implicit warp synchrony fails or races here).
+#pragma once
+
+#define BRAID_DEVICE_SHIM_H_ 1
+#ifndef BRAID_DEVICE_EMULATION
+#define BRAID_DEVICE_EMULATION 1
+#endif
+
+#include <cstdint>
+#include <functional>
+
+#include "src/backends/cuda/emu/cta_emulator.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+
+namespace cuda {
+enum memory_order {
+  memory_order_relaxed,
+  memory_order_consume,
+  memory_order_acquire,
+  memory_order_release,
+  memory_order_acq_rel,
+  memory_order_seq_cst
+};
+}  // namespace cuda
+
+namespace braid_emu {
+
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+// The calling simulated thread's indices (only inside braid_emu::launch).
+const Dim3& threadIdx_();
+const Dim3& blockIdx_();
+const Dim3& blockDim_();
+const Dim3& gridDim_();
+void syncThreads(const char* file, int line);
+int syncThreadsOr(int v, const char* file, int line);
+// Lanes of `mask` in the caller's warp wait for each other; true when v held on any of them.
+bool warpBarrier(unsigned mask, bool v);
+// bar.sync / bar.red.or on named barrier `id` (1..15) for `count` threads of the CTA.
+void namedBarrier(int id, int count);
+bool namedBarrierOr(int id, int count, bool v);
+long long clockNs();
+// A polling loop's pause: the emulator's back-off (chaos, and the launch's failure and deadline checks).
+void backOff();
+
+// Runs kernel() on cfg.grid CTAs of cfg.block threads each, blocking until every thread returned; an error names
+// what failed (a divergent barrier, a deadlock past cfg.deadlineSec, an exception).
+[[nodiscard]] braid::Status launch(const braid::EmuLaunchConfig& cfg, const std::function<void()>& kernel);
+
+}  // namespace braid_emu
+
+#define threadIdx (::braid_emu::threadIdx_())
+#define blockIdx (::braid_emu::blockIdx_())
+#define blockDim (::braid_emu::blockDim_())
+#define gridDim (::braid_emu::gridDim_())
+#define __syncthreads() ::braid_emu::syncThreads(__FILE__, __LINE__)
+#define __syncthreads_or(v) ::braid_emu::syncThreadsOr((v), __FILE__, __LINE__)
+
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  (void)braid_emu::warpBarrier(mask, false);
+}
+inline int __any_sync(unsigned mask, int v) {
+  return braid_emu::warpBarrier(mask, v != 0) ? 1 : 0;
+}
+inline unsigned __activemask() {
+  const unsigned warp0 = braid_emu::threadIdx_().x & ~31u, n = braid_emu::blockDim_().x;
+  const unsigned lanes = n - warp0 >= 32 ? 32 : n - warp0;
+  return lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
+}
+inline int __popc(unsigned v) {
+  return __builtin_popcount(v);
+}
+inline long long clock64() {
+  return braid_emu::clockNs();
+}
+inline void __threadfence_system() {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+inline void __threadfence() {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}

@@ -1,0 +1,103 @@
+// Device-API kernels written the way NCCL's users write them (nccl_device.h alone: LSA barriers, LSA and peer
+// pointers, symmetric pointers into resource buffers, cooperative groups). One source: nvcc compiles it for sm_90
+// (tests/devcode/nccl_device_header_test.sh), and g++ runs it on braid's CTA emulator over fake-GPU communicators
+// (tests/devapi/device_kernels_test.cc, after tests/devapi/device_shim.h).
+#pragma once
+
+#include <nccl_device.h>
+
+// Sum all-reduce of `count` floats, two-shot over the LSA team: each rank reduces its share of the elements from
+// every member's send window (member order, so every rank computes the same bits) and stores the sums into every
+// member's receive window; barrier `blockIdx.x` of the device communicator brackets the exchange.
+__global__ void lsaTwoShotAllReduce(ncclWindow_t sendWin, ncclWindow_t recvWin, size_t count, ncclDevComm devComm) {
+  ncclCoopCta cta;
+  ncclLsaBarrierSession<ncclCoopCta> bar(cta, devComm, ncclTeamTagLsa(), blockIdx.x);
+  bar.sync(cta, cuda::memory_order_acq_rel);  // every member's input is in place
+  const int n = devComm.lsaSize;
+  const size_t share = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+  const size_t lo = share * static_cast<size_t>(devComm.lsaRank);
+  const size_t hi = lo + share < count ? lo + share : count;
+  for (size_t i = lo + blockIdx.x * blockDim.x + threadIdx.x; i < hi;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float sum = 0;
+    for (int p = 0; p < n; ++p) sum += static_cast<const float*>(ncclGetLsaPointer(sendWin, 0, p))[i];
+    for (int p = 0; p < n; ++p) static_cast<float*>(ncclGetLsaPointer(recvWin, 0, p))[i] = sum;
+  }
+  bar.sync(cta, cuda::memory_order_acq_rel);  // every member's sums have landed here
+}
+
+// Per group (barrier index = the group's number in the grid): the group's threads write this rank's stamp into its
+// slot of every LSA peer's resource buffer through ncclSymPtr::peerPtr, a barrier of the group, then the group reads
+// what each peer wrote into its own buffer (localPtr) into out[group * lsaSize + peer]. Stamp: round * 1000 + world
+// rank * 10 + group. A closing barrier ends the launch only once no member still reads its buffer, so the next
+// launch's writes (of any grouping) never meet a slow peer's reads (ThreadSanitizer found the race without it).
+template <typename Coop>
+__device__ void lsaGroupStamps(Coop coop, int group, ncclDevComm const& devComm, ncclDevResourceHandle scratch,
+                               int round, int* out) {
+  const ncclTeam lsa = ncclTeamLsa(devComm);
+  ncclLsaBarrierSession<Coop> bar(coop, devComm, ncclTeamTagLsa(), static_cast<uint32_t>(group));
+  ncclSymPtr<int> slots = ncclGetResourceBuffer(devComm, scratch);
+  // Thread k writes to (and reads from) member n - 1 - k, while the barrier's thread m signals (and waits for) member
+  // m: the data crosses from one thread of the group to another, so the group's own synchronisation is exercised.
+  for (int k = coop.thread_rank(); k < lsa.nRanks; k += coop.size()) {
+    const int p = lsa.nRanks - 1 - k;
+    *(slots + (group * lsa.nRanks + lsa.rank)).peerPtr(lsa, p) = round * 1000 + devComm.rank * 10 + group;
+  }
+  bar.sync(coop, cuda::memory_order_acq_rel);
+  for (int k = coop.thread_rank(); k < lsa.nRanks; k += coop.size()) {
+    const int p = lsa.nRanks - 1 - k;
+    out[group * lsa.nRanks + p] = *(slots + (group * lsa.nRanks + p)).localPtr();
+  }
+  bar.sync(coop, cuda::memory_order_acq_rel);
+}
+
+// The groups of lsaStamps: what makes a group, and how many a CTA of `threads` has.
+enum StampGroup { kStampCta, kStampWarp, kStampTile8, kStampThread, kStampLanes, kStampWarpSpan, kStampGroupKinds };
+__host__ __device__ inline int stampGroupsPerCta(int kind, int threads) {
+  switch (kind) {
+    case kStampCta:
+      return 1;
+    case kStampTile8:
+      return threads / 8;
+    case kStampThread:
+      return threads;
+    case kStampWarpSpan:
+      return threads / 64;
+    default:
+      return threads / 32;  // warps, and the lanes of each warp
+  }
+}
+
+// lsaGroupStamps with every group of one kind (blockDim.x a multiple of 64).
+__global__ void lsaStamps(int kind, ncclDevComm devComm, ncclDevResourceHandle scratch, int round, int* out) {
+  const int t = static_cast<int>(threadIdx.x), per = stampGroupsPerCta(kind, static_cast<int>(blockDim.x));
+  const int base = static_cast<int>(blockIdx.x) * per;
+  switch (kind) {
+    case kStampCta:
+      lsaGroupStamps(ncclCoopCta(), base, devComm, scratch, round, out);
+      break;
+    case kStampWarp:
+      lsaGroupStamps(ncclCoopWarp(), base + t / 32, devComm, scratch, round, out);
+      break;
+    case kStampTile8:
+      lsaGroupStamps(ncclCoopTile<8>(), base + t / 8, devComm, scratch, round, out);
+      break;
+    case kStampThread:
+      lsaGroupStamps(ncclCoopThread(), base + t, devComm, scratch, round, out);
+      break;
+    case kStampLanes:
+      lsaGroupStamps(ncclCoopLanes(0xffffffffu), base + t / 32, devComm, scratch, round, out);
+      break;
+    default:
+      lsaGroupStamps(ncclCoopWarpSpan(t / 64 * 2, 2, t / 64), base + t / 64, devComm, scratch, round, out);
+      break;
+  }
+}
+
+// One barrier sync that gives up after timeoutCycles: thread 0 stores the result (an ncclResult_t) in *result.
+__global__ void lsaTimedSync(ncclDevComm devComm, unsigned long long timeoutCycles, int* result) {
+  ncclCoopCta cta;
+  ncclLsaBarrierSession<ncclCoopCta> bar(cta, devComm, ncclTeamTagLsa(), 0);
+  const ncclResult_t r = bar.sync(cta, cuda::memory_order_acq_rel, timeoutCycles);
+  if (threadIdx.x == 0) *result = static_cast<int>(r);
+}
