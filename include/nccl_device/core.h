@@ -116,9 +116,10 @@ struct ncclDevComm {
  * barriers and every buffer of reqs->resourceRequirementsList (their handles are written through
  * outBufferHandle). Every rank must pass the same requirements. Collective over comm's ranks, blocking.
  * Errors (the same on every rank): ncclInvalidArgument for a NULL argument, a list cycle, a bufferAlign that is not
- * a power of two up to 4096; ncclInvalidUsage for a host communicator, GIN requests, multimem, LL all-to-all slots
- * (no ncclLLA2ASession yet), barrierCount when the world spans several LSA teams, NCCL_WIN_ENABLE=0, an LSA member
- * out of load/store reach, or ranks asking for different layouts (the WARN names the rank). */
+ * a power of two up to 4096; ncclInvalidUsage for a host communicator, GIN requests, multimem, LL all-to-all counts
+ * (reqs->lsaLLA2A*: use ncclLLA2ACreateRequirement), barrierCount when the world spans several LSA teams,
+ * NCCL_WIN_ENABLE=0, an LSA member out of load/store reach, or ranks asking for different layouts (the WARN names the
+ * rank). */
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
                                                              ncclDevComm_t* outDevComm);
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,

@@ -277,7 +277,8 @@ BRAID_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots, ncc
     std::memset(outReq, 0, sizeof(*outReq));
     outHandle->bufHandle = 0;
     outHandle->nSlots = static_cast<uint32_t>(nSlots);
-    outReq->bufferSize = 2 * size_t(nBlocks) * size_t(nSlots) * kA2aLineBytes;  // two buffers: epochs alternate
+    // Per block: a header line (the epoch to resume at), then two halves of nSlots lines (epochs alternate).
+    outReq->bufferSize = size_t(nBlocks) * (1 + 2 * size_t(nSlots)) * kA2aLineBytes;
     outReq->bufferAlign = kA2aLineBytes;
     outReq->outBufferHandle = &outHandle->bufHandle;
     return Status::ok();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/common/fake_cuda_ranks.h"
+#include "tests/common/harness.h"
 
 namespace {
 
@@ -51,10 +52,11 @@ float inputOf(int rank, int round, size_t i) {
   return static_cast<float>((rank + 1) * 3 + round * 5 + static_cast<int>(i % 97));
 }
 
-TEST_F(DeviceKernels, TwoShotAllReduceOverLsaPointersIsExactAcrossLaunches) {
-  constexpr int kRanks = 4, kGrid = 2, kBlock = 32, kRounds = 3;
+// Rounds of the two-shot all-reduce kernel on windows of kRanks ranks, every element checked: ncclSuccess or why not.
+ncclResult_t twoShotRounds(int r, int kRanks, ncclComm_t comm, cudaStream_t stream) {
+  constexpr int kGrid = 2, kBlock = 32, kRounds = 3;
   constexpr size_t kCount = 1000;  // not a multiple of the ranks' shares
-  auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+  {
     const Driver& drv = Driver::get();
     const size_t bytes = kCount * sizeof(float);
     void *send = nullptr, *recv = nullptr;
@@ -100,7 +102,13 @@ TEST_F(DeviceKernels, TwoShotAllReduceOverLsaPointersIsExactAcrossLaunches) {
     CHECK_OR(ncclCommWindowDeregister(comm, recvWin) == ncclSuccess, 15);
     CHECK_OR(ncclMemFree(send) == ncclSuccess && ncclMemFree(recv) == ncclSuccess, 15);
     return ncclSuccess;
-  });
+  }
+}
+
+TEST_F(DeviceKernels, TwoShotAllReduceOverLsaPointersIsExactAcrossLaunches) {
+  constexpr int kRanks = 4;
+  auto res = runCudaRanks(
+      kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) { return twoShotRounds(r, kRanks, comm, stream); });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
 }
 
@@ -158,6 +166,88 @@ TEST_F(DeviceKernels, EveryCoopTypeBarriersAndSymmetricPointersIntoAResourceBuff
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
 }
 
+// LL all-to-all sessions: multi-slot values, doubles and recvReduce across epochs and launches (the session resumes
+// its epoch), from a fresh buffer and across the 32-bit epoch wrap (headers set just below it).
+int llRounds(int r, ncclComm_t comm, cudaStream_t stream, uint32_t startEpoch) {
+  constexpr int kRanks = 3, kGrid = 2, kBlock = 64;
+  const Driver& drv = Driver::get();
+  const int slots = ncclLLA2ACalcSlots(3 * kRanks, static_cast<int>(sizeof(LlTriple)));
+  if (slots != 6 * kRanks) return 10;
+  ncclLLA2AHandle h{};
+  ncclDevResourceRequirements req{};
+  if (ncclLLA2ACreateRequirement(kGrid, slots, &h, &req) != ncclSuccess) return 11;
+  ncclDevCommRequirements reqs{};
+  reqs.resourceRequirementsList = &req;
+  ncclDevComm dc{};
+  if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) {
+    fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+    return 12;
+  }
+  if (startEpoch != 0) {
+    void* base = nullptr;
+    if (ncclWinGetUserPtr(comm, dc.resourceWindow, &base) != ncclSuccess) return 13;
+    for (int b = 0; b < kGrid; ++b) {
+      char* header = static_cast<char*>(base) + ncclGetResourceBufferOffset(h.bufHandle) +
+                     static_cast<size_t>(b) * (1 + 2 * static_cast<size_t>(slots)) * 16;
+      drv.copy(header, &startEpoch, sizeof(startEpoch), stream);
+    }
+    if (drv.streamSync(stream) != 0) return 13;
+    if (ncclAllReduce(base, base, 1, ncclInt8, ncclMax, comm, stream) != ncclSuccess ||  // every header is set
+        drv.streamSync(stream) != 0) {
+      return 13;
+    }
+  }
+  constexpr int kRoundsPerLaunch = 7, kLaunches = 3;
+  const size_t perRound = static_cast<size_t>(kGrid) * 5 * kRanks;
+  long long* out = static_cast<long long*>(drv.alloc(kRoundsPerLaunch * perRound * sizeof(long long)));
+  std::vector<long long> got(kRoundsPerLaunch * perRound);
+  for (int l = 0; l < kLaunches; ++l) {
+    const int first = l * kRoundsPerLaunch;
+    braid::Status st =
+        braid_emu::launch(cfgOf(kGrid, kBlock, "llExchange"), [&] { llExchange(dc, h, first, kRoundsPerLaunch, out); });
+    if (!st.isOk()) {
+      fprintf(stderr, "rank %d: %s\n", r, st.message().c_str());
+      return 14;
+    }
+    drv.copy(got.data(), out, got.size() * sizeof(long long), stream);
+    if (drv.streamSync(stream) != 0) return 15;
+    for (int k = 0; k < kRoundsPerLaunch; ++k) {
+      const int round = first + k;
+      for (int b = 0; b < kGrid; ++b) {
+        int sum = 0;
+        for (int q = 0; q < kRanks; ++q) sum += round * 100 + 7 * q + b;
+        for (int q = 0; q < kRanks; ++q) {
+          const long long* v = &got[(static_cast<size_t>(k) * kGrid + b) * 5 * kRanks + 5 * static_cast<size_t>(q)];
+          const long long s = llStamp(round, q, r, b);
+          if (v[0] != s || v[1] != -s || v[2] != 3 * s || v[3] != 2 * s || v[4] != sum) {
+            fprintf(stderr, "rank %d round %d block %d from %d: {%lld %lld %lld %lld %lld}, expected {%lld .. %d}\n", r,
+                    round, b, q, v[0], v[1], v[2], v[3], v[4], s, sum);
+            return 16;
+          }
+        }
+      }
+    }
+  }
+  drv.memFree(reinterpret_cast<unsigned long long>(out));
+  return ncclDevCommDestroy(comm, &dc) == ncclSuccess ? 0 : 17;
+}
+
+TEST_F(DeviceKernels, LlAllToAllCarriesEveryValueAcrossEpochsAndLaunches) {
+  auto res = runCudaRanks(3, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+    const int code = llRounds(r, comm, stream, 0);
+    return code == 0 ? ncclSuccess : static_cast<ncclResult_t>(100 + code);
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+TEST_F(DeviceKernels, LlAllToAllCarriesEveryValueAcrossTheEpochWrap) {
+  auto res = runCudaRanks(3, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+    const int code = llRounds(r, comm, stream, 0xfffffff3u);  // 21 rounds: across 0xffffffff
+    return code == 0 ? ncclSuccess : static_cast<ncclResult_t>(100 + code);
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
 // Rank 1 never syncs: rank 0's timed sync returns ncclTimeout, and an untimed wait ends when the abort word is set.
 TEST_F(DeviceKernels, ABarrierNobodyJoinsTimesOutOrEndsOnAbort) {
   std::atomic<bool> done{false};  // rank 1 keeps its resource window (which rank 0's arrivals write) until then
@@ -200,6 +290,28 @@ TEST_F(DeviceKernels, ABarrierNobodyJoinsTimesOutOrEndsOnAbort) {
     return ncclDevCommDestroy(comm, &dc);
   });
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+// Ranks in two processes: each maps the other's windows (send, receive, resource) from exported cuMem handles, so
+// the descriptors hold imported addresses.
+TEST(DeviceKernelsProcesses, TwoShotAllReduceAcrossProcesses) {
+  // The children load the driver: CUDA initialised here would not survive their fork.
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
+  std::vector<int> codes = runProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        void* stream = nullptr;
+        Driver::get().streamCreate(&stream, 1);
+        const ncclResult_t rc = twoShotRounds(r, 2, comm, static_cast<cudaStream_t>(stream));
+        Driver::get().streamDestroy(stream);
+        return rc == ncclSuccess ? 0 : 100 + static_cast<int>(rc);
+      },
+      120, nullptr, nullptr,
+      [](int r) {
+        if (!Driver::get().use(r)) _exit(20);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
 }  // namespace

@@ -101,3 +101,44 @@ __global__ void lsaTimedSync(ncclDevComm devComm, unsigned long long timeoutCycl
   const ncclResult_t r = bar.sync(cta, cuda::memory_order_acq_rel, timeoutCycles);
   if (threadIdx.x == 0) *result = static_cast<int>(r);
 }
+
+// LL all-to-all: a 12-byte value (two slots, maxElts apart), a double and a broadcast int folded by recvReduce.
+struct LlTriple {
+  int a, b, c;
+};
+__host__ __device__ inline int llStamp(int round, int src, int dst, int block) {
+  return round * 100000 + src * 1000 + dst * 10 + block;
+}
+
+// `rounds` epochs from round `firstRound`, LL block blockIdx.x per CTA: rank r sends member p the triple
+// {s, -s, 3s} in slot r and the double 2s in slot n + r (s = llStamp(round, r, p, block)), and broadcasts
+// round * 100 + 7r + block in slot 2n + r; then it receives all of them. Per round and CTA, out gets 5 values per
+// source member (the triple, the double, and the recvReduce sum of the broadcasts, the same for every source).
+__global__ void llExchange(ncclDevComm devComm, ncclLLA2AHandle handle, int firstRound, int rounds, long long* out) {
+  ncclCoopCta cta;
+  const ncclTeam lsa = ncclTeamLsa(devComm);
+  const int n = lsa.nRanks, me = lsa.rank, b = static_cast<int>(blockIdx.x);
+  ncclLLA2ASession<ncclCoopCta> ll(cta, devComm, lsa, handle, blockIdx.x, 3 * n);
+  for (int k = 0; k < rounds; ++k) {
+    const int round = firstRound + k;
+    for (int p = static_cast<int>(threadIdx.x); p < n; p += static_cast<int>(blockDim.x)) {
+      const int s = llStamp(round, devComm.rank, ncclTeamRankToWorld(devComm, lsa, p), b);
+      ll.send(p, me, LlTriple{s, -s, 3 * s});
+      ll.send(p, n + me, 2.0 * s);
+    }
+    if (threadIdx.x == 0) ll.bcast(2 * n + me, round * 100 + 7 * devComm.rank + b);
+    long long* row = out + (static_cast<size_t>(k) * gridDim.x + blockIdx.x) * 5u * static_cast<size_t>(n);
+    for (int q = static_cast<int>(threadIdx.x); q < n; q += static_cast<int>(blockDim.x)) {
+      const LlTriple t = ll.recv<LlTriple>(q);
+      const double d = ll.recv<double>(n + q);
+      const int sum = ll.recvReduce<2, int>(
+          2 * n, n, 1, [](int v) { return v; }, [](int x, int y) { return x + y; });
+      row[5 * q + 0] = t.a;
+      row[5 * q + 1] = t.b;
+      row[5 * q + 2] = t.c;
+      row[5 * q + 3] = static_cast<long long>(d);
+      row[5 * q + 4] = sum;
+    }
+    ll.endEpoch(cta);
+  }
+}

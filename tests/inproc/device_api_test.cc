@@ -152,7 +152,7 @@ TEST(DeviceApi, RequirementHelpers) {
   ncclLLA2AHandle ah{};
   ASSERT_EQ(ncclLLA2ACreateRequirement(2, 5, &ah, &req), ncclSuccess);
   EXPECT_EQ(ah.nSlots, 5u);
-  EXPECT_EQ(req.bufferSize, 2u * 2u * 5u * 16u);
+  EXPECT_EQ(req.bufferSize, 2u * (1u + 2u * 5u) * 16u);  // per block: a header line, two halves
   EXPECT_EQ(req.outBufferHandle, &ah.bufHandle);
   EXPECT_EQ(ncclLLA2ACreateRequirement(2, 0, &ah, &req), ncclInvalidArgument);
   EXPECT_TRUE(hasText(ncclGetLastError(nullptr), "nSlots 0")) << ncclGetLastError(nullptr);
