@@ -12,6 +12,8 @@
  * Device code only (nvcc, or braid's emulator: see portable.h). */
 #ifndef NCCL_DEVICE_COOP_H_
 #define NCCL_DEVICE_COOP_H_
+#include <string.h>
+
 #include "portable.h"
 
 #if NCCL_DEVICE_HALF_
@@ -128,6 +130,62 @@ NCCL_DEVICE_INLINE ncclCoopLanes ncclCoopCoalesced(ncclCoopLanes coop) {
 template <int N>
 NCCL_DEVICE_INLINE ncclCoopTile<N> ncclCoopCoalesced(ncclCoopTile<N> coop) {
   return coop;
+}
+/* ---- ncclCoopBcast: the value of the group's thread `root` (its thread_rank), on every thread of the group. ----
+ * Within a warp by shuffles; across warps through a CTA-shared stash (one slot for the CTA, one per warp-span id),
+ * where entrySync (default) first waits until the group's previous broadcast has been read. T: trivially copyable,
+ * at most 16 bytes across warps. */
+namespace nccl_braid_ {
+struct Stash16 {
+  uint64_t words[2];
+};
+NCCL_DEVICE_INLINE Stash16* ctaStash() { /* [0]: ncclCoopCta; [1 + id]: ncclCoopWarpSpan id */
+#if defined(__CUDACC__)
+  __shared__ Stash16 stash[17];
+  return stash;
+#else
+  return static_cast<Stash16*>(braid_emu::blockStash(17 * sizeof(Stash16)));
+#endif
+}
+template <typename T>
+NCCL_DEVICE_INLINE T warpBcast(uint32_t mask, T value, int srcLane) {
+  constexpr int kWords = static_cast<int>((sizeof(T) + 3) / 4);
+  uint32_t w[kWords] = {};
+  memcpy(w, &value, sizeof(T));
+  for (int i = 0; i < kWords; ++i) w[i] = __shfl_sync(mask, w[i], srcLane);
+  memcpy(&value, w, sizeof(T));
+  return value;
+}
+template <typename Coop, typename T>
+NCCL_DEVICE_INLINE T stashBcast(Coop coop, Stash16* slot, T value, int root, bool entrySync) {
+  static_assert(sizeof(T) <= sizeof(Stash16), "ncclCoopBcast across warps: at most 16 bytes");
+  if (entrySync) coop.sync();
+  if (coop.thread_rank() == root) memcpy(slot, &value, sizeof(T));
+  coop.sync();
+  memcpy(&value, slot, sizeof(T));
+  return value;
+}
+}  // namespace nccl_braid_
+
+template <int N, typename T>
+NCCL_DEVICE_INLINE T ncclCoopBcast(ncclCoopTile<N> coop, T value, int root, bool entrySync = true) {
+  (void)entrySync; /* a shuffle needs none */
+  return nccl_braid_::warpBcast(coop.laneMask(), value, (nccl_braid_::lane() & ~(N - 1)) + root);
+}
+template <typename T>
+NCCL_DEVICE_INLINE T ncclCoopBcast(ncclCoopLanes coop, T value, int root, bool entrySync = true) {
+  (void)entrySync;
+  uint32_t m = coop.lmask; /* the lane of the root-th member: clear the lower set bits */
+  for (int i = 0; i < root; ++i) m &= m - 1;
+  return nccl_braid_::warpBcast(coop.lmask, value, __ffs(static_cast<int>(m)) - 1);
+}
+template <typename T>
+NCCL_DEVICE_INLINE T ncclCoopBcast(ncclCoopWarpSpan coop, T value, int root, bool entrySync = true) {
+  return nccl_braid_::stashBcast(coop, nccl_braid_::ctaStash() + 1 + coop.id, value, root, entrySync);
+}
+template <typename T>
+NCCL_DEVICE_INLINE T ncclCoopBcast(ncclCoopCta coop, T value, int root, bool entrySync = true) {
+  return nccl_braid_::stashBcast(coop, nccl_braid_::ctaStash(), value, root, entrySync);
 }
 #endif /* NCCL_DEVICE_HALF_ */
 #endif /* NCCL_DEVICE_COOP_H_ */

@@ -292,6 +292,51 @@ TEST_F(DeviceKernels, ABarrierNobodyJoinsTimesOutOrEndsOnAbort) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
 }
 
+// ncclCoopBcast from every kind of group, twice in a row (the second waits for the first's readers), 12-byte values.
+TEST(DeviceCoops, BroadcastReachesEveryThreadOfItsGroup) {
+  constexpr int kBlock = 128;
+  std::vector<LlTriple> out(2 * kStampGroupKinds * kBlock, LlTriple{7, 7, 7});
+  braid::Status st = braid_emu::launch(cfgOf(1, kBlock, "coopBroadcasts"), [&] { coopBroadcasts(out.data()); });
+  ASSERT_TRUE(st.isOk()) << st.message();
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    for (int kind = 0; kind < kStampGroupKinds; ++kind) {
+      for (int t = 0; t < kBlock; ++t) {
+        const LlTriple& got = out[static_cast<size_t>((repeat * kStampGroupKinds + kind) * kBlock + t)];
+        int group = 0, size = 1;
+        switch (kind) {
+          case kStampCta:
+            size = kBlock;
+            break;
+          case kStampWarp:
+            group = t / 32, size = 32;
+            break;
+          case kStampTile8:
+            group = t / 8, size = 8;
+            break;
+          case kStampThread:
+            group = t;
+            break;
+          case kStampLanes:
+            group = t / 32, size = __builtin_popcount(kBcastLanes);
+            break;
+          default:
+            group = t / 64, size = 64;
+            break;
+        }
+        if (kind == kStampLanes && ((kBcastLanes >> (t % 32)) & 1u) == 0) {
+          EXPECT_EQ(got.a, 7) << "a lane outside the mask was written";
+          continue;
+        }
+        const int root = (group + 3 * repeat + 1) % size;
+        const LlTriple want = bcastValue(kind, repeat, group, root);
+        EXPECT_TRUE(got.a == want.a && got.b == want.b && got.c == want.c)
+            << "kind " << kind << " repeat " << repeat << " thread " << t << ": {" << got.a << " " << got.b << " "
+            << got.c << "}, expected {" << want.a << " " << want.b << " " << want.c << "}";
+      }
+    }
+  }
+}
+
 // Ranks in two processes: each maps the other's windows (send, receive, resource) from exported cuMem handles, so
 // the descriptors hold imported addresses.
 TEST(DeviceKernelsProcesses, TwoShotAllReduceAcrossProcesses) {

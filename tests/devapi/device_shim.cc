@@ -1,9 +1,11 @@
 #include "tests/devapi/device_shim.h"
 
+#include <array>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 #include <tuple>
+#include <vector>
 
 namespace braid_emu {
 namespace {
@@ -22,6 +24,8 @@ struct LaunchState {
   std::mutex mu;
   std::map<std::tuple<unsigned, int, unsigned>, Keyed> barriers;  // (block, kind or barrier id, mask or count)
   Dim3 grid, block;
+  std::map<std::pair<unsigned, unsigned>, std::array<unsigned, 32>> shuffles;  // (block, warp): each lane's value
+  std::map<unsigned, std::vector<uint64_t>> stashes;                           // by block
 };
 
 struct ThreadCtx {
@@ -96,6 +100,33 @@ void namedBarrier(int id, int count) {
 }
 bool namedBarrierOr(int id, int count, bool v) {
   return keyedBarrier(id, static_cast<unsigned>(count), count, v);
+}
+
+unsigned shfl(unsigned mask, unsigned v, int srcLane) {
+  ThreadCtx& c = ctx();
+  LaunchState& s = *c.launch;
+  const auto key = std::make_pair(c.bid.x, c.tid.x / 32);
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.shuffles[key][c.tid.x % 32] = v;
+  }
+  (void)warpBarrier(mask, false);  // every lane of the mask has deposited
+  unsigned out;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    out = s.shuffles[key][static_cast<unsigned>(srcLane) % 32];
+  }
+  (void)warpBarrier(mask, false);  // and read, before any deposits the next value
+  return out;
+}
+
+void* blockStash(size_t bytes) {
+  ThreadCtx& c = ctx();
+  std::lock_guard<std::mutex> lock(c.launch->mu);
+  std::vector<uint64_t>& v = c.launch->stashes[c.bid.x];
+  if (v.empty()) v.assign((bytes + 7) / 8, 0);  // first use in this CTA: later callers get the same memory
+  if (v.size() * sizeof(uint64_t) < bytes) throw std::logic_error("device shim: blockStash asked for more than before");
+  return v.data();
 }
 
 long long clockNs() {

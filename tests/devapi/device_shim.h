@@ -6,9 +6,11 @@
 //
 // What it models: threadIdx/blockIdx/blockDim/gridDim in x; __syncthreads (the emulator's site-checked barrier),
 // __syncthreads_or; warp barriers __syncwarp(mask) and __any_sync(mask, v) among exactly the lanes of the mask; named
-// barriers (bar.sync id, n); __activemask (every lane of the warp: the emulator has no divergence to report);
-// clock64 in nanoseconds. Not modelled: __shared__ memory, shuffles, lockstep execution within a warp (the threads
-// run independently, which is stricter: a kernel that relies on implicit warp synchrony fails or races here).
+// barriers (bar.sync id, n); __shfl_sync of 32-bit values (width 32); a CTA's stash (braid_emu::blockStash, for
+// the headers' __shared__ needs); __activemask (every lane of the warp: the emulator has no divergence to report);
+// clock64 in nanoseconds. Not modelled: __shared__ declarations in kernels, other shuffles, lockstep execution within a
+// warp (the threads run independently, which is stricter: a kernel that relies on implicit warp synchrony fails or
+// races here).
 #pragma once
 
 #define BRAID_DEVICE_SHIM_H_ 1
@@ -56,6 +58,10 @@ bool warpBarrier(unsigned mask, bool v);
 void namedBarrier(int id, int count);
 bool namedBarrierOr(int id, int count, bool v);
 long long clockNs();
+// __shfl_sync: lane srcLane's v, exchanged among the lanes of mask.
+unsigned shfl(unsigned mask, unsigned v, int srcLane);
+// `bytes` of memory shared by the calling thread's CTA for this launch (what a __shared__ array is on a GPU).
+void* blockStash(size_t bytes);
 // A polling loop's pause: the emulator's back-off (chaos, and the launch's failure and deadline checks).
 void backOff();
 
@@ -83,15 +89,26 @@ inline unsigned __activemask() {
   const unsigned lanes = n - warp0 >= 32 ? 32 : n - warp0;
   return lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
 }
+inline unsigned __shfl_sync(unsigned mask, unsigned v, int srcLane, int width = 32) {
+  (void)width;
+  return braid_emu::shfl(mask, v, srcLane);
+}
+inline int __ffs(int v) {
+  return __builtin_ffs(v);
+}
 inline int __popc(unsigned v) {
   return __builtin_popcount(v);
 }
 inline long long clock64() {
   return braid_emu::clockNs();
 }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpragmas"
+#pragma GCC diagnostic ignored "-Wtsan"  // ThreadSanitizer does not model fences (devapi_tsan knows)
 inline void __threadfence_system() {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 inline void __threadfence() {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
+#pragma GCC diagnostic pop

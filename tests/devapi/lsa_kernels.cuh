@@ -142,3 +142,28 @@ __global__ void llExchange(ncclDevComm devComm, ncclLLA2AHandle handle, int firs
     ll.endEpoch(cta);
   }
 }
+
+// ncclCoopBcast in every group kind: each group broadcasts, twice, a 12-byte value from a root that depends on the
+// group and the repeat; thread t writes what it got to out[(repeat * kinds + kind) * blockDim.x + t] (one CTA).
+__host__ __device__ inline LlTriple bcastValue(int kind, int repeat, int group, int root) {
+  return LlTriple{kind * 1000 + repeat * 100 + group, root, -group};
+}
+template <typename Coop>
+__device__ void bcastIn(Coop coop, int kind, int group, LlTriple* out) {
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    const int root = (group + 3 * repeat + 1) % coop.size();
+    const LlTriple mine = coop.thread_rank() == root ? bcastValue(kind, repeat, group, root) : LlTriple{-1, -1, -1};
+    out[(repeat * kStampGroupKinds + kind) * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)] =
+        ncclCoopBcast(coop, mine, root);
+  }
+}
+constexpr unsigned kBcastLanes = 0x5555aaaau;  // half the lanes of a warp, scattered
+__global__ void coopBroadcasts(LlTriple* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  bcastIn(ncclCoopCta(), kStampCta, 0, out);
+  bcastIn(ncclCoopWarp(), kStampWarp, t / 32, out);
+  bcastIn(ncclCoopTile<8>(), kStampTile8, t / 8, out);
+  bcastIn(ncclCoopThread(), kStampThread, t, out);
+  if ((kBcastLanes >> (t % 32)) & 1u) bcastIn(ncclCoopLanes(kBcastLanes), kStampLanes, t / 32, out);
+  bcastIn(ncclCoopWarpSpan(t / 64 * 2, 2, t / 64), kStampWarpSpan, t / 64, out);
+}
