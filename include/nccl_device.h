@@ -8,12 +8,13 @@
  *   - the team algebra, in host and device code;
  *   - in device code: the cooperative groups (coop.h: ncclCoopTile/Thread/Warp/Lanes/WarpSpan/Cta, their helpers,
  *     ncclCoopBcast); the pointer accessors (ncclGetLocalPointer, ncclGetLsaPointer, ncclGetPeerPointer, the
- *     resource buffer ones); ncclSymPtr (ptr.h); ncclLsaBarrierSession with arrive/wait/sync and the 2.30 timeout
- *     overloads (lsa_barrier.h); ncclLLA2ASession (ll_a2a.h: send, bcast, recv, recvUnrolled, recvReduce, endEpoch).
+ *     resource buffer ones, ncclFindWindow); ncclSymPtr (ptr.h); ncclLsaBarrierSession with arrive/wait/sync and
+ * the 2.30 timeout overloads (lsa_barrier.h); ncclLLA2ASession (ll_a2a.h: send, bcast, recv, recvUnrolled, recvReduce,
+ * endEpoch).
  *
  * Not built yet, said plainly: NVLS multicast (multimem pointers are null; ncclDevCommCreate refuses multimem), GIN
  * (refused by name: braid has no GPU-initiated networking), ncclBarrierSession (hybrid LSA+GIN), ncclCoopAny,
- * ncclFindWindow, the 2.29 reduce/copy building blocks. See docs/device_api.md.
+ * the 2.29 reduce/copy building blocks. See docs/device_api.md.
  *
  * The layouts of ncclDevComm and ncclWindow_vidmem are braid's (NCCL documents no ABI for the device API either):
  * build kernels against the headers of the library they run with. */

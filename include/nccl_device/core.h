@@ -100,6 +100,17 @@ struct ncclWindow_vidmem {
   uint32_t braidMagic;
 };
 
+/* The windows of the communicator, for ncclFindWindow: chunks of entries (a null window is a free entry). */
+#define NCCL_DEV_COMM_WINDOW_TABLE_ENTRIES 32
+typedef struct ncclDevCommWindowEntry {
+  uintptr_t base, size; /* the window's buffer on this rank */
+  ncclWindow_t window;
+} ncclDevCommWindowEntry;
+struct ncclDevCommWindowTable {
+  ncclDevCommWindowEntry entries[NCCL_DEV_COMM_WINDOW_TABLE_ENTRIES];
+  struct ncclDevCommWindowTable* next;
+};
+
 /* The device communicator: passed by value to kernels. braid's layout. */
 struct ncclDevComm {
   int rank, nRanks;                  /* in the world team */
@@ -108,7 +119,8 @@ struct ncclDevComm {
   ncclLsaBarrierHandle_t lsaBarrier; /* reqs->lsaBarrierCount barriers over the LSA team */
   ncclMultimemHandle_t lsaMultimem;  /* NVLS multicast is not built: mcBasePtr is null */
   const uint32_t* abortFlag;         /* non-zero once the communicator is aborted: waits without a timeout end */
-  void* braidState;                  /* braid's host record (ncclDevCommDestroy finds it) */
+  struct ncclDevCommWindowTable* windowTable; /* every window of the communicator (ncclFindWindow) */
+  void* braidState;                           /* braid's host record (ncclDevCommDestroy finds it) */
 };
 
 /* Creates a device communicator over `comm` with what `reqs` asks for: a resource window per rank (zeroed
@@ -286,6 +298,21 @@ NCCL_DEVICE_INLINE void* ncclGetMultimemPointer(ncclWindow_t, size_t offset, ncc
 }
 NCCL_DEVICE_INLINE void* ncclGetLsaMultimemPointer(ncclWindow_t w, size_t offset, ncclDevComm const& comm) {
   return ncclGetMultimemPointer(w, offset, comm.lsaMultimem);
+}
+
+/* The window of comm whose buffer on this rank holds ptr, or null. Every thread of coop calls it alike (each gets
+ * the answer). Windows registered after the kernel started may be missed. */
+template <typename Coop>
+NCCL_DEVICE_INLINE ncclWindow_t ncclFindWindow(Coop coop, ncclDevComm const& comm, void const* ptr) {
+  (void)coop;
+  const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  for (const ncclDevCommWindowTable* t = comm.windowTable; t != nullptr; t = t->next) {
+    for (int i = 0; i < NCCL_DEV_COMM_WINDOW_TABLE_ENTRIES; ++i) {
+      const ncclDevCommWindowEntry e = t->entries[i];
+      if (e.window != nullptr && p - e.base < e.size) return e.window;
+    }
+  }
+  return nullptr;
 }
 
 NCCL_DEVICE_INLINE void* ncclGetResourceBufferLocalPointer(ncclDevComm const& comm, ncclDevResourceHandle h) {

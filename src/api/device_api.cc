@@ -29,6 +29,12 @@ static_assert(sizeof(ncclWindow_vidmem) == sizeof(WindowDescriptor) && BRAID_SAM
                   BRAID_SAME_FIELD_(braidMagic),
               "the core's WindowDescriptor is nccl_device's ncclWindow_vidmem");
 #undef BRAID_SAME_FIELD_
+static_assert(sizeof(ncclDevCommWindowTable) == sizeof(WindowTable::Chunk) &&
+                  offsetof(ncclDevCommWindowTable, next) == offsetof(WindowTable::Chunk, next) &&
+                  sizeof(ncclDevCommWindowEntry) == sizeof(WindowTable::Entry) &&
+                  offsetof(ncclDevCommWindowEntry, window) == offsetof(WindowTable::Entry, window) &&
+                  NCCL_DEV_COMM_WINDOW_TABLE_ENTRIES == WindowTable::kPerChunk,
+              "the core's WindowTable chunk is nccl_device's ncclDevCommWindowTable");
 static_assert(DevComms::kHandleUnit == 128, "ncclGetResourceBufferOffset counts 128-byte units");
 
 constexpr size_t kLsaBarrierLine = 128;  // a barrier's epoch words live on their own lines (no false sharing)
@@ -150,6 +156,7 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
   dc.lsaBarrier.nBarriers = nBarriers;
   dc.lsaMultimem.mcBasePtr = nullptr;
   dc.abortFlag = c.backend().deviceAbortWord();
+  dc.windowTable = static_cast<ncclDevCommWindowTable*>(const_cast<void*>(made.windowTable));
   dc.braidState = const_cast<void*>(made.record);
   *out = dc;
   return Status::ok();

@@ -103,6 +103,9 @@ Result<DevCommMade> DevComms::create(const DevCommRequest& req) {
           q, static_cast<unsigned long long>(a.layoutBytes), me, bytes));
     }
   }
+  Result<const void*> table = comm_->windows().deviceTable();
+  if (!table.isOk()) return unregister(table.status());
+  made.windowTable = table.value();
   auto rec = std::make_unique<Record>();
   rec->memory = memory;
   rec->window = handle;

@@ -40,7 +40,8 @@ struct DevCommMade {
   const void* record = nullptr;         // identifies it to destroy (ncclDevComm::braidState)
   ncclWindow_vidmem* window = nullptr;  // the resource window
   size_t bytes = 0;
-  std::vector<size_t> offsets;  // [buffer]: its byte offset in the window, a multiple of kHandleUnit
+  const void* windowTable = nullptr;  // the communicator's (ncclFindWindow)
+  std::vector<size_t> offsets;        // [buffer]: its byte offset in the window, a multiple of kHandleUnit
 };
 
 class DevComms {

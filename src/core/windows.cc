@@ -216,6 +216,13 @@ Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags) {
   }
   ncclWindow_vidmem* handle = w->handle;
   std::lock_guard<std::mutex> lock(mu_);
+  Status listed = deviceTableLocked().status();
+  if (listed.isOk()) listed = deviceTable_->add(buff, bytes, handle);
+  if (!listed.isOk()) {
+    comm_->backend().freeDeviceBlock(handle);
+    if (w->registration != nullptr) (void)comm_->deregisterBuffer(w->registration);
+    return listed.withContext("listing the window for ncclFindWindow");
+  }
   table_[handle] = std::move(w);
   return handle;
 }
@@ -223,6 +230,7 @@ Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags) {
 Status Windows::remove(ncclWindow_vidmem* win) {
   if (win == nullptr) return Status::ok();  // what registration returned with NCCL_WIN_ENABLE=0
   std::unique_ptr<Window> w;
+  Status unlisted = Status::ok();
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = table_.find(win);
@@ -234,10 +242,21 @@ Status Windows::remove(ncclWindow_vidmem* win) {
     }
     w = std::move(it->second);
     table_.erase(it);
+    if (deviceTable_) unlisted = deviceTable_->remove(win);
   }
   comm_->backend().freeDeviceBlock(w->handle);
   if (w->registration != nullptr) BRAID_RETURN_IF_ERROR(comm_->deregisterBuffer(w->registration));
-  return Status::ok();  // `w` unmaps the peers' buffers
+  return unlisted;  // `w` unmaps the peers' buffers
+}
+
+Result<const void*> Windows::deviceTableLocked() {
+  if (!deviceTable_) deviceTable_ = std::make_unique<WindowTable>(&comm_->backend());
+  return deviceTable_->head();
+}
+
+Result<const void*> Windows::deviceTable() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return deviceTableLocked();
 }
 
 Result<const Window*> Windows::find(const ncclWindow_vidmem* win, const char* what) const {

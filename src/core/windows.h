@@ -31,6 +31,7 @@
 
 #include "src/backends/backend.h"
 #include "src/common/status.h"
+#include "src/core/window_table.h"
 
 struct ncclWindow_vidmem;  // include/nccl_device/core.h: a WindowDescriptor (src/api checks the layouts agree)
 
@@ -85,6 +86,9 @@ class Windows {
   [[nodiscard]] Status remove(ncclWindow_vidmem* win);
   // A window of this communicator, or an error naming `what`.
   Result<const Window*> find(const ncclWindow_vidmem* win, const char* what) const;
+  // The table device code finds windows in by address (window_table.h; ncclDevComm::windowTable), allocated on
+  // first use. Errors: the backend's allocation.
+  Result<const void*> deviceTable();
   // Magic of braid's window descriptors (ncclWindow_vidmem::braidMagic).
   static constexpr uint32_t kDescriptorMagic = 0x42574e44;  // "BWND"
 
@@ -104,6 +108,7 @@ class Windows {
   // Writes w's descriptor (ncclWindow_vidmem: this rank's buffer and its LSA team's, as this rank reaches them)
   // where device code reads it, and sets w->handle.
   Status publish(Window* w);
+  Result<const void*> deviceTableLocked();
 
   Communicator* comm_;
   mutable std::mutex mu_;                                              // the table (lookups come from any API call)
@@ -111,8 +116,9 @@ class Windows {
   // The signal area: [sender] one 64-byte line per rank, each holding the count that sender has signalled.
   void* signalMem_ = nullptr;
   std::unique_ptr<Window> signals_;
-  std::vector<uint64_t> sent_;     // [peer] signals this rank has sent
-  std::vector<uint64_t> awaited_;  // [peer] signals this rank has waited for
+  std::unique_ptr<WindowTable> deviceTable_;  // under mu_; made on first use (the backend comes after us)
+  std::vector<uint64_t> sent_;                // [peer] signals this rank has sent
+  std::vector<uint64_t> awaited_;             // [peer] signals this rank has waited for
 };
 
 }  // namespace braid

@@ -292,6 +292,51 @@ TEST_F(DeviceKernels, ABarrierNobodyJoinsTimesOutOrEndsOnAbort) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
 }
 
+// ncclFindWindow over more windows than one table chunk holds (the chain), before and after some are deregistered.
+TEST_F(DeviceKernels, FindWindowFindsEveryRegisteredWindowAndNoOther) {
+  constexpr int kWindows = 40;  // > one chunk of 32
+  auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) -> ncclResult_t {
+    std::vector<void*> bufs(kWindows);
+    std::vector<ncclWindow_t> wins(kWindows);
+    for (int i = 0; i < kWindows; ++i) {
+      CHECK_OR(ncclMemAlloc(&bufs[static_cast<size_t>(i)], 4096) == ncclSuccess, 10);
+      CHECK_OR(ncclCommWindowRegister(comm, bufs[static_cast<size_t>(i)], 4096, &wins[static_cast<size_t>(i)], 0) ==
+                   ncclSuccess,
+               11);
+    }
+    ncclDevCommRequirements reqs{};
+    ncclDevComm dc{};
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess && dc.windowTable != nullptr, 12);
+    int local = 0;
+    std::vector<const void*> ptrs;
+    for (int i = 0; i < kWindows; ++i) ptrs.push_back(static_cast<char*>(bufs[static_cast<size_t>(i)]) + i * 97);
+    ptrs.push_back(static_cast<char*>(bufs[0]) + 4096);  // one past the end
+    ptrs.push_back(&local);                              // not a window
+    std::vector<ncclWindow_t> found(ptrs.size());
+    auto lookUp = [&] {
+      return braid_emu::launch(cfgOf(1, 32, "lsaFindWindows"),
+                               [&] { lsaFindWindows(dc, ptrs.data(), static_cast<int>(ptrs.size()), found.data()); });
+    };
+    CHECK_OR(lookUp().isOk(), 13);
+    for (int i = 0; i < kWindows; ++i) CHECK_OR(found[static_cast<size_t>(i)] == wins[static_cast<size_t>(i)], 14);
+    CHECK_OR(found[kWindows] != wins[0] && found[kWindows + 1] == nullptr, 15);
+    for (int i = 0; i < kWindows; i += 3) {
+      CHECK_OR(ncclCommWindowDeregister(comm, wins[static_cast<size_t>(i)]) == ncclSuccess, 16);
+    }
+    CHECK_OR(lookUp().isOk(), 13);
+    for (int i = 0; i < kWindows; ++i) {
+      CHECK_OR(found[static_cast<size_t>(i)] == (i % 3 == 0 ? nullptr : wins[static_cast<size_t>(i)]), 17);
+    }
+    CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 18);
+    for (int i = 0; i < kWindows; ++i) {
+      if (i % 3 != 0) CHECK_OR(ncclCommWindowDeregister(comm, wins[static_cast<size_t>(i)]) == ncclSuccess, 19);
+      CHECK_OR(ncclMemFree(bufs[static_cast<size_t>(i)]) == ncclSuccess, 19);
+    }
+    return ncclSuccess;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
 // ncclCoopBcast from every kind of group, twice in a row (the second waits for the first's readers), 12-byte values.
 TEST(DeviceCoops, BroadcastReachesEveryThreadOfItsGroup) {
   constexpr int kBlock = 128;

@@ -167,3 +167,10 @@ __global__ void coopBroadcasts(LlTriple* out) {
   if ((kBcastLanes >> (t % 32)) & 1u) bcastIn(ncclCoopLanes(kBcastLanes), kStampLanes, t / 32, out);
   bcastIn(ncclCoopWarpSpan(t / 64 * 2, 2, t / 64), kStampWarpSpan, t / 64, out);
 }
+
+// out[i] = the window ncclFindWindow finds for ptrs[i] (null when none), each looked up by one thread.
+__global__ void lsaFindWindows(ncclDevComm devComm, const void* const* ptrs, int n, ncclWindow_t* out) {
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) {
+    out[i] = ncclFindWindow(ncclCoopThread(), devComm, ptrs[i]);
+  }
+}
