@@ -9,8 +9,8 @@
  *   - in device code: the cooperative groups (coop.h: ncclCoopTile/Thread/Warp/Lanes/WarpSpan/Cta, their helpers,
  *     ncclCoopBcast); the pointer accessors (ncclGetLocalPointer, ncclGetLsaPointer, ncclGetPeerPointer, the
  *     resource buffer ones, ncclFindWindow); ncclSymPtr (ptr.h); ncclLsaBarrierSession with arrive/wait/sync and
- * the 2.30 timeout overloads (lsa_barrier.h); ncclLLA2ASession (ll_a2a.h: send, bcast, recv, recvUnrolled, recvReduce,
- * endEpoch).
+ *     the 2.30 timeout overloads (lsa_barrier.h); ncclLLA2ASession (ll_a2a.h: send, bcast, recv, recvUnrolled,
+ *     recvReduce, endEpoch).
  *
  * Not built yet, said plainly: NVLS multicast (multimem pointers are null; ncclDevCommCreate refuses multimem), GIN
  * (refused by name: braid has no GPU-initiated networking), ncclBarrierSession (hybrid LSA+GIN), ncclCoopAny,
