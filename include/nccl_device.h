@@ -10,11 +10,11 @@
  *     ncclCoopBcast); the pointer accessors (ncclGetLocalPointer, ncclGetLsaPointer, ncclGetPeerPointer, the
  *     resource buffer ones, ncclFindWindow); ncclSymPtr (ptr.h); ncclLsaBarrierSession with arrive/wait/sync and
  *     the 2.30 timeout overloads (lsa_barrier.h); ncclLLA2ASession (ll_a2a.h: send, bcast, recv, recvUnrolled,
- *     recvReduce, endEpoch).
+ *     recvReduce, endEpoch); the reduce/copy building blocks of 2.29 in their LSA and Local forms (reduce_copy.h).
  *
  * Not built yet, said plainly: NVLS multicast (multimem pointers are null; ncclDevCommCreate refuses multimem), GIN
  * (refused by name: braid has no GPU-initiated networking), ncclBarrierSession (hybrid LSA+GIN), ncclCoopAny,
- * the 2.29 reduce/copy building blocks. See docs/device_api.md.
+ * the building blocks' multimem forms. See docs/device_api.md.
  *
  * The layouts of ncclDevComm and ncclWindow_vidmem are braid's (NCCL documents no ABI for the device API either):
  * build kernels against the headers of the library they run with. */
@@ -28,5 +28,6 @@
 #include "nccl_device/ll_a2a.h"
 #include "nccl_device/lsa_barrier.h"
 #include "nccl_device/ptr.h"
+#include "nccl_device/reduce_copy.h"
 
 #endif /* NCCL_DEVICE_H_ */

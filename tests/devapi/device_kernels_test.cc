@@ -53,7 +53,7 @@ float inputOf(int rank, int round, size_t i) {
 }
 
 // Rounds of the two-shot all-reduce kernel on windows of kRanks ranks, every element checked: ncclSuccess or why not.
-ncclResult_t twoShotRounds(int r, int kRanks, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t twoShotRounds(int r, int kRanks, ncclComm_t comm, cudaStream_t stream, int variant = -1) {
   constexpr int kGrid = 2, kBlock = 32, kRounds = 3;
   constexpr size_t kCount = 1000;  // not a multiple of the ranks' shares
   {
@@ -79,8 +79,13 @@ ncclResult_t twoShotRounds(int r, int kRanks, ncclComm_t comm, cudaStream_t stre
       for (size_t i = 0; i < kCount; ++i) in[i] = inputOf(r, round, i);
       drv.copy(send, in.data(), bytes, stream);
       CHECK_OR(drv.streamSync(stream) == 0, 13);
-      braid::Status st = braid_emu::launch(cfgOf(kGrid, kBlock, "lsaTwoShotAllReduce"),
-                                           [&] { lsaTwoShotAllReduce(sendWin, recvWin, kCount, dc); });
+      braid::Status st = braid_emu::launch(cfgOf(kGrid, kBlock, "lsaTwoShotAllReduce"), [&] {
+        if (variant < 0) {
+          lsaTwoShotAllReduce(sendWin, recvWin, kCount, dc);
+        } else {
+          lsaBlocksAllReduce(variant, sendWin, recvWin, kCount, dc);
+        }
+      });
       if (!st.isOk()) {
         fprintf(stderr, "rank %d: %s\n", r, st.message().c_str());
         return ncclInternalError;
@@ -110,6 +115,40 @@ TEST_F(DeviceKernels, TwoShotAllReduceOverLsaPointersIsExactAcrossLaunches) {
   auto res = runCudaRanks(
       kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) { return twoShotRounds(r, kRanks, comm, stream); });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+// The same all-reduce from NCCL 2.29's building blocks, every form of them.
+TEST_F(DeviceKernels, ReduceCopyBuildingBlocksAllReduceExactly) {
+  for (int variant = 0; variant < 4; ++variant) {
+    auto res = runCudaRanks(
+        3, [&](int r, ncclComm_t comm, cudaStream_t stream) { return twoShotRounds(r, 3, comm, stream, variant); });
+    for (int r = 0; r < 3; ++r)
+      EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "variant " << variant << " rank " << r;
+  }
+}
+
+TEST(DeviceBlocks, LocalReduceAndCopyForms) {
+  constexpr int kSrc = 3, kDst = 2, kCount = 300;
+  constexpr size_t kStride = 320;
+  std::vector<float> src(kSrc * kStride), sum(kCount, -1), out1(kDst * kStride, -1), out2(kDst * kStride, -1),
+      out3(kDst * kStride, -1);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i % 101);
+  braid::Status st = braid_emu::launch(cfgOf(1, 64, "localBlocks"), [&] {
+    localBlocks(kSrc, src.data(), kStride, sum.data(), kDst, out1.data(), out2.data(), out3.data(), kCount);
+  });
+  ASSERT_TRUE(st.isOk()) << st.message();
+  for (int i = 0; i < kCount; ++i) {
+    float want = 0;
+    for (int k = 0; k < kSrc; ++k) want += src[static_cast<size_t>(k) * kStride + static_cast<size_t>(i)];
+    ASSERT_EQ(sum[static_cast<size_t>(i)], want) << i;
+    for (int k = 0; k < kDst; ++k) {
+      const size_t at = static_cast<size_t>(k) * kStride + static_cast<size_t>(i);
+      ASSERT_EQ(out1[at], want) << k << " " << i;
+      ASSERT_EQ(out2[at], want) << k << " " << i;
+      ASSERT_EQ(out3[at], want) << k << " " << i;
+    }
+  }
+  EXPECT_EQ(out1[kCount], -1) << "written past count";
 }
 
 // Every coop type (CTA, warp, 8-lane tile, thread, lanes, a span of two warps) through barriers and symmetric

@@ -174,3 +174,60 @@ __global__ void lsaFindWindows(ncclDevComm devComm, const void* const* ptrs, int
     out[i] = ncclFindWindow(ncclCoopThread(), devComm, ptrs[i]);
   }
 }
+
+// The two-shot all-reduce again, but from NCCL 2.29's building blocks (reduce_copy.h); `variant` picks the forms:
+// 0 ncclLsaReduceSum + ncclLsaCopy (symmetric pointers, devComm); 1 ncclLsaReduceSumCopy (windows, team);
+// 2 ncclLsaReduceSumLsaCopy (lambdas); 3 ncclLsaReduceLsaCopy with a sum functor.
+struct BlockSum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+__global__ void lsaBlocksAllReduce(int variant, ncclWindow_t sendWin, ncclWindow_t recvWin, size_t count,
+                                   ncclDevComm devComm) {
+  ncclCoopCta cta;
+  ncclLsaBarrierSession<ncclCoopCta> bar(cta, devComm, ncclTeamTagLsa(), blockIdx.x);
+  bar.sync(cta, cuda::memory_order_acq_rel);
+  const int n = devComm.lsaSize;
+  const size_t share = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+  const size_t lo = share * static_cast<size_t>(devComm.lsaRank);
+  const size_t hi = lo + share < count ? lo + share : count;
+  // This CTA's slice of this rank's share.
+  const size_t per = (share + gridDim.x - 1) / gridDim.x;
+  const size_t a = lo + per * blockIdx.x < hi ? lo + per * blockIdx.x : hi;
+  const size_t b = a + per < hi ? a + per : hi;
+  const size_t bytes = a * sizeof(float);
+  const ncclTeam lsa = ncclTeamLsa(devComm);
+  auto srcOf = [&](int k) { return static_cast<float*>(ncclGetLsaPointer(sendWin, bytes, k)); };
+  auto dstOf = [&](int k) { return static_cast<float*>(ncclGetLsaPointer(recvWin, bytes, k)); };
+  switch (variant) {
+    case 0: {
+      float* mine = static_cast<float*>(ncclGetLocalPointer(recvWin, bytes));
+      ncclLsaReduceSum(cta, ncclSymPtr<float>(sendWin, bytes), mine, b - a, devComm);
+      cta.sync();  // the sums this CTA's threads wrote, before they are copied out
+      ncclLsaCopy(cta, mine, ncclSymPtr<float>(recvWin, bytes), b - a, devComm);
+      break;
+    }
+    case 1:
+      ncclLsaReduceSumCopy<float>(cta, sendWin, bytes, recvWin, bytes, b - a, lsa);
+      break;
+    case 2:
+      ncclLsaReduceSumLsaCopy<float>(cta, srcOf, n, dstOf, n, b - a);
+      break;
+    default:
+      ncclLsaReduceLsaCopy<float>(cta, srcOf, n, dstOf, n, BlockSum(), b - a);
+      break;
+  }
+  bar.sync(cta, cuda::memory_order_acq_rel);
+}
+
+// The Local forms on one CTA: dst = sum of nSrc strided arrays, copies of it into nDst strided arrays (two ways),
+// and the fused ncclLocalReduceSumCopy into out2.
+__global__ void localBlocks(int nSrc, float* src, size_t stride, float* sum, int nDst, float* out1, float* out2,
+                            float* out3, int count) {
+  ncclCoopCta cta;
+  ncclLocalReduceSum(cta, nSrc, src, stride, sum, count);
+  cta.sync();
+  ncclLocalCopy(cta, sum, nDst, out1, stride, count);
+  ncclLocalCopy(
+      cta, sum, [&](int k) { return out3 + static_cast<size_t>(k) * stride; }, nDst, count);
+  ncclLocalReduceSumCopy(cta, nSrc, src, stride, nDst, out2, stride, count);
+}
