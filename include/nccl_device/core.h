@@ -300,6 +300,13 @@ NCCL_DEVICE_INLINE void* ncclGetLsaMultimemPointer(ncclWindow_t w, size_t offset
   return ncclGetMultimemPointer(w, offset, comm.lsaMultimem);
 }
 
+namespace nccl_braid_ {
+/* Whether comm's communicator was aborted (what every wait of the device half checks now and then). */
+NCCL_DEVICE_INLINE bool aborted(ncclDevComm const& comm) {
+  return comm.abortFlag != nullptr && atomicLoad(comm.abortFlag, cuda::memory_order_relaxed) != 0;
+}
+}  // namespace nccl_braid_
+
 /* The window of comm whose buffer on this rank holds ptr, or null. Every thread of coop calls it alike (each gets
  * the answer). Windows registered after the kernel started may be missed. */
 template <typename Coop>

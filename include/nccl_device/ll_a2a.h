@@ -175,10 +175,7 @@ struct ncclLLA2ASession {
           v = nccl_braid_::atomicLoad64(w + k, cuda::memory_order_relaxed);
           if (static_cast<uint32_t>(v >> 32) == epoch_) break;
           if ((polls & 63u) == 0) {
-            if (comm_.abortFlag != nullptr &&
-                nccl_braid_::atomicLoad(comm_.abortFlag, cuda::memory_order_relaxed) != 0) {
-              break;
-            }
+            if (nccl_braid_::aborted(comm_)) break;
             nccl_braid_::backOff();
           }
         }

@@ -128,7 +128,7 @@ struct ncclLsaBarrierSession {
     for (int m = coop_.thread_rank(); m < team_.nRanks && !timedOut && !aborted; m += coop_.size()) {
       for (uint32_t polls = 1; !nccl_braid_::reached(nccl_braid_::atomicLoad(mine + m, order), epoch_); ++polls) {
         if ((polls & 63u) != 0) continue;
-        if (comm_.abortFlag != nullptr && nccl_braid_::atomicLoad(comm_.abortFlag, cuda::memory_order_relaxed) != 0) {
+        if (nccl_braid_::aborted(comm_)) {
           aborted = true;
           break;
         }
