@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 
 #include "topology/topo_channels.h"
 
@@ -199,6 +200,21 @@ double latencyOf(const GpuModelInput& in, FilterColl c, int a, int p) {
 }
 
 }  // namespace
+
+const GpuConstants& ncclGpuConstants() {
+  static const GpuConstants c = [] {
+    GpuConstants k{};
+    std::memcpy(k.baseLat, kBaseLat, sizeof(k.baseLat));
+    std::memcpy(k.hwLat, kHwLat, sizeof(k.hwLat));
+    std::memcpy(k.llMaxBw, kLlMaxBw, sizeof(k.llMaxBw));
+    std::memcpy(k.perChMaxRingLL128Bw, kPerChMaxRingLL128Bw, sizeof(k.perChMaxRingLL128Bw));
+    std::memcpy(k.perChMaxTreeLL128Bw, kPerChMaxTreeLL128Bw, sizeof(k.perChMaxTreeLL128Bw));
+    std::memcpy(k.perChMaxTreeBw, kPerChMaxTreeBw, sizeof(k.perChMaxTreeBw));
+    std::memcpy(k.perChMaxNvlsTreeBw, kPerChMaxNvlsTreeBw, sizeof(k.perChMaxNvlsTreeBw));
+    return k;
+  }();
+  return c;
+}
 
 GpuArch gpuArchOf(int sm) {
   if (sm >= 100) return GpuArch::kBlackwell;

@@ -77,6 +77,20 @@ struct GpuModel {
   }
 };
 
+// NCCL's constants the model starts from (what a v5+ tuner plugin's init() receives): latencies in us
+// [algorithm][protocol] and [link: NVLink, PCI, network][algorithm][protocol]; bandwidth caps in GB/s [GPU arch][1
+// node, 2 nodes, >= 3 nodes].
+struct GpuConstants {
+  double baseLat[kAlgos][kProtos];
+  double hwLat[3][kAlgos][kProtos];
+  double llMaxBw[kGpuArchs][3];
+  double perChMaxRingLL128Bw[kGpuArchs][3];
+  double perChMaxTreeLL128Bw[kGpuArchs][3];
+  double perChMaxTreeBw[kGpuArchs][3];
+  double perChMaxNvlsTreeBw[kGpuArchs][3];
+};
+const GpuConstants& ncclGpuConstants();
+
 // Builds the tables (NCCL's ncclTopoTuneModel).
 GpuModel buildGpuModel(const GpuModelInput& in);
 

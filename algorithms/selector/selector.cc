@@ -63,12 +63,15 @@ const Selector::Decision& Selector::decide(CollKind kind, size_t bytes) const {
   // direct-mapped cache keeps the model off the latency path of repeated operations.
   const size_t slot = (bytes * 31 + static_cast<size_t>(kind)) % kCacheSize;
   Decision& d = cache_[slot];
-  if (!d.valid || d.kind != kind || d.bytes != bytes) {
+  if (!d.valid || d.kind != kind || d.bytes != bytes || d.generation != generation_) {
     d.kind = kind;
     d.bytes = bytes;
+    d.generation = generation_;
     d.fifo = computeFifo(kind, bytes);
     d.direct = computeDirect(kind, bytes, d.fifo);
     d.nvlsTree = computeNvlsTree(kind, bytes, d.fifo);
+    FilterColl fc;
+    if (tuner_ && !c_.deterministic && c_.nranks > 1 && filterCollOf(kind, &fc)) applyTuner(fc, &d);
     d.valid = true;
   }
   return d;
@@ -100,6 +103,29 @@ FifoChoice Selector::computeFifo(CollKind kind, size_t bytes) const {
     best.proto = llOk && (bytes <= c_.p2pLlThreshold || !simpleOk) ? ProtoId::kLL : ProtoId::kSimple;
     return best;
   }
+  const FifoAllowed ok = fifoAllowed(kind, fc, bytes);
+  best.predictedUs = -1;
+  // The first pair the filters leave: the choice when the GPU model disables all of them (NCCL_ALGO/NCCL_PROTO
+  // forced one it rules out), as the user asked.
+  FifoChoice firstAllowed;
+  bool anyAllowed = false;
+  for (AlgoId a : {AlgoId::kRing, AlgoId::kTree}) {
+    if (!ok.algo(a)) continue;
+    for (ProtoId p : {ProtoId::kSimple, ProtoId::kLL, ProtoId::kLL128}) {  // a tie keeps Simple
+      if (!ok.proto(p)) continue;
+      if (!anyAllowed) firstAllowed = FifoChoice{a, p, 0};
+      anyAllowed = true;
+      // The host cost model has no LL128 figures: there LL128 runs only when it is all NCCL_PROTO leaves.
+      const double t = p == ProtoId::kLL128 && !c_.gpu ? -1 : predictUs(fc, a, p, bytes);
+      if (t < 0) continue;  // the GPU model disables the pair
+      if (best.predictedUs < 0 || t < best.predictedUs) best = FifoChoice{a, p, t};
+    }
+  }
+  if (best.predictedUs < 0 && anyAllowed) best = firstAllowed;
+  return best;
+}
+
+Selector::FifoAllowed Selector::fifoAllowed(CollKind kind, FilterColl fc, size_t bytes) const {
   int pinProto = -1;
   const int pin = c_.costs.pinned(fc, bytes, &pinProto);
   const bool treeOk = treeImplemented(kind) && c_.algo.allows(fc, kTreeAlgo);
@@ -116,25 +142,78 @@ FifoChoice Selector::computeFifo(CollKind kind, size_t bytes) const {
   if (pinProto == kLlProto && useLl) useSimple = useLl128 = false;
   if (pinProto == kSimpleProto && useSimple) useLl = useLl128 = false;
   if (pinProto == kLl128Proto && useLl128) useLl = useSimple = false;
-  best.predictedUs = -1;
-  // The first pair the filters leave: the choice when the GPU model disables all of them (NCCL_ALGO/NCCL_PROTO
-  // forced one it rules out), as the user asked.
-  FifoChoice firstAllowed;
-  bool anyAllowed = false;
+  return FifoAllowed{useRing, useTree, useLl, useSimple, useLl128};
+}
+
+void Selector::applyTuner(FilterColl fc, Decision* d) const {
+  // The table offers what braid can run for this collective here, priced by the model; the plugin edits it.
+  CostTable table;
+  bool offered[kAlgos][kProtos] = {};
+  auto offer = [&](AlgoId a, ProtoId p, double us) {
+    table.us[static_cast<int>(a)][static_cast<int>(p)] = static_cast<float>(us < 0 ? 0 : us);
+    offered[static_cast<int>(a)][static_cast<int>(p)] = true;
+  };
+  const FifoAllowed ok = fifoAllowed(d->kind, fc, d->bytes);
   for (AlgoId a : {AlgoId::kRing, AlgoId::kTree}) {
-    if (!(a == AlgoId::kRing ? useRing : useTree)) continue;
-    for (ProtoId p : {ProtoId::kSimple, ProtoId::kLL, ProtoId::kLL128}) {  // a tie keeps Simple
-      if (!(p == ProtoId::kLL ? useLl : p == ProtoId::kLL128 ? useLl128 : useSimple)) continue;
-      if (!anyAllowed) firstAllowed = FifoChoice{a, p, 0};
-      anyAllowed = true;
-      // The host cost model has no LL128 figures: there LL128 runs only when it is all NCCL_PROTO leaves.
-      const double t = p == ProtoId::kLL128 && !c_.gpu ? -1 : predictUs(fc, a, p, bytes);
-      if (t < 0) continue;  // the GPU model disables the pair
-      if (best.predictedUs < 0 || t < best.predictedUs) best = FifoChoice{a, p, t};
+    for (ProtoId p : {ProtoId::kLL, ProtoId::kLL128, ProtoId::kSimple}) {
+      if (!ok.algo(a) || !ok.proto(p)) continue;
+      const double t = p == ProtoId::kLL128 && !c_.gpu ? -1 : predictUs(fc, a, p, d->bytes);
+      // A pair the model disables stays off, unless it is all the filters leave (the FIFO path runs it anyway).
+      if (t >= 0 || (d->fifo.algo == a && d->fifo.proto == p)) offer(a, p, t);
     }
   }
-  if (best.predictedUs < 0 && anyAllowed) best = firstAllowed;
-  return best;
+  DirectCollective dc;
+  // On GPUs the direct schedules run only when forced (computeDirect): the plugin is offered them only then.
+  if (direct_ && directCollOf(d->kind, &dc) && c_.algo.allows(fc, kNvlsAlgo) && c_.proto.allows(fc, kSimpleProto) &&
+      (!c_.gpu || d->direct)) {
+    offer(AlgoId::kNvls, ProtoId::kSimple,
+          c_.costs.predictUs(fc, AlgoId::kNvls, ProtoId::kSimple, c_.nranks, c_.cpus, d->bytes));
+  }
+  if (nvlsTreeUs_ && d->kind == CollKind::kAllReduce && c_.algo.allows(fc, kNvlsTreeAlgo) &&
+      c_.proto.allows(fc, kSimpleProto)) {
+    offer(AlgoId::kNvlsTree, ProtoId::kSimple, nvlsTreeUs_(d->bytes));
+  }
+  const CostTable before = table;
+  int nChannels = 0;
+  if (!tuner_->editCosts(fc, d->bytes, &table, &nChannels)) return;
+  bool changed = false;
+  int bestA = -1, bestP = -1;
+  for (int a = 0; a < kAlgos; ++a) {
+    for (int p = 0; p < kProtos; ++p) {
+      const float v = table.us[a][p];
+      changed = changed || v != before.us[a][p];
+      if (v < 0) continue;
+      if (!offered[a][p]) {
+        const uint32_t bit = 1u << (a * kProtos + p);
+        if ((warnedOff_[static_cast<int>(fc)] & bit) == 0) {
+          warnedOff_[static_cast<int>(fc)] |= bit;
+          BRAID_WARN(
+              "TUNER/Plugin: %s set %s/%s to %.1f for %s, but braid cannot run that pair on this "
+              "communicator: ignored",
+              tuner_->describe(), algoName(static_cast<AlgoId>(a)), protoName(static_cast<ProtoId>(p)), v,
+              filterCollName(fc));
+        }
+        continue;
+      }
+      if (bestA < 0 || v < table.us[bestA][bestP]) bestA = a, bestP = p;
+    }
+  }
+  if (nChannels > 0 && !changed) {
+    d->fifo.nChannels = nChannels;
+    return;
+  }
+  if (!changed) return;  // the model's choice stands, exactly as without a plugin
+  if (bestA < 0) {
+    BRAID_WARN("TUNER/Plugin: %s left no pair braid can run for %s of %zu bytes: braid's model chooses",
+               tuner_->describe(), filterCollName(fc), d->bytes);
+    return;
+  }
+  const auto a = static_cast<AlgoId>(bestA);
+  const auto p = static_cast<ProtoId>(bestP);
+  d->direct = a == AlgoId::kNvls;
+  d->nvlsTree = a == AlgoId::kNvlsTree;
+  if (a == AlgoId::kRing || a == AlgoId::kTree) d->fifo = FifoChoice{a, p, table.us[bestA][bestP], 0};
+  if (nChannels > 0) d->fifo.nChannels = nChannels;
 }
 
 bool Selector::useBruck(size_t bytesPerPeer) const {
@@ -229,10 +308,12 @@ void Selector::logTuning(CollKind kind, size_t bytes, AlgoId chosen, ProtoId pro
                                 nvlsTree ? nvlsTreeUs_(bytes) : predictUs(fc, a, p, bytes));
     }
   }
-  BRAID_INFO(kLogTuning, "%s %zu bytes, %d ranks: %s -> %s/%s (costs: %s%s%s)", filterCollName(fc), bytes, c_.nranks,
+  const std::string tuner = tuner_ && !c_.deterministic ? std::string(", tuner plugin ") + tuner_->describe() : "";
+  BRAID_INFO(kLogTuning, "%s %zu bytes, %d ranks: %s -> %s/%s (costs: %s%s%s%s)", filterCollName(fc), bytes, c_.nranks,
              alternatives.c_str(), algoName(chosen), protoName(proto),
              c_.gpu ? "NCCL's GPU model (-1: disabled)" : c_.costs.source().c_str(),
-             c_.costs.pinned(fc, bytes) >= 0 ? ", pinned" : "", c_.deterministic ? ", deterministic" : "");
+             c_.costs.pinned(fc, bytes) >= 0 ? ", pinned" : "", c_.deterministic ? ", deterministic" : "",
+             tuner.c_str());
 }
 
 bool Selector::fifoPathAllowed(CollKind kind) const {

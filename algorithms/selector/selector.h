@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "algorithms/selector/algo_filter.h"
 #include "algorithms/selector/cost_model.h"
 #include "algorithms/selector/gpu_model.h"
+#include "algorithms/selector/tuner_hook.h"
 #include "src/common/coll_types.h"
 #include "src/common/status.h"
 
@@ -24,6 +26,7 @@ struct FifoChoice {
   AlgoId algo = AlgoId::kRing;
   ProtoId proto = ProtoId::kSimple;
   double predictedUs = 0;
+  int nChannels = 0;  // a tuner plugin's channel count; 0: the planner's rule
 };
 
 // The NCCL_ALGO name of a collective (false for send, receive and all-to-all).
@@ -68,6 +71,18 @@ class Selector {
     invalidate();
   }
   bool nvlsTreeAvailable() const { return static_cast<bool>(nvlsTreeUs_); }
+  // A tuner plugin: asked about every collective (not send/receive or all-to-all) once per group, after the model
+  // priced the pairs braid can run; the cheapest entry it leaves runs (include/nccl_tuner.h). Not consulted in
+  // deterministic mode, where the algorithm is fixed.
+  void setTuner(std::shared_ptr<TunerHook> tuner) {
+    tuner_ = std::move(tuner);
+    invalidate();
+  }
+  const TunerHook* tuner() const { return tuner_.get(); }
+  // A group starts: with a tuner, decisions are asked again (a plugin may change its answers between groups).
+  void newGroup() {
+    if (tuner_) ++generation_;
+  }
 
   FifoChoice chooseFifo(CollKind kind, size_t bytes) const { return decide(kind, bytes).fifo; }
   // What runs the collective, whichever path takes it (NVLS-style: kNvls; NVLSTree: kNvlsTree), with its predicted
@@ -114,7 +129,16 @@ class Selector {
     FifoChoice fifo;
     bool direct = false;    // NVLS; for an all-to-all entry, the log-step schedule
     bool nvlsTree = false;  // across hosts: NVLS-style inside each host, the network between
+    uint64_t generation = 0;
   };
+  // Which FIFO-path pairs NCCL_ALGO / NCCL_PROTO, pins and deterministic mode leave for a collective.
+  struct FifoAllowed {
+    bool ring = false, tree = false, ll = false, simple = false, ll128 = false;
+    bool algo(AlgoId a) const { return a == AlgoId::kRing ? ring : tree; }
+    bool proto(ProtoId p) const { return p == ProtoId::kLL ? ll : p == ProtoId::kLL128 ? ll128 : simple; }
+  };
+  FifoAllowed fifoAllowed(CollKind kind, FilterColl fc, size_t bytes) const;
+  void applyTuner(FilterColl fc, Decision* d) const;
   static constexpr size_t kCacheSize = 16;
   const Decision& decide(CollKind kind, size_t bytes) const;
   FifoChoice computeFifo(CollKind kind, size_t bytes) const;
@@ -128,6 +152,9 @@ class Selector {
   SelectorConfig c_;
   bool direct_ = false;
   std::function<double(size_t)> nvlsTreeUs_;
+  std::shared_ptr<TunerHook> tuner_;
+  uint64_t generation_ = 0;
+  mutable uint32_t warnedOff_[kFilterColls] = {};  // per collective, (algo x kProtos + proto) bits warned about
   mutable Decision cache_[kCacheSize];
 };
 

@@ -34,4 +34,25 @@ void* DynLib::lookup(const char* symbol, const char* version, std::string* error
   return fn;
 }
 
+std::vector<std::string> pluginCandidates(const std::string& prefix, const std::string& spec) {
+  if (spec.empty()) return {"lib" + prefix + ".so"};
+  if (spec.find('/') != std::string::npos) return {spec};
+  return {"lib" + prefix + "-" + spec + ".so", spec};
+}
+
+void* openPluginLibrary(const std::vector<std::string>& candidates, std::string* path, std::string* failures) {
+  failures->clear();
+  for (const std::string& c : candidates) {
+    dlerror();
+    if (void* handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      *path = c;
+      return handle;
+    }
+    const char* err = dlerror();
+    if (!failures->empty()) *failures += "; ";
+    *failures += c + ": " + (err != nullptr ? err : "unknown dlopen error");
+  }
+  return nullptr;
+}
+
 }  // namespace braid

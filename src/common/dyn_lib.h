@@ -59,6 +59,13 @@ class DynLib {
   std::vector<std::string> notDefault_;
 };
 
+// Plugin libraries (net, tuner): the files a plugin setting names, in the order NCCL tries them. "" ->
+// lib<prefix>.so; a path (it has a '/') -> only itself; NAME -> lib<prefix>-NAME.so, then NAME as given.
+std::vector<std::string> pluginCandidates(const std::string& prefix, const std::string& spec);
+// dlopen()s (RTLD_NOW | RTLD_LOCAL) the first candidate that loads and sets *path; null when none does, with
+// *failures listing each file and its dlerror(). The caller dlclose()s the handle.
+void* openPluginLibrary(const std::vector<std::string>& candidates, std::string* path, std::string* failures);
+
 // A table of a library's functions (a struct with `name` and `notDefault` fields beside the pointers), loaded
 // once per process: the first call opens `lib` and runs bindAll; later calls return the same table or the same
 // error. Thread-safe (a function-local static). Each Table type has one table, so every caller of loadTableOnce<T>

@@ -86,6 +86,9 @@ BRAID_PARAM(Deterministic, kInt, "BRAID_DETERMINISTIC", "0",
 BRAID_PARAM(TuningFile, kString, "BRAID_TUNING_FILE", "",
             "The selector's costs and pins (written by perf/calibrate; format in algorithms/selector/cost_model.h). "
             "Unset: built-in figures measured on a 2-core host. Must be the same file on every rank.")
+BRAID_PARAM(TunerPlugin, kString, "NCCL_TUNER_PLUGIN", "",
+            "Tuner plugin (ncclTunerPlugin_v3..v7, include/nccl_tuner.h): unset tries libnccl-tuner.so, then the net "
+            "plugin's library; NAME tries libnccl-tuner-NAME.so, then NAME as given; 'none' loads no tuner.")
 BRAID_PARAM(Direct, kInt, "BRAID_DIRECT", "1",
             "1: all-reduce, reduce-scatter and all-gather among ranks of one host run NVLS-style (direct loads and "
             "stores over shared memory); 0: always the ring.")

@@ -353,6 +353,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   // LL128 lines travel whole only through memory both ends map; over a network they would ride in Simple slots.
   sc.ll128 = backend_->caps().proto[static_cast<int>(ProtoId::kLL128)] && !topo.netPeers;
   selector_ = Selector(std::move(sc));
+  BRAID_RETURN_IF_ERROR(loadTunerPlugin(topo));
   BRAID_RETURN_IF_ERROR(checkLlOverNetwork());
   BRAID_ASSIGN_OR_RETURN(sched_.rings, ringsForChannels(topo.search, static_cast<int>(nch), nranks));
   // On one host the trees run over channel 0's ring order, so a subtree stays on a NUMA node; across hosts,
@@ -688,7 +689,10 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
     }
     return result;
   }
-  for (Communicator* comm : comms) comm->flight_->started();
+  for (Communicator* comm : comms) {
+    comm->flight_->started();
+    comm->selector_.newGroup();
+  }
   std::vector<Communicator*> directSide, fifoSide;
   if (comms.size() > 1) {
     for (Communicator* c : comms) (c->hasDirectWork() ? directSide : fifoSide).push_back(c);

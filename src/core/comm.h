@@ -169,6 +169,8 @@ class Communicator {
   // Sets topo_.netPeers; with network peers, LL leaves the protocol filter when its chunks do not fit the network's
   // Simple slots (an error if a collective would be left without Simple).
   Status checkLlOverNetwork();
+  // NCCL_TUNER_PLUGIN: loads the tuner plugin, if any, into the selector (tuner_plugin.h).
+  Status loadTunerPlugin(const CommTopology& topo);
 
   int rank_ = 0;
   int nranks_ = 0;

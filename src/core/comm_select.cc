@@ -4,9 +4,34 @@
 #include <vector>
 
 #include "src/common/logging.h"
+#include "src/common/params.h"
 #include "src/core/comm.h"
+#include "src/core/tuner_plugin.h"
 
 namespace braid {
+
+Status Communicator::loadTunerPlugin(const CommTopology& topo) {
+  TunerCommInfo info;
+  info.commId = flight_->commId();
+  info.rank = rank_;
+  info.nranks = nranks_;
+  info.nNodes = topo.nNodes;
+  std::vector<int> perNode(static_cast<size_t>(std::max(1, topo.nNodes)), 0);
+  for (int node : topo.nodeOf) {
+    if (node >= 0 && node < static_cast<int>(perNode.size())) ++perNode[static_cast<size_t>(node)];
+  }
+  info.minLocalRanks = *std::min_element(perNode.begin(), perNode.end());
+  info.maxLocalRanks = *std::max_element(perNode.begin(), perNode.end());
+  std::shared_ptr<TunerHook> tuner = loadTuner(params::TunerPlugin(), params::NetPlugin(), info);
+  if (!tuner) return Status::ok();
+  if (selector_.config().deterministic) {
+    BRAID_INFO(kLogInit | kLogTuning,
+               "TUNER/Plugin: rank %d: %s is not consulted: BRAID_DETERMINISTIC=1 fixes the algorithms", rank_,
+               tuner->describe());
+  }
+  selector_.setTuner(std::move(tuner));
+  return Status::ok();
+}
 
 bool Communicator::takesDirect(const PendingOp& op) const {
   DirectCollective dc;

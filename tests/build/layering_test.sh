@@ -9,7 +9,8 @@
 #   transports  transports                  the Transport interface and registry, shm, net (+ include/nccl_net.h)
 #   backend     src/backends/backend.h      the Backend interface (what core may see of a backend)
 #   backends    src/backends/*.cc, cpu/     backend implementations
-#   core        src/core                    communicators, groups, selection, planning, links
+#   core        src/core                    communicators, groups, selection, planning, links (+ include/nccl_tuner.h,
+#                                           the tuner plugins' C ABI, which src/core/tuner_plugin.cc speaks)
 #   api         src/api                     the C entry points (+ include/nccl.h)
 # Usage: tests/build/layering_test.sh SOURCE_DIR. Prints every violation; exits 1 if there is one.
 set -euo pipefail
@@ -46,6 +47,7 @@ layer_of() {
     topology/*) echo topology ;;
     algorithms/*) echo algorithms ;;
     transports/*) echo transports ;;
+    include/nccl_tuner.h) echo tunerabi ;;
     include/* | nccl.h | nccl_net.h) echo public ;;
     braid_build_config.h) echo generated ;;
     *) echo unknown ;;
@@ -62,7 +64,7 @@ allowed() {  # layer -> the layers it may include
     transports) echo "common devcommon transports public" ;;
     backend) echo "common devcommon algorithms transports backend" ;;
     backends) echo "common devcommon algorithms transports backend backends" ;;
-    core) echo "common devcommon bootstrap topology algorithms transports backend core" ;;
+    core) echo "common devcommon bootstrap topology algorithms transports backend core tunerabi" ;;
     api) echo "common core api public generated" ;;
   esac
 }

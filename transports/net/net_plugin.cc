@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "src/common/dyn_lib.h"
 #include "src/common/logging.h"
 #include "src/common/params.h"
 #include "transports/net/net_common.h"
@@ -327,28 +328,9 @@ Result<std::unique_ptr<NetModule>> loadNetPlugin(const std::string& spec) {
     BRAID_INFO(kLogInit | kLogNet, "NET/Plugin : NCCL_NET_PLUGIN=none, no external network plugin loaded.");
     return std::unique_ptr<NetModule>();
   }
-  std::vector<std::string> candidates;
-  if (spec.empty()) {
-    candidates.push_back("libnccl-net.so");
-  } else if (spec.find('/') != std::string::npos) {
-    candidates.push_back(spec);  // a path: only as given
-  } else {
-    candidates.push_back("libnccl-net-" + spec + ".so");
-    candidates.push_back(spec);
-  }
-  void* handle = nullptr;
   std::string path;
   std::string failures;
-  for (const std::string& c : candidates) {
-    handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle != nullptr) {
-      path = c;
-      break;
-    }
-    const char* err = dlerror();
-    if (!failures.empty()) failures += "; ";
-    failures += c + ": " + (err != nullptr ? err : "unknown dlopen error");
-  }
+  void* handle = openPluginLibrary(pluginCandidates("nccl-net", spec), &path, &failures);
   if (handle == nullptr) {
     if (spec.empty()) {
       BRAID_INFO(kLogInit | kLogNet, "NET/Plugin : No plugin found (%s), using internal network plugins.",

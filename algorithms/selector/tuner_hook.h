@@ -1,0 +1,35 @@
+// What the selector asks of a tuner plugin (src/core/tuner_plugin.h implements it over NCCL's tuner ABI,
+// include/nccl_tuner.h): given the predicted time of every algorithm/protocol pair braid can run for one
+// collective, the plugin may edit the table and the channel count. Kept abstract so the selector does not know
+// about dlopen or ABI versions, and so tests can hand it an editor of their own.
+#pragma once
+
+#include <cstddef>
+
+#include "algorithms/selector/algo_filter.h"
+
+namespace braid {
+
+// NCCL's cost table: microseconds per [algorithm][protocol] in NCCL's ids (AlgoId / ProtoId), -1 where the pair is
+// not offered.
+struct CostTable {
+  static constexpr float kIgnore = -1.0f;
+  float us[kAlgos][kProtos];
+  CostTable() {
+    for (auto& row : us)
+      for (float& v : row) v = kIgnore;
+  }
+};
+
+class TunerHook {
+ public:
+  virtual ~TunerHook() = default;
+  // Edits `table` for a collective of `bytes` (NCCL's nBytes: count x type size); *nChannels starts at 0 and is
+  // left 0 unless the plugin sets a count. False: the plugin failed (it logged why); the selector's own choice
+  // stands.
+  virtual bool editCosts(FilterColl coll, size_t bytes, CostTable* table, int* nChannels) = 0;
+  // For the logs: "name (file, ABI vN)".
+  virtual const char* describe() const = 0;
+};
+
+}  // namespace braid
