@@ -1,9 +1,11 @@
 /*
- * nccl_net.h: braid's network-plugin ABI, binary compatible with NCCL's ncclNet_v8, v9 and v10.
+ * nccl_net.h: braid's network-plugin ABI, binary compatible with NCCL's ncclNet_v8 to ncclNet_v12.
  *
  * A network ("net plugin") is a table of C function pointers exported from a shared library under a versioned
  * symbol name:
  *
+ *     ncclNetPlugin_v12   (type ncclNet_v12_t, NCCL 2.30-2.32)
+ *     ncclNetPlugin_v11   (type ncclNet_v11_t, NCCL 2.28-2.29)
  *     ncclNetPlugin_v10   (type ncclNet_v10_t)
  *     ncclNetPlugin_v9    (type ncclNet_v9_t)
  *     ncclNetPlugin_v8    (type ncclNet_v8_t)
@@ -17,7 +19,8 @@
  *
  * CONTRACT (applies to every version)
  *
- * Threads. init() is called once, before anything else, from one thread. After that, calls on *different*
+ * Threads. init() is called once (v8-v10; v11+: once per communicator, the first before anything else), from one
+ *   thread at a time. After that, calls on *different*
  *   comm objects may come from different threads at the same time; calls on *one* comm object (a listen, send or
  *   receive comm, and the requests made from it) are never concurrent: the caller serialises them. devices() and
  *   getProperties() may be called from any thread.
@@ -294,12 +297,167 @@ typedef struct {
   ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v10_t* props);
 } ncclNet_v10_t;
 
-/* The names newest-first, for plugin authors who want one spelling. */
-typedef ncclNet_v10_t ncclNet_t;
-typedef ncclNetProperties_v10_t ncclNetProperties_t;
-typedef ncclNetVDeviceProps_v10_t ncclNetVDeviceProps_t;
-typedef ncclNetCommConfig_v10_t ncclNetCommConfig_t;
-typedef ncclNetDeviceHandle_v10_t ncclNetDeviceHandle_t;
+/* ---------------------------------------------------------------------------------------------------------------
+ * Version 11 (NCCL 2.28-2.29): a context per communicator. init() runs once for every communicator that uses the
+ * network, with the communicator's id and config, and returns the plugin's context for it; listen() and connect()
+ * take that context (connect no longer takes the config); finalize(ctx) releases it when the communicator is done
+ * with the network (after every comm object made through it is closed). setNetAttr(ctx, attr), which may be NULL,
+ * hints at how the communicator will use the network. devices(), getProperties() and makeVDevice() stay
+ * process-wide, and are called only after a first init(). Every other function keeps its v10 signature.
+ * ------------------------------------------------------------------------------------------------------------- */
+#define NCCL_NET_MAX_DEVS_PER_NIC_V11 4
+typedef struct {
+  int ndevs;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC_V11];
+} ncclNetVDeviceProps_v11_t;
+
+typedef ncclNetCommConfig_v10_t ncclNetCommConfig_v11_t;
+typedef ncclNetDeviceHandle_v10_t ncclNetDeviceHandle_v11_t;
+
+/* Reserved for NCCL's multi-request posting (maxMultiRequestSize); braid never passes it. */
+#define NCCL_NET_MULTI_REQUEST 0x2
+
+typedef struct {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;
+  int port;
+  float latency;
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v11_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize; /* most requests one multi-request may hold (1: none) */
+} ncclNetProperties_v11_t;
+
+/* setNetAttr's hints. Every field may be NCCL_NET_ATTR_UNDEF (-1): nothing is said about it. */
+#define NCCL_NET_ATTR_UNDEF -1
+typedef struct {
+  int32_t maxConcurrentPeers; /* peers one rank talks to at once through this communicator */
+  int32_t minConcurrentPeers;
+  int32_t maxFlowsPerPeer; /* connections (channels) to one peer */
+  int32_t minFlowsPerPeer;
+} ncclNetCommAttr_v11_t;
+typedef struct {
+  ncclNetCommAttr_v11_t sendCommAttr;
+  ncclNetCommAttr_v11_t recvCommAttr;
+  uint32_t op;    /* bit (1 << ncclFunc_t) per collective kind (nccl_tuner.h) */
+  uint32_t algo;  /* bit (1 << NCCL_ALGO_*) */
+  uint32_t proto; /* bit (1 << NCCL_PROTO_*) */
+} ncclNetAttr_v11_t;
+#define NCCL_NET_ATTR_INIT                                                                            \
+  {                                                                                                   \
+    {NCCL_NET_ATTR_UNDEF, NCCL_NET_ATTR_UNDEF, NCCL_NET_ATTR_UNDEF, NCCL_NET_ATTR_UNDEF},             \
+        {NCCL_NET_ATTR_UNDEF, NCCL_NET_ATTR_UNDEF, NCCL_NET_ATTR_UNDEF, NCCL_NET_ATTR_UNDEF},         \
+        (uint32_t)NCCL_NET_ATTR_UNDEF, (uint32_t)NCCL_NET_ATTR_UNDEF, (uint32_t)NCCL_NET_ATTR_UNDEF \
+  }
+
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config, ncclDebugLogger_t logFunction,
+                       ncclProfilerCallback_t profFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v11_t* props);
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* ctx, int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v11_t** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11_t** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** phandles,
+                        void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v11_t* props);
+  ncclResult_t (*finalize)(void* ctx);
+  ncclResult_t (*setNetAttr)(void* ctx, ncclNetAttr_v11_t* netAttr);
+} ncclNet_v11_t;
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Version 12 (NCCL 2.30-2.32): v11's functions, up to 8 devices per virtual NIC, and each device's rail and plane.
+ * ------------------------------------------------------------------------------------------------------------- */
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8
+#define NCCL_NET_ID_UNDEF -1
+typedef struct {
+  int ndevs;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} ncclNetVDeviceProps_v12_t;
+
+typedef ncclNetCommConfig_v11_t ncclNetCommConfig_v12_t;
+typedef ncclNetDeviceHandle_v11_t ncclNetDeviceHandle_v12_t;
+typedef ncclNetCommAttr_v11_t ncclNetCommAttr_v12_t;
+typedef ncclNetAttr_v11_t ncclNetAttr_v12_t;
+
+typedef struct {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;
+  int port;
+  float latency;
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v12_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize;
+  int16_t railId;  /* the rail the device is on, or NCCL_NET_ID_UNDEF */
+  int16_t planeId; /* its plane, or NCCL_NET_ID_UNDEF */
+} ncclNetProperties_v12_t;
+
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config, ncclDebugLogger_t logFunction,
+                       ncclProfilerCallback_t profFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t* props);
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* ctx, int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v12_t** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v12_t** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** phandles,
+                        void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v12_t* props);
+  ncclResult_t (*finalize)(void* ctx);
+  ncclResult_t (*setNetAttr)(void* ctx, ncclNetAttr_v12_t* netAttr);
+} ncclNet_v12_t;
+
+/* The names newest-first, for plugin authors who want one spelling (NCCL 2.30's). */
+#define NCCL_NET_MAX_DEVS_PER_NIC NCCL_NET_MAX_DEVS_PER_NIC_V12
+typedef ncclNet_v12_t ncclNet_t;
+typedef ncclNetProperties_v12_t ncclNetProperties_t;
+typedef ncclNetVDeviceProps_v12_t ncclNetVDeviceProps_t;
+typedef ncclNetCommConfig_v12_t ncclNetCommConfig_t;
+typedef ncclNetDeviceHandle_v12_t ncclNetDeviceHandle_t;
+typedef ncclNetAttr_v12_t ncclNetAttr_t;
 
 #ifdef __cplusplus
 } /* extern "C" */

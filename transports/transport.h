@@ -171,6 +171,20 @@ class DeviceMemory {
 // each call below; a transport never reads them from the parameter registry itself. (The networks behind
 // include/nccl_net.h, which the plugin ABI gives no way to hand anything, read their own knobs once at their
 // init, as NCCL's plugins do.)
+namespace net {
+class NetContext;
+}
+
+// A communicator as the networks see it (transports/net/net_plugin.h opens the context).
+struct NetCommState {
+  uint64_t commId = 0;    // the same on every rank (NCCL's commHash)
+  int trafficClass = -1;  // ncclConfig_t.trafficClass, or NCCL_NET_TRAFFIC_CLASS_UNDEF
+  int nranks = 1;
+  int nChannels = 1;
+  std::mutex mu;  // guards `context`
+  std::shared_ptr<net::NetContext> context;
+};
+
 struct TransportConfig {
   double timeoutSec = 60;           // BRAID_TIMEOUT: bounds a connection's set-up and its close
   bool shmDisable = false;          // NCCL_SHM_DISABLE=1: processes of one host talk through the network
@@ -181,6 +195,9 @@ struct TransportConfig {
   // communicator decides that once from the topology and NCCL_P2P_LEVEL / NCCL_P2P_DISABLE (both ends alike).
   const DeviceMemory* device = nullptr;
   std::vector<uint8_t> p2pPeers;
+  // Which communicator the connections serve, for networks that keep a context per communicator (net plugin ABI
+  // v11+): opened at the communicator's first network connection, released when its last connection has closed.
+  std::shared_ptr<NetCommState> netComm;
 
   static TransportConfig fromParams();
 };

@@ -57,6 +57,9 @@ Result<CommConfig> parseConfig(const ncclConfig_t* config) {
   if (config->size >= offsetof(ncclConfig_t, commName) + sizeof(char*) && config->commName != nullptr) {
     c.commName = config->commName;
   }
+  if (field(offsetof(ncclConfig_t, trafficClass)) && config->trafficClass != NCCL_CONFIG_UNDEF_INT) {
+    c.trafficClass = config->trafficClass;
+  }
   if (field(offsetof(ncclConfig_t, splitShare)) && config->splitShare != NCCL_CONFIG_UNDEF_INT) {
     c.splitShare = config->splitShare;
   }
@@ -480,4 +483,3 @@ BRAID_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle)
     return c->deregisterBuffer(handle);
   });
 }
-

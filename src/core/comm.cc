@@ -373,6 +373,12 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
     for (size_t i = 0; i < l.children.size(); ++i) sched_.myTree[w].children[i] = l.children[i];
   }
   channels_.resize(static_cast<size_t>(nch));
+  auto netComm = std::make_shared<NetCommState>();
+  netComm->commId = id.magic;
+  netComm->trafficClass = config.trafficClass;
+  netComm->nranks = nranks;
+  netComm->nChannels = static_cast<int>(nch);
+  links_.transport.netComm = std::move(netComm);
   BackendInitContext bctx;
   bctx.rank = rank;
   bctx.nranks = nranks;

@@ -35,6 +35,7 @@ struct CommConfig {
   int maxChannels = -1;  // config.maxCTAs
   int splitShare = 0;
   std::string commName;
+  int trafficClass = -1;    // config.trafficClass (NCCL_NET_TRAFFIC_CLASS_UNDEF: unset), handed to v11+ net plugins
   bool checkCalls = false;  // BRAID_CHECK_CALLS, agreed at init (src/core/call_check.h)
   // The backend, chosen on the thread that called ncclCommInitRank (chooseBackend), or the parent's for a split.
   BackendChoice backend;

@@ -1,8 +1,10 @@
 // A tiny external net plugin for the loader tests: an in-memory loopback network (connections within one
 // process), built as its own shared library and exported exactly as a third-party plugin would, through
-// include/nccl_net.h only. Built three times: exporting ncclNetPlugin_v8 ("DummyLoop"), with BRAID_DUMMY_V9
-// ncclNetPlugin_v9 ("DummyLoop9") and, with BRAID_DUMMY_V10,
-// ncclNetPlugin_v10 ("DummyLoop10"), so the loader's v8 and v10 adapters both run.
+// include/nccl_net.h only. Built five times: exporting ncclNetPlugin_v8 ("DummyLoop"), with BRAID_DUMMY_V9
+// ncclNetPlugin_v9 ("DummyLoop9"), with BRAID_DUMMY_V10 ncclNetPlugin_v10 ("DummyLoop10"), with BRAID_DUMMY_V11
+// ncclNetPlugin_v11 ("DummyLoop11") and with BRAID_DUMMY_V12 ncclNetPlugin_v12 ("DummyLoop12"), so every adapter
+// of the loader runs. The v11/v12 builds keep a record of their contexts (braidDummyContexts, below): listen and
+// connect fail on a context that init() did not return or that finalize() released.
 #include <cstring>
 #include <deque>
 #include <map>
@@ -57,7 +59,7 @@ std::map<int, Listen*> gListens;
 int gNextId = 1;
 ncclDebugLogger_t gLog = nullptr;
 
-ncclResult_t dInit(ncclDebugLogger_t log) {
+[[maybe_unused]] ncclResult_t dInit(ncclDebugLogger_t log) {
   gLog = log;
   return ncclSuccess;
 }
@@ -228,7 +230,90 @@ ncclResult_t dIrecvConsumed(void*, int, void*) {
   return ncclSuccess;
 }
 
-#if !defined(BRAID_DUMMY_V10) && !defined(BRAID_DUMMY_V9)
+#if defined(BRAID_DUMMY_V11) || defined(BRAID_DUMMY_V12)
+struct Context {
+  uint64_t commId;
+  int trafficClass;
+  bool live;
+  ncclNetAttr_v11_t attr;
+  int attrCalls;
+  int uses;  // listen and connect calls made through it
+};
+std::vector<Context*> gContexts;  // every context ever opened (never freed: the record outlives finalize)
+
+ncclResult_t dInit11(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config, ncclDebugLogger_t log,
+                     ncclProfilerCallback_t) {
+  std::lock_guard<std::mutex> lk(gMu);
+  gLog = log;
+  auto* c = new Context{commId, config != nullptr ? config->trafficClass : -2, true, {}, 0, 0};
+  gContexts.push_back(c);
+  *ctx = c;
+  return ncclSuccess;
+}
+// Counts a use of `ctx`; false when init() did not return it or finalize() released it.
+bool liveContext(void* ctx) {
+  std::lock_guard<std::mutex> lk(gMu);
+  for (Context* c : gContexts) {
+    if (c == ctx && c->live) ++c->uses;
+    if (c == ctx) return c->live;
+  }
+  return false;
+}
+ncclResult_t badContext(void* ctx) {
+  if (gLog != nullptr) gLog(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, "DummyLoop: context %p is not live", ctx);
+  return ncclInvalidUsage;
+}
+ncclResult_t dListen11(void* ctx, int dev, void* handle, void** listenComm) {
+  if (!liveContext(ctx)) return badContext(ctx);
+  return dListen(dev, handle, listenComm);
+}
+ncclResult_t dConnect11(void* ctx, int, void* handle, void** sendComm, ncclNetDeviceHandle_v11_t**) {
+  if (!liveContext(ctx)) return badContext(ctx);
+  return dConnectImpl(handle, sendComm);
+}
+ncclResult_t dIsend11(void* s, void* data, size_t size, int tag, void*, void*, void** req) {
+  return dIsendImpl(s, data, size, tag, req);
+}
+ncclResult_t dIrecv11(void* r, int n, void** data, size_t* sizes, int* tags, void**, void**, void** req) {
+  return dIrecvImpl(r, n, data, sizes, tags, req);
+}
+ncclResult_t dFinalize(void* ctx) {
+  if (!liveContext(ctx)) return badContext(ctx);
+  std::lock_guard<std::mutex> lk(gMu);
+  static_cast<Context*>(ctx)->live = false;
+  return ncclSuccess;
+}
+[[maybe_unused]] ncclResult_t dSetNetAttr(void* ctx, ncclNetAttr_v11_t* attr) {
+  if (!liveContext(ctx)) return badContext(ctx);
+  std::lock_guard<std::mutex> lk(gMu);
+  static_cast<Context*>(ctx)->attr = *attr;
+  ++static_cast<Context*>(ctx)->attrCalls;
+  return ncclSuccess;
+}
+#if defined(BRAID_DUMMY_V11)
+ncclResult_t dGetProps11(int dev, ncclNetProperties_v11_t* p) {
+  ncclResult_t rc = fillProps(dev, p);
+  p->maxP2pBytes = 1ull << 34;
+  p->maxMultiRequestSize = 1;
+  return rc;
+}
+ncclResult_t dMakeVDevice11(int*, ncclNetVDeviceProps_v11_t*) {
+  return ncclInternalError;
+}
+#else
+ncclResult_t dGetProps12(int dev, ncclNetProperties_v12_t* p) {
+  ncclResult_t rc = fillProps(dev, p);
+  p->maxP2pBytes = 1ull << 35;
+  p->maxMultiRequestSize = 1;
+  p->railId = 3;
+  p->planeId = 1;
+  return rc;
+}
+ncclResult_t dMakeVDevice12(int*, ncclNetVDeviceProps_v12_t*) {
+  return ncclInternalError;
+}
+#endif
+#elif !defined(BRAID_DUMMY_V10) && !defined(BRAID_DUMMY_V9)
 ncclResult_t dGetProps8(int dev, ncclNetProperties_v8_t* p) {
   return fillProps(dev, p);
 }
@@ -287,7 +372,40 @@ ncclResult_t dMakeVDevice(int*, ncclNetVDeviceProps_v10_t*) {
 }  // namespace
 
 extern "C" {
-#if !defined(BRAID_DUMMY_V10) && !defined(BRAID_DUMMY_V9)
+#if defined(BRAID_DUMMY_V11) || defined(BRAID_DUMMY_V12)
+// The test's view of the contexts: how many were opened, and context i's commId, traffic class, whether it is
+// still live, how often setNetAttr was called on it (counting finalize and setNetAttr as uses too), how many
+// listen/connect calls went through it and the last sendCommAttr it was given.
+__attribute__((visibility("default"))) int braidDummyContexts(int i, uint64_t* commId, int* trafficClass, int* live,
+                                                              int* attrCalls, int* uses,
+                                                              ncclNetCommAttr_v11_t* sendAttr) {
+  std::lock_guard<std::mutex> lk(gMu);
+  if (i >= 0 && i < static_cast<int>(gContexts.size())) {
+    const Context& c = *gContexts[static_cast<size_t>(i)];
+    *commId = c.commId;
+    *trafficClass = c.trafficClass;
+    *live = c.live ? 1 : 0;
+    *attrCalls = c.attrCalls;
+    *uses = c.uses;
+    *sendAttr = c.attr.sendCommAttr;
+  }
+  return static_cast<int>(gContexts.size());
+}
+#endif
+#if defined(BRAID_DUMMY_V11)
+__attribute__((visibility("default"))) ncclNet_v11_t ncclNetPlugin_v11 = {
+    "DummyLoop11", dInit11,      dDevices,       dGetProps11,    dListen11, dConnect11,  dAccept,    dRegMr,
+    dRegMrDmaBuf,  dDeregMr,     dIsend11,       dIrecv11,       dIflush,   dTest,       dCloseSend, dCloseRecv,
+    dCloseListen,  dGetDeviceMr, dIrecvConsumed, dMakeVDevice11, dFinalize, dSetNetAttr,
+};
+#elif defined(BRAID_DUMMY_V12)
+__attribute__((visibility("default"))) ncclNet_v12_t ncclNetPlugin_v12 = {
+    "DummyLoop12", dInit11,      dDevices,     dGetProps12,  dListen11,      dConnect11,     dAccept,
+    dRegMr,        dRegMrDmaBuf, dDeregMr,     dIsend11,     dIrecv11,       dIflush,        dTest,
+    dCloseSend,    dCloseRecv,   dCloseListen, dGetDeviceMr, dIrecvConsumed, dMakeVDevice12, dFinalize,
+    nullptr,  // setNetAttr is optional
+};
+#elif !defined(BRAID_DUMMY_V10) && !defined(BRAID_DUMMY_V9)
 __attribute__((visibility("default"))) ncclNet_v8_t ncclNetPlugin_v8 = {
     "DummyLoop", dInit,        dDevices,     dGetProps8,   dListen,        dConnect8, dAccept,
     dRegMr,      dRegMrDmaBuf, dDeregMr,     dIsend8,      dIrecv8,        dIflush,   dTest,

@@ -1,5 +1,7 @@
 // The loader: NCCL_NET_PLUGIN (external plugins by path or name, 'none', broken ones), NCCL_NET (by name,
 // case-insensitive; unknown names), NCCL_IB_DISABLE and the fallback when IB has no device.
+#include <dlfcn.h>
+
 #include "tests/net/net_test_util.h"
 
 #ifndef BRAID_DUMMY_PLUGIN_DIR
@@ -85,6 +87,90 @@ TEST_F(Loader, V10PluginLoadsThroughItsAdapter) {
   Result<NetProperties> bad = chosen->getProperties(3);
   ASSERT_FALSE(bad.isOk());
   EXPECT_NE(bad.status().message().find("DummyLoop: no device 3"), std::string::npos) << bad.status().message();
+}
+
+// The v11/v12 dummy's record of its contexts (tests/net/dummy_net_plugin.cc), read through the loaded library.
+struct DummyContext {
+  uint64_t commId = 0;
+  int trafficClass = 0, live = 0, attrCalls = 0, uses = 0;
+  ncclNetCommAttr_v11_t sendAttr{};
+};
+std::vector<DummyContext> dummyContexts(const std::string& lib) {
+  void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return {};
+  using Fn = int (*)(int, uint64_t*, int*, int*, int*, int*, ncclNetCommAttr_v11_t*);
+  auto fn = reinterpret_cast<Fn>(dlsym(h, "braidDummyContexts"));
+  std::vector<DummyContext> out;
+  if (fn != nullptr) {
+    DummyContext c;
+    const int n = fn(-1, &c.commId, &c.trafficClass, &c.live, &c.attrCalls, &c.uses, &c.sendAttr);
+    for (int i = 0; i < n; ++i) {
+      fn(i, &c.commId, &c.trafficClass, &c.live, &c.attrCalls, &c.uses, &c.sendAttr);
+      out.push_back(c);
+    }
+  }
+  dlclose(h);
+  return out;
+}
+
+// v11 and v12: init() opens the process's context (commId 0) at load; each communicator gets its own context,
+// with its id and traffic class, which listen and connect receive (the dummy refuses any other), setNetAttr hears
+// the communicator's shape (v11; v12's dummy has none), and finalize() runs when the last holder lets go.
+TEST_F(Loader, V11AndV12PluginsGetAContextPerCommunicator) {
+  for (int v : {11, 12}) {
+    SCOPED_TRACE("v" + std::to_string(v));
+    const std::string name = "braidtest" + std::to_string(v);
+    ScopedEnv p("NCCL_NET_PLUGIN", name.c_str());
+    Result<NetSelection> sel = loadNetworks();
+    ASSERT_TRUE(sel.isOk()) << sel.status().message();
+    NetModule* chosen = sel.value().chosen;
+    EXPECT_EQ(chosen->name(), "DummyLoop" + std::to_string(v));
+    EXPECT_EQ(chosen->abiVersion(), v);
+    EXPECT_TRUE(chosen->perCommContext());
+    Result<NetProperties> props = chosen->getProperties(0);
+    ASSERT_TRUE(props.isOk()) << props.status().message();
+    EXPECT_EQ(props.value().maxP2pBytes, size_t{1} << (v == 11 ? 34 : 35));
+    EXPECT_EQ(props.value().railId, v == 12 ? 3 : -1);
+    EXPECT_EQ(props.value().planeId, v == 12 ? 1 : -1);
+    const std::string lib = "libnccl-net-" + name + ".so";
+    std::vector<DummyContext> before = dummyContexts(lib);
+    ASSERT_EQ(before.size(), 1u) << "the process's context";
+    EXPECT_EQ(before[0].commId, 0u);
+    EXPECT_EQ(before[0].trafficClass, NCCL_NET_TRAFFIC_CLASS_UNDEF);
+    exchange(*chosen);  // through the process's context
+    EXPECT_GE(dummyContexts(lib)[0].uses, 2);
+    before = dummyContexts(lib);
+    {
+      Result<std::shared_ptr<NetContext>> ctx = chosen->openContext(0xabc123, 5, NetCommHints{8, 3});
+      ASSERT_TRUE(ctx.isOk()) << ctx.status().message();
+      EXPECT_NE(ctx.value()->ctx(), nullptr);
+      Pair pair;
+      Status s = connectPair(*chosen, 0, &pair, 10, ctx.value().get());
+      ASSERT_TRUE(s.isOk()) << s.message();
+      checkRoundTrip(*chosen, pair, 4096, 4096, 7);
+      closePair(&pair);
+      std::vector<DummyContext> open = dummyContexts(lib);
+      ASSERT_EQ(open.size(), 2u);
+      EXPECT_EQ(open[1].commId, 0xabc123u);
+      EXPECT_EQ(open[1].trafficClass, 5);
+      EXPECT_EQ(open[1].live, 1);
+      // listen and connect (at least once: connect may be retried), and setNetAttr on v11.
+      EXPECT_GE(open[1].uses, 2 + (v == 11 ? 1 : 0));
+      EXPECT_EQ(open[0].uses, before[0].uses) << "nothing through the process's context";
+      if (v == 11) {
+        EXPECT_EQ(open[1].attrCalls, 1);
+        EXPECT_EQ(open[1].sendAttr.maxConcurrentPeers, 4);  // min(nranks - 1, 4)
+        EXPECT_EQ(open[1].sendAttr.minConcurrentPeers, 1);
+        EXPECT_EQ(open[1].sendAttr.maxFlowsPerPeer, 3);  // one per channel
+      } else {
+        EXPECT_EQ(open[1].attrCalls, 0);
+      }
+    }
+    std::vector<DummyContext> after = dummyContexts(lib);
+    ASSERT_EQ(after.size(), 2u);
+    EXPECT_EQ(after[1].live, 0) << "finalize() when the context is released";
+    EXPECT_EQ(after[0].live, 1) << "the process's context stays";
+  }
 }
 
 TEST_F(Loader, V9PluginLoadsThroughItsAdapter) {

@@ -35,13 +35,14 @@ struct Pair {
 };
 
 // Listens on dev and connects to itself, driving connect() and accept() alternately from this thread.
-inline Status connectPair(NetModule& net, int dev, Pair* p, double timeoutSec = 10) {
+// `ctx`: a communicator's context (null: the process's).
+inline Status connectPair(NetModule& net, int dev, Pair* p, double timeoutSec = 10, const NetContext* ctx = nullptr) {
   p->net = &net;
   NetHandle handle;
-  BRAID_RETURN_IF_ERROR(net.listen(dev, &handle, &p->listen));
+  BRAID_RETURN_IF_ERROR(net.listen(ctx, dev, &handle, &p->listen));
   auto t0 = std::chrono::steady_clock::now();
   while (p->send == nullptr || p->recv == nullptr) {
-    if (p->send == nullptr) BRAID_RETURN_IF_ERROR(net.connect(dev, &handle, &p->send));
+    if (p->send == nullptr) BRAID_RETURN_IF_ERROR(net.connect(ctx, dev, &handle, &p->send));
     if (p->recv == nullptr) BRAID_RETURN_IF_ERROR(net.accept(p->listen, &p->recv));
     if (secondsSince(t0) > timeoutSec) return remoteError("test: connection not established in %.0f s", timeoutSec);
   }

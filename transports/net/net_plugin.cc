@@ -112,7 +112,36 @@ std::unique_ptr<NetModule> NetModule::wrapV10(const ncclNet_v10_t* table, std::s
   return m;
 }
 
+std::unique_ptr<NetModule> NetModule::wrapV11(const ncclNet_v11_t* table, std::shared_ptr<PluginLibrary> lib) {
+  static_assert(sizeof(ncclNet_v11_t) == sizeof(ncclNet_v12_t), "v11 and v12 tables have the same members");
+  std::unique_ptr<NetModule> m(new NetModule());
+  m->v11_ = table;
+  // The same pointers in the same order; the struct types they take differ only for getProperties (called through
+  // v11_) and makeVDevice (not called). NCCL 2.30 reads v11 tables the same way.
+  m->v12_ = reinterpret_cast<const ncclNet_v12_t*>(table);
+  m->version_ = 11;
+  m->name_ = table->name != nullptr ? table->name : "?";
+  m->lib_ = std::move(lib);
+  return m;
+}
+
+std::unique_ptr<NetModule> NetModule::wrapV12(const ncclNet_v12_t* table, std::shared_ptr<PluginLibrary> lib) {
+  std::unique_ptr<NetModule> m(new NetModule());
+  m->v12_ = table;
+  m->version_ = 12;
+  m->name_ = table->name != nullptr ? table->name : "?";
+  m->lib_ = std::move(lib);
+  return m;
+}
+
 NetModule::~NetModule() = default;
+
+NetContext::~NetContext() {
+  if (ctx_ == nullptr || net_->v12_ == nullptr) return;
+  tLastNetWarn.clear();
+  const Status st = net_->check(net_->v12_->finalize(ctx_), "finalize");
+  if (!st.isOk()) BRAID_WARN("%s", st.message().c_str());
+}
 
 std::string NetModule::origin() const {
   return lib_ == nullptr ? std::string("built-in") : lib_->path();
@@ -133,6 +162,13 @@ Status NetModule::check(ncclResult_t rc, const char* what) const {
   } while (0)
 
 Status NetModule::init() {
+  if (v12_ != nullptr) {
+    if (v12_->finalize == nullptr) {
+      return invalidArgument("NET/%s : a v%d plugin must provide finalize (it is NULL)", name_.c_str(), version_);
+    }
+    ncclNetCommConfig_v12_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    BRAID_NET_CALL("init", v12_->init(&processCtx_, 0, &config, netLogger, nullptr));
+  }
   if (v10_ != nullptr) BRAID_NET_CALL("init", v10_->init(netLogger, nullptr));
   if (v9_ != nullptr) BRAID_NET_CALL("init", v9_->init(netLogger));
   BRAID_NET_CALL("init", v8_->init(netLogger));
@@ -141,7 +177,10 @@ Status NetModule::init() {
 Result<int> NetModule::devices() {
   int n = 0;
   tLastNetWarn.clear();
-  ncclResult_t rc = v10_ != nullptr ? v10_->devices(&n) : v9_ != nullptr ? v9_->devices(&n) : v8_->devices(&n);
+  ncclResult_t rc = v12_ != nullptr   ? v12_->devices(&n)
+                    : v10_ != nullptr ? v10_->devices(&n)
+                    : v9_ != nullptr  ? v9_->devices(&n)
+                                      : v8_->devices(&n);
   BRAID_RETURN_IF_ERROR(check(rc, "devices"));
   if (n < 0) return internalError("NET/%s : devices() reported %d devices", name_.c_str(), n);
   return n;
@@ -168,7 +207,22 @@ void copyCommon(const P& p, NetProperties* out) {
 Result<NetProperties> NetModule::getProperties(int dev) {
   NetProperties out;
   tLastNetWarn.clear();
-  if (v10_ != nullptr) {
+  if (v11_ != nullptr) {
+    ncclNetProperties_v11_t p{};
+    BRAID_RETURN_IF_ERROR(check(v11_->getProperties(dev, &p), "getProperties"));
+    copyCommon(p, &out);
+    out.forceFlush = p.forceFlush != 0;
+    out.maxP2pBytes = p.maxP2pBytes;
+  } else if (v12_ != nullptr) {
+    ncclNetProperties_v12_t p{};
+    p.railId = p.planeId = NCCL_NET_ID_UNDEF;
+    BRAID_RETURN_IF_ERROR(check(v12_->getProperties(dev, &p), "getProperties"));
+    copyCommon(p, &out);
+    out.forceFlush = p.forceFlush != 0;
+    out.maxP2pBytes = p.maxP2pBytes;
+    out.railId = p.railId;
+    out.planeId = p.planeId;
+  } else if (v10_ != nullptr) {
     ncclNetProperties_v10_t p{};
     BRAID_RETURN_IF_ERROR(check(v10_->getProperties(dev, &p), "getProperties"));
     copyCommon(p, &out);
@@ -190,22 +244,57 @@ Result<NetProperties> NetModule::getProperties(int dev) {
   return out;
 }
 
-Status NetModule::listen(int dev, NetHandle* handle, void** listenComm) {
+Result<std::shared_ptr<NetContext>> NetModule::openContext(uint64_t commId, int trafficClass,
+                                                           const NetCommHints& hints) {
+  if (v12_ == nullptr) return std::shared_ptr<NetContext>(new NetContext(this, nullptr, commId, trafficClass));
+  ncclNetCommConfig_v12_t config{trafficClass};
+  void* ctx = nullptr;
+  tLastNetWarn.clear();
+  BRAID_RETURN_IF_ERROR(check(v12_->init(&ctx, commId, &config, netLogger, nullptr), "init"));
+  auto context = std::shared_ptr<NetContext>(new NetContext(this, ctx, commId, trafficClass));
+  if (v12_->setNetAttr != nullptr) {
+    // What a ring or tree rank does: up to 4 peers at once (a tree's parent and children in both trees), one
+    // connection per channel to each; any collective, algorithm and protocol.
+    ncclNetAttr_v12_t attr = NCCL_NET_ATTR_INIT;
+    const int peers = std::max(1, std::min(hints.nranks - 1, 4));
+    for (ncclNetCommAttr_v12_t* side : {&attr.sendCommAttr, &attr.recvCommAttr}) {
+      side->minConcurrentPeers = 1;
+      side->maxConcurrentPeers = peers;
+      side->minFlowsPerPeer = 1;
+      side->maxFlowsPerPeer = std::max(1, hints.nChannels);
+    }
+    tLastNetWarn.clear();
+    const Status st = check(v12_->setNetAttr(ctx, &attr), "setNetAttr");
+    if (!st.isOk()) BRAID_INFO(kLogInit | kLogNet, "%s (ignored, as NCCL does)", st.message().c_str());
+  }
+  BRAID_INFO(kLogInit | kLogNet, "NET/%s : context %p for comm 0x%llx (traffic class %d)", name_.c_str(), ctx,
+             static_cast<unsigned long long>(commId), trafficClass);
+  return context;
+}
+
+Status NetModule::listen(const NetContext* ctx, int dev, NetHandle* handle, void** listenComm) {
   if (handle == nullptr || listenComm == nullptr) return invalidArgument("NET/%s : listen: null handle", name_.c_str());
   handle->fill(0);
   *listenComm = nullptr;
+  if (v12_ != nullptr) {
+    BRAID_NET_CALL("listen", v12_->listen(ctx != nullptr ? ctx->ctx() : processCtx_, dev, handle->data(), listenComm));
+  }
   if (v10_ != nullptr) BRAID_NET_CALL("listen", v10_->listen(dev, handle->data(), listenComm));
   if (v9_ != nullptr) BRAID_NET_CALL("listen", v9_->listen(dev, handle->data(), listenComm));
   BRAID_NET_CALL("listen", v8_->listen(dev, handle->data(), listenComm));
 }
 
-Status NetModule::connect(int dev, NetHandle* handle, void** sendComm) {
+Status NetModule::connect(const NetContext* ctx, int dev, NetHandle* handle, void** sendComm) {
   if (handle == nullptr || sendComm == nullptr) {
     return invalidArgument("NET/%s : connect: null handle or sendComm", name_.c_str());
   }
   *sendComm = nullptr;
+  if (v12_ != nullptr) {
+    BRAID_NET_CALL("connect",
+                   v12_->connect(ctx != nullptr ? ctx->ctx() : processCtx_, dev, handle->data(), sendComm, nullptr));
+  }
   if (v10_ != nullptr) {
-    ncclNetCommConfig_v10_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    ncclNetCommConfig_v10_t config{ctx != nullptr ? ctx->trafficClass() : NCCL_NET_TRAFFIC_CLASS_UNDEF};
     BRAID_NET_CALL("connect", v10_->connect(dev, &config, handle->data(), sendComm, nullptr));
   }
   if (v9_ != nullptr) BRAID_NET_CALL("connect", v9_->connect(dev, handle->data(), sendComm, nullptr));
@@ -217,18 +306,24 @@ Status NetModule::accept(void* listenComm, void** recvComm) {
     return invalidArgument("NET/%s : accept: null listenComm or recvComm", name_.c_str());
   }
   *recvComm = nullptr;
+  if (v12_ != nullptr) BRAID_NET_CALL("accept", v12_->accept(listenComm, recvComm, nullptr));
   if (v10_ != nullptr) BRAID_NET_CALL("accept", v10_->accept(listenComm, recvComm, nullptr));
   if (v9_ != nullptr) BRAID_NET_CALL("accept", v9_->accept(listenComm, recvComm, nullptr));
   BRAID_NET_CALL("accept", v8_->accept(listenComm, recvComm, nullptr));
 }
 
 Status NetModule::regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  if (v12_ != nullptr) BRAID_NET_CALL("regMr", v12_->regMr(comm, data, size, type, mhandle));
   if (v10_ != nullptr) BRAID_NET_CALL("regMr", v10_->regMr(comm, data, size, type, mhandle));
   if (v9_ != nullptr) BRAID_NET_CALL("regMr", v9_->regMr(comm, data, size, type, mhandle));
   BRAID_NET_CALL("regMr", v8_->regMr(comm, data, size, type, mhandle));
 }
 
 Status NetModule::regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle) {
+  if (v12_ != nullptr) {
+    if (v12_->regMrDmaBuf == nullptr) return internalError("NET/%s : no regMrDmaBuf", name_.c_str());
+    BRAID_NET_CALL("regMrDmaBuf", v12_->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle));
+  }
   if (v10_ != nullptr) {
     if (v10_->regMrDmaBuf == nullptr) return internalError("NET/%s : no regMrDmaBuf", name_.c_str());
     BRAID_NET_CALL("regMrDmaBuf", v10_->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle));
@@ -242,6 +337,7 @@ Status NetModule::regMrDmaBuf(void* comm, void* data, size_t size, int type, uin
 }
 
 Status NetModule::deregMr(void* comm, void* mhandle) {
+  if (v12_ != nullptr) BRAID_NET_CALL("deregMr", v12_->deregMr(comm, mhandle));
   if (v10_ != nullptr) BRAID_NET_CALL("deregMr", v10_->deregMr(comm, mhandle));
   if (v9_ != nullptr) BRAID_NET_CALL("deregMr", v9_->deregMr(comm, mhandle));
   BRAID_NET_CALL("deregMr", v8_->deregMr(comm, mhandle));
@@ -250,6 +346,7 @@ Status NetModule::deregMr(void* comm, void* mhandle) {
 Status NetModule::isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) {
   if (request == nullptr) return invalidArgument("NET/%s : isend: null request pointer", name_.c_str());
   *request = nullptr;
+  if (v12_ != nullptr) BRAID_NET_CALL("isend", v12_->isend(sendComm, data, size, tag, mhandle, nullptr, request));
   if (v10_ != nullptr) BRAID_NET_CALL("isend", v10_->isend(sendComm, data, size, tag, mhandle, nullptr, request));
   if (v9_ != nullptr) BRAID_NET_CALL("isend", v9_->isend(sendComm, data, size, tag, mhandle, request));
   if (size > static_cast<size_t>(INT_MAX)) {
@@ -271,6 +368,10 @@ Status NetModule::irecv(void* recvComm, int n, void** data, const size_t* sizes,
     sizesCopy[i] = sizes[i];
     intSizes[i] = static_cast<int>(std::min<size_t>(sizes[i], INT_MAX));
   }
+  if (v12_ != nullptr) {
+    void* phandles[8] = {};
+    BRAID_NET_CALL("irecv", v12_->irecv(recvComm, n, data, sizesCopy, tagsCopy, mhandles, phandles, request));
+  }
   if (v10_ != nullptr) {
     void* phandles[8] = {};
     BRAID_NET_CALL("irecv", v10_->irecv(recvComm, n, data, sizesCopy, tagsCopy, mhandles, phandles, request));
@@ -285,6 +386,7 @@ Status NetModule::iflush(void* recvComm, int n, void** data, const int* sizes, v
   int sizesCopy[8];
   if (n < 1 || n > 8) return invalidArgument("NET/%s : iflush: n=%d (must be 1..8)", name_.c_str(), n);
   for (int i = 0; i < n; ++i) sizesCopy[i] = sizes[i];
+  if (v12_ != nullptr) BRAID_NET_CALL("iflush", v12_->iflush(recvComm, n, data, sizesCopy, mhandles, request));
   if (v10_ != nullptr) BRAID_NET_CALL("iflush", v10_->iflush(recvComm, n, data, sizesCopy, mhandles, request));
   if (v9_ != nullptr) BRAID_NET_CALL("iflush", v9_->iflush(recvComm, n, data, sizesCopy, mhandles, request));
   BRAID_NET_CALL("iflush", v8_->iflush(recvComm, n, data, sizesCopy, mhandles, request));
@@ -294,26 +396,30 @@ Status NetModule::test(void* request, bool* done, int* sizes) {
   if (done == nullptr) return invalidArgument("NET/%s : test: null done pointer", name_.c_str());
   int d = 0;
   tLastNetWarn.clear();
-  ncclResult_t rc = v10_ != nullptr  ? v10_->test(request, &d, sizes)
-                    : v9_ != nullptr ? v9_->test(request, &d, sizes)
-                                     : v8_->test(request, &d, sizes);
+  ncclResult_t rc = v12_ != nullptr   ? v12_->test(request, &d, sizes)
+                    : v10_ != nullptr ? v10_->test(request, &d, sizes)
+                    : v9_ != nullptr  ? v9_->test(request, &d, sizes)
+                                      : v8_->test(request, &d, sizes);
   *done = d != 0;
   return check(rc, "test");
 }
 
 Status NetModule::closeSend(void* comm) {
+  if (v12_ != nullptr) BRAID_NET_CALL("closeSend", v12_->closeSend(comm));
   if (v10_ != nullptr) BRAID_NET_CALL("closeSend", v10_->closeSend(comm));
   if (v9_ != nullptr) BRAID_NET_CALL("closeSend", v9_->closeSend(comm));
   BRAID_NET_CALL("closeSend", v8_->closeSend(comm));
 }
 
 Status NetModule::closeRecv(void* comm) {
+  if (v12_ != nullptr) BRAID_NET_CALL("closeRecv", v12_->closeRecv(comm));
   if (v10_ != nullptr) BRAID_NET_CALL("closeRecv", v10_->closeRecv(comm));
   if (v9_ != nullptr) BRAID_NET_CALL("closeRecv", v9_->closeRecv(comm));
   BRAID_NET_CALL("closeRecv", v8_->closeRecv(comm));
 }
 
 Status NetModule::closeListen(void* comm) {
+  if (v12_ != nullptr) BRAID_NET_CALL("closeListen", v12_->closeListen(comm));
   if (v10_ != nullptr) BRAID_NET_CALL("closeListen", v10_->closeListen(comm));
   if (v9_ != nullptr) BRAID_NET_CALL("closeListen", v9_->closeListen(comm));
   BRAID_NET_CALL("closeListen", v8_->closeListen(comm));
@@ -342,6 +448,14 @@ Result<std::unique_ptr<NetModule>> loadNetPlugin(const std::string& spec) {
     return std::unique_ptr<NetModule>();
   }
   auto lib = std::make_shared<PluginLibrary>(handle, path);
+  if (void* sym = dlsym(handle, "ncclNetPlugin_v12")) {
+    BRAID_INFO(kLogInit | kLogNet, "NET/Plugin : Loaded %s (ncclNetPlugin_v12)", path.c_str());
+    return NetModule::wrapV12(static_cast<const ncclNet_v12_t*>(sym), lib);
+  }
+  if (void* sym = dlsym(handle, "ncclNetPlugin_v11")) {
+    BRAID_INFO(kLogInit | kLogNet, "NET/Plugin : Loaded %s (ncclNetPlugin_v11)", path.c_str());
+    return NetModule::wrapV11(static_cast<const ncclNet_v11_t*>(sym), lib);
+  }
   if (void* sym = dlsym(handle, "ncclNetPlugin_v10")) {
     BRAID_INFO(kLogInit | kLogNet, "NET/Plugin : Loaded %s (ncclNetPlugin_v10)", path.c_str());
     return NetModule::wrapV10(static_cast<const ncclNet_v10_t*>(sym), lib);
@@ -355,7 +469,7 @@ Result<std::unique_ptr<NetModule>> loadNetPlugin(const std::string& spec) {
     return NetModule::wrapV8(static_cast<const ncclNet_v8_t*>(sym), lib);
   }
   BRAID_WARN(
-      "NET/Plugin : %s exports none of ncclNetPlugin_v10, ncclNetPlugin_v9, ncclNetPlugin_v8 (older ABIs are "
+      "NET/Plugin : %s exports none of ncclNetPlugin_v12 .. ncclNetPlugin_v8 (older ABIs are "
       "not supported); using internal network plugins.",
       path.c_str());
   return std::unique_ptr<NetModule>();

@@ -4,7 +4,9 @@
 //
 // Selection (loadNetworks):
 //   1. External plugin, per NCCL_NET_PLUGIN: unset tries libnccl-net.so; "NAME" tries libnccl-net-NAME.so, then
-//      NAME as given (a path or a soname); "none" loads nothing. The newest of ncclNetPlugin_v10/_v9/_v8 is used.
+//      NAME as given (a path or a soname); "none" loads nothing. The newest of ncclNetPlugin_v12 .. _v8 is used.
+//      A v11/v12 plugin gets one context per communicator (NetModule::openContext) and one for the process's
+//      device queries (commId 0, opened at load, kept for the process's life).
 //   2. Built-ins: IB (skipped when NCCL_IB_DISABLE=1), OFI (libfabric), Socket. IB and OFI dlopen() their library
 //      at init; without it they have no devices (an INFO line and NCCL_NET's error name the library).
 //   3. NCCL_NET=name (case-insensitive; "Libfabric" is an alias of OFI) picks that network, which must have a
@@ -44,20 +46,53 @@ struct NetProperties {
   int maxRecvs = 1;
   int netDeviceType = NCCL_NET_DEVICE_HOST;
   int netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-  size_t maxP2pBytes = 0;  // 0: no limit beyond the ABI's (INT_MAX for v8)
+  size_t maxP2pBytes = 0;         // 0: no limit beyond the ABI's (INT_MAX for v8)
+  int railId = -1, planeId = -1;  // v12: the device's rail and plane (NCCL_NET_ID_UNDEF: not said)
 };
 
 // Keeps a dlopen'ed plugin loaded while any module from it lives.
 class PluginLibrary;
+class NetModule;
+
+// A communicator's context in a network: for ABI v11+ what init() returned for it, finalize()d when the last
+// holder lets go (the communicator's transport state and each of its connections hold it, so connections closing
+// after ncclCommDestroy still have it). Older ABIs and the built-in networks have none: ctx() is null, and the
+// traffic class reaches v10's connect() instead.
+class NetContext {
+ public:
+  ~NetContext();
+  NetContext(const NetContext&) = delete;
+  NetContext& operator=(const NetContext&) = delete;
+  void* ctx() const { return ctx_; }
+  int trafficClass() const { return trafficClass_; }
+  uint64_t commId() const { return commId_; }
+
+ private:
+  friend class NetModule;
+  NetContext(NetModule* net, void* ctx, uint64_t commId, int trafficClass)
+      : net_(net), ctx_(ctx), commId_(commId), trafficClass_(trafficClass) {}
+  NetModule* net_;
+  void* ctx_;
+  uint64_t commId_;
+  int trafficClass_;
+};
+
+// What setNetAttr (v11+) is told about a communicator when its context opens.
+struct NetCommHints {
+  int nranks = 1;
+  int nChannels = 1;
+};
 
 // One network. Not copyable; owned by a NetSelection. Thread-safety is the plugin's (include/nccl_net.h): calls
 // on distinct comm objects may run concurrently, calls on one comm must be serialised by the caller.
 class NetModule {
  public:
-  // Wraps a function table of the given ABI version (8, 9 or 10). `lib` is null for built-in networks.
+  // Wraps a function table of the given ABI version (8 to 12). `lib` is null for built-in networks.
   static std::unique_ptr<NetModule> wrapV8(const ncclNet_v8_t* table, std::shared_ptr<PluginLibrary> lib);
   static std::unique_ptr<NetModule> wrapV9(const ncclNet_v9_t* table, std::shared_ptr<PluginLibrary> lib);
   static std::unique_ptr<NetModule> wrapV10(const ncclNet_v10_t* table, std::shared_ptr<PluginLibrary> lib);
+  static std::unique_ptr<NetModule> wrapV11(const ncclNet_v11_t* table, std::shared_ptr<PluginLibrary> lib);
+  static std::unique_ptr<NetModule> wrapV12(const ncclNet_v12_t* table, std::shared_ptr<PluginLibrary> lib);
   ~NetModule();
   NetModule(const NetModule&) = delete;
   NetModule& operator=(const NetModule&) = delete;
@@ -67,14 +102,29 @@ class NetModule {
   bool external() const { return lib_ != nullptr; }
   // Where it came from: "built-in" or the plugin file.
   std::string origin() const;
+  // v11+: a context per communicator.
+  bool perCommContext() const { return v12_ != nullptr; }
 
+  // Once per process, before anything else (v11+: opens the process's context, commId 0).
   [[nodiscard]] Status init();
   [[nodiscard]] Result<int> devices();
   [[nodiscard]] Result<NetProperties> getProperties(int dev);
+  // The context of communicator `commId` (v11+: init() for it, then setNetAttr with `hints` when the plugin has
+  // it; a failing setNetAttr is only logged, as NCCL ignores its result). Thread-safe.
+  [[nodiscard]] Result<std::shared_ptr<NetContext>> openContext(uint64_t commId, int trafficClass,
+                                                                const NetCommHints& hints);
 
-  [[nodiscard]] Status listen(int dev, NetHandle* handle, void** listenComm);
+  // `ctx`: the communicator's context (null: the process's, with no traffic class).
+  [[nodiscard]] Status listen(const NetContext* ctx, int dev, NetHandle* handle, void** listenComm);
   // Non-blocking: *sendComm stays null until established; call again with the same handle.
-  [[nodiscard]] Status connect(int dev, NetHandle* handle, void** sendComm);
+  [[nodiscard]] Status connect(const NetContext* ctx, int dev, NetHandle* handle, void** sendComm);
+  // The same through the process's context.
+  [[nodiscard]] Status listen(int dev, NetHandle* handle, void** listenComm) {
+    return listen(nullptr, dev, handle, listenComm);
+  }
+  [[nodiscard]] Status connect(int dev, NetHandle* handle, void** sendComm) {
+    return connect(nullptr, dev, handle, sendComm);
+  }
   // Non-blocking: *recvComm stays null until a peer connected.
   [[nodiscard]] Status accept(void* listenComm, void** recvComm);
 
@@ -104,7 +154,13 @@ class NetModule {
   const ncclNet_v8_t* v8_ = nullptr;
   const ncclNet_v9_t* v9_ = nullptr;
   const ncclNet_v10_t* v10_ = nullptr;
+  // v11 and v12: one table type (their members are the same pointers in the same order; only getProperties' and
+  // makeVDevice's structs differ, and getProperties is called through the v11 table for v11).
+  const ncclNet_v12_t* v12_ = nullptr;
+  const ncclNet_v11_t* v11_ = nullptr;
+  void* processCtx_ = nullptr;  // v11+: the context init() opened for the process
   std::shared_ptr<PluginLibrary> lib_;
+  friend class NetContext;
 };
 
 // The networks this process can use, and the one NCCL_NET (or the default order) chose.

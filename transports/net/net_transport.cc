@@ -54,6 +54,8 @@ struct NetConn : ConnectorDriver {
   bool closed = false;
   bool isSend = false;
   net::NetModule* net = nullptr;
+  // The communicator's context in the network (v11+ plugins): kept until this connection has closed.
+  std::shared_ptr<net::NetContext> context;
   int dev = 0;
   PeerInfo self, peer;
   FifoCtrl* ctrl = nullptr;
@@ -164,7 +166,7 @@ Status completeInOrder(NetConn& c, bool* did) {
 
 Status progressSend(NetConn& c, bool* did) {
   if (c.comm == nullptr) {
-    BRAID_RETURN_IF_ERROR(c.net->connect(c.dev, &c.handle, &c.comm).withContext("connect"));
+    BRAID_RETURN_IF_ERROR(c.net->connect(c.context.get(), c.dev, &c.handle, &c.comm).withContext("connect"));
     if (c.comm == nullptr) return notConnectedYet(c);
     BRAID_RETURN_IF_ERROR(connected(c));
     *did = true;
@@ -358,7 +360,7 @@ class NetTransport : public Transport {
   Result<RecvSetup> setupRecv(const TransportConfig& cfg, const PeerInfo& self, const PeerInfo& peer, int channel,
                               size_t slotBytes, size_t llSlotBytes) override {
     BRAID_ASSIGN_OR_RETURN(std::shared_ptr<NetConn> c, newConn(cfg, false, self, peer, channel, slotBytes));
-    BRAID_RETURN_IF_ERROR(c->net->listen(c->dev, &c->handle, &c->listenComm).withContext("listen"));
+    BRAID_RETURN_IF_ERROR(c->net->listen(c->context.get(), c->dev, &c->handle, &c->listenComm).withContext("listen"));
     BRAID_ASSIGN_OR_RETURN(LocalFifo fifo, attach(cfg, c, llSlotBytes));
     RecvSetup setup;
     setup.connector = std::make_unique<Connector>(fifo.mem, fifo.ctrl, fifo.slots, false, peer, false);
@@ -405,6 +407,15 @@ class NetTransport : public Transport {
     c->peer = peer;
     c->slotBytes = slotBytes;
     c->timeoutSec = cfg.timeoutSec;
+    if (cfg.netComm != nullptr) {
+      NetCommState& st = *cfg.netComm;
+      std::lock_guard<std::mutex> lock(st.mu);
+      if (st.context == nullptr) {
+        BRAID_ASSIGN_OR_RETURN(
+            st.context, c->net->openContext(st.commId, st.trafficClass, net::NetCommHints{st.nranks, st.nChannels}));
+      }
+      c->context = st.context;
+    }
     return c;
   }
 
