@@ -30,13 +30,15 @@ struct CollArgs {
   const ncclCollConfig_t* config = nullptr;  // the nccl*Config variants' (NULL: the plain call)
 
   CollRequest request() const {
-    return CollRequest{fn, kind, sendbuff, recvbuff, count, static_cast<int>(datatype), op, root, comm, stream};
+    CollRequest r{fn, kind, sendbuff, recvbuff, count, static_cast<int>(datatype), op, root, comm, stream};
+    r.userTag = config != nullptr ? config->userProfilerTag : 0;
+    return r;
   }
 };
 
 // A per-collective configuration (ncclCollConfig_t): made from NCCL_COLLCONFIG_INITIALIZER, every field valid, and
-// only what braid honours set. Vendor options and the profiler tag are accepted (braid owns no option and has no
-// profiler plugin yet); the channel bounds and the algorithm selection are refused by name until they are honoured.
+// only what braid honours set. Vendor options are accepted (braid owns none); the profiler tag reaches a v7 profiler
+// plugin's events; the channel bounds and the algorithm selection are refused by name until they are honoured.
 Status checkCollConfig(const ncclCollConfig_t* cc) {
   if (cc == nullptr) return Status::ok();
   const ncclCollConfig_t init = NCCL_COLLCONFIG_INITIALIZER;

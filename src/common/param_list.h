@@ -89,6 +89,10 @@ BRAID_PARAM(TuningFile, kString, "BRAID_TUNING_FILE", "",
 BRAID_PARAM(TunerPlugin, kString, "NCCL_TUNER_PLUGIN", "",
             "Tuner plugin (ncclTunerPlugin_v3..v7, include/nccl_tuner.h): unset tries libnccl-tuner.so, then the net "
             "plugin's library; NAME tries libnccl-tuner-NAME.so, then NAME as given; 'none' loads no tuner.")
+BRAID_PARAM(ProfilerPlugin, kString, "NCCL_PROFILER_PLUGIN", "",
+            "Profiler plugin (ncclProfiler_v4..v7, include/nccl_profiler.h): unset tries libnccl-profiler.so, then the "
+            "net plugin's library; X tries X as given, then libnccl-profiler-X.so; a prefix of STATIC_PLUGIN: the "
+            "program itself; 'none' loads no profiler.")
 BRAID_PARAM(Direct, kInt, "BRAID_DIRECT", "1",
             "1: all-reduce, reduce-scatter and all-gather among ranks of one host run NVLS-style (direct loads and "
             "stores over shared memory); 0: always the ring.")

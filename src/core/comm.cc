@@ -1,4 +1,5 @@
 #include "src/core/comm.h"
+#include "src/core/profiler_plugin.h"
 
 #include "algorithms/alltoall/bruck.h"
 #include "algorithms/tree/tree.h"
@@ -103,8 +104,9 @@ uint64_t localHostHash() {
 // The recorder exists from the start (never replaced: ncclCommAbort and a non-blocking init's caller may use it while
 // init runs); an out-of-range knob is reported by init.
 Communicator::Communicator()
-    : flight_(std::make_unique<FlightRecorder>(static_cast<size_t>(
-          std::min<int64_t>(std::max<int64_t>(0, params::FlightRecorderEntries()), kMaxFlightEntries)))) {
+    : observe_{std::make_unique<FlightRecorder>(static_cast<size_t>(
+                   std::min<int64_t>(std::max<int64_t>(0, params::FlightRecorderEntries()), kMaxFlightEntries))),
+               nullptr} {
   user_.windows = std::make_unique<Windows>(this);
   user_.devComms = std::make_unique<DevComms>(this);
 }
@@ -143,8 +145,8 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
     return invalidArgument("%s=%lld: use 0 (off) to %lld operations", params::kFlightRecorderEntries.name,
                            static_cast<long long>(flightEntries), static_cast<long long>(kMaxFlightEntries));
   }
-  flight_->identify(FlightIdentity{id.magic, rank, nranks, config.commName});
-  if (flight_->enabled()) flightInstallSignal();
+  observe_.flight->identify(FlightIdentity{id.magic, rank, nranks, config.commName});
+  if (observe_.flight->enabled()) flightInstallSignal();
   BRAID_ASSIGN_OR_RETURN(backend_, createBackend(config.backend));
   if (backend_->cudaDevice() >= 0) {
     device_ = backend_->cudaDevice();
@@ -353,7 +355,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   // LL128 lines travel whole only through memory both ends map; over a network they would ride in Simple slots.
   sc.ll128 = backend_->caps().proto[static_cast<int>(ProtoId::kLL128)] && !topo.netPeers;
   selector_ = Selector(std::move(sc));
-  BRAID_RETURN_IF_ERROR(loadTunerPlugin(topo));
+  BRAID_RETURN_IF_ERROR(loadPlugins(topo));
   BRAID_RETURN_IF_ERROR(checkLlOverNetwork());
   BRAID_ASSIGN_OR_RETURN(sched_.rings, ringsForChannels(topo.search, static_cast<int>(nch), nranks));
   // On one host the trees run over channel 0's ring order, so a subtree stays on a NUMA node; across hosts,
@@ -516,7 +518,7 @@ Status Communicator::buildPlan(Plan* plan) {
       PlanOp po{&op, selector_.chooseFifo(op.kind, unitBytes(op))};
       if (!p2p && op.kind != CollKind::kAlltoAll)
         selector_.logTuning(op.kind, unitBytes(op), po.choice.algo, po.choice.proto);
-      if (!p2p) flight_->chose(op.flightToken, po.choice.algo, po.choice.proto);
+      if (!p2p) noteChoice(op, po.choice.algo, po.choice.proto);
       ops.push_back(po);
     }
   }
@@ -583,7 +585,8 @@ const void* Communicator::stageCopy(const void* src, size_t bytes) {
 }
 
 void Communicator::clearPending() {
-  flight_->dropped();
+  observe_.flight->dropped();
+  profileDone();
   pending_.clear();
   if (backend_) backend_->releaseLaunchMemory();
 }
@@ -634,7 +637,7 @@ Status Communicator::checkCalls(const std::vector<Communicator*>& comms) {
 void Communicator::abort() {
   health_.abort.store(true);
   if (backend_) backend_->abortWork();
-  flight_->aborted();
+  observe_.flight->aborted();
   Result<std::string> dumped = flightDump(strPrintf("ncclCommAbort on rank %d", rank_));
   if (!dumped.isOk()) BRAID_WARN("flight recorder: %s", dumped.status().message().c_str());
 }
@@ -679,10 +682,10 @@ Status Communicator::pollAsync() {
 Status Communicator::pollOwned() {
   Status st = pollAsync();
   if (!st.isOk()) {
-    flight_->ended(st);  // what was still running failed with it
+    observe_.flight->ended(st);  // what was still running failed with it
     return st;
   }
-  if (backend_) flight_->finishedLaunches(backend_->launchesFinished());
+  if (backend_) observe_.flight->finishedLaunches(backend_->launchesFinished());
   return st;
 }
 
@@ -696,8 +699,9 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
     return result;
   }
   for (Communicator* comm : comms) {
-    comm->flight_->started();
+    comm->observe_.flight->started();
     comm->selector_.newGroup();
+    comm->profileLaunch();
   }
   std::vector<Communicator*> directSide, fifoSide;
   if (comms.size() > 1) {
@@ -724,9 +728,9 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
   for (Communicator* comm : comms) {
     if (result.isOk() && comm->backend_->caps().streams) {
       // The work runs on after the call returns: its calls end when the backend says their launch finished.
-      comm->flight_->launched(comm->backend_->launchesIssued());
+      comm->observe_.flight->launched(comm->backend_->launchesIssued());
     } else {
-      comm->flight_->ended(result);
+      comm->observe_.flight->ended(result);
     }
   }
   if (!result.isOk()) reportFailure(comms, result);

@@ -37,11 +37,13 @@ struct CommConfig {
   std::string commName;
   int trafficClass = -1;    // config.trafficClass (NCCL_NET_TRAFFIC_CLASS_UNDEF: unset), handed to v11+ net plugins
   bool checkCalls = false;  // BRAID_CHECK_CALLS, agreed at init (src/core/call_check.h)
+  bool internal = false;    // a communicator braid made for itself (NVLSTree's): no tuner or profiler plugin
   // The backend, chosen on the thread that called ncclCommInitRank (chooseBackend), or the parent's for a split.
   BackendChoice backend;
 };
 
 class NvlsTree;
+class CommProfiler;
 class Windows;
 class DevComms;
 
@@ -68,7 +70,8 @@ class Communicator {
   // flight recorder's dump (BRAID_FLIGHT_RECORDER_FILE).
   void abort();
   // The last operations queued here (flight_recorder.h); never null.
-  FlightRecorder& flight() { return *flight_; }
+  FlightRecorder& flight() { return *observe_.flight; }
+  CommProfiler* profiler() { return observe_.profiler.get(); }
   std::atomic<int>& asyncError() { return health_.asyncError; }  // an ncclResult_t value
   // Work a streams backend still runs: records its first failure in asyncError (and the log) and returns it.
   Status pollAsync();
@@ -170,8 +173,15 @@ class Communicator {
   // Sets topo_.netPeers; with network peers, LL leaves the protocol filter when its chunks do not fit the network's
   // Simple slots (an error if a collective would be left without Simple).
   Status checkLlOverNetwork();
-  // NCCL_TUNER_PLUGIN: loads the tuner plugin, if any, into the selector (tuner_plugin.h).
-  Status loadTunerPlugin(const CommTopology& topo);
+  // NCCL_TUNER_PLUGIN and NCCL_PROFILER_PLUGIN: the tuner, if any, into the selector (tuner_plugin.h); the
+  // profiler's context for this communicator (profiler_plugin.h). Neither for internal communicators.
+  Status loadPlugins(const CommTopology& topo);
+  // The planner chose `op`'s algorithm and protocol: the flight recorder and the profiler hear of it.
+  void noteChoice(const PendingOp& op, AlgoId algo, ProtoId proto);
+  // The profiler (if any) hears that the group launches (sends and receives start), and that it is done.
+  void profileLaunch();
+  void profileStop(const PendingOp& op);  // `op` ran (and leaves the queue)
+  void profileDone();
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -207,7 +217,12 @@ class Communicator {
     std::atomic<int> asyncError{0};  // an ncclResult_t value
   };
   Health health_;
-  std::unique_ptr<FlightRecorder> flight_;
+  // Who watches the operations: the flight recorder (always there) and a profiler plugin's context (or null).
+  struct Observers {
+    std::unique_ptr<FlightRecorder> flight;
+    std::unique_ptr<CommProfiler> profiler;
+  };
+  Observers observe_;
 };
 
 // Host identity: the hash of topology's localHostId() (NCCL_HOSTID, else host name and boot id).

@@ -6,13 +6,17 @@
 #include "src/common/logging.h"
 #include "src/common/params.h"
 #include "src/core/comm.h"
+#include "src/core/profiler_plugin.h"
 #include "src/core/tuner_plugin.h"
 
 namespace braid {
 
-Status Communicator::loadTunerPlugin(const CommTopology& topo) {
+Status Communicator::loadPlugins(const CommTopology& topo) {
+  if (config_.internal) return Status::ok();
+  observe_.profiler =
+      CommProfiler::open(ProfilerCommInfo{observe_.flight->commId(), config_.commName, topo.nNodes, nranks_, rank_});
   TunerCommInfo info;
-  info.commId = flight_->commId();
+  info.commId = observe_.flight->commId();
   info.rank = rank_;
   info.nranks = nranks_;
   info.nNodes = topo.nNodes;
@@ -31,6 +35,66 @@ Status Communicator::loadTunerPlugin(const CommTopology& topo) {
   }
   selector_.setTuner(std::move(tuner));
   return Status::ok();
+}
+
+namespace {
+const char* profAlgo(AlgoId a) {
+  static const char* const kNames[] = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
+  const auto i = static_cast<size_t>(a);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "Unknown";
+}
+const char* profProto(ProtoId p) {
+  static const char* const kNames[] = {"LL", "LL128", "SIMPLE"};
+  const auto i = static_cast<size_t>(p);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "Unknown";
+}
+
+ProfiledOp profiledOf(const PendingOp& op) {
+  ProfiledOp p;
+  p.kind = op.kind;
+  p.count = op.count;
+  p.dtype = op.dtype;
+  p.root = op.root;
+  p.sendBuff = op.sendbuff;
+  p.recvBuff = op.recvbuff;
+  p.stream = op.stream;
+  p.userTag = op.userTag;
+  return p;
+}
+}  // namespace
+
+void Communicator::noteChoice(const PendingOp& op, AlgoId algo, ProtoId proto) {
+  observe_.flight->chose(op.flightToken, algo, proto);
+  if (observe_.profiler && op.profEvent == nullptr) {
+    op.profEvent =
+        observe_.profiler->opStart(profiledOf(op), op.profApi, nChannels(), profAlgo(algo), profProto(proto));
+  }
+}
+
+void Communicator::profileLaunch() {
+  if (!observe_.profiler) return;
+  observe_.profiler->groupLaunch();
+  for (const PendingOp& op : pending_) {
+    // Sends and receives have no algorithm: they start with the group.
+    if (op.kind == CollKind::kSend || op.kind == CollKind::kRecv) {
+      op.profEvent = observe_.profiler->opStart(profiledOf(op), op.profApi, nChannels(), nullptr, nullptr);
+    }
+  }
+}
+
+void Communicator::profileStop(const PendingOp& op) {
+  if (!observe_.profiler) return;
+  observe_.profiler->opStop(op.profEvent);
+  op.profEvent = nullptr;
+}
+
+void Communicator::profileDone() {
+  if (!observe_.profiler) return;
+  for (const PendingOp& op : pending_) {
+    observe_.profiler->opStop(op.profEvent);
+    op.profEvent = nullptr;
+  }
+  observe_.profiler->groupDone();
 }
 
 bool Communicator::takesDirect(const PendingOp& op) const {
@@ -68,7 +132,7 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
       const PendingOp& op = c->pending_[i];
       if (!c->takesDirect(op)) continue;
       c->selector_.logTuning(op.kind, unitBytes(op), AlgoId::kNvls, ProtoId::kSimple);
-      c->flight_->chose(op.flightToken, AlgoId::kNvls, ProtoId::kSimple);
+      c->noteChoice(op, AlgoId::kNvls, ProtoId::kSimple);
       DirectOp d;
       directCollOf(op.kind, &d.req.coll);
       d.req.send = op.sendbuff;
@@ -96,7 +160,10 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     size_t kept = 0, next = 0;
     for (size_t i = 0; i < c->pending_.size(); ++i) {
       const bool isDirect = next < indexOf[x].size() && indexOf[x][next] == i;
-      if (isDirect && opsOf[x][next++].ran) continue;
+      if (isDirect && opsOf[x][next++].ran) {
+        c->profileStop(c->pending_[i]);
+        continue;
+      }
       c->pending_[kept++] = c->pending_[i];
     }
     c->pending_.resize(kept);

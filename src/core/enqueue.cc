@@ -7,6 +7,7 @@
 #include "src/common/logging.h"
 #include "src/core/flight_recorder.h"
 #include "src/core/group.h"
+#include "src/core/profiler_plugin.h"
 
 namespace braid {
 
@@ -167,8 +168,20 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
     call.peer = isP2p ? a.root : -1;
     token = comm->flight().queued(call);
   }
-  comm->pending().push_back(
-      PendingOp{a.kind, a.sendbuff, a.recvbuff, a.count, dtype, op, a.root, token, const_cast<void*>(a.stream)});
+  PendingOp queued{a.kind, a.sendbuff, a.recvbuff, a.count, dtype, op, a.root, token, const_cast<void*>(a.stream)};
+  queued.userTag = a.userTag;
+  queued.profApi = a.profApi;
+  if (comm->profiler() != nullptr && a.profApi == nullptr) {
+    ProfiledOp call;
+    call.kind = a.kind;
+    call.count = a.count;
+    call.dtype = dtype;
+    call.root = a.root;
+    call.stream = const_cast<void*>(a.stream);
+    call.userTag = a.userTag;
+    queued.profApi = comm->profiler()->apiCall(call, groupDepth());
+  }
+  comm->pending().push_back(queued);
   groupAddComm(comm);
   return Status::ok();
 }
@@ -203,6 +216,17 @@ Status enqueuePattern(const std::shared_ptr<Communicator>& c, P2pPattern pattern
     return invalidArgument("recvbuff is NULL with count=%zu", count);
   }
   CollRequest base = a;  // what every send and receive below starts from
+  if (count > 0 && c->profiler() != nullptr) {
+    ProfiledOp call;
+    call.kind = CollKind::kAlltoAll;
+    call.func = pattern == P2pPattern::kAlltoAll ? "AlltoAll" : pattern == P2pPattern::kGather ? "Gather" : "Scatter";
+    call.count = count;
+    call.dtype = static_cast<DType>(a.datatype);
+    call.root = rooted ? root : 0;
+    call.stream = const_cast<void*>(a.stream);
+    call.userTag = a.userTag;
+    base.profApi = c->profiler()->apiCall(call, groupDepth());
+  }
   if (count > 0 && c->flight().enabled()) {
     FlightCall call;
     call.fn = a.fn;
@@ -301,9 +325,21 @@ Status enqueueAlltoAllv(const std::shared_ptr<Communicator>& c, const AlltoAllvR
     token = c->flight().queued(call);
     if (sendExtent == 0 && recvExtent == 0) c->flight().nothingToRun(token);
   }
+  void* profApi = nullptr;
+  if (c->profiler() != nullptr && (sendExtent > 0 || recvExtent > 0)) {
+    ProfiledOp call;
+    call.kind = CollKind::kAlltoAll;
+    call.func = "AlltoAllv";
+    call.count = sendExtent;
+    call.dtype = static_cast<DType>(datatype);
+    call.root = 0;
+    call.stream = const_cast<void*>(v.stream);
+    profApi = c->profiler()->apiCall(call, groupDepth());
+  }
   auto p2p = [&](CollKind kind, const void* s, void* r, size_t count, int peer) {
-    return enqueueColl(c,
-                       CollRequest{"braidAlltoAllv", kind, s, r, count, datatype, -1, peer, v.handle, v.stream, token});
+    CollRequest one{"braidAlltoAllv", kind, s, r, count, datatype, -1, peer, v.handle, v.stream, token};
+    one.profApi = profApi;
+    return enqueueColl(c, one);
   };
   for (int p = 0; p < n; ++p) {
     if (sendcounts[p] > 0) {

@@ -29,6 +29,10 @@ struct CollRequest {
   // The flight recorder entry of the call this one is part of (an all-to-all's sends and receives share it); none:
   // enqueueColl records the call itself.
   uint64_t flightToken = ~uint64_t(0);
+  // The profiler's event of the call this one is part of (null: enqueueColl reports the call itself), and the
+  // call's ncclCollConfig_t.userProfilerTag.
+  void* profApi = nullptr;
+  uint64_t userTag = 0;
 };
 
 // Whether the communicator takes operations now on `stream`: errors (kInvalidUsage) for one still initialising,

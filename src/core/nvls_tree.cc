@@ -49,9 +49,11 @@ Result<std::unique_ptr<NvlsTree>> NvlsTree::create(Communicator& c) {
     return none;
   }
   std::unique_ptr<NvlsTree> t(new NvlsTree());
-  BRAID_RETURN_IF_ERROR(c.split(myHost, c.rank_, c.config_, &t->host_).withContext("NVLSTree host communicator"));
+  CommConfig inner = c.config_;
+  inner.internal = true;
+  BRAID_RETURN_IF_ERROR(c.split(myHost, c.rank_, inner, &t->host_).withContext("NVLSTree host communicator"));
   BRAID_RETURN_IF_ERROR(
-      c.split(c.topo_.localRank, myHost, c.config_, &t->cross_).withContext("NVLSTree cross-host communicator"));
+      c.split(c.topo_.localRank, myHost, inner, &t->cross_).withContext("NVLSTree cross-host communicator"));
   // Rank i of every host takes rail i: the cross-host connections of one piece run between same-numbered devices.
   t->cross_->peers_[static_cast<size_t>(t->cross_->rank_)].rail = c.topo_.localRank;
   // The host communicator's NVLS-style group needs the ranks to share memory; if any host cannot, no rank uses it.
@@ -149,8 +151,9 @@ Status Communicator::launchHierarchical(const std::vector<Communicator*>& comms)
         continue;
       }
       c->selector_.logTuning(op.kind, unitBytes(op), AlgoId::kNvlsTree, ProtoId::kSimple);
-      c->flight_->chose(op.flightToken, AlgoId::kNvlsTree, ProtoId::kSimple);
+      c->noteChoice(op, AlgoId::kNvlsTree, ProtoId::kSimple);
       BRAID_RETURN_IF_ERROR(c->nvlsTree_->run(op, c->nranks_));
+      c->profileStop(op);
     }
     c->pending_.swap(rest);
   }

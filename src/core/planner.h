@@ -31,6 +31,10 @@ struct PendingOp {
   int root;                             // root for rooted collectives, peer for send/recv
   uint64_t flightToken = ~uint64_t(0);  // its flight recorder entry (FlightRecorder::queued), or none
   void* stream = nullptr;               // the user's CUDA stream (a streams backend; null: the legacy stream)
+  // A profiler plugin's events (src/core/profiler_plugin.h): the API call's (the parent) and the operation's own.
+  void* profApi = nullptr;
+  mutable void* profEvent = nullptr;
+  uint64_t userTag = 0;  // ncclCollConfig_t.userProfilerTag
 };
 
 // Bytes of one queued operation's unit (NCCL's count times the type size).

@@ -9,8 +9,9 @@
 #   transports  transports                  the Transport interface and registry, shm, net (+ include/nccl_net.h)
 #   backend     src/backends/backend.h      the Backend interface (what core may see of a backend)
 #   backends    src/backends/*.cc, cpu/     backend implementations
-#   core        src/core                    communicators, groups, selection, planning, links (+ include/nccl_tuner.h,
-#                                           the tuner plugins' C ABI, which src/core/tuner_plugin.cc speaks)
+#   core        src/core                    communicators, groups, selection, planning, links (+ include/nccl_tuner.h
+#                                           and include/nccl_profiler.h, the tuner and profiler plugins' C ABIs,
+#                                           which src/core/tuner_plugin.cc and profiler_plugin.cc speak)
 #   api         src/api                     the C entry points (+ include/nccl.h)
 # Usage: tests/build/layering_test.sh SOURCE_DIR. Prints every violation; exits 1 if there is one.
 set -euo pipefail
@@ -47,7 +48,7 @@ layer_of() {
     topology/*) echo topology ;;
     algorithms/*) echo algorithms ;;
     transports/*) echo transports ;;
-    include/nccl_tuner.h) echo tunerabi ;;
+    include/nccl_tuner.h | include/nccl_profiler.h) echo tunerabi ;;
     include/* | nccl.h | nccl_net.h) echo public ;;
     braid_build_config.h) echo generated ;;
     *) echo unknown ;;
