@@ -19,29 +19,7 @@ namespace {
 // The int every init() receives as eActivationMask: the plugin writes it, braid reads it at each API call.
 int gEventMask = 0;
 
-// NCCL's strings for the descriptors.
-const char* funcName(CollKind k) {
-  switch (k) {
-    case CollKind::kAllReduce:
-      return "AllReduce";
-    case CollKind::kBroadcast:
-      return "Broadcast";
-    case CollKind::kReduce:
-      return "Reduce";
-    case CollKind::kAllGather:
-      return "AllGather";
-    case CollKind::kReduceScatter:
-      return "ReduceScatter";
-    case CollKind::kSend:
-      return "Send";
-    case CollKind::kRecv:
-      return "Recv";
-    case CollKind::kAlltoAll:
-      return "AlltoAll";
-  }
-  return "Invalid";
-}
-
+// NCCL's strings for the descriptors (collKindName gives NCCL's function names).
 const char* dtypeString(DType t) {
   static const char* const kNames[] = {"ncclInt8",    "ncclUint8",    "ncclInt32",      "ncclUint32",
                                        "ncclInt64",   "ncclUint64",   "ncclFloat16",    "ncclFloat32",
@@ -80,7 +58,34 @@ struct Event {
 };
 
 const char* funcOf(const ProfiledOp& op) {
-  return op.func != nullptr ? op.func : funcName(op.kind);
+  return op.func != nullptr ? op.func : collKindName(op.kind);
+}
+
+// Every version's coll and p2p members share these fields' names and types.
+template <typename C>
+void fillColl(const Event& e, C* c) {
+  const ProfiledOp& op = *e.op;
+  c->seqNumber = e.seq;
+  c->func = funcOf(op);
+  c->sendBuff = op.sendBuff;
+  c->recvBuff = op.recvBuff;
+  c->count = op.count;
+  c->root = op.root;
+  c->datatype = dtypeString(op.dtype);
+  c->nChannels = static_cast<uint8_t>(e.nChannels);
+  c->algo = e.algo;
+  c->proto = e.proto;
+}
+
+template <typename P>
+void fillP2p(const Event& e, P* p) {
+  const ProfiledOp& op = *e.op;
+  p->func = funcOf(op);
+  p->buff = op.kind == CollKind::kSend ? const_cast<void*>(op.sendBuff) : op.recvBuff;
+  p->datatype = dtypeString(op.dtype);
+  p->count = op.count;
+  p->peer = op.root;
+  p->nChannels = static_cast<uint8_t>(e.nChannels);
 }
 
 // v5, v6 and v7 descriptors share these members' names, types and places.
@@ -110,25 +115,11 @@ void fillCommon(const Event& e, D* d) {
       d->p2pApi.stream = op->stream;
       break;
     case ncclProfileColl:
-      d->coll.seqNumber = e.seq;
-      d->coll.func = funcOf(*op);
-      d->coll.sendBuff = op->sendBuff;
-      d->coll.recvBuff = op->recvBuff;
-      d->coll.count = op->count;
-      d->coll.root = op->root;
-      d->coll.datatype = dtypeString(op->dtype);
-      d->coll.nChannels = static_cast<uint8_t>(e.nChannels);
-      d->coll.algo = e.algo;
-      d->coll.proto = e.proto;
+      fillColl(e, &d->coll);
       d->coll.parentGroup = e.parentGroup;
       break;
     case ncclProfileP2p:
-      d->p2p.func = funcOf(*op);
-      d->p2p.buff = op->kind == CollKind::kSend ? const_cast<void*>(op->sendBuff) : op->recvBuff;
-      d->p2p.datatype = dtypeString(op->dtype);
-      d->p2p.count = op->count;
-      d->p2p.peer = op->root;
-      d->p2p.nChannels = static_cast<uint8_t>(e.nChannels);
+      fillP2p(e, &d->p2p);
       d->p2p.parentGroup = e.parentGroup;
       break;
     default:
@@ -150,31 +141,16 @@ bool fillV4(const Event& e, ncclProfilerEventDescr_v4_t* d) {
   std::memset(d, 0, sizeof(*d));
   d->type = static_cast<uint8_t>(e.type);
   d->rank = e.rank;
-  const ProfiledOp* op = e.op;
   switch (e.type) {
     case ncclProfileGroup:
       return true;
     case ncclProfileColl:
       d->parentObj = e.parentGroup;
-      d->coll.seqNumber = e.seq;
-      d->coll.func = funcOf(*op);
-      d->coll.sendBuff = op->sendBuff;
-      d->coll.recvBuff = op->recvBuff;
-      d->coll.count = op->count;
-      d->coll.root = op->root;
-      d->coll.datatype = dtypeString(op->dtype);
-      d->coll.nChannels = static_cast<uint8_t>(e.nChannels);
-      d->coll.algo = e.algo;
-      d->coll.proto = e.proto;
+      fillColl(e, &d->coll);
       return true;
     case ncclProfileP2p:
       d->parentObj = e.parentGroup;
-      d->p2p.func = funcOf(*op);
-      d->p2p.buff = op->kind == CollKind::kSend ? const_cast<void*>(op->sendBuff) : op->recvBuff;
-      d->p2p.datatype = dtypeString(op->dtype);
-      d->p2p.count = op->count;
-      d->p2p.peer = op->root;
-      d->p2p.nChannels = static_cast<uint8_t>(e.nChannels);
+      fillP2p(e, &d->p2p);
       return true;
     default:
       return false;  // no such event in v4
