@@ -94,8 +94,8 @@
  * Not yet implemented. Every function declared here is exported by libnccl.so.2 (as nccl* and pnccl*), but a given
  * build of braid may not implement all of them. A function that is not implemented returns ncclInvalidUsage and logs
  * a WARN naming the function; it does not crash and does not change any state. The ones that may be in that
- * situation are: ncclCommInitRankScalable with nId > 1, ncclCommSuspend / ncclCommResume / ncclCommMemStats, and
- * the nccl*Config collectives' minCTAs, maxCTAs, nvlsCTAs and algSelection. One-sided operations toward a peer this
+ * situation are: ncclCommInitRankScalable with nId > 1, ncclCommSuspend on a CUDA communicator, ncclCommMemStats'
+ * GpuMemPersist and GpuMemTotal, and the nccl*Config collectives' minCTAs, maxCTAs, nvlsCTAs and algSelection. One-sided operations toward a peer this
  * rank cannot map (another host) return ncclInvalidUsage naming the peer.
  * See src/api for which are implemented in this version.
  *
@@ -583,11 +583,13 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
 
 /* NCCL 2.29: releasing a communicator's dynamic memory while it is not in use. ncclCommSuspend with NCCL_SUSPEND_MEM
- * frees what braid can make again (connection buffers); the communicator then refuses operations until ncclCommResume.
- * ncclCommMemStats reports, per ncclCommMemStat_t, bytes of memory braid allocated for comm that suspending frees
- * (GpuMemSuspend), whether it is suspended (GpuMemSuspended, 0 or 1), bytes it keeps (GpuMemPersist) and the total;
- * on a host communicator the figures are host memory. Errors: ncclInvalidArgument (comm or value NULL, a bad stat or
- * flag), ncclInvalidUsage (suspended twice, resumed while not suspended, or not implemented in this build). */
+ * frees what braid can make again (connection buffers); the communicator then refuses operations until ncclCommResume,
+ * and the first operation after it connects anew. Both are collective (every rank calls them, outside a group, with
+ * nothing in flight); flags 0 does nothing. ncclCommMemStats reports bytes of memory braid allocated for comm that
+ * suspending frees (GpuMemSuspend; while suspended, what it freed) and whether it is suspended (GpuMemSuspended, 0 or
+ * 1); on a host communicator the figures are host memory. GpuMemPersist and GpuMemTotal are not accounted yet.
+ * Errors: ncclInvalidArgument (comm or value NULL, a bad stat, unknown flag bits), ncclInvalidUsage (suspended twice,
+ * resumed while not suspended, inside a group, a CUDA communicator, GpuMemPersist/GpuMemTotal). */
 typedef enum {
   ncclStatGpuMemSuspend = 0,
   ncclStatGpuMemSuspended = 1,

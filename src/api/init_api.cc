@@ -8,6 +8,7 @@
 #include "src/common/params.h"
 #include "src/common/shareable_mem.h"
 #include "src/core/elastic.h"
+#include "src/core/enqueue.h"
 #include "src/core/group.h"
 
 namespace braid {
@@ -293,22 +294,38 @@ BRAID_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUni
 
 BRAID_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
   return apiCall("ncclCommSuspend", [&]() -> Status {
-    BRAID_RETURN_IF_ERROR(lookupComm(comm, "comm").status());
-    return notSupported("ncclCommSuspend", "braid does not release a communicator's memory while it lives yet");
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkUsable(*c, comm, nullptr));
+    return c->suspend(flags);
   });
 }
 
 BRAID_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
   return apiCall("ncclCommResume", [&]() -> Status {
-    BRAID_RETURN_IF_ERROR(lookupComm(comm, "comm").status());
-    return notSupported("ncclCommResume", "ncclCommSuspend is not implemented either");
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    return c->resume();
   });
 }
 
 BRAID_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
   return apiCall("ncclCommMemStats", [&]() -> Status {
-    BRAID_RETURN_IF_ERROR(lookupComm(comm, "comm").status());
-    return notSupported("ncclCommMemStats", "braid does not account a communicator's memory by kind yet");
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
+    BRAID_RETURN_IF_ERROR(checkNotNull(value, "ncclCommMemStats", "value"));
+    switch (stat) {
+      case ncclStatGpuMemSuspend:
+        *value = c->suspendableBytes();
+        return Status::ok();
+      case ncclStatGpuMemSuspended:
+        *value = c->suspended() ? 1 : 0;
+        return Status::ok();
+      case ncclStatGpuMemPersist:
+      case ncclStatGpuMemTotal:
+        return notSupported(stat == ncclStatGpuMemPersist ? "ncclCommMemStats(ncclStatGpuMemPersist)"
+                                                          : "ncclCommMemStats(ncclStatGpuMemTotal)",
+                            "braid accounts only the memory suspending releases (ncclStatGpuMemSuspend), not what "
+                            "a communicator keeps");
+    }
+    return invalidArgument("stat=%d is not an ncclCommMemStat_t (0..3)", static_cast<int>(stat));
   });
 }
 

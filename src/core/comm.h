@@ -79,6 +79,17 @@ class Communicator {
   // (a streams backend's calls return before their work ends), or fails them with the error.
   Status pollOwned();
   Backend& backend() { return *backend_; }
+  // ncclCommSuspend / ncclCommResume (suspend.cc). Collective: every rank calls them, outside a group, with no work
+  // of the communicator in flight. Suspending with NCCL_SUSPEND_MEM releases every link's FIFO (this communicator's
+  // and its NVLSTree communicators'), which the first operation after the resume connects anew; until then
+  // operations are refused. Host communicators only (a CUDA communicator's captured graphs would keep the released
+  // FIFOs' addresses). Errors: kInvalidArgument (unknown flag bits), kInvalidUsage (suspended twice, resumed while
+  // not suspended, inside a group, a CUDA communicator), kRemoteError (a rank that does not come by BRAID_TIMEOUT).
+  Status suspend(int flags);
+  Status resume();
+  bool suspended() const { return health_.suspended.load(); }
+  // FIFO bytes this rank allocated for its links (what suspending releases); while suspended, what it released.
+  uint64_t suspendableBytes() const;
   std::atomic<bool> finalized{false};
   std::atomic<bool> revoked{false};  // ncclCommRevoke (elastic.h): no collective from then on
   // ncclCommGetUniqueId's id, until an ncclCommGrow uses it (elastic.h).
@@ -213,8 +224,10 @@ class Communicator {
   };
   UserObjects user_;
   struct Health {
-    std::atomic<bool> abort{false};  // ncclCommAbort, and revocation while it stops the work
-    std::atomic<int> asyncError{0};  // an ncclResult_t value
+    std::atomic<bool> abort{false};      // ncclCommAbort, and revocation while it stops the work
+    std::atomic<int> asyncError{0};      // an ncclResult_t value
+    std::atomic<bool> suspended{false};  // ncclCommSuspend(NCCL_SUSPEND_MEM) until ncclCommResume
+    uint64_t releasedBytes = 0;          // what that suspend released
   };
   Health health_;
   // Who watches the operations: the flight recorder (always there) and a profiler plugin's context (or null).

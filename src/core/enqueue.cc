@@ -56,6 +56,9 @@ Status checkUsable(Communicator& comm, const void* handle, const void* stream) {
   if (comm.revoked.load()) {
     return invalidUsage("comm=%p was revoked with ncclCommRevoke: destroy, split or shrink it", handle);
   }
+  if (comm.suspended()) {
+    return invalidUsage("comm=%p is suspended (ncclCommSuspend): call ncclCommResume on every rank first", handle);
+  }
   if (stream != nullptr && !comm.backend().caps().streams) {
     return invalidUsage(
         "stream=%p: this communicator works on host memory, where operations complete before the call returns; "

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "src/common/status.h"
 #include "src/core/comm.h"
@@ -21,6 +22,8 @@ class NvlsTree {
   double predictUs(size_t bytes) const;
   // Runs one all-reduce of the parent (`nranks` ranks) through the sub-communicators.
   Status run(const PendingOp& op, int nranks);
+  // The sub-communicators (their links are the parent's to release and account, suspend.cc).
+  std::vector<Communicator*> comms() const { return {host_.get(), cross_.get()}; }
 
  private:
   NvlsTree() = default;

@@ -1,0 +1,96 @@
+// ncclCommSuspend / ncclCommResume / the figures of ncclCommMemStats (comm.h has the contract).
+//
+// What a suspended communicator gives back is its links: the FIFOs (slots, LL lines, control blocks) every
+// connection made at its first use. They are all braid can make again without the user: links are connected lazily,
+// so the first operation after the resume finds none and connects them as the first operation after init does.
+// Every rank must take part: a rank whose peer still held its old link would wait for a connection that never comes.
+#include <cinttypes>
+
+#include "src/common/logging.h"
+#include "src/core/comm.h"
+#include "src/core/group.h"
+#include "src/core/nvls_tree.h"
+
+namespace braid {
+namespace {
+
+constexpr int kSuspendMem = 0x01;  // NCCL_SUSPEND_MEM
+
+// The FIFO memory one connector end allocated in this process: a receiver owns its FIFO, a network sender its own
+// local copy (transports/net/net_transport.h); any other sender maps its receiver's.
+uint64_t ownedBytes(const Connector& c) {
+  if (c.isSend() && !c.wholeMessages()) return 0;
+  return localFifoBytes(c.slotBytes(), c.llSlotBytes());
+}
+
+}  // namespace
+
+uint64_t Communicator::suspendableBytes() const {
+  if (suspended()) return health_.releasedBytes;
+  uint64_t total = 0;
+  for (const Channel& ch : channels_) {
+    for (const auto& e : ch.send) total += ownedBytes(*e.second);
+    for (const auto& e : ch.recv) total += ownedBytes(*e.second);
+  }
+  if (nvlsTree_) {
+    for (Communicator* c : nvlsTree_->comms()) total += c->suspendableBytes();
+  }
+  return total;
+}
+
+Status Communicator::suspend(int flags) {
+  if ((flags & ~kSuspendMem) != 0) {
+    return invalidArgument("flags=0x%x: only NCCL_SUSPEND_MEM (0x%x) is defined", static_cast<unsigned>(flags),
+                           static_cast<unsigned>(kSuspendMem));
+  }
+  if (suspended())
+    return invalidUsage("comm %p is already suspended (ncclCommSuspend twice)", static_cast<void*>(this));
+  if (inGroup()) {
+    return invalidUsage("ncclCommSuspend inside ncclGroupStart/ncclGroupEnd: braid suspends outside groups only");
+  }
+  if (backend_->caps().streams) {
+    return invalidUsage(
+        "ncclCommSuspend on a CUDA communicator is not implemented yet (its FIFOs live in device memory whose "
+        "addresses captured CUDA graphs keep); host communicators suspend");
+  }
+  if ((flags & kSuspendMem) == 0) return Status::ok();  // nothing asked to be released
+  // Every rank is done with the links before any releases them (a peer's last send may still be draining into
+  // them); host operations are complete when their call returns, so reaching the barrier means idle.
+  BRAID_RETURN_IF_ERROR(bootstrap_->barrier().withContext("ncclCommSuspend"));
+  const uint64_t bytes = suspendableBytes();
+  for (Channel& ch : channels_) {
+    ch.send.clear();
+    ch.recv.clear();
+  }
+  if (nvlsTree_) {
+    for (Communicator* c : nvlsTree_->comms()) {
+      for (Channel& ch : c->channels_) {
+        ch.send.clear();
+        ch.recv.clear();
+      }
+    }
+  }
+  health_.releasedBytes = bytes;
+  health_.suspended.store(true);
+  BRAID_INFO(kLogInit | kLogAlloc, "comm %p rank %d: suspended, %" PRIu64 " bytes of link FIFOs released",
+             static_cast<void*>(this), rank_, bytes);
+  return Status::ok();
+}
+
+Status Communicator::resume() {
+  if (!suspended()) {
+    return invalidUsage("comm %p is not suspended (ncclCommResume without ncclCommSuspend)", static_cast<void*>(this));
+  }
+  if (inGroup()) {
+    return invalidUsage("ncclCommResume inside ncclGroupStart/ncclGroupEnd: braid resumes outside groups only");
+  }
+  // No rank connects anew before every rank has released its old links.
+  BRAID_RETURN_IF_ERROR(bootstrap_->barrier().withContext("ncclCommResume"));
+  health_.suspended.store(false);
+  health_.releasedBytes = 0;
+  BRAID_INFO(kLogInit, "comm %p rank %d: resumed (links connect at the next operation)", static_cast<void*>(this),
+             rank_);
+  return Status::ok();
+}
+
+}  // namespace braid
