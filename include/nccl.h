@@ -95,7 +95,7 @@
  * build of braid may not implement all of them. A function that is not implemented returns ncclInvalidUsage and logs
  * a WARN naming the function; it does not crash and does not change any state. The ones that may be in that
  * situation are: ncclCommInitRankScalable with nId > 1, ncclCommSuspend on a CUDA communicator, ncclCommMemStats'
- * GpuMemPersist and GpuMemTotal, and the nccl*Config collectives' minCTAs, maxCTAs, nvlsCTAs and algSelection. One-sided operations toward a peer this
+ * GpuMemPersist and GpuMemTotal, and the nccl*Config collectives' nvlsCTAs. One-sided operations toward a peer this
  * rank cannot map (another host) return ncclInvalidUsage naming the peer.
  * See src/api for which are implemented in this version.
  *
@@ -368,11 +368,11 @@ typedef struct ncclCollConfig_v23100 {
   unsigned int magic;
   unsigned int version;
   ncclConfigExt_t* ext;
-  /* Bounds on the channels (GPU blocks, or a host communicator's worker threads) this call may use; maxCTAs may not
-   * exceed the communicator's. */
+  /* Bounds (1..64) on the channels (GPU blocks, or a host communicator's worker threads) this call may use on the
+   * ring and tree paths, within the communicator's channels and the call's size (a channel never gets nothing). */
   int minCTAs;
   int maxCTAs;
-  /* Channels of NVLS-style algorithms. */
+  /* Channels of NVLS-style algorithms (not honoured by braid yet: ncclInvalidUsage when set). */
   int nvlsCTAs;
   /* GPU thread-block cluster size (the same for every collective of a group). */
   int cgaClusterSize;

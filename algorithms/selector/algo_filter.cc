@@ -109,4 +109,15 @@ Result<Filter> parseFilter(const std::string& text, const std::vector<std::strin
   return f;
 }
 
+Filter intersectFilters(const Filter& a, const Filter& b, const std::string& source) {
+  Filter f;
+  f.source = source;
+  f.setting = a.setting.empty() ? b.setting : b.setting.empty() ? a.setting : a.setting + "\" and \"" + b.setting;
+  for (size_t c = 0; c < f.allowed.size(); ++c) {
+    for (size_t i = 0; i < f.allowed[c].size(); ++i) f.allowed[c][i] = a.allowed[c][i] && b.allowed[c][i];
+  }
+  for (size_t i = 0; i < f.base.size(); ++i) f.base[i] = a.base[i] && b.base[i];
+  return f;
+}
+
 }  // namespace braid

@@ -28,7 +28,8 @@ const std::vector<std::string>& protoNames();  // "LL", "LL128", "Simple"
 
 // allowed[collective][item]; everything allowed when the setting is empty.
 struct Filter {
-  std::string setting;  // the text it came from ("" = unset)
+  std::string setting;               // the text it came from ("" = unset)
+  std::string source = "NCCL_ALGO";  // where that text came from, for messages
   std::vector<std::array<bool, 8>> allowed = std::vector<std::array<bool, 8>>(kFilterColls, allTrue());
   std::array<bool, 8> base = allTrue();  // the first, collective-less entry (send/receive follow it)
   bool allows(FilterColl c, int item) const { return allowed[static_cast<size_t>(c)][static_cast<size_t>(item)]; }
@@ -44,5 +45,7 @@ struct Filter {
 
 // Parses `text` (the value of `envName`) against `names`. Errors name the variable, the setting and the token.
 Result<Filter> parseFilter(const std::string& text, const std::vector<std::string>& names, const char* envName);
+// What both allow (a communicator's NCCL_ALGO and a call's selection); `source` names the result in messages.
+Filter intersectFilters(const Filter& a, const Filter& b, const std::string& source);
 
 }  // namespace braid

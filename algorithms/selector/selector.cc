@@ -316,6 +316,21 @@ void Selector::logTuning(CollKind kind, size_t bytes, AlgoId chosen, ProtoId pro
              tuner.c_str());
 }
 
+Result<const Selector*> Selector::forSelection(const std::string& text) const {
+  auto it = variants_.find(text);
+  if (it != variants_.end()) return it->second.get();
+  Result<Filter> parsed = parseFilter(text, algoNames(), "config->algSelection");
+  if (!parsed.isOk()) return invalidArgument("%s", parsed.status().message().c_str());  // the caller's argument
+  const Filter& call = parsed.value();
+  auto v = std::make_shared<Selector>(*this);
+  v->variants_.clear();
+  v->c_.algo = intersectFilters(
+      c_.algo, call, c_.algo.setting.empty() ? "config->algSelection" : "NCCL_ALGO and config->algSelection");
+  v->invalidate();
+  variants_[text] = v;
+  return v.get();
+}
+
 bool Selector::fifoPathAllowed(CollKind kind) const {
   FilterColl fc;
   if (!filterCollOf(kind, &fc)) return true;
@@ -328,9 +343,9 @@ Status Selector::nvlsOnlyError(CollKind kind) const {
   FilterColl fc = FilterColl::kAllReduce;
   filterCollOf(kind, &fc);
   return invalidUsage(
-      "NCCL_ALGO=\"%s\" allows only NVLS for %s, which needs every rank's buffers reachable by every other "
+      "%s=\"%s\" allows only NVLS for %s, which needs every rank's buffers reachable by every other "
       "rank: allocate them with ncclMemAlloc (or run the ranks as threads of one process)",
-      c_.algo.setting.c_str(), filterCollName(fc));
+      c_.algo.source.c_str(), c_.algo.setting.c_str(), filterCollName(fc));
 }
 
 Status Selector::checkAlgorithms(CollKind kind) const {
@@ -348,9 +363,9 @@ Status Selector::checkAlgorithms(CollKind kind) const {
   if (!c_.algo.allows(fc, kRingAlgo) && !(nvls && c_.algo.allows(fc, kNvlsAlgo)) &&
       !(tree && c_.algo.allows(fc, kTreeAlgo)) && !(nvlsTree && c_.algo.allows(fc, kNvlsTreeAlgo))) {
     return invalidUsage(
-        "NCCL_ALGO=\"%s\" leaves no algorithm for %s on this communicator: braid implements Ring%s%s%s here (PAT "
+        "%s=\"%s\" leaves no algorithm for %s on this communicator: braid implements Ring%s%s%s here (PAT "
         "and CollNet are not built yet%s%s)",
-        c_.algo.setting.c_str(), filterCollName(fc), tree ? ", Tree" : "", nvls ? ", NVLS" : "",
+        c_.algo.source.c_str(), c_.algo.setting.c_str(), filterCollName(fc), tree ? ", Tree" : "", nvls ? ", NVLS" : "",
         nvlsTree ? ", NVLSTree" : "", nvlsNote, nvlsTree ? "" : nvlsTreeNote);
   }
   const bool fifoProto = c_.proto.allows(fc, kLlProto) || c_.proto.allows(fc, kSimpleProto) ||
@@ -361,12 +376,12 @@ Status Selector::checkAlgorithms(CollKind kind) const {
   const bool nvlsTreeOk = nvlsTree && c_.algo.allows(fc, kNvlsTreeAlgo) && simple;
   if (!(fifoProto && fifoAlgo) && !nvlsOk && !nvlsTreeOk) {
     return invalidUsage(
-        "NCCL_ALGO=\"%s\" with NCCL_PROTO=\"%s\" leaves nothing braid runs for %s: this communicator runs Ring%s "
+        "%s=\"%s\" with NCCL_PROTO=\"%s\" leaves nothing braid runs for %s: this communicator runs Ring%s "
         "with LL%s or Simple%s%s (LL128 runs on CUDA communicators of one host only; PAT and CollNet are not built "
         "yet%s%s)",
-        c_.algo.setting.c_str(), c_.proto.setting.c_str(), filterCollName(fc), tree ? " and Tree" : "",
-        c_.ll128 ? ", LL128" : "", nvls ? ", and NVLS with Simple" : "", nvlsTree ? ", and NVLSTree with Simple" : "",
-        nvlsNote, nvlsTree ? "" : nvlsTreeNote);
+        c_.algo.source.c_str(), c_.algo.setting.c_str(), c_.proto.setting.c_str(), filterCollName(fc),
+        tree ? " and Tree" : "", c_.ll128 ? ", LL128" : "", nvls ? ", and NVLS with Simple" : "",
+        nvlsTree ? ", and NVLSTree with Simple" : "", nvlsNote, nvlsTree ? "" : nvlsTreeNote);
   }
   return Status::ok();
 }

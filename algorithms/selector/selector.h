@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -82,7 +83,11 @@ class Selector {
   // A group starts: with a tuner, decisions are asked again (a plugin may change its answers between groups).
   void newGroup() {
     if (tuner_) ++generation_;
+    for (auto& v : variants_) v.second->newGroup();
   }
+  // The selector of the calls whose ncclCollConfig_t.algSelection is `text` (NCCL_ALGO's grammar): this one with
+  // only the algorithms both allow (made once per text, kept while this one lives). Errors name the field and token.
+  Result<const Selector*> forSelection(const std::string& text) const;
 
   FifoChoice chooseFifo(CollKind kind, size_t bytes) const { return decide(kind, bytes).fifo; }
   // What runs the collective, whichever path takes it (NVLS-style: kNvls; NVLSTree: kNvlsTree), with its predicted
@@ -156,6 +161,7 @@ class Selector {
   uint64_t generation_ = 0;
   mutable uint32_t warnedOff_[kFilterColls] = {};  // per collective, (algo x kProtos + proto) bits warned about
   mutable Decision cache_[kCacheSize];
+  mutable std::map<std::string, std::shared_ptr<Selector>> variants_;  // forSelection's
 };
 
 }  // namespace braid

@@ -31,14 +31,21 @@ struct CollArgs {
 
   CollRequest request() const {
     CollRequest r{fn, kind, sendbuff, recvbuff, count, static_cast<int>(datatype), op, root, comm, stream};
-    r.userTag = config != nullptr ? config->userProfilerTag : 0;
+    if (config != nullptr) {
+      r.userTag = config->userProfilerTag;
+      r.algSelection = config->algSelection;
+      r.forceAlgSelection = config->forceAlgSelection != 0;
+      r.minChannels = config->minCTAs != NCCL_CONFIG_UNDEF_INT ? config->minCTAs : 0;
+      r.maxChannels = config->maxCTAs != NCCL_CONFIG_UNDEF_INT ? config->maxCTAs : 0;
+    }
     return r;
   }
 };
 
 // A per-collective configuration (ncclCollConfig_t): made from NCCL_COLLCONFIG_INITIALIZER, every field valid, and
 // only what braid honours set. Vendor options are accepted (braid owns none); the profiler tag reaches a v7 profiler
-// plugin's events; the channel bounds and the algorithm selection are refused by name until they are honoured.
+// plugin's events; algSelection restricts the call's algorithms (enqueueColl) and minCTAs/maxCTAs its FIFO-path
+// channels (the planner); nvlsCTAs is refused by name (braid's NVLS-style path has no channel count to bound).
 Status checkCollConfig(const ncclCollConfig_t* cc) {
   if (cc == nullptr) return Status::ok();
   const ncclCollConfig_t init = NCCL_COLLCONFIG_INITIALIZER;
@@ -58,16 +65,18 @@ Status checkCollConfig(const ncclCollConfig_t* cc) {
   if (cc->cgaClusterSize != NCCL_CONFIG_UNDEF_INT && (cc->cgaClusterSize < 0 || cc->cgaClusterSize > 8)) {
     return invalidArgument("config->cgaClusterSize=%d must be in 0..8", cc->cgaClusterSize);
   }
-  const char* unhonoured = cc->minCTAs != NCCL_CONFIG_UNDEF_INT                         ? "minCTAs"
-                           : cc->maxCTAs != NCCL_CONFIG_UNDEF_INT                       ? "maxCTAs"
-                           : cc->nvlsCTAs != NCCL_CONFIG_UNDEF_INT                      ? "nvlsCTAs"
-                           : cc->algSelection != nullptr && cc->algSelection[0] != '\0' ? "algSelection"
-                                                                                        : nullptr;
-  if (unhonoured != nullptr) {
+  for (const auto& bound : {std::make_pair("minCTAs", cc->minCTAs), std::make_pair("maxCTAs", cc->maxCTAs)}) {
+    if (bound.second != NCCL_CONFIG_UNDEF_INT && (bound.second < 1 || bound.second > 64)) {
+      return invalidArgument("config->%s=%d must be in 1..64 (or NCCL_CONFIG_UNDEF_INT)", bound.first, bound.second);
+    }
+  }
+  if (cc->minCTAs != NCCL_CONFIG_UNDEF_INT && cc->maxCTAs != NCCL_CONFIG_UNDEF_INT && cc->minCTAs > cc->maxCTAs) {
+    return invalidArgument("config->minCTAs=%d exceeds config->maxCTAs=%d", cc->minCTAs, cc->maxCTAs);
+  }
+  if (cc->nvlsCTAs != NCCL_CONFIG_UNDEF_INT) {
     return invalidUsage(
-        "config->%s is not honoured per collective yet: leave it unset (the communicator's "
-        "NCCL_ALGO / ncclConfig_t apply)",
-        unhonoured);
+        "config->nvlsCTAs is not honoured per collective yet (braid's NVLS-style path has no channel count to "
+        "bound): leave it unset");
   }
   return Status::ok();
 }

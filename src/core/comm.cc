@@ -515,9 +515,9 @@ Status Communicator::buildPlan(Plan* plan) {
     for (const PendingOp& op : pending_) {
       const bool p2p = op.kind == CollKind::kSend || op.kind == CollKind::kRecv;
       if (p2p != (pass == 1)) continue;
-      PlanOp po{&op, selector_.chooseFifo(op.kind, unitBytes(op))};
+      PlanOp po{&op, selectorFor(op).chooseFifo(op.kind, unitBytes(op))};
       if (!p2p && op.kind != CollKind::kAlltoAll)
-        selector_.logTuning(op.kind, unitBytes(op), po.choice.algo, po.choice.proto);
+        selectorFor(op).logTuning(op.kind, unitBytes(op), po.choice.algo, po.choice.proto);
       if (!p2p) noteChoice(op, po.choice.algo, po.choice.proto);
       ops.push_back(po);
     }

@@ -121,6 +121,8 @@ class Communicator {
   // Whether NCCL_ALGO / NCCL_PROTO leave an algorithm and protocol braid implements for `kind` on this
   // communicator; an error names the setting and what is missing. Send/receive always pass.
   Status checkAlgorithms(CollKind kind) const { return selector_.checkAlgorithms(kind); }
+  // Who chooses `op`'s algorithm: its call's ncclCollConfig_t.algSelection, else the communicator's selector.
+  const Selector& selectorFor(const PendingOp& op) const { return op.selector != nullptr ? *op.selector : selector_; }
 
   // Plans and executes the pending ops of several communicators together (the work of ncclGroupEnd).
   static Status launch(const std::vector<Communicator*>& comms);

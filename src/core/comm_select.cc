@@ -99,11 +99,11 @@ void Communicator::profileDone() {
 
 bool Communicator::takesDirect(const PendingOp& op) const {
   DirectCollective dc;
-  return directCollOf(op.kind, &dc) && selector_.directWanted(op.kind, unitBytes(op));
+  return directCollOf(op.kind, &dc) && selectorFor(op).directWanted(op.kind, unitBytes(op));
 }
 
 bool Communicator::takesNvlsTree(const PendingOp& op) const {
-  return op.kind == CollKind::kAllReduce && selector_.nvlsTreeWanted(op.kind, unitBytes(op));
+  return op.kind == CollKind::kAllReduce && selectorFor(op).nvlsTreeWanted(op.kind, unitBytes(op));
 }
 
 bool Communicator::hasDirectWork() const {
@@ -131,7 +131,7 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     for (size_t i = 0; i < c->pending_.size(); ++i) {
       const PendingOp& op = c->pending_[i];
       if (!c->takesDirect(op)) continue;
-      c->selector_.logTuning(op.kind, unitBytes(op), AlgoId::kNvls, ProtoId::kSimple);
+      c->selectorFor(op).logTuning(op.kind, unitBytes(op), AlgoId::kNvls, ProtoId::kSimple);
       c->noteChoice(op, AlgoId::kNvls, ProtoId::kSimple);
       DirectOp d;
       directCollOf(op.kind, &d.req.coll);
@@ -139,7 +139,7 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
       d.req.recv = op.recvbuff;
       d.req.count = op.count;
       d.req.op = op.op;
-      if (!c->selector_.fifoPathAllowed(op.kind)) d.noFallback = c->selector_.nvlsOnlyError(op.kind);
+      if (!c->selectorFor(op).fifoPathAllowed(op.kind)) d.noFallback = c->selectorFor(op).nvlsOnlyError(op.kind);
       opsOf[x].push_back(d);
       indexOf[x].push_back(i);
     }
@@ -175,7 +175,7 @@ double Communicator::simulatePending() {
   double total = 0;
   for (const PendingOp& op : pending_) {
     const size_t bytes = unitBytes(op);
-    const FifoChoice c = selector_.chosen(op.kind, bytes);
+    const FifoChoice c = selectorFor(op).chosen(op.kind, bytes);
     const bool priced = op.kind != CollKind::kSend && op.kind != CollKind::kRecv;
     if (priced && c.predictedUs > 0) total += c.predictedUs;
     BRAID_INFO(kLogColl | kLogTuning,

@@ -156,7 +156,19 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
   }
   BRAID_INFO(kLogColl, "%s: opCount comm %p rank %d sendbuff %p recvbuff %p count %zu datatype %d op %d root %d", a.fn,
              a.handle, rank, a.sendbuff, a.recvbuff, a.count, static_cast<int>(a.datatype), a.op, a.root);
-  BRAID_RETURN_IF_ERROR(comm->checkAlgorithms(a.kind));
+  const Selector* callSelector = nullptr;
+  if (a.algSelection != nullptr && a.algSelection[0] != '\0' && !isP2p) {
+    BRAID_ASSIGN_OR_RETURN(callSelector, comm->selector().forSelection(a.algSelection));
+    const Status left = callSelector->checkAlgorithms(a.kind);
+    // The call's own argument leaves nothing (nccl.h: ncclInvalidArgument).
+    if (!left.isOk() && a.forceAlgSelection) return invalidArgument("%s", left.message().c_str());
+    if (!left.isOk()) {
+      BRAID_INFO(kLogColl | kLogTuning, "%s: config->algSelection=\"%s\" ignored (forceAlgSelection=0): %s", a.fn,
+                 a.algSelection, left.message().c_str());
+      callSelector = nullptr;
+    }
+  }
+  if (callSelector == nullptr) BRAID_RETURN_IF_ERROR(comm->checkAlgorithms(a.kind));
   if (a.count == 0) return Status::ok();  // nothing moves; NCCL accepts and ignores it
   uint64_t token = a.flightToken;
   if (token == FlightRecorder::kNone) {
@@ -174,6 +186,9 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
   PendingOp queued{a.kind, a.sendbuff, a.recvbuff, a.count, dtype, op, a.root, token, const_cast<void*>(a.stream)};
   queued.userTag = a.userTag;
   queued.profApi = a.profApi;
+  queued.selector = callSelector;
+  queued.minChannels = a.minChannels;
+  queued.maxChannels = a.maxChannels;
   if (comm->profiler() != nullptr && a.profApi == nullptr) {
     ProfiledOp call;
     call.kind = a.kind;

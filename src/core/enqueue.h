@@ -33,6 +33,11 @@ struct CollRequest {
   // call's ncclCollConfig_t.userProfilerTag.
   void* profApi = nullptr;
   uint64_t userTag = 0;
+  // ncclCollConfig_t's algorithm selection (null or "": the communicator's) and whether one that leaves nothing is an
+  // error (forceAlgSelection) rather than ignored; its channel bounds (0: none).
+  const char* algSelection = nullptr;
+  bool forceAlgSelection = true;
+  int minChannels = 0, maxChannels = 0;
 };
 
 // Whether the communicator takes operations now on `stream`: errors (kInvalidUsage) for one still initialising,

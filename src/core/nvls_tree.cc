@@ -150,7 +150,7 @@ Status Communicator::launchHierarchical(const std::vector<Communicator*>& comms)
         rest.push_back(op);
         continue;
       }
-      c->selector_.logTuning(op.kind, unitBytes(op), AlgoId::kNvlsTree, ProtoId::kSimple);
+      c->selectorFor(op).logTuning(op.kind, unitBytes(op), AlgoId::kNvlsTree, ProtoId::kSimple);
       c->noteChoice(op, AlgoId::kNvlsTree, ProtoId::kSimple);
       BRAID_RETURN_IF_ERROR(c->nvlsTree_->run(op, c->nranks_));
       c->profileStop(op);

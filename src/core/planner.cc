@@ -19,13 +19,16 @@ int channelsFor(size_t bytes, int nChannels) {
   return static_cast<int>(std::min<size_t>(n, static_cast<size_t>(nChannels)));
 }
 
-// A tuner plugin's channel count when it gave one (within the communicator's channels, and no more than the
-// operation has alignment units: a channel never gets an empty range), else the size rule.
-int channelsOf(const FifoChoice& choice, size_t bytes, size_t count, size_t align, int nChannels) {
-  if (choice.nChannels <= 0) return channelsFor(bytes, nChannels);
-  const size_t units = std::max<size_t>(1, (count + align - 1) / align);
-  return static_cast<int>(
-      std::min<size_t>({static_cast<size_t>(choice.nChannels), static_cast<size_t>(nChannels), units}));
+// A tuner plugin's channel count when it gave one, else the size rule; then the call's ncclCollConfig_t bounds;
+// always within the communicator's channels and no more than the operation has alignment units (a channel never
+// gets an empty range).
+int channelsOf(const PendingOp& op, const FifoChoice& choice, size_t align, int nChannels) {
+  if (choice.nChannels <= 0 && op.minChannels <= 0 && op.maxChannels <= 0) return channelsFor(unitBytes(op), nChannels);
+  int n = choice.nChannels > 0 ? std::min(choice.nChannels, nChannels) : channelsFor(unitBytes(op), nChannels);
+  if (op.maxChannels > 0) n = std::min(n, op.maxChannels);
+  if (op.minChannels > 0) n = std::max(n, std::min(op.minChannels, nChannels));
+  const size_t units = std::max<size_t>(1, (op.count + align - 1) / align);
+  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(n), units)));
 }
 
 // Point-to-point traffic between two ranks uses one channel, the same on both sides.
@@ -71,7 +74,7 @@ Status planPrograms(const PlanShape& s, const PendingOp& op, const FifoChoice& c
   } else if (tree && op.kind != CollKind::kAllReduce) {
     // Reduce and broadcast over one tree rooted at the root.
     const bool reduce = op.kind == CollKind::kReduce;
-    const int nch = channelsOf(choice, unitBytes(op), op.count, align, s.nChannels);
+    const int nch = channelsOf(op, choice, align, s.nChannels);
     for (int c = 0; c < nch; ++c) {
       TreeParams tp{s.nranks, treePos(s, s.rank), 0, 0, 0, chunkElems};
       channelRange(op.count, nch, c, align, &tp.begin, &tp.end);
@@ -81,7 +84,7 @@ Status planPrograms(const PlanShape& s, const PendingOp& op, const FifoChoice& c
     }
   } else if (tree) {
     // Double binary tree: each channel's range is halved between the two trees.
-    const int nch = channelsOf(choice, unitBytes(op), op.count, align, s.nChannels);
+    const int nch = channelsOf(op, choice, align, s.nChannels);
     for (int c = 0; c < nch; ++c) {
       size_t b = 0, e = 0;
       channelRange(op.count, nch, c, align, &b, &e);
@@ -101,7 +104,7 @@ Status planPrograms(const PlanShape& s, const PendingOp& op, const FifoChoice& c
       }
     }
   } else {
-    const int nch = channelsOf(choice, unitBytes(op), op.count, align, s.nChannels);
+    const int nch = channelsOf(op, choice, align, s.nChannels);
     for (int c = 0; c < nch; ++c) {
       RingParams rp{op.kind, s.sched->rings[static_cast<size_t>(c)], s.rank, op.root, op.count, 0, 0, chunkElems};
       channelRange(op.count, nch, c, align, &rp.begin, &rp.end);

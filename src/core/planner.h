@@ -21,6 +21,8 @@ namespace braid {
 constexpr int kLanes = 2;
 
 // One queued operation of the current group (validated at call time, run at group end).
+class Selector;
+
 struct PendingOp {
   CollKind kind;
   const void* sendbuff;
@@ -35,6 +37,10 @@ struct PendingOp {
   void* profApi = nullptr;
   mutable void* profEvent = nullptr;
   uint64_t userTag = 0;  // ncclCollConfig_t.userProfilerTag
+  // ncclCollConfig_t: the selector of the call's algSelection (null: the communicator's), and its channel bounds
+  // on the FIFO path (0: none).
+  const Selector* selector = nullptr;
+  int minChannels = 0, maxChannels = 0;
 };
 
 // Bytes of one queued operation's unit (NCCL's count times the type size).

@@ -181,16 +181,27 @@ TEST(CollConfig, DefaultsRunAndUnhonouredFieldsAreNamed) {
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   EXPECT_EQ(out[1][0], 1.0f);
   EXPECT_EQ(out[1][3999], 2.0f);
+  // Honoured per call since 2.31 support (tests/inproc/coll_config_test.cc); nvlsCTAs and bad bounds are refused.
+  ncclCollConfig_t nvls = NCCL_COLLCONFIG_INITIALIZER;
+  nvls.nvlsCTAs = 2;
+  EXPECT_EQ(ncclAllReduceConfig(in[0].data(), out[0].data(), 1, ncclFloat32, ncclSum, c[0], nullptr, &nvls),
+            ncclInvalidUsage);
+  EXPECT_NE(lastError().find("config->nvlsCTAs is not honoured per collective yet"), std::string::npos) << lastError();
   ncclCollConfig_t bounded = NCCL_COLLCONFIG_INITIALIZER;
+  bounded.minCTAs = 3;
   bounded.maxCTAs = 2;
   EXPECT_EQ(ncclAllReduceConfig(in[0].data(), out[0].data(), 1, ncclFloat32, ncclSum, c[0], nullptr, &bounded),
-            ncclInvalidUsage);
-  EXPECT_NE(lastError().find("config->maxCTAs is not honoured per collective yet"), std::string::npos) << lastError();
+            ncclInvalidArgument);
+  EXPECT_NE(lastError().find("config->minCTAs=3 exceeds config->maxCTAs=2"), std::string::npos) << lastError();
+  bounded.minCTAs = 0;
+  EXPECT_EQ(ncclAllReduceConfig(in[0].data(), out[0].data(), 1, ncclFloat32, ncclSum, c[0], nullptr, &bounded),
+            ncclInvalidArgument);
+  EXPECT_NE(lastError().find("config->minCTAs=0 must be in 1..64"), std::string::npos) << lastError();
   ncclCollConfig_t selected = NCCL_COLLCONFIG_INITIALIZER;
-  selected.algSelection = "Ring";
+  selected.algSelection = "Bogus";
   EXPECT_EQ(ncclBroadcastConfig(in[0].data(), out[0].data(), 1, ncclFloat32, 0, c[0], nullptr, &selected),
-            ncclInvalidUsage);
-  EXPECT_NE(lastError().find("config->algSelection is not honoured per collective yet"), std::string::npos);
+            ncclInvalidArgument);
+  EXPECT_NE(lastError().find("config->algSelection"), std::string::npos) << lastError();
   ncclCollConfig_t raw{};
   EXPECT_EQ(ncclReduceScatterConfig(in[0].data(), out[0].data(), 1, ncclFloat32, ncclSum, c[0], nullptr, &raw),
             ncclInvalidArgument);
@@ -217,8 +228,6 @@ TEST(Nccl231, UnimplementedFunctionsSayWhich) {
     const char* name;
     ncclResult_t r;
   } calls[] = {
-      {"ncclCommSuspend", ncclCommSuspend(c[0], NCCL_SUSPEND_MEM)},
-      {"ncclCommResume", ncclCommResume(c[0])},
       {"ncclCommMemStats", ncclCommMemStats(c[0], ncclStatGpuMemTotal, &value)},
   };
   for (const auto& call : calls) {
