@@ -27,9 +27,11 @@
  *     Coll / P2p one per operation (parentObj: its CollApi/P2pApi event, v4: the Group event; parentGroup: the
  *                Group event); on host communicators started when braid chose its algorithm and stopped when
  *                the operation is complete, on CUDA communicators stopped once it is enqueued (NCCL's timing).
+ *     KernelLaunch  CUDA communicators (ring and tree path): around the launch of the group's kernels (parentObj:
+ *                the GroupApi event; kernelLaunch.stream: the first stream of the group's operations).
  *   A parent is started whenever any of its descendants' bits is in the mask (NCCL does the same); a plugin
  *   filters by its own mask. A stopped event's handle stays a valid parent until its children are stopped.
- *   braid does not emit KernelLaunch, KernelCh, KernelPhase, ProxyOp, ProxyStep, ProxyCtrl, NetPlugin or the
+ *   braid does not emit KernelCh, KernelPhase, ProxyOp, ProxyStep, ProxyCtrl, NetPlugin or the
  *   copy-engine events (no such stages exist on host communicators, and the CUDA backend's kernel timestamps are
  *   not collected yet).
  *   The strings in a descriptor are valid during startEvent only.

@@ -775,7 +775,21 @@ Status Communicator::launchImpl(const std::vector<Communicator*>& comms) {
       return comm->link(channel, peer, lane, send);
     };
   }
-  return comms.front()->backend_->launchFifo(group);
+  // A streams backend's kernels: the profiler's KernelLaunch brackets the launch call, per communicator.
+  std::vector<void*> launches;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    CommProfiler* p = comms[i]->observe_.profiler.get();
+    if (p != nullptr && comms[i]->backend_->caps().streams) {
+      launches.push_back(p->kernelLaunch(group[i].streams.empty() ? nullptr : group[i].streams.front()));
+    } else {
+      launches.push_back(nullptr);
+    }
+  }
+  const Status launched = comms.front()->backend_->launchFifo(group);
+  for (size_t i = 0; i < comms.size(); ++i) {
+    if (launches[i] != nullptr) comms[i]->observe_.profiler->opStop(launches[i]);
+  }
+  return launched;
 }
 
 // ---- split -------------------------------------------------------------------------------------------------------

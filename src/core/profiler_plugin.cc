@@ -114,6 +114,9 @@ void fillCommon(const Event& e, D* d) {
       d->p2pApi.datatype = dtypeString(op->dtype);
       d->p2pApi.stream = op->stream;
       break;
+    case ncclProfileKernelLaunch:
+      d->kernelLaunch.stream = op->stream;
+      break;
     case ncclProfileColl:
       fillColl(e, &d->coll);
       d->coll.parentGroup = e.parentGroup;
@@ -370,6 +373,18 @@ void* CommProfiler::opStart(const ProfiledOp& op, void* api, int nChannels, cons
   e.proto = proto;
   e.parentGroup = group_;
   if (!p2p) e.seq = seq_[static_cast<size_t>(op.kind) % 16]++;
+  return start(&e);
+}
+
+void* CommProfiler::kernelLaunch(void* stream) {
+  if (lib_->version() < 5 || (mask() & ncclProfileKernelLaunch) == 0) return nullptr;
+  ProfiledOp launch;
+  launch.stream = stream;
+  Event e;
+  e.type = ncclProfileKernelLaunch;
+  e.parent = groupApi_;
+  e.rank = rank_;
+  e.op = &launch;
   return start(&e);
 }
 

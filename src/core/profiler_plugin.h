@@ -58,6 +58,9 @@ class CommProfiler {
   // returned event is stopped by opStop. `api` is apiCall's result for the call it came from.
   void* opStart(const ProfiledOp& op, void* api, int nChannels, const char* algo, const char* proto);
   void opStop(void* event);
+  // A streams backend launches the group's kernels on `stream` (v5+): the KernelLaunch event, stopped by opStop
+  // once the launch call returned (as NCCL brackets cuLaunchKernel).
+  void* kernelLaunch(void* stream);
   // The group is done (finished, failed or dropped): its Group and GroupApi events stop.
   void groupDone();
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "tests/common/fake_cuda_ranks.h"
 #include "tests/common/harness.h"
 #include "tests/common/log_capture.h"
 #include "tests/common/scoped_env.h"
@@ -300,6 +301,49 @@ TEST(ProfilerPlugin, AMissingPluginIsNamedAndTheCommunicatorsWork) {
   EXPECT_NE(run.log.find("NCCL_PROFILER_PLUGIN=braid-no-such-profiler could not be loaded"), std::string::npos)
       << run.log;
   EXPECT_NE(run.log.find("libnccl-profiler-braid-no-such-profiler.so"), std::string::npos) << run.log;
+}
+
+// A CUDA communicator on the fake driver: the group's kernels are bracketed by a KernelLaunch event under the
+// GroupApi, carrying the stream; the collective's event stops once it is enqueued, and the result is exact.
+TEST(ProfilerPlugin, CudaCommunicatorsReportTheKernelLaunch) {
+  if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+  char tmpl[] = "/tmp/braid-profiler-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  close(fd);
+  std::vector<void*> streams(2);
+  {
+    ScopedEnv p("NCCL_PROFILER_PLUGIN", pluginPath(7).c_str());
+    ScopedEnv l("BRAID_TEST_PROFILER_LOG", tmpl);
+    ScopedEnv a("NCCL_ALGO", "ring");
+    const Driver& drv = Driver::get();
+    std::vector<ncclResult_t> rc = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+      streams[static_cast<size_t>(r)] = stream;
+      const size_t n = 5000;
+      std::vector<float> host(n, static_cast<float>(r + 1)), out(n, -1);
+      void* buf = drv.alloc(n * 4);
+      drv.copy(buf, host.data(), n * 4, stream);
+      ncclResult_t st = ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, comm, stream);
+      if (st != ncclSuccess) return st;
+      drv.copy(out.data(), buf, n * 4, stream);
+      if (drv.streamSync(stream) != 0) return ncclUnhandledCudaError;
+      return out[n - 1] == 3.0f ? ncclSuccess : ncclInternalError;
+    });
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(rc[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+  }
+  const Record rec = parse(readFileText(tmpl));
+  unlink(tmpl);
+  checkBalancedAndParented(rec, true);
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<const Ev*> launches = rec.of("KernelLaunch", r);
+    ASSERT_EQ(launches.size(), 1u);
+    EXPECT_EQ(launches[0]->stops, 1);
+    const Ev* parent = rec.get(launches[0]->parent);
+    ASSERT_NE(parent, nullptr);
+    EXPECT_EQ(parent->type, "GroupApi");
+    ASSERT_EQ(rec.of("Coll", r).size(), 1u);
+    EXPECT_EQ(rec.of("Coll", r)[0]->f.at("algo"), "RING");
+  }
 }
 
 }  // namespace
