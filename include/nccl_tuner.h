@@ -27,7 +27,8 @@
  *   ignored, with a WARN naming it: braid has no such schedule on that communicator. If the plugin returns an error
  *   or leaves no entry, braid's own choice runs.
  *   Every rank must get the same answers, as in NCCL: the ranks of one collective must run the same algorithm,
- *   protocol and channel count.
+ *   protocol and channel count. At init braid checks that every rank loaded the same plugin (name and version);
+ *   when one did not, no rank of that communicator uses a tuner (WARN).
  *   The v5+ constants are NCCL's GPU model defaults; braid hands them to init() but does not read them back: its
  *   choices follow the cost table (docs/tuner.md). getChunkSize (v6, v7) is not called: braid's chunk is its FIFO
  *   slot.

@@ -149,8 +149,10 @@ void Selector::applyTuner(FilterColl fc, Decision* d) const {
   // The table offers what braid can run for this collective here, priced by the model; the plugin edits it.
   CostTable table;
   bool offered[kAlgos][kProtos] = {};
+  // A pair the model disables but the filters leave alone is offered as dear, never at 0 (a plugin's "forced").
+  constexpr double kDisabledUs = 1e9;
   auto offer = [&](AlgoId a, ProtoId p, double us) {
-    table.us[static_cast<int>(a)][static_cast<int>(p)] = static_cast<float>(us < 0 ? 0 : us);
+    table.us[static_cast<int>(a)][static_cast<int>(p)] = static_cast<float>(us < 0 ? kDisabledUs : us);
     offered[static_cast<int>(a)][static_cast<int>(p)] = true;
   };
   const FifoAllowed ok = fifoAllowed(d->kind, fc, d->bytes);
@@ -171,7 +173,8 @@ void Selector::applyTuner(FilterColl fc, Decision* d) const {
   }
   if (nvlsTreeUs_ && d->kind == CollKind::kAllReduce && c_.algo.allows(fc, kNvlsTreeAlgo) &&
       c_.proto.allows(fc, kSimpleProto)) {
-    offer(AlgoId::kNvlsTree, ProtoId::kSimple, nvlsTreeUs_(d->bytes));
+    const double us = nvlsTreeUs_(d->bytes);
+    if (us >= 0) offer(AlgoId::kNvlsTree, ProtoId::kSimple, us);
   }
   const CostTable before = table;
   int nChannels = 0;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "algorithms/selector/algo_filter.h"
 
@@ -30,6 +31,8 @@ class TunerHook {
   virtual bool editCosts(FilterColl coll, size_t bytes, CostTable* table, int* nChannels) = 0;
   // For the logs: "name (file, ABI vN)".
   virtual const char* describe() const = 0;
+  // What must be the same on every rank: "name/vN" (the file may lie elsewhere on another host).
+  virtual std::string identity() const = 0;
 };
 
 }  // namespace braid

@@ -1,5 +1,6 @@
 #include "src/core/call_check.h"
 
+#include "algorithms/selector/selector.h"
 #include "src/common/dtype.h"
 #include "src/common/logging.h"
 
@@ -14,7 +15,15 @@ bool rooted(CollKind k) {
 }
 
 bool sameCall(const CallDesc& a, const CallDesc& b) {
-  return a.kind == b.kind && a.dtype == b.dtype && a.op == b.op && a.root == b.root && a.count == b.count;
+  return a.kind == b.kind && a.dtype == b.dtype && a.op == b.op && a.root == b.root && a.count == b.count &&
+         a.selection == b.selection && a.minChannels == b.minChannels && a.maxChannels == b.maxChannels;
+}
+
+// FNV-1a of the selection's text (the same text gives the same hash on every rank).
+uint64_t hashText(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
 }
 
 }  // namespace
@@ -29,6 +38,9 @@ std::vector<CallDesc> describeCalls(const std::vector<PendingOp>& pending) {
     c.op = reduces(p.kind) ? static_cast<int32_t>(p.op.kind) : -1;
     c.root = rooted(p.kind) ? p.root : 0;
     c.count = p.count;
+    c.selection = p.selector != nullptr ? hashText(p.selector->config().algo.setting) : 0;
+    c.minChannels = p.minChannels;
+    c.maxChannels = p.maxChannels;
     out.push_back(c);
   }
   return out;
@@ -40,6 +52,9 @@ std::string describeCall(const CallDesc& c) {
                             dtypeName(static_cast<DType>(c.dtype)));
   if (c.op >= 0) s += strPrintf(", %s", opKindName(static_cast<OpKind>(c.op)));
   if (rooted(kind)) s += strPrintf(", root %d", c.root);
+  if (c.selection != 0) s += strPrintf(", algSelection #%016llx", static_cast<unsigned long long>(c.selection));
+  if (c.minChannels > 0) s += strPrintf(", minCTAs %d", c.minChannels);
+  if (c.maxChannels > 0) s += strPrintf(", maxCTAs %d", c.maxChannels);
   return s + ")";
 }
 
@@ -56,7 +71,7 @@ Status compareCalls(const std::vector<std::vector<CallDesc>>& all) {
       if (sameCall(all[0][i], all[r][i])) continue;
       return invalidUsage(
           "mismatched collectives (BRAID_CHECK_CALLS): collective %zu of the group is %s on rank 0 but %s on rank "
-          "%zu; every rank must call the same collective with the same count, datatype, op and root",
+          "%zu; every rank must call the same collective with the same count, datatype, op, root and ncclCollConfig_t",
           i, describeCall(all[0][i]).c_str(), describeCall(all[r][i]).c_str(), r);
     }
   }

@@ -1,5 +1,6 @@
 // Mismatched collectives (BRAID_CHECK_CALLS=1): before a group runs, every rank sends the others what collectives it
-// queued (kind, count, datatype, reduction, root), and every rank compares. Ranks that called different collectives,
+// queued (kind, count, datatype, reduction, root, and an ncclCollConfig_t's algorithm selection and channel bounds),
+// and every rank compares. Ranks that called different collectives,
 // counts, datatypes, ops or roots all get ncclInvalidUsage naming the ranks and both calls, instead of a hang or
 // wrong data. Sends and receives are not compared (a send matches a receive on another rank).
 #pragma once
@@ -20,6 +21,9 @@ struct CallDesc {
   int32_t op;     // OpKind for reductions, -1 otherwise (PreMulSum's scalar may differ per rank)
   int32_t root;   // rooted collectives; 0 otherwise
   uint64_t count;
+  // ncclCollConfig_t: a hash of the call's algorithm selection (0: none) and its channel bounds (0: none).
+  uint64_t selection;
+  int32_t minChannels, maxChannels;
 };
 
 // The collectives among `pending`, in queue order.

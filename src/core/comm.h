@@ -90,6 +90,8 @@ class Communicator {
   bool suspended() const { return health_.suspended.load(); }
   // FIFO bytes this rank allocated for its links (what suspending releases); while suspended, what it released.
   uint64_t suspendableBytes() const;
+  // `st`, after marking the communicator failed when it is an error (suspend.cc).
+  Status failIfNot(const Status& st);
   std::atomic<bool> finalized{false};
   std::atomic<bool> revoked{false};  // ncclCommRevoke (elastic.h): no collective from then on
   // ncclCommGetUniqueId's id, until an ncclCommGrow uses it (elastic.h).

@@ -27,6 +27,29 @@ Status Communicator::loadPlugins(const CommTopology& topo) {
   info.minLocalRanks = *std::min_element(perNode.begin(), perNode.end());
   info.maxLocalRanks = *std::max_element(perNode.begin(), perNode.end());
   std::shared_ptr<TunerHook> tuner = loadTuner(params::TunerPlugin(), params::NetPlugin(), info);
+  // Every rank must choose alike: the same plugin (name and ABI) on every rank, or none anywhere (a library present
+  // on some hosts only, or an init() that failed on one rank, would leave ranks on different algorithms).
+  struct Loaded {
+    uint64_t identity;  // FNV-1a of "name/vN"; 0: no tuner
+  };
+  std::vector<Loaded> all(static_cast<size_t>(nranks_));
+  uint64_t mine = 0;
+  if (tuner) {
+    mine = 1469598103934665603ull;
+    for (unsigned char ch : tuner->identity()) mine = (mine ^ ch) * 1099511628211ull;
+  }
+  all[static_cast<size_t>(rank_)].identity = mine;
+  BRAID_RETURN_IF_ERROR(bootstrap_->allGather(all.data(), sizeof(Loaded)).withContext("agreeing on the tuner plugin"));
+  for (int r = 0; r < nranks_; ++r) {
+    if (all[static_cast<size_t>(r)].identity == mine) continue;
+    if (rank_ == 0 || tuner) {
+      BRAID_WARN(
+          "TUNER/Plugin: rank %d %s, rank %d another (or none): no rank uses a tuner on this communicator (install "
+          "the same NCCL_TUNER_PLUGIN on every host; a plugin whose init fails on one rank is off for all)",
+          rank_, tuner ? (std::string("uses ") + tuner->describe()).c_str() : "has none", r);
+    }
+    return Status::ok();
+  }
   if (!tuner) return Status::ok();
   if (selector_.config().deterministic) {
     BRAID_INFO(kLogInit | kLogTuning,
@@ -66,8 +89,8 @@ ProfiledOp profiledOf(const PendingOp& op) {
 void Communicator::noteChoice(const PendingOp& op, AlgoId algo, ProtoId proto) {
   observe_.flight->chose(op.flightToken, algo, proto);
   if (observe_.profiler && op.profEvent == nullptr) {
-    op.profEvent =
-        observe_.profiler->opStart(profiledOf(op), op.profApi, nChannels(), profAlgo(algo), profProto(proto));
+    op.profEvent = observe_.profiler->opStart(profiledOf(op), op.profApi, nChannels(), profAlgo(algo), profProto(proto),
+                                              &op.profSeq);
   }
 }
 
@@ -77,7 +100,7 @@ void Communicator::profileLaunch() {
   for (const PendingOp& op : pending_) {
     // Sends and receives have no algorithm: they start with the group.
     if (op.kind == CollKind::kSend || op.kind == CollKind::kRecv) {
-      op.profEvent = observe_.profiler->opStart(profiledOf(op), op.profApi, nChannels(), nullptr, nullptr);
+      op.profEvent = observe_.profiler->opStart(profiledOf(op), op.profApi, nChannels(), nullptr, nullptr, nullptr);
     }
   }
 }
@@ -160,10 +183,11 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     size_t kept = 0, next = 0;
     for (size_t i = 0; i < c->pending_.size(); ++i) {
       const bool isDirect = next < indexOf[x].size() && indexOf[x][next] == i;
-      if (isDirect && opsOf[x][next++].ran) {
-        c->profileStop(c->pending_[i]);
-        continue;
-      }
+      const bool ran = isDirect && opsOf[x][next++].ran;
+      // Ran or not, the NVLS-style attempt is over: an operation that takes the FIFO path instead is reported
+      // again there, with that path's choice and the same seqNumber.
+      if (isDirect) c->profileStop(c->pending_[i]);
+      if (ran) continue;
       c->pending_[kept++] = c->pending_[i];
     }
     c->pending_.resize(kept);

@@ -41,6 +41,18 @@ Status checkInPlace(const char* what, const void* sendbuff, size_t sendBytes, co
 
 }  // namespace
 
+namespace {
+
+// Closes the profiler's API scope of a communicator the call leaves with nothing queued (see its uses).
+struct ApiScopeGuard {
+  Communicator* comm;
+  ~ApiScopeGuard() {
+    if (comm->profiler() != nullptr && comm->pending().empty()) comm->profiler()->groupDone();
+  }
+};
+
+}  // namespace
+
 Status checkUsable(Communicator& comm, const void* handle, const void* stream) {
   const int asyncErr = comm.asyncError().load();
   if (asyncErr == static_cast<int>(Code::kInProgress)) {
@@ -157,7 +169,8 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
   BRAID_INFO(kLogColl, "%s: opCount comm %p rank %d sendbuff %p recvbuff %p count %zu datatype %d op %d root %d", a.fn,
              a.handle, rank, a.sendbuff, a.recvbuff, a.count, static_cast<int>(a.datatype), a.op, a.root);
   const Selector* callSelector = nullptr;
-  if (a.algSelection != nullptr && a.algSelection[0] != '\0' && !isP2p) {
+  FilterColl filtered;
+  if (a.algSelection != nullptr && a.algSelection[0] != '\0' && filterCollOf(a.kind, &filtered)) {
     BRAID_ASSIGN_OR_RETURN(callSelector, comm->selector().forSelection(a.algSelection));
     const Status left = callSelector->checkAlgorithms(a.kind);
     // The call's own argument leaves nothing (nccl.h: ncclInvalidArgument).
@@ -189,7 +202,7 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
   queued.selector = callSelector;
   queued.minChannels = a.minChannels;
   queued.maxChannels = a.maxChannels;
-  if (comm->profiler() != nullptr && a.profApi == nullptr) {
+  if (comm->profiler() != nullptr && !a.apiReported) {
     ProfiledOp call;
     call.kind = a.kind;
     call.count = a.count;
@@ -206,6 +219,11 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
 
 Status enqueuePattern(const std::shared_ptr<Communicator>& c, P2pPattern pattern, const CollRequest& a) {
   BRAID_RETURN_IF_ERROR(checkUsable(*c, a.handle, a.stream));
+  // All-to-all, gather and scatter have no algorithm to select (nor ring/tree channels to bound), whichever schedule
+  // runs them; a selection braid cannot parse is refused all the same, whatever the size.
+  if (a.algSelection != nullptr && a.algSelection[0] != '\0') {
+    BRAID_RETURN_IF_ERROR(c->selector().forSelection(a.algSelection).status());
+  }
   const bool sendsAll = pattern != P2pPattern::kGather;
   const bool recvsAll = pattern != P2pPattern::kScatter;
   const bool rooted = pattern != P2pPattern::kAlltoAll;
@@ -244,7 +262,11 @@ Status enqueuePattern(const std::shared_ptr<Communicator>& c, P2pPattern pattern
     call.stream = const_cast<void*>(a.stream);
     call.userTag = a.userTag;
     base.profApi = c->profiler()->apiCall(call, groupDepth());
+    base.apiReported = true;
   }
+  // A call that fails before it queued anything leaves the communicator out of the group, whose end would close
+  // the profiler's GroupApi: close it here.
+  ApiScopeGuard closeOnFailure{c.get()};
   if (count > 0 && c->flight().enabled()) {
     FlightCall call;
     call.fn = a.fn;
@@ -354,9 +376,11 @@ Status enqueueAlltoAllv(const std::shared_ptr<Communicator>& c, const AlltoAllvR
     call.stream = const_cast<void*>(v.stream);
     profApi = c->profiler()->apiCall(call, groupDepth());
   }
+  ApiScopeGuard closeOnFailure{c.get()};
   auto p2p = [&](CollKind kind, const void* s, void* r, size_t count, int peer) {
     CollRequest one{"braidAlltoAllv", kind, s, r, count, datatype, -1, peer, v.handle, v.stream, token};
     one.profApi = profApi;
+    one.apiReported = true;
     return enqueueColl(c, one);
   };
   for (int p = 0; p < n; ++p) {

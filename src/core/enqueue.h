@@ -32,6 +32,7 @@ struct CollRequest {
   // The profiler's event of the call this one is part of (null: enqueueColl reports the call itself), and the
   // call's ncclCollConfig_t.userProfilerTag.
   void* profApi = nullptr;
+  bool apiReported = false;  // profApi is the call's event (null when the profiler did not want one)
   uint64_t userTag = 0;
   // ncclCollConfig_t's algorithm selection (null or "": the communicator's) and whether one that leaves nothing is an
   // error (forceAlgSelection) rather than ignored; its channel bounds (0: none).

@@ -36,7 +36,8 @@ struct PendingOp {
   // A profiler plugin's events (src/core/profiler_plugin.h): the API call's (the parent) and the operation's own.
   void* profApi = nullptr;
   mutable void* profEvent = nullptr;
-  uint64_t userTag = 0;  // ncclCollConfig_t.userProfilerTag
+  mutable uint64_t profSeq = ~uint64_t(0);  // its Coll event's seqNumber, once it has one
+  uint64_t userTag = 0;                     // ncclCollConfig_t.userProfilerTag
   // ncclCollConfig_t: the selector of the call's algSelection (null: the communicator's), and its channel bounds
   // on the FIFO path (0: none).
   const Selector* selector = nullptr;

@@ -360,7 +360,8 @@ void CommProfiler::groupLaunch() {
   group_ = start(&g);
 }
 
-void* CommProfiler::opStart(const ProfiledOp& op, void* api, int nChannels, const char* algo, const char* proto) {
+void* CommProfiler::opStart(const ProfiledOp& op, void* api, int nChannels, const char* algo, const char* proto,
+                            uint64_t* seq) {
   const bool p2p = isP2p(op.kind);
   if ((mask() & (p2p ? kBelowP2p : kBelowColl)) == 0) return nullptr;
   Event e;
@@ -372,7 +373,10 @@ void* CommProfiler::opStart(const ProfiledOp& op, void* api, int nChannels, cons
   e.algo = algo;
   e.proto = proto;
   e.parentGroup = group_;
-  if (!p2p) e.seq = seq_[static_cast<size_t>(op.kind) % 16]++;
+  if (!p2p && seq != nullptr) {
+    if (*seq == ~uint64_t(0)) *seq = seq_[static_cast<size_t>(op.kind) % 16]++;
+    e.seq = *seq;
+  }
   return start(&e);
 }
 

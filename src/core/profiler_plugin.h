@@ -55,8 +55,9 @@ class CommProfiler {
   // The group launches: GroupEndApiStart, and the Group event starts.
   void groupLaunch();
   // An operation starts running with this algorithm and protocol ("RING", "SIMPLE"; null for send/receive); the
-  // returned event is stopped by opStop. `api` is apiCall's result for the call it came from.
-  void* opStart(const ProfiledOp& op, void* api, int nChannels, const char* algo, const char* proto);
+  // returned event is stopped by opStop. `api` is apiCall's result for the call it came from. `seq` (collectives):
+  // the operation's seqNumber, ~0 the first time (then set), so an attempt started again keeps its number.
+  void* opStart(const ProfiledOp& op, void* api, int nChannels, const char* algo, const char* proto, uint64_t* seq);
   void opStop(void* event);
   // A streams backend launches the group's kernels on `stream` (v5+): the KernelLaunch event, stopped by opStop
   // once the launch call returned (as NCCL brackets cuLaunchKernel).

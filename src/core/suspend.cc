@@ -25,6 +25,15 @@ uint64_t ownedBytes(const Connector& c) {
 
 }  // namespace
 
+// A barrier some rank did not pass leaves the ranks on either side of it (suspended or not): like a failed group, the
+// communicator is unusable from then on, so no rank waits on a peer in the other state.
+Status Communicator::failIfNot(const Status& st) {
+  if (st.isOk()) return st;
+  health_.asyncError.store(static_cast<int>(st.code()));
+  backend_->markAborted(st.message());
+  return st;
+}
+
 uint64_t Communicator::suspendableBytes() const {
   if (suspended()) return health_.releasedBytes;
   uint64_t total = 0;
@@ -56,7 +65,7 @@ Status Communicator::suspend(int flags) {
   if ((flags & kSuspendMem) == 0) return Status::ok();  // nothing asked to be released
   // Every rank is done with the links before any releases them (a peer's last send may still be draining into
   // them); host operations are complete when their call returns, so reaching the barrier means idle.
-  BRAID_RETURN_IF_ERROR(bootstrap_->barrier().withContext("ncclCommSuspend"));
+  BRAID_RETURN_IF_ERROR(failIfNot(bootstrap_->barrier().withContext("ncclCommSuspend")));
   const uint64_t bytes = suspendableBytes();
   for (Channel& ch : channels_) {
     ch.send.clear();
@@ -85,7 +94,7 @@ Status Communicator::resume() {
     return invalidUsage("ncclCommResume inside ncclGroupStart/ncclGroupEnd: braid resumes outside groups only");
   }
   // No rank connects anew before every rank has released its old links.
-  BRAID_RETURN_IF_ERROR(bootstrap_->barrier().withContext("ncclCommResume"));
+  BRAID_RETURN_IF_ERROR(failIfNot(bootstrap_->barrier().withContext("ncclCommResume")));
   health_.suspended.store(false);
   health_.releasedBytes = 0;
   BRAID_INFO(kLogInit, "comm %p rank %d: resumed (links connect at the next operation)", static_cast<void*>(this),

@@ -114,6 +114,7 @@ class TunerPlugin final : public TunerHook {
   }
 
   const char* describe() const override { return description_.c_str(); }
+  std::string identity() const override { return strPrintf("%s/v%d", name_.c_str(), version_); }
 
  private:
   template <typename T>

@@ -108,5 +108,29 @@ TEST(CollConfig, MinAndMaxCtasBoundTheCallsChannels) {
   EXPECT_EQ(channelsConnected(run(wide, small)), 4);
 }
 
+// Ranks that pass different selections would run different algorithms: BRAID_CHECK_CALLS names it.
+TEST(CollConfig, CheckCallsComparesTheConfiguration) {
+  ScopedEnv check("BRAID_CHECK_CALLS", "1");
+  std::vector<ncclResult_t> rc = runThreads(2, [](int rank, ncclComm_t comm) -> ncclResult_t {
+    ncclCollConfig_t cc = NCCL_COLLCONFIG_INITIALIZER;
+    cc.algSelection = rank == 0 ? "ring" : "tree";
+    std::vector<float> a(1000, 1.0f);
+    const ncclResult_t r = ncclAllReduceConfig(a.data(), a.data(), 1000, ncclFloat, ncclSum, comm, nullptr, &cc);
+    EXPECT_EQ(r, ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(comm)).find("algSelection #"), std::string::npos) << ncclGetLastError(comm);
+    return ncclSuccess;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(rc[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+  std::vector<ncclResult_t> bounds = runThreads(2, [](int rank, ncclComm_t comm) -> ncclResult_t {
+    ncclCollConfig_t cc = NCCL_COLLCONFIG_INITIALIZER;
+    cc.maxCTAs = rank + 1;
+    std::vector<float> a(1000, 1.0f);
+    EXPECT_EQ(ncclAllReduceConfig(a.data(), a.data(), 1000, ncclFloat, ncclSum, comm, nullptr, &cc), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(comm)).find("maxCTAs"), std::string::npos) << ncclGetLastError(comm);
+    return ncclSuccess;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(bounds[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
 }  // namespace
 }  // namespace braid_test

@@ -303,6 +303,78 @@ TEST(ProfilerPlugin, AMissingPluginIsNamedAndTheCommunicatorsWork) {
   EXPECT_NE(run.log.find("libnccl-profiler-braid-no-such-profiler.so"), std::string::npos) << run.log;
 }
 
+// Two processes with heap buffers above the stage size: the NVLS-style attempt falls back to the FIFO path, and the
+// profiler sees the attempt stopped, then the ring/tree operation with the same seqNumber.
+TEST(ProfilerPlugin, AFallbackFromTheDirectPathIsReportedWithItsRealAlgorithm) {
+  char tmpl[] = "/tmp/braid-profiler-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  close(fd);
+  std::vector<int> status;
+  {
+    ScopedEnv p("NCCL_PROFILER_PLUGIN", pluginPath(7).c_str());
+    ScopedEnv l("BRAID_TEST_PROFILER_LOG", tmpl);
+    ScopedEnv cma("BRAID_CMA", "0");  // private buffers of another process stay out of reach: the ring runs
+    status = runProcesses(2, [](int rank, ncclComm_t comm) {
+      std::vector<float> a(256 * 1024, static_cast<float>(rank + 1)), b(256 * 1024, -1.0f);  // malloc'd
+      if (ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat, ncclSum, comm, nullptr) != ncclSuccess) return 1;
+      return b[1000] == 3.0f ? 0 : 2;
+    });
+  }
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(status[static_cast<size_t>(r)], 0) << "rank " << r;
+  const Record rec = parse(readFileText(tmpl));
+  unlink(tmpl);
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<const Ev*> colls = rec.of("Coll", r);
+    ASSERT_EQ(colls.size(), 2u) << "the attempt, then the operation";
+    EXPECT_EQ(colls[0]->f.at("algo"), "NVLS");
+    EXPECT_TRUE(colls[1]->f.at("algo") == "RING" || colls[1]->f.at("algo") == "TREE") << colls[1]->f.at("algo");
+    for (const Ev* c : colls) {
+      EXPECT_EQ(c->f.at("seq"), "0");
+      EXPECT_EQ(c->stops, 1);
+    }
+  }
+}
+
+// An all-to-all that fails after its API event opened (host buffers on a CUDA communicator) closes it: the next
+// group's GroupApi is a new one, with its own states.
+TEST(ProfilerPlugin, AFailedCallClosesItsApiScope) {
+  if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+  char tmpl[] = "/tmp/braid-profiler-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  close(fd);
+  {
+    ScopedEnv p("NCCL_PROFILER_PLUGIN", pluginPath(7).c_str());
+    ScopedEnv l("BRAID_TEST_PROFILER_LOG", tmpl);
+    const Driver& drv = Driver::get();
+    std::vector<ncclResult_t> rc = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+      std::vector<float> host(64, 1.0f), back(64, 0.0f);
+      EXPECT_NE(ncclAlltoAll(host.data(), back.data(), 32, ncclFloat, comm, stream), ncclSuccess);
+      void* buf = drv.alloc(64 * 4);
+      drv.copy(buf, host.data(), 64 * 4, stream);
+      ncclResult_t st = ncclAllReduce(buf, buf, 64, ncclFloat, ncclSum, comm, stream);
+      if (st != ncclSuccess) return st;
+      drv.copy(back.data(), buf, 64 * 4, stream);
+      if (drv.streamSync(stream) != 0) return ncclUnhandledCudaError;
+      (void)r;
+      return back[63] == 2.0f ? ncclSuccess : ncclInternalError;
+    });
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(rc[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+  }
+  const Record rec = parse(readFileText(tmpl));
+  unlink(tmpl);
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<const Ev*> groups = rec.of("GroupApi", r);
+    ASSERT_EQ(groups.size(), 2u);
+    EXPECT_EQ(groups[0]->stops, 1);
+    EXPECT_EQ(groups[1]->states, (std::vector<int>{23, 24}));
+    ASSERT_EQ(rec.of("Coll", r).size(), 1u);
+    EXPECT_EQ(rec.of("Coll", r)[0]->parent, rec.of("CollApi", r).back()->id);
+    EXPECT_EQ(rec.get(rec.of("CollApi", r).back()->parent), groups[1]);
+  }
+}
+
 // A CUDA communicator on the fake driver: the group's kernels are bracketed by a KernelLaunch event under the
 // GroupApi, carrying the stream; the collective's event stops once it is enqueued, and the result is exact.
 TEST(ProfilerPlugin, CudaCommunicatorsReportTheKernelLaunch) {

@@ -72,6 +72,24 @@ TEST(Suspend, ReleasesTheLinksRefusesWorkAndResumesExactly) {
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(rc[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
 }
 
+// Only rank 0 suspends: its barrier times out, and the communicator is unusable from then on (no rank may go on
+// in the other state), with the failure named, instead of a later collective waiting on released links.
+TEST(Suspend, ABarrierSomeRankMissesLeavesTheCommunicatorFailed) {
+  ScopedEnv timeout("BRAID_TIMEOUT", "1");
+  std::vector<ncclResult_t> rc = runThreads(2, [](int rank, ncclComm_t comm) -> ncclResult_t {
+    if (rank != 0) return ncclSuccess;
+    const ncclResult_t s = ncclCommSuspend(comm, NCCL_SUSPEND_MEM);
+    EXPECT_NE(s, ncclSuccess);
+    EXPECT_NE(std::string(ncclGetLastError(comm)).find("ncclCommSuspend"), std::string::npos) << ncclGetLastError(comm);
+    float x = 1;
+    EXPECT_EQ(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, nullptr), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(comm)).find("unusable after an earlier error"), std::string::npos)
+        << ncclGetLastError(comm);
+    return ncclSuccess;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(rc[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
 TEST(Suspend, BadArgumentsAreNamed) {
   std::vector<ncclResult_t> rc = runThreads(2, [](int, ncclComm_t comm) -> ncclResult_t {
     uint64_t v = 0;

@@ -131,6 +131,16 @@ TEST(TunerPlugin, AFailingPluginLeavesTheModelsChoice) {
   EXPECT_NE(i.log.find("init returned 3"), std::string::npos) << i.log;
 }
 
+// The plugin's init fails on one rank only: no rank may follow it (the others would choose differently and hang).
+TEST(TunerPlugin, APluginOnlySomeRanksLoadedIsUsedByNone) {
+  const std::string modelPair = chosenPair(runWith("none", nullptr).log);
+  const TunedRun r = runWith(pluginPath(7).c_str(), "tree/simple", "BRAID_TEST_TUNER_INIT_FAIL_NTH", "2");
+  EXPECT_EQ(chosenPair(r.log), modelPair) << r.log;
+  EXPECT_EQ(r.log.find("tuner plugin braid-sample-v7"), std::string::npos) << r.log;
+  EXPECT_NE(r.log.find("no rank uses a tuner on this communicator"), std::string::npos) << r.log;
+  EXPECT_EQ(occurrences(r.plugin, "init v7 4 1\n"), 3u) << r.plugin;
+}
+
 TEST(TunerPlugin, AMissingPluginIsNamedAndTheCommunicatorWorks) {
   const TunedRun r = runWith("braid-no-such-tuner", "tree/simple");
   EXPECT_NE(r.log.find("NCCL_TUNER_PLUGIN=braid-no-such-tuner could not be loaded (tried "

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nccl_profiler.h"
 
@@ -129,7 +130,8 @@ static ncclResult_t sampleStart(void* context, void** eHandle, Descr* d) {
   }
   e = (Event*)calloc(1, sizeof(Event));
   if (e == NULL) return ncclSystemError;
-  e->id = __atomic_fetch_add(&gNextId, 1, __ATOMIC_RELAXED);
+  /* Unique across the processes that append to one log: the pid above 20 bits of a per-process counter. */
+  e->id = ((unsigned long)getpid() << 20) | __atomic_fetch_add(&gNextId, 1, __ATOMIC_RELAXED);
   e->ctx = c;
   switch (d->type) {
     case ncclProfileColl:

@@ -4,6 +4,7 @@
  *   BRAID_TEST_TUNER_CHANNELS=N          sets *nChannels for all-reduce
  *   BRAID_TEST_TUNER_FAIL=1              getCollInfo returns ncclInternalError
  *   BRAID_TEST_TUNER_INIT_FAIL=1         init returns ncclInternalError
+ *   BRAID_TEST_TUNER_INIT_FAIL_NTH=N     the N-th init of the process (1-based) returns ncclInternalError
  *   BRAID_TEST_TUNER_LOG=path            appends one line per call: "init v<abi> nranks nnodes", "coll <func> <bytes>
  *                                        <ring/simple> <tree/simple> <pat/simple>", "finalize" */
 #include <stdio.h>
@@ -51,7 +52,10 @@ static ncclResult_t sampleInit(void** ctx, size_t nRanks, size_t nNodes) {
   const char* env;
   SampleCtx* c;
   char line[128];
+  static int inits = 0;
+  const int nth = __atomic_add_fetch(&inits, 1, __ATOMIC_RELAXED);
   if (getenv("BRAID_TEST_TUNER_INIT_FAIL") != NULL) return ncclInternalError;
+  if ((env = getenv("BRAID_TEST_TUNER_INIT_FAIL_NTH")) != NULL && atoi(env) == nth) return ncclInternalError;
   c = (SampleCtx*)calloc(1, sizeof(SampleCtx));
   if (c == NULL) return ncclSystemError;
   c->forceAlgo = NCCL_ALGO_UNDEF;
