@@ -26,6 +26,12 @@ class Sha256 {
 };
 
 Digest256 sha256(const void* data, size_t bytes);
+// A 64-bit FNV-1a hash of text, for checks that ranks agree (no adversary: not for authentication).
+inline uint64_t textHash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
 Digest256 hmacSha256(const void* key, size_t keyBytes, const void* data, size_t bytes);
 // Equality in time independent of where the digests differ.
 bool digestsEqual(const Digest256& a, const Digest256& b);

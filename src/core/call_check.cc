@@ -3,6 +3,7 @@
 #include "algorithms/selector/selector.h"
 #include "src/common/dtype.h"
 #include "src/common/logging.h"
+#include "src/common/sha256.h"
 
 namespace braid {
 namespace {
@@ -19,13 +20,6 @@ bool sameCall(const CallDesc& a, const CallDesc& b) {
          a.selection == b.selection && a.minChannels == b.minChannels && a.maxChannels == b.maxChannels;
 }
 
-// FNV-1a of the selection's text (the same text gives the same hash on every rank).
-uint64_t hashText(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
-
 }  // namespace
 
 std::vector<CallDesc> describeCalls(const std::vector<PendingOp>& pending) {
@@ -38,7 +32,7 @@ std::vector<CallDesc> describeCalls(const std::vector<PendingOp>& pending) {
     c.op = reduces(p.kind) ? static_cast<int32_t>(p.op.kind) : -1;
     c.root = rooted(p.kind) ? p.root : 0;
     c.count = p.count;
-    c.selection = p.selector != nullptr ? hashText(p.selector->config().algo.setting) : 0;
+    c.selection = p.selector != nullptr ? textHash(p.selector->config().algo.setting) : 0;
     c.minChannels = p.minChannels;
     c.maxChannels = p.maxChannels;
     out.push_back(c);

@@ -5,6 +5,7 @@
 
 #include "src/common/logging.h"
 #include "src/common/params.h"
+#include "src/common/sha256.h"
 #include "src/core/comm.h"
 #include "src/core/profiler_plugin.h"
 #include "src/core/tuner_plugin.h"
@@ -30,14 +31,10 @@ Status Communicator::loadPlugins(const CommTopology& topo) {
   // Every rank must choose alike: the same plugin (name and ABI) on every rank, or none anywhere (a library present
   // on some hosts only, or an init() that failed on one rank, would leave ranks on different algorithms).
   struct Loaded {
-    uint64_t identity;  // FNV-1a of "name/vN"; 0: no tuner
+    uint64_t identity;  // textHash of "name/vN"; 0: no tuner
   };
   std::vector<Loaded> all(static_cast<size_t>(nranks_));
-  uint64_t mine = 0;
-  if (tuner) {
-    mine = 1469598103934665603ull;
-    for (unsigned char ch : tuner->identity()) mine = (mine ^ ch) * 1099511628211ull;
-  }
+  const uint64_t mine = tuner ? textHash(tuner->identity()) : 0;
   all[static_cast<size_t>(rank_)].identity = mine;
   BRAID_RETURN_IF_ERROR(bootstrap_->allGather(all.data(), sizeof(Loaded)).withContext("agreeing on the tuner plugin"));
   for (int r = 0; r < nranks_; ++r) {
