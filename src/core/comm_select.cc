@@ -110,10 +110,7 @@ void Communicator::profileStop(const PendingOp& op) {
 
 void Communicator::profileDone() {
   if (!observe_.profiler) return;
-  for (const PendingOp& op : pending_) {
-    observe_.profiler->opStop(op.profEvent);
-    op.profEvent = nullptr;
-  }
+  for (const PendingOp& op : pending_) profileStop(op);
   observe_.profiler->groupDone();
 }
 

@@ -5,6 +5,7 @@
 // so the first operation after the resume finds none and connects them as the first operation after init does.
 // Every rank must take part: a rank whose peer still held its old link would wait for a connection that never comes.
 #include <cinttypes>
+#include <vector>
 
 #include "src/common/logging.h"
 #include "src/core/comm.h"
@@ -67,16 +68,14 @@ Status Communicator::suspend(int flags) {
   // them); host operations are complete when their call returns, so reaching the barrier means idle.
   BRAID_RETURN_IF_ERROR(failIfNot(bootstrap_->barrier().withContext("ncclCommSuspend")));
   const uint64_t bytes = suspendableBytes();
-  for (Channel& ch : channels_) {
-    ch.send.clear();
-    ch.recv.clear();
-  }
+  std::vector<Communicator*> holders{this};
   if (nvlsTree_) {
-    for (Communicator* c : nvlsTree_->comms()) {
-      for (Channel& ch : c->channels_) {
-        ch.send.clear();
-        ch.recv.clear();
-      }
+    for (Communicator* c : nvlsTree_->comms()) holders.push_back(c);
+  }
+  for (Communicator* c : holders) {
+    for (Channel& ch : c->channels_) {
+      ch.send.clear();
+      ch.recv.clear();
     }
   }
   health_.releasedBytes = bytes;
