@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/common/free_port.h"
 #include "tests/common/coll_check.h"
 #include "tests/common/harness.h"
 
@@ -154,16 +155,11 @@ TEST(Api, SplitWithNoColor) {
 }
 
 TEST(Api, CommIdFromEnvironment) {
-  // NCCL_COMM_ID: no unique id travels between ranks; rank 0 starts the root at that address.
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  std::string commId = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  // NCCL_COMM_ID: no unique id travels between ranks; rank 0 starts the root at that address. The port comes from
+  // below the ephemeral range: one bound to 0 and released could be taken by any connect() before the root binds it.
+  const int port = braid::pickRendezvousPort("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::string commId = "127.0.0.1:" + std::to_string(port);
   setenv("NCCL_COMM_ID", commId.c_str(), 1);
   const int n = 3;
   std::vector<ncclResult_t> res(n);

@@ -4,8 +4,9 @@
 //
 // Each child gets RANK (node_rank * N + local rank), WORLD_SIZE (H * N), LOCAL_RANK, LOCAL_WORLD_SIZE (N),
 // GROUP_RANK (node rank, torchrun's name), MASTER_ADDR and MASTER_PORT. On one node (the default) MASTER_ADDR is
-// 127.0.0.1 and MASTER_PORT a free port unless --master-port is given; across nodes one braidrun runs on each node
-// with the same --nnodes, --master-addr (node 0's address, where rank 0 listens) and --master-port, which default
+// 127.0.0.1 and MASTER_PORT a free port below the kernel's ephemeral range (so no other program's outgoing
+// connection can take it before rank 0 binds it) unless --master-port is given; across nodes one braidrun runs on each
+// node with the same --nnodes, --master-addr (node 0's address, where rank 0 listens) and --master-port, which default
 // to $MASTER_ADDR, $MASTER_PORT and $NODE_RANK. Children's output goes straight to braidrun's stdout/stderr. Each
 // child leads its own process group; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to braidrun are
 // forwarded to every group. When a child exits with a non-zero status or dies from a signal, braidrun reports it,
@@ -36,6 +37,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "src/common/free_port.h"
 
 namespace {
 
@@ -218,24 +221,6 @@ int parseArgs(int argc, char** argv, Options* opts) {
   return resolveNodes(opts);
 }
 
-// A port nobody listens on right now (bound to port 0 and released; the ranks' root binds it again at once).
-int findFreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  inet_pton(AF_INET, kMasterAddr, &addr.sin_addr);
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 std::string signalName(int sig) {
   struct Named {
     int sig;
@@ -278,7 +263,7 @@ class Launcher {
 
   int run() {
     int port = opts_.masterPort;
-    if (port == 0) port = findFreePort();
+    if (port == 0) port = braid::pickRendezvousPort(kMasterAddr);
     if (port <= 0) {
       std::fprintf(stderr, "braidrun: cannot find a free TCP port on %s: %s\n", kMasterAddr, std::strerror(errno));
       return 1;

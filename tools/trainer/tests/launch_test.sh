@@ -8,8 +8,9 @@ config "$WORK/c.json" '{"train_batch_size": 12, "zero_optimization": {"stage": 2
 ARGS=(--config "$WORK/c.json" --layers 2 --channels 16 --heads 2 --ctx 16 --corpus-bytes 20000 --steps 3)
 train 2 "$WORK/c.json" "$WORK/braidrun.csv" --steps 3
 
-# By hand, torchrun style. A free port: bind to 0 and read it back.
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# By hand, torchrun style, on a free port from below the ephemeral range (see free_port.py for why).
+FREE_PORT=$(dirname "$0")/../../../tests/common/free_port.py
+PORT=$(python3 "$FREE_PORT")
 for r in 0 1; do
   RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
     timeout 60 "$TRAIN" "${ARGS[@]}" --log "$WORK/env$r.csv" > "$WORK/env$r.out" 2>&1 &
@@ -21,25 +22,7 @@ same_hex "$WORK/braidrun.csv" "$WORK/env0.csv" "torchrun-style variables vs brai
 # Under torchrun (TORCHELASTIC_RUN_ID set), torchrun's own store already listens on MASTER_PORT: braid's bootstrap
 # must take the next port. A listener that accepts and never answers stands in for the store; a rank that used
 # MASTER_PORT itself would fail to bind it (rank 0) or talk to the stand-in and time out (rank 1).
-python3 -c '
-import socket, sys
-while True:
-    store = socket.socket()
-    store.bind(("127.0.0.1", 0))
-    port = store.getsockname()[1]
-    probe = socket.socket()
-    try:
-        probe.bind(("127.0.0.1", port + 1))
-        probe.close()
-        break
-    except OSError:
-        store.close()
-store.listen(16)
-print(port, flush=True)
-held = []
-while True:
-    held.append(store.accept()[0])
-' > "$WORK/store.port" &
+python3 "$FREE_PORT" --pair --hold > "$WORK/store.port" &
 STORE_PID=$!
 for _ in $(seq 50); do [ -s "$WORK/store.port" ] && break; sleep 0.1; done
 SPORT=$(cat "$WORK/store.port")
@@ -69,7 +52,7 @@ fi
 
 # Ranks given different configs stop at once with a message instead of issuing mismatched collectives.
 config "$WORK/other.json" '{"train_batch_size": 12, "zero_optimization": {"stage": 3}}'
-PORT2=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT2=$(python3 "$FREE_PORT")
 for r in 0 1; do
   cfg=$WORK/c.json
   [ $r -eq 1 ] && cfg=$WORK/other.json
