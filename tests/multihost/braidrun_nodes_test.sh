@@ -34,6 +34,17 @@ out=$(MASTER_ADDR=10.9.9.9 MASTER_PORT=2345 NODE_RANK=1 "$braidrun" -np 1 --nnod
 out=$(NODE_RANK=3 "$braidrun" -np 1 -- sh -c "$show")
 [[ $out == "0 1 0 1 0 127.0.0.1 "* ]] || fail "one node should ignore NODE_RANK: got '$out'"
 
+# On one node the port braidrun picks lies outside the kernel's ephemeral range: one from inside it (bind to 0 and
+# release) could be taken by any outgoing connection before rank 0 binds it, which CI saw as EADDRINUSE.
+read -r eph_lo eph_hi < /proc/sys/net/ipv4/ip_local_port_range
+for _ in 1 2 3 4 5; do
+  port=$("$braidrun" -np 1 -- sh -c 'echo "$MASTER_PORT"')
+  [[ $port =~ ^[0-9]+$ ]] || fail "one node: MASTER_PORT '$port' is not a number"
+  if [ "$port" -ge "$eph_lo" ] && [ "$port" -le "$eph_hi" ]; then
+    fail "one node: MASTER_PORT $port lies in the ephemeral range $eph_lo-$eph_hi"
+  fi
+done
+
 # 3. Refused: no rendezvous across nodes, a node rank out of range.
 expect_refusal() {  # pattern args...
   local pattern=$1 rc=0
