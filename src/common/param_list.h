@@ -96,6 +96,14 @@ BRAID_PARAM(ProfilerPlugin, kString, "NCCL_PROFILER_PLUGIN", "",
 BRAID_PARAM(Direct, kInt, "BRAID_DIRECT", "1",
             "1: all-reduce, reduce-scatter and all-gather among ranks of one host run NVLS-style (direct loads and "
             "stores over shared memory); 0: always the ring.")
+BRAID_PARAM(NvlsEnable, kInt, "NCCL_NVLS_ENABLE", "2",
+            "NVLS multicast on CUDA communicators (one rank per GPU, multicast-capable devices, ranks of one host): "
+            "0 never; 2 (default) where it can be set up, else the NVLS-style collectives use peer pointers with an "
+            "INFO line saying why; 1 the same, but a communicator whose multicast setup fails fails its init. Never "
+            "used with BRAID_DETERMINISTIC=1 (the switch's reduction order is its own).")
+BRAID_PARAM(NvlsObjects, kInt, "BRAID_NVLS_OBJECTS", "64",
+            "Multicast objects braid keeps at once per process (each CUDA communicator with NVLS takes one; the "
+            "driver's limit is about 128 per GPU): communicators past it use peer pointers.")
 BRAID_PARAM(Cma, kInt, "BRAID_CMA", "0",
             "1: direct collectives between processes read and write peers' private (malloc) buffers with "
             "cross-memory attach (process_vm_readv/writev) where the kernel permits it; 0: such buffers take the "

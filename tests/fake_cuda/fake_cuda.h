@@ -48,6 +48,28 @@ struct Allocation {
   bool vmm = false;
   unsigned long long handle = 0;
   unsigned accessMask = 0;
+  // A mapping of a multicast object (fake_multicast.cc): its pages stay inaccessible to plain loads and stores
+  // (only the emulator's multimem operations reach the bound buffers); mcOffset is where it starts in the object.
+  bool multicast = false;
+  size_t mcOffset = 0;
+};
+
+// A multicast object (fake_multicast.cc): its devices (all must be added before any bind or map), the memory each
+// bound, and the order its emulated switch combines them (a permutation seeded per object).
+struct McBinding {
+  int device;
+  CUdeviceptr uc;  // this process's address of the bound memory
+  size_t mcOffset;
+  size_t bytes;
+};
+struct Multicast {
+  unsigned numDevices = 0;
+  size_t size = 0;
+  std::vector<int> devices;
+  std::vector<McBinding> bindings;
+  std::vector<int> order;  // a permutation of 0..numDevices-1: device slots in the order they are combined
+  int mappings = 0;
+  bool released = false;
 };
 
 // Physical memory from cuMemCreate or cuMemImportFromShareableHandle (fake_vmm.cc): a memfd, so another process
@@ -201,7 +223,9 @@ struct State {
   std::map<void*, std::unique_ptr<Kernel>> kernels;      // one per (library, name)
   std::map<void*, std::unique_ptr<Function>> functions;  // one per (kernel, device)
   unsigned long long nextBufferId = 1;
-  std::map<unsigned long long, PhysMem> phys;  // cuMem handles
+  std::map<unsigned long long, PhysMem> phys;         // cuMem handles
+  std::map<unsigned long long, Multicast> multicast;  // multicast handles (the same numbering as phys)
+  uint64_t multicastCreated = 0;                      // for the seeded order
   unsigned long long nextHandle = 1;
   std::map<CUdeviceptr, size_t> reserved;          // cuMemAddressReserve ranges
   std::map<std::pair<int, int>, bool> peerAccess;  // (device of the context, peer device): enabled
@@ -252,6 +276,13 @@ void releaseUserObject(State& s, UserObject* o, unsigned n, std::vector<Dep> aft
 // Whether a kernel on `device` may touch allocation `a`: its own device's memory, pinned host memory, another
 // device's after cuCtxEnablePeerAccess, a cuMem mapping the device was given access to.
 bool reachableFrom(State& s, const Allocation& a, int device);
+// Multicast objects in cuMemMap/cuMemUnmap/cuMemRelease (fake_multicast.cc). Callers hold s.mu.
+CUresult mapMulticast(State& s, CUdeviceptr ptr, size_t bytes, size_t offset, unsigned long long handle);
+void unmapMulticast(State& s, const Allocation& a);
+bool releaseMulticast(State& s, unsigned long long handle, CUresult* result);  // false: not a multicast handle
+bool noMulticast();                                                            // BRAID_FAKE_CUDA_NO_MULTICAST=1
+// The emulator's hook (emu_image.h's EmuMulticastFn).
+int resolveMulticast(const void* mc, size_t bytes, int device, void** uc, int max);
 
 // Every entry point: no CUDA call from a host function (the driver's rule), none from a child forked after cuInit
 // (CUDA does not survive fork), the failure injection, the state lock.
@@ -353,5 +384,11 @@ FAKE_API CUresult cuUserObjectCreate(void** object, void* ptr, void (*destroy)(v
                                      unsigned flags);
 FAKE_API CUresult cuUserObjectRelease(void* object, unsigned count);
 FAKE_API CUresult cuGraphRetainUserObject(void* graph, void* object, unsigned count, unsigned flags);
+FAKE_API CUresult cuMulticastCreate(unsigned long long* mcHandle, const void* prop);
+FAKE_API CUresult cuMulticastAddDevice(unsigned long long mcHandle, CUdevice dev);
+FAKE_API CUresult cuMulticastBindAddr(unsigned long long mcHandle, size_t mcOffset, CUdeviceptr memptr, size_t size,
+                                      unsigned long long flags);
+FAKE_API CUresult cuMulticastUnbind(unsigned long long mcHandle, CUdevice dev, size_t mcOffset, size_t size);
+FAKE_API CUresult cuMulticastGetGranularity(size_t* granularity, const void* prop, int option);
 FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, unsigned long long flags,
                                       int* symbolStatus);

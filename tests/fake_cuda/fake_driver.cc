@@ -24,7 +24,8 @@
 // over the emulator on the stream's thread, a failed kernel leaves the sticky CUDA_ERROR_LAUNCH_FAILED).
 // Peer access and cuMem (fake_vmm.cc: physical memory as memfds, so exported descriptors work across processes).
 // Stream capture, graphs and user objects (fake_graphs.cc); the per-thread default stream (CU_STREAM_PER_THREAD,
-// made per thread and device, blocking with respect to the legacy stream). Legacy IPC and multicast come next.
+// made per thread and device, blocking with respect to the legacy stream). Multicast objects (fake_multicast.cc,
+// within one process). Legacy IPC comes next.
 //
 // Knobs: BRAID_FAKE_CUDA_DEVICES=N (default 2; 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE);
 // BRAID_FAKE_CUDA_NO_P2P=1: cuDeviceCanAccessPeer says 0 for every pair (a PCIe system without peer access);
@@ -182,8 +183,8 @@ FAKE_API CUresult cuDeviceGetAttribute(int* value, int attrib, CUdevice dev) {
     case 76:
       *value = 0;
       return kSuccess;
-    case 132:  // multicast: not modelled yet
-      *value = 0;
+    case 132:  // multicast (fake_multicast.cc), unless BRAID_FAKE_CUDA_NO_MULTICAST=1
+      *value = noMulticast() ? 0 : 1;
       return kSuccess;
     default:
       return kInvalidValue;  // an attribute the fake does not model is an error, never a made-up value
@@ -325,6 +326,22 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVe
       if (symbolStatus != nullptr) *symbolStatus = 0;
       return kSuccess;
     }
+  }
+  // Entry points newer than CUDA 12.0: asked for at an older version, the driver answers "found, but not at that
+  // version" (CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) and no pointer.
+  static const Entry kSince12010[] = {
+      {"cuMulticastCreate", reinterpret_cast<void*>(&cuMulticastCreate)},
+      {"cuMulticastAddDevice", reinterpret_cast<void*>(&cuMulticastAddDevice)},
+      {"cuMulticastBindAddr", reinterpret_cast<void*>(&cuMulticastBindAddr)},
+      {"cuMulticastUnbind", reinterpret_cast<void*>(&cuMulticastUnbind)},
+      {"cuMulticastGetGranularity", reinterpret_cast<void*>(&cuMulticastGetGranularity)},
+  };
+  for (const Entry& e : kSince12010) {
+    if (strcmp(e.name, symbol) != 0) continue;
+    const bool enough = cudaVersion >= 12010;
+    *pfn = enough ? e.fn : nullptr;
+    if (symbolStatus != nullptr) *symbolStatus = enough ? 0 : 2;
+    return kSuccess;
   }
   // As the driver: success, a null pointer and CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND.
   *pfn = nullptr;

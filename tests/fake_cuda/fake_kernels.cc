@@ -159,7 +159,8 @@ FAKE_API CUresult cuLaunchKernel(void* f, unsigned gridX, unsigned gridY, unsign
   const int slots = residentSlots();
   enqueue(s, st, [img, index, device, slots, gridX, blockX, param = std::move(param)] {
     char err[2048] = {0};
-    if (img->launch(index, device, slots, gridX, blockX, param.data(), &classify, err, sizeof(err)) != 0) {
+    static const braid::EmuDriverHooks kHooks = {&classify, &resolveMulticast};
+    if (img->launch(index, device, slots, gridX, blockX, param.data(), &kHooks, err, sizeof(err)) != 0) {
       fprintf(stderr, "fake CUDA: kernel %s failed on device %d: %s\n", img->names[index], device, err);
       state().devices[static_cast<size_t>(device)].sticky->store(kLaunchFailed);
     }

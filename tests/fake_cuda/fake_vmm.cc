@@ -166,6 +166,7 @@ FAKE_API CUresult cuMemCreate(unsigned long long* handle, size_t bytes, const vo
 FAKE_API CUresult cuMemRelease(unsigned long long handle) {
   FAKE_ENTER("cuMemRelease");
   FAKE_REQUIRE_INIT();
+  if (CUresult r = kSuccess; releaseMulticast(s, handle, &r)) return r;
   auto it = s.phys.find(handle);
   if (it == s.phys.end() || it->second.released) return kInvalidValue;
   it->second.released = true;  // mappings keep the memory until unmapped, as on the driver
@@ -178,6 +179,7 @@ FAKE_API CUresult cuMemExportToShareableHandle(void* out, unsigned long long han
   FAKE_ENTER("cuMemExportToShareableHandle");
   FAKE_REQUIRE_INIT();
   if (out == nullptr || flags != 0 || type != kHandleTypeFd) return kInvalidValue;
+  if (s.multicast.count(handle) != 0) return kNotSupported;  // multicast across processes is not modelled
   auto it = s.phys.find(handle);
   if (it == s.phys.end() || it->second.released) return kInvalidValue;
   if (!it->second.exportable) return kNotPermitted;  // not created with the POSIX fd handle type
@@ -252,6 +254,7 @@ FAKE_API CUresult cuMemMap(CUdeviceptr ptr, size_t bytes, size_t offset, unsigne
   FAKE_ENTER("cuMemMap");
   FAKE_REQUIRE_INIT();
   if (flags != 0 || bytes == 0 || bytes % kGranularity != 0 || offset % kGranularity != 0) return kInvalidValue;
+  if (s.multicast.count(handle) != 0) return mapMulticast(s, ptr, bytes, offset, handle);
   auto h = s.phys.find(handle);
   if (h == s.phys.end() || h->second.released) return kInvalidHandle;
   if (offset > h->second.bytes || bytes > h->second.bytes - offset) return kInvalidValue;
@@ -275,6 +278,17 @@ FAKE_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t bytes) {
   FAKE_REQUIRE_INIT();
   auto it = s.allocations.find(ptr);
   if (it == s.allocations.end() || !it->second.vmm || it->second.bytes != bytes) return kInvalidValue;
+  if (it->second.multicast) {
+    unmapMulticast(s, it->second);
+    s.allocations.erase(it);
+    return kSuccess;
+  }
+  // Memory still bound to a multicast object is unbound first (the driver's order; NCCL's too).
+  for (const auto& kv : s.multicast) {
+    for (const McBinding& b : kv.second.bindings) {
+      if (b.uc < ptr + bytes && ptr < b.uc + b.bytes) return kNotPermitted;
+    }
+  }
   // The range stays reserved: anonymous, inaccessible pages in place of the mapping.
   mmap(reinterpret_cast<void*>(ptr), bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   const unsigned long long h = it->second.handle;
@@ -308,6 +322,9 @@ FAKE_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t bytes, const void* desc
       a->accessMask = d[i].flags == 0 ? a->accessMask & ~bit : a->accessMask | bit;
     }
   }
+  // A multicast mapping stays closed to plain loads and stores: the emulator's multimem operations go through
+  // resolveMulticast.
+  if (covered.front()->multicast) return kSuccess;
   // Host threads run the emulated kernels, so the pages open for them once any device may touch them.
   const int prot = covered.front()->accessMask != 0 ? PROT_READ | PROT_WRITE : PROT_NONE;
   if (mprotect(reinterpret_cast<void*>(ptr), bytes, prot) != 0) return kInvalidValue;

@@ -63,21 +63,22 @@ TEST(CudaKernels, TheReachCheckNamesWhatAGpuFaultsOn) {
   const EmuImage* img = emuImage();
   char err[1024];
   // Everything pageable: the first thing checked (the channel table) is named.
-  auto pageable = [](const void*, size_t, int) { return static_cast<int>(kPageable); };
-  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, pageable, err, sizeof(err)), 0);
+  const EmuDriverHooks pageable = {[](const void*, size_t, int) { return static_cast<int>(kPageable); }, nullptr};
+  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, &pageable, err, sizeof(err)), 0);
   EXPECT_NE(std::string(err).find("the channel table at"), std::string::npos) << err;
   EXPECT_NE(std::string(err).find("is pageable host memory"), std::string::npos) << err;
   // Only the input buffer on another device.
   static const void* input = nullptr;
   input = job.rank(0).args.channels[0].items[0].input;
-  auto otherDevice = [](const void* p, size_t, int) { return p == input ? static_cast<int>(kOtherDevice) : 0; };
-  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, otherDevice, err, sizeof(err)), 0);
+  const EmuDriverHooks otherDevice = {
+      [](const void* p, size_t, int) { return p == input ? static_cast<int>(kOtherDevice) : 0; }, nullptr};
+  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, &otherDevice, err, sizeof(err)), 0);
   EXPECT_NE(std::string(err).find("channel 0 item 0's input buffer at"), std::string::npos) << err;
   EXPECT_NE(std::string(err).find("is memory of another device: a GPU would fault there"), std::string::npos) << err;
   // All reachable: the kernel runs (one rank: a local copy) and the status word stays clean.
-  auto reachable = [](const void*, size_t, int) { return 0; };
+  const EmuDriverHooks reachable = {[](const void*, size_t, int) { return 0; }, nullptr};
   ASSERT_STREQ(img->names[0], "braidKernelSimple");
-  ASSERT_EQ(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, reachable, err, sizeof(err)), 0) << err;
+  ASSERT_EQ(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, &reachable, err, sizeof(err)), 0) << err;
   EXPECT_EQ(job.rank(0).status.code, static_cast<uint32_t>(DevStatusCode::kRunning));
 }
 
@@ -90,23 +91,23 @@ TEST(CudaKernels, MisalignedWordsAndSlotsAreNamed) {
   RingJob job(s);
   const EmuImage* img = emuImage();
   char err[1024];
-  auto reachable = [](const void*, size_t, int) { return 0; };
+  const EmuDriverHooks reachable = {[](const void*, size_t, int) { return 0; }, nullptr};
   KernelArgs args = job.rank(0).args;
   alignas(8) char statusBytes[sizeof(DevStatus) + 2];
   args.status = reinterpret_cast<DevStatus*>(statusBytes + 2);
-  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &args, reachable, err, sizeof(err)), 0);
+  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &args, &reachable, err, sizeof(err)), 0);
   EXPECT_NE(std::string(err).find("the status word at"), std::string::npos) << err;
   EXPECT_NE(std::string(err).find("is not 8-byte aligned: a GPU faults on it"), std::string::npos) << err;
   // A connector whose slots start 64 bytes into a line, then one whose Simple slot is not whole lines.
   ConnSlot& conn = const_cast<ConnSlot&>(job.rank(0).args.channels[0].conns[0]);
   const ConnSlot kept = conn;
   conn.view.slots += 64;
-  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, reachable, err, sizeof(err)), 0);
+  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, &reachable, err, sizeof(err)), 0);
   EXPECT_NE(std::string(err).find("channel 0 connector 0's FIFO slots at"), std::string::npos) << err;
   EXPECT_NE(std::string(err).find("is not 128-byte aligned"), std::string::npos) << err;
   conn = kept;
   conn.view.slotBytes -= 8;
-  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, reachable, err, sizeof(err)), 0);
+  ASSERT_NE(img->launch(0, 0, 4, 1, 4, &job.rank(0).args, &reachable, err, sizeof(err)), 0);
   EXPECT_NE(std::string(err).find("not whole 128-byte lines"), std::string::npos) << err;
   conn = kept;
 }

@@ -40,6 +40,7 @@
 #include "src/backends/common/direct_engine.h"
 #include "src/backends/common/kernel_main.h"
 #include "src/backends/common/mem_order.h"
+#include "src/backends/common/multimem.h"
 #include "src/common/coll_types.h"
 #include "src/common/host_device.h"
 
@@ -90,6 +91,9 @@ struct DirectOpDesc {
   // they all map; never for PreMulSum, whose scalar is applied while staging, nor where this rank's results
   // overwrite its input while peers read it); null: staged.
   const uint64_t* peerSend = nullptr;
+  // Rounds whose inputs are all staged reduce through the multicast mapping (DirectKernelWork::mc): the host
+  // checked the dtype and op (mcOpFor) and that switch reductions are allowed (not deterministic mode).
+  bool multicast = false;
 };
 
 struct DirectKernelWork {
@@ -99,6 +103,9 @@ struct DirectKernelWork {
   uint32_t nranks = 0;
   uint32_t rank = 0;
   DirectLayout layout;
+  // This process's mapping of the multicast object every rank bound its area to, at offset 0 (NVLS): an offset in
+  // it reads as the reduction of every rank's area there, and a store lands in every area. Null: none.
+  char* mc = nullptr;
 };
 
 // Elements a lane handles per round of an operation: at most what a region holds (for reduce-scatter, one piece of
@@ -170,7 +177,7 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
   const size_t n = w.nranks;
   // This round's source of every rank, as thread 0 resolved them after the wait.
   const char** const sources = reinterpret_cast<const char**>(mine + L.sourcesAt(lane));
-  bool readInPlace = false;  // some peer read this rank's input in place: wait for them at the end
+  bool readInPlace = false;  // peers read this rank's memory in place or through multicast: wait for them at the end
   uint32_t lastInPlace = 0;
   // Every thread leaves through the same barrier: thread 0's verdict after a wait (and what it did after).
   auto waited = [&](size_t at, int32_t op, uint32_t g, auto&& then) {
@@ -237,6 +244,42 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
         }
       };
       if (!waited(L.postedAt(lane), static_cast<int32_t>(o), gen, resolve)) return;
+      // Switch reductions when every input of the round is staged (the areas are what the object binds); the
+      // decision is the same on every rank, since each input's owner publishes the same word to every reader.
+      bool viaMc = w.mc != nullptr && op.multicast && op.coll != DirectCollective::kAllGather;
+      for (size_t p = 0; p < n && viaMc; ++p) {
+        viaMc = sources[p] == w.areas[p] + in + (scatters ? w.rank * per * es : size_t{0});
+      }
+      if (viaMc) {
+        // Peers read this rank's area through the object, whose binding ends when this rank's communicator goes:
+        // the launch ends after every rank's has, as for inputs read in place.
+        readInPlace = true;
+        lastInPlace = gen;
+        cta.mcFence();  // the staged inputs were written through unicast addresses
+        // The same kind on every rank (PreMulSum is a sum by now).
+        const ReduceOp& rop = op.reduceOps[0];
+        if (op.coll != DirectCollective::kAllReduceTwoShot) {
+          ctaMultimemReduce(cta, rop, op.recv + off * es, w.mc + in + (scatters ? w.rank * per * es : size_t{0}), len,
+                            true);
+          continue;
+        }
+        // Two-shot: this rank's slice, reduced by the switch into its own input region (only this rank reads that
+        // slice of anyone's input), then stored through the multicast mapping into every rank's output region.
+        const size_t unit = es < 16 ? 16 / es : 1;
+        const size_t slice = ((len + n - 1) / n + unit - 1) / unit * unit;
+        const size_t at = w.rank * slice;
+        const size_t mine_len = at < len ? (len - at < slice ? len - at : slice) : 0;
+        const size_t out = L.outputAt(gen, lane);
+        ctaMultimemReduce(cta, rop, mine + in + at * es, w.mc + in + at * es, mine_len, true);
+        cta.sync();
+        ctaMultimemStore(cta, w.mc + out + at * es, mine + in + at * es, mine_len * es);
+        cta.mcFence();
+        publish(reduced, gen);
+        if (!waited(L.reducedAt(lane), static_cast<int32_t>(o), gen, nothing)) return;
+        cta.mcFence();  // every slice arrived through the multicast mapping; it is read back through this one
+        env.copy(cta, op.recv + off * es, mine + out, len * es);
+        continue;
+      }
       DirectTileArgs t;
       t.srcs = sources;
       t.ops = op.reduceOps;

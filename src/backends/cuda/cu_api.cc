@@ -98,6 +98,19 @@ Status bindAll(DynLib& lib, CuApi* t) {
   get(t->memUnmap, "cuMemUnmap");
   get(t->memSetAccess, "cuMemSetAccess");
   BRAID_RETURN_IF_ERROR(missing);
+  // Multicast is optional: a driver without it (older than 12.1) runs NVLS-style collectives over peer pointers.
+  auto optional = [&](auto& fn, const char* symbol) {
+    void* p = nullptr;
+    int found = -1;
+    if (getProc(symbol, &p, kCuMulticastApiVersion, 0, &found) == kCuSuccess && p != nullptr && found == 0) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+    }
+  };
+  optional(t->multicastCreate, "cuMulticastCreate");
+  optional(t->multicastAddDevice, "cuMulticastAddDevice");
+  optional(t->multicastBindAddr, "cuMulticastBindAddr");
+  optional(t->multicastUnbind, "cuMulticastUnbind");
+  optional(t->multicastGetGranularity, "cuMulticastGetGranularity");
   BRAID_RETURN_IF_ERROR(t->check(driverGetVersion(&t->driverVersion), "cuDriverGetVersion"));
   if (t->driverVersion < kCuApiVersion) {
     return Status(Code::kCudaError, strPrintf("the CUDA driver %s supports CUDA %d.%d; braid needs %d.%d or newer",

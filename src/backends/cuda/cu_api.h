@@ -101,6 +101,18 @@ struct CuMemAccessDesc {
 constexpr int kCuMemHandleTypePosixFd = 1;
 constexpr int kCuMemAllocGranularityRecommended = 1;
 
+// Multicast objects (CUDA 12.1): CUmulticastObjectProp with the driver's layout, and its granularity options.
+struct CuMulticastObjectProp {
+  unsigned numDevices = 0;
+  size_t size = 0;
+  unsigned long long handleTypes = 0;  // kCuMemHandleTypePosixFd to share it with other processes
+  unsigned long long flags = 0;
+};
+static_assert(sizeof(CuMulticastObjectProp) == 32, "CUmulticastObjectProp's layout");
+constexpr int kCuMulticastGranularityMinimum = 0;
+// The CUDA version whose multicast entry points braid asks for (they do not exist at kCuApiVersion).
+constexpr int kCuMulticastApiVersion = 12010;
+
 // CUdevice_attribute values braid reads.
 enum class CuDeviceAttr : int {
   kSmCount = 16,
@@ -204,6 +216,17 @@ struct CuApi {
   CUresult (*memMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
   CUresult (*memUnmap)(CUdeviceptr, size_t) = nullptr;
   CUresult (*memSetAccess)(CUdeviceptr, size_t, const CuMemAccessDesc*, size_t) = nullptr;
+  // Multicast (NVLS). Optional: null when the driver predates CUDA 12.1 (hasMulticast() says which).
+  CUresult (*multicastCreate)(CUmemGenericAllocationHandle*, const CuMulticastObjectProp*) = nullptr;
+  CUresult (*multicastAddDevice)(CUmemGenericAllocationHandle, CUdevice) = nullptr;
+  CUresult (*multicastBindAddr)(CUmemGenericAllocationHandle, size_t, CUdeviceptr, size_t,
+                                unsigned long long) = nullptr;
+  CUresult (*multicastUnbind)(CUmemGenericAllocationHandle, CUdevice, size_t, size_t) = nullptr;
+  CUresult (*multicastGetGranularity)(size_t*, const CuMulticastObjectProp*, int) = nullptr;
+  bool hasMulticast() const {
+    return multicastCreate != nullptr && multicastAddDevice != nullptr && multicastBindAddr != nullptr &&
+           multicastUnbind != nullptr && multicastGetGranularity != nullptr;
+  }
 
   // `r` from `call` as a Status: ok, or kCudaError "<call>: CUDA_ERROR_X (<driver's text>)".
   [[nodiscard]] Status check(CUresult r, const char* call) const;

@@ -174,6 +174,21 @@ Result<std::unique_ptr<CudaDirect>> CudaDirect::create(const CudaDeviceMemory& m
     ranks[static_cast<size_t>(p)] = DirectRegistry::Rank{a.pid, a.device, a.service};
   }
   d->registry_->setRanks(std::move(ranks));
+  std::vector<CudaMulticast::Rank> mcRanks(static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p)
+    mcRanks[static_cast<size_t>(p)] = {all[static_cast<size_t>(p)].pid, all[static_cast<size_t>(p)].device};
+  std::string mcWhy;
+  BRAID_ASSIGN_OR_RETURN(
+      d->mc_, CudaMulticast::create(memory.api(), rank, mcRanks, d->areas_[static_cast<size_t>(rank)], me.bytes,
+                                    d->layout_.bytes(), allGather, timeoutSec, &mcWhy));
+  if (d->mc_) {
+    BRAID_INFO(kLogInit | kLogNvls,
+               "rank %d: NVLS multicast on: the %d ranks' direct areas bound to one %zu-byte object", rank, n,
+               d->mc_->bytes());
+  } else {
+    BRAID_INFO(kLogInit | kLogNvls, "rank %d: NVLS multicast off, the NVLS-style collectives use peer pointers: %s",
+               rank, mcWhy.c_str());
+  }
   why->clear();
   return d;
 }
@@ -232,6 +247,7 @@ KernelArgs CudaDirect::writeImage(const std::vector<DirectOp>& ops, char* image)
     if (combine.kind == OpKind::kPreMulSum) combine.kind = OpKind::kSum;
     for (size_t p = 0; p < n; ++p) reduceOps[o * n + p] = combine;
     d.reduceOps = reduceOps + o * n;
+    d.multicast = mc_ != nullptr && mcOpFor(r.op.dtype, r.op.kind) != McOp::kNone;
     if (readInPlace(d, peerSend + o * n)) {
       d.peerSend = peerSend + o * n;
       BRAID_INFO(kLogColl, "rank %d: NVLS-style operation %zu reads sendbuff %p in place (registered)", rank_, o,
@@ -244,6 +260,7 @@ KernelArgs CudaDirect::writeImage(const std::vector<DirectOp>& ops, char* image)
   work->nranks = static_cast<uint32_t>(n);
   work->rank = static_cast<uint32_t>(rank_);
   work->layout = layout_;
+  work->mc = mc_ != nullptr ? mc_->base() : nullptr;
   KernelArgs args;
   args.direct = work;
   args.nchannels = layout_.nlanes;

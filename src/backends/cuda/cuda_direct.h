@@ -20,6 +20,7 @@
 #include "src/backends/backend.h"
 #include "src/backends/common/direct_kernel.h"
 #include "src/backends/cuda/device_memory.h"
+#include "src/backends/cuda/cuda_multicast.h"
 #include "src/backends/cuda/direct_registry.h"
 #include "src/common/fd_share.h"
 
@@ -57,6 +58,7 @@ class CudaDirect {
   FdTicket ticket_;
   bool offered_ = false;
   std::unique_ptr<DirectRegistry> registry_;
+  std::unique_ptr<CudaMulticast> mc_;  // last: unbound and released before the areas go
 };
 
 // All-reduce's shot for `bytes` on `nranks` ranks: one-shot (every rank reduces everything: one exchange) for

@@ -43,10 +43,32 @@ bool peerAccessBothWays(const CuApi* api, int a, int b) {
 
 // Reserves a range for `handle` (`bytes`), maps it and gives `devices` read-write access; releases the handle
 // either way (the mapping keeps the memory) unless `keep`. On failure nothing is left mapped or reserved.
+// `bytes` rounded up to the recommended granularity for memory on `prop`'s device.
+Result<size_t> granuleRound(const CuApi* api, const CuMemAllocationProp& prop, size_t bytes) {
+  size_t gran = 0;
+  BRAID_RETURN_IF_ERROR(api->check(api->memGetAllocationGranularity(&gran, &prop, kCuMemAllocGranularityRecommended),
+                                   "cuMemGetAllocationGranularity"));
+  if (gran == 0) gran = size_t{2} << 20;
+  const size_t n = std::max<size_t>(bytes, 1);
+  return (n + gran - 1) / gran * gran;
+}
+
+// ncclMemAlloc's allocations by start; each keeps its physical handle (exported when a peer maps it).
+struct MemAlloc {
+  size_t bytes;
+  int device;
+  std::vector<int> devices;  // with access
+  CUmemGenericAllocationHandle handle;
+};
+std::mutex gAllocMu;
+std::map<CUdeviceptr, MemAlloc> gAllocs;
+
+}  // namespace
+
 Result<CUdeviceptr> mapAndGrant(const CuApi* api, CUmemGenericAllocationHandle handle, size_t bytes,
-                                const std::vector<int>& devices, bool keep = false) {
+                                const std::vector<int>& devices, bool keep, size_t align) {
   CUdeviceptr ptr = 0;
-  Status st = api->check(api->memAddressReserve(&ptr, bytes, 0, 0, 0), "cuMemAddressReserve");
+  Status st = api->check(api->memAddressReserve(&ptr, bytes, align, 0, 0), "cuMemAddressReserve");
   bool mapped = false;
   if (st.isOk()) {
     st = api->check(api->memMap(ptr, bytes, 0, handle, 0), "cuMemMap");
@@ -70,28 +92,6 @@ Status unmapAndFree(const CuApi* api, CUdeviceptr ptr, size_t bytes) {
   BRAID_RETURN_IF_ERROR(api->check(api->memUnmap(ptr, bytes), "cuMemUnmap"));
   return api->check(api->memAddressFree(ptr, bytes), "cuMemAddressFree");
 }
-
-// `bytes` rounded up to the recommended granularity for memory on `prop`'s device.
-Result<size_t> granuleRound(const CuApi* api, const CuMemAllocationProp& prop, size_t bytes) {
-  size_t gran = 0;
-  BRAID_RETURN_IF_ERROR(api->check(api->memGetAllocationGranularity(&gran, &prop, kCuMemAllocGranularityRecommended),
-                                   "cuMemGetAllocationGranularity"));
-  if (gran == 0) gran = size_t{2} << 20;
-  const size_t n = std::max<size_t>(bytes, 1);
-  return (n + gran - 1) / gran * gran;
-}
-
-// ncclMemAlloc's allocations by start; each keeps its physical handle (exported when a peer maps it).
-struct MemAlloc {
-  size_t bytes;
-  int device;
-  std::vector<int> devices;  // with access
-  CUmemGenericAllocationHandle handle;
-};
-std::mutex gAllocMu;
-std::map<CUdeviceptr, MemAlloc> gAllocs;
-
-}  // namespace
 
 bool CudaDeviceMemory::canAccessPeer(int peerDevice) const {
   return peerDevice == device_ || peerAccessBothWays(api_, device_, peerDevice);

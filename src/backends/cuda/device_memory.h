@@ -48,6 +48,13 @@ class CudaDeviceMemory final : public DeviceMemory {
   CUstream stream_ = nullptr;
 };
 
+// Reserves `bytes` (aligned to `align`, 0: the driver's choice), maps `handle` there and gives `devices` read-write
+// access; releases the handle unless `keep` (the mapping keeps the memory). Undone on failure.
+Result<CUdeviceptr> mapAndGrant(const CuApi* api, CUmemGenericAllocationHandle handle, size_t bytes,
+                                const std::vector<int>& devices, bool keep = false, size_t align = 0);
+// Unmaps and frees a range mapAndGrant made.
+[[nodiscard]] Status unmapAndFree(const CuApi* api, CUdeviceptr ptr, size_t bytes);
+
 // ncclMemAlloc on a thread with a current context on `device`: `bytes` (at least 1) rounded up to the driver's
 // granularity, of physical memory exportable as a POSIX descriptor (so peers of other processes can map it when
 // it is registered), mapped for `device` and every device that has peer access with it (as NCCL's ncclMemAlloc).

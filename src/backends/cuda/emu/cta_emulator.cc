@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -297,6 +298,59 @@ void EmuCta::relax(const char* file, int line) const {
 uint64_t EmuCta::nowNs() const {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+EmuCta::McView EmuCta::mcView(const void* mc, size_t bytes) const {
+  const EmuLaunchConfig& cfg = block_->run()->cfg;
+  McView v;
+  v.n = cfg.multicast == nullptr
+            ? -1
+            : cfg.multicast(mc, bytes, cfg.deviceOrdinal, reinterpret_cast<void**>(v.uc), kMaxMcBuffers);
+  if (v.n <= 0) {
+    throw std::runtime_error(
+        strPrintf("multimem access to %zu bytes at %p on device %d: not inside a multicast "
+                  "mapping this device may use (a GPU faults there)",
+                  bytes, mc, cfg.deviceOrdinal));
+  }
+  return v;
+}
+
+uint64_t EmuCta::mcLoadReduce(const McView& v, size_t off, McOp op) const {
+  uint64_t words[kMaxMcBuffers];
+  const size_t wb = mcWordBytes(op);
+  if (reinterpret_cast<uintptr_t>(v.uc[0] + off) % wb != 0) {
+    throw std::runtime_error(
+        strPrintf("multimem load-reduce of a %zu-byte word at offset %zu is misaligned (a GPU "
+                  "faults there)",
+                  wb, off));
+  }
+  for (int i = 0; i < v.n; ++i) {
+    words[i] = 0;
+    // Relaxed loads, as multimem.ld_reduce.relaxed: the direct kernel's barriers order them.
+    if (wb == 8) {
+      words[i] = __atomic_load_n(reinterpret_cast<const uint64_t*>(v.uc[i] + off), __ATOMIC_RELAXED);
+    } else {
+      words[i] = __atomic_load_n(reinterpret_cast<const uint32_t*>(v.uc[i] + off), __ATOMIC_RELAXED);
+    }
+  }
+  block_->chaos(tid_);
+  return mcCombine(op, words, v.n);
+}
+
+void EmuCta::mcStore(const McView& v, size_t off, uint64_t word, size_t bytes) const {
+  if (reinterpret_cast<uintptr_t>(v.uc[0] + off) % bytes != 0) {
+    throw std::runtime_error(
+        strPrintf("multimem store of a %zu-byte word at offset %zu is misaligned (a GPU faults "
+                  "there)",
+                  bytes, off));
+  }
+  for (int i = 0; i < v.n; ++i) {
+    if (bytes == 8) {
+      __atomic_store_n(reinterpret_cast<uint64_t*>(v.uc[i] + off), word, __ATOMIC_RELAXED);
+    } else {
+      __atomic_store_n(reinterpret_cast<uint32_t*>(v.uc[i] + off), static_cast<uint32_t>(word), __ATOMIC_RELAXED);
+    }
+  }
 }
 
 Status emuLaunch(const EmuLaunchConfig& cfg, const std::function<void(const EmuCta&)>& body) {

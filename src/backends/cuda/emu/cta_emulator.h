@@ -15,11 +15,14 @@
 // emulator) and returns an error; a thread that spins without either is the one case that cannot be stopped.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "src/backends/common/multimem.h"
+#include "src/backends/cuda/emu/emu_image.h"
 #include "src/common/status.h"
 
 namespace braid {
@@ -49,6 +52,10 @@ struct EmuLaunchConfig {
   double deadlineSec = 60;      // a barrier, a slot wait or the whole launch longer than this fails
   uint64_t chaosSeed = 0;       // non-zero: random yields and sleeps at barriers and back-offs
   std::string name = "kernel";  // for messages
+  // The driver's answer to "which buffers does this multicast address stand for" (the fake's), and the device
+  // launched on; null: a multimem access fails the launch, as it faults on a GPU.
+  EmuMulticastFn multicast = nullptr;
+  int deviceOrdinal = -1;
 };
 
 // A simulated thread's view of its CTA: the CTA concept of kernel_main.h and step_engine.h.
@@ -64,6 +71,18 @@ class EmuCta {
   bool syncAll(bool v, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const;
   void relax(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const;
   uint64_t nowNs() const;
+  // Multicast (multimem.h): the bound buffers behind a range of a multicast mapping, resolved once through the
+  // driver (EmuLaunchConfig::multicast), in its order. A range that is not one fails the launch.
+  static constexpr int kMaxMcBuffers = 72;
+  struct McView {
+    int n = 0;
+    char* uc[kMaxMcBuffers];
+  };
+  McView mcView(const void* mc, size_t bytes) const;
+  uint64_t mcLoadReduce(const McView& v, size_t off, McOp op) const;
+  void mcStore(const McView& v, size_t off, uint64_t word, size_t bytes) const;
+  // fence.proxy.alias: host threads see one proxy of memory, so only the compiler is held back.
+  void mcFence() const { std::atomic_signal_fence(std::memory_order_seq_cst); }
 
  private:
   EmuBlock* block_;

@@ -11,7 +11,7 @@
 namespace braid {
 
 constexpr char kEmuImageMagic[8] = {'B', 'R', 'A', 'I', 'D', 'E', 'M', 'U'};
-constexpr uint32_t kEmuImageVersion = 2;
+constexpr uint32_t kEmuImageVersion = 3;
 
 // What the driver says about an address range a kernel is given (the fake answers): a GPU faults on anything but
 // kReachable.
@@ -22,6 +22,17 @@ enum EmuReach : int {
   kPastTheEnd = 3,   // starts inside an allocation and runs past its end
 };
 using EmuClassifyFn = int (*)(const void* p, size_t bytes, int device);
+// The buffers bound behind [mc, mc + bytes) of a multicast mapping, for a kernel on `device`: writes the address
+// in each bound buffer that corresponds to mc (at most `max`), in the order the driver's switch combines them, and
+// returns how many; 0 or less when the range is not inside one multicast mapping the device was given access to,
+// or not every device has bound memory behind it.
+using EmuMulticastFn = int (*)(const void* mc, size_t bytes, int device, void** uc, int max);
+
+// What the driver offers the image's kernels.
+struct EmuDriverHooks {
+  EmuClassifyFn classify;
+  EmuMulticastFn multicast;
+};
 
 struct EmuImage {
   char magic[8];  // kEmuImageMagic
@@ -31,9 +42,10 @@ struct EmuImage {
   const uint32_t* paramBytes;  // [nkernels]: each kernel takes one parameter of this size (the launch copies it)
   // Runs kernel k to its end on the calling thread (the fake's stream thread): `grid` CTAs of `block` threads on
   // device `device`, whose resident CTA slots are `residentSlots`. Every address the parameter leads to is first
-  // checked with `classify` (the driver's view of memory). Returns 0, or non-zero with a message in err.
+  // checked with hooks->classify (the driver's view of memory); multimem accesses go through hooks->multicast.
+  // Returns 0, or non-zero with a message in err.
   int (*launch)(uint32_t kernel, int device, int residentSlots, uint32_t grid, uint32_t block, const void* param,
-                EmuClassifyFn classify, char* err, size_t errBytes);
+                const EmuDriverHooks* hooks, char* err, size_t errBytes);
 };
 
 // The first bytes of a fatbin (the fake tells one apart from an image it cannot run).

@@ -154,7 +154,7 @@ std::string checkReach(const KernelArgs& a, int device, EmuClassifyFn classify) 
 }
 
 int launchFromImage(uint32_t kernel, int device, int residentSlots, uint32_t grid, uint32_t block, const void* param,
-                    EmuClassifyFn classify, char* err, size_t errBytes) {
+                    const EmuDriverHooks* hooks, char* err, size_t errBytes) {
   auto say = [&](const std::string& m) {
     if (err != nullptr && errBytes > 0) snprintf(err, errBytes, "%s", m.c_str());
     return 1;
@@ -165,8 +165,8 @@ int launchFromImage(uint32_t kernel, int device, int residentSlots, uint32_t gri
   if (grid != args.nchannels) {
     return say(strPrintf("%s: launched with %u CTAs for %u channels", kNames[kernel], grid, args.nchannels));
   }
-  if (classify != nullptr) {
-    const std::string problem = checkReach(args, device, classify);
+  if (hooks != nullptr && hooks->classify != nullptr) {
+    const std::string problem = checkReach(args, device, hooks->classify);
     if (!problem.empty()) return say(strPrintf("%s: %s", kNames[kernel], problem.c_str()));
   }
   EmuLaunchConfig cfg;
@@ -174,6 +174,8 @@ int launchFromImage(uint32_t kernel, int device, int residentSlots, uint32_t gri
   const double timeoutSec = static_cast<double>(args.timeoutNs) / 1e9;
   cfg.deadlineSec = (timeoutSec > 0 ? timeoutSec : 300) + kDeadlineMarginSec;
   cfg.chaosSeed = static_cast<uint64_t>(params::EmuChaos());
+  cfg.multicast = hooks != nullptr ? hooks->multicast : nullptr;
+  cfg.deviceOrdinal = device;
   Status st = emuRunKernel(kNames[kernel], args, static_cast<int>(block), cfg);
   return st.isOk() ? 0 : say(st.message());
 }

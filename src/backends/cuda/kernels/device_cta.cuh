@@ -18,6 +18,14 @@ struct DeviceCta {
   // A short back-off: the warp leaves the scheduler for about this long (the peer's write needs the link anyway).
   __device__ void relax() const { __nanosleep(200); }
   __device__ uint64_t nowNs() const { return ptx::globalTimerNs(); }
+  // Multicast (multimem.h): the address itself is the view.
+  using McView = const char*;
+  __device__ McView mcView(const void* mc, size_t) const { return static_cast<const char*>(mc); }
+  __device__ uint64_t mcLoadReduce(McView v, size_t off, McOp op) const { return ptx::multimemLoadReduce(v + off, op); }
+  __device__ void mcStore(McView v, size_t off, uint64_t word, size_t bytes) const {
+    ptx::multimemStore(const_cast<char*>(v) + off, word, bytes);
+  }
+  __device__ void mcFence() const { ptx::fenceProxyAlias(); }
 };
 
 }  // namespace braid

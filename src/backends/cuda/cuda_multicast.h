@@ -1,0 +1,68 @@
+// NVLS multicast for the CUDA backend's direct (NVLS-style) collectives: one multicast object per communicator,
+// every rank's direct area bound to it at offset 0, mapped by every rank. An offset of the mapping then reads as
+// the reduction of every rank's area at that offset (multimem.ld_reduce) and a store to it lands in every area
+// (multimem.st): src/backends/common/multimem.h and direct_kernel.h use it.
+//
+// Setup is collective (three all-gathers, the same number on every rank whatever happens): rank 0 creates the
+// object for nranks devices (exportable, and offered as a descriptor, when ranks of other processes take part),
+// every rank adds its device; after every rank added, each binds its area and maps the object. Every failure is
+// agreed on: either every rank has the mapping or none keeps anything, and the communicator's direct collectives
+// use peer pointers, with an INFO line naming the rank and the call that failed. NCCL_NVLS_ENABLE=1 turns that
+// fallback into an init error (NCCL's "NVLS required" behaviour is opt-in here: its unconditional failure is a known
+// complaint).
+//
+// Not set up (and why) when NCCL_NVLS_ENABLE=0, BRAID_DETERMINISTIC=1, two ranks share a GPU (a multicast team
+// holds each device once), the driver predates CUDA 12.1 or a device lacks CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED,
+// or the process already holds BRAID_NVLS_OBJECTS objects.
+//
+// Thread safety: created and destroyed on the communicator's thread. The destructor unmaps, unbinds this rank's
+// area and releases the object (the last rank of the process that holds it does), before the area goes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/backends/cuda/cu_api.h"
+#include "src/common/fd_share.h"
+#include "src/common/status.h"
+#include "transports/shm/shared_segment.h"  // AllGatherFn
+
+namespace braid {
+
+class CudaMulticast {
+ public:
+  struct Rank {
+    int pid = 0;
+    int device = -1;
+  };
+  // Collective. `area`/`areaBytes`: this rank's direct area (a cuMem mapping of that many bytes); `bindBytes` the
+  // part the object must cover (rounded up to the multicast granularity, at most areaBytes). Null (not an error)
+  // with *why set when multicast is not used; an error only under NCCL_NVLS_ENABLE=1 or when the all-gather fails.
+  static Result<std::unique_ptr<CudaMulticast>> create(const CuApi* api, int rank, const std::vector<Rank>& ranks,
+                                                       char* area, size_t areaBytes, size_t bindBytes,
+                                                       const AllGatherFn& allGather, double timeoutSec,
+                                                       std::string* why);
+  ~CudaMulticast();
+  CudaMulticast(const CudaMulticast&) = delete;
+  CudaMulticast& operator=(const CudaMulticast&) = delete;
+
+  char* base() const { return base_; }  // this process's mapping
+  size_t bytes() const { return bytes_; }
+
+ private:
+  CudaMulticast() = default;
+  void release();
+
+  const CuApi* api_ = nullptr;
+  int device_ = -1;
+  CUmemGenericAllocationHandle handle_ = 0;
+  bool held_ = false;   // this rank holds a reference on handle_ (heldHandles())
+  bool bound_ = false;  // this rank's area is bound at offset 0
+  char* area_ = nullptr;
+  char* base_ = nullptr;  // mapped
+  size_t bytes_ = 0;
+  bool counted_ = false;  // counted against BRAID_NVLS_OBJECTS
+};
+
+}  // namespace braid

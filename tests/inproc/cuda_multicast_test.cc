@@ -1,0 +1,139 @@
+// NVLS multicast under the CUDA backend's direct collectives (src/backends/cuda/cuda_multicast.h, the multimem
+// loops of src/backends/common/multimem.h), on the strict fake driver (fake_multicast.cc: the driver's order and
+// rules, a seeded reduction order per object) and the CTA emulator. Checked: results bitwise as the host computes
+// for exact inputs, the switch really used (the fake counts multimem resolutions) for the dtype/op pairs it
+// covers and not for the others, the fallback to peer pointers with an INFO line naming the rank and the failed
+// call, NCCL_NVLS_ENABLE=0 and =1, BRAID_DETERMINISTIC, the object budget and a device without multicast.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/common/cuda_coll_cases.h"
+#include "tests/common/fake_cuda_ranks.h"
+#include "tests/common/log_capture.h"
+
+namespace {
+
+using namespace braid_test;
+
+class CudaMulticast : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Driver::get().lib == nullptr || !Driver::get().fake) GTEST_SKIP() << "needs the fake CUDA driver";
+    resolves_ = reinterpret_cast<unsigned long long (*)()>(dlsym(Driver::get().lib, "braidFakeCudaMulticastResolves"));
+    inject_ = reinterpret_cast<void (*)(const char*)>(dlsym(Driver::get().lib, "braidFakeCudaInject"));
+    ASSERT_NE(resolves_, nullptr);
+    ASSERT_NE(inject_, nullptr);
+    setenv("NCCL_ALGO", "NVLS", 1);
+  }
+  void TearDown() override {
+    for (const char* v : {"NCCL_ALGO", "NCCL_NVLS_ENABLE", "BRAID_DETERMINISTIC", "BRAID_NVLS_OBJECTS",
+                          "BRAID_FAKE_CUDA_NO_MULTICAST"}) {
+      unsetenv(v);
+    }
+    if (inject_ != nullptr) inject_("");
+  }
+  unsigned long long resolves() const { return resolves_(); }
+  unsigned long long (*resolves_)() = nullptr;
+  void (*inject_)(const char*) = nullptr;
+};
+
+// What the switch covers: sums of 32/64-bit integers, f16, bf16, f32, f64; min/max of integers and 16-bit floats;
+// avg and PreMulSum as sums. One-shot and two-shot all-reduce and reduce-scatter, in and out of place.
+std::vector<Case> coveredCases() {
+  std::vector<Case> cases;
+  for (bool inPlace : {false, true}) {
+    cases.push_back(Case{Kind::kAllReduce, ncclFloat32, ncclSum, 5000, inPlace});
+    cases.push_back(Case{Kind::kAllReduce, ncclFloat32, ncclSum, 100003, inPlace});  // two-shot, several rounds
+    cases.push_back(Case{Kind::kAllReduce, ncclFloat16, ncclAvg, 200003, inPlace});  // two-shot, odd count
+    cases.push_back(Case{Kind::kAllReduce, ncclBfloat16, ncclMax, 3001, inPlace});
+    cases.push_back(Case{Kind::kAllReduce, ncclInt64, ncclMin, 3000, inPlace});
+    cases.push_back(Case{Kind::kAllReduce, ncclInt32, ncclNumOps, 777, inPlace});
+    cases.push_back(Case{Kind::kAllReduce, ncclFloat64, ncclAvg, 4000, inPlace});
+    cases.push_back(Case{Kind::kReduceScatter, ncclUint32, ncclMax, 9999, inPlace});
+    cases.push_back(Case{Kind::kReduceScatter, ncclFloat16, ncclSum, 333, inPlace});
+  }
+  return cases;
+}
+
+TEST_F(CudaMulticast, CoveredReductionsGoThroughTheSwitchBitwiseAsTheHost) {
+  LogCapture log("INIT,NVLS");
+  const unsigned long long before = resolves();
+  runAll(3, coveredCases());
+  EXPECT_GT(resolves(), before);
+  EXPECT_EQ(occurrences(log.textOf(getpid()), "NVLS multicast on: the 3 ranks' direct areas bound to one"), 3u);
+  runAll(4, coveredCases());
+}
+
+// Pairs the switch does not cover (products, f32/f64 min/max, 8-bit types) and all-gather run over peer pointers
+// on the same communicator: correct, and no multimem access.
+TEST_F(CudaMulticast, UncoveredPairsUsePeerPointers) {
+  const std::vector<Case> cases = {
+      Case{Kind::kAllReduce, ncclFloat32, ncclProd, 5000, false},
+      Case{Kind::kAllReduce, ncclFloat32, ncclMax, 5000, true},
+      Case{Kind::kAllReduce, ncclFloat64, ncclMin, 70000, false},
+      Case{Kind::kAllReduce, ncclInt8, ncclSum, 5000, false},
+      Case{Kind::kReduceScatter, ncclUint8, ncclMax, 3000, false},
+      Case{Kind::kAllGather, ncclFloat32, ncclSum, 3000, false},
+  };
+  const unsigned long long before = resolves();
+  runAll(3, cases);
+  EXPECT_EQ(resolves(), before);
+}
+
+// Any failure of the setup falls back on every rank, with INFO naming the rank and the call; results are right.
+TEST_F(CudaMulticast, AFailedBindFallsBackToPeerPointers) {
+  LogCapture log("INIT,NVLS");
+  inject_("cuMulticastBindAddr#2=2");  // the second rank to bind runs out of memory
+  const unsigned long long before = resolves();
+  runAll(3, {Case{Kind::kAllReduce, ncclFloat32, ncclSum, 5000, false}});
+  EXPECT_EQ(resolves(), before);
+  const std::string text = log.textOf(getpid());
+  EXPECT_EQ(occurrences(text, "NVLS multicast off, the NVLS-style collectives use peer pointers: rank "), 3u) << text;
+  EXPECT_NE(text.find("cuMulticastBindAddr: CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos) << text;
+}
+
+// NCCL_NVLS_ENABLE=1: the same failure fails the communicator's init, naming the variable and the call.
+TEST_F(CudaMulticast, RequiredByNcclNvlsEnableAFailureFailsInit) {
+  setenv("NCCL_NVLS_ENABLE", "1", 1);
+  inject_("cuMulticastAddDevice#1=801");
+  std::vector<std::string> errors(2);
+  std::vector<ncclResult_t> res = runCudaRanks(2, [&](int, ncclComm_t, cudaStream_t) { return ncclSuccess; });
+  for (ncclResult_t r : res) EXPECT_EQ(r, ncclInvalidUsage);
+  const std::string last = ncclGetLastError(nullptr);
+  EXPECT_NE(last.find("NCCL_NVLS_ENABLE=1 requires it"), std::string::npos) << last;
+  EXPECT_NE(last.find("cuMulticastAddDevice"), std::string::npos) << last;
+}
+
+// Off by choice or by the machine: every rank says why, and the collectives still run (over peer pointers).
+TEST_F(CudaMulticast, OffAndWhy) {
+  struct Way {
+    const char* var;
+    const char* value;
+    const char* why;
+  };
+  const Way ways[] = {
+      {"NCCL_NVLS_ENABLE", "0", "NCCL_NVLS_ENABLE=0"},
+      {"BRAID_DETERMINISTIC", "1", "BRAID_DETERMINISTIC=1"},
+      {"BRAID_NVLS_OBJECTS", "0", "(BRAID_NVLS_OBJECTS=0)"},
+      {"BRAID_FAKE_CUDA_NO_MULTICAST", "1", "CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0"},
+  };
+  for (const Way& w : ways) {
+    setenv(w.var, w.value, 1);
+    LogCapture log("INIT,NVLS");
+    const unsigned long long before = resolves();
+    runAll(2, {Case{Kind::kAllReduce, ncclFloat32, ncclSum, 5000, false}});
+    EXPECT_EQ(resolves(), before) << w.var;
+    const std::string text = log.textOf(getpid());
+    EXPECT_EQ(occurrences(text, "NVLS multicast off"), 2u) << w.var << ": " << text;
+    EXPECT_NE(text.find(w.why), std::string::npos) << w.var << ": " << text;
+    unsetenv(w.var);
+  }
+}
+
+}  // namespace
