@@ -175,9 +175,20 @@ BRAID_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nrank
           ncclUniqueId* commIds, ncclConfig_t* config) {
   return apiCall("ncclCommInitRankScalable", [&]() -> Status {
     BRAID_RETURN_IF_ERROR(checkNotNull(commIds, "ncclCommInitRankScalable", "commIds"));
-    if (nId != 1) {
-      return notSupported("ncclCommInitRankScalable with nId != 1",
-                          "pass a single unique id (nId=1); several roots are not implemented");
+    if (nId < 1 || nId > nranks) {
+      return invalidArgument("ncclCommInitRankScalable: nId=%d must be between 1 and nranks=%d", nId, nranks);
+    }
+    // One root serves any number of ranks: every rank meets at the first id's. The roots this process started for
+    // the other ids are stopped (each process holding one does the same), so none waits for ranks that never come.
+    for (int i = 1; i < nId; ++i) {
+      Result<UniqueIdInfo> info = decodeUniqueId(commIds[i].internal);
+      if (!info.isOk()) return info.status().withContext(strPrintf("ncclCommInitRankScalable: commIds[%d]", i));
+      if (stopUnusedRoot(info.value())) {
+        BRAID_INFO(kLogInit | kLogBootstrap,
+                   "ncclCommInitRankScalable: rank %d stopped the root of commIds[%d]: every rank meets at "
+                   "commIds[0]'s",
+                   myrank, i);
+      }
     }
     return initRank(newcomm, nranks, commIds[0], myrank, config, -1);
   });

@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "src/common/logging.h"
@@ -61,7 +64,18 @@ Status sendRootReply(const Socket& s, const Digest256& key, const uint8_t* rankN
 // Connections are handshaken concurrently (handshake.h); nothing a stranger sends is trusted before its MAC checks.
 // When the ranks disagree on nranks, every rank that joined is told at once, and so is every later one: nobody
 // waits for a rank count that can never be reached.
-void rootLoop(const Socket& listener, const Digest256& key, double timeoutSec) {
+// Roots this process started with ncclGetUniqueId, by their id's magic: ncclCommInitRankScalable stops those it
+// does not use.
+std::mutex& rootsMu() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<uint64_t, std::shared_ptr<std::atomic<bool>>>& liveRoots() {
+  static std::map<uint64_t, std::shared_ptr<std::atomic<bool>>> m;
+  return m;
+}
+
+void rootLoop(const Socket& listener, const Digest256& key, double timeoutSec, const std::atomic<bool>& stop) {
   WaitContext wait = WaitContext::withTimeout(nullptr, timeoutSec);
   Handshakes handshakes(sizeof(RootHello));
   int nranks = -1;
@@ -79,6 +93,12 @@ void rootLoop(const Socket& listener, const Digest256& key, double timeoutSec) {
                         WaitContext::withTimeout(nullptr, 1.0));
   };
   while (nranks < 0 || arrived < std::max(nranks, expected)) {
+    if (stop.load() && arrived == 0) return;  // its id is not used (ncclCommInitRankScalable chose another)
+    if (wait.expired() && arrived == 0) {
+      BRAID_INFO(kLogBootstrap, "bootstrap root: no rank used this unique id within BRAID_TIMEOUT=%g s; it stops",
+                 timeoutSec);
+      return;
+    }
     if (wait.expired()) {
       // The ranks that came are told which did not, so every one of them names the missing ranks.
       std::string missing;
@@ -171,10 +191,18 @@ void rootLoop(const Socket& listener, const Digest256& key, double timeoutSec) {
   }
 }
 
-void rootMain(Socket listener, Digest256 key, double timeoutSec) {
+void rootMain(Socket listener, Digest256 key, double timeoutSec, uint64_t magic,
+              std::shared_ptr<std::atomic<bool>> stop) {
+  struct Unregister {
+    uint64_t magic;
+    ~Unregister() {
+      std::lock_guard<std::mutex> lock(rootsMu());
+      liveRoots().erase(magic);
+    }
+  } unregister{magic};
   // Nothing thrown may leave a detached thread (it would terminate the process).
   try {
-    rootLoop(listener, key, timeoutSec);
+    rootLoop(listener, key, timeoutSec, *stop);
   } catch (const std::exception& e) {
     BRAID_WARN("bootstrap root: stopped by an exception: %s", e.what());
   } catch (...) {
@@ -226,7 +254,9 @@ Status startRoot(const UniqueIdInfo& info) {
   BRAID_ASSIGN_OR_RETURN(Socket listener, Socket::listen(info.root, &bound));
   BRAID_INFO(kLogBootstrap, "bootstrap root listening on %s", bound.toString().c_str());
   // Knobs are read here, not in the thread: a fork() while the thread held the registry lock would hang the child.
-  std::thread(rootMain, std::move(listener), keyFor(info), timeoutSeconds()).detach();
+  std::thread(rootMain, std::move(listener), keyFor(info), timeoutSeconds(), uint64_t{0},
+              std::make_shared<std::atomic<bool>>(false))
+      .detach();
   return Status::ok();
 }
 
@@ -246,9 +276,22 @@ Result<UniqueIdInfo> createUniqueId(bool useEnv) {
   info.magic = randomMagic();
   info.nonce = randomNonce();
   BRAID_INFO(kLogBootstrap, "bootstrap root on %s listening on %s", ifName.c_str(), info.root.toString().c_str());
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  {
+    std::lock_guard<std::mutex> lock(rootsMu());
+    liveRoots()[info.magic] = stop;
+  }
   // Knobs are read here, not in the thread: a fork() while the thread held the registry lock would hang the child.
-  std::thread(rootMain, std::move(listener), keyFor(info), timeoutSeconds()).detach();
+  std::thread(rootMain, std::move(listener), keyFor(info), timeoutSeconds(), info.magic, stop).detach();
   return info;
+}
+
+bool stopUnusedRoot(const UniqueIdInfo& info) {
+  std::lock_guard<std::mutex> lock(rootsMu());
+  auto it = liveRoots().find(info.magic);
+  if (it == liveRoots().end() || info.fromEnv) return false;
+  it->second->store(true);
+  return true;
 }
 
 Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdInfo& id, int rank, int nranks,

@@ -48,6 +48,10 @@ Result<UniqueIdInfo> createUniqueId(bool useEnv = true);
 // Starts the root rendezvous thread listening on info.root (used for NCCL_COMM_ID by rank 0).
 Status startRoot(const UniqueIdInfo& info);
 
+// Stops the root this process started for `info` (ncclGetUniqueId) if no rank has joined it yet: for ids
+// ncclCommInitRankScalable is given but does not use. False when this process has no such root.
+bool stopUnusedRoot(const UniqueIdInfo& info);
+
 class Bootstrap {
  public:
   // Rendezvous through the root; blocks until every rank has arrived, the deadline passes, or abort is set.

@@ -20,6 +20,7 @@
 #include "src/common/free_port.h"
 #include "tests/common/coll_check.h"
 #include "tests/common/harness.h"
+#include "tests/common/log_capture.h"
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // ncclResetDebugInit: the only way to reopen the log
 
@@ -607,24 +608,33 @@ TEST(Api, LastErrorIsTheCallingThreadsOwn) {
   EXPECT_NE(lastError().find("ncclRedOpCreatePreMulSum"), std::string::npos) << lastError();
 }
 
-TEST(Api, UnsupportedFunctionsSayWhich) {
-  ncclComm_t c[1];
-  ASSERT_EQ(ncclCommInitAll(c, 1, nullptr), ncclSuccess);
-  ncclComm_t out = nullptr;
+// Several root ids (NCCL spreads the bootstrap over them): every rank meets at the first id's root, and the root
+// this process started for the other id stops instead of waiting for ranks that never come.
+TEST(Api, InitRankScalableWithSeveralIds) {
+  LogCapture log("INIT,BOOTSTRAP");
   ncclUniqueId ids[2];
-  struct {
-    const char* name;
-    ncclResult_t r;
-  } calls[] = {
-      {"ncclCommInitRankScalable", ncclCommInitRankScalable(&out, 1, 0, 2, ids, nullptr)},
-  };
-  for (const auto& call : calls) {
-    EXPECT_EQ(call.r, ncclInvalidUsage) << call.name;
+  ASSERT_EQ(ncclGetUniqueId(&ids[0]), ncclSuccess);
+  ASSERT_EQ(ncclGetUniqueId(&ids[1]), ncclSuccess);
+  const int n = 4;
+  std::vector<ncclResult_t> res(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      res[r] = ncclCommInitRankScalable(&comm, n, r, 2, ids, nullptr);
+      int v = r + 1, out = 0;
+      if (res[r] == ncclSuccess) res[r] = ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, nullptr);
+      if (res[r] == ncclSuccess && out != 10) res[r] = ncclInternalError;
+      if (comm != nullptr) ncclCommDestroy(comm);
+    });
   }
-  // The last one's message names it and says it is not supported.
-  EXPECT_NE(lastError().find("ncclCommInitRankScalable with nId != 1 is not supported"), std::string::npos)
-      << lastError();
-  EXPECT_EQ(ncclCommDestroy(c[0]), ncclSuccess);
+  for (auto& t : threads) t.join();
+  for (auto r : res) EXPECT_EQ(r, ncclSuccess);
+  EXPECT_GE(occurrences(log.textOf(getpid()), "stopped the root of commIds[1]"), 1u) << log.textOf(getpid());
+  // nId must name at least one id and at most one per rank.
+  ncclComm_t out = nullptr;
+  EXPECT_EQ(ncclCommInitRankScalable(&out, 1, 0, 0, ids, nullptr), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("nId=0 must be between 1 and nranks=1"), std::string::npos) << lastError();
 }
 
 TEST(Api, MemAllocIsHostMemory) {
