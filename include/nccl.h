@@ -94,9 +94,9 @@
  * Not yet implemented. Every function declared here is exported by libnccl.so.2 (as nccl* and pnccl*), but a given
  * build of braid may not implement all of them. A function that is not implemented returns ncclInvalidUsage and logs
  * a WARN naming the function; it does not crash and does not change any state. The ones that may be in that
- * situation are: ncclCommInitRankScalable with nId > 1, ncclCommSuspend on a CUDA communicator, ncclCommMemStats'
- * GpuMemPersist and GpuMemTotal, and the nccl*Config collectives' nvlsCTAs. One-sided operations toward a peer this
- * rank cannot map (another host) return ncclInvalidUsage naming the peer.
+ * situation are: ncclCommSuspend on a CUDA communicator, and ncclCommMemStats' GpuMemPersist and GpuMemTotal.
+ * ncclCommInitRankScalable accepts several ids but every rank meets at the first one's root. One-sided operations
+ * toward a peer this rank cannot map (another host) return ncclInvalidUsage naming the peer.
  * See src/api for which are implemented in this version.
  *
  * Profiling twins. Every function also exists with a "p" prefix (pncclAllReduce, ...) with the same signature and

@@ -37,6 +37,7 @@ struct CollArgs {
       r.forceAlgSelection = config->forceAlgSelection != 0;
       r.minChannels = config->minCTAs != NCCL_CONFIG_UNDEF_INT ? config->minCTAs : 0;
       r.maxChannels = config->maxCTAs != NCCL_CONFIG_UNDEF_INT ? config->maxCTAs : 0;
+      r.nvlsChannels = config->nvlsCTAs != NCCL_CONFIG_UNDEF_INT ? config->nvlsCTAs : 0;
     }
     return r;
   }
@@ -44,8 +45,8 @@ struct CollArgs {
 
 // A per-collective configuration (ncclCollConfig_t): made from NCCL_COLLCONFIG_INITIALIZER, every field valid, and
 // only what braid honours set. Vendor options are accepted (braid owns none); the profiler tag reaches a v7 profiler
-// plugin's events; algSelection restricts the call's algorithms (enqueueColl) and minCTAs/maxCTAs its FIFO-path
-// channels (the planner); nvlsCTAs is refused by name (braid's NVLS-style path has no channel count to bound).
+// plugin's events; algSelection restricts the call's algorithms (enqueueColl), minCTAs/maxCTAs its FIFO-path
+// channels (the planner) and nvlsCTAs the CTAs (lanes) of a CUDA communicator's NVLS-style launch.
 Status checkCollConfig(const ncclCollConfig_t* cc) {
   if (cc == nullptr) return Status::ok();
   const ncclCollConfig_t init = NCCL_COLLCONFIG_INITIALIZER;
@@ -65,18 +66,14 @@ Status checkCollConfig(const ncclCollConfig_t* cc) {
   if (cc->cgaClusterSize != NCCL_CONFIG_UNDEF_INT && (cc->cgaClusterSize < 0 || cc->cgaClusterSize > 8)) {
     return invalidArgument("config->cgaClusterSize=%d must be in 0..8", cc->cgaClusterSize);
   }
-  for (const auto& bound : {std::make_pair("minCTAs", cc->minCTAs), std::make_pair("maxCTAs", cc->maxCTAs)}) {
+  for (const auto& bound : {std::make_pair("minCTAs", cc->minCTAs), std::make_pair("maxCTAs", cc->maxCTAs),
+                            std::make_pair("nvlsCTAs", cc->nvlsCTAs)}) {
     if (bound.second != NCCL_CONFIG_UNDEF_INT && (bound.second < 1 || bound.second > 64)) {
       return invalidArgument("config->%s=%d must be in 1..64 (or NCCL_CONFIG_UNDEF_INT)", bound.first, bound.second);
     }
   }
   if (cc->minCTAs != NCCL_CONFIG_UNDEF_INT && cc->maxCTAs != NCCL_CONFIG_UNDEF_INT && cc->minCTAs > cc->maxCTAs) {
     return invalidArgument("config->minCTAs=%d exceeds config->maxCTAs=%d", cc->minCTAs, cc->maxCTAs);
-  }
-  if (cc->nvlsCTAs != NCCL_CONFIG_UNDEF_INT) {
-    return invalidUsage(
-        "config->nvlsCTAs is not honoured per collective yet (braid's NVLS-style path has no channel count to "
-        "bound): leave it unset");
   }
   return Status::ok();
 }

@@ -101,6 +101,7 @@ struct DirectRequest {
   void* recv = nullptr;
   size_t count = 0;  // NCCL's count: all-reduce elements, RS/AG per-rank elements
   ReduceOp op;
+  int lanes = 0;  // CTAs of a kernel that runs it, at most (ncclCollConfig_t.nvlsCTAs); 0: all; hosts have none
 };
 
 struct DirectOp {

@@ -17,7 +17,8 @@ bool rooted(CollKind k) {
 
 bool sameCall(const CallDesc& a, const CallDesc& b) {
   return a.kind == b.kind && a.dtype == b.dtype && a.op == b.op && a.root == b.root && a.count == b.count &&
-         a.selection == b.selection && a.minChannels == b.minChannels && a.maxChannels == b.maxChannels;
+         a.selection == b.selection && a.minChannels == b.minChannels && a.maxChannels == b.maxChannels &&
+         a.nvlsChannels == b.nvlsChannels;
 }
 
 }  // namespace
@@ -35,6 +36,7 @@ std::vector<CallDesc> describeCalls(const std::vector<PendingOp>& pending) {
     c.selection = p.selector != nullptr ? textHash(p.selector->config().algo.setting) : 0;
     c.minChannels = p.minChannels;
     c.maxChannels = p.maxChannels;
+    c.nvlsChannels = p.nvlsChannels;
     out.push_back(c);
   }
   return out;
@@ -49,6 +51,7 @@ std::string describeCall(const CallDesc& c) {
   if (c.selection != 0) s += strPrintf(", algSelection #%016llx", static_cast<unsigned long long>(c.selection));
   if (c.minChannels > 0) s += strPrintf(", minCTAs %d", c.minChannels);
   if (c.maxChannels > 0) s += strPrintf(", maxCTAs %d", c.maxChannels);
+  if (c.nvlsChannels > 0) s += strPrintf(", nvlsCTAs %d", c.nvlsChannels);
   return s + ")";
 }
 

@@ -24,6 +24,8 @@ struct CallDesc {
   // ncclCollConfig_t: a hash of the call's algorithm selection (0: none) and its channel bounds (0: none).
   uint64_t selection;
   int32_t minChannels, maxChannels;
+  int32_t nvlsChannels;  // nvlsCTAs (0: none)
+  int32_t pad;
 };
 
 // The collectives among `pending`, in queue order.

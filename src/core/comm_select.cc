@@ -156,6 +156,7 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
       d.req.recv = op.recvbuff;
       d.req.count = op.count;
       d.req.op = op.op;
+      d.req.lanes = op.nvlsChannels;
       if (!c->selectorFor(op).fifoPathAllowed(op.kind)) d.noFallback = c->selectorFor(op).nvlsOnlyError(op.kind);
       opsOf[x].push_back(d);
       indexOf[x].push_back(i);

@@ -202,6 +202,7 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
   queued.selector = callSelector;
   queued.minChannels = a.minChannels;
   queued.maxChannels = a.maxChannels;
+  queued.nvlsChannels = a.nvlsChannels;
   if (comm->profiler() != nullptr && !a.apiReported) {
     ProfiledOp call;
     call.kind = a.kind;

@@ -35,10 +35,12 @@ struct CollRequest {
   bool apiReported = false;  // profApi is the call's event (null when the profiler did not want one)
   uint64_t userTag = 0;
   // ncclCollConfig_t's algorithm selection (null or "": the communicator's) and whether one that leaves nothing is an
-  // error (forceAlgSelection) rather than ignored; its channel bounds (0: none).
+  // error (forceAlgSelection) rather than ignored; its channel bounds (0: none); its NVLS-style CTAs (nvlsCTAs; 0:
+  // the communicator's).
   const char* algSelection = nullptr;
   bool forceAlgSelection = true;
   int minChannels = 0, maxChannels = 0;
+  int nvlsChannels = 0;
 };
 
 // Whether the communicator takes operations now on `stream`: errors (kInvalidUsage) for one still initialising,

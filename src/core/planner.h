@@ -38,10 +38,11 @@ struct PendingOp {
   mutable void* profEvent = nullptr;
   mutable uint64_t profSeq = ~uint64_t(0);  // its Coll event's seqNumber, once it has one
   uint64_t userTag = 0;                     // ncclCollConfig_t.userProfilerTag
-  // ncclCollConfig_t: the selector of the call's algSelection (null: the communicator's), and its channel bounds
-  // on the FIFO path (0: none).
+  // ncclCollConfig_t: the selector of the call's algSelection (null: the communicator's), its channel bounds on the
+  // FIFO path (0: none), and the lanes of an NVLS-style launch on a CUDA communicator (nvlsCTAs; 0: all).
   const Selector* selector = nullptr;
   int minChannels = 0, maxChannels = 0;
+  int nvlsChannels = 0;
 };
 
 // Bytes of one queued operation's unit (NCCL's count times the type size).

@@ -3,7 +3,8 @@
 // rules, a seeded reduction order per object) and the CTA emulator. Checked: results bitwise as the host computes
 // for exact inputs, the switch really used (the fake counts multimem resolutions) for the dtype/op pairs it
 // covers and not for the others, the fallback to peer pointers with an INFO line naming the rank and the failed
-// call, NCCL_NVLS_ENABLE=0 and =1, BRAID_DETERMINISTIC, the object budget and a device without multicast.
+// call, NCCL_NVLS_ENABLE=0 and =1, BRAID_DETERMINISTIC, the object budget and a device without multicast; and a
+// call's ncclCollConfig_t.nvlsCTAs bounding the CTAs of its NVLS-style launch.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -134,6 +135,48 @@ TEST_F(CudaMulticast, OffAndWhy) {
     EXPECT_NE(text.find(w.why), std::string::npos) << w.var << ": " << text;
     unsetenv(w.var);
   }
+}
+
+// nvlsCTAs: the call runs on that many of the launch's lanes (the others skip it), exactly, with and without the
+// switch, and the lanes stay in step for the calls after it.
+TEST_F(CudaMulticast, NvlsCtasBoundTheLanesOfACall) {
+  LogCapture log("COLL");
+  setenv("NCCL_MIN_NCHANNELS", "4", 1);
+  for (const char* mc : {"2", "0"}) {
+    setenv("NCCL_NVLS_ENABLE", mc, 1);
+    std::vector<std::string> errors(3);
+    std::vector<ncclResult_t> res = runCudaRanks(3, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+      const Driver& drv = Driver::get();
+      const size_t count = 50001;
+      char* in = static_cast<char*>(drv.alloc(count * 4));
+      char* out = static_cast<char*>(drv.alloc(count * 4));
+      std::vector<float> host(count);
+      for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>((i % 97) + r);
+      drv.copy(in, host.data(), count * 4, stream);
+      ncclCollConfig_t cc = NCCL_COLLCONFIG_INITIALIZER;
+      cc.nvlsCTAs = 1;
+      ncclResult_t st = ncclSuccess;
+      for (int call = 0; call < 3 && st == ncclSuccess; ++call) {
+        st = ncclAllReduceConfig(in, out, count, ncclFloat32, ncclSum, comm, stream, call == 1 ? nullptr : &cc);
+        if (st != ncclSuccess) break;
+        drv.copy(host.data(), out, count * 4, stream);
+        if (drv.streamSync(stream) != 0) st = ncclSystemError;
+        for (size_t i = 0; i < count && st == ncclSuccess; ++i) {
+          if (host[i] != static_cast<float>(3 * (i % 97) + 3)) {
+            errors[static_cast<size_t>(r)] = "call " + std::to_string(call) + " element " + std::to_string(i);
+            st = ncclInternalError;
+          }
+        }
+      }
+      drv.memFree(reinterpret_cast<unsigned long long>(in));
+      drv.memFree(reinterpret_cast<unsigned long long>(out));
+      return st;
+    });
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << r << ": " << errors[r];
+  }
+  unsetenv("NCCL_MIN_NCHANNELS");
+  // Two calls of three on each rank, with and without the switch.
+  EXPECT_EQ(occurrences(log.textOf(getpid()), "runs on 1 of 4 lanes (nvlsCTAs)"), 2u * 3u * 2u) << log.textOf(getpid());
 }
 
 }  // namespace

@@ -181,12 +181,13 @@ TEST(CollConfig, DefaultsRunAndUnhonouredFieldsAreNamed) {
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   EXPECT_EQ(out[1][0], 1.0f);
   EXPECT_EQ(out[1][3999], 2.0f);
-  // Honoured per call since 2.31 support (tests/inproc/coll_config_test.cc); nvlsCTAs and bad bounds are refused.
+  // Honoured per call since 2.31 support (tests/inproc/coll_config_test.cc; nvlsCTAs on CUDA communicators in
+  // cuda_multicast_test.cc); bad bounds are refused.
   ncclCollConfig_t nvls = NCCL_COLLCONFIG_INITIALIZER;
-  nvls.nvlsCTAs = 2;
+  nvls.nvlsCTAs = 65;
   EXPECT_EQ(ncclAllReduceConfig(in[0].data(), out[0].data(), 1, ncclFloat32, ncclSum, c[0], nullptr, &nvls),
-            ncclInvalidUsage);
-  EXPECT_NE(lastError().find("config->nvlsCTAs is not honoured per collective yet"), std::string::npos) << lastError();
+            ncclInvalidArgument);
+  EXPECT_NE(lastError().find("config->nvlsCTAs=65 must be in 1..64"), std::string::npos) << lastError();
   ncclCollConfig_t bounded = NCCL_COLLCONFIG_INITIALIZER;
   bounded.minCTAs = 3;
   bounded.maxCTAs = 2;

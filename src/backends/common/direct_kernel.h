@@ -94,6 +94,9 @@ struct DirectOpDesc {
   // Rounds whose inputs are all staged reduce through the multicast mapping (DirectKernelWork::mc): the host
   // checked the dtype and op (mcOpFor) and that switch reductions are allowed (not deterministic mode).
   bool multicast = false;
+  // Lanes (CTAs) that run it, 1..layout.nlanes (ncclCollConfig_t.nvlsCTAs): the others skip it. Each lane counts
+  // its own generations, the same on every rank, so skipping keeps them in step.
+  uint32_t lanes = 1;
 };
 
 struct DirectKernelWork {
@@ -115,7 +118,7 @@ BRAID_HOST_DEVICE inline size_t directLaneElems(const DirectOpDesc& op, const Di
   const size_t region = w.layout.laneBytes / es;
   const size_t cap = op.coll == DirectCollective::kReduceScatter ? region / w.nranks : region;
   const size_t unit = es < 16 ? 16 / es : 1;
-  size_t share = (op.count + w.layout.nlanes - 1) / w.layout.nlanes;
+  size_t share = (op.count + op.lanes - 1) / op.lanes;
   share = (share + unit - 1) / unit * unit;
   return share < cap ? (share > 0 ? share : 1) : cap;
 }
@@ -198,9 +201,10 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
   };
   for (uint32_t o = 0; o < w.nops; ++o) {
     const DirectOpDesc& op = w.ops[o];
+    if (lane >= op.lanes) continue;
     const size_t es = dtypeSize(op.stageOp.dtype);
     const size_t per = directLaneElems(op, w);
-    const size_t span = per * L.nlanes;
+    const size_t span = per * op.lanes;
     const size_t rounds = (op.count + span - 1) / span;
     const bool scatters = op.coll == DirectCollective::kReduceScatter;
     for (size_t r = 0; r < rounds; ++r, ++gen) {

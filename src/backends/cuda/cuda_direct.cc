@@ -242,6 +242,12 @@ KernelArgs CudaDirect::writeImage(const std::vector<DirectOp>& ops, char* image)
     d.send = static_cast<const char*>(r.send);
     d.recv = static_cast<char*>(r.recv);
     d.count = r.count;
+    d.lanes = r.lanes > 0 && static_cast<uint32_t>(r.lanes) < layout_.nlanes ? static_cast<uint32_t>(r.lanes)
+                                                                             : layout_.nlanes;
+    if (d.lanes < layout_.nlanes) {
+      BRAID_INFO(kLogColl, "rank %d: NVLS-style operation %zu runs on %u of %u lanes (nvlsCTAs)", rank_, o, d.lanes,
+                 layout_.nlanes);
+    }
     d.stageOp = r.op;  // PreMulSum multiplies by this rank's scalar as it stages; avg divides only at the end
     ReduceOp combine = r.op;
     if (combine.kind == OpKind::kPreMulSum) combine.kind = OpKind::kSum;
