@@ -214,6 +214,61 @@ int main() {
     r = cu.deviceCanAccessPeer(&can, 0, 0);
     line("cuDeviceCanAccessPeer(0, 0)", r, " (" + std::to_string(can) + ")");
   }
+  // Multicast, as braid's NVLS setup (src/backends/cuda/cuda_multicast.cc) makes the calls, on one device: the
+  // attribute (a machine choice: "~"), then, only where it says 1, the object's life with the rules the fake
+  // enforces. Its lines start with "mc:" so that tests/gpu/run.sh can leave them out where the GPU has no multicast.
+  // Binding before every device was added is not probed: the real driver blocks there (the fake refuses).
+  {
+    int supported = -1;
+    r = cu.deviceGetAttribute(&supported, static_cast<int>(CuDeviceAttr::kMulticast), 0);
+    printf("~multicast supported: %d\n", r == kCuSuccess ? supported : -1);
+    printf("~multicast entry points: %s\n", cu.hasMulticast() ? "all" : "missing");
+    if (supported == 1 && cu.hasMulticast()) {
+      CuMulticastObjectProp mp;
+      mp.numDevices = 1;
+      size_t mgran = 0;
+      r = cu.multicastGetGranularity(&mgran, &mp, kCuMulticastGranularityMinimum);
+      line("mc: cuMulticastGetGranularity(minimum)", r,
+           mgran > 0 && (mgran & (mgran - 1)) == 0 ? " (a power of two)" : " (not a power of two)");
+      CUmemGenericAllocationHandle mc = 0;
+      mp.size = mgran + 1;
+      line("mc: cuMulticastCreate(granularity + 1)", cu.multicastCreate(&mc, &mp));
+      mp.size = mgran;
+      line("mc: cuMulticastCreate", cu.multicastCreate(&mc, &mp));
+      line("mc: cuMulticastAddDevice(0)", cu.multicastAddDevice(mc, 0));
+      printf("~mc: cuMulticastAddDevice(0) again: %s\n", name(cu.multicastAddDevice(mc, 0)).c_str());
+      CuMemAllocationProp prop;
+      prop.location.id = 0;
+      CUmemGenericAllocationHandle h = 0;
+      r = cu.memCreate(&h, mgran, &prop, 0);
+      CUdeviceptr uc = 0;
+      if (r == kCuSuccess) r = cu.memAddressReserve(&uc, mgran, mgran, 0, 0);
+      if (r == kCuSuccess) r = cu.memMap(uc, mgran, 0, h, 0);
+      CuMemAccessDesc access;
+      access.location.id = 0;
+      if (r == kCuSuccess) r = cu.memSetAccess(uc, mgran, &access, 1);
+      line("mc: cuMem memory to bind", r);
+      line("mc: cuMulticastBindAddr(misaligned)", cu.multicastBindAddr(mc, 0, uc + 256, mgran - 256, 0));
+      line("mc: cuMulticastBindAddr", cu.multicastBindAddr(mc, 0, uc, mgran, 0));
+      printf("~mc: cuMemUnmap(bound memory): %s\n", name(cu.memUnmap(uc, mgran)).c_str());
+      CUdeviceptr mva = 0;
+      line("mc: cuMemAddressReserve(multicast)", cu.memAddressReserve(&mva, mgran, mgran, 0, 0));
+      line("mc: cuMemMap(multicast)", cu.memMap(mva, mgran, 0, mc, 0));
+      line("mc: cuMemSetAccess(multicast, device 0)", cu.memSetAccess(mva, mgran, &access, 1));
+      int fd = -1;
+      printf("~mc: cuMemExportToShareableHandle(multicast, not exportable): %s\n",
+             name(cu.memExportToShareableHandle(&fd, mc, kCuMemHandleTypePosixFd, 0)).c_str());
+      if (fd >= 0) close(fd);
+      line("mc: cuMemUnmap(multicast)", cu.memUnmap(mva, mgran));
+      line("mc: cuMemAddressFree(multicast)", cu.memAddressFree(mva, mgran));
+      line("mc: cuMulticastUnbind", cu.multicastUnbind(mc, 0, 0, mgran));
+      line("mc: cuMulticastUnbind again", cu.multicastUnbind(mc, 0, 0, mgran));
+      line("mc: cuMemRelease(multicast)", cu.memRelease(mc));
+      (void)cu.memUnmap(uc, mgran);
+      (void)cu.memAddressFree(uc, mgran);
+      (void)cu.memRelease(h);
+    }
+  }
   // Capture, as braid's captured launches meet it: an allocation in a thread-local capture invalidates it; in
   // relaxed mode it is allowed; a user object retained by the graph is destroyed after the graph and its
   // executable graph are.
