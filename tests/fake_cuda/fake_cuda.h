@@ -65,6 +65,7 @@ struct McBinding {
 struct Multicast {
   unsigned numDevices = 0;
   size_t size = 0;
+  bool exportable = false;  // created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
   std::vector<int> devices;
   std::vector<McBinding> bindings;
   std::vector<int> order;  // a permutation of 0..numDevices-1: device slots in the order they are combined

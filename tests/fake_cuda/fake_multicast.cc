@@ -169,6 +169,7 @@ FAKE_API CUresult cuMulticastCreate(unsigned long long* mcHandle, const void* pr
   Multicast m;
   m.numDevices = p->numDevices;
   m.size = p->size;
+  m.exportable = (p->handleTypes & kHandleTypeFd) != 0;
   for (unsigned i = 0; i < p->numDevices; ++i) m.order.push_back(static_cast<int>(i));
   std::mt19937_64 gen(static_cast<uint64_t>(envLong("BRAID_FAKE_CUDA_MC_SEED", 1)) * 0x9E3779B97F4A7C15ull +
                       ++s.multicastCreated);
@@ -204,6 +205,10 @@ FAKE_API CUresult cuMulticastBindAddr(unsigned long long mcHandle, size_t mcOffs
   if (size > a->first + a->second.bytes - memptr) return kInvalidValue;
   const int dev = a->second.device;
   if (!added(*m, dev)) return kInvalidDevice;
+  if (m->exportable) {  // "externally shareable multicast objects can be bound only to externally shareable memory"
+    auto ph = s.phys.find(a->second.handle);
+    if (ph == s.phys.end() || !ph->second.exportable) return kInvalidValue;
+  }
   for (const McBinding& b : m->bindings) {
     if (b.device == dev && mcOffset < b.mcOffset + b.bytes && b.mcOffset < mcOffset + size) return kInvalidValue;
   }

@@ -63,12 +63,16 @@ std::vector<Case> coveredCases() {
 }
 
 TEST_F(CudaMulticast, CoveredReductionsGoThroughTheSwitchBitwiseAsTheHost) {
-  LogCapture log("INIT,NVLS");
-  const unsigned long long before = resolves();
-  runAll(3, coveredCases());
-  EXPECT_GT(resolves(), before);
-  EXPECT_EQ(occurrences(log.textOf(getpid()), "NVLS multicast on: the 3 ranks' direct areas bound to one"), 3u);
-  runAll(4, coveredCases());
+  for (int n : {3, 4}) {
+    // Each case on a communicator of its own, so that each is seen to take the switch.
+    for (const Case& c : coveredCases()) {
+      LogCapture log("INIT,NVLS");
+      const unsigned long long before = resolves();
+      runAll(n, {c});
+      EXPECT_GT(resolves(), before) << n << " ranks: " << describe(c);
+      EXPECT_EQ(occurrences(log.textOf(getpid()), "NVLS multicast on:"), static_cast<size_t>(n)) << describe(c);
+    }
+  }
 }
 
 // Pairs the switch does not cover (products, f32/f64 min/max, 8-bit types) and all-gather run over peer pointers
@@ -82,9 +86,11 @@ TEST_F(CudaMulticast, UncoveredPairsUsePeerPointers) {
       Case{Kind::kReduceScatter, ncclUint8, ncclMax, 3000, false},
       Case{Kind::kAllGather, ncclFloat32, ncclSum, 3000, false},
   };
+  LogCapture log("INIT,NVLS");
   const unsigned long long before = resolves();
   runAll(3, cases);
   EXPECT_EQ(resolves(), before);
+  EXPECT_EQ(occurrences(log.textOf(getpid()), "NVLS multicast on:"), 3u);  // on, and not used for these
 }
 
 // Any failure of the setup falls back on every rank, with INFO naming the rank and the call; results are right.

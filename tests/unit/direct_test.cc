@@ -5,6 +5,7 @@
 
 #include "algorithms/checker.h"
 #include "algorithms/tree/tree.h"
+#include "src/backends/common/direct_kernel.h"
 
 namespace braid {
 namespace {
@@ -35,6 +36,35 @@ TEST(DirectSchedule, TwoShotSlicesCoverTheVectorOnce) {
     covered += steps[0].count;
   }
   EXPECT_EQ(covered, 10u);
+}
+
+// The CUDA direct kernel's rounds: every rank's piece of a reduce-scatter round, and every lane's share, starts
+// 16-byte aligned whatever the rank count (the switch loads 4- and 8-byte words: with 5 ranks, 32768 / 5 halves
+// per piece once left odd ranks' pieces 2 bytes off, and a GPU faults there).
+TEST(DirectKernel, PiecesAndSharesAreWholeSixteenByteUnits) {
+  for (DType t : {DType::kFloat16, DType::kBfloat16, DType::kFloat32, DType::kFloat64, DType::kInt8}) {
+    for (uint32_t n = 2; n <= 9; ++n) {
+      for (DirectCollective c : {DirectCollective::kReduceScatter, DirectCollective::kAllReduceOneShot}) {
+        for (size_t count : {size_t{1} << 30, size_t{100003}, size_t{7}}) {
+          DirectKernelWork w;
+          w.nranks = n;
+          w.layout.nlanes = 4;
+          w.layout.nranks = n;
+          w.layout.laneBytes = 64 << 10;
+          DirectOpDesc op;
+          op.coll = c;
+          op.count = count;
+          op.stageOp.dtype = t;
+          op.lanes = 3;
+          const size_t per = directLaneElems(op, w);
+          const size_t es = dtypeSize(t);
+          EXPECT_EQ(per * es % 16, 0u) << dtypeName(t) << " n=" << n << " count=" << count;
+          const size_t pieces = c == DirectCollective::kReduceScatter ? n : 1;
+          EXPECT_LE(per * es * pieces, w.layout.laneBytes) << dtypeName(t) << " n=" << n;
+        }
+      }
+    }
+  }
 }
 
 TEST(DirectSchedule, CheckerCatchesMistakes) {

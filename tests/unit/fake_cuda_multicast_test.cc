@@ -68,6 +68,31 @@ TEST(FakeCudaMulticast, TheDriversOrderAndRules) {
   });
 }
 
+// An object made to be shared with other processes binds only memory that can be shared too (the driver's rule).
+TEST(FakeCudaMulticast, AnExportableObjectBindsOnlyExportableMemory) {
+  BRAID_IN_CHILD({
+    const CuApi& api = fakeOn(0);
+    CuMulticastObjectProp prop;
+    prop.numDevices = 1;
+    prop.size = kTwoMiB;
+    prop.handleTypes = kCuMemHandleTypePosixFd;
+    CUmemGenericAllocationHandle mc = 0;
+    CHECK_OR_EXIT(api.multicastCreate(&mc, &prop) == kCuSuccess, 1);
+    CHECK_OR_EXIT(api.multicastAddDevice(mc, 0) == kCuSuccess, 2);
+    const CUdeviceptr plain = physOn(api, 0, kTwoMiB);
+    CHECK_OR_EXIT(api.multicastBindAddr(mc, 0, plain, kTwoMiB, 0) == kCuErrorInvalidValue, 3);
+    CuMemAllocationProp shareable;
+    shareable.requestedHandleTypes = kCuMemHandleTypePosixFd;
+    CUmemGenericAllocationHandle h = 0;
+    CHECK_OR_EXIT(api.memCreate(&h, kTwoMiB, &shareable, 0) == kCuSuccess, 4);
+    Result<CUdeviceptr> p = mapAndGrant(&api, h, kTwoMiB, {0});
+    CHECK_OR_EXIT(p.isOk(), 5);
+    CHECK_OR_EXIT(api.multicastBindAddr(mc, 0, p.value(), kTwoMiB, 0) == kCuSuccess, 6);
+    CHECK_OR_EXIT(api.multicastUnbind(mc, 0, 0, kTwoMiB) == kCuSuccess, 7);
+    CHECK_OR_EXIT(api.memRelease(mc) == kCuSuccess, 8);
+  });
+}
+
 TEST(FakeCudaMulticast, SlotsRunOutAndNoMulticastSaysSo) {
   BRAID_IN_CHILD({
     setenv("BRAID_FAKE_CUDA_MC_SLOTS", "2", 1);

@@ -32,6 +32,14 @@
 // before its readers did (the program may overwrite the buffer once the stream moves on): at the end of a launch
 // every lane publishes consumed = its last generation, and a lane that published an input in place waits for every
 // rank's. Results are bitwise those of the host's direct path (direct_engine.h's rank order) either way.
+//
+// With NVLS multicast (DirectKernelWork::mc: every rank's area bound to one object) a round whose inputs are all
+// staged reduces in the switch instead, for the dtype/op pairs it covers (DirectOpDesc::multicast): step 3 becomes
+// one multimem load-reduce per word of the stage through the multicast mapping (one-shot, reduce-scatter), or, for
+// two-shot, the load-reduce of slice `rank` followed by a multimem store of it into every rank's output region,
+// after which each rank copies its whole output region out. The switch combines in its own order, so such results
+// are bitwise the host's only where the sums are exact; every rank gets the same bits. Every rank waits for every
+// other's consumed word at the end of such a launch (its binding ends with its communicator).
 #pragma once
 
 #include <cstddef>
@@ -113,11 +121,13 @@ struct DirectKernelWork {
 
 // Elements a lane handles per round of an operation: at most what a region holds (for reduce-scatter, one piece of
 // each of nranks slices), otherwise an even share of the count, in 16-byte units where the element size allows.
+// Whole units in every case, so each rank's piece of a reduce-scatter round starts 16-byte aligned: switch
+// reductions load 4- or 8-byte words (a piece of 32768 / 5 halves would leave odd ranks' pieces 2 bytes off).
 BRAID_HOST_DEVICE inline size_t directLaneElems(const DirectOpDesc& op, const DirectKernelWork& w) {
   const size_t es = dtypeSize(op.stageOp.dtype);
   const size_t region = w.layout.laneBytes / es;
-  const size_t cap = op.coll == DirectCollective::kReduceScatter ? region / w.nranks : region;
   const size_t unit = es < 16 ? 16 / es : 1;
+  const size_t cap = op.coll == DirectCollective::kReduceScatter ? region / w.nranks / unit * unit : region;
   size_t share = (op.count + op.lanes - 1) / op.lanes;
   share = (share + unit - 1) / unit * unit;
   return share < cap ? (share > 0 ? share : 1) : cap;

@@ -205,8 +205,8 @@ BRAID_HOST_DEVICE void ctaMultimemReduce(const Cta& cta, const ReduceOp& op, voi
 }
 
 // Stores `bytes` from src (this GPU's memory) to every buffer bound behind multicast address mc, in words of 8
-// bytes where both are aligned so, else 4; bytes past the end up to the next 4-byte boundary are written too
-// (the caller's regions leave room for that).
+// bytes where both are aligned so, else 4; bytes past the end up to the next word boundary are read from src and
+// written too (the caller's regions leave room for that).
 template <class Cta>
 BRAID_HOST_DEVICE void ctaMultimemStore(const Cta& cta, void* mc, const void* src, size_t bytes) {
   const bool eight = ((reinterpret_cast<uintptr_t>(mc) | reinterpret_cast<uintptr_t>(src)) & 7) == 0;

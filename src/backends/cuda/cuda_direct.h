@@ -19,8 +19,8 @@
 
 #include "src/backends/backend.h"
 #include "src/backends/common/direct_kernel.h"
-#include "src/backends/cuda/device_memory.h"
 #include "src/backends/cuda/cuda_multicast.h"
+#include "src/backends/cuda/device_memory.h"
 #include "src/backends/cuda/direct_registry.h"
 #include "src/common/fd_share.h"
 

@@ -47,10 +47,23 @@ bool dropHandle(CUmemGenericAllocationHandle h) {
   return true;
 }
 
-std::atomic<int>& liveObjects() {
-  static std::atomic<int> n{0};
-  return n;
+// Objects this process holds (each once, however many of its ranks share it): BRAID_NVLS_OBJECTS bounds it.
+// Communicators setting up at the same moment may each see room for one more: a bound, not an exact count (the
+// driver's own limit still ends in the fallback).
+int liveObjects() {
+  std::lock_guard<std::mutex> lock(handlesMu());
+  return static_cast<int>(heldHandles().size());
 }
+
+// Rank 0's offer of the exported object, withdrawn however create() returns (every importer fetched it by then,
+// or never will).
+struct Offer {
+  FdTicket ticket{};
+  bool live = false;
+  ~Offer() {
+    if (live) withdrawFd(ticket);
+  }
+};
 
 void say(McWord* w, const std::string& why) {
   w->ok = 0;
@@ -78,13 +91,13 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
   m->api_ = api;
   m->device_ = device;
   m->area_ = area;
-  bool otherProcesses = false, processLeader = true;
+  bool otherProcesses = false;
   for (int p = 0; p < n; ++p) {
     otherProcesses = otherProcesses || ranks[static_cast<size_t>(p)].pid != ranks[0].pid;
-    if (p < rank && ranks[static_cast<size_t>(p)].pid == ranks[static_cast<size_t>(rank)].pid) processLeader = false;
   }
   std::vector<McWord> all(static_cast<size_t>(n));
   McWord& me = all[static_cast<size_t>(rank)];
+  Offer offer;
   me = McWord{};
   me.ok = 1;
   me.pid = static_cast<int32_t>(getpid());
@@ -118,9 +131,9 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
       say(&me, strPrintf("device %d has no multicast support (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0: no "
                          "NVSwitch)",
                          device));
-    } else if (processLeader && liveObjects().load() >= params::NvlsObjects()) {
-      say(&me, strPrintf("this process holds %d multicast objects already (BRAID_NVLS_OBJECTS=%lld)",
-                         liveObjects().load(), static_cast<long long>(params::NvlsObjects())));
+    } else if (const int held = liveObjects(); held >= params::NvlsObjects()) {
+      say(&me, strPrintf("this process holds %d multicast objects already (BRAID_NVLS_OBJECTS=%lld)", held,
+                         static_cast<long long>(params::NvlsObjects())));
     }
   }
   me.busKey = (static_cast<int64_t>(dom) << 32) | (static_cast<int64_t>(bus) << 8) | dev;
@@ -133,8 +146,10 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
                            "cuMulticastGetGranularity");
     const size_t bytes = gran == 0 ? 0 : (bindBytes + gran - 1) / gran * gran;
     if (st.isOk() && bytes > areaBytes) {
-      st = invalidArgument("the direct area (%zu bytes) is smaller than the multicast granularity's %zu", areaBytes,
-                           bytes);
+      st = invalidArgument(
+          "the direct area (%zu bytes) is smaller than its %zu bytes rounded up to the multicast "
+          "granularity (%zu)",
+          areaBytes, bindBytes, gran);
     }
     prop.size = bytes;
     if (st.isOk()) st = api->check(api->multicastCreate(&m->handle_, &prop), "cuMulticastCreate");
@@ -155,6 +170,8 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
         close(fd);
         if (t.isOk()) {
           me.ticket = t.value();
+          offer.ticket = t.value();
+          offer.live = true;
         } else {
           st = t.status();
         }
@@ -182,7 +199,6 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
     for (int q = 0; q < p; ++q) {
       if (all[static_cast<size_t>(p)].busKey == all[static_cast<size_t>(q)].busKey) {
         *why = strPrintf("ranks %d and %d share a GPU (a multicast team holds each device once)", q, p);
-        if (rank == 0 && otherProcesses) withdrawFd(all[0].ticket);
         if (mode == 1) return Status(Code::kInvalidUsage, "NCCL_NVLS_ENABLE=1 but " + *why);
         return std::unique_ptr<CudaMulticast>();  // the destructor releases what this rank holds
       }
@@ -194,7 +210,6 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
     return std::unique_ptr<CudaMulticast>();
   };
   if (!agreed("setup")) {
-    if (rank == 0 && otherProcesses && all[0].ok != 0) withdrawFd(all[0].ticket);
     return fallback();
   }
   m->bytes_ = all[0].bytes;
@@ -225,10 +240,11 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
   }
   if (st.isOk()) st = api->check(api->multicastAddDevice(m->handle_, device), "cuMulticastAddDevice");
   if (!st.isOk()) say(&me, st.message());
-  const FdTicket offered = all[0].ticket;
-  const bool offeredHere = rank == 0 && otherProcesses;
   BRAID_RETURN_IF_ERROR(allGather(all.data(), sizeof(McWord)).withContext("adding devices to the multicast object"));
-  if (offeredHere) withdrawFd(offered);  // every importer fetched it (or never will)
+  if (offer.live) {  // every importer fetched it by now (or never will)
+    withdrawFd(offer.ticket);
+    offer.live = false;
+  }
   if (!agreed("adding devices")) return fallback();
   // Round 3: with every device added, each rank binds its area and maps the object.
   me = McWord{};
@@ -244,10 +260,6 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
   if (!st.isOk()) say(&me, st.message());
   BRAID_RETURN_IF_ERROR(allGather(all.data(), sizeof(McWord)).withContext("binding the multicast object"));
   if (!agreed("binding and mapping")) return fallback();
-  if (processLeader) {
-    liveObjects().fetch_add(1);
-    m->counted_ = true;
-  }
   why->clear();
   return m;
 }
@@ -270,10 +282,6 @@ void CudaMulticast::release() {
   if (held_) {
     if (dropHandle(handle_)) (void)api_->memRelease(handle_);
     held_ = false;
-  }
-  if (counted_) {
-    liveObjects().fetch_sub(1);
-    counted_ = false;
   }
 }
 

@@ -3,7 +3,8 @@
 // the reduction of every rank's area at that offset (multimem.ld_reduce) and a store to it lands in every area
 // (multimem.st): src/backends/common/multimem.h and direct_kernel.h use it.
 //
-// Setup is collective (three all-gathers, the same number on every rank whatever happens): rank 0 creates the
+// Setup is collective (one to three all-gathers, as many on every rank: each round's verdict is agreed before the
+// next): rank 0 creates the
 // object for nranks devices (exportable, and offered as a descriptor, when ranks of other processes take part),
 // every rank adds its device; after every rank added, each binds its area and maps the object. Every failure is
 // agreed on: either every rank has the mapping or none keeps anything, and the communicator's direct collectives
@@ -62,7 +63,6 @@ class CudaMulticast {
   char* area_ = nullptr;
   char* base_ = nullptr;  // mapped
   size_t bytes_ = 0;
-  bool counted_ = false;  // counted against BRAID_NVLS_OBJECTS
 };
 
 }  // namespace braid

@@ -41,8 +41,6 @@ bool peerAccessBothWays(const CuApi* api, int a, int b) {
          there != 0 && back != 0;
 }
 
-// Reserves a range for `handle` (`bytes`), maps it and gives `devices` read-write access; releases the handle
-// either way (the mapping keeps the memory) unless `keep`. On failure nothing is left mapped or reserved.
 // `bytes` rounded up to the recommended granularity for memory on `prop`'s device.
 Result<size_t> granuleRound(const CuApi* api, const CuMemAllocationProp& prop, size_t bytes) {
   size_t gran = 0;

@@ -49,7 +49,8 @@ class CudaDeviceMemory final : public DeviceMemory {
 };
 
 // Reserves `bytes` (aligned to `align`, 0: the driver's choice), maps `handle` there and gives `devices` read-write
-// access; releases the handle unless `keep` (the mapping keeps the memory). Undone on failure.
+// access; releases the handle either way unless `keep` (the mapping keeps the memory). On failure nothing is left
+// mapped or reserved.
 Result<CUdeviceptr> mapAndGrant(const CuApi* api, CUmemGenericAllocationHandle handle, size_t bytes,
                                 const std::vector<int>& devices, bool keep = false, size_t align = 0);
 // Unmaps and frees a range mapAndGrant made.
