@@ -94,7 +94,7 @@
  * Not yet implemented. Every function declared here is exported by libnccl.so.2 (as nccl* and pnccl*), but a given
  * build of braid may not implement all of them. A function that is not implemented returns ncclInvalidUsage and logs
  * a WARN naming the function; it does not crash and does not change any state. The ones that may be in that
- * situation are: ncclCommSuspend on a CUDA communicator, and ncclCommMemStats' GpuMemPersist and GpuMemTotal.
+ * situation are ncclCommMemStats' GpuMemPersist and GpuMemTotal.
  * ncclCommInitRankScalable accepts several ids but every rank meets at the first one's root. One-sided operations
  * toward a peer this rank cannot map (another host) return ncclInvalidUsage naming the peer.
  * See src/api for which are implemented in this version.
@@ -587,9 +587,11 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
  * and the first operation after it connects anew. Both are collective (every rank calls them, outside a group, with
  * nothing in flight); flags 0 does nothing. ncclCommMemStats reports bytes of memory braid allocated for comm that
  * suspending frees (GpuMemSuspend; while suspended, what it freed) and whether it is suspended (GpuMemSuspended, 0 or
- * 1); on a host communicator the figures are host memory. GpuMemPersist and GpuMemTotal are not accounted yet.
- * Errors: ncclInvalidArgument (comm or value NULL, a bad stat, unknown flag bits), ncclInvalidUsage (suspended twice,
- * resumed while not suspended, inside a group, a CUDA communicator, GpuMemPersist/GpuMemTotal). */
+ * 1); on a host communicator the figures are host memory. GpuMemPersist and GpuMemTotal are not accounted yet. A
+ * CUDA communicator waits for its launches before releasing, and refuses while a CUDA graph that captured its
+ * collectives exists (the graph keeps the FIFOs' addresses). Errors: ncclInvalidArgument (comm or value NULL, a bad
+ * stat, unknown flag bits), ncclInvalidUsage (suspended twice, resumed while not suspended, inside a group, a live
+ * captured graph on some rank, GpuMemPersist/GpuMemTotal). */
 typedef enum {
   ncclStatGpuMemSuspend = 0,
   ncclStatGpuMemSuspended = 1,

@@ -102,6 +102,11 @@ class Connector {
   bool wholeMessages() const { return wholeMessages_; }
   void setWholeMessages() { wholeMessages_ = true; }
 
+  // Bytes of memory this end allocated for its FIFO, as mapped (a device FIFO rounded up to the driver's
+  // granularity), when the transport says; 0: the FIFO layout's size applies (ncclCommMemStats).
+  size_t ownedBytes() const { return ownedBytes_; }
+  void setOwnedBytes(size_t bytes) { ownedBytes_ = bytes; }
+
   // Receive demand (FifoCtrl::wanted), announced only for connectors whose transport asks for it.
   bool demandDriven() const { return demandDriven_; }
   void setDemandDriven() { demandDriven_ = true; }
@@ -128,6 +133,7 @@ class Connector {
   bool crossProcess_;
   bool hostVisible_ = true;
   bool demandDriven_ = false;
+  size_t ownedBytes_ = 0;
   bool wholeMessages_ = false;
   std::shared_ptr<ConnectorDriver> driver_;
 };

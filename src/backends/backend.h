@@ -211,6 +211,10 @@ class Backend {
   // The communicator failed or was aborted (`why`: the error, which peers quote so every rank names the cause):
   // peers waiting on this rank fail at once instead of at their deadline.
   virtual void markAborted(const std::string& why) = 0;
+  // ncclCommSuspend: whether this rank's links may be released now (the backend's work on them finished; an error
+  // names what holds them), and then that they were (what the backend kept per connector goes too).
+  [[nodiscard]] virtual Status quiesceLinks() { return Status::ok(); }
+  virtual void linksReleased() {}
 
   // A buffer an operation reads or writes (`what` names the argument): ok when this backend's executor can reach
   // it, else an error that names the argument, the pointer and the remedy. Called at enqueue.

@@ -82,9 +82,11 @@ class Communicator {
   // ncclCommSuspend / ncclCommResume (suspend.cc). Collective: every rank calls them, outside a group, with no work
   // of the communicator in flight. Suspending with NCCL_SUSPEND_MEM releases every link's FIFO (this communicator's
   // and its NVLSTree communicators'), which the first operation after the resume connects anew; until then
-  // operations are refused. Host communicators only (a CUDA communicator's captured graphs would keep the released
-  // FIFOs' addresses). Errors: kInvalidArgument (unknown flag bits), kInvalidUsage (suspended twice, resumed while
-  // not suspended, inside a group, a CUDA communicator), kRemoteError (a rank that does not come by BRAID_TIMEOUT).
+  // operations are refused. A CUDA communicator waits for its launches first, and refuses while a CUDA graph that
+  // captured its collectives exists (the graph keeps the FIFOs' addresses); the ranks agree, so none releases unless
+  // all do. Errors: kInvalidArgument (unknown flag bits), kInvalidUsage (suspended twice, resumed while not
+  // suspended, inside a group, a live captured graph on some rank), kRemoteError (a rank that does not come, or
+  // launches that do not finish, by BRAID_TIMEOUT).
   Status suspend(int flags);
   Status resume();
   bool suspended() const { return health_.suspended.load(); }

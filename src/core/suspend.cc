@@ -1,10 +1,12 @@
 // ncclCommSuspend / ncclCommResume / the figures of ncclCommMemStats (comm.h has the contract).
 //
 // What a suspended communicator gives back is its links: the FIFOs (slots, LL lines, control blocks) every
-// connection made at its first use. They are all braid can make again without the user: links are connected lazily,
-// so the first operation after the resume finds none and connects them as the first operation after init does.
-// Every rank must take part: a rank whose peer still held its old link would wait for a connection that never comes.
+// connection made at its first use, in host memory or, on a CUDA communicator, in device memory. They are all braid can
+// make again without the user: links are connected lazily, so the first operation after the resume finds none and
+// connects them as the first operation after init does. Every rank must take part: a rank whose peer still held its old
+// link would wait for a connection that never comes.
 #include <cinttypes>
+#include <cstdio>
 #include <vector>
 
 #include "src/common/logging.h"
@@ -20,9 +22,16 @@ constexpr int kSuspendMem = 0x01;  // NCCL_SUSPEND_MEM
 // The FIFO memory one connector end allocated in this process: a receiver owns its FIFO, a network sender its own
 // local copy (transports/net/net_transport.h); any other sender maps its receiver's.
 uint64_t ownedBytes(const Connector& c) {
+  if (c.ownedBytes() > 0) return c.ownedBytes();  // what its transport allocated (a device FIFO, rounded up)
   if (c.isSend() && !c.wholeMessages()) return 0;
   return localFifoBytes(c.slotBytes(), c.llSlotBytes());
 }
+
+// One rank's verdict on suspending now, as every rank learns it.
+struct SuspendVerdict {
+  int32_t code;  // a Code
+  char why[236];
+};
 
 }  // namespace
 
@@ -58,15 +67,26 @@ Status Communicator::suspend(int flags) {
   if (inGroup()) {
     return invalidUsage("ncclCommSuspend inside ncclGroupStart/ncclGroupEnd: braid suspends outside groups only");
   }
-  if (backend_->caps().streams) {
-    return invalidUsage(
-        "ncclCommSuspend on a CUDA communicator is not implemented yet (its FIFOs live in device memory whose "
-        "addresses captured CUDA graphs keep); host communicators suspend");
-  }
   if ((flags & kSuspendMem) == 0) return Status::ok();  // nothing asked to be released
   // Every rank is done with the links before any releases them (a peer's last send may still be draining into
-  // them); host operations are complete when their call returns, so reaching the barrier means idle.
-  BRAID_RETURN_IF_ERROR(failIfNot(bootstrap_->barrier().withContext("ncclCommSuspend")));
+  // them): host operations are complete when their call returns; a CUDA communicator's launches are waited for, and
+  // a CUDA graph that captured them (it keeps the FIFOs' addresses) refuses the suspend. The ranks agree: either
+  // all release their links or none does, and the communicator stays usable when they refuse.
+  const Status mine = backend_->quiesceLinks();
+  std::vector<SuspendVerdict> all(static_cast<size_t>(nranks_));
+  SuspendVerdict& me = all[static_cast<size_t>(rank_)];
+  me = SuspendVerdict{};
+  me.code = static_cast<int32_t>(mine.code());
+  snprintf(me.why, sizeof(me.why), "%s", mine.message().c_str());
+  BRAID_RETURN_IF_ERROR(
+      failIfNot(bootstrap_->allGather(all.data(), sizeof(SuspendVerdict)).withContext("ncclCommSuspend")));
+  if (!mine.isOk()) return mine;
+  for (int r = 0; r < nranks_; ++r) {
+    const SuspendVerdict& v = all[static_cast<size_t>(r)];
+    if (v.code == 0) continue;
+    return Status(static_cast<Code>(v.code),
+                  strPrintf("ncclCommSuspend: rank %d could not suspend, so no rank did: %s", r, v.why));
+  }
   const uint64_t bytes = suspendableBytes();
   std::vector<Communicator*> holders{this};
   if (nvlsTree_) {
@@ -77,6 +97,7 @@ Status Communicator::suspend(int flags) {
       ch.send.clear();
       ch.recv.clear();
     }
+    c->backend_->linksReleased();
   }
   health_.releasedBytes = bytes;
   health_.suspended.store(true);

@@ -76,6 +76,7 @@ class P2pTransport : public Transport {
     RecvSetup setup;
     setup.connector =
         std::make_unique<Connector>(owner, deviceView(mem.base, slotBytes, llSlotBytes, false), peer, !local);
+    setup.connector->setOwnedBytes(mem.bytes);
     memcpy(setup.blob, &b, sizeof(b));
     return setup;
   }

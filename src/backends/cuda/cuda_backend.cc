@@ -629,6 +629,42 @@ void CudaBackend::abortWork() {
   if (abortWord_ != nullptr) storeRelease(abortWord_, 1u);
 }
 
+Status CudaBackend::quiesceLinks() {
+  ScopedContext scope(api_, ctx_);
+  const WaitContext until = WaitContext::withTimeout(nullptr, wait_.timeoutSec);
+  // A graph the program just destroyed lets go of its launches when the driver runs the graph's user-object
+  // destructors, a moment later (on a thread of the driver's): a live graph is only believed after this grace.
+  const WaitContext graphGrace =
+      WaitContext::withTimeout(nullptr, std::min(2.0, wait_.timeoutSec > 0 ? wait_.timeoutSec : 2.0));
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      BRAID_RETURN_IF_ERROR(pollLocked());  // also forgets the launches of graphs destroyed since
+      if (!captured_.empty() && graphGrace.expired()) {
+        return invalidUsage(
+            "ncclCommSuspend: %zu CUDA graph(s) that captured this communicator's collectives still exist, and their "
+            "launches keep the FIFOs' addresses: destroy them (cudaGraphExecDestroy and cudaGraphDestroy) before "
+            "suspending",
+            captured_.size());
+      }
+      if (inflight_.empty() && captured_.empty()) return Status::ok();
+    }
+    if (until.expired()) {
+      return Status(Code::kRemoteError,
+                    strPrintf("ncclCommSuspend: rank %d's collectives did not finish within BRAID_TIMEOUT=%g s", rank_,
+                              wait_.timeoutSec));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void CudaBackend::linksReleased() {
+  // The cursors belonged to the released connectors: new ones (perhaps at the same addresses) start afresh. The
+  // current block's slots are used again; earlier blocks stay with the launch memory until destruction.
+  cursors_.clear();
+  cursorsUsed_ = 0;
+}
+
 void CudaBackend::markAborted(const std::string&) {
   abortWork();
 }

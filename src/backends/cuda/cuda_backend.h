@@ -61,6 +61,10 @@ class CudaBackend final : public Backend {
   Status launchDirect(const std::vector<DirectBatch>& group) override;
   Status initDirect(const std::vector<PeerInfo>& peers, const std::vector<uint8_t>& p2pPeers) override;
   void markAborted(const std::string& why) override;
+  // Refused while a CUDA graph that captured this communicator's work exists (its launches hold the FIFOs'
+  // addresses); waits for launches in flight (BRAID_TIMEOUT).
+  [[nodiscard]] Status quiesceLinks() override;
+  void linksReleased() override;
   Status checkBuffer(const void* p, size_t bytes, const char* what) const override;
   Status checkStream(void* stream) const override;
   Result<uint64_t> bufferId(const void* p, size_t bytes, const char* what) const override;

@@ -1,0 +1,129 @@
+// ncclCommSuspend / ncclCommResume / ncclCommMemStats on CUDA communicators (src/core/suspend.cc and the CUDA
+// backend's quiesceLinks), on the strict fake driver and the CTA emulator: the device FIFOs of the links are
+// released (their bytes as mapped, granularity included), operations are refused until the resume, and the first
+// collective after it connects anew with exact results; a live CUDA graph that captured the communicator's work
+// refuses the suspend on every rank (nothing is released), and once the graphs are destroyed it succeeds.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/common/fake_cuda_ranks.h"
+
+namespace {
+
+using namespace braid_test;
+
+class CudaSuspend : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+    setenv("NCCL_ALGO", "Ring", 1);  // the FIFO path: links in device memory
+  }
+  void TearDown() override { unsetenv("NCCL_ALGO"); }
+};
+
+constexpr int kRanks = 3;
+constexpr size_t kCount = 5000;
+constexpr size_t kTwoMiB = size_t{2} << 20;
+
+// An all-reduce of `tag`-dependent inputs, checked exactly.
+bool allReduceExact(int r, ncclComm_t comm, cudaStream_t stream, void* buf, int tag) {
+  const Driver& drv = Driver::get();
+  std::vector<float> in(kCount), out(kCount);
+  for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((i + static_cast<size_t>(r * 7 + tag)) % 13);
+  drv.copy(buf, in.data(), kCount * 4, stream);
+  if (ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) return false;
+  drv.copy(out.data(), buf, kCount * 4, stream);
+  if (drv.streamSync(stream) != 0) return false;
+  for (size_t i = 0; i < kCount; ++i) {
+    float want = 0;
+    for (int p = 0; p < kRanks; ++p) want += static_cast<float>((i + static_cast<size_t>(p * 7 + tag)) % 13);
+    if (out[i] != want) return false;
+  }
+  return true;
+}
+
+TEST_F(CudaSuspend, ReleasesDeviceFifosRefusesWorkAndResumesExactly) {
+  std::vector<std::string> errors(kRanks);
+  std::vector<ncclResult_t> res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    std::string& e = errors[static_cast<size_t>(r)];
+    const Driver& drv = Driver::get();
+    void* buf = drv.alloc(kCount * 4);
+    if (!allReduceExact(r, comm, stream, buf, 0)) e = "the first all-reduce";
+    uint64_t held = 0, flag = 7, after = 0;
+    if (e.empty() && ncclCommMemStats(comm, ncclStatGpuMemSuspend, &held) != ncclSuccess) e = "MemStats";
+    // Each receiving end of a ring link owns a device FIFO, mapped in whole granules.
+    if (e.empty() && (held == 0 || held % kTwoMiB != 0)) e = "GpuMemSuspend " + std::to_string(held);
+    if (e.empty() && ncclCommSuspend(comm, NCCL_SUSPEND_MEM) != ncclSuccess) e = ncclGetLastError(comm);
+    if (e.empty() && (ncclCommMemStats(comm, ncclStatGpuMemSuspended, &flag) != ncclSuccess || flag != 1)) {
+      e = "not suspended";
+    }
+    if (e.empty() && (ncclCommMemStats(comm, ncclStatGpuMemSuspend, &after) != ncclSuccess || after != held)) {
+      e = "released " + std::to_string(after) + " of " + std::to_string(held);
+    }
+    if (e.empty() && ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, comm, stream) != ncclInvalidUsage) {
+      e = "an all-reduce while suspended was not refused";
+    }
+    if (e.empty() && ncclCommResume(comm) != ncclSuccess) e = ncclGetLastError(comm);
+    for (int tag = 1; tag <= 3 && e.empty(); ++tag) {
+      if (!allReduceExact(r, comm, stream, buf, tag)) e = "all-reduce " + std::to_string(tag) + " after the resume";
+    }
+    if (e.empty() && (ncclCommMemStats(comm, ncclStatGpuMemSuspend, &after) != ncclSuccess || after != held)) {
+      e = "after the resume the links hold " + std::to_string(after) + ", before " + std::to_string(held);
+    }
+    drv.memFree(reinterpret_cast<unsigned long long>(buf));
+    return e.empty() ? ncclSuccess : ncclInternalError;
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << r << ": " << errors[r];
+}
+
+// A CUDA graph that captured an all-reduce keeps the FIFOs' addresses: the suspend is refused on every rank and
+// nothing is released (the communicator keeps working); with the graphs destroyed it goes through.
+TEST_F(CudaSuspend, ALiveCapturedGraphRefusesItOnEveryRank) {
+  const Driver& drv = Driver::get();
+  auto sym = [&](const char* name) { return dlsym(drv.lib, name); };
+  auto begin = reinterpret_cast<int (*)(void*, int)>(sym("cuStreamBeginCapture_v2"));
+  auto end = reinterpret_cast<int (*)(void*, void**)>(sym("cuStreamEndCapture"));
+  auto instantiate = reinterpret_cast<int (*)(void**, void*, unsigned long long)>(sym("cuGraphInstantiateWithFlags"));
+  auto launch = reinterpret_cast<int (*)(void*, void*)>(sym("cuGraphLaunch"));
+  auto execDestroy = reinterpret_cast<int (*)(void*)>(sym("cuGraphExecDestroy"));
+  auto destroy = reinterpret_cast<int (*)(void*)>(sym("cuGraphDestroy"));
+  std::vector<std::string> errors(kRanks);
+  std::vector<ncclResult_t> res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    std::string& e = errors[static_cast<size_t>(r)];
+    void* buf = drv.alloc(kCount * 4);
+    void* graph = nullptr;
+    void* exec = nullptr;
+    if (!allReduceExact(r, comm, stream, buf, 0)) e = "the first all-reduce";
+    if (e.empty() && begin(stream, 1) != 0) e = "begin capture";
+    if (e.empty() && ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) e = "capture";
+    if (e.empty() && (end(stream, &graph) != 0 || instantiate(&exec, graph, 0) != 0)) e = "instantiate";
+    if (e.empty() && (launch(exec, stream) != 0 || drv.streamSync(stream) != 0)) e = "replay";
+    if (e.empty()) {
+      if (ncclCommSuspend(comm, NCCL_SUSPEND_MEM) != ncclInvalidUsage) {
+        e = "suspended with a live graph";
+      } else if (std::string(ncclGetLastError(comm)).find("CUDA graph(s) that captured") == std::string::npos) {
+        e = std::string("the refusal does not name the graph: ") + ncclGetLastError(comm);
+      }
+    }
+    uint64_t flag = 1;
+    if (e.empty() && (ncclCommMemStats(comm, ncclStatGpuMemSuspended, &flag) != ncclSuccess || flag != 0)) {
+      e = "a refused suspend left the communicator suspended";
+    }
+    if (e.empty() && !allReduceExact(r, comm, stream, buf, 1)) e = "an all-reduce after the refused suspend";
+    if (exec != nullptr) execDestroy(exec);
+    if (graph != nullptr) destroy(graph);
+    if (e.empty() && ncclCommSuspend(comm, NCCL_SUSPEND_MEM) != ncclSuccess) e = ncclGetLastError(comm);
+    if (e.empty() && ncclCommResume(comm) != ncclSuccess) e = ncclGetLastError(comm);
+    if (e.empty() && !allReduceExact(r, comm, stream, buf, 2)) e = "an all-reduce after the resume";
+    drv.memFree(reinterpret_cast<unsigned long long>(buf));
+    return e.empty() ? ncclSuccess : ncclInternalError;
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << r << ": " << errors[r];
+}
+
+}  // namespace
