@@ -88,13 +88,13 @@
  *     in which case it reports that rank's devlist entry.
  *
  * Versions. This header declares NCCL 2.31's host API (the device API is in nccl_device.h: its host half, see docs/device_api.md), with
- * NCCL's types, values and layouts; NCCL_VERSION_CODE stays 2.28.9, the release whose functions braid all implements,
- * until the 2.29-2.31 additions below all work, so code that tests the version never calls one that is refused.
+ * NCCL's types, values and layouts; NCCL_VERSION_CODE stays 2.28.9 until nccl_device.h has NCCL 2.29's versioned
+ * device requirements too, so code that tests the version never meets a declaration braid lacks.
  *
  * Not yet implemented. Every function declared here is exported by libnccl.so.2 (as nccl* and pnccl*), but a given
  * build of braid may not implement all of them. A function that is not implemented returns ncclInvalidUsage and logs
  * a WARN naming the function; it does not crash and does not change any state. The ones that may be in that
- * situation are ncclCommMemStats' GpuMemPersist and GpuMemTotal.
+ * situation are ncclCommSuspend on a CUDA communicator while a CUDA graph that captured its collectives exists.
  * ncclCommInitRankScalable accepts several ids but every rank meets at the first one's root. One-sided operations
  * toward a peer this rank cannot map (another host) return ncclInvalidUsage naming the peer.
  * See src/api for which are implemented in this version.
@@ -587,11 +587,12 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
  * and the first operation after it connects anew. Both are collective (every rank calls them, outside a group, with
  * nothing in flight); flags 0 does nothing. ncclCommMemStats reports bytes of memory braid allocated for comm that
  * suspending frees (GpuMemSuspend; while suspended, what it freed) and whether it is suspended (GpuMemSuspended, 0 or
- * 1); on a host communicator the figures are host memory. GpuMemPersist and GpuMemTotal are not accounted yet. A
- * CUDA communicator waits for its launches before releasing, and refuses while a CUDA graph that captured its
+ * 1), what it keeps across a suspend (GpuMemPersist: the direct path's segment or areas, launch memory) and what it
+ * holds now (GpuMemTotal: Persist plus the links unless suspended); on a host communicator the figures are host
+ * memory, and small host structures (plans, tables) are not counted. A CUDA communicator waits for its launches before releasing, and refuses while a CUDA graph that captured its
  * collectives exists (the graph keeps the FIFOs' addresses). Errors: ncclInvalidArgument (comm or value NULL, a bad
  * stat, unknown flag bits), ncclInvalidUsage (suspended twice, resumed while not suspended, inside a group, a live
- * captured graph on some rank, GpuMemPersist/GpuMemTotal). */
+ * captured graph on some rank). */
 typedef enum {
   ncclStatGpuMemSuspend = 0,
   ncclStatGpuMemSuspended = 1,

@@ -330,11 +330,11 @@ BRAID_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t sta
         *value = c->suspended() ? 1 : 0;
         return Status::ok();
       case ncclStatGpuMemPersist:
-      case ncclStatGpuMemTotal:
-        return notSupported(stat == ncclStatGpuMemPersist ? "ncclCommMemStats(ncclStatGpuMemPersist)"
-                                                          : "ncclCommMemStats(ncclStatGpuMemTotal)",
-                            "braid accounts only the memory suspending releases (ncclStatGpuMemSuspend), not what "
-                            "a communicator keeps");
+        *value = c->persistentBytes();
+        return Status::ok();
+      case ncclStatGpuMemTotal:  // what it holds now: the links are gone while suspended
+        *value = c->persistentBytes() + (c->suspended() ? 0 : c->suspendableBytes());
+        return Status::ok();
     }
     return invalidArgument("stat=%d is not an ncclCommMemStat_t (0..3)", static_cast<int>(stat));
   });

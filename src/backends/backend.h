@@ -211,6 +211,9 @@ class Backend {
   // The communicator failed or was aborted (`why`: the error, which peers quote so every rank names the cause):
   // peers waiting on this rank fail at once instead of at their deadline.
   virtual void markAborted(const std::string& why) = 0;
+  // Bytes of memory this rank allocated for the communicator that suspending does not release (the direct segment
+  // or areas, launch memory): ncclCommMemStats' GpuMemPersist.
+  virtual uint64_t persistentBytes() const { return 0; }
   // ncclCommSuspend: whether this rank's links may be released now (the backend's work on them finished; an error
   // names what holds them), and then that they were (what the backend kept per connector goes too).
   [[nodiscard]] virtual Status quiesceLinks() { return Status::ok(); }

@@ -92,6 +92,9 @@ class Communicator {
   bool suspended() const { return health_.suspended.load(); }
   // FIFO bytes this rank allocated for its links (what suspending releases); while suspended, what it released.
   uint64_t suspendableBytes() const;
+  // What this rank allocated that suspending keeps: the backend's (direct segment or areas, launch memory), its
+  // NVLSTree communicators' included. Small host structures (plans, tables, the bootstrap's buffers) are not counted.
+  uint64_t persistentBytes() const;
   // `st`, after marking the communicator failed when it is an error (suspend.cc).
   Status failIfNot(const Status& st);
   std::atomic<bool> finalized{false};

@@ -57,6 +57,14 @@ uint64_t Communicator::suspendableBytes() const {
   return total;
 }
 
+uint64_t Communicator::persistentBytes() const {
+  uint64_t total = backend_->persistentBytes();
+  if (nvlsTree_) {
+    for (Communicator* c : nvlsTree_->comms()) total += c->persistentBytes();
+  }
+  return total;
+}
+
 Status Communicator::suspend(int flags) {
   if ((flags & ~kSuspendMem) != 0) {
     return invalidArgument("flags=0x%x: only NCCL_SUSPEND_MEM (0x%x) is defined", static_cast<unsigned>(flags),

@@ -58,7 +58,18 @@ TEST_F(CudaSuspend, ReleasesDeviceFifosRefusesWorkAndResumesExactly) {
     if (e.empty() && ncclCommMemStats(comm, ncclStatGpuMemSuspend, &held) != ncclSuccess) e = "MemStats";
     // Each receiving end of a ring link owns a device FIFO, mapped in whole granules.
     if (e.empty() && (held == 0 || held % kTwoMiB != 0)) e = "GpuMemSuspend " + std::to_string(held);
+    // What it keeps: its launch memory (work images, device blocks) at least.
+    uint64_t persist = 0, total = 0;
+    if (e.empty() && (ncclCommMemStats(comm, ncclStatGpuMemPersist, &persist) != ncclSuccess || persist == 0)) {
+      e = "GpuMemPersist " + std::to_string(persist);
+    }
+    if (e.empty() && (ncclCommMemStats(comm, ncclStatGpuMemTotal, &total) != ncclSuccess || total != persist + held)) {
+      e = "GpuMemTotal " + std::to_string(total);
+    }
     if (e.empty() && ncclCommSuspend(comm, NCCL_SUSPEND_MEM) != ncclSuccess) e = ncclGetLastError(comm);
+    if (e.empty() && (ncclCommMemStats(comm, ncclStatGpuMemTotal, &total) != ncclSuccess || total != persist)) {
+      e = "GpuMemTotal while suspended " + std::to_string(total);
+    }
     if (e.empty() && (ncclCommMemStats(comm, ncclStatGpuMemSuspended, &flag) != ncclSuccess || flag != 1)) {
       e = "not suspended";
     }

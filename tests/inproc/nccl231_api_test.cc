@@ -220,21 +220,17 @@ TEST(Nccl231, TimeoutHasItsCodeAndText) {
   EXPECT_EQ(std::string(ncclGetErrorString(ncclTimeout)), "operation timed out");
 }
 
-// What braid declares but does not implement yet: ncclInvalidUsage, and the WARN names the function.
-TEST(Nccl231, UnimplementedFunctionsSayWhich) {
+// ncclCommMemStats' figures add up on a one-rank communicator: nothing to suspend (no link), nothing kept by a
+// direct segment (one rank has none), so the total is the sum of the two, 0.
+TEST(Nccl231, MemStatsFiguresAddUp) {
   ncclComm_t c[1];
   ASSERT_EQ(ncclCommInitAll(c, 1, nullptr), ncclSuccess);
-  uint64_t value = 0;
-  struct {
-    const char* name;
-    ncclResult_t r;
-  } calls[] = {
-      {"ncclCommMemStats", ncclCommMemStats(c[0], ncclStatGpuMemTotal, &value)},
-  };
-  for (const auto& call : calls) {
-    EXPECT_EQ(call.r, ncclInvalidUsage) << call.name;
-  }
-  EXPECT_NE(lastError().find("ncclCommMemStats"), std::string::npos) << lastError();
+  uint64_t suspend = 1, persist = 1, total = 1;
+  ASSERT_EQ(ncclCommMemStats(c[0], ncclStatGpuMemSuspend, &suspend), ncclSuccess);
+  ASSERT_EQ(ncclCommMemStats(c[0], ncclStatGpuMemPersist, &persist), ncclSuccess);
+  ASSERT_EQ(ncclCommMemStats(c[0], ncclStatGpuMemTotal, &total), ncclSuccess);
+  EXPECT_EQ(total, suspend + persist);
+  EXPECT_EQ(total, 0u);
   EXPECT_EQ(ncclCommDestroy(c[0]), ncclSuccess);
 }
 

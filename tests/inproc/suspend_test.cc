@@ -44,6 +44,14 @@ TEST(Suspend, ReleasesTheLinksRefusesWorkAndResumesExactly) {
     const uint64_t before = stat(comm, ncclStatGpuMemSuspend);
     EXPECT_GT(before, 0u);
     EXPECT_EQ(stat(comm, ncclStatGpuMemSuspended), 0u);
+    // What suspending keeps: the direct path's shared segment, which rank 0 created (the others map it).
+    const uint64_t persist = stat(comm, ncclStatGpuMemPersist);
+    if (rank == 0) {
+      EXPECT_GT(persist, 0u);
+    } else {
+      EXPECT_EQ(persist, 0u);
+    }
+    EXPECT_EQ(stat(comm, ncclStatGpuMemTotal), persist + before);
     // flags 0: nothing to release, nothing changes.
     if ((r = ncclCommSuspend(comm, 0)) != ncclSuccess) return r;
     EXPECT_EQ(stat(comm, ncclStatGpuMemSuspended), 0u);
@@ -51,6 +59,8 @@ TEST(Suspend, ReleasesTheLinksRefusesWorkAndResumesExactly) {
     EXPECT_EQ(stat(comm, ncclStatGpuMemSuspended), 1u);
     released[static_cast<size_t>(rank)] = stat(comm, ncclStatGpuMemSuspend);
     EXPECT_EQ(released[static_cast<size_t>(rank)], before) << "what it released is what it reported";
+    EXPECT_EQ(stat(comm, ncclStatGpuMemPersist), persist);
+    EXPECT_EQ(stat(comm, ncclStatGpuMemTotal), persist) << "while suspended it holds only what persists";
     // Refused while suspended, with the remedy; a second suspend too.
     std::vector<float> x(8, 1.0f);
     EXPECT_EQ(ncclAllReduce(x.data(), x.data(), 8, ncclFloat, ncclSum, comm, nullptr), ncclInvalidUsage);
@@ -96,10 +106,6 @@ TEST(Suspend, BadArgumentsAreNamed) {
     EXPECT_EQ(ncclCommMemStats(comm, ncclStatGpuMemSuspend, nullptr), ncclInvalidArgument);
     EXPECT_EQ(ncclCommMemStats(comm, static_cast<ncclCommMemStat_t>(9), &v), ncclInvalidArgument);
     EXPECT_NE(std::string(ncclGetLastError(comm)).find("stat=9"), std::string::npos) << ncclGetLastError(comm);
-    // Not accounted yet: refused by name, not a made-up figure.
-    EXPECT_EQ(ncclCommMemStats(comm, ncclStatGpuMemPersist, &v), ncclInvalidUsage);
-    EXPECT_NE(std::string(ncclGetLastError(comm)).find("ncclStatGpuMemPersist"), std::string::npos);
-    EXPECT_EQ(ncclCommMemStats(comm, ncclStatGpuMemTotal, &v), ncclInvalidUsage);
     EXPECT_EQ(ncclCommSuspend(comm, 0x10), ncclInvalidArgument);
     EXPECT_NE(std::string(ncclGetLastError(comm)).find("flags=0x10"), std::string::npos) << ncclGetLastError(comm);
     EXPECT_EQ(ncclCommSuspend(nullptr, NCCL_SUSPEND_MEM), ncclInvalidArgument);

@@ -98,6 +98,10 @@ int CpuBackend::maxChannels(const std::vector<RankResources>& ranks) const {
   return cap;
 }
 
+uint64_t CpuBackend::persistentBytes() const {
+  return direct_ ? direct_->ownedBytes() : 0;
+}
+
 BackendCaps CpuBackend::caps() const {
   BackendCaps c;
   c.proto[static_cast<int>(ProtoId::kLL)] = true;

@@ -23,6 +23,7 @@ class CpuBackend final : public Backend {
 
   BackendKind kind() const override { return BackendKind::kHost; }
   int maxChannels(const std::vector<RankResources>& ranks) const override;
+  uint64_t persistentBytes() const override;
   Status init(const BackendInitContext& ctx) override;
   BackendCaps caps() const override;
   const std::vector<Transport*>& transports() const override;

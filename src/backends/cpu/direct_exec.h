@@ -62,6 +62,8 @@ class DirectGroup {
 
   // Bytes of input a rank may stage in the segment (the small-operation path).
   size_t stageBytes() const { return stageBytes_; }
+  // Bytes of the segment this rank created (rank 0 creates it, the others map it): ncclCommMemStats.
+  size_t ownedBytes() const { return rank_ == 0 ? bytes_ : 0; }
   // Whether `req` takes the staged path (decided from sizes only, so every rank agrees).
   bool staged(const DirectRequest& req, int nranks) const;
 

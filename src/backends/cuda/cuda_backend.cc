@@ -658,6 +658,12 @@ Status CudaBackend::quiesceLinks() {
   }
 }
 
+uint64_t CudaBackend::persistentBytes() const {
+  uint64_t total = direct_ ? direct_->areaBytes() : 0;
+  if (launchMemory_) total += launchMemory_->bytesHeld();
+  return total;
+}
+
 void CudaBackend::linksReleased() {
   // The cursors belonged to the released connectors: new ones (perhaps at the same addresses) start afresh. The
   // current block's slots are used again; earlier blocks stay with the launch memory until destruction.

@@ -64,6 +64,8 @@ class CudaBackend final : public Backend {
   // Refused while a CUDA graph that captured this communicator's work exists (its launches hold the FIFOs'
   // addresses); waits for launches in flight (BRAID_TIMEOUT).
   [[nodiscard]] Status quiesceLinks() override;
+  // Its direct area (as mapped) and its launch memory (work images, device blocks, cursors, as allocated).
+  uint64_t persistentBytes() const override;
   void linksReleased() override;
   Status checkBuffer(const void* p, size_t bytes, const char* what) const override;
   Status checkStream(void* stream) const override;

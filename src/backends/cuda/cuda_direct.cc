@@ -108,6 +108,7 @@ Result<std::unique_ptr<CudaDirect>> CudaDirect::create(const CudaDeviceMemory& m
     if (mem.isOk()) {
       me.addr = reinterpret_cast<uint64_t>(mem.value().base);
       me.bytes = mem.value().bytes;
+      d->areaBytes_ = mem.value().bytes;
       d->held_.push_back(mem.value().owner);
       if (sameProcessRanks > 0) me.handoff = areaHandoff().put(mem.value().owner, sameProcessRanks);
       if (mem.value().exportFd >= 0) {

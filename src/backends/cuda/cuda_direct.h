@@ -42,6 +42,7 @@ class CudaDirect {
   KernelArgs writeImage(const std::vector<DirectOp>& ops, char* image) const;
 
   const DirectLayout& layout() const { return layout_; }
+  size_t areaBytes() const { return areaBytes_; }  // this rank's area, as mapped
   // The buffers this rank registered that its peers read in place (ncclCommRegister).
   DirectRegistry& registry() { return *registry_; }
 
@@ -53,6 +54,7 @@ class CudaDirect {
   int rank_ = 0;
   int nranks_ = 0;
   DirectLayout layout_;
+  size_t areaBytes_ = 0;
   std::vector<char*> areas_;                 // every rank's area as this process maps it
   std::vector<std::shared_ptr<void>> held_;  // this rank's area and the imported ones
   FdTicket ticket_;

@@ -39,11 +39,13 @@ class LaunchMemory {
   void give(void* pinned);
 
   static size_t roundedSize(size_t bytes);
+  // Bytes of every block allocated so far, taken or free (they are freed at destruction only).
+  size_t bytesHeld() const;
 
  private:
   const CuApi* api_;
   CUcontext ctx_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::multimap<size_t, CUdeviceptr> freeDevice_;
   std::multimap<size_t, void*> freePinned_;
   std::map<CUdeviceptr, size_t> deviceSize_;  // every device block, taken or free
