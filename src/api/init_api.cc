@@ -175,22 +175,32 @@ BRAID_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nrank
           ncclUniqueId* commIds, ncclConfig_t* config) {
   return apiCall("ncclCommInitRankScalable", [&]() -> Status {
     BRAID_RETURN_IF_ERROR(checkNotNull(commIds, "ncclCommInitRankScalable", "commIds"));
-    if (nId < 1 || nId > nranks) {
-      return invalidArgument("ncclCommInitRankScalable: nId=%d must be between 1 and nranks=%d", nId, nranks);
+    if (nId < 1) return invalidArgument("ncclCommInitRankScalable: nId=%d must be at least 1", nId);
+    if (nranks >= 1 && nId > nranks) {
+      return invalidArgument("ncclCommInitRankScalable: nId=%d exceeds nranks=%d (at most one id per rank)", nId,
+                             nranks);
     }
-    // One root serves any number of ranks: every rank meets at the first id's. The roots this process started for
-    // the other ids are stopped (each process holding one does the same), so none waits for ranks that never come.
+    std::vector<UniqueIdInfo> others;
     for (int i = 1; i < nId; ++i) {
       Result<UniqueIdInfo> info = decodeUniqueId(commIds[i].internal);
       if (!info.isOk()) return info.status().withContext(strPrintf("ncclCommInitRankScalable: commIds[%d]", i));
-      if (stopUnusedRoot(info.value())) {
+      others.push_back(info.value());
+    }
+    // One root serves any number of ranks: every rank meets at the first id's. Once this rank is through (or failed),
+    // the roots this process started for the other ids are stopped (each process holding one does the same), so
+    // none waits out BRAID_TIMEOUT for ranks that never come; an id repeating the first is left alone.
+    Status st = initRank(newcomm, nranks, commIds[0], myrank, config, -1);
+    Result<UniqueIdInfo> first = decodeUniqueId(commIds[0].internal);
+    for (size_t i = 0; i < others.size(); ++i) {
+      if (first.isOk() && others[i].magic == first.value().magic) continue;
+      if (stopUnusedRoot(others[i])) {
         BRAID_INFO(kLogInit | kLogBootstrap,
-                   "ncclCommInitRankScalable: rank %d stopped the root of commIds[%d]: every rank meets at "
+                   "ncclCommInitRankScalable: rank %d stopped the root of commIds[%zu]: every rank meets at "
                    "commIds[0]'s",
-                   myrank, i);
+                   myrank, i + 1);
       }
     }
-    return initRank(newcomm, nranks, commIds[0], myrank, config, -1);
+    return st;
   });
 }
 

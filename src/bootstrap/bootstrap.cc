@@ -65,14 +65,19 @@ Status sendRootReply(const Socket& s, const Digest256& key, const uint8_t* rankN
 // When the ranks disagree on nranks, every rank that joined is told at once, and so is every later one: nobody
 // waits for a rank count that can never be reached.
 // Roots this process started with ncclGetUniqueId, by their id's magic: ncclCommInitRankScalable stops those it
-// does not use.
+// does not use. Never destroyed: a detached root thread may still unregister itself while the process exits. A
+// child forked later inherits the entries but not the threads, so each entry says which process it belongs to.
+struct LiveRoot {
+  pid_t pid;
+  std::shared_ptr<std::atomic<bool>> stop;
+};
 std::mutex& rootsMu() {
-  static std::mutex mu;
-  return mu;
+  static std::mutex* mu = new std::mutex;
+  return *mu;
 }
-std::map<uint64_t, std::shared_ptr<std::atomic<bool>>>& liveRoots() {
-  static std::map<uint64_t, std::shared_ptr<std::atomic<bool>>> m;
-  return m;
+std::map<uint64_t, LiveRoot>& liveRoots() {
+  static auto* m = new std::map<uint64_t, LiveRoot>;
+  return *m;
 }
 
 void rootLoop(const Socket& listener, const Digest256& key, double timeoutSec, const std::atomic<bool>& stop) {
@@ -279,7 +284,7 @@ Result<UniqueIdInfo> createUniqueId(bool useEnv) {
   auto stop = std::make_shared<std::atomic<bool>>(false);
   {
     std::lock_guard<std::mutex> lock(rootsMu());
-    liveRoots()[info.magic] = stop;
+    liveRoots()[info.magic] = LiveRoot{getpid(), stop};
   }
   // Knobs are read here, not in the thread: a fork() while the thread held the registry lock would hang the child.
   std::thread(rootMain, std::move(listener), keyFor(info), timeoutSeconds(), info.magic, stop).detach();
@@ -289,8 +294,8 @@ Result<UniqueIdInfo> createUniqueId(bool useEnv) {
 bool stopUnusedRoot(const UniqueIdInfo& info) {
   std::lock_guard<std::mutex> lock(rootsMu());
   auto it = liveRoots().find(info.magic);
-  if (it == liveRoots().end() || info.fromEnv) return false;
-  it->second->store(true);
+  if (it == liveRoots().end() || info.fromEnv || it->second.pid != getpid()) return false;
+  it->second.stop->store(true);
   return true;
 }
 

@@ -80,7 +80,14 @@ Status Communicator::suspend(int flags) {
   // them): host operations are complete when their call returns; a CUDA communicator's launches are waited for, and
   // a CUDA graph that captured them (it keeps the FIFOs' addresses) refuses the suspend. The ranks agree: either
   // all release their links or none does, and the communicator stays usable when they refuse.
-  const Status mine = backend_->quiesceLinks();
+  std::vector<Communicator*> holders{this};
+  if (nvlsTree_) {
+    for (Communicator* c : nvlsTree_->comms()) holders.push_back(c);
+  }
+  Status mine;
+  for (Communicator* c : holders) {
+    if (mine.isOk()) mine = c->backend_->quiesceLinks();
+  }
   std::vector<SuspendVerdict> all(static_cast<size_t>(nranks_));
   SuspendVerdict& me = all[static_cast<size_t>(rank_)];
   me = SuspendVerdict{};
@@ -96,10 +103,6 @@ Status Communicator::suspend(int flags) {
                   strPrintf("ncclCommSuspend: rank %d could not suspend, so no rank did: %s", r, v.why));
   }
   const uint64_t bytes = suspendableBytes();
-  std::vector<Communicator*> holders{this};
-  if (nvlsTree_) {
-    for (Communicator* c : nvlsTree_->comms()) holders.push_back(c);
-  }
   for (Communicator* c : holders) {
     for (Channel& ch : c->channels_) {
       ch.send.clear();

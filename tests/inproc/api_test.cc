@@ -631,10 +631,22 @@ TEST(Api, InitRankScalableWithSeveralIds) {
   for (auto& t : threads) t.join();
   for (auto r : res) EXPECT_EQ(r, ncclSuccess);
   EXPECT_GE(occurrences(log.textOf(getpid()), "stopped the root of commIds[1]"), 1u) << log.textOf(getpid());
+  // The second root is really gone: its address refuses connections (it notices its stop within 100 ms).
+  sockaddr_in second = rootAddressOf(ids[1]);
+  bool refused = false;
+  for (int attempt = 0; attempt < 50 && !refused; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    refused = connect(fd, reinterpret_cast<sockaddr*>(&second), sizeof(second)) != 0;
+    close(fd);
+    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(refused) << "the root of commIds[1] still accepts connections";
   // nId must name at least one id and at most one per rank.
   ncclComm_t out = nullptr;
   EXPECT_EQ(ncclCommInitRankScalable(&out, 1, 0, 0, ids, nullptr), ncclInvalidArgument);
-  EXPECT_NE(lastError().find("nId=0 must be between 1 and nranks=1"), std::string::npos) << lastError();
+  EXPECT_NE(lastError().find("nId=0 must be at least 1"), std::string::npos) << lastError();
+  EXPECT_EQ(ncclCommInitRankScalable(&out, 1, 0, 2, ids, nullptr), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("nId=2 exceeds nranks=1"), std::string::npos) << lastError();
 }
 
 TEST(Api, MemAllocIsHostMemory) {

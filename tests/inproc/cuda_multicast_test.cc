@@ -144,30 +144,32 @@ TEST_F(CudaMulticast, OffAndWhy) {
 }
 
 // nvlsCTAs: the call runs on that many of the launch's lanes (the others skip it), exactly, with and without the
-// switch, and the lanes stay in step for the calls after it.
+// switch, and the lanes stay in step for the calls after it. Seen through the switch: each lane that reduces a round
+// resolves the multicast mapping once per thread, so a call on 1 of 4 lanes resolves a quarter as often.
 TEST_F(CudaMulticast, NvlsCtasBoundTheLanesOfACall) {
   LogCapture log("COLL");
   setenv("NCCL_MIN_NCHANNELS", "4", 1);
-  for (const char* mc : {"2", "0"}) {
+  constexpr size_t kCount = 8000;  // one round: 2000 elements on each of 4 lanes, or all 8000 on one
+  auto run = [&](const char* mc, bool bounded, bool alternate) {
     setenv("NCCL_NVLS_ENABLE", mc, 1);
     std::vector<std::string> errors(3);
     std::vector<ncclResult_t> res = runCudaRanks(3, [&](int r, ncclComm_t comm, cudaStream_t stream) {
       const Driver& drv = Driver::get();
-      const size_t count = 50001;
-      char* in = static_cast<char*>(drv.alloc(count * 4));
-      char* out = static_cast<char*>(drv.alloc(count * 4));
-      std::vector<float> host(count);
-      for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>((i % 97) + r);
-      drv.copy(in, host.data(), count * 4, stream);
+      char* in = static_cast<char*>(drv.alloc(kCount * 4));
+      char* out = static_cast<char*>(drv.alloc(kCount * 4));
+      std::vector<float> host(kCount);
+      for (size_t i = 0; i < kCount; ++i) host[i] = static_cast<float>((i % 97) + r);
+      drv.copy(in, host.data(), kCount * 4, stream);
       ncclCollConfig_t cc = NCCL_COLLCONFIG_INITIALIZER;
       cc.nvlsCTAs = 1;
       ncclResult_t st = ncclSuccess;
       for (int call = 0; call < 3 && st == ncclSuccess; ++call) {
-        st = ncclAllReduceConfig(in, out, count, ncclFloat32, ncclSum, comm, stream, call == 1 ? nullptr : &cc);
+        const bool withBound = bounded && !(alternate && call == 1);
+        st = ncclAllReduceConfig(in, out, kCount, ncclFloat32, ncclSum, comm, stream, withBound ? &cc : nullptr);
         if (st != ncclSuccess) break;
-        drv.copy(host.data(), out, count * 4, stream);
+        drv.copy(host.data(), out, kCount * 4, stream);
         if (drv.streamSync(stream) != 0) st = ncclSystemError;
-        for (size_t i = 0; i < count && st == ncclSuccess; ++i) {
+        for (size_t i = 0; i < kCount && st == ncclSuccess; ++i) {
           if (host[i] != static_cast<float>(3 * (i % 97) + 3)) {
             errors[static_cast<size_t>(r)] = "call " + std::to_string(call) + " element " + std::to_string(i);
             st = ncclInternalError;
@@ -179,10 +181,20 @@ TEST_F(CudaMulticast, NvlsCtasBoundTheLanesOfACall) {
       return st;
     });
     for (int r = 0; r < 3; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << r << ": " << errors[r];
-  }
+  };
+  unsigned long long before = resolves();
+  run("2", true, false);
+  const unsigned long long oneLane = resolves() - before;
+  before = resolves();
+  run("2", false, false);
+  const unsigned long long allLanes = resolves() - before;
+  EXPECT_GT(oneLane, 0u);
+  EXPECT_GE(allLanes, 3 * oneLane) << "1 lane: " << oneLane << ", 4 lanes: " << allLanes;
+  // Bounded calls around an unbounded one, through the switch and over peer pointers: the lanes stay in step.
+  run("2", true, true);
+  run("0", true, true);
   unsetenv("NCCL_MIN_NCHANNELS");
-  // Two calls of three on each rank, with and without the switch.
-  EXPECT_EQ(occurrences(log.textOf(getpid()), "runs on 1 of 4 lanes (nvlsCTAs)"), 2u * 3u * 2u) << log.textOf(getpid());
+  EXPECT_GE(occurrences(log.textOf(getpid()), "runs on 1 of 4 lanes (nvlsCTAs)"), 3u * 3u);
 }
 
 }  // namespace

@@ -103,7 +103,8 @@ struct DirectOpDesc {
   // checked the dtype and op (mcOpFor) and that switch reductions are allowed (not deterministic mode).
   bool multicast = false;
   // Lanes (CTAs) that run it, 1..layout.nlanes (ncclCollConfig_t.nvlsCTAs): the others skip it. Each lane counts
-  // its own generations, the same on every rank, so skipping keeps them in step.
+  // its own generations, so skipping keeps them in step as long as every rank gave the call the same nvlsCTAs (as
+  // NCCL requires of a call's arguments; BRAID_CHECK_CALLS compares it).
   uint32_t lanes = 1;
 };
 

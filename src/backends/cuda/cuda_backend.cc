@@ -325,15 +325,20 @@ FifoCursor* CudaBackend::cursorFor(void* connector) {
   auto it = cursors_.find(connector);
   if (it != cursors_.end()) return it->second;
   constexpr size_t kPerBlock = kCursorBlockBytes / sizeof(FifoCursor);
-  if (cursorBlock_ == 0 || cursorsUsed_ == kPerBlock) {
-    // Device memory: the kernels read and write a cursor at every step, which pinned host memory would make a PCIe
-    // round trip each. The block is the launch memory's, freed with it at destruction.
-    Result<CUdeviceptr> block = launchMemory_->takeDevice(kCursorBlockBytes, "connector cursors");
-    if (!block.isOk()) return nullptr;
-    cursorBlock_ = block.value();
+  if (cursorBlocks_.empty() || cursorsUsed_ == kPerBlock) {
+    if (cursorBlock_ + 1 < cursorBlocks_.size()) {
+      ++cursorBlock_;  // a block kept from before a suspend
+    } else {
+      // Device memory: the kernels read and write a cursor at every step, which pinned host memory would make a
+      // PCIe round trip each. The block is the launch memory's, freed with it at destruction.
+      Result<CUdeviceptr> block = launchMemory_->takeDevice(kCursorBlockBytes, "connector cursors");
+      if (!block.isOk()) return nullptr;
+      cursorBlocks_.push_back(block.value());
+      cursorBlock_ = cursorBlocks_.size() - 1;
+    }
     cursorsUsed_ = 0;
   }
-  auto* c = reinterpret_cast<FifoCursor*>(cursorBlock_) + cursorsUsed_;
+  auto* c = reinterpret_cast<FifoCursor*>(cursorBlocks_[cursorBlock_]) + cursorsUsed_;
   // The cursor carries on from the connector's own (zero unless the host ran it before), written on the stream
   // that initialises FIFOs: outside any capture (a graph replayed must not reset it) and never behind a kernel.
   const FifoCursor start = static_cast<Connector*>(connector)->cursor();
@@ -631,7 +636,9 @@ void CudaBackend::abortWork() {
 
 Status CudaBackend::quiesceLinks() {
   ScopedContext scope(api_, ctx_);
-  const WaitContext until = WaitContext::withTimeout(nullptr, wait_.timeoutSec);
+  // Half of BRAID_TIMEOUT: the peers wait in the verdict's all-gather meanwhile, and a refusal should reach them
+  // before their own deadline fails the communicator.
+  const WaitContext until = WaitContext::withTimeout(nullptr, wait_.timeoutSec / 2);
   // A graph the program just destroyed lets go of its launches when the driver runs the graph's user-object
   // destructors, a moment later (on a thread of the driver's): a live graph is only believed after this grace.
   const WaitContext graphGrace =
@@ -642,17 +649,17 @@ Status CudaBackend::quiesceLinks() {
       BRAID_RETURN_IF_ERROR(pollLocked());  // also forgets the launches of graphs destroyed since
       if (!captured_.empty() && graphGrace.expired()) {
         return invalidUsage(
-            "ncclCommSuspend: %zu CUDA graph(s) that captured this communicator's collectives still exist, and their "
-            "launches keep the FIFOs' addresses: destroy them (cudaGraphExecDestroy and cudaGraphDestroy) before "
-            "suspending",
+            "ncclCommSuspend: %zu CUDA graph(s) that captured this communicator's collectives still exist (or a "
+            "replay of one destroyed is still running), and their launches keep the FIFOs' addresses: destroy them "
+            "(cudaGraphExecDestroy and cudaGraphDestroy) and let their work finish before suspending",
             captured_.size());
       }
       if (inflight_.empty() && captured_.empty()) return Status::ok();
     }
     if (until.expired()) {
       return Status(Code::kRemoteError,
-                    strPrintf("ncclCommSuspend: rank %d's collectives did not finish within BRAID_TIMEOUT=%g s", rank_,
-                              wait_.timeoutSec));
+                    strPrintf("ncclCommSuspend: rank %d's collectives did not finish within half of BRAID_TIMEOUT=%g s",
+                              rank_, wait_.timeoutSec));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -660,14 +667,15 @@ Status CudaBackend::quiesceLinks() {
 
 uint64_t CudaBackend::persistentBytes() const {
   uint64_t total = direct_ ? direct_->areaBytes() : 0;
-  if (launchMemory_) total += launchMemory_->bytesHeld();
+  if (launchMemory_) total += launchMemory_->deviceBytesHeld();  // GPU memory: its pinned host blocks are not
   return total;
 }
 
 void CudaBackend::linksReleased() {
-  // The cursors belonged to the released connectors: new ones (perhaps at the same addresses) start afresh. The
-  // current block's slots are used again; earlier blocks stay with the launch memory until destruction.
+  // The cursors belonged to the released connectors: new ones (perhaps at the same addresses) start afresh, in the
+  // blocks already allocated, from the first.
   cursors_.clear();
+  cursorBlock_ = 0;
   cursorsUsed_ = 0;
 }
 

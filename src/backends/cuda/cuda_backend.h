@@ -64,7 +64,7 @@ class CudaBackend final : public Backend {
   // Refused while a CUDA graph that captured this communicator's work exists (its launches hold the FIFOs'
   // addresses); waits for launches in flight (BRAID_TIMEOUT).
   [[nodiscard]] Status quiesceLinks() override;
-  // Its direct area (as mapped) and its launch memory (work images, device blocks, cursors, as allocated).
+  // Its direct area (as mapped) and its launch memory's device blocks (work blocks, cursors, as allocated).
   uint64_t persistentBytes() const override;
   void linksReleased() override;
   Status checkBuffer(const void* p, size_t bytes, const char* what) const override;
@@ -183,11 +183,12 @@ class CudaBackend final : public Backend {
   std::unique_ptr<PinnedFifos> fifos_;
   std::unique_ptr<LaunchMemory> launchMemory_;  // launches' work images and device blocks, reused
   std::unique_ptr<CudaDeviceMemory> deviceMemory_;
-  bool directWanted_ = false;           // BRAID_DIRECT agreed, no network (init)
-  int nChannels_ = 1;                   // the communicator's channels: a direct launch's lanes
-  std::unique_ptr<CudaDirect> direct_;  // NVLS-style collectives' areas (initDirect), null when not set up
-  CUdeviceptr cursorBlock_ = 0;         // device memory (launch memory), filled by cursorFor
-  size_t cursorsUsed_ = 0;
+  bool directWanted_ = false;              // BRAID_DIRECT agreed, no network (init)
+  int nChannels_ = 1;                      // the communicator's channels: a direct launch's lanes
+  std::unique_ptr<CudaDirect> direct_;     // NVLS-style collectives' areas (initDirect), null when not set up
+  std::vector<CUdeviceptr> cursorBlocks_;  // device memory (launch memory), filled by cursorFor in order
+  size_t cursorBlock_ = 0;                 // the one being filled
+  size_t cursorsUsed_ = 0;                 // of it
   std::map<void*, FifoCursor*> cursors_;
   std::vector<Copy> copies_;  // staged by stageCopy, run after the next launch's stream join
   std::mutex mu_;             // guards inflight_ and failed_

@@ -24,11 +24,10 @@ Result<void*> cuPinnedAlloc(const CuApi* api, size_t bytes, const char* what) {
   return p;
 }
 
-size_t LaunchMemory::bytesHeld() const {
+size_t LaunchMemory::deviceBytesHeld() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t total = 0;
   for (const auto& d : deviceSize_) total += d.second;
-  for (const auto& p : pinnedSize_) total += p.second;
   return total;
 }
 

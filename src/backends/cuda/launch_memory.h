@@ -39,8 +39,8 @@ class LaunchMemory {
   void give(void* pinned);
 
   static size_t roundedSize(size_t bytes);
-  // Bytes of every block allocated so far, taken or free (they are freed at destruction only).
-  size_t bytesHeld() const;
+  // Bytes of every device block allocated so far, taken or free (they are freed at destruction only).
+  size_t deviceBytesHeld() const;
 
  private:
   const CuApi* api_;
