@@ -110,6 +110,28 @@ struct Driver {
   }
 };
 
+// The driver's stream capture and graph calls a test makes as a program would (the CUDA runtime's
+// cudaStreamBeginCapture, ... map onto these), from the driver library `lib`.
+struct Graphs {
+  int (*begin)(void*, int) = nullptr;
+  int (*end)(void*, void**) = nullptr;
+  int (*instantiate)(void**, void*, unsigned long long) = nullptr;
+  int (*launch)(void*, void*) = nullptr;
+  int (*execDestroy)(void*) = nullptr;
+  int (*destroy)(void*) = nullptr;
+  int (*query)(void*) = nullptr;
+  explicit Graphs(void* lib) {
+    auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(lib, name)); };
+    sym(begin, "cuStreamBeginCapture_v2");
+    sym(end, "cuStreamEndCapture");
+    sym(instantiate, "cuGraphInstantiateWithFlags");
+    sym(launch, "cuGraphLaunch");
+    sym(execDestroy, "cuGraphExecDestroy");
+    sym(destroy, "cuGraphDestroy");
+    sym(query, "cuStreamQuery");
+  }
+};
+
 // Runs fn(rank, comm, stream) on n threads; thread r makes device r's context current before ncclCommInitRank
 // (unless withContext says otherwise; deviceOf(r) in place of r) and has its own non-blocking stream. Returns each
 // rank's init result (ncclSuccess, then fn's result).

@@ -216,13 +216,7 @@ TEST_F(CudaDirect, AMissingPeerIsNamedAtTheDeadline) {
 // The body of GraphReplays on one kind of buffer.
 void graphReplays(bool registered) {
   const Driver& drv = Driver::get();
-  auto sym = [&](const char* name) { return dlsym(drv.lib, name); };
-  auto begin = reinterpret_cast<int (*)(void*, int)>(sym("cuStreamBeginCapture_v2"));
-  auto end = reinterpret_cast<int (*)(void*, void**)>(sym("cuStreamEndCapture"));
-  auto instantiate = reinterpret_cast<int (*)(void**, void*, unsigned long long)>(sym("cuGraphInstantiateWithFlags"));
-  auto launch = reinterpret_cast<int (*)(void*, void*)>(sym("cuGraphLaunch"));
-  auto execDestroy = reinterpret_cast<int (*)(void*)>(sym("cuGraphExecDestroy"));
-  auto destroy = reinterpret_cast<int (*)(void*)>(sym("cuGraphDestroy"));
+  const Graphs g(drv.lib);
   constexpr int kRanks = 3;
   constexpr size_t kCount = 70000;  // two-shot, several rounds
   std::vector<ncclResult_t> res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
@@ -264,19 +258,19 @@ void graphReplays(bool registered) {
     }
     void* graph = nullptr;
     void* exec = nullptr;
-    if (begin(stream, 1) != 0) return ncclSystemError;
+    if (g.begin(stream, 1) != 0) return ncclSystemError;
     if (ncclAllReduce(send, recv, kCount, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) return ncclInternalError;
-    if (end(stream, &graph) != 0 || instantiate(&exec, graph, 0) != 0) return ncclSystemError;
+    if (g.end(stream, &graph) != 0 || g.instantiate(&exec, graph, 0) != 0) return ncclSystemError;
     for (int replay = 1; replay <= 3; ++replay) {
       setInput(replay);
-      if (launch(exec, stream) != 0 || !check(replay)) return ncclInternalError;
+      if (g.launch(exec, stream) != 0 || !check(replay)) return ncclInternalError;
       setInput(10 + replay);  // an eager call between replays
       if (ncclAllReduce(send, recv, kCount, ncclFloat32, ncclSum, comm, stream) != ncclSuccess || !check(10 + replay)) {
         return ncclInternalError;
       }
     }
-    execDestroy(exec);
-    destroy(graph);
+    g.execDestroy(exec);
+    g.destroy(graph);
     if (registered) {
       ncclCommDeregister(comm, handles[0]);
       ncclCommDeregister(comm, handles[1]);

@@ -17,26 +17,6 @@ namespace {
 
 using namespace braid_test;
 
-struct Graphs {
-  int (*begin)(void*, int) = nullptr;
-  int (*end)(void*, void**) = nullptr;
-  int (*instantiate)(void**, void*, unsigned long long) = nullptr;
-  int (*launch)(void*, void*) = nullptr;
-  int (*execDestroy)(void*) = nullptr;
-  int (*destroy)(void*) = nullptr;
-  int (*query)(void*) = nullptr;
-  explicit Graphs(void* lib) {
-    auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(lib, name)); };
-    sym(begin, "cuStreamBeginCapture_v2");
-    sym(end, "cuStreamEndCapture");
-    sym(instantiate, "cuGraphInstantiateWithFlags");
-    sym(launch, "cuGraphLaunch");
-    sym(execDestroy, "cuGraphExecDestroy");
-    sym(destroy, "cuGraphDestroy");
-    sym(query, "cuStreamQuery");
-  }
-};
-
 class CudaGraph : public ::testing::Test {
  protected:
   void SetUp() override {

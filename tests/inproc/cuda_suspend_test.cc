@@ -3,7 +3,6 @@
 // released (their bytes as mapped, granularity included), operations are refused until the resume, and the first
 // collective after it connects anew with exact results; a live CUDA graph that captured the communicator's work
 // refuses the suspend on every rank (nothing is released), and once the graphs are destroyed it succeeds.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -97,13 +96,7 @@ TEST_F(CudaSuspend, ReleasesDeviceFifosRefusesWorkAndResumesExactly) {
 // working); with the graph destroyed the suspend goes through.
 TEST_F(CudaSuspend, ALiveCapturedGraphOnOneRankRefusesItOnEveryRank) {
   const Driver& drv = Driver::get();
-  auto sym = [&](const char* name) { return dlsym(drv.lib, name); };
-  auto begin = reinterpret_cast<int (*)(void*, int)>(sym("cuStreamBeginCapture_v2"));
-  auto end = reinterpret_cast<int (*)(void*, void**)>(sym("cuStreamEndCapture"));
-  auto instantiate = reinterpret_cast<int (*)(void**, void*, unsigned long long)>(sym("cuGraphInstantiateWithFlags"));
-  auto launch = reinterpret_cast<int (*)(void*, void*)>(sym("cuGraphLaunch"));
-  auto execDestroy = reinterpret_cast<int (*)(void*)>(sym("cuGraphExecDestroy"));
-  auto destroy = reinterpret_cast<int (*)(void*)>(sym("cuGraphDestroy"));
+  const Graphs g(drv.lib);
   std::vector<std::string> errors(kRanks);
   std::vector<ncclResult_t> res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
     std::string& e = errors[static_cast<size_t>(r)];
@@ -113,12 +106,12 @@ TEST_F(CudaSuspend, ALiveCapturedGraphOnOneRankRefusesItOnEveryRank) {
     if (!allReduceExact(r, comm, stream, buf, 0)) e = "the first all-reduce";
     // Rank 0 captures its second all-reduce and replays it; the others call theirs directly (they pair up).
     if (e.empty() && r == 0) {
-      if (begin(stream, 1) != 0) e = "begin capture";
+      if (g.begin(stream, 1) != 0) e = "begin capture";
       if (e.empty() && ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, comm, stream) != ncclSuccess) {
         e = "capture";
       }
-      if (e.empty() && (end(stream, &graph) != 0 || instantiate(&exec, graph, 0) != 0)) e = "instantiate";
-      if (e.empty() && (launch(exec, stream) != 0 || drv.streamSync(stream) != 0)) e = "replay";
+      if (e.empty() && (g.end(stream, &graph) != 0 || g.instantiate(&exec, graph, 0) != 0)) e = "instantiate";
+      if (e.empty() && (g.launch(exec, stream) != 0 || drv.streamSync(stream) != 0)) e = "replay";
     } else if (e.empty()) {
       if (ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, comm, stream) != ncclSuccess ||
           drv.streamSync(stream) != 0) {
@@ -138,8 +131,8 @@ TEST_F(CudaSuspend, ALiveCapturedGraphOnOneRankRefusesItOnEveryRank) {
       e = "a refused suspend left the communicator suspended";
     }
     if (e.empty() && !allReduceExact(r, comm, stream, buf, 1)) e = "an all-reduce after the refused suspend";
-    if (exec != nullptr) execDestroy(exec);
-    if (graph != nullptr) destroy(graph);
+    if (exec != nullptr) g.execDestroy(exec);
+    if (graph != nullptr) g.destroy(graph);
     if (e.empty() && ncclCommSuspend(comm, NCCL_SUSPEND_MEM) != ncclSuccess) e = ncclGetLastError(comm);
     if (e.empty() && ncclCommResume(comm) != ncclSuccess) e = ncclGetLastError(comm);
     if (e.empty() && !allReduceExact(r, comm, stream, buf, 2)) e = "an all-reduce after the resume";
