@@ -22,7 +22,6 @@
 namespace braid {
 namespace {
 
-constexpr size_t kCursorBlockBytes = 4096;
 constexpr int kEmulatorThreads = 32;  // the emulator runs a thread per GPU thread: fewer on a CPU-only machine
 constexpr uint64_t kNsPerSec = 1000ull * 1000 * 1000;
 
@@ -133,7 +132,8 @@ CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device, std::share
       ctx_(ctx),
       device_(device),
       fifos_(std::make_unique<PinnedFifos>(api, ctx)),
-      launchMemory_(std::make_unique<LaunchMemory>(api, ctx)) {
+      launchMemory_(std::make_unique<LaunchMemory>(api, ctx)),
+      cursors_(std::make_unique<ConnectorCursors>(api, launchMemory_.get())) {
   int domain = 0, bus = 0, dev = 0;
   if (api_->deviceGetAttribute(&domain, static_cast<int>(CuDeviceAttr::kPciDomainId), device) == kCuSuccess &&
       api_->deviceGetAttribute(&bus, static_cast<int>(CuDeviceAttr::kPciBusId), device) == kCuSuccess &&
@@ -321,38 +321,6 @@ void CudaBackend::releaseLaunchMemory() {
   copies_.clear();
 }
 
-FifoCursor* CudaBackend::cursorFor(void* connector) {
-  auto it = cursors_.find(connector);
-  if (it != cursors_.end()) return it->second;
-  constexpr size_t kPerBlock = kCursorBlockBytes / sizeof(FifoCursor);
-  if (cursorBlocks_.empty() || cursorsUsed_ == kPerBlock) {
-    if (cursorBlock_ + 1 < cursorBlocks_.size()) {
-      ++cursorBlock_;  // a block kept from before a suspend
-    } else {
-      // Device memory: the kernels read and write a cursor at every step, which pinned host memory would make a
-      // PCIe round trip each. The block is the launch memory's, freed with it at destruction.
-      Result<CUdeviceptr> block = launchMemory_->takeDevice(kCursorBlockBytes, "connector cursors");
-      if (!block.isOk()) return nullptr;
-      cursorBlocks_.push_back(block.value());
-      cursorBlock_ = cursorBlocks_.size() - 1;
-    }
-    cursorsUsed_ = 0;
-  }
-  auto* c = reinterpret_cast<FifoCursor*>(cursorBlocks_[cursorBlock_]) + cursorsUsed_;
-  // The cursor carries on from the connector's own (zero unless the host ran it before), written on the stream
-  // that initialises FIFOs: outside any capture (a graph replayed must not reset it) and never behind a kernel.
-  const FifoCursor start = static_cast<Connector*>(connector)->cursor();
-  const CUstream init = deviceMemory_->stream();
-  if (api_->memcpyAsync(reinterpret_cast<CUdeviceptr>(c), reinterpret_cast<CUdeviceptr>(&start), sizeof(start), init) !=
-          kCuSuccess ||
-      api_->streamSynchronize(init) != kCuSuccess) {
-    return nullptr;
-  }
-  ++cursorsUsed_;
-  cursors_[connector] = c;
-  return c;
-}
-
 Status CudaBackend::launchFifo(const std::vector<FifoLaunch>& group) {
   for (const FifoLaunch& l : group) BRAID_RETURN_IF_ERROR(static_cast<CudaBackend*>(l.backend)->launchOne(l));
   return Status::ok();
@@ -411,7 +379,7 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
     }
     for (const ChannelWork* cw : ptrs) {
       for (const ConnSlot& c : cw->conns) {
-        if (cursorFor(c.owner) == nullptr) {
+        if (cursors_->cursorFor(c.owner, deviceMemory_->stream()) == nullptr) {
           return Status(
               Code::kCudaError,
               strPrintf("rank %d: no device memory for connector cursors (or their first copy failed)", rank_));
@@ -427,7 +395,8 @@ Status CudaBackend::launchOne(const FifoLaunch& fl) {
     l.images.push_back(block);
     char* image = static_cast<char*>(block);
     BRAID_ASSIGN_OR_RETURN(char* deviceWork, deviceAlloc(workBytes, "a launch's work"));
-    KernelArgs args = writeWorkImage(ptrs, image, deviceWork, [this](void* o) { return cursorFor(o); });
+    KernelArgs args = writeWorkImage(ptrs, image, deviceWork,
+                                     [this](void* o) { return cursors_->cursorFor(o, deviceMemory_->stream()); });
     auto* status = reinterpret_cast<DevStatus*>(image + statusAt);
     devStatusInit(status);
     args.status = status;
@@ -672,11 +641,7 @@ uint64_t CudaBackend::persistentBytes() const {
 }
 
 void CudaBackend::linksReleased() {
-  // The cursors belonged to the released connectors: new ones (perhaps at the same addresses) start afresh, in the
-  // blocks already allocated, from the first.
-  cursors_.clear();
-  cursorBlock_ = 0;
-  cursorsUsed_ = 0;
+  cursors_->forgetAll();  // they belonged to the released connectors
 }
 
 void CudaBackend::markAborted(const std::string&) {

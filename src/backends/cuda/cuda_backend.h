@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "src/backends/backend.h"
+#include "src/backends/cuda/connector_cursors.h"
 #include "src/backends/cuda/cu_api.h"
 #include "src/backends/cuda/cuda_direct.h"
 #include "src/backends/cuda/cuda_windows.h"
@@ -161,7 +162,6 @@ class CudaBackend final : public Backend {
   // launch's memory is released.
   Status submit(std::unique_ptr<Launch> launch, const std::vector<void*>& streams, const CaptureState& cap,
                 const std::function<Status(CUstream)>& kernels);
-  FifoCursor* cursorFor(void* connector);
   Status statusOf(const Launch& l) const;  // what a launch's status words say (kernel_status.h)
   // Whether every launch in flight finished within BRAID_TIMEOUT (mu_ held).
   bool inflightDone() const;
@@ -183,15 +183,12 @@ class CudaBackend final : public Backend {
   std::unique_ptr<PinnedFifos> fifos_;
   std::unique_ptr<LaunchMemory> launchMemory_;  // launches' work images and device blocks, reused
   std::unique_ptr<CudaDeviceMemory> deviceMemory_;
-  bool directWanted_ = false;              // BRAID_DIRECT agreed, no network (init)
-  int nChannels_ = 1;                      // the communicator's channels: a direct launch's lanes
-  std::unique_ptr<CudaDirect> direct_;     // NVLS-style collectives' areas (initDirect), null when not set up
-  std::vector<CUdeviceptr> cursorBlocks_;  // device memory (launch memory), filled by cursorFor in order
-  size_t cursorBlock_ = 0;                 // the one being filled
-  size_t cursorsUsed_ = 0;                 // of it
-  std::map<void*, FifoCursor*> cursors_;
-  std::vector<Copy> copies_;  // staged by stageCopy, run after the next launch's stream join
-  std::mutex mu_;             // guards inflight_ and failed_
+  bool directWanted_ = false;                  // BRAID_DIRECT agreed, no network (init)
+  int nChannels_ = 1;                          // the communicator's channels: a direct launch's lanes
+  std::unique_ptr<CudaDirect> direct_;         // NVLS-style collectives' areas (initDirect), null when not set up
+  std::unique_ptr<ConnectorCursors> cursors_;  // after launchMemory_: its blocks are the launch memory's
+  std::vector<Copy> copies_;                   // staged by stageCopy, run after the next launch's stream join
+  std::mutex mu_;                              // guards inflight_ and failed_
   std::deque<std::unique_ptr<Launch>> inflight_;
   std::vector<std::shared_ptr<Captured>> captured_;
   uint64_t issued_ = 0;                // launches made (the owner's thread)
