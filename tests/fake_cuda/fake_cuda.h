@@ -31,6 +31,8 @@ constexpr int kDriverVersion = 13000;
 constexpr size_t kRegionBytes = size_t{1} << 32;  // address space reserved per device (not memory)
 constexpr size_t kAlign = 256;                    // cuMemAlloc's alignment
 constexpr unsigned char kPoison = 0xDB;
+constexpr size_t kGranularity = size_t{2} << 20;  // VMM and multicast granularity (2 MiB, as on Hopper)
+constexpr int kHandleTypeFd = 1;                  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 
 struct Context {
   int device;

@@ -246,9 +246,12 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVe
                                       int* symbolStatus) {
   if (symbol == nullptr || pfn == nullptr || flags > 2) return kInvalidValue;
   if (cudaVersion > kDriverVersion) return kInvalidValue;
+  // sinceVersion: entry points newer than CUDA 12.0; asked for at an older version, the driver answers "found, but
+  // not at that version" (CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) and no pointer.
   struct Entry {
     const char* name;
     void* fn;
+    int sinceVersion = 0;
   };
   static const Entry kEntries[] = {
       {"cuGetErrorName", reinterpret_cast<void*>(&cuGetErrorName)},
@@ -319,26 +322,15 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVe
       {"cuUserObjectCreate", reinterpret_cast<void*>(&cuUserObjectCreate)},
       {"cuUserObjectRelease", reinterpret_cast<void*>(&cuUserObjectRelease)},
       {"cuGraphRetainUserObject", reinterpret_cast<void*>(&cuGraphRetainUserObject)},
+      {"cuMulticastCreate", reinterpret_cast<void*>(&cuMulticastCreate), 12010},
+      {"cuMulticastAddDevice", reinterpret_cast<void*>(&cuMulticastAddDevice), 12010},
+      {"cuMulticastBindAddr", reinterpret_cast<void*>(&cuMulticastBindAddr), 12010},
+      {"cuMulticastUnbind", reinterpret_cast<void*>(&cuMulticastUnbind), 12010},
+      {"cuMulticastGetGranularity", reinterpret_cast<void*>(&cuMulticastGetGranularity), 12010},
   };
   for (const Entry& e : kEntries) {
-    if (strcmp(e.name, symbol) == 0) {
-      *pfn = e.fn;
-      if (symbolStatus != nullptr) *symbolStatus = 0;
-      return kSuccess;
-    }
-  }
-  // Entry points newer than CUDA 12.0: asked for at an older version, the driver answers "found, but not at that
-  // version" (CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) and no pointer.
-  static const Entry kSince12010[] = {
-      {"cuMulticastCreate", reinterpret_cast<void*>(&cuMulticastCreate)},
-      {"cuMulticastAddDevice", reinterpret_cast<void*>(&cuMulticastAddDevice)},
-      {"cuMulticastBindAddr", reinterpret_cast<void*>(&cuMulticastBindAddr)},
-      {"cuMulticastUnbind", reinterpret_cast<void*>(&cuMulticastUnbind)},
-      {"cuMulticastGetGranularity", reinterpret_cast<void*>(&cuMulticastGetGranularity)},
-  };
-  for (const Entry& e : kSince12010) {
     if (strcmp(e.name, symbol) != 0) continue;
-    const bool enough = cudaVersion >= 12010;
+    const bool enough = cudaVersion >= e.sinceVersion;
     *pfn = enough ? e.fn : nullptr;
     if (symbolStatus != nullptr) *symbolStatus = enough ? 0 : 2;
     return kSuccess;

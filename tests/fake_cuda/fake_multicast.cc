@@ -26,9 +26,6 @@ using namespace fakecuda;
 
 namespace {
 
-constexpr size_t kGranularity = size_t{2} << 20;
-constexpr int kHandleTypeFd = 1;
-
 // CUmulticastObjectProp, with the driver's layout (cuda.h).
 struct McProp {
   unsigned numDevices;

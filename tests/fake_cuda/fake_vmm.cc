@@ -24,8 +24,6 @@ using namespace fakecuda;
 
 namespace {
 
-constexpr size_t kGranularity = size_t{2} << 20;
-constexpr int kHandleTypeFd = 1;
 constexpr CUresult kPeerUnsupported = 217, kPeerAlreadyEnabled = 704, kPeerNotEnabled = 705;
 
 // CUmemLocation and CUmemAllocationProp, with the driver's layout (cuda.h).

@@ -120,6 +120,11 @@ struct DirectKernelWork {
   char* mc = nullptr;
 };
 
+// Elements in a 16-byte unit: what a multimem access or a vector copy moves at once.
+BRAID_HOST_DEVICE inline size_t directUnitElems(size_t es) {
+  return es < 16 ? 16 / es : 1;
+}
+
 // Elements a lane handles per round of an operation: at most what a region holds (for reduce-scatter, one piece of
 // each of nranks slices), otherwise an even share of the count, in 16-byte units where the element size allows.
 // Whole units in every case, so each rank's piece of a reduce-scatter round starts 16-byte aligned: switch
@@ -127,12 +132,28 @@ struct DirectKernelWork {
 BRAID_HOST_DEVICE inline size_t directLaneElems(const DirectOpDesc& op, const DirectKernelWork& w) {
   const size_t es = dtypeSize(op.stageOp.dtype);
   const size_t region = w.layout.laneBytes / es;
-  const size_t unit = es < 16 ? 16 / es : 1;
+  const size_t unit = directUnitElems(es);
   const size_t cap = op.coll == DirectCollective::kReduceScatter ? region / w.nranks / unit * unit : region;
   size_t share = (op.count + op.lanes - 1) / op.lanes;
   share = (share + unit - 1) / unit * unit;
   return share < cap ? (share > 0 ? share : 1) : cap;
 }
+
+// Two-shot all-reduce splits a round of len elements into n slices, whole 16-byte units each (the vector width
+// of a multimem access and of the copies), rank p owning slice p; the last slices may be short or empty.
+struct TwoShotSlices {
+  size_t slice;
+  size_t len;
+  BRAID_HOST_DEVICE TwoShotSlices(size_t len_elems, size_t n, size_t es) : len(len_elems) {
+    const size_t unit = directUnitElems(es);
+    slice = ((len + n - 1) / n + unit - 1) / unit * unit;
+  }
+  BRAID_HOST_DEVICE size_t start(size_t p) const { return p * slice; }
+  BRAID_HOST_DEVICE size_t lenOf(size_t p) const {
+    const size_t s = p * slice;
+    return s < len ? (len - s < slice ? len - s : slice) : size_t{0};
+  }
+};
 
 namespace direct_detail {
 
@@ -280,10 +301,9 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
         }
         // Two-shot: this rank's slice, reduced by the switch into its own input region (only this rank reads that
         // slice of anyone's input), then stored through the multicast mapping into every rank's output region.
-        const size_t unit = es < 16 ? 16 / es : 1;
-        const size_t slice = ((len + n - 1) / n + unit - 1) / unit * unit;
-        const size_t at = w.rank * slice;
-        const size_t mine_len = at < len ? (len - at < slice ? len - at : slice) : 0;
+        const TwoShotSlices slices(len, n, es);
+        const size_t at = slices.start(w.rank);
+        const size_t mine_len = slices.lenOf(w.rank);
         const size_t out = L.outputAt(gen, lane);
         ctaMultimemReduce(cta, rop, mine + in + at * es, w.mc + in + at * es, mine_len, true);
         cta.sync();
@@ -314,21 +334,17 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
           }
           break;
         case DirectCollective::kAllReduceTwoShot: {
-          const size_t unit = es < 16 ? 16 / es : 1;
-          const size_t slice = ((len + n - 1) / n + unit - 1) / unit * unit;
-          auto sliceLen = [&](size_t p) {
-            const size_t s = p * slice;
-            return s < len ? (len - s < slice ? len - s : slice) : size_t{0};
-          };
+          const TwoShotSlices slices(len, n, es);
           const size_t out = L.outputAt(gen, lane);
-          t.at = w.rank * slice * es;
-          t.len = sliceLen(w.rank);
-          t.acc = mine + out + w.rank * slice * es;
+          t.at = slices.start(w.rank) * es;
+          t.len = slices.lenOf(w.rank);
+          t.acc = mine + out + t.at;
           directReduceTile(cta, env, t);
           publish(reduced, gen);
           if (!waited(L.reducedAt(lane), static_cast<int32_t>(o), gen, nothing)) return;
           for (size_t p = 0; p < n; ++p) {
-            env.copy(cta, op.recv + (off + p * slice) * es, w.areas[p] + out + p * slice * es, sliceLen(p) * es);
+            const size_t s = slices.start(p);
+            env.copy(cta, op.recv + (off + s) * es, w.areas[p] + out + s * es, slices.lenOf(p) * es);
           }
           break;
         }

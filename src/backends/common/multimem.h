@@ -84,9 +84,47 @@ BRAID_HOST_DEVICE constexpr size_t mcWordBytes(McOp op) {
 
 namespace mc_detail {
 using namespace reduce_elem;
-template <class T>
-inline T pick(T a, T b, bool wantMin) {
-  return wantMin ? (b < a ? b : a) : (a < b ? b : a);
+
+enum class Fold { kAdd, kMin, kMax };
+
+// Element `lane` of a word (lanes of sizeof(S) bytes, little-endian).
+template <class S>
+inline S laneOf(uint64_t word, int lane) {
+  S v;
+  const uint64_t shifted = word >> (8 * sizeof(S) * static_cast<unsigned>(lane));
+  memcpy(&v, &shifted, sizeof(S));
+  return v;
+}
+
+// The k words' lanes combined in order, in Tr's arithmetic (reduce_elem.h: the same element rules, NaNs included,
+// as every other reduction of braid's), packed back into a word.
+template <class Tr, int kLanes>
+inline uint64_t fold(const uint64_t* words, int k, Fold how) {
+  using S = typename Tr::S;
+  uint64_t out = 0;
+  for (int lane = 0; lane < kLanes; ++lane) {
+    S acc = laneOf<S>(words[0], lane);
+    for (int i = 1; i < k; ++i) {
+      const S v = laneOf<S>(words[i], lane);
+      acc = how == Fold::kAdd ? Tr::add(acc, v) : how == Fold::kMin ? Tr::min(acc, v) : Tr::max(acc, v);
+    }
+    uint64_t bits = 0;
+    memcpy(&bits, &acc, sizeof(S));
+    out |= bits << (8 * sizeof(S) * static_cast<unsigned>(lane));
+  }
+  return out;
+}
+
+// A pair of f16/bf16 sums accumulated in f32 and rounded once (.acc::f32), unlike Tr::add, which rounds each step.
+template <float (*kToF)(uint16_t), uint16_t (*kFromF)(float)>
+inline uint64_t foldPairInF32(const uint64_t* words, int k) {
+  uint64_t out = 0;
+  for (int lane = 0; lane < 2; ++lane) {
+    float acc = kToF(laneOf<uint16_t>(words[0], lane));
+    for (int i = 1; i < k; ++i) acc = fpAdd(acc, kToF(laneOf<uint16_t>(words[i], lane)));
+    out |= static_cast<uint64_t>(kFromF(acc)) << (16 * lane);
+  }
+  return out;
 }
 }  // namespace mc_detail
 
@@ -94,89 +132,45 @@ inline T pick(T a, T b, bool wantMin) {
 // switch; host only).
 inline uint64_t mcCombine(McOp op, const uint64_t* words, int k) {
   using namespace mc_detail;
-  auto f32 = [](uint64_t w) {
-    float f;
-    const uint32_t b = static_cast<uint32_t>(w);
-    memcpy(&f, &b, 4);
-    return f;
-  };
-  auto f64 = [](uint64_t w) {
-    double d;
-    memcpy(&d, &w, 8);
-    return d;
-  };
   switch (op) {
-    case McOp::kAddF32: {
-      float acc = f32(words[0]);
-      for (int i = 1; i < k; ++i) acc = fpAdd(acc, f32(words[i]));
-      uint32_t b;
-      memcpy(&b, &acc, 4);
-      return b;
-    }
-    case McOp::kAddF64: {
-      double acc = f64(words[0]);
-      for (int i = 1; i < k; ++i) acc = fpAdd(acc, f64(words[i]));
-      uint64_t b;
-      memcpy(&b, &acc, 8);
-      return b;
-    }
-    case McOp::kAddU32: {
-      uint32_t acc = 0;
-      for (int i = 0; i < k; ++i) acc += static_cast<uint32_t>(words[i]);
-      return acc;
-    }
-    case McOp::kAddU64: {
-      uint64_t acc = 0;
-      for (int i = 0; i < k; ++i) acc += words[i];
-      return acc;
-    }
+    case McOp::kAddF32:
+      return fold<FloatTraits<float>, 1>(words, k, Fold::kAdd);
+    case McOp::kAddF64:
+      return fold<FloatTraits<double>, 1>(words, k, Fold::kAdd);
+    case McOp::kAddU32:
+      return fold<IntTraits<uint32_t>, 1>(words, k, Fold::kAdd);
+    case McOp::kAddU64:
+      return fold<IntTraits<uint64_t>, 1>(words, k, Fold::kAdd);
     case McOp::kMinU32:
-    case McOp::kMaxU32: {
-      uint32_t acc = static_cast<uint32_t>(words[0]);
-      for (int i = 1; i < k; ++i) acc = pick(acc, static_cast<uint32_t>(words[i]), op == McOp::kMinU32);
-      return acc;
-    }
+      return fold<IntTraits<uint32_t>, 1>(words, k, Fold::kMin);
+    case McOp::kMaxU32:
+      return fold<IntTraits<uint32_t>, 1>(words, k, Fold::kMax);
     case McOp::kMinS32:
-    case McOp::kMaxS32: {
-      int32_t acc = static_cast<int32_t>(static_cast<uint32_t>(words[0]));
-      for (int i = 1; i < k; ++i) {
-        acc = pick(acc, static_cast<int32_t>(static_cast<uint32_t>(words[i])), op == McOp::kMinS32);
-      }
-      return static_cast<uint32_t>(acc);
-    }
+      return fold<IntTraits<int32_t>, 1>(words, k, Fold::kMin);
+    case McOp::kMaxS32:
+      return fold<IntTraits<int32_t>, 1>(words, k, Fold::kMax);
     case McOp::kMinU64:
-    case McOp::kMaxU64: {
-      uint64_t acc = words[0];
-      for (int i = 1; i < k; ++i) acc = pick(acc, words[i], op == McOp::kMinU64);
-      return acc;
-    }
+      return fold<IntTraits<uint64_t>, 1>(words, k, Fold::kMin);
+    case McOp::kMaxU64:
+      return fold<IntTraits<uint64_t>, 1>(words, k, Fold::kMax);
     case McOp::kMinS64:
-    case McOp::kMaxS64: {
-      int64_t acc = static_cast<int64_t>(words[0]);
-      for (int i = 1; i < k; ++i) acc = pick(acc, static_cast<int64_t>(words[i]), op == McOp::kMinS64);
-      return static_cast<uint64_t>(acc);
-    }
-    default: {
-      // f16/bf16 pairs: each half on its own, in f32; sums round once at the end (.acc::f32).
-      const bool bf = op == McOp::kAddBf16x2 || op == McOp::kMinBf16x2 || op == McOp::kMaxBf16x2;
-      const bool add = op == McOp::kAddF16x2 || op == McOp::kAddBf16x2;
-      const bool wantMin = op == McOp::kMinF16x2 || op == McOp::kMinBf16x2;
-      uint32_t out = 0;
-      for (int h = 0; h < 2; ++h) {
-        auto get = [&](int i) {
-          const auto bits = static_cast<uint16_t>(static_cast<uint32_t>(words[i]) >> (16 * h));
-          return bf ? bf16ToFloat(bits) : halfToFloat(bits);
-        };
-        float acc = get(0);
-        for (int i = 1; i < k; ++i) {
-          const float v = get(i);
-          acc = add ? fpAdd(acc, v) : (wantMin ? (v < acc || acc != acc ? v : acc) : (v > acc || acc != acc ? v : acc));
-        }
-        const uint16_t r = bf ? floatToBf16(acc) : floatToHalf(acc);
-        out |= static_cast<uint32_t>(r) << (16 * h);
-      }
-      return out;
-    }
+      return fold<IntTraits<int64_t>, 1>(words, k, Fold::kMin);
+    case McOp::kMaxS64:
+      return fold<IntTraits<int64_t>, 1>(words, k, Fold::kMax);
+    case McOp::kAddF16x2:
+      return foldPairInF32<halfToFloat, floatToHalf>(words, k);
+    case McOp::kMinF16x2:
+      return fold<HalfTraits, 2>(words, k, Fold::kMin);
+    case McOp::kMaxF16x2:
+      return fold<HalfTraits, 2>(words, k, Fold::kMax);
+    case McOp::kAddBf16x2:
+      return foldPairInF32<bf16ToFloat, floatToBf16>(words, k);
+    case McOp::kMinBf16x2:
+      return fold<Bf16Traits, 2>(words, k, Fold::kMin);
+    case McOp::kMaxBf16x2:
+      return fold<Bf16Traits, 2>(words, k, Fold::kMax);
+    default:
+      return 0;  // kNone: never built into work (mcOpFor)
   }
 }
 

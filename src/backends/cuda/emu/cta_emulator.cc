@@ -315,15 +315,20 @@ EmuCta::McView EmuCta::mcView(const void* mc, size_t bytes) const {
   return v;
 }
 
+namespace {
+// A multimem access of a word not aligned to its size faults on a GPU; the emulator says so instead.
+void requireMcAligned(const EmuCta::McView& v, size_t off, size_t wordBytes, const char* what) {
+  if (reinterpret_cast<uintptr_t>(v.uc[0] + off) % wordBytes != 0) {
+    throw std::runtime_error(strPrintf(
+        "multimem %s of a %zu-byte word at offset %zu is misaligned (a GPU faults there)", what, wordBytes, off));
+  }
+}
+}  // namespace
+
 uint64_t EmuCta::mcLoadReduce(const McView& v, size_t off, McOp op) const {
   uint64_t words[kMaxMcBuffers];
   const size_t wb = mcWordBytes(op);
-  if (reinterpret_cast<uintptr_t>(v.uc[0] + off) % wb != 0) {
-    throw std::runtime_error(
-        strPrintf("multimem load-reduce of a %zu-byte word at offset %zu is misaligned (a GPU "
-                  "faults there)",
-                  wb, off));
-  }
+  requireMcAligned(v, off, wb, "load-reduce");
   for (int i = 0; i < v.n; ++i) {
     words[i] = 0;
     // Relaxed loads, as multimem.ld_reduce.relaxed: the direct kernel's barriers order them.
@@ -338,12 +343,7 @@ uint64_t EmuCta::mcLoadReduce(const McView& v, size_t off, McOp op) const {
 }
 
 void EmuCta::mcStore(const McView& v, size_t off, uint64_t word, size_t bytes) const {
-  if (reinterpret_cast<uintptr_t>(v.uc[0] + off) % bytes != 0) {
-    throw std::runtime_error(
-        strPrintf("multimem store of a %zu-byte word at offset %zu is misaligned (a GPU faults "
-                  "there)",
-                  bytes, off));
-  }
+  requireMcAligned(v, off, bytes, "store");
   for (int i = 0; i < v.n; ++i) {
     if (bytes == 8) {
       __atomic_store_n(reinterpret_cast<uint64_t*>(v.uc[i] + off), word, __ATOMIC_RELAXED);
