@@ -8,6 +8,7 @@
 #include <mutex>
 #include <random>
 
+#include "src/common/dtype.h"
 #include "tests/common/coll_check.h"
 #include "tests/common/harness.h"
 
@@ -260,6 +261,32 @@ TEST(Deterministic, SameBitsAcrossChunkSizesAndChannels) {
   }
   EXPECT_TRUE(ring[0] != ring[1] || ring[1] != ring[2]) << "the ring happened to agree: the check has no teeth";
   for (const char* v : {"NCCL_ALGO", "NCCL_BUFFSIZE", "BRAID_CPU_NCHANNELS"}) unsetenv(v);
+}
+
+// Half sums on the direct (NVLS-style) path accumulate in float and round once; the ring rounds at every hop.
+// Ranks hold 2048, 1 and 1: in half 2048 + 1 is a tie that rounds to 2048, so a chain from rank 0 or 2 ends at
+// 2048, while the exact 2050 is a half.
+TEST(Numerics, DirectPathSumsHalfInFloat) {
+  const int n = 3;
+  const size_t count = 4096;
+  auto run = [&](const char* algo) {
+    setenv("NCCL_ALGO", algo, 1);
+    std::vector<std::vector<uint16_t>> out(n, std::vector<uint16_t>(count));
+    auto results = runThreads(n, [&](int rank, ncclComm_t comm) {
+      std::vector<uint16_t> in(count, braid::floatToHalf(rank == 0 ? 2048.0f : 1.0f));
+      ncclResult_t r =
+          ncclAllReduce(in.data(), out[static_cast<size_t>(rank)].data(), count, ncclFloat16, ncclSum, comm, nullptr);
+      return r;
+    });
+    unsetenv("NCCL_ALGO");
+    for (ncclResult_t r : results) EXPECT_EQ(r, ncclSuccess) << algo;
+    for (int r = 1; r < n; ++r) EXPECT_EQ(out[static_cast<size_t>(r)], out[0]) << algo << ": ranks disagree";
+    size_t exact = 0;
+    for (uint16_t v : out[0]) exact += braid::halfToFloat(v) == 2050.0f;
+    return exact;
+  };
+  EXPECT_EQ(run("allreduce:nvls"), count);
+  EXPECT_LT(run("allreduce:ring"), count) << "the ring summed exactly too: the check has no teeth";
 }
 
 }  // namespace

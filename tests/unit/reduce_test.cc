@@ -546,6 +546,45 @@ TEST(Reduce, HalfRoundsAfterEveryStep) {
   EXPECT_EQ(out, floatToHalf(halfToFloat(s) * 3.0f));
 }
 
+// The direct path's reduction over several sources rounds a narrow sum once: 2048 + 1 + 1 is 2050 in half, where
+// the chain of binary steps gives 2048 (each 2048 + 1 is a tie that rounds to even). Products and averages too;
+// PreMulSum still rounds each pre-multiplied input, as staging does.
+TEST(Reduce, ReduceManyRoundsNarrowSumsOnce) {
+  const uint16_t v[3] = {floatToHalf(2048.0f), floatToHalf(1.0f), floatToHalf(1.0f)};
+  const char* srcs[3] = {reinterpret_cast<const char*>(&v[0]), reinterpret_cast<const char*>(&v[1]),
+                         reinterpret_cast<const char*>(&v[2])};
+  ReduceOp ops[3];
+  for (auto& op : ops) op = ReduceOp{OpKind::kSum, DType::kFloat16, 0, 3};
+  uint16_t out = 0;
+  reduceMany(ops, &out, srcs, 0, 3, 1, true);
+  EXPECT_EQ(halfToFloat(out), 2050.0f);
+  uint16_t chained = 0;
+  reduceInto(ops[0], &chained, &v[0], &v[1], 1, false);
+  reduceInto(ops[0], &chained, &chained, &v[2], 1, false);
+  EXPECT_EQ(halfToFloat(chained), 2048.0f);
+  // Average: 2050 / 3 = 683.33, rounded once (half spacing 0.5 there): 683.5.
+  for (auto& op : ops) op.kind = OpKind::kAvg;
+  reduceMany(ops, &out, srcs, 0, 3, 1, true);
+  EXPECT_EQ(out, floatToHalf(2050.0f / 3.0f));
+  // bf16 (8 significant bits): 256 + 1 + 1 = 258, where the chain gives 256.
+  const uint16_t b[3] = {floatToBf16(256.0f), floatToBf16(1.0f), floatToBf16(1.0f)};
+  const char* bs[3] = {reinterpret_cast<const char*>(&b[0]), reinterpret_cast<const char*>(&b[1]),
+                       reinterpret_cast<const char*>(&b[2])};
+  for (auto& op : ops) op = ReduceOp{OpKind::kSum, DType::kBfloat16, 0, 3};
+  reduceMany(ops, &out, bs, 0, 3, 1, true);
+  EXPECT_EQ(bf16ToFloat(out), 258.0f);
+  // PreMulSum: x * 0.1 rounds to half before the float sum.
+  const uint16_t s = floatToHalf(0.1f);
+  const uint16_t x[2] = {floatToHalf(3.0f), floatToHalf(5.0f)};
+  const char* xs[2] = {reinterpret_cast<const char*>(&x[0]), reinterpret_cast<const char*>(&x[1])};
+  ReduceOp pm[2] = {ReduceOp{OpKind::kPreMulSum, DType::kFloat16, s, 2},
+                    ReduceOp{OpKind::kPreMulSum, DType::kFloat16, s, 2}};
+  reduceMany(pm, &out, xs, 0, 2, 1, true);
+  const float p0 = halfToFloat(floatToHalf(halfToFloat(s) * 3.0f)),
+              p1 = halfToFloat(floatToHalf(halfToFloat(s) * 5.0f));
+  EXPECT_EQ(out, floatToHalf(p0 + p1));
+}
+
 TEST(Reduce, Fp8E4m3SumSaturates) {
   ReduceOp op{OpKind::kSum, DType::kFp8E4M3, 0, 1};
   const uint8_t a = floatToFp8e4m3(448.0f), b = floatToFp8e4m3(448.0f);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/backends/common/reduce_copy.h"
+#include "src/backends/cpu/narrow_convert.h"
 #include "src/backends/cpu/reduce.h"
 #include "tests/common/elem_compare.h"
 
@@ -70,6 +71,56 @@ TEST(StepEngineReduce, CtaLoopsMatchHostLoopsBitwise) {
                             << " op " << static_cast<int>(k) << " post " << post << " threads " << nt;
           ASSERT_EQ(firstDifference(t, gotCopy, wantCopy, n), n)
               << "copyLocal " << dtypeName(t) << " op " << static_cast<int>(k) << " post " << post;
+        }
+      }
+    }
+  }
+}
+
+// The direct path's one-pass reduction over several sources: the CTA form and the CPU backend's give the same bits
+// for every dtype, op, source count and thread count; for types that do not widen, and for max/min, they are the
+// chain of binary steps exactly (the definition those types keep).
+TEST(StepEngineReduce, ReduceManyCtaMatchesHostBitwise) {
+  const DType types[] = {DType::kInt8,    DType::kUint8,    DType::kInt32,   DType::kUint32,
+                         DType::kInt64,   DType::kUint64,   DType::kFloat16, DType::kFloat32,
+                         DType::kFloat64, DType::kBfloat16, DType::kFp8E4M3, DType::kFp8E5M2};
+  const OpKind kinds[] = {OpKind::kSum, OpKind::kProd, OpKind::kMax, OpKind::kMin, OpKind::kAvg, OpKind::kPreMulSum};
+  std::mt19937_64 rng(7);
+  const size_t n = 1100, at = 24;  // past one 512-element block of the CPU's narrow path
+  for (DType t : types) {
+    const size_t es = dtypeSize(t);
+    std::vector<std::vector<char>> bufs(4, std::vector<char>(at + n * es));
+    for (auto& b : bufs) {
+      for (auto& c : b) c = static_cast<char>(rng());
+    }
+    const char* srcs[4] = {bufs[0].data(), bufs[1].data(), bufs[2].data(), bufs[3].data()};
+    for (OpKind k : kinds) {
+      for (int nsrc = 1; nsrc <= 4; ++nsrc) {
+        for (bool post : {false, true}) {
+          ReduceOp ops[4];
+          for (auto& op : ops) {
+            op.kind = k;
+            op.dtype = t;
+            op.nranks = nsrc;
+            op.scalar = rng() & ((es == 8 ? ~0ull : (1ull << (8 * es)) - 1));
+          }
+          std::vector<unsigned char> want(n * es, 0xCD);
+          reduceMany(ops, want.data(), srcs, at, nsrc, n, post);
+          const std::string what = std::string(dtypeName(t)) + " op " + std::to_string(static_cast<int>(k)) +
+                                   " sources " + std::to_string(nsrc) + " post " + std::to_string(post);
+          for (int nt : {1, 3}) {
+            std::vector<unsigned char> got(n * es, 0xAB);
+            for (int tid = 0; tid < nt; ++tid)
+              ctaReduceMany(StridedCta{tid, nt}, ops, got.data(), srcs, at, nsrc, n, post);
+            ASSERT_EQ(firstDifference(t, got, want, n), n) << what << " threads " << nt;
+          }
+          if (isNarrowFloatType(t) && k != OpKind::kMax && k != OpKind::kMin) continue;
+          std::vector<unsigned char> chain(n * es);
+          copyLocal(ops[0], chain.data(), srcs[0] + at, n, post && nsrc == 1);
+          for (int p = 1; p < nsrc; ++p) {
+            reduceInto(ops[p], chain.data(), chain.data(), srcs[p] + at, n, post && p == nsrc - 1);
+          }
+          ASSERT_EQ(firstDifference(t, chain, want, n), n) << what << ": not the chain of binary steps";
         }
       }
     }

@@ -7,7 +7,8 @@
 // release; a peer has reached g when its counter is g or later, compared modulo 2^32.
 //
 // Rank order. A reduced element is always ((src0 (+) src1) (+) src2) ... in rank order, whichever rank computes it
-// and however the range is tiled, so every rank's copy of a result is bitwise the same.
+// and however the range is tiled, so every rank's copy of a result is bitwise the same. Half, bf16 and fp8 sums
+// accumulate in float and round once, so they may differ from the ring's, which rounds at every hop.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +44,8 @@ struct GenCounters {
 };
 
 // One tile of a reducing direct step: acc = src[0] (+) src[1] (+) ... (+) src[n-1] over `len` elements at byte
-// offset `at` of each source, pre-multiplied per rank (ops[p] carries rank p's scalar) and post-divided at the end.
+// offset `at` of each source, pre-multiplied per rank (ops[p] carries rank p's scalar) and post-divided at the end;
+// one pass, narrow floats accumulated in float and rounded once (reduce_copy.h's ctaReduceMany).
 struct DirectTileArgs {
   const char* const* srcs = nullptr;
   const ReduceOp* ops = nullptr;
@@ -55,12 +57,7 @@ struct DirectTileArgs {
 
 template <class Cta, class Env>
 BRAID_HOST_DEVICE void directReduceTile(const Cta& cta, Env& env, const DirectTileArgs& a) {
-  const int n = a.nranks;
-  env.copyLocal(cta, a.ops[0], a.acc, a.srcs[0] + a.at, a.len, n == 1);
-  for (int p = 1; p < n; ++p) {
-    // Each thread combines the elements it wrote itself, so no barrier is needed between ranks.
-    env.reduce(cta, a.ops[p], a.acc, a.acc, a.srcs[p] + a.at, a.len, p == n - 1);
-  }
+  env.reduceMany(cta, a.ops, a.acc, a.srcs, a.at, a.nranks, a.len, true);
 }
 
 }  // namespace braid

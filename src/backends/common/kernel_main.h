@@ -89,6 +89,11 @@ struct KernelEnv {
     ctaCopyLocal(cta, op, dst, src, n, post);
   }
   template <class Cta>
+  BRAID_HOST_DEVICE void reduceMany(const Cta& cta, const ReduceOp* ops, void* dst, const char* const* srcs, size_t at,
+                                    int nsrc, size_t n, bool post) {
+    ctaReduceMany(cta, ops, dst, srcs, at, nsrc, n, post);
+  }
+  template <class Cta>
   BRAID_HOST_DEVICE void copy(const Cta& cta, void* dst, const void* src, size_t bytes, bool /*toOutput*/ = false) {
     ctaCopy(cta, dst, src, bytes);
   }

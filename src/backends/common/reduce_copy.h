@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "src/backends/common/reduce_elem.h"
 #include "src/common/coll_types.h"
@@ -125,6 +126,87 @@ struct CopyLocalFn {
   }
 };
 
+// How a multi-source reduction accumulates: narrow floats (half, bf16, fp8) in float, rounded once at the end;
+// every other type in itself (Same), where one pass gives the bits a chain of binary steps gives.
+template <class Tr>
+struct Same {
+  using AT = Tr;
+  using S = typename Tr::S;
+  BRAID_HOST_DEVICE static BRAID_FORCE_INLINE S widen(S x) { return x; }
+  BRAID_HOST_DEVICE static BRAID_FORCE_INLINE S narrow(S a) { return a; }
+};
+template <class Tr>
+struct Wide : Same<Tr> {
+  static constexpr bool kWidens = false;
+};
+template <class T, float (*kToF)(T), T (*kFromF)(float)>
+struct Wide<NarrowTraits<T, kToF, kFromF>> {
+  static constexpr bool kWidens = true;
+  using AT = FloatTraits<float>;
+  BRAID_HOST_DEVICE static BRAID_FORCE_INLINE float widen(T x) { return kToF(x); }
+  BRAID_HOST_DEVICE static BRAID_FORCE_INLINE T narrow(float a) { return kFromF(a); }
+};
+
+template <class AT, OpKind kKind>
+BRAID_HOST_DEVICE BRAID_FORCE_INLINE typename AT::S combineAcc(typename AT::S acc, typename AT::S x) {
+  if constexpr (kKind == OpKind::kProd) {
+    return AT::mul(acc, x);
+  } else if constexpr (kKind == OpKind::kMax) {
+    return AT::max(acc, x);
+  } else if constexpr (kKind == OpKind::kMin) {
+    return AT::min(acc, x);
+  } else {
+    return AT::add(acc, x);
+  }
+}
+
+// One pass over every source per element (the acc never goes to memory between ranks).
+template <class Tr, OpKind kKind, class Acc, class Cta>
+BRAID_HOST_DEVICE void manyT(const Cta& cta, const ReduceOp* ops, void* dst, const char* const* srcs, size_t at,
+                             int nsrc, size_t n, bool post) {
+  using S = typename Tr::S;
+  using AT = typename Acc::AT;
+  using A = typename AT::S;
+  const bool div = post && kKind == OpKind::kAvg && ops[0].nranks > 1;
+  const auto divisor = static_cast<typename AT::D>(makeParams<Tr>(ops[0]).divisor);
+  for (size_t i = static_cast<size_t>(cta.tid()); i < n; i += static_cast<size_t>(cta.nthreads())) {
+    A acc{};
+    for (int p = 0; p < nsrc; ++p) {
+      S x = loadElem<S>(srcs[p] + at, i);
+      // Pre-multiplied in the type, as a staged input is (rounded there for narrow types).
+      if constexpr (kKind == OpKind::kPreMulSum) x = PreMul<Tr>::apply(x, makeParams<Tr>(ops[p]));
+      const A w = Acc::widen(x);
+      acc = p == 0 ? w : combineAcc<AT, kKind>(acc, w);
+    }
+    if (div) acc = AT::div(acc, divisor);
+    storeElem<S>(dst, i, Acc::narrow(acc));
+  }
+}
+
+struct ManyFn {
+  template <class Tr, class Cta>
+  BRAID_HOST_DEVICE static void run(const Cta& cta, const ReduceOp* ops, void* dst, const char* const* srcs, size_t at,
+                                    int nsrc, size_t n, bool post) {
+    // Max and min return an operand's own code, so they need no widening.
+    using W = Wide<Tr>;
+    using M = Same<Tr>;
+    switch (ops[0].kind) {
+      case OpKind::kProd:
+        return manyT<Tr, OpKind::kProd, W>(cta, ops, dst, srcs, at, nsrc, n, post);
+      case OpKind::kMax:
+        return manyT<Tr, OpKind::kMax, M>(cta, ops, dst, srcs, at, nsrc, n, post);
+      case OpKind::kMin:
+        return manyT<Tr, OpKind::kMin, M>(cta, ops, dst, srcs, at, nsrc, n, post);
+      case OpKind::kPreMulSum:
+        return manyT<Tr, OpKind::kPreMulSum, W>(cta, ops, dst, srcs, at, nsrc, n, post);
+      case OpKind::kAvg:
+        return manyT<Tr, OpKind::kAvg, W>(cta, ops, dst, srcs, at, nsrc, n, post);
+      default:
+        return manyT<Tr, OpKind::kSum, W>(cta, ops, dst, srcs, at, nsrc, n, post);
+    }
+  }
+};
+
 }  // namespace cta_detail
 
 // dst[i] = peer[i] (op) pre(local[i]); if post, dst[i] = post(dst[i]).
@@ -139,6 +221,18 @@ template <class Cta>
 BRAID_HOST_DEVICE void ctaCopyLocal(const Cta& cta, const ReduceOp& op, void* dst, const void* src, size_t n,
                                     bool post) {
   cta_detail::dispatchDtype<cta_detail::CopyLocalFn>(op.dtype, cta, op, dst, src, n, post);
+}
+
+// dst[i] = post(pre_0(src_0[i]) (op) pre_1(src_1[i]) (op) ... (op) pre_{nsrc-1}(src_{nsrc-1}[i])), src_p = srcs[p] + at
+// bytes, in rank order, each element in one pass. ops[p] is source p's op (PreMulSum: its scalar; pre-multiplied in
+// the type). Narrow floats accumulate sums, products and averages in float and round once at the end (NCCL's
+// symmetric kernels and a switch's .acc::f32 do the same); every other type combines in itself, bitwise what a
+// chain of ctaCopyLocal and ctaReduce gives. cpu/reduce.h's reduceMany has the same semantics. dst may be exactly
+// the first source's range and must not overlap another.
+template <class Cta>
+BRAID_HOST_DEVICE void ctaReduceMany(const Cta& cta, const ReduceOp* ops, void* dst, const char* const* srcs, size_t at,
+                                     int nsrc, size_t n, bool post) {
+  cta_detail::dispatchDtype<cta_detail::ManyFn>(ops[0].dtype, cta, ops, dst, srcs, at, nsrc, n, post);
 }
 
 // A plain copy, in 8-byte words where both ends allow it.

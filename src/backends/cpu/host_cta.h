@@ -37,6 +37,10 @@ struct HostDataOps {
     if (streaming(toOutput, dst, src, src)) return copyLocalStreaming(op, dst, src, n, post, tile());
     braid::copyLocal(op, dst, src, n, post);
   }
+  void reduceMany(const HostCta&, const ReduceOp* ops, void* dst, const char* const* srcs, size_t at, int nsrc,
+                  size_t n, bool post) {
+    braid::reduceMany(ops, dst, srcs, at, nsrc, n, post);
+  }
   void copy(const HostCta&, void* dst, const void* src, size_t bytes, bool toOutput = false) {
     if (dst == src || bytes == 0) return;
     if (streaming(toOutput, dst, src, src)) return streamCopy(dst, src, bytes);

@@ -263,6 +263,35 @@ void narrowUnary(const ReduceOp& op, void* dst, const void* src, size_t n, bool 
   }
 }
 
+// Every source of a block widened and combined in float, rounded once (reduce.h's reduceMany).
+void narrowMany(const ReduceOp* ops, void* dst, const char* const* srcs, size_t at, int nsrc, size_t n, bool post) {
+  const DType t = ops[0].dtype;
+  const size_t es = dtypeSize(t);
+  const bool pre = ops[0].kind == OpKind::kPreMulSum;
+  const bool prod = ops[0].kind == OpKind::kProd;
+  const bool div = wantsPost(ops[0], post);
+  const float divisor = narrowScalars(ops[0]).divisor;
+  float a[kNarrowBlock], b[kNarrowBlock];
+  for (size_t i = 0; i < n; i += kNarrowBlock) {
+    const size_t m = std::min(kNarrowBlock, n - i);
+    for (int p = 0; p < nsrc; ++p) {
+      float* x = p == 0 ? a : b;
+      widenBlock(t, x, reinterpret_cast<const unsigned char*>(srcs[p] + at) + i * es, m);
+      if (pre) preMul(t, x, m, narrowScalars(ops[p]).scalar);
+      if (p == 0) continue;
+      if (prod) {
+        for (size_t j = 0; j < m; ++j) a[j] *= b[j];
+      } else {
+        for (size_t j = 0; j < m; ++j) a[j] += b[j];
+      }
+    }
+    if (div) {
+      for (size_t j = 0; j < m; ++j) a[j] /= divisor;
+    }
+    narrowBlock(t, static_cast<unsigned char*>(dst) + i * es, a, m);
+  }
+}
+
 }  // namespace
 
 void reduceInto(const ReduceOp& op, void* dst, const void* peer, const void* local, size_t n, bool post) {
@@ -278,6 +307,15 @@ void copyLocal(const ReduceOp& op, void* dst, const void* src, size_t n, bool po
     return narrowUnary(op, dst, src, n, pre, !pre && wantsPost(op, post));
   }
   dispatchType(op.dtype, [&](auto tr) { copyLocalT<decltype(tr)>(op, dst, src, n, post); });
+}
+
+void reduceMany(const ReduceOp* ops, void* dst, const char* const* srcs, size_t at, int nsrc, size_t n, bool post) {
+  if (n == 0 || nsrc < 1) return;
+  if (narrowBlockOp(ops[0])) return narrowMany(ops, dst, srcs, at, nsrc, n, post);
+  // In the type each step rounds where a one-pass loop would, so the chain is the definition; the tile the direct
+  // path reduces stays in cache, so the passes cost little.
+  copyLocal(ops[0], dst, srcs[0] + at, n, post && nsrc == 1);
+  for (int p = 1; p < nsrc; ++p) reduceInto(ops[p], dst, dst, srcs[p] + at, n, post && p == nsrc - 1);
 }
 
 void copyPost(const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {

@@ -30,6 +30,14 @@ void copyLocal(const ReduceOp& op, void* dst, const void* src, size_t n, bool po
 // dst[i] = post(src[i]), or a plain copy when post is false or the op has no post-op.
 void copyPost(const ReduceOp& op, void* dst, const void* src, size_t n, bool post);
 
+// dst[i] = post(pre_0(src_0[i]) (op) pre_1(src_1[i]) (op) ... (op) pre_{nsrc-1}(src_{nsrc-1}[i])), src_p = srcs[p] + at
+// bytes, in rank order. ops[p] is source p's op (PreMulSum: its scalar; the pre-multiplication rounds in the type).
+// Unlike a chain of reduceInto, narrow floats accumulate sums, products and averages in float and round once at
+// the end, as NCCL's symmetric kernels do; other types and max/min give the chain's bits. The same semantics as
+// reduce_copy.h's ctaReduceMany (the direct path's tile reduction on the host and on GPUs). dst may be exactly the
+// first source's range and must not overlap another.
+void reduceMany(const ReduceOp* ops, void* dst, const char* const* srcs, size_t at, int nsrc, size_t n, bool post);
+
 // Destinations of operations at least this large are written with non-temporal stores: they are far larger than
 // the caches, and ordinary stores would first read every destination line (measured: a 128 MB out-of-place
 // all-reduce between 2 processes took 1.8x the in-place time, whose destinations were just read).
