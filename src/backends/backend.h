@@ -186,7 +186,8 @@ class Backend {
   virtual int maxChannels(const std::vector<RankResources>& ranks) const = 0;
   // Collective over the communicator's ranks when it sets up shared state (the direct segment).
   [[nodiscard]] virtual Status init(const BackendInitContext& ctx) = 0;
-  virtual BackendCaps caps() const = 0;
+  // What it can do: settled by the constructor, init and initDirect; read on every call, so a plain member.
+  const BackendCaps& caps() const { return caps_; }
   // The transports tried in order for each peer, and where their FIFOs live (TransportConfig::memory).
   virtual const std::vector<Transport*>& transports() const = 0;
   virtual const FifoMemory& fifoMemory() const = 0;
@@ -202,6 +203,12 @@ class Backend {
   // Runs NVLS-style operations of every communicator in `group`, phase by phase across communicators, and says per
   // operation whether it ran. Requires caps().direct on every entry.
   [[nodiscard]] virtual Status launchDirect(const std::vector<DirectBatch>& group) = 0;
+  // A collective of a one-rank communicator, run on the calling thread before the call returns: recv =
+  // pre/post(send) over count elements by op (op.kind kSum for the collectives that do not reduce: a copy; in place
+  // when recv == send). Backends whose work enqueues on streams leave it to the FIFO path and return an error.
+  [[nodiscard]] virtual Status runAlone(const ReduceOp& op, void* recv, const void* send, size_t count) {
+    return invalidUsage("this backend has no one-rank path (op of %zu elements)", count);
+  }
   // Collective over the communicator's ranks, after the P2P decisions (p2pPeers[r]: this rank reaches rank r's GPU
   // memory; a CUDA backend's): sets up what NVLS-style collectives need where init could not yet.
   [[nodiscard]] virtual Status initDirect(const std::vector<PeerInfo>& peers, const std::vector<uint8_t>& p2pPeers) {
@@ -289,6 +296,9 @@ class Backend {
   [[nodiscard]] virtual Status verifyP2p(const std::vector<PeerInfo>& peers, std::vector<uint8_t>* p2p) {
     return Status::ok();
   }
+
+ protected:
+  BackendCaps caps_;
 };
 
 // Which backend a communicator gets, decided on the thread that calls ncclCommInitRank (its init may run on

@@ -184,6 +184,8 @@ class Communicator {
   bool hasDirectWork() const;
   // Runs the queued operations the direct (NVLS-style) path takes and removes them from pending_.
   static Status launchDirect(const std::vector<Communicator*>& comms);
+  // One-rank host communicators: their collectives are copies, run at once on the calling thread (no program).
+  static Status launchAlone(const std::vector<Communicator*>& comms);
   // Runs the all-reduces NVLSTree takes (nvls_tree.h) and removes them from pending_.
   static Status launchHierarchical(const std::vector<Communicator*>& comms);
   Status connect(const std::vector<Link>& sendNeeds, const std::vector<Link>& recvNeeds, int phase);

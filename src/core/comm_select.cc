@@ -134,11 +134,13 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
   // per thread: the latency path allocates nothing once warm.
   thread_local std::vector<DirectBatch> batches;
   thread_local std::vector<std::vector<DirectOp>> opsOf;
-  thread_local std::vector<std::vector<size_t>> indexOf;  // the pending_ index of each direct op
+  thread_local std::vector<std::vector<size_t>> indexOf;   // the pending_ index of each direct op
+  thread_local std::vector<std::vector<void*>> streamsOf;  // each batch's streams' storage, between calls
   batches.clear();
   if (opsOf.size() < comms.size()) {
     opsOf.resize(comms.size());
     indexOf.resize(comms.size());
+    streamsOf.resize(comms.size());
   }
   for (size_t x = 0; x < comms.size(); ++x) {
     Communicator* c = comms[x];
@@ -163,6 +165,8 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     }
     if (opsOf[x].empty()) continue;
     DirectBatch b{c->backend_.get(), &opsOf[x], {}};
+    b.streams.swap(streamsOf[x]);
+    b.streams.clear();
     for (size_t i : indexOf[x]) {
       void* s = c->pending_[i].stream;
       if (std::find(b.streams.begin(), b.streams.end(), s) == b.streams.end()) b.streams.push_back(s);
@@ -170,7 +174,11 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     batches.push_back(std::move(b));
   }
   if (batches.empty()) return Status::ok();
-  BRAID_RETURN_IF_ERROR(batches.front().backend->launchDirect(batches));
+  const Status launched = batches.front().backend->launchDirect(batches);
+  for (size_t x = 0, k = 0; x < comms.size() && k < batches.size(); ++x) {
+    if (!opsOf[x].empty()) streamsOf[x].swap(batches[k++].streams);
+  }
+  BRAID_RETURN_IF_ERROR(launched);
   for (size_t x = 0; x < comms.size(); ++x) {
     if (opsOf[x].empty()) continue;
     Communicator* c = comms[x];
@@ -184,6 +192,31 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
       if (isDirect) c->profileStop(c->pending_[i]);
       if (ran) continue;
       c->pending_[kept++] = c->pending_[i];
+    }
+    c->pending_.resize(kept);
+  }
+  return Status::ok();
+}
+
+Status Communicator::launchAlone(const std::vector<Communicator*>& comms) {
+  for (Communicator* c : comms) {
+    if (c->nranks_ != 1 || c->backend_->caps().streams) continue;
+    size_t kept = 0;
+    for (size_t i = 0; i < c->pending_.size(); ++i) {
+      const PendingOp& op = c->pending_[i];
+      const bool reduces =
+          op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce || op.kind == CollKind::kReduceScatter;
+      const bool copies = op.kind == CollKind::kBroadcast || op.kind == CollKind::kAllGather;
+      if (!reduces && !copies) {  // sends and receives to itself pair up on the FIFO path
+        c->pending_[kept++] = op;
+        continue;
+      }
+      // Reported as the ring (NCCL's choice for one rank too), so the flight recorder and a profiler see it.
+      c->noteChoice(op, AlgoId::kRing, ProtoId::kSimple);
+      ReduceOp how = op.op;
+      if (!reduces) how = ReduceOp{OpKind::kSum, op.dtype, 0, 1};
+      BRAID_RETURN_IF_ERROR(c->backend_->runAlone(how, op.recvbuff, op.sendbuff, op.count));
+      c->profileStop(op);
     }
     c->pending_.resize(kept);
   }

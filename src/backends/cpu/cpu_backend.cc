@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "src/backends/common/step_engine.h"
+#include "src/backends/cpu/reduce.h"
 #include "src/common/logging.h"
 #include "src/common/numa.h"
 
@@ -50,6 +51,12 @@ void stayOnHomeCpu(int cpu) {
 
 }  // namespace
 
+CpuBackend::CpuBackend() {
+  caps_.proto[static_cast<int>(ProtoId::kLL)] = true;
+  caps_.proto[static_cast<int>(ProtoId::kSimple)] = true;
+  caps_.streams = false;
+}
+
 CpuBackend::~CpuBackend() {
   // Workers first: they may be driving work that points into the backend's staging.
   for (Channel& ch : channels_) ch.worker.reset();
@@ -81,6 +88,8 @@ Status CpuBackend::init(const BackendInitContext& ctx) {
   if (ctx.direct && !ctx.netPeers) {  // direct segments are shared memory: one host, shm allowed
     BRAID_ASSIGN_OR_RETURN(direct_,
                            DirectGroup::create(ctx.allGather, *ctx.peers, ctx.rank, ctx.directStageBytes, ctx.cma));
+    caps_.direct = direct_ != nullptr;
+    caps_.directStageBytes = direct_ ? direct_->stageBytes() : 0;
     if (direct_) {
       BRAID_INFO(kLogInit, "rank %d: direct (NVLS-style) collectives on, inputs up to %zu bytes staged", ctx.rank,
                  direct_->stageBytes());
@@ -100,16 +109,6 @@ int CpuBackend::maxChannels(const std::vector<RankResources>& ranks) const {
 
 uint64_t CpuBackend::persistentBytes() const {
   return direct_ ? direct_->ownedBytes() : 0;
-}
-
-BackendCaps CpuBackend::caps() const {
-  BackendCaps c;
-  c.proto[static_cast<int>(ProtoId::kLL)] = true;
-  c.proto[static_cast<int>(ProtoId::kSimple)] = true;
-  c.streams = false;
-  c.direct = direct_ != nullptr;
-  c.directStageBytes = direct_ ? direct_->stageBytes() : 0;
-  return c;
 }
 
 const std::vector<Transport*>& CpuBackend::transports() const {
@@ -214,6 +213,11 @@ Status CpuBackend::launchFifo(const std::vector<FifoLaunch>& group) {
     for (Channel& ch : static_cast<CpuBackend*>(l.backend)->channels_) ch.work.items.clear();
   }
   return result;
+}
+
+Status CpuBackend::runAlone(const ReduceOp& op, void* recv, const void* send, size_t count) {
+  copyLocal(op, recv, send, count, true);
+  return Status::ok();
 }
 
 Status CpuBackend::runDirectOne(CpuBackend* b, DirectOp& op) {

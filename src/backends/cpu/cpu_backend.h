@@ -18,20 +18,20 @@ Result<WorkItem> plannedWorkItem(const PlannedWork& pw, const LinkLookup& link, 
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() = default;
+  CpuBackend();
   ~CpuBackend() override;
 
   BackendKind kind() const override { return BackendKind::kHost; }
   int maxChannels(const std::vector<RankResources>& ranks) const override;
   uint64_t persistentBytes() const override;
   Status init(const BackendInitContext& ctx) override;
-  BackendCaps caps() const override;
   const std::vector<Transport*>& transports() const override;
   const FifoMemory& fifoMemory() const override { return hostFifoMemory(); }
   const void* stageCopy(const void* src, size_t bytes) override;
   void releaseLaunchMemory() override;
   Status launchFifo(const std::vector<FifoLaunch>& group) override;
   Status launchDirect(const std::vector<DirectBatch>& group) override;
+  Status runAlone(const ReduceOp& op, void* recv, const void* send, size_t count) override;
   void markAborted(const std::string& why) override;
   // Windows on host memory: ncclMemAlloc's memfd reaches the processes of this host; other memory only this
   // process's ranks. One-sided steps run on the calling thread.
