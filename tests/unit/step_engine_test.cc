@@ -29,21 +29,22 @@ struct StridedCta {
 
 using testing_elem::firstDifference;
 
+const DType kTypes[] = {DType::kInt8,    DType::kUint8,    DType::kInt32,   DType::kUint32,
+                        DType::kInt64,   DType::kUint64,   DType::kFloat16, DType::kFloat32,
+                        DType::kFloat64, DType::kBfloat16, DType::kFp8E4M3, DType::kFp8E5M2};
+const OpKind kKinds[] = {OpKind::kSum, OpKind::kProd, OpKind::kMax, OpKind::kMin, OpKind::kAvg, OpKind::kPreMulSum};
+
 // The CTA-strided element loops give the same bits as the CPU backend's SIMD loops, for every dtype and op, at
 // 1 and 3 threads (sequentially: each thread's share is independent).
 TEST(StepEngineReduce, CtaLoopsMatchHostLoopsBitwise) {
-  const DType types[] = {DType::kInt8,    DType::kUint8,    DType::kInt32,   DType::kUint32,
-                         DType::kInt64,   DType::kUint64,   DType::kFloat16, DType::kFloat32,
-                         DType::kFloat64, DType::kBfloat16, DType::kFp8E4M3, DType::kFp8E5M2};
-  const OpKind ops[] = {OpKind::kSum, OpKind::kProd, OpKind::kMax, OpKind::kMin, OpKind::kAvg, OpKind::kPreMulSum};
   std::mt19937_64 rng(42);
-  for (DType t : types) {
+  for (DType t : kTypes) {
     const size_t es = dtypeSize(t);
     const size_t n = 1037;
     std::vector<unsigned char> peer(n * es), local(n * es);
     for (auto& b : peer) b = static_cast<unsigned char>(rng());
     for (auto& b : local) b = static_cast<unsigned char>(rng());
-    for (OpKind k : ops) {
+    for (OpKind k : kKinds) {
       for (bool post : {false, true}) {
         ReduceOp op;
         op.kind = k;
@@ -81,20 +82,16 @@ TEST(StepEngineReduce, CtaLoopsMatchHostLoopsBitwise) {
 // for every dtype, op, source count and thread count; for types that do not widen, and for max/min, they are the
 // chain of binary steps exactly (the definition those types keep).
 TEST(StepEngineReduce, ReduceManyCtaMatchesHostBitwise) {
-  const DType types[] = {DType::kInt8,    DType::kUint8,    DType::kInt32,   DType::kUint32,
-                         DType::kInt64,   DType::kUint64,   DType::kFloat16, DType::kFloat32,
-                         DType::kFloat64, DType::kBfloat16, DType::kFp8E4M3, DType::kFp8E5M2};
-  const OpKind kinds[] = {OpKind::kSum, OpKind::kProd, OpKind::kMax, OpKind::kMin, OpKind::kAvg, OpKind::kPreMulSum};
   std::mt19937_64 rng(7);
   const size_t n = 1100, at = 24;  // past one 512-element block of the CPU's narrow path
-  for (DType t : types) {
+  for (DType t : kTypes) {
     const size_t es = dtypeSize(t);
     std::vector<std::vector<char>> bufs(4, std::vector<char>(at + n * es));
     for (auto& b : bufs) {
       for (auto& c : b) c = static_cast<char>(rng());
     }
     const char* srcs[4] = {bufs[0].data(), bufs[1].data(), bufs[2].data(), bufs[3].data()};
-    for (OpKind k : kinds) {
+    for (OpKind k : kKinds) {
       for (int nsrc = 1; nsrc <= 4; ++nsrc) {
         for (bool post : {false, true}) {
           ReduceOp ops[4];
