@@ -41,6 +41,7 @@ struct BackendCaps {
   bool streams = false;         // operations enqueue on the caller's stream and return at once
   bool direct = false;          // NVLS-style collectives are set up on this communicator (after init)
   size_t directStageBytes = 0;  // inputs up to this size are staged in the direct segment (any buffer works)
+  bool runsAlone = false;       // runAlone works: a one-rank communicator's collectives are copies at the call
 };
 
 // What a communicator tells its backend at init (after the ranks agreed on the settings).
@@ -205,7 +206,7 @@ class Backend {
   [[nodiscard]] virtual Status launchDirect(const std::vector<DirectBatch>& group) = 0;
   // A collective of a one-rank communicator, run on the calling thread before the call returns: recv =
   // pre/post(send) over count elements by op (op.kind kSum for the collectives that do not reduce: a copy; in place
-  // when recv == send). Backends whose work enqueues on streams leave it to the FIFO path and return an error.
+  // when recv == send). Offered where caps().runsAlone; the others leave one rank to the FIFO path.
   [[nodiscard]] virtual Status runAlone(const ReduceOp& op, void* recv, const void* send, size_t count) {
     return invalidUsage("this backend has no one-rank path (op of %zu elements)", count);
   }

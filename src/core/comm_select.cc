@@ -200,25 +200,29 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
 
 Status Communicator::launchAlone(const std::vector<Communicator*>& comms) {
   for (Communicator* c : comms) {
-    if (c->nranks_ != 1 || c->backend_->caps().streams) continue;
+    if (c->nranks_ != 1 || !c->backend_->caps().runsAlone) continue;
+    Status st;
     size_t kept = 0;
     for (size_t i = 0; i < c->pending_.size(); ++i) {
       const PendingOp& op = c->pending_[i];
       const bool reduces =
           op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce || op.kind == CollKind::kReduceScatter;
       const bool copies = op.kind == CollKind::kBroadcast || op.kind == CollKind::kAllGather;
-      if (!reduces && !copies) {  // sends and receives to itself pair up on the FIFO path
-        c->pending_[kept++] = op;
-        continue;
+      // Sends and receives to itself pair up on the FIFO path; after a failure nothing more runs here.
+      bool ran = false;
+      if ((reduces || copies) && st.isOk()) {
+        // Reported as the ring (NCCL's choice for one rank too), so the flight recorder and a profiler see it.
+        c->noteChoice(op, AlgoId::kRing, ProtoId::kSimple);
+        const ReduceOp how = reduces ? op.op : ReduceOp{OpKind::kSum, op.dtype, 0, 1};
+        st = c->backend_->runAlone(how, op.recvbuff, op.sendbuff, op.count);
+        ran = st.isOk();
+        if (ran) c->profileStop(op);
       }
-      // Reported as the ring (NCCL's choice for one rank too), so the flight recorder and a profiler see it.
-      c->noteChoice(op, AlgoId::kRing, ProtoId::kSimple);
-      ReduceOp how = op.op;
-      if (!reduces) how = ReduceOp{OpKind::kSum, op.dtype, 0, 1};
-      BRAID_RETURN_IF_ERROR(c->backend_->runAlone(how, op.recvbuff, op.sendbuff, op.count));
-      c->profileStop(op);
+      if (!ran && kept != i) c->pending_[kept] = std::move(c->pending_[i]);
+      if (!ran) ++kept;
     }
     c->pending_.resize(kept);
+    BRAID_RETURN_IF_ERROR(st);
   }
   return Status::ok();
 }

@@ -562,10 +562,15 @@ TEST(Reduce, ReduceManyRoundsNarrowSumsOnce) {
   reduceInto(ops[0], &chained, &v[0], &v[1], 1, false);
   reduceInto(ops[0], &chained, &chained, &v[2], 1, false);
   EXPECT_EQ(halfToFloat(chained), 2048.0f);
-  // Average: 2050 / 3 = 683.33, rounded once (half spacing 0.5 there): 683.5.
+  // Average: the float sum is rounded to half, then divided (what the switch path can do): 2047 + 1 + 1 = 2049
+  // rounds to 2048, / 3 = 682.67 rounds to 682.5, where dividing the float sum would give 683.
+  const uint16_t w[3] = {floatToHalf(2047.0f), floatToHalf(1.0f), floatToHalf(1.0f)};
+  const char* ws[3] = {reinterpret_cast<const char*>(&w[0]), reinterpret_cast<const char*>(&w[1]),
+                       reinterpret_cast<const char*>(&w[2])};
   for (auto& op : ops) op.kind = OpKind::kAvg;
-  reduceMany(ops, &out, srcs, 0, 3, 1, true);
-  EXPECT_EQ(out, floatToHalf(2050.0f / 3.0f));
+  reduceMany(ops, &out, ws, 0, 3, 1, true);
+  EXPECT_EQ(halfToFloat(out), 682.5f);
+  EXPECT_NE(out, floatToHalf(2049.0f / 3.0f));
   // bf16 (8 significant bits): 256 + 1 + 1 = 258, where the chain gives 256.
   const uint16_t b[3] = {floatToBf16(256.0f), floatToBf16(1.0f), floatToBf16(1.0f)};
   const char* bs[3] = {reinterpret_cast<const char*>(&b[0]), reinterpret_cast<const char*>(&b[1]),
@@ -573,16 +578,18 @@ TEST(Reduce, ReduceManyRoundsNarrowSumsOnce) {
   for (auto& op : ops) op = ReduceOp{OpKind::kSum, DType::kBfloat16, 0, 3};
   reduceMany(ops, &out, bs, 0, 3, 1, true);
   EXPECT_EQ(bf16ToFloat(out), 258.0f);
-  // PreMulSum: x * 0.1 rounds to half before the float sum.
+  // PreMulSum: x * 0.1 rounds to half before the float sum (1 and 5: the roundings do not cancel, 0.6001 against
+  // 0.5996 unrounded).
   const uint16_t s = floatToHalf(0.1f);
-  const uint16_t x[2] = {floatToHalf(3.0f), floatToHalf(5.0f)};
+  const uint16_t x[2] = {floatToHalf(1.0f), floatToHalf(5.0f)};
   const char* xs[2] = {reinterpret_cast<const char*>(&x[0]), reinterpret_cast<const char*>(&x[1])};
   ReduceOp pm[2] = {ReduceOp{OpKind::kPreMulSum, DType::kFloat16, s, 2},
                     ReduceOp{OpKind::kPreMulSum, DType::kFloat16, s, 2}};
   reduceMany(pm, &out, xs, 0, 2, 1, true);
-  const float p0 = halfToFloat(floatToHalf(halfToFloat(s) * 3.0f)),
+  const float p0 = halfToFloat(floatToHalf(halfToFloat(s) * 1.0f)),
               p1 = halfToFloat(floatToHalf(halfToFloat(s) * 5.0f));
   EXPECT_EQ(out, floatToHalf(p0 + p1));
+  EXPECT_NE(out, floatToHalf(halfToFloat(s) * 1.0f + halfToFloat(s) * 5.0f));
 }
 
 TEST(Reduce, Fp8E4m3SumSaturates) {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -105,8 +106,9 @@ TEST(StepEngineReduce, ReduceManyCtaMatchesHostBitwise) {
           reduceMany(ops, want.data(), srcs, at, nsrc, n, post);
           const std::string what = std::string(dtypeName(t)) + " op " + std::to_string(static_cast<int>(k)) +
                                    " sources " + std::to_string(nsrc) + " post " + std::to_string(post);
+          std::vector<unsigned char> got(n * es);
           for (int nt : {1, 3}) {
-            std::vector<unsigned char> got(n * es, 0xAB);
+            std::fill(got.begin(), got.end(), 0xAB);
             for (int tid = 0; tid < nt; ++tid)
               ctaReduceMany(StridedCta{tid, nt}, ops, got.data(), srcs, at, nsrc, n, post);
             ASSERT_EQ(firstDifference(t, got, want, n), n) << what << " threads " << nt;
@@ -117,7 +119,8 @@ TEST(StepEngineReduce, ReduceManyCtaMatchesHostBitwise) {
           for (int p = 1; p < nsrc; ++p) {
             reduceInto(ops[p], chain.data(), chain.data(), srcs[p] + at, n, post && p == nsrc - 1);
           }
-          ASSERT_EQ(firstDifference(t, chain, want, n), n) << what << ": not the chain of binary steps";
+          // The CTA form's one pass (the CPU form runs this very chain for these types).
+          ASSERT_EQ(firstDifference(t, chain, got, n), n) << what << ": not the chain of binary steps";
         }
       }
     }

@@ -178,7 +178,8 @@ BRAID_HOST_DEVICE void manyT(const Cta& cta, const ReduceOp* ops, void* dst, con
       const A w = Acc::widen(x);
       acc = p == 0 ? w : combineAcc<AT, kKind>(acc, w);
     }
-    if (div) acc = AT::div(acc, divisor);
+    // An average divides the sum rounded to the type, as a switch's reduction (which returns the type) is divided.
+    if (div) acc = AT::div(Acc::widen(Acc::narrow(acc)), divisor);
     storeElem<S>(dst, i, Acc::narrow(acc));
   }
 }
@@ -225,8 +226,9 @@ BRAID_HOST_DEVICE void ctaCopyLocal(const Cta& cta, const ReduceOp& op, void* ds
 
 // dst[i] = post(pre_0(src_0[i]) (op) pre_1(src_1[i]) (op) ... (op) pre_{nsrc-1}(src_{nsrc-1}[i])), src_p = srcs[p] + at
 // bytes, in rank order, each element in one pass. ops[p] is source p's op (PreMulSum: its scalar; pre-multiplied in
-// the type). Narrow floats accumulate sums, products and averages in float and round once at the end (NCCL's
-// symmetric kernels and a switch's .acc::f32 do the same); every other type combines in itself, bitwise what a
+// the type). Narrow floats accumulate sums and products in float and round once at the end (NCCL's symmetric
+// kernels and a switch's .acc::f32 do the same; an average's sum is rounded, then divided, as the switch path
+// divides what the switch returns); every other type combines in itself, bitwise what a
 // chain of ctaCopyLocal and ctaReduce gives. cpu/reduce.h's reduceMany has the same semantics. dst may be exactly
 // the first source's range and must not overlap another.
 template <class Cta>

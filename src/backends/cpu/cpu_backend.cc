@@ -55,6 +55,7 @@ CpuBackend::CpuBackend() {
   caps_.proto[static_cast<int>(ProtoId::kLL)] = true;
   caps_.proto[static_cast<int>(ProtoId::kSimple)] = true;
   caps_.streams = false;
+  caps_.runsAlone = true;
 }
 
 CpuBackend::~CpuBackend() {

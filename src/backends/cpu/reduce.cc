@@ -285,9 +285,7 @@ void narrowMany(const ReduceOp* ops, void* dst, const char* const* srcs, size_t 
         for (size_t j = 0; j < m; ++j) a[j] += b[j];
       }
     }
-    if (div) {
-      for (size_t j = 0; j < m; ++j) a[j] /= divisor;
-    }
+    if (div) postDiv(t, a, m, divisor);  // the sum rounded to the type, then divided (reduce.h)
     narrowBlock(t, static_cast<unsigned char*>(dst) + i * es, a, m);
   }
 }

@@ -32,8 +32,9 @@ void copyPost(const ReduceOp& op, void* dst, const void* src, size_t n, bool pos
 
 // dst[i] = post(pre_0(src_0[i]) (op) pre_1(src_1[i]) (op) ... (op) pre_{nsrc-1}(src_{nsrc-1}[i])), src_p = srcs[p] + at
 // bytes, in rank order. ops[p] is source p's op (PreMulSum: its scalar; the pre-multiplication rounds in the type).
-// Unlike a chain of reduceInto, narrow floats accumulate sums, products and averages in float and round once at
-// the end, as NCCL's symmetric kernels do; other types and max/min give the chain's bits. The same semantics as
+// Unlike a chain of reduceInto, narrow floats accumulate sums and products in float and round once at the end, as
+// NCCL's symmetric kernels do (an average rounds that sum, then divides: what the multicast path can do); other
+// types and max/min give the chain's bits. The same semantics as
 // reduce_copy.h's ctaReduceMany (the direct path's tile reduction on the host and on GPUs). dst may be exactly the
 // first source's range and must not overlap another.
 void reduceMany(const ReduceOp* ops, void* dst, const char* const* srcs, size_t at, int nsrc, size_t n, bool post);
