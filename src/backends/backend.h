@@ -187,8 +187,7 @@ class Backend {
   virtual int maxChannels(const std::vector<RankResources>& ranks) const = 0;
   // Collective over the communicator's ranks when it sets up shared state (the direct segment).
   [[nodiscard]] virtual Status init(const BackendInitContext& ctx) = 0;
-  // What it can do: settled by the constructor, init and initDirect; read on every call, so a plain member.
-  const BackendCaps& caps() const { return caps_; }
+  virtual BackendCaps caps() const = 0;
   // The transports tried in order for each peer, and where their FIFOs live (TransportConfig::memory).
   virtual const std::vector<Transport*>& transports() const = 0;
   virtual const FifoMemory& fifoMemory() const = 0;
@@ -297,9 +296,6 @@ class Backend {
   [[nodiscard]] virtual Status verifyP2p(const std::vector<PeerInfo>& peers, std::vector<uint8_t>* p2p) {
     return Status::ok();
   }
-
- protected:
-  BackendCaps caps_;
 };
 
 // Which backend a communicator gets, decided on the thread that calls ncclCommInitRank (its init may run on

@@ -136,12 +136,9 @@ struct Same {
   BRAID_HOST_DEVICE static BRAID_FORCE_INLINE S narrow(S a) { return a; }
 };
 template <class Tr>
-struct Wide : Same<Tr> {
-  static constexpr bool kWidens = false;
-};
+struct Wide : Same<Tr> {};
 template <class T, float (*kToF)(T), T (*kFromF)(float)>
 struct Wide<NarrowTraits<T, kToF, kFromF>> {
-  static constexpr bool kWidens = true;
   using AT = FloatTraits<float>;
   BRAID_HOST_DEVICE static BRAID_FORCE_INLINE float widen(T x) { return kToF(x); }
   BRAID_HOST_DEVICE static BRAID_FORCE_INLINE T narrow(float a) { return kFromF(a); }

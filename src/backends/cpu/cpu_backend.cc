@@ -51,13 +51,6 @@ void stayOnHomeCpu(int cpu) {
 
 }  // namespace
 
-CpuBackend::CpuBackend() {
-  caps_.proto[static_cast<int>(ProtoId::kLL)] = true;
-  caps_.proto[static_cast<int>(ProtoId::kSimple)] = true;
-  caps_.streams = false;
-  caps_.runsAlone = true;
-}
-
 CpuBackend::~CpuBackend() {
   // Workers first: they may be driving work that points into the backend's staging.
   for (Channel& ch : channels_) ch.worker.reset();
@@ -89,8 +82,6 @@ Status CpuBackend::init(const BackendInitContext& ctx) {
   if (ctx.direct && !ctx.netPeers) {  // direct segments are shared memory: one host, shm allowed
     BRAID_ASSIGN_OR_RETURN(direct_,
                            DirectGroup::create(ctx.allGather, *ctx.peers, ctx.rank, ctx.directStageBytes, ctx.cma));
-    caps_.direct = direct_ != nullptr;
-    caps_.directStageBytes = direct_ ? direct_->stageBytes() : 0;
     if (direct_) {
       BRAID_INFO(kLogInit, "rank %d: direct (NVLS-style) collectives on, inputs up to %zu bytes staged", ctx.rank,
                  direct_->stageBytes());
@@ -110,6 +101,17 @@ int CpuBackend::maxChannels(const std::vector<RankResources>& ranks) const {
 
 uint64_t CpuBackend::persistentBytes() const {
   return direct_ ? direct_->ownedBytes() : 0;
+}
+
+BackendCaps CpuBackend::caps() const {
+  BackendCaps c;
+  c.proto[static_cast<int>(ProtoId::kLL)] = true;
+  c.proto[static_cast<int>(ProtoId::kSimple)] = true;
+  c.streams = false;
+  c.direct = direct_ != nullptr;
+  c.directStageBytes = direct_ ? direct_->stageBytes() : 0;
+  c.runsAlone = true;
+  return c;
 }
 
 const std::vector<Transport*>& CpuBackend::transports() const {

@@ -18,13 +18,14 @@ Result<WorkItem> plannedWorkItem(const PlannedWork& pw, const LinkLookup& link, 
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend();
+  CpuBackend() = default;
   ~CpuBackend() override;
 
   BackendKind kind() const override { return BackendKind::kHost; }
   int maxChannels(const std::vector<RankResources>& ranks) const override;
   uint64_t persistentBytes() const override;
   Status init(const BackendInitContext& ctx) override;
+  BackendCaps caps() const override;
   const std::vector<Transport*>& transports() const override;
   const FifoMemory& fifoMemory() const override { return hostFifoMemory(); }
   const void* stageCopy(const void* src, size_t bytes) override;

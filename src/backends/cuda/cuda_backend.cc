@@ -134,10 +134,6 @@ CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device, std::share
       fifos_(std::make_unique<PinnedFifos>(api, ctx)),
       launchMemory_(std::make_unique<LaunchMemory>(api, ctx)),
       cursors_(std::make_unique<ConnectorCursors>(api, launchMemory_.get())) {
-  caps_.proto[static_cast<int>(ProtoId::kLL)] = true;
-  caps_.proto[static_cast<int>(ProtoId::kLL128)] = true;  // chosen only when NCCL_PROTO asks (not run on a GPU yet)
-  caps_.proto[static_cast<int>(ProtoId::kSimple)] = true;
-  caps_.streams = true;
   int domain = 0, bus = 0, dev = 0;
   if (api_->deviceGetAttribute(&domain, static_cast<int>(CuDeviceAttr::kPciDomainId), device) == kCuSuccess &&
       api_->deviceGetAttribute(&bus, static_cast<int>(CuDeviceAttr::kPciBusId), device) == kCuSuccess &&
@@ -275,6 +271,16 @@ Status CudaBackend::init(const BackendInitContext& ctx) {
   BRAID_INFO(kLogInit, "rank %d: CUDA communicator on device %d, kernels from %s, %d threads per CTA", rank_, device_,
              lib->source.c_str(), threads_);
   return Status::ok();
+}
+
+BackendCaps CudaBackend::caps() const {
+  BackendCaps c;
+  c.direct = direct_ != nullptr;
+  c.proto[static_cast<int>(ProtoId::kLL)] = true;
+  c.proto[static_cast<int>(ProtoId::kLL128)] = true;  // chosen only when NCCL_PROTO asks (not run on a GPU yet)
+  c.proto[static_cast<int>(ProtoId::kSimple)] = true;
+  c.streams = true;
+  return c;
 }
 
 const std::vector<Transport*>& CudaBackend::transports() const {
@@ -648,7 +654,6 @@ Status CudaBackend::initDirect(const std::vector<PeerInfo>& peers, const std::ve
   std::string why;
   BRAID_ASSIGN_OR_RETURN(direct_, CudaDirect::create(*deviceMemory_, peers, rank_, nChannels_, p2pPeers, allGather_,
                                                      wait_.timeoutSec > 0 ? wait_.timeoutSec : 60, &why));
-  caps_.direct = direct_ != nullptr;
   if (direct_) {
     BRAID_INFO(kLogInit | kLogP2p, "rank %d: NVLS-style collectives over peer pointers: %u lanes, %zu-byte areas",
                rank_, direct_->layout().nlanes, direct_->layout().bytes());

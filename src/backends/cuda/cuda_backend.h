@@ -53,6 +53,7 @@ class CudaBackend final : public Backend {
   BackendKind kind() const override { return BackendKind::kCuda; }
   int maxChannels(const std::vector<RankResources>& ranks) const override;
   Status init(const BackendInitContext& ctx) override;
+  BackendCaps caps() const override;
   const std::vector<Transport*>& transports() const override;
   const FifoMemory& fifoMemory() const override;
   const void* stageCopy(const void* src, size_t bytes) override;
