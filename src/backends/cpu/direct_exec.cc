@@ -280,6 +280,11 @@ Status DirectGroup::execute(const DirectRequest& req, const WaitContext& ctx, bo
   const uint32_t gen = gen_;
   BRAID_RETURN_IF_ERROR(waitAll(false, gen, ctx));
   const int n = nranks_;
+  if (staged(req, n) && req.coll != DirectCollective::kAllGather) {
+    reduceStaged(req, gen);
+    *ran = true;
+    return Status::ok();
+  }
   srcs_.assign(static_cast<size_t>(n), nullptr);
   dsts_.assign(static_cast<size_t>(n), nullptr);
   std::vector<const char*>& srcs = srcs_;
@@ -350,6 +355,32 @@ Status DirectGroup::execute(const DirectRequest& req, const WaitContext& ctx, bo
   BRAID_RETURN_IF_ERROR(runSteps(req, remote > 0));
   *ran = true;
   return Status::ok();
+}
+
+void DirectGroup::reduceStaged(const DirectRequest& req, uint32_t gen) {
+  // The latency path: every input is in the segment, so the one step (every rank's stage, or its piece of them, in
+  // rank order) reduces straight into the output, with no program, tile or per-peer bookkeeping.
+  const int n = nranks_;
+  const size_t es = dtypeSize(req.op.dtype);
+  const size_t sendBytes = inputBytes(req, n);
+  const size_t at = req.coll == DirectCollective::kReduceScatter ? static_cast<size_t>(rank_) * req.count * es : 0;
+  ops_.assign(static_cast<size_t>(n), req.op);
+  tileSrcs_.resize(static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p) {
+    ops_[static_cast<size_t>(p)].scalar = slot(p).scalar[gen & 1];
+    tileSrcs_[static_cast<size_t>(p)] = stage(p, gen, sendBytes);
+  }
+  BRAID_INFO(kLogColl, "rank %d: op %u: direct %s of %zu elements, staged", rank_, gen,
+             req.coll == DirectCollective::kReduceScatter ? "reduce-scatter" : "one-shot all-reduce", req.count);
+  DirectTileArgs tile;
+  tile.srcs = tileSrcs_.data();
+  tile.ops = ops_.data();
+  tile.nranks = n;
+  tile.at = at;
+  tile.len = req.count;
+  tile.acc = static_cast<char*>(req.recv);
+  HostDataOps env;
+  directReduceTile(HostCta{}, env, tile);
 }
 
 Result<const char*> DirectGroup::source(int p, size_t at, size_t bytes) {

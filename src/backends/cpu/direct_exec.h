@@ -81,6 +81,8 @@ class DirectGroup {
   Status peerFailure(const WaitContext& ctx) const;
   // remote: some buffer of the operation is in another process's private memory (srcPid_ / dstPid_).
   Status runSteps(const DirectRequest& req, bool remote);
+  // A staged all-reduce or reduce-scatter of generation gen, reduced in one pass into req.recv.
+  void reduceStaged(const DirectRequest& req, uint32_t gen);
   // The cross-memory attach probe of create() when BRAID_CMA=1: every pair of processes can read each other's
   // memory.
   Status probeCma(const AllGatherFn& allGather);
