@@ -35,7 +35,8 @@ struct ncclTeam {
 };
 
 struct ncclMultimemHandle {
-  void* mcBasePtr; /* the multicast mapping's base (NVLS multicast is not built yet: never set by braid) */
+  void* mcBasePtr; /* non-null: multicast pointers may be taken through this handle (braid: each window carries its
+                    * own mapping, ncclWindow_vidmem::lsaMultimem; this is the resource window's) */
 };
 
 #ifdef __cplusplus
@@ -98,6 +99,7 @@ struct ncclWindow_vidmem {
   int worldRank;         /* this rank, in the world team */
   int lsaRank, lsaSize;  /* this rank's place in the LSA team, and its size */
   uint32_t braidMagic;
+  char* lsaMultimem; /* this process's multicast mapping of every LSA member's buffer (NVLS), or null: none */
 };
 
 /* The windows of the communicator, for ncclFindWindow: chunks of entries (a null window is a free entry). */
@@ -117,7 +119,7 @@ struct ncclDevComm {
   int lsaRank, lsaSize;              /* in the LSA team */
   ncclWindow_t resourceWindow;       /* the device communicator's own window: barriers and requested buffers */
   ncclLsaBarrierHandle_t lsaBarrier; /* reqs->lsaBarrierCount barriers over the LSA team */
-  ncclMultimemHandle_t lsaMultimem;  /* NVLS multicast is not built: mcBasePtr is null */
+  ncclMultimemHandle_t lsaMultimem;  /* reqs.lsaMultimem: set (NVLS multicast over the LSA team); else null */
   const uint32_t* abortFlag;         /* non-zero once the communicator is aborted: waits without a timeout end */
   struct ncclDevCommWindowTable* windowTable; /* every window of the communicator (ncclFindWindow) */
   void* braidState;                           /* braid's host record (ncclDevCommDestroy finds it) */
@@ -128,7 +130,9 @@ struct ncclDevComm {
  * barriers and every buffer of reqs->resourceRequirementsList (their handles are written through
  * outBufferHandle). Every rank must pass the same requirements. Collective over comm's ranks, blocking.
  * Errors (the same on every rank): ncclInvalidArgument for a NULL argument, a list cycle, a bufferAlign that is not
- * a power of two up to 4096; ncclInvalidUsage for a host communicator, GIN requests, multimem, LL all-to-all counts
+ * a power of two up to 4096; ncclInvalidUsage for a host communicator, GIN requests, multimem where the resource
+ * window has no multicast mapping (multimemSupport false; the WARN says why) or for a team other than LSA, LL
+ * all-to-all counts
  * (reqs->lsaLLA2A*: use ncclLLA2ACreateRequirement), barrierCount when the world spans several LSA teams,
  * NCCL_WIN_ENABLE=0, an LSA member out of load/store reach, or ranks asking for different layouts (the WARN names the
  * rank). */
@@ -158,8 +162,8 @@ typedef struct ncclCommProperties {
   int nRanks;
   int cudaDev;           /* -1 on a host communicator */
   int nvmlDev;           /* -1: braid does not map CUDA ordinals to NVML indices */
-  bool deviceApiSupport; /* false until ncclDevCommCreate can succeed (the device half is not built) */
-  bool multimemSupport;  /* false: NVLS multicast is not built */
+  bool deviceApiSupport; /* true on a CUDA communicator (ncclDevCommCreate works there), false on a host one */
+  bool multimemSupport;  /* windows and device communicators get NVLS multicast (lsaMultimem) on this communicator */
   ncclGinType_t ginType; /* NCCL_GIN_TYPE_NONE: braid has no GIN */
   int nLsaTeams;         /* nRanks / LSA team size */
   bool hostRmaSupport;   /* ncclPutSignal/ncclSignal/ncclWaitSignal reach every rank (all on one host) */
@@ -291,10 +295,12 @@ NCCL_DEVICE_INLINE void* ncclGetPeerPointer(ncclWindow_t w, size_t offset, int p
 NCCL_DEVICE_INLINE void* ncclGetPeerPointer(ncclWindow_t w, size_t offset, ncclTeam tm, int peer) {
   return ncclGetPeerPointer(w, offset, w->worldRank + (peer - tm.rank) * tm.stride);
 }
-/* Multicast pointers: braid builds no NVLS multicast objects yet (ncclDevCommCreate refuses multimem), so there is
- * no multicast mapping to point into: null. */
-NCCL_DEVICE_INLINE void* ncclGetMultimemPointer(ncclWindow_t, size_t offset, ncclMultimemHandle mm) {
-  return mm.mcBasePtr != nullptr ? static_cast<char*>(mm.mcBasePtr) + offset : nullptr;
+/* Multicast pointers (NVLS): byte `offset` of window w as every LSA member's buffer at once. A load-reduce through it
+ * (ncclMultimemReduceSum, reduce_copy.h) reads the sum of every member's value there, a store (ncclMultimemCopy)
+ * writes every member's. Null when mm was not set up (a device communicator created without lsaMultimem) or the
+ * window has no multicast mapping (no NVSwitch, NCCL_NVLS_ENABLE=0, the multicast budget spent: INFO REG says). */
+NCCL_DEVICE_INLINE void* ncclGetMultimemPointer(ncclWindow_t w, size_t offset, ncclMultimemHandle mm) {
+  return mm.mcBasePtr != nullptr && w->lsaMultimem != nullptr ? w->lsaMultimem + offset : nullptr;
 }
 NCCL_DEVICE_INLINE void* ncclGetLsaMultimemPointer(ncclWindow_t w, size_t offset, ncclDevComm const& comm) {
   return ncclGetMultimemPointer(w, offset, comm.lsaMultimem);

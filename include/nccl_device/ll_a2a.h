@@ -43,8 +43,8 @@ NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclLLA2ACreateRequirement(int nBloc
 template <typename Coop>
 struct ncclLLA2ASession {
   /* Block `block` of `handle`'s buffer over `team` (members of this rank's LSA team), for values of up to
-   * ncclLLA2ACalcSlots(maxElts, size) / maxElts slots each. multimem must be false: braid builds no NVLS multicast
-   * objects yet. */
+   * ncclLLA2ACalcSlots(maxElts, size) / maxElts slots each. multimem is ignored: braid's LL all-to-all always
+   * stores through LSA pointers (correct, without the switch's one-store broadcast). */
   NCCL_DEVICE_INLINE ncclLLA2ASession(Coop coop, ncclDevComm const& comm, ncclTeam team, ncclLLA2AHandle handle,
                                       uint32_t block, int maxElts, bool multimem = false,
                                       ncclMultimemHandle mmHandle = {})

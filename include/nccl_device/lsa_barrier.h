@@ -67,7 +67,8 @@ NCCL_DEVICE_INLINE bool coopAny(ncclCoopWarpSpan coop, bool v) {
 template <typename Coop>
 struct ncclLsaBarrierSession {
   /* A session on barrier `index` of `handle`'s barriers over `team` (a team of ranks in this rank's LSA team).
-   * multimem must be false: braid builds no NVLS multicast objects yet. */
+   * multimem is ignored: braid's barriers always synchronise through LSA pointers (correct, not the switch's one-store
+   * form). */
   NCCL_DEVICE_INLINE ncclLsaBarrierSession(Coop coop, ncclDevComm const& comm, ncclTeam team,
                                            ncclLsaBarrierHandle handle, uint32_t index, bool multimem = false,
                                            ncclMultimemHandle mmHandle = {})

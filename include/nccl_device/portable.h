@@ -93,6 +93,42 @@ NCCL_DEVICE_INLINE uint32_t lanemaskLt() {
 NCCL_DEVICE_INLINE void backOff() {
   __nanosleep(100);
 }
+/* NVLS multicast words (sm_90): a load-reduce at multicast address p returns the sum of every bound buffer's value
+ * there; a store writes every bound buffer's. Relaxed, system scope: LSA barriers order them. 64-bit integer sums
+ * use the unsigned form, whose two's complement bits are the signed sum's. */
+NCCL_DEVICE_INLINE float mcLoadSum(const float* p) {
+  float v;
+  asm volatile("multimem.ld_reduce.relaxed.sys.global.add.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
+NCCL_DEVICE_INLINE double mcLoadSum(const double* p) {
+  double v;
+  asm volatile("multimem.ld_reduce.relaxed.sys.global.add.f64 %0, [%1];" : "=d"(v) : "l"(p) : "memory");
+  return v;
+}
+NCCL_DEVICE_INLINE uint32_t mcLoadSum(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("multimem.ld_reduce.relaxed.sys.global.add.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+NCCL_DEVICE_INLINE int32_t mcLoadSum(const int32_t* p) {
+  return static_cast<int32_t>(mcLoadSum(reinterpret_cast<const uint32_t*>(p)));
+}
+NCCL_DEVICE_INLINE uint64_t mcLoadSum(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("multimem.ld_reduce.relaxed.sys.global.add.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+NCCL_DEVICE_INLINE int64_t mcLoadSum(const int64_t* p) {
+  return static_cast<int64_t>(mcLoadSum(reinterpret_cast<const uint64_t*>(p)));
+}
+NCCL_DEVICE_INLINE void mcStoreWord(void* p, uint64_t v, int bytes) {
+  if (bytes == 8) {
+    asm volatile("multimem.st.relaxed.sys.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  } else {
+    asm volatile("multimem.st.relaxed.sys.global.b32 [%0], %1;" ::"l"(p), "r"(static_cast<uint32_t>(v)) : "memory");
+  }
+}
 #else
 NCCL_DEVICE_INLINE int gccOrder_(cuda::memory_order o) {
   switch (o) {
@@ -133,6 +169,35 @@ NCCL_DEVICE_INLINE uint32_t lanemaskLt() {
 }
 NCCL_DEVICE_INLINE void backOff() {
   braid_emu::backOff();
+}
+/* The emulator asks the (fake) driver which buffers a multicast address stands for and sums them in the order the
+ * driver gives (the switch's own, seeded), failing the launch where a GPU would fault. */
+NCCL_DEVICE_INLINE float mcLoadSum(const float* p) {
+  const uint64_t w = braid_emu::mcLoadSum(p, braid_emu::McSum::kF32);
+  float v;
+  __builtin_memcpy(&v, &w, sizeof(v));
+  return v;
+}
+NCCL_DEVICE_INLINE double mcLoadSum(const double* p) {
+  const uint64_t w = braid_emu::mcLoadSum(p, braid_emu::McSum::kF64);
+  double v;
+  __builtin_memcpy(&v, &w, sizeof(v));
+  return v;
+}
+NCCL_DEVICE_INLINE uint32_t mcLoadSum(const uint32_t* p) {
+  return static_cast<uint32_t>(braid_emu::mcLoadSum(p, braid_emu::McSum::kU32));
+}
+NCCL_DEVICE_INLINE int32_t mcLoadSum(const int32_t* p) {
+  return static_cast<int32_t>(braid_emu::mcLoadSum(p, braid_emu::McSum::kU32));
+}
+NCCL_DEVICE_INLINE uint64_t mcLoadSum(const uint64_t* p) {
+  return braid_emu::mcLoadSum(p, braid_emu::McSum::kU64);
+}
+NCCL_DEVICE_INLINE int64_t mcLoadSum(const int64_t* p) {
+  return static_cast<int64_t>(braid_emu::mcLoadSum(p, braid_emu::McSum::kU64));
+}
+NCCL_DEVICE_INLINE void mcStoreWord(void* p, uint64_t v, int bytes) {
+  braid_emu::mcStore(p, v, bytes);
 }
 #endif
 

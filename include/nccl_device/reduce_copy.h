@@ -8,8 +8,12 @@
  *   - lambda forms: src(k) / dst(k) return the k-th source / destination pointer (T*), for k in [0, n);
  *   - Local forms: n arrays `stride` elements apart from one pointer.
  * There are no ordering guarantees with respect to other ranks: bracket the calls with an LSA barrier.
- * Multimem forms (NVLS multicast) are not built yet: braid creates no multicast objects. The UNROLL parameter is
- * accepted for NCCL's signatures and is a hint only. */
+ *   - Multimem forms: a multicast pointer (ncclGetMultimemPointer, or a window / ncclSymPtr and the device
+ *     communicator's ncclMultimemHandle, whose windows have a multicast mapping: see core.h): a load-reduce through it
+ *     reads the sum of every LSA member's value (in the switch's order, so sums that are not exact may differ in
+ *     the last bits from the Lsa forms'; every rank reads the same), a store writes every member's. T is float,
+ *     double or a 32/64-bit integer (the switch's word forms braid issues; NCCL also has half and bf16 pairs).
+ * The UNROLL parameter is accepted for NCCL's signatures and is a hint only. */
 #ifndef NCCL_DEVICE_REDUCE_COPY_H_
 #define NCCL_DEVICE_REDUCE_COPY_H_
 
@@ -39,7 +43,72 @@ template <typename T>
 NCCL_DEVICE_INLINE T* teamPtr(ncclSymPtr<T> p, ncclTeam team, int member) {
   return p.peerPtr(team, member);
 }
+template <typename T>
+struct McSummable {
+  static constexpr bool value = std::is_same<T, float>::value || std::is_same<T, double>::value ||
+                                std::is_same<T, int32_t>::value || std::is_same<T, uint32_t>::value ||
+                                std::is_same<T, int64_t>::value || std::is_same<T, uint64_t>::value;
+};
+/* Element i of this thread's share: dst[i] = the switch's sum at mcSrc[i] (null mcSrc: src[i] from local memory);
+ * then, with mcDst, stored to every member's mcDst[i]. */
+template <typename T, typename Coop, typename IntCount>
+NCCL_DEVICE_INLINE void multimemLoop(Coop coop, const T* mcSrc, const T* src, T* dst, T* mcDst, IntCount count) {
+  static_assert(McSummable<T>::value,
+                "braid's multimem building blocks take float, double and 32/64-bit integers (the switch's word forms)");
+  for (IntCount i = static_cast<IntCount>(coop.thread_rank()); i < count; i += static_cast<IntCount>(coop.size())) {
+    const T v = mcSrc != nullptr ? mcLoadSum(mcSrc + i) : src[i];
+    if (dst != nullptr) dst[i] = v;
+    if (mcDst != nullptr) {
+      uint64_t w = 0;
+      __builtin_memcpy(&w, &v, sizeof(T));
+      mcStoreWord(mcDst + i, w, static_cast<int>(sizeof(T)));
+    }
+  }
+}
 }  // namespace nccl_braid_
+
+/* ---- Multimem (NVLS): N -> 1 through the switch, 1 -> N through it, and both. ---- */
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemReduceSum(Coop coop, T* mcSrc, T* dst, IntCount count) {
+  nccl_braid_::multimemLoop<T>(coop, mcSrc, static_cast<const T*>(nullptr), dst, static_cast<T*>(nullptr), count);
+}
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemReduceSum(Coop coop, ncclSymPtr<T> src, T* dst,
+                                                                        IntCount count, ncclMultimemHandle mm) {
+  ncclMultimemReduceSum<T, Coop, IntCount, UNROLL>(coop, src.multimemPtr(mm), dst, count);
+}
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemReduceSum(Coop coop, ncclWindow_t w, size_t offset,
+                                                                        T* dst, IntCount count, ncclMultimemHandle mm) {
+  ncclMultimemReduceSum<T, Coop, IntCount, UNROLL>(coop, ncclSymPtr<T>(w, offset), dst, count, mm);
+}
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemCopy(Coop coop, T* src, T* mcDst, IntCount count) {
+  nccl_braid_::multimemLoop<T>(coop, static_cast<const T*>(nullptr), src, static_cast<T*>(nullptr), mcDst, count);
+}
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemCopy(Coop coop, T* src, ncclSymPtr<T> dst, IntCount count,
+                                                                   ncclMultimemHandle mm) {
+  ncclMultimemCopy<T, Coop, IntCount, UNROLL>(coop, src, dst.multimemPtr(mm), count);
+}
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemCopy(Coop coop, T* src, ncclWindow_t w, size_t offset,
+                                                                   IntCount count, ncclMultimemHandle mm) {
+  ncclMultimemCopy<T, Coop, IntCount, UNROLL>(coop, src, ncclSymPtr<T>(w, offset), count, mm);
+}
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemReduceSumCopy(Coop coop, T* mcSrc, T* mcDst,
+                                                                            IntCount count) {
+  nccl_braid_::multimemLoop<T>(coop, mcSrc, static_cast<const T*>(nullptr), static_cast<T*>(nullptr), mcDst, count);
+}
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemReduceSumCopy(Coop coop, ncclWindow_t srcWin,
+                                                                            size_t srcOffset, ncclMultimemHandle srcMm,
+                                                                            ncclWindow_t dstWin, size_t dstOffset,
+                                                                            ncclMultimemHandle dstMm, IntCount count) {
+  ncclMultimemReduceSumCopy<T, Coop, IntCount, UNROLL>(coop, ncclSymPtr<T>(srcWin, srcOffset).multimemPtr(srcMm),
+                                                       ncclSymPtr<T>(dstWin, dstOffset).multimemPtr(dstMm), count);
+}
 
 /* ---- N -> 1: reduce-sum into one local destination. ---- */
 template <typename T, typename Coop, typename SrcLambda, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>

@@ -26,7 +26,7 @@ static_assert(sizeof(ncclTeam) == sizeof(Team) && offsetof(ncclTeam, nRanks) == 
 static_assert(sizeof(ncclWindow_vidmem) == sizeof(WindowDescriptor) && BRAID_SAME_FIELD_(winHost) &&
                   BRAID_SAME_FIELD_(localBase) && BRAID_SAME_FIELD_(lsaBases) && BRAID_SAME_FIELD_(size) &&
                   BRAID_SAME_FIELD_(worldRank) && BRAID_SAME_FIELD_(lsaRank) && BRAID_SAME_FIELD_(lsaSize) &&
-                  BRAID_SAME_FIELD_(braidMagic),
+                  BRAID_SAME_FIELD_(braidMagic) && BRAID_SAME_FIELD_(lsaMultimem),
               "the core's WindowDescriptor is nccl_device's ncclWindow_vidmem");
 #undef BRAID_SAME_FIELD_
 static_assert(sizeof(ncclDevCommWindowTable) == sizeof(WindowTable::Chunk) &&
@@ -95,15 +95,20 @@ Status checkDevRequirements(Communicator& c, const ncclDevCommRequirements* reqs
                           r->ginSignalCount, r->ginCounterCount);
     }
   }
-  bool multimem = reqs->lsaMultimem;
   entries = 0;
+  const Team lsa = lsaTeam(c);
   for (const ncclTeamRequirements* t = reqs->teamRequirementsList; t; t = t->next) {
     if (++entries > kMaxListEntries) {
       return invalidArgument("reqs->teamRequirementsList has more than %d entries (a cycle?)", kMaxListEntries);
     }
-    multimem = multimem || t->multimem;
+    // One multicast mapping per window, over the LSA team: a team requirement can ask for it only for that team.
+    if (t->multimem && (t->team.nRanks != lsa.nRanks || t->team.rank != lsa.rank || t->team.stride != lsa.stride)) {
+      return invalidUsage(
+          "a team requirement asks for multimem over a team of %d ranks (rank %d, stride %d): braid's multicast "
+          "covers the LSA team (%d ranks, stride %d) only",
+          t->team.nRanks, t->team.rank, t->team.stride, lsa.nRanks, lsa.stride);
+    }
   }
-  if (multimem) return notSupported("ncclDevCommCreate with multimem", "NVLS multicast objects are not built yet");
   if (reqs->barrierCount < 0 || reqs->lsaBarrierCount < 0 || reqs->lsaLLA2ABlockCount < 0 ||
       reqs->lsaLLA2ASlotCount < 0) {
     return invalidArgument(
@@ -155,6 +160,30 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
   dc.lsaBarrier.bufHandle = 0;  // the barriers come first
   dc.lsaBarrier.nBarriers = nBarriers;
   dc.lsaMultimem.mcBasePtr = nullptr;
+  bool multimem = reqs.lsaMultimem;
+  for (const ncclTeamRequirements* t = reqs.teamRequirementsList; t != nullptr; t = t->next) {
+    multimem = multimem || t->multimem;
+  }
+  if (multimem) {
+    // The resource window's mapping stands for the handle; each window carries its own (ncclGetMultimemPointer).
+    // Whether it exists is agreed on every rank, so all return the same.
+    Result<const Window*> w = c.windows().find(made.window, "the resource window");
+    Status st = w.status();
+    if (st.isOk() && w.value()->mc.base == nullptr) {
+      st = invalidUsage(
+          "reqs asks for multimem (NVLS multicast over the LSA team), which this communicator cannot "
+          "give: %s",
+          w.value()->mcWhy.c_str());
+    }
+    if (!st.isOk()) {
+      (void)c.devComms().destroy(made.record, made.window);
+      return st;
+    }
+    dc.lsaMultimem.mcBasePtr = w.value()->mc.base;
+    for (const ncclTeamRequirements* t = reqs.teamRequirementsList; t != nullptr; t = t->next) {
+      if (t->multimem && t->outMultimemHandle != nullptr) *t->outMultimemHandle = dc.lsaMultimem;
+    }
+  }
   dc.abortFlag = c.backend().deviceAbortWord();
   dc.windowTable = static_cast<ncclDevCommWindowTable*>(const_cast<void*>(made.windowTable));
   dc.braidState = const_cast<void*>(made.record);
@@ -185,7 +214,7 @@ BRAID_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     mine.cudaDev = c->device();
     mine.nvmlDev = -1;
     mine.deviceApiSupport = c->backend().kind() == BackendKind::kCuda;
-    mine.multimemSupport = false;
+    mine.multimemSupport = c->backend().caps().multicast && lsaTeam(*c).nRanks == c->nranks();
     mine.ginType = NCCL_GIN_TYPE_NONE;
     const Team lsa = lsaTeam(*c);
     mine.nLsaTeams = c->nranks() / lsa.nRanks;

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "algorithms/direct/direct.h"
@@ -42,6 +43,7 @@ struct BackendCaps {
   bool direct = false;          // NVLS-style collectives are set up on this communicator (after init)
   size_t directStageBytes = 0;  // inputs up to this size are staged in the direct segment (any buffer works)
   bool runsAlone = false;       // runAlone works: a one-rank communicator's collectives are copies at the call
+  bool multicast = false;       // NVLS multicast is set up (the direct areas'; windows may get their own)
 };
 
 // What a communicator tells its backend at init (after the ranks agreed on the settings).
@@ -165,6 +167,13 @@ struct WindowPeer {
   std::string why;
 };
 
+// A window's multicast mapping (NVLS): an offset of `base` reads as the reduction of every rank's window buffer there
+// (multimem.ld_reduce) and a store to it lands in every rank's buffer (multimem.st). Null base: none.
+struct WindowMulticast {
+  char* base = nullptr;
+  std::shared_ptr<void> held;  // the object, unbound, unmapped and released when the last holder lets go
+};
+
 // One step of one-sided work (ncclPutSignal, ncclSignal, ncclWaitSignal) on mapped window memory, in issue order.
 struct RmaStep {
   enum class Kind : uint8_t { kPut, kSignal, kWait };
@@ -272,6 +281,14 @@ class Backend {
   }
   virtual WindowPeer importWindow(const WindowDesc& mine, const WindowDesc& theirs) { return WindowPeer{}; }
   virtual void withdrawWindow(const WindowDesc& mine) {}
+  // Collective over the communicator (every rank calls it for the same window, in the same order): binds every
+  // rank's window buffer at `base` to one multicast object of at least `bindBytes` and maps it. A window without
+  // multicast (no NVLS on this communicator, any rank's failure) is not an error: a null base, and *why says why,
+  // the same on every rank.
+  [[nodiscard]] virtual Result<WindowMulticast> bindWindowMulticast(void* base, size_t bindBytes, std::string* why) {
+    *why = "host memory has no multicast";
+    return WindowMulticast{};
+  }
   // Memory for the communicator's own windows (the signal words of one-sided operations): `bytes` zeroed, of the
   // kind exportWindow offers; freed with freeWindowMemory.
   [[nodiscard]] virtual Result<void*> allocWindowMemory(size_t bytes) { return invalidUsage("no window memory"); }

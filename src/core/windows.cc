@@ -1,5 +1,6 @@
 #include "src/core/windows.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "src/common/logging.h"
@@ -160,6 +161,31 @@ Status Windows::ensureSignals() {
   return Status::ok();
 }
 
+Status Windows::bindMulticast(Window* w) {
+  // Multicast spans every rank of the communicator, so it serves the LSA team only where that team is the world
+  // (the same on every rank, as is everything this decides on).
+  const Team lsa = lsaTeam(*comm_);
+  if (lsa.nRanks != comm_->nranks()) {
+    w->mcWhy = strPrintf(
+        "the LSA team (%d ranks) is not the whole communicator (%d): braid's multicast objects span "
+        "every rank",
+        lsa.nRanks, comm_->nranks());
+    return Status::ok();
+  }
+  // Every rank binds as many bytes: the smallest buffer's (ranks may register different sizes).
+  uint64_t bindBytes = w->bytes;
+  for (uint64_t b : w->peerBytes) bindBytes = std::min(bindBytes, b);
+  BRAID_ASSIGN_OR_RETURN(w->mc, comm_->backend().bindWindowMulticast(w->userPtr, bindBytes, &w->mcWhy));
+  if (w->mc.base != nullptr) {
+    BRAID_INFO(kLogReg | kLogNvls, "rank %d: window at %p: NVLS multicast over %d ranks (%llu bytes)", comm_->rank(),
+               w->userPtr, comm_->nranks(), static_cast<unsigned long long>(bindBytes));
+  } else {
+    BRAID_INFO(kLogReg | kLogNvls, "rank %d: window at %p has no multicast mapping: %s", comm_->rank(), w->userPtr,
+               w->mcWhy.c_str());
+  }
+  return Status::ok();
+}
+
 Status Windows::publish(Window* w) {
   const Team lsa = lsaTeam(*comm_);
   const int me = comm_->rank();
@@ -177,6 +203,7 @@ Status Windows::publish(Window* w) {
   d.lsaRank = lsa.rank;
   d.lsaSize = lsa.nRanks;
   d.braidMagic = kDescriptorMagic;
+  d.lsaMultimem = w->mc.base;
   std::memcpy(image.data(), &d, sizeof(d));
   for (int i = 0; i < lsa.nRanks; ++i) {
     char* at = w->peers[static_cast<size_t>(first + i * lsa.stride)].at;
@@ -201,6 +228,7 @@ Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags) {
   bool disabled = false;
   BRAID_RETURN_IF_ERROR(exchange(buff, bytes, w.get(), &disabled));
   if (disabled) return static_cast<ncclWindow_vidmem*>(nullptr);
+  BRAID_RETURN_IF_ERROR(bindMulticast(w.get()));
   // Collectives on the buffer read it in place where the backend can (as a registered buffer).
   Result<void*> reg = comm_->registerBuffer(buff, bytes);
   if (reg.isOk()) {

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "src/backends/backend.h"
@@ -48,6 +49,7 @@ struct WindowDescriptor {
   int worldRank = 0;
   int lsaRank = 0, lsaSize = 0;
   uint32_t braidMagic = 0;
+  char* lsaMultimem = nullptr;
 };
 
 // nccl.h's window flags and alignment (src/api checks that they agree).
@@ -64,6 +66,8 @@ struct Window {
   std::vector<WindowPeer> peers;    // [rank]: where this rank reaches each rank's buffer (its own: userPtr)
   std::vector<uint64_t> peerBytes;  // [rank]: each rank's buffer size
   void* registration = nullptr;     // the collectives' registration of the buffer (Communicator::registerBuffer)
+  WindowMulticast mc;               // every rank's buffer behind one multicast mapping (NVLS), or none:
+  std::string mcWhy;                // why not
 };
 
 // One signal wait: opCnt more signals from peer.
@@ -108,6 +112,9 @@ class Windows {
   // Writes w's descriptor (ncclWindow_vidmem: this rank's buffer and its LSA team's, as this rank reaches them)
   // where device code reads it, and sets w->handle.
   Status publish(Window* w);
+  // Collective: w's multicast mapping (w->mc), or why none (w->mcWhy). Errors only when a round of it fails or
+  // NCCL_NVLS_ENABLE=1 requires multicast.
+  Status bindMulticast(Window* w);
   Result<const void*> deviceTableLocked();
 
   Communicator* comm_;

@@ -136,6 +136,20 @@ void backOff() {
   ctx().cta->relax();
 }
 
+uint64_t mcLoadSum(const void* p, McSum form) {
+  const braid::McOp op = form == McSum::kF32   ? braid::McOp::kAddF32
+                         : form == McSum::kF64 ? braid::McOp::kAddF64
+                         : form == McSum::kU32 ? braid::McOp::kAddU32
+                                               : braid::McOp::kAddU64;
+  const braid::EmuCta& cta = *ctx().cta;
+  return cta.mcLoadReduce(cta.mcView(p, braid::mcWordBytes(op)), 0, op);
+}
+
+void mcStore(void* p, uint64_t word, int bytes) {
+  const braid::EmuCta& cta = *ctx().cta;
+  cta.mcStore(cta.mcView(p, static_cast<size_t>(bytes)), 0, word, static_cast<size_t>(bytes));
+}
+
 braid::Status launch(const braid::EmuLaunchConfig& cfg, const std::function<void()>& kernel) {
   LaunchState state;
   state.grid.x = static_cast<unsigned>(cfg.grid);

@@ -64,6 +64,12 @@ unsigned shfl(unsigned mask, unsigned v, int srcLane);
 void* blockStash(size_t bytes);
 // A polling loop's pause: the emulator's back-off (chaos, and the launch's failure and deadline checks).
 void backOff();
+// A multicast word (nccl_device/portable.h's mcLoadSum / mcStoreWord): the sum of every buffer bound behind p, in
+// the (fake) driver's order, or a store to each of them; the launch fails where a GPU would fault (cfg.multicast
+// unset, p outside a multicast mapping of the launch's device, a misaligned word).
+enum class McSum { kF32, kF64, kU32, kU64 };
+uint64_t mcLoadSum(const void* p, McSum form);
+void mcStore(void* p, uint64_t word, int bytes);
 
 // Runs kernel() on cfg.grid CTAs of cfg.block threads each, blocking until every thread returned; an error names
 // what failed (a divergent barrier, a deadlock past cfg.deadlineSec, an exception).

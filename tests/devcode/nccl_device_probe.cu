@@ -5,6 +5,7 @@
 #include <nccl_device.h>
 
 #include "../devapi/lsa_kernels.cuh"  // LSA barriers, LSA/peer/symmetric pointers, coops: what CI runs on the emulator
+#include "../devapi/multimem_kernels.cuh"  // NVLS multicast building blocks: what CI runs on the emulator
 
 __global__ void probeTeams(ncclDevComm dc, int* out) {
   ncclTeam lsa = ncclTeamLsa(dc);
@@ -46,6 +47,30 @@ __global__ void probeCoops(ncclDevComm dc, ncclWindow_t win, int* out) {
   out[threadIdx.x] =
       v + (local == peer) + (lsa != nullptr) + (mc == nullptr) + static_cast<int>(p - ncclSymPtr<float>(win, 0));
 }
+
+// Every multimem building block, for every element type the switch forms cover (each its own PTX).
+template <typename T>
+__device__ void multimemProbe(ncclWindow_t win, ncclDevComm const& dc, T* local) {
+  ncclCoopCta cta;
+  ncclSymPtr<T> p(win, 0);
+  ncclMultimemReduceSum(cta, win, 0, local, 4, dc.lsaMultimem);
+  ncclMultimemReduceSum(cta, p, local, 4, dc.lsaMultimem);
+  ncclMultimemReduceSum(cta, p.lsaMultimemPtr(dc), local, 4);
+  ncclMultimemCopy(cta, local, win, 64, 4, dc.lsaMultimem);
+  ncclMultimemCopy(cta, local, p + 32, 4, dc.lsaMultimem);
+  ncclMultimemReduceSumCopy<T>(cta, win, 0, dc.lsaMultimem, win, 128, dc.lsaMultimem, 4);
+}
+
+__global__ void probeMultimem(ncclWindow_t win, ncclDevComm dc, void* local) {
+  multimemProbe(win, dc, static_cast<float*>(local));
+  multimemProbe(win, dc, static_cast<double*>(local));
+  multimemProbe(win, dc, static_cast<int32_t*>(local));
+  multimemProbe(win, dc, static_cast<uint32_t*>(local));
+  multimemProbe(win, dc, static_cast<int64_t*>(local));
+  multimemProbe(win, dc, static_cast<uint64_t*>(local));
+}
+
+template __global__ void multimemAllReduce<float>(bool, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
 
 ncclResult_t probeHost(ncclComm_t comm, ncclDevComm* dc) {
   ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;

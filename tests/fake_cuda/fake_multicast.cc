@@ -233,3 +233,9 @@ FAKE_API CUresult cuMulticastUnbind(unsigned long long mcHandle, CUdevice dev, s
 FAKE_API unsigned long long braidFakeCudaMulticastResolves() {
   return fakecuda::gResolves.load();
 }
+
+// For tests that launch kernels on the emulator themselves (device-API kernels, tests/devapi): the driver's answer
+// to "which buffers does this multicast address stand for", as the fake's own launches pass it (EmuMulticastFn).
+FAKE_API int braidFakeCudaResolveMulticast(const void* mc, size_t bytes, int device, void** uc, int max) {
+  return fakecuda::resolveMulticast(mc, bytes, device, uc, max);
+}

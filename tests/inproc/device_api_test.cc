@@ -231,10 +231,15 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
     reqs.resourceRequirementsList = &loop;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidArgument) return ncclInternalError;
     if (!hasText(ncclGetLastError(comm), "(a cycle?)")) return ncclInternalError;
+    // Multicast covers the LSA team (tests/devapi/multimem_kernels_test.cc): a team requirement for another team
+    // is refused by name.
+    ncclTeamRequirements self{};
+    self.team = ncclTeam{1, 0, 1};
+    self.multimem = true;
     reqs = ncclDevCommRequirements{};
-    reqs.lsaMultimem = true;
+    reqs.teamRequirementsList = &self;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
-    if (!hasText(ncclGetLastError(comm), "multimem")) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "covers the LSA team (2 ranks, stride 1) only")) return ncclInternalError;
     reqs = ncclDevCommRequirements{};
     reqs.lsaLLA2ABlockCount = 2;
     reqs.lsaLLA2ASlotCount = 8;

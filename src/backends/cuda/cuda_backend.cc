@@ -276,6 +276,7 @@ Status CudaBackend::init(const BackendInitContext& ctx) {
 BackendCaps CudaBackend::caps() const {
   BackendCaps c;
   c.direct = direct_ != nullptr;
+  c.multicast = direct_ != nullptr && direct_->multicast();
   c.proto[static_cast<int>(ProtoId::kLL)] = true;
   c.proto[static_cast<int>(ProtoId::kLL128)] = true;  // chosen only when NCCL_PROTO asks (not run on a GPU yet)
   c.proto[static_cast<int>(ProtoId::kSimple)] = true;

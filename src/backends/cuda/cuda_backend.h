@@ -84,6 +84,11 @@ class CudaBackend final : public Backend {
     return importCudaWindow(*deviceMemory_, wait_.timeoutSec, mine, theirs);
   }
   void withdrawWindow(const WindowDesc& mine) override { withdrawCudaWindow(mine); }
+  Result<WindowMulticast> bindWindowMulticast(void* base, size_t bindBytes, std::string* why) override {
+    ScopedContext scope(api_, ctx_);
+    return bindCudaWindowMulticast(*deviceMemory_, direct_.get(), rank_, base, bindBytes, allGather_, wait_.timeoutSec,
+                                   why);
+  }
   Result<void*> allocWindowMemory(size_t bytes) override {
     ScopedContext scope(api_, ctx_);
     return allocCudaWindowMemory(*deviceMemory_, bytes);

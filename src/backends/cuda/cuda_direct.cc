@@ -178,10 +178,12 @@ Result<std::unique_ptr<CudaDirect>> CudaDirect::create(const CudaDeviceMemory& m
   std::vector<CudaMulticast::Rank> mcRanks(static_cast<size_t>(n));
   for (int p = 0; p < n; ++p)
     mcRanks[static_cast<size_t>(p)] = {all[static_cast<size_t>(p)].pid, all[static_cast<size_t>(p)].device};
+  d->mcRanks_ = mcRanks;
   std::string mcWhy;
   BRAID_ASSIGN_OR_RETURN(
       d->mc_, CudaMulticast::create(memory.api(), rank, mcRanks, d->areas_[static_cast<size_t>(rank)], me.bytes,
                                     d->layout_.bytes(), allGather, timeoutSec, &mcWhy));
+  d->mcWhy_ = mcWhy;
   if (d->mc_) {
     BRAID_INFO(kLogInit | kLogNvls,
                "rank %d: NVLS multicast on: the %d ranks' direct areas bound to one %zu-byte object", rank, n,

@@ -45,6 +45,11 @@ class CudaDirect {
   size_t areaBytes() const { return areaBytes_; }  // this rank's area, as mapped
   // The buffers this rank registered that its peers read in place (ncclCommRegister).
   DirectRegistry& registry() { return *registry_; }
+  // Whether the areas are bound to a multicast object (the same on every rank), and every rank's process and
+  // device, for the windows' own objects (cuda_windows.h).
+  bool multicast() const { return mc_ != nullptr; }
+  const std::string& multicastWhy() const { return mcWhy_; }  // why not, when not
+  const std::vector<CudaMulticast::Rank>& multicastRanks() const { return mcRanks_; }
 
  private:
   CudaDirect() = default;
@@ -60,6 +65,8 @@ class CudaDirect {
   FdTicket ticket_;
   bool offered_ = false;
   std::unique_ptr<DirectRegistry> registry_;
+  std::vector<CudaMulticast::Rank> mcRanks_;
+  std::string mcWhy_;
   std::unique_ptr<CudaMulticast> mc_;  // last: unbound and released before the areas go
 };
 

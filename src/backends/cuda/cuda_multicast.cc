@@ -131,6 +131,8 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
       say(&me, strPrintf("device %d has no multicast support (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0: no "
                          "NVSwitch)",
                          device));
+    } else if (rank != 0 && ranks[static_cast<size_t>(rank)].pid == ranks[0].pid) {
+      // Rank 0 checks the budget for its process: the object it may be creating right now is not one more here.
     } else if (const int held = liveObjects(); held >= params::NvlsObjects()) {
       say(&me, strPrintf("this process holds %d multicast objects already (BRAID_NVLS_OBJECTS=%lld)", held,
                          static_cast<long long>(params::NvlsObjects())));

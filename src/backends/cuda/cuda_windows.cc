@@ -78,6 +78,33 @@ void withdrawCudaWindow(const WindowDesc& mine) {
   if (mine.ticket.token != 0) withdrawFd(mine.ticket);
 }
 
+Result<WindowMulticast> bindCudaWindowMulticast(const CudaDeviceMemory& memory, const CudaDirect* direct, int rank,
+                                                void* base, size_t bindBytes, const AllGatherFn& allGather,
+                                                double timeoutSec, std::string* why) {
+  // Decided from state every rank shares, so either every rank goes on to the collective rounds or none does.
+  if (direct == nullptr) {
+    *why = "the communicator has no NVLS-style path (its direct areas were not set up)";
+    return WindowMulticast{};
+  }
+  if (!direct->multicast()) {
+    *why = "the communicator has no NVLS multicast: " + direct->multicastWhy();
+    return WindowMulticast{};
+  }
+  ShareableRange range;
+  size_t areaBytes = 0;
+  if (findShareable(base, bindBytes, &range)) {
+    areaBytes = range.bytes - static_cast<size_t>(static_cast<char*>(base) - range.base);
+  }
+  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<CudaMulticast> mc,
+                         CudaMulticast::create(memory.api(), rank, direct->multicastRanks(), static_cast<char*>(base),
+                                               areaBytes, bindBytes, allGather, timeoutSec, why));
+  WindowMulticast out;
+  if (!mc) return out;
+  out.base = mc->base();
+  out.held = std::shared_ptr<CudaMulticast>(std::move(mc));
+  return out;
+}
+
 Result<void*> allocCudaWindowMemory(const CudaDeviceMemory& memory, size_t bytes) {
   const CuApi* api = memory.api();
   BRAID_ASSIGN_OR_RETURN(void* p, cuMemAllocShareable(api, memory.device(), bytes));

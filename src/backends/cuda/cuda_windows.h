@@ -10,7 +10,10 @@
 
 #include <cstddef>
 
+#include <string>
+
 #include "src/backends/backend.h"
+#include "src/backends/cuda/cuda_direct.h"
 #include "src/backends/cuda/device_memory.h"
 
 namespace braid {
@@ -22,6 +25,14 @@ Result<WindowDesc> exportCudaWindow(const CuApi* api, int rank, const void* base
 WindowPeer importCudaWindow(const CudaDeviceMemory& memory, double timeoutSec, const WindowDesc& mine,
                             const WindowDesc& theirs);
 void withdrawCudaWindow(const WindowDesc& mine);
+// Backend::bindWindowMulticast: a multicast object of its own for the window at `base` (every rank's buffer bound at
+// offset 0, as cuda_multicast.h binds the direct areas), made only where the communicator's direct areas have one:
+// that agreement already covers what every rank would check (NCCL_NVLS_ENABLE, deterministic mode, driver and device
+// support, distinct GPUs). `direct` null: none. A buffer whose address or allocation does not fit the multicast
+// granularity fails the bind on its rank, and every rank falls back (said in *why).
+Result<WindowMulticast> bindCudaWindowMulticast(const CudaDeviceMemory& memory, const CudaDirect* direct, int rank,
+                                                void* base, size_t bindBytes, const AllGatherFn& allGather,
+                                                double timeoutSec, std::string* why);
 // Zeroed ncclMemAlloc memory on memory's device (its stream does the zeroing), for the signal area.
 Result<void*> allocCudaWindowMemory(const CudaDeviceMemory& memory, size_t bytes);
 

@@ -1,0 +1,40 @@
+// Device-API kernels that sum through NVLS multicast (the multimem building blocks of nccl_device/reduce_copy.h),
+// written as NCCL's users write them. One source: nvcc compiles it for sm_90 (tests/devcode/nccl_device_header_test.sh)
+// and g++ runs it on braid's CTA emulator over fake-GPU communicators (tests/devapi/multimem_kernels_test.cc).
+#pragma once
+
+#include <nccl_device.h>
+
+// Sum all-reduce of `count` T through NVLS multicast (the device communicator made with lsaMultimem): between two
+// LSA barriers, two-shot: each rank sums its share of the elements in the switch, from the send window's multicast
+// pointer, and stores the sums through the receive window's into every member's receive buffer
+// (ncclMultimemReduceSumCopy); one-shot: each rank sums every element into its own receive buffer
+// (ncclMultimemReduceSum), and nothing is stored through the switch.
+template <typename T>
+__global__ void multimemAllReduce(bool oneShot, ncclWindow_t sendWin, ncclWindow_t recvWin, size_t count,
+                                  ncclDevComm devComm) {
+  ncclCoopCta cta;
+  ncclLsaBarrierSession<ncclCoopCta> bar(cta, devComm, ncclTeamTagLsa(), blockIdx.x);
+  bar.sync(cta, cuda::memory_order_acq_rel);  // every member's input is in place
+  const size_t n = oneShot ? 1 : static_cast<size_t>(devComm.lsaSize);
+  const size_t share = (count + n - 1) / n;
+  const size_t rankLo = oneShot ? 0 : share * static_cast<size_t>(devComm.lsaRank);
+  const size_t rankHi = rankLo + share < count ? rankLo + share : count;
+  // This CTA's part of the rank's share.
+  const size_t per = (rankHi - rankLo + gridDim.x - 1) / gridDim.x;
+  const size_t lo = rankLo + per * blockIdx.x < rankHi ? rankLo + per * blockIdx.x : rankHi;
+  const size_t hi = lo + per < rankHi ? lo + per : rankHi;
+  if (oneShot) {
+    ncclMultimemReduceSum(cta, sendWin, lo * sizeof(T), static_cast<T*>(ncclGetLocalPointer(recvWin, 0)) + lo, hi - lo,
+                          devComm.lsaMultimem);
+  } else {
+    ncclMultimemReduceSumCopy<T>(cta, sendWin, lo * sizeof(T), devComm.lsaMultimem, recvWin, lo * sizeof(T),
+                                 devComm.lsaMultimem, hi - lo);
+  }
+  bar.sync(cta, cuda::memory_order_acq_rel);  // every member's sums have landed here
+}
+
+// Where a window's multicast pointer is, through the device communicator's handle (null: none).
+__global__ void multimemPointer(ncclWindow_t win, ncclDevComm devComm, void** out) {
+  if (threadIdx.x == 0) *out = ncclGetLsaMultimemPointer(win, 0, devComm);
+}

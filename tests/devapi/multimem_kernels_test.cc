@@ -1,0 +1,212 @@
+// NVLS multicast through the device API: windows of a CUDA communicator get a multicast mapping of their own
+// (src/core/windows.cc, cuda_windows.h), ncclDevCommCreate honours lsaMultimem, and kernels written as users write
+// them (tests/devapi/multimem_kernels.cuh) sum through the switch with NCCL's multimem building blocks. On the strict
+// fake driver, whose switch combines the bound buffers in a seeded order, and braid's CTA emulator: ranks as threads,
+// one fake GPU each. Exact sums (integer-valued floats, 64-bit integers) make every order give the same bits.
+#include "tests/devapi/device_shim.h"
+// (the shim first: it turns on the headers' device half)
+#include "tests/devapi/multimem_kernels.cuh"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tests/common/fake_cuda_ranks.h"
+
+namespace {
+
+using namespace braid_test;
+
+class MultimemKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+    BRAID_REQUIRE_FAKE("kernels run on the CTA emulator, whose multimem accesses ask the fake driver");
+    resolve_ = reinterpret_cast<braid::EmuMulticastFn>(dlsym(Driver::get().lib, "braidFakeCudaResolveMulticast"));
+    ASSERT_NE(resolve_, nullptr);
+  }
+  void TearDown() override {
+    for (const char* v : {"NCCL_NVLS_ENABLE", "BRAID_FAKE_CUDA_NO_MULTICAST", "BRAID_NVLS_OBJECTS"}) unsetenv(v);
+  }
+
+ public:
+  // A launch on `device` whose multimem accesses resolve through the fake driver, as its own launches do.
+  braid::EmuLaunchConfig cfgOn(int device, int grid, const char* name) const {
+    braid::EmuLaunchConfig cfg;
+    cfg.grid = grid;
+    cfg.block = 32;
+    cfg.deadlineSec = 60;
+    cfg.name = name;
+    cfg.chaosSeed = 0x5eed;
+    cfg.multicast = resolve_;
+    cfg.deviceOrdinal = device;
+    return cfg;
+  }
+  braid::EmuMulticastFn resolve_ = nullptr;
+};
+
+#define CHECK_OR(cond, code)                                                 \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      fprintf(stderr, "rank %d: %s failed (line %d)\n", r, #cond, __LINE__); \
+      return static_cast<ncclResult_t>(code);                                \
+    }                                                                        \
+  } while (0)
+
+template <typename T>
+T inputOf(int rank, int round, size_t i) {
+  return static_cast<T>((rank + 1) * 7 + round * 3 + static_cast<int>(i % 89));
+}
+
+// Rounds of one- and two-shot all-reduce of kCount T through the switch on kRanks ranks, every element checked.
+template <typename T>
+ncclResult_t multimemRounds(const MultimemKernels& t, int r, int kRanks, ncclComm_t comm, cudaStream_t stream) {
+  constexpr int kGrid = 2, kRounds = 2;
+  constexpr size_t kCount = 1001;  // not a multiple of the ranks' shares
+  const Driver& drv = Driver::get();
+  const size_t bytes = kCount * sizeof(T);
+  ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+  CHECK_OR(ncclCommQueryProperties(comm, &props) == ncclSuccess && props.multimemSupport, 9);
+  void *send = nullptr, *recv = nullptr;
+  CHECK_OR(ncclMemAlloc(&send, bytes) == ncclSuccess && ncclMemAlloc(&recv, bytes) == ncclSuccess, 10);
+  ncclWindow_t sendWin = nullptr, recvWin = nullptr;
+  CHECK_OR(ncclCommWindowRegister(comm, send, bytes, &sendWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 11);
+  CHECK_OR(ncclCommWindowRegister(comm, recv, bytes, &recvWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 11);
+  ncclTeamRequirements team{};
+  ncclMultimemHandle teamHandle{};
+  team.team = ncclTeam{kRanks, r, 1};  // the LSA team, asked for by a team requirement too
+  team.multimem = true;
+  team.outMultimemHandle = &teamHandle;
+  ncclDevCommRequirements reqs{};
+  reqs.lsaBarrierCount = kGrid;
+  reqs.lsaMultimem = true;
+  reqs.teamRequirementsList = &team;
+  ncclDevComm dc{};
+  if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) {
+    fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+    return ncclInternalError;
+  }
+  CHECK_OR(dc.lsaMultimem.mcBasePtr != nullptr && teamHandle.mcBasePtr == dc.lsaMultimem.mcBasePtr, 12);
+  void* mc[2] = {nullptr, nullptr};
+  CHECK_OR(braid_emu::launch(t.cfgOn(r, 1, "multimemPointer"), [&] { multimemPointer(sendWin, dc, &mc[0]); }).isOk(),
+           12);
+  CHECK_OR(braid_emu::launch(t.cfgOn(r, 1, "multimemPointer"), [&] { multimemPointer(recvWin, dc, &mc[1]); }).isOk(),
+           12);
+  CHECK_OR(mc[0] != nullptr && mc[1] != nullptr && mc[0] != mc[1] && mc[0] != send, 12);
+  std::vector<T> in(kCount), out(kCount);
+  for (int round = 0; round < kRounds; ++round) {
+    for (bool oneShot : {true, false}) {
+      for (size_t i = 0; i < kCount; ++i) in[i] = inputOf<T>(r, round, i);
+      drv.copy(send, in.data(), bytes, stream);
+      CHECK_OR(drv.streamSync(stream) == 0, 13);
+      braid::Status st = braid_emu::launch(t.cfgOn(r, kGrid, "multimemAllReduce"),
+                                           [&] { multimemAllReduce<T>(oneShot, sendWin, recvWin, kCount, dc); });
+      if (!st.isOk()) {
+        fprintf(stderr, "rank %d: %s\n", r, st.message().c_str());
+        return ncclInternalError;
+      }
+      drv.copy(out.data(), recv, bytes, stream);
+      CHECK_OR(drv.streamSync(stream) == 0, 13);
+      for (size_t i = 0; i < kCount; ++i) {
+        T want = 0;
+        for (int p = 0; p < kRanks; ++p) want += inputOf<T>(p, round, i);
+        if (out[i] != want) {
+          fprintf(stderr, "rank %d round %d %s element %zu: %f, expected %f\n", r, round,
+                  oneShot ? "one-shot" : "two-shot", i, static_cast<double>(out[i]), static_cast<double>(want));
+          return ncclInternalError;
+        }
+      }
+    }
+  }
+  CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 14);
+  CHECK_OR(ncclCommWindowDeregister(comm, sendWin) == ncclSuccess, 15);
+  CHECK_OR(ncclCommWindowDeregister(comm, recvWin) == ncclSuccess, 15);
+  CHECK_OR(ncclMemFree(send) == ncclSuccess && ncclMemFree(recv) == ncclSuccess, 15);
+  return ncclSuccess;
+}
+
+TEST_F(MultimemKernels, AllReduceThroughTheSwitchIsExact) {
+  constexpr int kRanks = 4;
+  auto f = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    return multimemRounds<float>(*this, r, kRanks, comm, stream);
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(f[static_cast<size_t>(r)], ncclSuccess) << "float, rank " << r;
+  auto u = runCudaRanks(3, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    return multimemRounds<int64_t>(*this, r, 3, comm, stream);
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(u[static_cast<size_t>(r)], ncclSuccess) << "int64, rank " << r;
+}
+
+// Without multicast (NCCL_NVLS_ENABLE=0, or a GPU without NVSwitch) windows still register, have no multicast
+// pointer, and a device communicator asking for lsaMultimem fails by name on every rank; one that does not ask works.
+ncclResult_t withoutMulticast(const MultimemKernels& t, int r, ncclComm_t comm, const char* cause) {
+  ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+  CHECK_OR(ncclCommQueryProperties(comm, &props) == ncclSuccess && !props.multimemSupport, 20);
+  const size_t bytes = 4096;
+  void* buf = nullptr;
+  CHECK_OR(ncclMemAlloc(&buf, bytes) == ncclSuccess, 21);
+  ncclWindow_t win = nullptr;
+  CHECK_OR(ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 22);
+  ncclDevCommRequirements reqs{};
+  reqs.lsaMultimem = true;
+  ncclDevComm dc{};
+  CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclInvalidUsage, 23);
+  const std::string why = ncclGetLastError(comm);
+  CHECK_OR(why.find("multimem") != std::string::npos && why.find(cause) != std::string::npos, 24);
+  reqs.lsaMultimem = false;
+  CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess && dc.lsaMultimem.mcBasePtr == nullptr, 25);
+  void* mc = reinterpret_cast<void*>(1);
+  CHECK_OR(braid_emu::launch(t.cfgOn(r, 1, "multimemPointer"), [&] { multimemPointer(win, dc, &mc); }).isOk(), 26);
+  CHECK_OR(mc == nullptr, 26);
+  CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 27);
+  CHECK_OR(ncclCommWindowDeregister(comm, win) == ncclSuccess && ncclMemFree(buf) == ncclSuccess, 28);
+  return ncclSuccess;
+}
+
+TEST_F(MultimemKernels, WithoutMulticastLsaMultimemIsRefusedByName) {
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  auto res = runCudaRanks(
+      2, [&](int r, ncclComm_t comm, cudaStream_t) { return withoutMulticast(*this, r, comm, "NCCL_NVLS_ENABLE=0"); });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+  unsetenv("NCCL_NVLS_ENABLE");
+  setenv("BRAID_FAKE_CUDA_NO_MULTICAST", "1", 1);
+  res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) {
+    return withoutMulticast(*this, r, comm, "no multicast support");
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+// The multicast budget: windows past BRAID_NVLS_OBJECTS register without a mapping (INFO says why) and keep working
+// through their LSA pointers; deregistering one gives its object back.
+TEST_F(MultimemKernels, WindowsPastTheObjectBudgetHaveNoMapping) {
+  setenv("BRAID_NVLS_OBJECTS", "2", 1);  // the direct areas' object, and one window's
+  auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) -> ncclResult_t {
+    const size_t bytes = 4096;
+    void *a = nullptr, *b = nullptr;
+    CHECK_OR(ncclMemAlloc(&a, bytes) == ncclSuccess && ncclMemAlloc(&b, bytes) == ncclSuccess, 30);
+    ncclWindow_t wa = nullptr, wb = nullptr;
+    CHECK_OR(ncclCommWindowRegister(comm, a, bytes, &wa, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 31);
+    CHECK_OR(ncclCommWindowRegister(comm, b, bytes, &wb, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 31);
+    ncclDevCommRequirements reqs{};
+    ncclDevComm dc{};
+    // The resource window is past the budget too: no multimem for this device communicator.
+    reqs.lsaMultimem = true;
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclInvalidUsage, 32);
+    CHECK_OR(std::string(ncclGetLastError(comm)).find("BRAID_NVLS_OBJECTS") != std::string::npos, 32);
+    CHECK_OR(ncclCommWindowDeregister(comm, wa) == ncclSuccess, 33);  // its object goes
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess && dc.lsaMultimem.mcBasePtr != nullptr, 34);
+    void* mc = reinterpret_cast<void*>(1);
+    CHECK_OR(braid_emu::launch(cfgOn(r, 1, "multimemPointer"), [&] { multimemPointer(wb, dc, &mc); }).isOk(), 35);
+    CHECK_OR(mc == nullptr, 35);  // wb was registered past the budget
+    CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 36);
+    CHECK_OR(ncclCommWindowDeregister(comm, wb) == ncclSuccess, 36);
+    CHECK_OR(ncclMemFree(a) == ncclSuccess && ncclMemFree(b) == ncclSuccess, 36);
+    return ncclSuccess;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+}  // namespace
