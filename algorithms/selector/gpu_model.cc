@@ -107,7 +107,8 @@ double busBandwidth(const GpuModelInput& in, FilterColl c, int a, int p) {
   const int arch = static_cast<int>(gpuArchOf(in.minSm));
   const int scale = in.nNodes <= 2 ? in.nNodes - 1 : 2;
   const int llRow = in.nNodes == 1 ? arch : (in.cpuVendor == CpuVendor::kAmd ? 1 : 0);
-  const double llMaxBw = kLlMaxBw[llRow][scale];
+  const GpuConstants& k = in.k();
+  const double llMaxBw = k.llMaxBw[llRow][scale];
   const double ppn = static_cast<double>(in.nRanks) / in.nNodes;
   const bool collNet = a == kCollNetDirect || a == kCollNetChain;
   double bw = in.nNodes <= 2 || collNet ? gr.bwIntra : gr.bwInter;
@@ -117,17 +118,17 @@ double busBandwidth(const GpuModelInput& in, FilterColl c, int a, int p) {
     intraBw *= c == FilterColl::kAllReduce ? 2.0 : (ppn - 1) / ppn;
     const double interBw = a == kNvlsTree && in.nNodes <= 2 ? 2 * gr.bwInter : gr.bwInter;
     bw = std::min(intraBw, interBw);
-    if (a == kNvlsTree) bw = std::min(bw, kPerChMaxNvlsTreeBw[arch][scale]);
+    if (a == kNvlsTree) bw = std::min(bw, k.perChMaxNvlsTreeBw[arch][scale]);
   }
   double busBw = gr.nChannels * bw;
   if (a == kRing && p == kLL) busBw = std::min(llMaxBw, 0.5 * busBw);
-  if (a == kRing && p == kLL128) busBw = std::min(0.92 * busBw, gr.nChannels * kPerChMaxRingLL128Bw[arch][scale]);
+  if (a == kRing && p == kLL128) busBw = std::min(0.92 * busBw, gr.nChannels * k.perChMaxRingLL128Bw[arch][scale]);
   if (a == kTree && c == FilterColl::kAllReduce)
-    busBw = std::min(0.92 * busBw, gr.nChannels * kPerChMaxTreeBw[arch][scale]);
+    busBw = std::min(0.92 * busBw, gr.nChannels * k.perChMaxTreeBw[arch][scale]);
   if (a == kTree && p == kLL) busBw = std::min(busBw / 3.8, llMaxBw);
   if (a == kTree && p == kLL128) {
     busBw = std::min(busBw * (in.nNodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
-                     gr.nChannels * kPerChMaxTreeLL128Bw[arch][scale]);
+                     gr.nChannels * k.perChMaxTreeLL128Bw[arch][scale]);
   }
   if (a == kTree && gr.plainTree) busBw *= 0.85;
   if (a == kPat) busBw *= 0.75;
@@ -151,14 +152,15 @@ double latencyOf(const GpuModelInput& in, FilterColl c, int a, int p) {
   const int ppnInt = in.ppn();
   const int intraHw = gr.typeIntra == PathType::kNvl ? kHwNvlink : kHwPci;
   const int hw = nodes == 1 ? intraHw : kHwNet;
-  double hwLatPciTreeSimple = kHwLat[kHwPci][kTree][kSimple];
+  const GpuConstants& k = in.k();
+  double hwLatPciTreeSimple = k.hwLat[kHwPci][kTree][kSimple];
   // Power CPUs: PCI Tree/Simple as cheap as Ring's, so trees win there (NCCL's de-penalisation).
-  if (in.cpuArch == CpuArch::kPower) hwLatPciTreeSimple = kHwLat[kHwPci][kRing][kSimple];
+  if (in.cpuArch == CpuArch::kPower) hwLatPciTreeSimple = k.hwLat[kHwPci][kRing][kSimple];
   auto hwLat = [&](int h, int alg, int pr) {
     if (h == kHwPci && alg == kTree && pr == kSimple) return hwLatPciTreeSimple;
-    return kHwLat[h][alg][pr];
+    return k.hwLat[h][alg][pr];
   };
-  double lat = kBaseLat[a][p];
+  double lat = k.baseLat[a][p];
   double intraLat = hwLat(intraHw, a, p);
   // One rank per node exposes the network latency fully: use the tree's figure.
   double interLat = (ppnInt == 1 ? hwLat(kHwNet, kTree, p) : hwLat(kHwNet, a, p)) + gr.latencyInter;

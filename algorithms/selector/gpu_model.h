@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,20 @@ struct GraphFigures {
   bool plainTree = false;    // the tree graph used NCCL's plain TREE pattern (bw x 0.85)
 };
 
+// NCCL's constants the model starts from (what a v5+ tuner plugin's init() receives): latencies in us
+// [algorithm][protocol] and [link: NVLink, PCI, network][algorithm][protocol]; bandwidth caps in GB/s [GPU arch][1
+// node, 2 nodes, >= 3 nodes].
+struct GpuConstants {
+  double baseLat[kAlgos][kProtos];
+  double hwLat[3][kAlgos][kProtos];
+  double llMaxBw[kGpuArchs][3];
+  double perChMaxRingLL128Bw[kGpuArchs][3];
+  double perChMaxTreeLL128Bw[kGpuArchs][3];
+  double perChMaxTreeBw[kGpuArchs][3];
+  double perChMaxNvlsTreeBw[kGpuArchs][3];
+};
+const GpuConstants& ncclGpuConstants();
+
 struct GpuModelInput {
   int nRanks = 1;
   int nNodes = 1;
@@ -63,6 +78,10 @@ struct GpuModelInput {
   int ll128Setting = 2;         // NCCL_LL128 style: 0 off, 1 forced on, 2 auto (the path-type rule below)
   Filter algoFilter;            // NCCL_ALGO
   Filter protoFilter;           // NCCL_PROTO
+  // The constants the tables start from: a v5+ tuner plugin's edited ones (src/core/tuner_plugin.cc reads them
+  // back after its init); null: NCCL's (ncclGpuConstants).
+  std::shared_ptr<const GpuConstants> constants;
+  const GpuConstants& k() const { return constants ? *constants : ncclGpuConstants(); }
   int ppn() const { return nRanks / (nNodes > 0 ? nNodes : 1); }
 };
 
@@ -76,20 +95,6 @@ struct GpuModel {
     return algBw[static_cast<int>(c)][static_cast<int>(a)][static_cast<int>(p)] > 0;
   }
 };
-
-// NCCL's constants the model starts from (what a v5+ tuner plugin's init() receives): latencies in us
-// [algorithm][protocol] and [link: NVLink, PCI, network][algorithm][protocol]; bandwidth caps in GB/s [GPU arch][1
-// node, 2 nodes, >= 3 nodes].
-struct GpuConstants {
-  double baseLat[kAlgos][kProtos];
-  double hwLat[3][kAlgos][kProtos];
-  double llMaxBw[kGpuArchs][3];
-  double perChMaxRingLL128Bw[kGpuArchs][3];
-  double perChMaxTreeLL128Bw[kGpuArchs][3];
-  double perChMaxTreeBw[kGpuArchs][3];
-  double perChMaxNvlsTreeBw[kGpuArchs][3];
-};
-const GpuConstants& ncclGpuConstants();
 
 // Builds the tables (NCCL's ncclTopoTuneModel).
 GpuModel buildGpuModel(const GpuModelInput& in);

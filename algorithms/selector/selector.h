@@ -80,6 +80,11 @@ class Selector {
     invalidate();
   }
   const TunerHook* tuner() const { return tuner_.get(); }
+  // NCCL's GPU model rebuilt (a tuner plugin's edited constants): what CUDA communicators price pairs with.
+  void setGpuModel(std::shared_ptr<const GpuModel> gpu) {
+    c_.gpu = std::move(gpu);
+    invalidate();
+  }
   // A group starts: with a tuner, decisions are asked again (a plugin may change its answers between groups).
   void newGroup() {
     if (tuner_) ++generation_;

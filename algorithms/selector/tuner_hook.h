@@ -5,11 +5,14 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "algorithms/selector/algo_filter.h"
 
 namespace braid {
+
+struct GpuConstants;  // gpu_model.h
 
 // NCCL's cost table: microseconds per [algorithm][protocol] in NCCL's ids (AlgoId / ProtoId), -1 where the pair is
 // not offered.
@@ -33,6 +36,9 @@ class TunerHook {
   virtual const char* describe() const = 0;
   // What must be the same on every rank: "name/vN" (the file may lie elsewhere on another host).
   virtual std::string identity() const = 0;
+  // The GPU-model constants as the plugin left them at init (ABI v5+: NCCL hands them over to be edited), when it
+  // changed any; null otherwise. The communicator rebuilds NCCL's GPU model from them.
+  virtual std::shared_ptr<const GpuConstants> constants() const { return nullptr; }
 };
 
 }  // namespace braid

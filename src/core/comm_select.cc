@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "algorithms/selector/gpu_model.h"
 #include "src/common/logging.h"
 #include "src/common/params.h"
 #include "src/common/sha256.h"
@@ -31,11 +32,15 @@ Status Communicator::loadPlugins(const CommTopology& topo) {
   // Every rank must choose alike: the same plugin (name and ABI) on every rank, or none anywhere (a library present
   // on some hosts only, or an init() that failed on one rank, would leave ranks on different algorithms).
   struct Loaded {
-    uint64_t identity;  // textHash of "name/vN"; 0: no tuner
+    uint64_t identity;   // textHash of "name/vN"; 0: no tuner
+    uint64_t constants;  // hash of the GPU-model constants it edited; 0: none edited
   };
   std::vector<Loaded> all(static_cast<size_t>(nranks_));
   const uint64_t mine = tuner ? textHash(tuner->identity()) : 0;
+  std::shared_ptr<const GpuConstants> edited = tuner ? tuner->constants() : nullptr;
   all[static_cast<size_t>(rank_)].identity = mine;
+  all[static_cast<size_t>(rank_)].constants =
+      edited ? textHash(std::string(reinterpret_cast<const char*>(edited.get()), sizeof(GpuConstants))) | 1 : 0;
   BRAID_RETURN_IF_ERROR(bootstrap_->allGather(all.data(), sizeof(Loaded)).withContext("agreeing on the tuner plugin"));
   for (int r = 0; r < nranks_; ++r) {
     if (all[static_cast<size_t>(r)].identity == mine) continue;
@@ -48,6 +53,28 @@ Status Communicator::loadPlugins(const CommTopology& topo) {
     return Status::ok();
   }
   if (!tuner) return Status::ok();
+  if (edited) {
+    // Every rank must price alike: edits that differ between ranks (or exist on some only) are used by none.
+    bool same = true;
+    for (const Loaded& l : all) same = same && l.constants == all[static_cast<size_t>(rank_)].constants;
+    if (!same) {
+      BRAID_WARN(
+          "TUNER/Plugin: rank %d: %s edited NCCL's GPU-model constants, differently from another rank: every "
+          "rank keeps NCCL's",
+          rank_, tuner->describe());
+    } else if (!selector_.config().gpu) {
+      BRAID_INFO(kLogInit | kLogTuning,
+                 "TUNER/Plugin: rank %d: %s edited NCCL's GPU-model constants; this communicator is priced by braid's "
+                 "host cost model, which does not use them",
+                 rank_, tuner->describe());
+    } else {
+      GpuModelInput in = selector_.config().gpu->in;
+      in.constants = edited;
+      selector_.setGpuModel(std::make_shared<const GpuModel>(buildGpuModel(in)));
+      BRAID_INFO(kLogInit | kLogTuning, "TUNER/Plugin: rank %d: NCCL's GPU model rebuilt from the constants %s left",
+                 rank_, tuner->describe());
+    }
+  }
   if (selector_.config().deterministic) {
     BRAID_INFO(kLogInit | kLogTuning,
                "TUNER/Plugin: rank %d: %s is not consulted: BRAID_DETERMINISTIC=1 fixes the algorithms", rank_,

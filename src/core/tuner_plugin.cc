@@ -50,6 +50,26 @@ void fillConstants(Constants* k) {
   }
 }
 
+// What the plugin left in `k` after its init, as braid's model reads it; null when nothing changed. v7's fifth row
+// (Rubin) has no row in braid's model and is not read.
+template <typename Constants, int kRows>
+std::shared_ptr<const GpuConstants> readConstants(const Constants& k) {
+  auto g = std::make_shared<GpuConstants>(ncclGpuConstants());
+  std::memcpy(g->baseLat, k.baseLatencies, sizeof(g->baseLat));
+  std::memcpy(g->hwLat, k.hwLatencies, sizeof(g->hwLat));
+  for (int r = 0; r < kRows && r < kGpuArchs; ++r) {
+    for (int s = 0; s < 3; ++s) {
+      g->llMaxBw[r][s] = k.llMaxBws[r][s];
+      g->perChMaxRingLL128Bw[r][s] = k.perChMaxRingLL128Bws[r][s];
+      g->perChMaxTreeLL128Bw[r][s] = k.perChMaxTreeLL128Bws[r][s];
+      g->perChMaxTreeBw[r][s] = k.perChMaxTreeBws[r][s];
+      g->perChMaxNvlsTreeBw[r][s] = k.perChMaxNVLSTreeBws[r][s];
+    }
+  }
+  if (std::memcmp(g.get(), &ncclGpuConstants(), sizeof(GpuConstants)) == 0) return nullptr;
+  return g;
+}
+
 class TunerPlugin final : public TunerHook {
  public:
   TunerPlugin(void* handle, std::string path, int version, const void* table)
@@ -78,10 +98,12 @@ class TunerPlugin final : public TunerHook {
         ncclTunerConstants_v7_t k;
         fillConstants<ncclTunerConstants_v7_t, NCCL_NUM_COMPCAPS_V7>(&k);
         rc = tableAs<ncclTuner_v7_t>()->init(&ctx_, info.commId, nranks, nNodes, net::netLogger, &nvl, &k);
+        if (rc == ncclSuccess) constants_ = readConstants<ncclTunerConstants_v7_t, NCCL_NUM_COMPCAPS_V7>(k);
       } else {
         ncclTunerConstants_v5_t k;
         fillConstants<ncclTunerConstants_v5_t, NCCL_NUM_COMPCAPS_V5>(&k);
         rc = tableAs<ncclTuner_v5_t>()->init(&ctx_, info.commId, nranks, nNodes, net::netLogger, &nvl, &k);
+        if (rc == ncclSuccess) constants_ = readConstants<ncclTunerConstants_v5_t, NCCL_NUM_COMPCAPS_V5>(k);
       }
     } else {
       rc = tableAs<ncclTuner_v3_t>()->init(nranks, nNodes, net::netLogger, &ctx_);
@@ -115,6 +137,7 @@ class TunerPlugin final : public TunerHook {
 
   const char* describe() const override { return description_.c_str(); }
   std::string identity() const override { return strPrintf("%s/v%d", name_.c_str(), version_); }
+  std::shared_ptr<const GpuConstants> constants() const override { return constants_; }
 
  private:
   template <typename T>
@@ -129,6 +152,7 @@ class TunerPlugin final : public TunerHook {
   std::string name_, description_;
   void* ctx_ = nullptr;
   bool initialized_ = false;
+  std::shared_ptr<const GpuConstants> constants_;
   std::once_flag warnedFailure_;
 };
 

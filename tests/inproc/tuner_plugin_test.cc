@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "tests/common/fake_cuda_ranks.h"
 #include "tests/common/harness.h"
 #include "tests/common/log_capture.h"
 #include "tests/common/scoped_env.h"
@@ -38,8 +39,8 @@ void allReduceExact() {
 }
 
 // The algorithm/protocol the TUNING line of the all-reduce names ("Tree/Simple"), from the first such line.
-std::string chosenPair(const std::string& log) {
-  const std::string key = "allreduce " + std::to_string(kCount * sizeof(float)) + " bytes";
+std::string chosenPair(const std::string& log, size_t bytes = kCount * sizeof(float)) {
+  const std::string key = "allreduce " + std::to_string(bytes) + " bytes";
   const size_t at = log.find(key);
   if (at == std::string::npos) return "";
   const size_t arrow = log.find(" -> ", at);
@@ -148,6 +149,58 @@ TEST(TunerPlugin, AMissingPluginIsNamedAndTheCommunicatorWorks) {
             std::string::npos)
       << r.log;
   EXPECT_TRUE(r.plugin.empty());
+}
+
+// A v5+ plugin may retune NCCL's model itself, by editing the constants its init receives (here: every ring
+// protocol's base latency made huge). A CUDA communicator whose topology shows its GPUs rebuilds NCCL's GPU model
+// from them, so the choice moves off the ring; v3 gets no constants, and a plugin that edits none changes nothing.
+TEST(TunerPlugin, EditedConstantsRebuildNcclsGpuModel) {
+  if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+  BRAID_REQUIRE_FAKE("the fake GPUs' topology file");
+  constexpr int kGpus = 3;
+  constexpr size_t kFloats = 1 << 20;
+  const std::string topo = writeFakeGpuTopology(false);
+  ScopedEnv file("NCCL_TOPO_FILE", topo.c_str());
+  auto run = [&](const std::string& plugin, const char* ringLatency) {
+    ScopedEnv p("NCCL_TUNER_PLUGIN", plugin.c_str());
+    ScopedEnv l("BRAID_TEST_TUNER_RING_LATENCY", ringLatency);
+    LogCapture cap("INIT,TUNING");
+    const Driver& drv = Driver::get();
+    std::vector<ncclResult_t> rc = runCudaRanks(kGpus, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+      std::vector<float> in(kFloats, static_cast<float>(r + 1)), out(kFloats, -1);
+      void* buf = drv.alloc(kFloats * sizeof(float));
+      drv.copy(buf, in.data(), kFloats * sizeof(float), stream);
+      ncclResult_t st = ncclAllReduce(buf, buf, kFloats, ncclFloat, ncclSum, comm, stream);
+      if (st == ncclSuccess) {
+        drv.copy(out.data(), buf, kFloats * sizeof(float), stream);
+        if (drv.streamSync(stream) != 0) st = ncclUnhandledCudaError;
+      }
+      for (size_t i = 0; st == ncclSuccess && i < kFloats; ++i) {
+        if (out[i] != 6.0f) st = ncclInternalError;
+      }
+      drv.memFree(reinterpret_cast<unsigned long long>(buf));
+      return st;
+    });
+    for (int r = 0; r < kGpus; ++r) EXPECT_EQ(rc[static_cast<size_t>(r)], ncclSuccess) << plugin << " rank " << r;
+    return cap.textOf(getpid());
+  };
+  const size_t bytes = kFloats * sizeof(float);
+  const std::string model = chosenPair(run("none", nullptr), bytes);
+  ASSERT_EQ(model.substr(0, 5), "Ring/") << "the test needs a size where NCCL's model picks the ring";
+  for (int abi : {5, 7}) {
+    const std::string log = run(pluginPath(abi), "1000000");
+    const std::string pair = chosenPair(log, bytes);
+    EXPECT_FALSE(pair.empty()) << log;
+    EXPECT_NE(pair.substr(0, 5), "Ring/") << "v" << abi << "\n" << log;
+    EXPECT_EQ(occurrences(log, "NCCL's GPU model rebuilt from the constants braid-sample-v" + std::to_string(abi)),
+              static_cast<size_t>(kGpus))
+        << log;
+    // Without edits the plugin keeps the model's choice, and nothing is rebuilt.
+    const std::string same = run(pluginPath(abi), nullptr);
+    EXPECT_EQ(chosenPair(same, bytes), model) << same;
+    EXPECT_EQ(same.find("GPU model rebuilt"), std::string::npos) << same;
+  }
+  EXPECT_EQ(chosenPair(run(pluginPath(3), "1000000"), bytes), model);  // v3 is handed no constants
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
  *   BRAID_TEST_TUNER_INIT_FAIL=1         init returns ncclInternalError
  *   BRAID_TEST_TUNER_INIT_FAIL_NTH=N     the N-th init of the process (1-based) returns ncclInternalError
  *   BRAID_TEST_TUNER_LOG=path            appends one line per call: "init v<abi> nranks nnodes", "coll <func> <bytes>
- *                                        <ring/simple> <tree/simple> <pat/simple>", "finalize" */
+ *                                        <ring/simple> <tree/simple> <pat/simple>", "finalize"
+ *   BRAID_TEST_TUNER_RING_LATENCY=us     (v5, v7) sets NCCL's base latency of every ring protocol to `us` in the
+ *                                        constants init receives, as a plugin that retunes NCCL's model does */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +100,15 @@ static ncclResult_t sampleFinalize(void* ctx) {
   return ncclSuccess;
 }
 
+#if BRAID_TUNER_ABI != 3
+static void editConstants(double baseLatencies[][NCCL_NUM_PROTOCOLS_V5]) {
+  const char* env = getenv("BRAID_TEST_TUNER_RING_LATENCY");
+  int p;
+  if (env == NULL) return;
+  for (p = 0; p < NCCL_NUM_PROTOCOLS_V5; ++p) baseLatencies[NCCL_ALGO_RING][p] = atof(env);
+}
+#endif
+
 #if BRAID_TUNER_ABI == 3
 static ncclResult_t initV3(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** ctx) {
   (void)logFunction;
@@ -117,6 +128,7 @@ static ncclResult_t initV5(void** ctx, uint64_t commId, size_t nRanks, size_t nN
   /* NCCL's defaults arrive: Hopper's one-node LL cap is 141 GB/s; one NVLink domain per host. */
   if (constants->llMaxBws[NCCL_HOPPER_COMPCAP_IDX][NCCL_TUNING_SCALE_1NODE] != 141.0) return ncclInvalidArgument;
   if (nvl->nNvlDomains != (int)nNodes || nvl->maxRanksPerNvlDomain < 1) return ncclInvalidArgument;
+  editConstants(constants->baseLatencies);
   return sampleInit(ctx, nRanks, nNodes);
 }
 __attribute__((visibility("default")))
@@ -128,6 +140,7 @@ static ncclResult_t initV7(void** ctx, uint64_t commId, size_t nRanks, size_t nN
   (void)logFunction;
   if (constants->llMaxBws[NCCL_HOPPER_COMPCAP_IDX][NCCL_TUNING_SCALE_1NODE] != 141.0) return ncclInvalidArgument;
   if (nvl->nNvlDomains != (int)nNodes || nvl->maxRanksPerNvlDomain < 1) return ncclInvalidArgument;
+  editConstants(constants->baseLatencies);
   return sampleInit(ctx, nRanks, nNodes);
 }
 /* An older table too, as real plugins export: the loader must take v7. */
