@@ -56,7 +56,9 @@ namespace braid {
 
 // Where things are in a rank's direct area (every rank's has the same layout).
 struct DirectLayout {
-  static constexpr size_t kLineBytes = 128;  // a lane's control line: posted at 0, consumed at 32, reduced at 64
+  // A lane's control line: posted at 0, consumed at 32, reduced at 64, the symmetric key by parity at 96 and 104,
+  // this rank's verdict on it at 112.
+  static constexpr size_t kLineBytes = 128;
   uint32_t nlanes = 1;
   uint32_t nranks = 1;
   size_t laneBytes = 0;  // bytes of one lane's input (and output) region per stage
@@ -64,6 +66,8 @@ struct DirectLayout {
   BRAID_HOST_DEVICE size_t postedAt(uint32_t lane) const { return kLineBytes * lane; }
   BRAID_HOST_DEVICE size_t consumedAt(uint32_t lane) const { return kLineBytes * lane + 32; }
   BRAID_HOST_DEVICE size_t reducedAt(uint32_t lane) const { return kLineBytes * lane + 64; }
+  BRAID_HOST_DEVICE size_t keyAt(uint32_t gen, uint32_t lane) const { return kLineBytes * lane + 96 + 8 * (gen & 1u); }
+  BRAID_HOST_DEVICE size_t verdictAt(uint32_t lane) const { return kLineBytes * lane + 112; }
   BRAID_HOST_DEVICE size_t abortAt() const { return kLineBytes * nlanes; }
   // A lane's table of one 64-bit word per rank, in whole control lines.
   BRAID_HOST_DEVICE size_t tableBytes() const {
@@ -102,6 +106,14 @@ struct DirectOpDesc {
   // Rounds whose inputs are all staged reduce through the multicast mapping (DirectKernelWork::mc): the host
   // checked the dtype and op (mcOpFor) and that switch reductions are allowed (not deterministic mode).
   bool multicast = false;
+  // Symmetric rounds (windows with multicast mappings of their own, cuda_windows.h): where this process's multicast
+  // mappings of the send and receive windows stand for `send` and `recv`, and a key naming those windows and offsets
+  // the same on every rank (0: not eligible). A round in which every rank published the same key runs on the user's
+  // buffers through the switch, staging nothing: load-reduce from mcSend, stores into mcRecv. Otherwise the round
+  // runs as any other (the input is published in place: peerSend is set whenever symKey is).
+  const char* mcSend = nullptr;
+  char* mcRecv = nullptr;
+  uint64_t symKey = 0;
   // Lanes (CTAs) that run it, 1..layout.nlanes (ncclCollConfig_t.nvlsCTAs): the others skip it. Each lane counts
   // its own generations, so skipping keeps them in step as long as every rank gave the call the same nvlsCTAs (as
   // NCCL requires of a call's arguments; BRAID_CHECK_CALLS compares it).
@@ -248,6 +260,7 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
       auto readAt = [&](size_t q) { return ((scatters ? q * op.count : 0) + off) * es; };
       if (op.peerSend != nullptr) {
         if (cta.tid() == 0) {
+          storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.keyAt(gen, lane)), op.symKey);
           for (size_t q = 0; q < n; ++q) {
             storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.publishedAt(gen, lane, static_cast<uint32_t>(q))),
                          op.peerSend[q] + readAt(q));
@@ -257,6 +270,7 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
         if (len > 0) lastInPlace = gen;
       } else {
         if (cta.tid() == 0) {
+          storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.keyAt(gen, lane)), uint64_t{0});
           for (size_t q = 0; q < n; ++q) {
             storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.publishedAt(gen, lane, static_cast<uint32_t>(q))),
                          uint64_t{0});
@@ -272,6 +286,12 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
       }
       publish(posted, gen);
       auto resolve = [&] {
+        // The symmetric verdict: every rank published this operation's key for this round (the same on every rank).
+        bool sym = op.symKey != 0;
+        for (size_t p = 0; p < n && sym; ++p) {
+          sym = loadRelaxed(reinterpret_cast<const uint64_t*>(w.areas[p] + L.keyAt(gen, lane))) == op.symKey;
+        }
+        storeRelaxed(reinterpret_cast<uint32_t*>(mine + L.verdictAt(lane)), sym ? 1u : 0u);
         for (size_t p = 0; p < n; ++p) {
           const uint64_t at =
               loadRelaxed(reinterpret_cast<const uint64_t*>(w.areas[p] + L.publishedAt(gen, lane, w.rank)));
@@ -280,6 +300,41 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
         }
       };
       if (!waited(L.postedAt(lane), static_cast<int32_t>(o), gen, resolve)) return;
+      if (loadRelaxed(reinterpret_cast<const uint32_t*>(mine + L.verdictAt(lane))) != 0) {
+        // Symmetric: the user's buffers through the switch. Peers read this rank's send buffer and write its
+        // receive buffer, so the launch ends after every rank's (as for inputs read in place).
+        readInPlace = true;
+        lastInPlace = gen;
+        cta.mcFence();
+        const ReduceOp& rop = op.reduceOps[0];  // avg divides at the end; PreMulSum never comes here
+        const size_t mineAt = scatters ? w.rank * op.count : 0;
+        switch (op.coll) {
+          case DirectCollective::kAllReduceOneShot:
+          case DirectCollective::kReduceScatter:
+            ctaMultimemReduce(cta, rop, op.recv + off * es, op.mcSend + (mineAt + off) * es, len, true);
+            break;
+          case DirectCollective::kAllReduceTwoShot: {
+            const TwoShotSlices slices(len, n, es);
+            const size_t at = off + slices.start(w.rank);
+            const size_t l = slices.lenOf(w.rank);
+            ctaMultimemReduce(cta, rop, op.recv + at * es, op.mcSend + at * es, l, true);
+            cta.sync();
+            ctaMultimemStore(cta, op.mcRecv + at * es, op.recv + at * es, l * es);
+            break;
+          }
+          case DirectCollective::kAllGather:
+            ctaMultimemStore(cta, op.mcRecv + (w.rank * op.count + off) * es, op.send + off * es, len * es);
+            break;
+        }
+        if (op.coll == DirectCollective::kAllReduceTwoShot || op.coll == DirectCollective::kAllGather) {
+          // Every rank's stores have landed in every receive buffer before anyone returns.
+          cta.mcFence();
+          publish(reduced, gen);
+          if (!waited(L.reducedAt(lane), static_cast<int32_t>(o), gen, nothing)) return;
+          cta.mcFence();
+        }
+        continue;
+      }
       // Switch reductions when every input of the round is staged (the areas are what the object binds); the
       // decision is the same on every rank, since each input's owner publishes the same word to every reader.
       bool viaMc = w.mc != nullptr && op.multicast && op.coll != DirectCollective::kAllGather;

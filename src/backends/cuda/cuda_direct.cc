@@ -222,6 +222,34 @@ bool CudaDirect::readInPlace(const DirectOpDesc& d, uint64_t* peerSend) const {
   return registry_->peerAddresses(d.send, sendBytes, peerSend);
 }
 
+void CudaDirect::findSymmetric(DirectOpDesc* d) const {
+  const size_t es = dtypeSize(d->stageOp.dtype);
+  const size_t n = static_cast<size_t>(nranks_);
+  if (d->stageOp.kind == OpKind::kPreMulSum) return;  // the switch cannot scale each rank's input
+  if (d->coll != DirectCollective::kAllGather && mcOpFor(d->stageOp.dtype, d->stageOp.kind) == McOp::kNone) return;
+  // Whole 16-byte units everywhere (blocks, rounds, slices): multicast words never reach past a buffer or block.
+  const size_t block = d->count * es;
+  if (block % 16 != 0 || ((reinterpret_cast<uintptr_t>(d->send) | reinterpret_cast<uintptr_t>(d->recv)) & 15) != 0) {
+    return;
+  }
+  const size_t sendBytes = block * (d->coll == DirectCollective::kReduceScatter ? n : 1);
+  const size_t recvBytes = block * (d->coll == DirectCollective::kAllGather ? n : 1);
+  // What goes through the switch must be symmetric: the inputs a load-reduce reads (all-reduce, reduce-scatter),
+  // the outputs a store writes (two-shot all-reduce, all-gather). An all-gather reads its input locally, a one-shot
+  // all-reduce and a reduce-scatter write theirs locally.
+  const bool loads = d->coll != DirectCollective::kAllGather;
+  const bool stores = d->coll == DirectCollective::kAllGather || d->coll == DirectCollective::kAllReduceTwoShot;
+  WindowMcTable::Hit s, r;
+  if (loads && !windowMcs_->find(d->send, sendBytes, &s)) return;
+  if (stores && !windowMcs_->find(d->recv, recvBytes, &r)) return;
+  d->mcSend = s.mc;
+  d->mcRecv = r.mc;
+  // Names the windows and offsets; never 0. Every rank computes it alike for the same buffers of the same windows.
+  uint64_t k = (s.key + 1) * 0x9E3779B97F4A7C15ull ^ r.key;
+  k ^= k >> 31;
+  d->symKey = k | 1;
+}
+
 KernelArgs CudaDirect::writeImage(const std::vector<DirectOp>& ops, char* image) const {
   const size_t n = static_cast<size_t>(nranks_);
   auto* work = reinterpret_cast<DirectKernelWork*>(image);
@@ -261,6 +289,13 @@ KernelArgs CudaDirect::writeImage(const std::vector<DirectOp>& ops, char* image)
       d.peerSend = peerSend + o * n;
       BRAID_INFO(kLogColl, "rank %d: NVLS-style operation %zu reads sendbuff %p in place (registered)", rank_, o,
                  r.send);
+      findSymmetric(&d);
+      if (d.symKey != 0) {
+        BRAID_INFO(kLogColl | kLogNvls,
+                   "rank %d: NVLS-style operation %zu: sendbuff and recvbuff in windows with multicast mappings: "
+                   "symmetric rounds through the switch where every rank's match",
+                   rank_, o);
+      }
     }
   }
   work->ops = descs;

@@ -22,6 +22,7 @@
 #include "src/backends/cuda/cuda_multicast.h"
 #include "src/backends/cuda/device_memory.h"
 #include "src/backends/cuda/direct_registry.h"
+#include "src/backends/cuda/window_mc_table.h"
 #include "src/common/fd_share.h"
 
 namespace braid {
@@ -50,11 +51,15 @@ class CudaDirect {
   bool multicast() const { return mc_ != nullptr; }
   const std::string& multicastWhy() const { return mcWhy_; }  // why not, when not
   const std::vector<CudaMulticast::Rank>& multicastRanks() const { return mcRanks_; }
+  // The windows with a multicast mapping of their own (shared with each binding's holder, which may outlive this).
+  const std::shared_ptr<WindowMcTable>& windowMcs() const { return windowMcs_; }
 
  private:
   CudaDirect() = default;
   // Whether the peers read d's input in place (peerSend: where each rank's process maps it).
   bool readInPlace(const DirectOpDesc& d, uint64_t* peerSend) const;
+  // Sets d's symmetric fields (mcSend, mcRecv, symKey) when its buffers lie in windows with multicast mappings.
+  void findSymmetric(DirectOpDesc* d) const;
 
   int rank_ = 0;
   int nranks_ = 0;
@@ -67,6 +72,7 @@ class CudaDirect {
   std::unique_ptr<DirectRegistry> registry_;
   std::vector<CudaMulticast::Rank> mcRanks_;
   std::string mcWhy_;
+  std::shared_ptr<WindowMcTable> windowMcs_ = std::make_shared<WindowMcTable>();
   std::unique_ptr<CudaMulticast> mc_;  // last: unbound and released before the areas go
 };
 

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "src/common/logging.h"
 
 namespace braid {
@@ -100,8 +102,23 @@ Result<WindowMulticast> bindCudaWindowMulticast(const CudaDeviceMemory& memory, 
                                                areaBytes, bindBytes, allGather, timeoutSec, why));
   WindowMulticast out;
   if (!mc) return out;
+  // Listed for the direct kernel's symmetric rounds while the binding lives; unlisted before it is released.
+  struct Holder {
+    std::unique_ptr<CudaMulticast> mc;
+    std::shared_ptr<WindowMcTable> table;
+    const char* base;
+    ~Holder() {
+      table->remove(base);
+      mc.reset();
+    }
+  };
+  auto h = std::make_shared<Holder>();
   out.base = mc->base();
-  out.held = std::shared_ptr<CudaMulticast>(std::move(mc));
+  h->table = direct->windowMcs();
+  h->base = static_cast<const char*>(base);
+  h->table->add(h->base, std::min(bindBytes, areaBytes), out.base);
+  h->mc = std::move(mc);
+  out.held = std::move(h);
   return out;
 }
 
