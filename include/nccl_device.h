@@ -12,9 +12,12 @@
  *     the 2.30 timeout overloads (lsa_barrier.h); ncclLLA2ASession (ll_a2a.h: send, bcast, recv, recvUnrolled,
  *     recvReduce, endEpoch); the reduce/copy building blocks of 2.29 in their LSA and Local forms (reduce_copy.h).
  *
- * Not built yet, said plainly: NVLS multicast (multimem pointers are null; ncclDevCommCreate refuses multimem), GIN
- * (refused by name: braid has no GPU-initiated networking), ncclBarrierSession (hybrid LSA+GIN), ncclCoopAny,
- * the building blocks' multimem forms. See docs/device_api.md.
+ * NVLS multicast: windows of a communicator with multicast get mappings of their own (ncclGetLsaMultimemPointer,
+ * ncclDevCommCreate's lsaMultimem) and the building blocks' multimem forms for float, double and 32/64-bit integers.
+ *
+ * Not built yet, said plainly: GIN (refused by name: braid has no GPU-initiated networking), ncclBarrierSession
+ * (hybrid LSA+GIN), ncclCoopAny, barriers and the LL all-to-all through multicast, the half/bf16 multimem forms. See
+ * docs/device_api.md.
  *
  * The layouts of ncclDevComm and ncclWindow_vidmem are braid's (NCCL documents no ABI for the device API either):
  * build kernels against the headers of the library they run with. */

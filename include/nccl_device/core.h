@@ -131,7 +131,8 @@ struct ncclDevComm {
  * outBufferHandle). Every rank must pass the same requirements. Collective over comm's ranks, blocking.
  * Errors (the same on every rank): ncclInvalidArgument for a NULL argument, a list cycle, a bufferAlign that is not
  * a power of two up to 4096; ncclInvalidUsage for a host communicator, GIN requests, multimem where the resource
- * window has no multicast mapping (multimemSupport false; the WARN says why) or for a team other than LSA, LL
+ * window has no multicast mapping (no multicast on the communicator, multimemSupport false, or the process's budget
+ * of multicast objects spent; the WARN says why) or for a team other than LSA, LL
  * all-to-all counts
  * (reqs->lsaLLA2A*: use ncclLLA2ACreateRequirement), barrierCount when the world spans several LSA teams,
  * NCCL_WIN_ENABLE=0, an LSA member out of load/store reach, or ranks asking for different layouts (the WARN names the

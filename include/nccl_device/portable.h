@@ -96,27 +96,48 @@ NCCL_DEVICE_INLINE void backOff() {
 /* NVLS multicast words (sm_90): a load-reduce at multicast address p returns the sum of every bound buffer's value
  * there; a store writes every bound buffer's. Relaxed, system scope: LSA barriers order them. 64-bit integer sums
  * use the unsigned form, whose two's complement bits are the signed sum's. */
+/* Below sm_90 (a fat binary's older targets) there is no multimem: a launch that reaches one traps. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define NCCL_BRAID_MULTIMEM_(asmStatement) __trap()
+#else
+#define NCCL_BRAID_MULTIMEM_(asmStatement) asmStatement
+#endif
+NCCL_DEVICE_INLINE void trap(const char*) {
+  __trap();
+}
 NCCL_DEVICE_INLINE float mcLoadSum(const float* p) {
-  float v;
-  asm volatile("multimem.ld_reduce.relaxed.sys.global.add.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  float v = 0;
+  NCCL_BRAID_MULTIMEM_(asm volatile("multimem.ld_reduce.relaxed.sys.global.add.f32 %0, [%1];"
+                                    : "=f"(v)
+                                    : "l"(p)
+                                    : "memory"));
   return v;
 }
 NCCL_DEVICE_INLINE double mcLoadSum(const double* p) {
-  double v;
-  asm volatile("multimem.ld_reduce.relaxed.sys.global.add.f64 %0, [%1];" : "=d"(v) : "l"(p) : "memory");
+  double v = 0;
+  NCCL_BRAID_MULTIMEM_(asm volatile("multimem.ld_reduce.relaxed.sys.global.add.f64 %0, [%1];"
+                                    : "=d"(v)
+                                    : "l"(p)
+                                    : "memory"));
   return v;
 }
 NCCL_DEVICE_INLINE uint32_t mcLoadSum(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("multimem.ld_reduce.relaxed.sys.global.add.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  uint32_t v = 0;
+  NCCL_BRAID_MULTIMEM_(asm volatile("multimem.ld_reduce.relaxed.sys.global.add.u32 %0, [%1];"
+                                    : "=r"(v)
+                                    : "l"(p)
+                                    : "memory"));
   return v;
 }
 NCCL_DEVICE_INLINE int32_t mcLoadSum(const int32_t* p) {
   return static_cast<int32_t>(mcLoadSum(reinterpret_cast<const uint32_t*>(p)));
 }
 NCCL_DEVICE_INLINE uint64_t mcLoadSum(const uint64_t* p) {
-  uint64_t v;
-  asm volatile("multimem.ld_reduce.relaxed.sys.global.add.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  uint64_t v = 0;
+  NCCL_BRAID_MULTIMEM_(asm volatile("multimem.ld_reduce.relaxed.sys.global.add.u64 %0, [%1];"
+                                    : "=l"(v)
+                                    : "l"(p)
+                                    : "memory"));
   return v;
 }
 NCCL_DEVICE_INLINE int64_t mcLoadSum(const int64_t* p) {
@@ -124,11 +145,14 @@ NCCL_DEVICE_INLINE int64_t mcLoadSum(const int64_t* p) {
 }
 NCCL_DEVICE_INLINE void mcStoreWord(void* p, uint64_t v, int bytes) {
   if (bytes == 8) {
-    asm volatile("multimem.st.relaxed.sys.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    NCCL_BRAID_MULTIMEM_(asm volatile("multimem.st.relaxed.sys.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory"));
   } else {
-    asm volatile("multimem.st.relaxed.sys.global.b32 [%0], %1;" ::"l"(p), "r"(static_cast<uint32_t>(v)) : "memory");
+    NCCL_BRAID_MULTIMEM_(
+        asm volatile("multimem.st.relaxed.sys.global.b32 [%0], %1;" ::"l"(p), "r"(static_cast<uint32_t>(v))
+                     : "memory"));
   }
 }
+#undef NCCL_BRAID_MULTIMEM_
 #else
 NCCL_DEVICE_INLINE int gccOrder_(cuda::memory_order o) {
   switch (o) {
@@ -198,6 +222,10 @@ NCCL_DEVICE_INLINE int64_t mcLoadSum(const int64_t* p) {
 }
 NCCL_DEVICE_INLINE void mcStoreWord(void* p, uint64_t v, int bytes) {
   braid_emu::mcStore(p, v, bytes);
+}
+/* A kernel error the headers detect (a null multicast pointer): fails the launch, as __trap does on a GPU. */
+NCCL_DEVICE_INLINE void trap(const char* why) {
+  braid_emu::trap(why);
 }
 #endif
 

@@ -2,8 +2,8 @@
  *
  * A symmetric pointer is (window, byte offset): arithmetic moves the offset in units of T on host and device; in
  * device code it turns into this rank's address (localPtr), an LSA member's (lsaPtr), a world rank's or a team
- * member's (peerPtr; null outside this rank's LSA team), or a multicast address (null: braid builds no NVLS
- * multicast objects yet). A null window gives null pointers' arithmetic only. */
+ * member's (peerPtr; null outside this rank's LSA team), or a multicast address (multimemPtr, lsaMultimemPtr; null
+ * where the window has no multicast mapping). A null window gives null pointers' arithmetic only. */
 #ifndef NCCL_DEVICE_PTR_H_
 #define NCCL_DEVICE_PTR_H_
 

@@ -55,6 +55,10 @@ template <typename T, typename Coop, typename IntCount>
 NCCL_DEVICE_INLINE void multimemLoop(Coop coop, const T* mcSrc, const T* src, T* dst, T* mcDst, IntCount count) {
   static_assert(McSummable<T>::value,
                 "braid's multimem building blocks take float, double and 32/64-bit integers (the switch's word forms)");
+  // A null multicast pointer is a window without a mapping, or a handle of a device communicator made without
+  // lsaMultimem: a kernel error, not a silent no-op.
+  if (mcSrc == nullptr && src == nullptr) trap("ncclMultimem*: the source multicast pointer is null");
+  if (mcDst == nullptr && dst == nullptr) trap("ncclMultimem*: the destination multicast pointer is null");
   for (IntCount i = static_cast<IntCount>(coop.thread_rank()); i < count; i += static_cast<IntCount>(coop.size())) {
     const T v = mcSrc != nullptr ? mcLoadSum(mcSrc + i) : src[i];
     if (dst != nullptr) dst[i] = v;

@@ -140,6 +140,10 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
     nBarriers = std::max(nBarriers, reqs.barrierCount);  // one LSA team is the world: its barriers are the world's
   }
   DevCommRequest req;
+  for (const ncclTeamRequirements* t = reqs.teamRequirementsList; t != nullptr; t = t->next) {
+    req.multimem = req.multimem || t->multimem;
+  }
+  req.multimem = req.multimem || reqs.lsaMultimem;
   req.barrierBytes = nBarriers > 0 ? ncclBraidLsaBarrierBytes_(nBarriers, lsa.nRanks) : 0;
   for (const ncclDevResourceRequirements* r = reqs.resourceRequirementsList; r != nullptr; r = r->next) {
     req.buffers.push_back(DevCommRequest::Buffer{r->bufferSize, r->bufferAlign});
@@ -160,11 +164,7 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
   dc.lsaBarrier.bufHandle = 0;  // the barriers come first
   dc.lsaBarrier.nBarriers = nBarriers;
   dc.lsaMultimem.mcBasePtr = nullptr;
-  bool multimem = reqs.lsaMultimem;
-  for (const ncclTeamRequirements* t = reqs.teamRequirementsList; t != nullptr; t = t->next) {
-    multimem = multimem || t->multimem;
-  }
-  if (multimem) {
+  if (req.multimem) {
     // The resource window's mapping stands for the handle; each window carries its own (ncclGetMultimemPointer).
     // Whether it exists is agreed on every rank, so all return the same.
     Result<const Window*> w = c.windows().find(made.window, "the resource window");

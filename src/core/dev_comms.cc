@@ -56,12 +56,31 @@ Result<DevCommMade> DevComms::create(const DevCommRequest& req) {
     offset += b.bytes;
   }
   const size_t bytes = roundUp(std::max<size_t>(offset, 1), kMaxAlign);
+  // Whether to bind the resource window to a multicast object decides whether the registration below runs the
+  // binding's collective rounds: every rank must ask alike, so the ranks compare first.
+  struct Ask {
+    uint64_t layoutBytes;
+    int32_t multimem;
+  };
+  std::vector<Ask> asks(static_cast<size_t>(n));
+  asks[static_cast<size_t>(me)] = Ask{bytes, req.multimem ? 1 : 0};
+  BRAID_RETURN_IF_ERROR(comm_->bootstrap()->allGather(asks.data(), sizeof(Ask)).withContext("comparing requirements"));
+  for (int q = 0; q < n; ++q) {
+    const Ask& a = asks[static_cast<size_t>(q)];
+    if (a.layoutBytes != bytes || (a.multimem != 0) != req.multimem) {
+      return invalidUsage(
+          "rank %d's requirements (a %llu-byte resource window, multimem %s) differ from rank %d's (%zu bytes, "
+          "multimem %s): every rank must pass the same ncclDevCommRequirements",
+          q, static_cast<unsigned long long>(a.layoutBytes), a.multimem != 0 ? "on" : "off", me, bytes,
+          req.multimem ? "on" : "off");
+    }
+  }
   BRAID_ASSIGN_OR_RETURN(void* memory, comm_->backend().allocWindowMemory(bytes));
   auto fail = [&](Status st) {
     comm_->backend().freeWindowMemory(memory);
     return st;
   };
-  Result<ncclWindow_vidmem*> win = comm_->windows().add(memory, bytes, 0);
+  Result<ncclWindow_vidmem*> win = comm_->windows().add(memory, bytes, 0, req.multimem);
   if (!win.isOk()) return fail(win.status().withContext("registering the device communicator's resource window"));
   if (win.value() == nullptr) {
     return fail(invalidUsage(

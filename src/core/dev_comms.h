@@ -34,6 +34,7 @@ struct DevCommRequest {
     size_t align = 0;  // 0: the handle unit
   };
   std::vector<Buffer> buffers;  // in the requirement list's order
+  bool multimem = false;        // the resource window gets a multicast mapping where the communicator can
 };
 
 struct DevCommMade {

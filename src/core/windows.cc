@@ -218,7 +218,7 @@ Status Windows::publish(Window* w) {
   return Status::ok();
 }
 
-Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags) {
+Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags, bool multicast) {
   // The signal area comes first, on every rank alike (its exchange is collective too).
   BRAID_RETURN_IF_ERROR(ensureSignals().withContext("setting up the one-sided signal area"));
   auto w = std::make_unique<Window>();
@@ -228,7 +228,11 @@ Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags) {
   bool disabled = false;
   BRAID_RETURN_IF_ERROR(exchange(buff, bytes, w.get(), &disabled));
   if (disabled) return static_cast<ncclWindow_vidmem*>(nullptr);
-  BRAID_RETURN_IF_ERROR(bindMulticast(w.get()));
+  if (multicast) {
+    BRAID_RETURN_IF_ERROR(bindMulticast(w.get()));
+  } else {
+    w->mcWhy = "not asked for";
+  }
   // Collectives on the buffer read it in place where the backend can (as a registered buffer).
   Result<void*> reg = comm_->registerBuffer(buff, bytes);
   if (reg.isOk()) {
@@ -237,20 +241,51 @@ Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags) {
     BRAID_INFO(kLogReg, "rank %d: window at %p is not registered for collectives: %s", comm_->rank(), buff,
                reg.status().message().c_str());
   }
-  Status published = publish(w.get());
-  if (!published.isOk()) {
+  Status done = publish(w.get()).withContext("writing the window's device descriptor");
+  if (done.isOk()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    done = deviceTableLocked().status();
+    if (done.isOk()) done = deviceTable_->add(buff, bytes, w->handle);
+    if (!done.isOk()) {
+      comm_->backend().freeDeviceBlock(w->handle);
+      w->handle = nullptr;
+      done = done.withContext("listing the window for ncclFindWindow");
+    }
+  }
+  // All or nothing: a window registered on some ranks only would leave the others' kernels and multicast object
+  // with a member that is not there.
+  struct Outcome {
+    int32_t failed;
+    char why[160];
+  };
+  std::vector<Outcome> all(static_cast<size_t>(comm_->nranks()));
+  Outcome& mine = all[static_cast<size_t>(comm_->rank())];
+  mine = Outcome{};
+  if (!done.isOk()) {
+    mine.failed = 1;
+    snprintf(mine.why, sizeof(mine.why), "%s", done.message().c_str());
+  }
+  Status agreed = comm_->bootstrap()->allGather(all.data(), sizeof(Outcome)).withContext("agreeing on a window");
+  for (int q = 0; q < comm_->nranks() && agreed.isOk(); ++q) {
+    const Outcome& o = all[static_cast<size_t>(q)];
+    if (o.failed == 0) continue;
+    agreed = q == comm_->rank() ? done
+                                : invalidUsage("rank %d could not register its part of the window: %.*s", q,
+                                               static_cast<int>(sizeof(o.why)), o.why);
+  }
+  if (!agreed.isOk()) {
+    if (w->handle != nullptr) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        (void)deviceTable_->remove(w->handle);
+      }
+      comm_->backend().freeDeviceBlock(w->handle);
+    }
     if (w->registration != nullptr) (void)comm_->deregisterBuffer(w->registration);
-    return published.withContext("writing the window's device descriptor");
+    return agreed;  // `w` releases the multicast binding and the peers' mappings
   }
   ncclWindow_vidmem* handle = w->handle;
   std::lock_guard<std::mutex> lock(mu_);
-  Status listed = deviceTableLocked().status();
-  if (listed.isOk()) listed = deviceTable_->add(buff, bytes, handle);
-  if (!listed.isOk()) {
-    comm_->backend().freeDeviceBlock(handle);
-    if (w->registration != nullptr) (void)comm_->deregisterBuffer(w->registration);
-    return listed.withContext("listing the window for ncclFindWindow");
-  }
   table_[handle] = std::move(w);
   return handle;
 }

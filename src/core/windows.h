@@ -81,10 +81,11 @@ class Windows {
   explicit Windows(Communicator* comm) : comm_(comm) {}
   ~Windows();  // deregisters what is left, then frees the signal area
 
-  // ncclCommWindowRegister: collective. Null (success) when NCCL_WIN_ENABLE=0 on some rank. Errors: kInvalidArgument
-  // naming the argument (a buffer the backend cannot offer, flags, alignment), kInvalidUsage when another rank could
-  // not register (naming it), the exchange's errors.
-  Result<ncclWindow_vidmem*> add(void* buff, size_t bytes, int flags);
+  // ncclCommWindowRegister: collective, all or nothing. Null (success) when NCCL_WIN_ENABLE=0 on some rank.
+  // `multicast`: also give it a multicast mapping where the communicator can (bindMulticast; every rank must pass the
+  // same). Errors: kInvalidArgument naming the argument (a buffer the backend cannot offer, flags, alignment),
+  // kInvalidUsage when another rank could not register (naming it), the exchange's errors.
+  Result<ncclWindow_vidmem*> add(void* buff, size_t bytes, int flags, bool multicast = true);
   // ncclCommWindowDeregister (null: nothing to do). Errors: kInvalidArgument for a window this communicator does not
   // hold.
   [[nodiscard]] Status remove(ncclWindow_vidmem* win);

@@ -136,6 +136,10 @@ void backOff() {
   ctx().cta->relax();
 }
 
+void trap(const char* why) {
+  throw std::runtime_error(std::string("trap: ") + why);
+}
+
 uint64_t mcLoadSum(const void* p, McSum form) {
   const braid::McOp op = form == McSum::kF32   ? braid::McOp::kAddF32
                          : form == McSum::kF64 ? braid::McOp::kAddF64

@@ -70,6 +70,8 @@ void backOff();
 enum class McSum { kF32, kF64, kU32, kU64 };
 uint64_t mcLoadSum(const void* p, McSum form);
 void mcStore(void* p, uint64_t word, int bytes);
+// __trap: fails the launch with `why` (what the headers detected).
+[[noreturn]] void trap(const char* why);
 
 // Runs kernel() on cfg.grid CTAs of cfg.block threads each, blocking until every thread returned; an error names
 // what failed (a divergent barrier, a deadlock past cfg.deadlineSec, an exception).

@@ -38,3 +38,9 @@ __global__ void multimemAllReduce(bool oneShot, ncclWindow_t sendWin, ncclWindow
 __global__ void multimemPointer(ncclWindow_t win, ncclDevComm devComm, void** out) {
   if (threadIdx.x == 0) *out = ncclGetLsaMultimemPointer(win, 0, devComm);
 }
+
+// One-shot sum of `count` floats of window `win` into `out` through the device communicator's multicast handle
+// (traps when the window or the handle has no multicast mapping).
+__global__ void multimemSumInto(ncclWindow_t win, ncclDevComm devComm, float* out, size_t count) {
+  ncclMultimemReduceSum(ncclCoopCta(), win, 0, out, count, devComm.lsaMultimem);
+}

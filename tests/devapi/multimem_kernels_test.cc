@@ -99,8 +99,12 @@ ncclResult_t multimemRounds(const MultimemKernels& t, int r, int kRanks, ncclCom
   std::vector<T> in(kCount), out(kCount);
   for (int round = 0; round < kRounds; ++round) {
     for (bool oneShot : {true, false}) {
-      for (size_t i = 0; i < kCount; ++i) in[i] = inputOf<T>(r, round, i);
+      // Inputs differ between the one- and two-shot runs, and the receive buffers start stale: a form that wrote
+      // nothing fails.
+      for (size_t i = 0; i < kCount; ++i) in[i] = inputOf<T>(r, round * 2 + (oneShot ? 0 : 1), i);
       drv.copy(send, in.data(), bytes, stream);
+      std::vector<T> stale(kCount, static_cast<T>(-1));
+      drv.copy(recv, stale.data(), bytes, stream);
       CHECK_OR(drv.streamSync(stream) == 0, 13);
       braid::Status st = braid_emu::launch(t.cfgOn(r, kGrid, "multimemAllReduce"),
                                            [&] { multimemAllReduce<T>(oneShot, sendWin, recvWin, kCount, dc); });
@@ -112,7 +116,7 @@ ncclResult_t multimemRounds(const MultimemKernels& t, int r, int kRanks, ncclCom
       CHECK_OR(drv.streamSync(stream) == 0, 13);
       for (size_t i = 0; i < kCount; ++i) {
         T want = 0;
-        for (int p = 0; p < kRanks; ++p) want += inputOf<T>(p, round, i);
+        for (int p = 0; p < kRanks; ++p) want += inputOf<T>(p, round * 2 + (oneShot ? 0 : 1), i);
         if (out[i] != want) {
           fprintf(stderr, "rank %d round %d %s element %zu: %f, expected %f\n", r, round,
                   oneShot ? "one-shot" : "two-shot", i, static_cast<double>(out[i]), static_cast<double>(want));
@@ -161,6 +165,11 @@ ncclResult_t withoutMulticast(const MultimemKernels& t, int r, ncclComm_t comm, 
   void* mc = reinterpret_cast<void*>(1);
   CHECK_OR(braid_emu::launch(t.cfgOn(r, 1, "multimemPointer"), [&] { multimemPointer(win, dc, &mc); }).isOk(), 26);
   CHECK_OR(mc == nullptr, 26);
+  // A multimem building block over it is a kernel error (a trap), never a silent no-op.
+  std::vector<float> out(4, 0);
+  braid::Status st =
+      braid_emu::launch(t.cfgOn(r, 1, "multimemSumInto"), [&] { multimemSumInto(win, dc, out.data(), 4); });
+  CHECK_OR(!st.isOk() && st.message().find("the source multicast pointer is null") != std::string::npos, 29);
   CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 27);
   CHECK_OR(ncclCommWindowDeregister(comm, win) == ncclSuccess && ncclMemFree(buf) == ncclSuccess, 28);
   return ncclSuccess;

@@ -86,8 +86,8 @@ class CudaBackend final : public Backend {
   void withdrawWindow(const WindowDesc& mine) override { withdrawCudaWindow(mine); }
   Result<WindowMulticast> bindWindowMulticast(void* base, size_t bindBytes, std::string* why) override {
     ScopedContext scope(api_, ctx_);
-    return bindCudaWindowMulticast(*deviceMemory_, direct_.get(), rank_, base, bindBytes, allGather_, wait_.timeoutSec,
-                                   why);
+    return bindCudaWindowMulticast(*deviceMemory_, direct_.get(), rank_, base, bindBytes, allGather_,
+                                   wait_.timeoutSec > 0 ? wait_.timeoutSec : 60, why);
   }
   Result<void*> allocWindowMemory(size_t bytes) override {
     ScopedContext scope(api_, ctx_);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "src/common/logging.h"
+#include "src/common/params.h"
 
 namespace braid {
 namespace {
@@ -182,7 +183,7 @@ Result<std::unique_ptr<CudaDirect>> CudaDirect::create(const CudaDeviceMemory& m
   std::string mcWhy;
   BRAID_ASSIGN_OR_RETURN(
       d->mc_, CudaMulticast::create(memory.api(), rank, mcRanks, d->areas_[static_cast<size_t>(rank)], me.bytes,
-                                    d->layout_.bytes(), allGather, timeoutSec, &mcWhy));
+                                    d->layout_.bytes(), allGather, timeoutSec, &mcWhy, params::NvlsEnable() == 1));
   d->mcWhy_ = mcWhy;
   if (d->mc_) {
     BRAID_INFO(kLogInit | kLogNvls,

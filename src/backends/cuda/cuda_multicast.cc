@@ -83,7 +83,7 @@ int firstFailed(const std::vector<McWord>& all) {
 Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, int rank, const std::vector<Rank>& ranks,
                                                              char* area, size_t areaBytes, size_t bindBytes,
                                                              const AllGatherFn& allGather, double timeoutSec,
-                                                             std::string* why) {
+                                                             std::string* why, bool required) {
   const int n = static_cast<int>(ranks.size());
   const int device = ranks[static_cast<size_t>(rank)].device;
   const int mode = static_cast<int>(params::NvlsEnable());
@@ -149,8 +149,8 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
     const size_t bytes = gran == 0 ? 0 : (bindBytes + gran - 1) / gran * gran;
     if (st.isOk() && bytes > areaBytes) {
       st = invalidArgument(
-          "the direct area (%zu bytes) is smaller than its %zu bytes rounded up to the multicast "
-          "granularity (%zu)",
+          "the area to bind (%zu bytes to the end of its allocation) is smaller than %zu bytes rounded up to the "
+          "multicast granularity (%zu)",
           areaBytes, bindBytes, gran);
     }
     prop.size = bytes;
@@ -184,14 +184,14 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
   // Round 1: everyone's verdict, and rank 0's object.
   BRAID_RETURN_IF_ERROR(allGather(all.data(), sizeof(McWord)).withContext("agreeing on NVLS multicast"));
   // Whether every rank succeeded in this round; else *why names the first that did not, and under
-  // NCCL_NVLS_ENABLE=1 *required is the init's error.
-  Status required;
+  // NCCL_NVLS_ENABLE=1 `requiredError` is the init's error.
+  Status requiredError;
   auto agreed = [&](const char* stage) {
     const int f = firstFailed(all);
     if (f < 0) return true;
     *why = strPrintf("rank %d: %s", f, all[static_cast<size_t>(f)].why);
-    if (mode == 1) {
-      required =
+    if (required) {
+      requiredError =
           Status(Code::kInvalidUsage,
                  strPrintf("NVLS multicast %s failed and NCCL_NVLS_ENABLE=1 requires it: %s", stage, why->c_str()));
     }
@@ -201,14 +201,14 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
     for (int q = 0; q < p; ++q) {
       if (all[static_cast<size_t>(p)].busKey == all[static_cast<size_t>(q)].busKey) {
         *why = strPrintf("ranks %d and %d share a GPU (a multicast team holds each device once)", q, p);
-        if (mode == 1) return Status(Code::kInvalidUsage, "NCCL_NVLS_ENABLE=1 but " + *why);
+        if (required) return Status(Code::kInvalidUsage, "NCCL_NVLS_ENABLE=1 but " + *why);
         return std::unique_ptr<CudaMulticast>();  // the destructor releases what this rank holds
       }
     }
   }
   // Every exit from here on releases what this rank holds: m's destructor does it, in order.
   auto fallback = [&]() -> Result<std::unique_ptr<CudaMulticast>> {
-    if (!required.isOk()) return required;
+    if (!requiredError.isOk()) return requiredError;
     return std::unique_ptr<CudaMulticast>();
   };
   if (!agreed("setup")) {

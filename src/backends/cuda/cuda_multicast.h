@@ -1,5 +1,6 @@
 // NVLS multicast for the CUDA backend's direct (NVLS-style) collectives: one multicast object per communicator,
-// every rank's direct area bound to it at offset 0, mapped by every rank. An offset of the mapping then reads as
+// every rank's direct area bound to it at offset 0, mapped by every rank (and one per window, for the windows'
+// own mappings: cuda_windows.h). An offset of the mapping then reads as
 // the reduction of every rank's area at that offset (multimem.ld_reduce) and a store to it lands in every area
 // (multimem.st): src/backends/common/multimem.h and direct_kernel.h use it.
 //
@@ -37,13 +38,14 @@ class CudaMulticast {
     int pid = 0;
     int device = -1;
   };
-  // Collective. `area`/`areaBytes`: this rank's direct area (a cuMem mapping of that many bytes); `bindBytes` the
-  // part the object must cover (rounded up to the multicast granularity, at most areaBytes). Null (not an error)
-  // with *why set when multicast is not used; an error only under NCCL_NVLS_ENABLE=1 or when the all-gather fails.
+  // Collective. `area`/`areaBytes`: this rank's area (a cuMem mapping of that many bytes: the direct area, or a
+  // window's buffer to the end of its allocation); `bindBytes` the part the object must cover (rounded up to the
+  // multicast granularity, at most areaBytes). Null (not an error) with *why set when multicast is not used; an
+  // error only when `required` (NCCL_NVLS_ENABLE=1, for the direct areas) or when the all-gather fails.
   static Result<std::unique_ptr<CudaMulticast>> create(const CuApi* api, int rank, const std::vector<Rank>& ranks,
                                                        char* area, size_t areaBytes, size_t bindBytes,
                                                        const AllGatherFn& allGather, double timeoutSec,
-                                                       std::string* why);
+                                                       std::string* why, bool required);
   ~CudaMulticast();
   CudaMulticast(const CudaMulticast&) = delete;
   CudaMulticast& operator=(const CudaMulticast&) = delete;

@@ -92,6 +92,10 @@ Result<WindowMulticast> bindCudaWindowMulticast(const CudaDeviceMemory& memory, 
     *why = "the communicator has no NVLS multicast: " + direct->multicastWhy();
     return WindowMulticast{};
   }
+  if (bindBytes == 0) {
+    *why = "some rank's buffer is empty";
+    return WindowMulticast{};
+  }
   ShareableRange range;
   size_t areaBytes = 0;
   if (findShareable(base, bindBytes, &range)) {
@@ -99,7 +103,7 @@ Result<WindowMulticast> bindCudaWindowMulticast(const CudaDeviceMemory& memory, 
   }
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<CudaMulticast> mc,
                          CudaMulticast::create(memory.api(), rank, direct->multicastRanks(), static_cast<char*>(base),
-                                               areaBytes, bindBytes, allGather, timeoutSec, why));
+                                               areaBytes, bindBytes, allGather, timeoutSec, why, false));
   WindowMulticast out;
   if (!mc) return out;
   // Listed for the direct kernel's symmetric rounds while the binding lives; unlisted before it is released.

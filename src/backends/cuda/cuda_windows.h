@@ -29,7 +29,9 @@ void withdrawCudaWindow(const WindowDesc& mine);
 // offset 0, as cuda_multicast.h binds the direct areas), made only where the communicator's direct areas have one:
 // that agreement already covers what every rank would check (NCCL_NVLS_ENABLE, deterministic mode, driver and device
 // support, distinct GPUs). `direct` null: none. A buffer whose address or allocation does not fit the multicast
-// granularity fails the bind on its rank, and every rank falls back (said in *why).
+// granularity fails the bind on its rank, and every rank falls back (said in *why). Best effort whatever
+// NCCL_NVLS_ENABLE says (1 requires the communicator's multicast, not every window's): never an error but a
+// failed all-gather.
 Result<WindowMulticast> bindCudaWindowMulticast(const CudaDeviceMemory& memory, const CudaDirect* direct, int rank,
                                                 void* base, size_t bindBytes, const AllGatherFn& allGather,
                                                 double timeoutSec, std::string* why);
