@@ -29,9 +29,10 @@
  *   Every rank must get the same answers, as in NCCL: the ranks of one collective must run the same algorithm,
  *   protocol and channel count. At init braid checks that every rank loaded the same plugin (name and version);
  *   when one did not, no rank of that communicator uses a tuner (WARN).
- *   The v5+ constants are NCCL's GPU model defaults; braid hands them to init() but does not read them back: its
- *   choices follow the cost table (docs/tuner.md). getChunkSize (v6, v7) is not called: braid's chunk is its FIFO
- *   slot.
+ *   The v5+ constants are NCCL's GPU model defaults. braid reads them back after init(): when the plugin edited
+ *   them (alike on every rank), a CUDA communicator's NCCL GPU model is rebuilt from them (v7's Rubin row is not
+ *   read; not in deterministic mode; docs/tuner.md). getChunkSize (v6, v7) is not called: braid's chunk is its
+ *   FIFO slot.
  *
  * This header is C99 and needs nccl.h and nccl_net.h (the logger type).
  */

@@ -62,6 +62,11 @@ Status Communicator::loadPlugins(const CommTopology& topo) {
           "TUNER/Plugin: rank %d: %s edited NCCL's GPU-model constants, differently from another rank: every "
           "rank keeps NCCL's",
           rank_, tuner->describe());
+    } else if (selector_.config().deterministic) {
+      BRAID_INFO(kLogInit | kLogTuning,
+                 "TUNER/Plugin: rank %d: %s edited NCCL's GPU-model constants; not used: BRAID_DETERMINISTIC=1 keeps "
+                 "NCCL's",
+                 rank_, tuner->describe());
     } else if (!selector_.config().gpu) {
       BRAID_INFO(kLogInit | kLogTuning,
                  "TUNER/Plugin: rank %d: %s edited NCCL's GPU-model constants; this communicator is priced by braid's "

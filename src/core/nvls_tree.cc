@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/selector/gpu_model.h"
 #include "src/common/logging.h"
 #include "src/common/params.h"
 #include "src/core/nvls_tree.h"
@@ -87,6 +88,17 @@ Result<std::unique_ptr<NvlsTree>> NvlsTree::create(Communicator& c) {
   }
   t->cross_->selector_.setNet(crossNet);
   t->host_->selector_.setCpus(hostCpus);
+  // A tuner plugin's edits of NCCL's constants (the parent's model, loadPlugins) price the pieces too: internal
+  // communicators load no plugin of their own.
+  const std::shared_ptr<const GpuModel>& parentGpu = c.selector_.config().gpu;
+  if (parentGpu && parentGpu->in.constants) {
+    for (Communicator* s : {t->host_.get(), t->cross_.get()}) {
+      if (!s->selector_.config().gpu) continue;
+      GpuModelInput in = s->selector_.config().gpu->in;
+      in.constants = parentGpu->in.constants;
+      s->selector_.setGpuModel(std::make_shared<const GpuModel>(buildGpuModel(in)));
+    }
+  }
   BRAID_INFO(kLogInit, "comm %p rank %d: NVLSTree on: %d hosts x %d ranks (host comm %p, cross-host comm %p)",
              static_cast<void*>(&c), c.rank_, c.topo_.nNodes, perHost, static_cast<void*>(t->host_.get()),
              static_cast<void*>(t->cross_.get()));

@@ -24,6 +24,19 @@ static_assert(NCCL_PROTO_LL == static_cast<int>(ProtoId::kLL) &&
                   NCCL_PROTO_LL128 == static_cast<int>(ProtoId::kLL128) &&
                   NCCL_PROTO_SIMPLE == static_cast<int>(ProtoId::kSimple),
               "ProtoId follows NCCL's protocol ids");
+// The constants' shapes are braid's model's (readConstants and fillConstants copy them whole).
+static_assert(NCCL_NUM_HW_LINKS_V5 == 3 && NCCL_NUM_TUNING_SCALES_V5 == 3 && NCCL_NUM_COMPCAPS_V5 == kGpuArchs &&
+                  NCCL_NUM_ALGORITHMS_V5 == kAlgos && NCCL_NUM_PROTOCOLS_V5 == kProtos,
+              "NCCL's tuner constants have the shape of braid's GpuConstants");
+static_assert(NCCL_HW_NVLINK == 0 && NCCL_HW_PCI == 1 && NCCL_HW_NET == 2, "GpuConstants::hwLat rows are NCCL's");
+static_assert(NCCL_VOLTA_COMPCAP_IDX == static_cast<int>(GpuArch::kVolta) &&
+                  NCCL_AMPERE_COMPCAP_IDX == static_cast<int>(GpuArch::kAmpere) &&
+                  NCCL_HOPPER_COMPCAP_IDX == static_cast<int>(GpuArch::kHopper) &&
+                  NCCL_BLACKWELL_COMPCAP_IDX == static_cast<int>(GpuArch::kBlackwell),
+              "GpuArch follows NCCL's compute-capability rows");
+static_assert(sizeof(GpuConstants::hwLat) == sizeof(ncclTunerConstants_v5_t::hwLatencies) &&
+                  sizeof(GpuConstants::baseLat) == sizeof(ncclTunerConstants_v5_t::baseLatencies),
+              "the latency tables copy whole");
 static_assert(static_cast<int>(FilterColl::kBroadcast) == ncclFuncBroadcast &&
                   static_cast<int>(FilterColl::kReduce) == ncclFuncReduce &&
                   static_cast<int>(FilterColl::kAllGather) == ncclFuncAllGather &&

@@ -201,6 +201,14 @@ TEST(TunerPlugin, EditedConstantsRebuildNcclsGpuModel) {
     EXPECT_EQ(same.find("GPU model rebuilt"), std::string::npos) << same;
   }
   EXPECT_EQ(chosenPair(run(pluginPath(3), "1000000"), bytes), model);  // v3 is handed no constants
+  // Edits on one rank only: no rank uses them (ranks pricing differently would choose differently and hang).
+  {
+    ScopedEnv nth("BRAID_TEST_TUNER_EDIT_NTH", "2");
+    const std::string log = run(pluginPath(7), "1000000");
+    EXPECT_EQ(chosenPair(log, bytes), model) << log;
+    EXPECT_EQ(occurrences(log, "edited NCCL's GPU-model constants, differently from another rank"), 1u) << log;
+    EXPECT_EQ(log.find("GPU model rebuilt"), std::string::npos) << log;
+  }
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
  *   BRAID_TEST_TUNER_LOG=path            appends one line per call: "init v<abi> nranks nnodes", "coll <func> <bytes>
  *                                        <ring/simple> <tree/simple> <pat/simple>", "finalize"
  *   BRAID_TEST_TUNER_RING_LATENCY=us     (v5, v7) sets NCCL's base latency of every ring protocol to `us` in the
- *                                        constants init receives, as a plugin that retunes NCCL's model does */
+ *                                        constants init receives, as a plugin that retunes NCCL's model does
+ *   BRAID_TEST_TUNER_EDIT_NTH=N          with the above: only the N-th init of the process (1-based) edits */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,8 +104,11 @@ static ncclResult_t sampleFinalize(void* ctx) {
 #if BRAID_TUNER_ABI != 3
 static void editConstants(double baseLatencies[][NCCL_NUM_PROTOCOLS_V5]) {
   const char* env = getenv("BRAID_TEST_TUNER_RING_LATENCY");
+  const char* nth = getenv("BRAID_TEST_TUNER_EDIT_NTH");
+  static int edits = 0;
+  const int call = __atomic_add_fetch(&edits, 1, __ATOMIC_RELAXED);
   int p;
-  if (env == NULL) return;
+  if (env == NULL || (nth != NULL && atoi(nth) != call)) return;
   for (p = 0; p < NCCL_NUM_PROTOCOLS_V5; ++p) baseLatencies[NCCL_ALGO_RING][p] = atof(env);
 }
 #endif
