@@ -201,4 +201,93 @@ TEST_F(CudaSymmetric, PreMulSumIsNeverSymmetric) {
   EXPECT_EQ(log.textOf(getpid()).find("symmetric rounds"), std::string::npos);
 }
 
+// A rank whose buffer is not in a window stages its input (key 0): no rank takes the switch, the result is exact.
+TEST_F(CudaSymmetric, ARankOutsideTheWindowsTurnsItOffForAll) {
+  const unsigned long long before = resolves_();
+  auto res = runCudaRanks(3, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+    const Driver& drv = Driver::get();
+    const size_t count = 300000, bytes = count * 4;
+    void *a = nullptr, *b = nullptr;
+    if (ncclMemAlloc(&a, bytes) != ncclSuccess || ncclMemAlloc(&b, bytes) != ncclSuccess) return ncclSystemError;
+    ncclWindow_t wa = nullptr, wb = nullptr;
+    if (ncclCommWindowRegister(comm, a, bytes, &wa, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess ||
+        ncclCommWindowRegister(comm, b, bytes, &wb, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
+      return ncclInternalError;
+    }
+    // Rank 1 passes buffers of its own, outside any window or registration.
+    void* send = r == 1 ? drv.alloc(bytes) : a;
+    void* recv = r == 1 ? drv.alloc(bytes) : b;
+    std::vector<float> in(count), out(count, 0);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(inputOf(r, i));
+    drv.copy(send, in.data(), bytes, stream);
+    ncclResult_t st = ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, stream);
+    drv.copy(out.data(), recv, bytes, stream);
+    if (drv.streamSync(stream) != 0) st = ncclUnhandledCudaError;
+    for (size_t i = 0; i < count && st == ncclSuccess; ++i) {
+      if (out[i] != static_cast<float>(inputOf(0, i) + inputOf(1, i) + inputOf(2, i))) st = ncclInternalError;
+    }
+    if (r == 1) {
+      drv.memFree(reinterpret_cast<unsigned long long>(send));
+      drv.memFree(reinterpret_cast<unsigned long long>(recv));
+    }
+    ncclCommWindowDeregister(comm, wa);
+    ncclCommWindowDeregister(comm, wb);
+    ncclMemFree(a);
+    ncclMemFree(b);
+    return st;
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+  EXPECT_EQ(resolves_(), before);
+}
+
+// Several symmetric operations in one group (an average among them, divided before the stores), issued twice on one
+// communicator: the keys and generations of consecutive launches do not mix.
+TEST_F(CudaSymmetric, SeveralOperationsInAGroupAndAgain) {
+  const unsigned long long before = resolves_();
+  auto res = runCudaRanks(4, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+    const Driver& drv = Driver::get();
+    const size_t count = 200000, bytes = 3 * count * 4;
+    void *a = nullptr, *b = nullptr;
+    if (ncclMemAlloc(&a, bytes) != ncclSuccess || ncclMemAlloc(&b, bytes) != ncclSuccess) return ncclSystemError;
+    ncclWindow_t wa = nullptr, wb = nullptr;
+    if (ncclCommWindowRegister(comm, a, bytes, &wa, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess ||
+        ncclCommWindowRegister(comm, b, bytes, &wb, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
+      return ncclInternalError;
+    }
+    ncclResult_t st = ncclSuccess;
+    for (int iter = 0; iter < 2 && st == ncclSuccess; ++iter) {
+      std::vector<float> in(3 * count), out(3 * count, -7);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(4 * (inputOf(r, i) + iter));
+      drv.copy(a, in.data(), bytes, stream);
+      drv.copy(b, out.data(), bytes, stream);
+      char* sa = static_cast<char*>(a);
+      char* sb = static_cast<char*>(b);
+      ncclGroupStart();
+      ncclAllReduce(sa, sb, count, ncclFloat32, ncclSum, comm, stream);
+      ncclAllReduce(sa + count * 4, sb + count * 4, count, ncclFloat32, ncclAvg, comm, stream);
+      ncclAllReduce(sa + 2 * count * 4, sb + 2 * count * 4, 1024, ncclFloat32, ncclSum, comm, stream);  // one-shot
+      st = ncclGroupEnd();
+      drv.copy(out.data(), b, bytes, stream);
+      if (drv.streamSync(stream) != 0) st = ncclUnhandledCudaError;
+      for (size_t i = 0; i < 2 * count + 1024 && st == ncclSuccess; ++i) {
+        float want = 0;
+        for (int p = 0; p < 4; ++p) want += static_cast<float>(4 * (inputOf(p, i) + iter));
+        if (i >= count && i < 2 * count) want /= 4;
+        if (out[i] != want) {
+          ADD_FAILURE() << "rank " << r << " iteration " << iter << " element " << i << ": " << out[i] << ", expected "
+                        << want;
+          st = ncclInternalError;
+        }
+      }
+    }
+    ncclCommWindowDeregister(comm, wa);
+    ncclCommWindowDeregister(comm, wb);
+    ncclMemFree(a);
+    ncclMemFree(b);
+    return st;
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+  EXPECT_GT(resolves_(), before);
+}
+
 }  // namespace

@@ -56,8 +56,8 @@ namespace braid {
 
 // Where things are in a rank's direct area (every rank's has the same layout).
 struct DirectLayout {
-  // A lane's control line: posted at 0, consumed at 32, reduced at 64, the symmetric key by parity at 96 and 104,
-  // this rank's verdict on it at 112.
+  // A lane's control line: posted at 0, this rank's symmetric verdict at 16, consumed at 32, reduced at 64, the
+  // symmetric keys (send and receive) by parity at 96 and 112.
   static constexpr size_t kLineBytes = 128;
   uint32_t nlanes = 1;
   uint32_t nranks = 1;
@@ -66,8 +66,11 @@ struct DirectLayout {
   BRAID_HOST_DEVICE size_t postedAt(uint32_t lane) const { return kLineBytes * lane; }
   BRAID_HOST_DEVICE size_t consumedAt(uint32_t lane) const { return kLineBytes * lane + 32; }
   BRAID_HOST_DEVICE size_t reducedAt(uint32_t lane) const { return kLineBytes * lane + 64; }
-  BRAID_HOST_DEVICE size_t keyAt(uint32_t gen, uint32_t lane) const { return kLineBytes * lane + 96 + 8 * (gen & 1u); }
-  BRAID_HOST_DEVICE size_t verdictAt(uint32_t lane) const { return kLineBytes * lane + 112; }
+  // Key k (0: send, 1: receive) of a round of parity gen&1.
+  BRAID_HOST_DEVICE size_t keyAt(uint32_t gen, uint32_t lane, int k) const {
+    return kLineBytes * lane + 96 + 16 * (gen & 1u) + 8 * static_cast<size_t>(k);
+  }
+  BRAID_HOST_DEVICE size_t verdictAt(uint32_t lane) const { return kLineBytes * lane + 16; }
   BRAID_HOST_DEVICE size_t abortAt() const { return kLineBytes * nlanes; }
   // A lane's table of one 64-bit word per rank, in whole control lines.
   BRAID_HOST_DEVICE size_t tableBytes() const {
@@ -107,13 +110,14 @@ struct DirectOpDesc {
   // checked the dtype and op (mcOpFor) and that switch reductions are allowed (not deterministic mode).
   bool multicast = false;
   // Symmetric rounds (windows with multicast mappings of their own, cuda_windows.h): where this process's multicast
-  // mappings of the send and receive windows stand for `send` and `recv`, and a key naming those windows and offsets
-  // the same on every rank (0: not eligible). A round in which every rank published the same key runs on the user's
-  // buffers through the switch, staging nothing: load-reduce from mcSend, stores into mcRecv. Otherwise the round
-  // runs as any other (the input is published in place: peerSend is set whenever symKey is).
+  // mappings of the send and receive windows stand for `send` and `recv`, and keys naming those windows and offsets
+  // exactly, the same on every rank (symKey[0] 0: not eligible; a key the collective does not need is 1). A round in
+  // which every rank published the same keys runs on the user's buffers through the switch, staging nothing:
+  // load-reduce from mcSend, stores into mcRecv. Otherwise the round runs as any other (the input is published in
+  // place: peerSend is set whenever symKey is).
   const char* mcSend = nullptr;
   char* mcRecv = nullptr;
-  uint64_t symKey = 0;
+  uint64_t symKey[2] = {0, 0};
   // Lanes (CTAs) that run it, 1..layout.nlanes (ncclCollConfig_t.nvlsCTAs): the others skip it. Each lane counts
   // its own generations, so skipping keeps them in step as long as every rank gave the call the same nvlsCTAs (as
   // NCCL requires of a call's arguments; BRAID_CHECK_CALLS compares it).
@@ -260,7 +264,8 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
       auto readAt = [&](size_t q) { return ((scatters ? q * op.count : 0) + off) * es; };
       if (op.peerSend != nullptr) {
         if (cta.tid() == 0) {
-          storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.keyAt(gen, lane)), op.symKey);
+          storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.keyAt(gen, lane, 0)), op.symKey[0]);
+          storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.keyAt(gen, lane, 1)), op.symKey[1]);
           for (size_t q = 0; q < n; ++q) {
             storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.publishedAt(gen, lane, static_cast<uint32_t>(q))),
                          op.peerSend[q] + readAt(q));
@@ -270,7 +275,8 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
         if (len > 0) lastInPlace = gen;
       } else {
         if (cta.tid() == 0) {
-          storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.keyAt(gen, lane)), uint64_t{0});
+          storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.keyAt(gen, lane, 0)), uint64_t{0});
+          storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.keyAt(gen, lane, 1)), uint64_t{0});
           for (size_t q = 0; q < n; ++q) {
             storeRelaxed(reinterpret_cast<uint64_t*>(mine + L.publishedAt(gen, lane, static_cast<uint32_t>(q))),
                          uint64_t{0});
@@ -287,9 +293,10 @@ BRAID_HOST_DEVICE void directKernelMain(const Cta& cta, Env& env, const KernelAr
       publish(posted, gen);
       auto resolve = [&] {
         // The symmetric verdict: every rank published this operation's key for this round (the same on every rank).
-        bool sym = op.symKey != 0;
+        bool sym = op.symKey[0] != 0;
         for (size_t p = 0; p < n && sym; ++p) {
-          sym = loadRelaxed(reinterpret_cast<const uint64_t*>(w.areas[p] + L.keyAt(gen, lane))) == op.symKey;
+          sym = loadRelaxed(reinterpret_cast<const uint64_t*>(w.areas[p] + L.keyAt(gen, lane, 0))) == op.symKey[0] &&
+                loadRelaxed(reinterpret_cast<const uint64_t*>(w.areas[p] + L.keyAt(gen, lane, 1))) == op.symKey[1];
         }
         storeRelaxed(reinterpret_cast<uint32_t*>(mine + L.verdictAt(lane)), sym ? 1u : 0u);
         for (size_t p = 0; p < n; ++p) {

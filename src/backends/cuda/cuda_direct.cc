@@ -245,10 +245,9 @@ void CudaDirect::findSymmetric(DirectOpDesc* d) const {
   if (stores && !windowMcs_->find(d->recv, recvBytes, &r)) return;
   d->mcSend = s.mc;
   d->mcRecv = r.mc;
-  // Names the windows and offsets; never 0. Every rank computes it alike for the same buffers of the same windows.
-  uint64_t k = (s.key + 1) * 0x9E3779B97F4A7C15ull ^ r.key;
-  k ^= k >> 31;
-  d->symKey = k | 1;
+  // Exact names of the windows and offsets (never 0); one the collective does not use is 1 on every rank.
+  d->symKey[0] = loads ? s.key : 1;
+  d->symKey[1] = stores ? r.key : 1;
 }
 
 KernelArgs CudaDirect::writeImage(const std::vector<DirectOp>& ops, char* image) const {
@@ -291,7 +290,7 @@ KernelArgs CudaDirect::writeImage(const std::vector<DirectOp>& ops, char* image)
       BRAID_INFO(kLogColl, "rank %d: NVLS-style operation %zu reads sendbuff %p in place (registered)", rank_, o,
                  r.send);
       findSymmetric(&d);
-      if (d.symKey != 0) {
+      if (d.symKey[0] != 0) {
         BRAID_INFO(kLogColl | kLogNvls,
                    "rank %d: NVLS-style operation %zu: sendbuff and recvbuff in windows with multicast mappings: "
                    "symmetric rounds through the switch where every rank's match",

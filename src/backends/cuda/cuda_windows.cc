@@ -111,8 +111,9 @@ Result<WindowMulticast> bindCudaWindowMulticast(const CudaDeviceMemory& memory, 
     std::unique_ptr<CudaMulticast> mc;
     std::shared_ptr<WindowMcTable> table;
     const char* base;
+    uint64_t serial;
     ~Holder() {
-      table->remove(base);
+      table->remove(base, serial);
       mc.reset();
     }
   };
@@ -120,7 +121,7 @@ Result<WindowMulticast> bindCudaWindowMulticast(const CudaDeviceMemory& memory, 
   out.base = mc->base();
   h->table = direct->windowMcs();
   h->base = static_cast<const char*>(base);
-  h->table->add(h->base, std::min(bindBytes, areaBytes), out.base);
+  h->serial = h->table->add(h->base, std::min(bindBytes, areaBytes), out.base);
   h->mc = std::move(mc);
   out.held = std::move(h);
   return out;

@@ -22,7 +22,7 @@ class WindowMcTable {
  public:
   struct Hit {
     char* mc = nullptr;  // this process's multicast address of the looked-up pointer
-    uint64_t key = 0;    // the window's serial and the pointer's offset in it, the same on every rank
+    uint64_t key = 0;    // the window's serial and the pointer's offset in it, exactly; the same on every rank
   };
 
   // A window [base, base + boundBytes) bound behind multicast mapping `mc`; returns its serial.
@@ -32,11 +32,14 @@ class WindowMcTable {
     windows_[base] = Entry{boundBytes, mc, serial};
     return serial;
   }
-  void remove(const char* base) {
+  // Window `serial` goes (a later window at the same base, which replaced its entry, stays).
+  void remove(const char* base, uint64_t serial) {
     std::lock_guard<std::mutex> lock(mu_);
-    windows_.erase(base);
+    auto it = windows_.find(base);
+    if (it != windows_.end() && it->second.serial == serial) windows_.erase(it);
   }
-  // [p, p + bytes) inside one window's bound range: its multicast address and key; false otherwise.
+  // [p, p + bytes) inside one window's bound range: its multicast address and key; false otherwise, and for
+  // serials or offsets the key cannot hold exactly (2^20 bindings, 16 TiB).
   bool find(const char* p, size_t bytes, Hit* out) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = windows_.upper_bound(p);
@@ -44,8 +47,9 @@ class WindowMcTable {
     --it;
     const size_t off = static_cast<size_t>(p - it->first);
     if (off > it->second.bytes || bytes > it->second.bytes - off) return false;
+    if (it->second.serial >= (uint64_t{1} << 20) || off >= (size_t{1} << 44)) return false;
     out->mc = it->second.mc + off;
-    out->key = (it->second.serial << 44) ^ off;  // offsets below 16 TiB
+    out->key = (it->second.serial << 44) | off;
     return true;
   }
 
