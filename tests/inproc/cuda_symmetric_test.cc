@@ -45,6 +45,27 @@ struct SymCase {
   const char* name;
 };
 
+// Two ncclMemAlloc buffers of `bytes` registered as symmetric windows (a: send, b: receive), released at scope end.
+// Registration is collective: every rank builds one alike.
+struct WindowPair {
+  ncclComm_t comm;
+  void* a = nullptr;
+  void* b = nullptr;
+  ncclWindow_t wa = nullptr, wb = nullptr;
+  bool ok = false;
+  WindowPair(ncclComm_t c, size_t bytes) : comm(c) {
+    ok = ncclMemAlloc(&a, bytes) == ncclSuccess && ncclMemAlloc(&b, bytes) == ncclSuccess &&
+         ncclCommWindowRegister(c, a, bytes, &wa, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess &&
+         ncclCommWindowRegister(c, b, bytes, &wb, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess;
+  }
+  ~WindowPair() {
+    if (wa != nullptr) ncclCommWindowDeregister(comm, wa);
+    if (wb != nullptr) ncclCommWindowDeregister(comm, wb);
+    if (a != nullptr) ncclMemFree(a);
+    if (b != nullptr) ncclMemFree(b);
+  }
+};
+
 // Rank r's input element i (exact in float and int32 whatever the order of the sums).
 int inputOf(int r, size_t i) {
   return static_cast<int>((i * 7 + static_cast<size_t>(r) * 13) % 101) - 50;
@@ -59,16 +80,11 @@ ncclResult_t runCase(int r, int n, ncclComm_t comm, cudaStream_t stream, const S
   const size_t nIn = c.coll == Coll::kReduceScatter ? c.count * static_cast<size_t>(n) : c.count;
   const size_t nOut = c.coll == Coll::kAllGather ? c.count * static_cast<size_t>(n) : c.count;
   const size_t big = (nIn > nOut ? nIn : nOut) * es + 64 * 1024;
-  void *sendMem = nullptr, *recvMem = nullptr;
-  if (ncclMemAlloc(&sendMem, big) != ncclSuccess || ncclMemAlloc(&recvMem, big) != ncclSuccess) return ncclSystemError;
-  ncclWindow_t sw = nullptr, rw = nullptr;
-  if (ncclCommWindowRegister(comm, sendMem, big, &sw, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess ||
-      ncclCommWindowRegister(comm, recvMem, big, &rw, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
-    return ncclInternalError;
-  }
+  WindowPair w(comm, big);
+  if (!w.ok) return ncclInternalError;
   const size_t off = offsetOf(r);
-  char* recv = static_cast<char*>(recvMem) + off;
-  char* send = static_cast<char*>(sendMem) + off;
+  char* recv = static_cast<char*>(w.b) + off;
+  char* send = static_cast<char*>(w.a) + off;
   if (c.inPlace) {
     send = c.coll == Coll::kAllGather ? recv + static_cast<size_t>(r) * c.count * es : recv;
   }
@@ -113,11 +129,6 @@ ncclResult_t runCase(int r, int n, ncclComm_t comm, cudaStream_t stream, const S
       st = ncclInternalError;
     }
   }
-  if (ncclCommWindowDeregister(comm, sw) != ncclSuccess || ncclCommWindowDeregister(comm, rw) != ncclSuccess) {
-    st = ncclInternalError;
-  }
-  ncclMemFree(sendMem);
-  ncclMemFree(recvMem);
   return st;
 }
 
@@ -170,13 +181,10 @@ TEST_F(CudaSymmetric, PreMulSumIsNeverSymmetric) {
   auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
     const Driver& drv = Driver::get();
     const size_t count = 4096, bytes = count * 4 + 4096;
-    void *a = nullptr, *b = nullptr;
-    if (ncclMemAlloc(&a, bytes) != ncclSuccess || ncclMemAlloc(&b, bytes) != ncclSuccess) return ncclSystemError;
-    ncclWindow_t wa = nullptr, wb = nullptr;
-    if (ncclCommWindowRegister(comm, a, bytes, &wa, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess ||
-        ncclCommWindowRegister(comm, b, bytes, &wb, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
-      return ncclInternalError;
-    }
+    WindowPair w(comm, bytes);
+    if (!w.ok) return ncclInternalError;
+    void* a = w.a;
+    void* b = w.b;
     float scalar = static_cast<float>(r + 2);
     ncclRedOp_t op;
     if (ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm) != ncclSuccess) {
@@ -191,10 +199,6 @@ TEST_F(CudaSymmetric, PreMulSumIsNeverSymmetric) {
       if (out[i] != 5.0f) st = ncclInternalError;  // 1 x 2 + 1 x 3
     }
     ncclRedOpDestroy(op, comm);
-    ncclCommWindowDeregister(comm, wa);
-    ncclCommWindowDeregister(comm, wb);
-    ncclMemFree(a);
-    ncclMemFree(b);
     return st;
   });
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
@@ -207,13 +211,10 @@ TEST_F(CudaSymmetric, ARankOutsideTheWindowsTurnsItOffForAll) {
   auto res = runCudaRanks(3, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
     const Driver& drv = Driver::get();
     const size_t count = 300000, bytes = count * 4;
-    void *a = nullptr, *b = nullptr;
-    if (ncclMemAlloc(&a, bytes) != ncclSuccess || ncclMemAlloc(&b, bytes) != ncclSuccess) return ncclSystemError;
-    ncclWindow_t wa = nullptr, wb = nullptr;
-    if (ncclCommWindowRegister(comm, a, bytes, &wa, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess ||
-        ncclCommWindowRegister(comm, b, bytes, &wb, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
-      return ncclInternalError;
-    }
+    WindowPair w(comm, bytes);
+    if (!w.ok) return ncclInternalError;
+    void* a = w.a;
+    void* b = w.b;
     // Rank 1 passes buffers of its own, outside any window or registration.
     void* send = r == 1 ? drv.alloc(bytes) : a;
     void* recv = r == 1 ? drv.alloc(bytes) : b;
@@ -230,10 +231,6 @@ TEST_F(CudaSymmetric, ARankOutsideTheWindowsTurnsItOffForAll) {
       drv.memFree(reinterpret_cast<unsigned long long>(send));
       drv.memFree(reinterpret_cast<unsigned long long>(recv));
     }
-    ncclCommWindowDeregister(comm, wa);
-    ncclCommWindowDeregister(comm, wb);
-    ncclMemFree(a);
-    ncclMemFree(b);
     return st;
   });
   for (int r = 0; r < 3; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
@@ -247,13 +244,10 @@ TEST_F(CudaSymmetric, SeveralOperationsInAGroupAndAgain) {
   auto res = runCudaRanks(4, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
     const Driver& drv = Driver::get();
     const size_t count = 200000, bytes = 3 * count * 4;
-    void *a = nullptr, *b = nullptr;
-    if (ncclMemAlloc(&a, bytes) != ncclSuccess || ncclMemAlloc(&b, bytes) != ncclSuccess) return ncclSystemError;
-    ncclWindow_t wa = nullptr, wb = nullptr;
-    if (ncclCommWindowRegister(comm, a, bytes, &wa, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess ||
-        ncclCommWindowRegister(comm, b, bytes, &wb, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
-      return ncclInternalError;
-    }
+    WindowPair w(comm, bytes);
+    if (!w.ok) return ncclInternalError;
+    void* a = w.a;
+    void* b = w.b;
     ncclResult_t st = ncclSuccess;
     for (int iter = 0; iter < 2 && st == ncclSuccess; ++iter) {
       std::vector<float> in(3 * count), out(3 * count, -7);
@@ -280,10 +274,6 @@ TEST_F(CudaSymmetric, SeveralOperationsInAGroupAndAgain) {
         }
       }
     }
-    ncclCommWindowDeregister(comm, wa);
-    ncclCommWindowDeregister(comm, wb);
-    ncclMemFree(a);
-    ncclMemFree(b);
     return st;
   });
   for (int r = 0; r < 4; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
