@@ -214,9 +214,9 @@ BRAID_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     mine.cudaDev = c->device();
     mine.nvmlDev = -1;
     mine.deviceApiSupport = c->backend().kind() == BackendKind::kCuda;
-    mine.multimemSupport = c->backend().caps().multicast && lsaTeam(*c).nRanks == c->nranks();
-    mine.ginType = NCCL_GIN_TYPE_NONE;
     const Team lsa = lsaTeam(*c);
+    mine.multimemSupport = c->backend().caps().multicast && lsa.nRanks == c->nranks();
+    mine.ginType = NCCL_GIN_TYPE_NONE;
     mine.nLsaTeams = c->nranks() / lsa.nRanks;
     mine.hostRmaSupport = lsa.nRanks == c->nranks();
     mine.railedGinType = NCCL_GIN_TYPE_NONE;

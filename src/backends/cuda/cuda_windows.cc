@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
-
 #include "src/common/logging.h"
 
 namespace braid {
@@ -121,7 +119,7 @@ Result<WindowMulticast> bindCudaWindowMulticast(const CudaDeviceMemory& memory, 
   out.base = mc->base();
   h->table = direct->windowMcs();
   h->base = static_cast<const char*>(base);
-  h->serial = h->table->add(h->base, std::min(bindBytes, areaBytes), out.base);
+  h->serial = h->table->add(h->base, bindBytes, out.base);  // create() checked that areaBytes covers it
   h->mc = std::move(mc);
   out.held = std::move(h);
   return out;
