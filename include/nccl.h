@@ -1,11 +1,11 @@
 /*
- * nccl.h -- braid's implementation of the NCCL C API, version 2.28.9.
+ * nccl.h -- braid's implementation of the NCCL C API, version 2.31.2.
  *
  * braid is a collective-communication library that is source- and binary-compatible with NVIDIA NCCL: a program
  * written against NCCL's nccl.h compiles against this header unchanged and runs against libnccl.so.2 built from
- * braid. Names, signatures, enum values, macro values and struct layouts here are those of NCCL 2.28.9 (the test
- * tests/compat/ compares them with NVIDIA's header whenever a CUDA toolkit is installed). The comments are braid's
- * own and describe braid's behaviour, which is the contract for this library.
+ * braid. Names, signatures, enum values, macro values and struct layouts here are those of NCCL 2.31 (the test
+ * tests/compat/ compares them with NVIDIA's 2.28.9 header, the CUDA toolkit's, plus a checked list of what 2.29-2.31
+ * changed). The comments are braid's own and describe braid's behaviour, which is the contract for this library.
  *
  * ----------------------------------------------------------------------------------------------------------------
  * Language and CUDA headers
@@ -51,8 +51,9 @@
  *                        completes in the background; poll ncclCommGetAsyncError.
  * On any failure braid logs a WARN line (shown when NCCL_DEBUG=WARN or more verbose) and records a message that
  * ncclGetLastError returns: the calling thread's, when its latest call failed (so with ranks as threads, another rank
- * failing at the same time does not replace it), else the process's most recent WARN. Output arguments of a failed call are not meaningful; braid leaves them unmodified where
- * it can. No function calls exit() or abort(), and no C++ exception crosses this API.
+ * failing at the same time does not replace it), else the process's most recent WARN. Output arguments of a failed call
+ * are not meaningful; braid leaves them unmodified where it can. No function calls exit() or abort(), and no C++
+ * exception crosses this API.
  *
  * Communicator states. A communicator is usable from a successful init until ncclCommFinalize, ncclCommRevoke,
  * ncclCommAbort or ncclCommDestroy, or until an error is reported on it. After an asynchronous error (for example a
@@ -87,9 +88,10 @@
  *   - ncclCommCuDevice reports -1, unless the communicator was created by ncclCommInitAll with a non-NULL devlist,
  *     in which case it reports that rank's devlist entry.
  *
- * Versions. This header declares NCCL 2.31's host API (the device API is in nccl_device.h: its host half, see docs/device_api.md), with
- * NCCL's types, values and layouts; NCCL_VERSION_CODE stays 2.28.9 until nccl_device.h has NCCL 2.29's versioned
- * device requirements too, so code that tests the version never meets a declaration braid lacks.
+ * Versions. This header declares NCCL 2.31's host API with NCCL's types, values and layouts, and NCCL_VERSION_CODE
+ * says 2.31.2. The device API is in nccl_device.h (docs/device_api.md), with 2.31's versioned device requirements;
+ * GPU-initiated networking (GIN) and the Compute Fabric Transport (CFT) are declared where programs name them and
+ * refused by name at run time, as NCCL refuses them on systems without that hardware.
  *
  * Not yet implemented. Every function declared here is exported by libnccl.so.2 (as nccl* and pnccl*), but a given
  * build of braid may not implement all of them. A function that is not implemented returns ncclInvalidUsage and logs
@@ -146,13 +148,13 @@ typedef struct CUstream_st* cudaStream_t;
 
 /* The NCCL API version this header describes. */
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 28
-#define NCCL_PATCH 9
+#define NCCL_MINOR 31
+#define NCCL_PATCH 2
 #define NCCL_SUFFIX ""
 
 /* Encodes a version as one integer: X*1000 + Y*100 + Z up to 2.8, X*10000 + Y*100 + Z from 2.9 on (2.28.9 ->
  * 22809). ncclGetVersion reports the library's version in this encoding. */
-#define NCCL_VERSION_CODE 22809
+#define NCCL_VERSION_CODE 23102
 #define NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
 #if defined(__GNUC__)
@@ -213,7 +215,8 @@ typedef enum {
  * the communicator's order, which lets collectives address peers' windows directly. */
 #define NCCL_WIN_DEFAULT 0x00
 #define NCCL_WIN_COLL_SYMMETRIC 0x01
-/* NCCL 2.29+: operations on the window keep their issue order; NCCL 2.31: register for GPU-initiated networking only. */
+/* NCCL 2.29+: operations on the window keep their issue order; NCCL 2.31: register for GPU-initiated networking only.
+ */
 #define NCCL_WIN_STRICT_ORDERING 0x02
 #define NCCL_WIN_GIN_ONLY 0x04
 
@@ -443,7 +446,7 @@ ncclResult_t pncclMemFree(void* ptr);
 /* ---- Library information and errors ------------------------------------------------------------------------- */
 
 /* Stores the library's version in NCCL_VERSION encoding in *version (braid reports the NCCL API version it
- * implements, 22809 for this header). Compare with NCCL_VERSION_CODE to detect a header/library mismatch. Never
+ * implements, 23102 for this header). Compare with NCCL_VERSION_CODE to detect a header/library mismatch. Never
  * blocks; thread-safe. Errors: ncclInvalidArgument (version NULL). */
 ncclResult_t ncclGetVersion(int* version);
 ncclResult_t pncclGetVersion(int* version);
@@ -589,10 +592,10 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
  * suspending frees (GpuMemSuspend; while suspended, what it freed) and whether it is suspended (GpuMemSuspended, 0 or
  * 1), what it keeps across a suspend (GpuMemPersist: the direct path's segment or areas, launch memory) and what it
  * holds now (GpuMemTotal: Persist plus the links unless suspended); on a host communicator the figures are host
- * memory, and small host structures (plans, tables) are not counted. A CUDA communicator waits for its launches before releasing, and refuses while a CUDA graph that captured its
- * collectives exists (the graph keeps the FIFOs' addresses). Errors: ncclInvalidArgument (comm or value NULL, a bad
- * stat, unknown flag bits), ncclInvalidUsage (suspended twice, resumed while not suspended, inside a group, a live
- * captured graph on some rank). */
+ * memory, and small host structures (plans, tables) are not counted. A CUDA communicator waits for its launches before
+ * releasing, and refuses while a CUDA graph that captured its collectives exists (the graph keeps the FIFOs'
+ * addresses). Errors: ncclInvalidArgument (comm or value NULL, a bad stat, unknown flag bits), ncclInvalidUsage
+ * (suspended twice, resumed while not suspended, inside a group, a live captured graph on some rank). */
 typedef enum {
   ncclStatGpuMemSuspend = 0,
   ncclStatGpuMemSuspended = 1,

@@ -1,4 +1,4 @@
-/* braid's nccl_device.h: NCCL's device API (NCCL 2.28.9's names; braid's layouts), for kernels compiled with nvcc
+/* braid's nccl_device.h: NCCL's device API (NCCL 2.31's names; braid's layouts), for kernels compiled with nvcc
  * against braid's headers alone.
  *
  * What is here (and works):

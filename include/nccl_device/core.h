@@ -45,11 +45,47 @@ struct ncclTeamTagLsa {};
 struct ncclTeamTagRail {};
 #endif
 
-/* What a device communicator must hold. Zero-initialise it (`ncclDevCommRequirements reqs = {};`), then set
- * what the kernels need. The GIN fields (railGinBarrierCount, ginForceEnable, ginSignalCount, ginCounterCount)
- * must stay 0: braid has no GPU-initiated networking and refuses them by name; ginContextCount is a hint (braid
- * gives no contexts). A list longer than 65536 entries (a cycle) is ncclInvalidArgument. */
+#ifndef NCCL_API_MAGIC
+#define NCCL_API_MAGIC 0xcafebeef
+#endif
+
+/* GPU-initiated networking (GIN) backends and connection shapes, and Compute Fabric Transport (CFT) capabilities:
+ * NCCL's names and values, for the fields that carry them. braid builds neither GIN nor CFT: a device communicator
+ * asking for either is refused by name, and ncclCommQueryProperties reports NCCL_GIN_TYPE_NONE. */
+typedef enum {
+  NCCL_GIN_TYPE_NONE = 0, /* in requirements: any backend */
+  NCCL_GIN_TYPE_PROXY = 2,
+  NCCL_GIN_TYPE_GDAKI = 3,
+  NCCL_GIN_TYPE_GPI = 4,
+  NCCL_GIN_TYPE_EFA_GDA = 5,
+  NCCL_GIN_MAX_TYPES = 6
+} ncclGinType_t;
+typedef enum {
+  NCCL_GIN_CONNECTION_NONE = 0,
+  NCCL_GIN_CONNECTION_FULL = 1,
+  NCCL_GIN_CONNECTION_RAIL = 2,
+  NCCL_GIN_CONNECTION_CUSTOM_STRIDE = 3
+} ncclGinConnectionType_t;
+typedef enum { NCCL_CFT_NONE = 0x0, NCCL_CFT = 0x1, NCCL_CFT_MULTIMEM = 0x2 } ncclCftCap_t;
+typedef enum { NCCL_CFT_TEAM_FLAT, NCCL_CFT_TEAM_HIER_MULTIMEM, NCCL_CFT_TEAM_HIER_LSA } ncclCftTeamMode_t;
+typedef uint32_t ncclCftLeId;
+typedef ncclCftLeId ncclCftLeId_t;
+
+/* What a device communicator must hold: NCCL's versioned layout (2.29 put size/magic/version first; the fields after
+ * worldGinBarrierCount are 2.30-2.31's). Start from the initializer, then set what the kernels need:
+ *   ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+ * A zeroed struct (`= {}`, NCCL 2.28's way) is refused by ncclDevCommCreate, as NCCL 2.29+ refuses it. The first
+ * three fields are the header's: never assign them. braid builds no GPU-initiated networking and no CFT, so every GIN
+ * and CFT request must keep the initializer's value (railGinBarrierCount, worldGinBarrierCount, ginForceEnable,
+ * ginSignalCount, ginCounterCount, ginConnectionType, ginType, cftCaps, cftBarrierCount); the other GIN fields
+ * (ginContextCount, ginExclusiveContexts, ginQueueDepth, ginTrafficClass, ginStrongSignalsRequired,
+ * ginVaSignalsRequired, ginCustomStride) only shape GIN resources and are ignored. A list longer than 65536 entries
+ * (a cycle) is ncclInvalidArgument. */
 struct ncclDevCommRequirements {
+  size_t size;          /* the initializer's: sizeof(ncclDevCommRequirements) of the caller's header */
+  unsigned int magic;   /* NCCL_API_MAGIC */
+  unsigned int version; /* NCCL_VERSION_CODE of the caller's header */
+
   ncclDevResourceRequirements_t* resourceRequirementsList; /* buffers the kernels need, chained by `next` */
   ncclTeamRequirements_t* teamRequirementsList;            /* teams that need multimem, chained by `next` */
   bool lsaMultimem;                                        /* multicast over the LSA team */
@@ -58,10 +94,31 @@ struct ncclDevCommRequirements {
   int railGinBarrierCount;
   int lsaLLA2ABlockCount, lsaLLA2ASlotCount;
   bool ginForceEnable;
-  int ginContextCount;
+  int ginContextCount; /* a hint (NCCL may give fewer); braid gives none */
   int ginSignalCount;
   int ginCounterCount;
+  ncclGinConnectionType_t ginConnectionType;
+  bool ginExclusiveContexts;
+  int ginQueueDepth;
+  int ginTrafficClass;
+  int worldGinBarrierCount;
+  bool ginStrongSignalsRequired;
+  bool ginVaSignalsRequired;
+  int ginCustomStride; /* with NCCL_GIN_CONNECTION_CUSTOM_STRIDE */
+  ncclGinType_t ginType;
+  bool useRuntimeVersion; /* device code built for this library (JIT): braid's layouts are one, so no difference */
+  int cftCaps;            /* ncclCftCap_t bits */
+  int cftBarrierCount;
 };
+
+/* Every field named, so that -Wextra builds stay quiet. NCCL's defaults: 4 GIN contexts, the traffic class undefined,
+ * strong and VA signals required, custom stride 1. */
+#define NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER                                                                        \
+  {                                                                                                                   \
+    sizeof(ncclDevCommRequirements_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NULL, NULL, false, 0, 0, 0, 0, 0, false, 4, \
+        0, 0, NCCL_GIN_CONNECTION_NONE, false, 0, NCCL_CONFIG_UNDEF_INT, 0, true, true, 1, NCCL_GIN_TYPE_NONE, false, \
+        NCCL_CFT_NONE, 0                                                                                              \
+  }
 
 /* A buffer in the device communicator's resource window; its handle is written to *outBufferHandle at
  * ncclDevCommCreate. */
@@ -130,7 +187,10 @@ struct ncclDevComm {
  * barriers and every buffer of reqs->resourceRequirementsList (their handles are written through
  * outBufferHandle). Every rank must pass the same requirements. Collective over comm's ranks, blocking.
  * Errors (the same on every rank): ncclInvalidArgument for a NULL argument, a list cycle, a bufferAlign that is not
- * a power of two up to 4096; ncclInvalidUsage for a host communicator, GIN requests, multimem where the resource
+ * a power of two up to 4096; ncclInvalidUsage for reqs not made by NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (magic)
+ * or made by another header than this library's (version and size: device-API code must be compiled against the
+ * nccl_device.h of the braid it runs with, since ncclDevComm's layout is braid's), a host communicator, GIN or CFT
+ * requests, multimem where the resource
  * window has no multicast mapping (no multicast on the communicator, multimemSupport false, or the process's budget
  * of multicast objects spent; the WARN says why) or for a team other than LSA, LL
  * all-to-all counts
@@ -147,13 +207,6 @@ NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclDevCommDestroy(ncclComm_t comm, n
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm);
 
 /* ---- Communicator properties (NCCL 2.29's query, here so that programs can test for the device API). ---- */
-
-#ifndef NCCL_API_MAGIC
-#define NCCL_API_MAGIC 0xcafebeef
-#endif
-
-typedef enum { NCCL_GIN_TYPE_NONE = 0, NCCL_GIN_TYPE_PROXY = 2, NCCL_GIN_TYPE_GDAKI = 3 } ncclGinType_t;
-typedef enum { NCCL_GIN_CONNECTION_NONE = 0 } ncclGinConnectionType_t;
 
 typedef struct ncclCommProperties {
   size_t size; /* set by NCCL_COMM_PROPERTIES_INITIALIZER: the library writes only what fits */
@@ -173,7 +226,7 @@ typedef struct ncclCommProperties {
   int ginMinStride;
   ncclGinConnectionType_t ginConnectionType;
   bool ginSupport[64];
-  size_t devCommRuntimeVersionSize;
+  size_t devCommRuntimeVersionSize; /* sizeof(ncclDevComm) of this library (for useRuntimeVersion) */
 } ncclCommProperties_t;
 
 /* Every field named, so that -Wextra builds stay quiet; the library fills all but the first three. */
@@ -188,6 +241,65 @@ typedef struct ncclCommProperties {
  * multimemSupport) and zeros in the rest of its size. Thread-safe, no communication. */
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props);
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props);
+
+/* ---- Device pointers of a window, asked for on the host (NCCL 2.29): what ncclGetLsaPointer and its kind give a
+ * kernel, for host code to pass to kernels or copies. The window names its communicator; any thread, no
+ * communication. On a host communicator the pointers are host addresses. Errors: ncclInvalidArgument for a NULL
+ * window or outPtr, a window no communicator of this process holds (deregistered, or its communicator destroyed), a
+ * rank out of range, an offset at or past the end of that rank's buffer (of the multicast mapping, for multimem). */
+
+/* LSA member lsaRank's byte `offset` of window. ncclInvalidUsage (naming why) when that member's buffer is out of
+ * this rank's load/store reach. */
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank,
+                                                                   void** outPtr);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank,
+                                                                    void** outPtr);
+/* World rank peer's byte `offset` of window: *outPtr NULL (and ncclSuccess) when peer is not in this rank's LSA
+ * team or its buffer is out of reach, as the device's ncclGetPeerPointer. */
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer,
+                                                                    void** outPtr);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer,
+                                                                     void** outPtr);
+/* The window's multicast pointer at `offset` (NVLS, over the LSA team): *outPtr NULL (and ncclSuccess) when the window
+ * has no multicast mapping (ncclCommQueryProperties' multimemSupport, NCCL_NVLS_ENABLE, the object budget: INFO REG
+ * says which). */
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                                           void** outPtr);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                                            void** outPtr);
+/* The same through a multimem handle (ncclDevCommCreate's): ncclInvalidArgument when multimem.mcBasePtr is NULL.
+ * braid gives every window a mapping of its own, so the handle only vouches for multicast. */
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                                        ncclMultimemHandle_t multimem, void** outPtr);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                                         ncclMultimemHandle_t multimem, void** outPtr);
+
+/* Compute Fabric Transport (NCCL 2.31: CUDA logical endpoints on Blackwell): declared so that programs naming it
+ * compile; braid has no CFT, so each returns ncclInvalidUsage with a WARN saying so (after the usual NULL checks). */
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset,
+                                                                       ncclCftLeId* leId, size_t* leOffset);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset,
+                                                                        ncclCftLeId* leId, size_t* leOffset);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft,
+                                                                  ncclTeam_t cftTeam, ncclCftLeId* leId,
+                                                                  size_t* leOffset);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft,
+                                                                   ncclTeam_t cftTeam, ncclCftLeId* leId,
+                                                                   size_t* leOffset);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld,
+                                                                   ncclCftLeId* leId, size_t* leOffset);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld,
+                                                                    ncclCftLeId* leId, size_t* leOffset);
+/* The CFT teams: {0, 0, 0} with a WARN (braid has no CFT; a bad handle gives the same). */
+#ifdef __cplusplus
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t ncclTeamCft(ncclComm_t comm, ncclCftTeamMode_t mode = NCCL_CFT_TEAM_FLAT);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t pncclTeamCft(ncclComm_t comm, ncclCftTeamMode_t mode = NCCL_CFT_TEAM_FLAT);
+#else
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t ncclTeamCft(ncclComm_t comm, ncclCftTeamMode_t mode);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t pncclTeamCft(ncclComm_t comm, ncclCftTeamMode_t mode);
+#endif
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t ncclTeamCftMultimem(ncclComm_t comm);
+NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t pncclTeamCftMultimem(ncclComm_t comm);
 
 /* Teams of a host communicator handle. An invalid comm gives {0, 0, 0} (and a WARN); an out-of-team rank -1. */
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclTeam_t ncclTeamWorld(ncclComm_t comm);

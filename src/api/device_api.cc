@@ -12,6 +12,7 @@
 #include "src/core/dev_comms.h"
 #include "src/core/group.h"
 #include "src/core/teams.h"
+#include "src/core/window_directory.h"
 #include "src/core/windows.h"
 
 namespace braid {
@@ -69,20 +70,50 @@ int rankIn(const Team& target, const ncclTeam& from, int rank) {
   return ncclTeamRankToTeam(t, from, rank);
 }
 
+// NCCL 2.29+'s rule: requirements come from the initializer. braid's ncclDevComm layout is its own, so the header
+// that made reqs must be this library's: a program built against NVIDIA's headers (or another braid's) would hand
+// kernels a device communicator they misread. A later braid that changes the layout reads older ones here.
+Status checkRequirementsHeader(const ncclDevCommRequirements* reqs) {
+  if (reqs->magic != NCCL_API_MAGIC) {
+    return invalidUsage(
+        "reqs->magic is 0x%x, not 0x%x: initialise reqs with NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (since NCCL "
+        "2.29 a zeroed ncclDevCommRequirements is refused)",
+        reqs->magic, NCCL_API_MAGIC);
+  }
+  if (reqs->version != NCCL_VERSION_CODE || reqs->size != sizeof(ncclDevCommRequirements)) {
+    return invalidUsage(
+        "reqs was made by a header of version %u (a %zu-byte ncclDevCommRequirements); this library is %d (%zu "
+        "bytes): compile device-API code against the nccl_device.h installed with this braid (its ncclDevComm layout "
+        "is braid's)",
+        reqs->version, reqs->size, NCCL_VERSION_CODE, sizeof(ncclDevCommRequirements));
+  }
+  return Status::ok();
+}
+
 Status checkDevRequirements(Communicator& c, const ncclDevCommRequirements* reqs) {
+  BRAID_RETURN_IF_ERROR(checkRequirementsHeader(reqs));
   if (c.backend().kind() != BackendKind::kCuda) {
     return invalidUsage(
         "comm (rank %d of %d) is a host communicator: the device API runs in CUDA kernels and needs a CUDA "
         "communicator (a current CUDA context at init, or BRAID_BACKEND=cuda)",
         c.rank(), c.nranks());
   }
-  // ginContextCount is a hint (NCCL may give fewer contexts): braid gives none and does not refuse it.
+  // The GIN fields that only shape GIN resources (contexts, queue depth, traffic class, signal kinds, stride) are
+  // hints without GIN, as NCCL treats them when it sets up no GIN; what asks for GIN itself is refused.
   if (reqs->ginForceEnable || reqs->ginSignalCount != 0 || reqs->ginCounterCount != 0 ||
-      reqs->railGinBarrierCount != 0) {
+      reqs->railGinBarrierCount != 0 || reqs->worldGinBarrierCount != 0 ||
+      reqs->ginConnectionType != NCCL_GIN_CONNECTION_NONE || reqs->ginType != NCCL_GIN_TYPE_NONE) {
     return invalidUsage(
-        "reqs asks for GIN (ginForceEnable %d, ginSignalCount %d, ginCounterCount %d, railGinBarrierCount %d): "
-        "braid has no GPU-initiated networking; leave these 0",
-        reqs->ginForceEnable ? 1 : 0, reqs->ginSignalCount, reqs->ginCounterCount, reqs->railGinBarrierCount);
+        "reqs asks for GIN (ginForceEnable %d, ginSignalCount %d, ginCounterCount %d, railGinBarrierCount %d, "
+        "worldGinBarrierCount %d, ginConnectionType %d, ginType %d): braid has no GPU-initiated networking; keep "
+        "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER's values",
+        reqs->ginForceEnable ? 1 : 0, reqs->ginSignalCount, reqs->ginCounterCount, reqs->railGinBarrierCount,
+        reqs->worldGinBarrierCount, static_cast<int>(reqs->ginConnectionType), static_cast<int>(reqs->ginType));
+  }
+  if (reqs->cftCaps != NCCL_CFT_NONE || reqs->cftBarrierCount != 0) {
+    return invalidUsage(
+        "reqs asks for Compute Fabric Transport (cftCaps 0x%x, cftBarrierCount %d): braid has no CFT; leave these 0",
+        static_cast<unsigned>(reqs->cftCaps), reqs->cftBarrierCount);
   }
   // The lists are the caller's linked lists: a cycle must end in an error, not a hang.
   int entries = 0;
@@ -223,7 +254,7 @@ BRAID_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     mine.commHash = c->flight().commId();
     mine.ginMinStride = 0;
     mine.ginConnectionType = NCCL_GIN_CONNECTION_NONE;
-    mine.devCommRuntimeVersionSize = 0;
+    mine.devCommRuntimeVersionSize = sizeof(ncclDevComm);
     char* out = reinterpret_cast<char*>(props);
     const char* in = reinterpret_cast<const char*>(&mine);
     if (props->size == sizeof(ncclCommProperties)) {
@@ -253,6 +284,142 @@ BRAID_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, ncclDevComm_t const
     BRAID_RETURN_IF_ERROR(checkNotNull(devComm, "ncclDevCommDestroy", "devComm"));
     return c->devComms().destroy(devComm->braidState, devComm->resourceWindow);
   });
+}
+
+namespace {
+
+// LSA member lsaRank's byte `offset` of the window `v` views; errors name the member as rankArg rankValue.
+Result<void*> lsaPointer(const WindowView& v, size_t offset, int lsaRank, const char* rankArg, int rankValue) {
+  const size_t i = static_cast<size_t>(lsaRank);
+  if (offset >= v.lsaBytes[i]) {
+    return invalidArgument("offset=%zu is not inside %s %d's window buffer (%llu bytes)", offset, rankArg, rankValue,
+                           static_cast<unsigned long long>(v.lsaBytes[i]));
+  }
+  if (v.lsaBases[i] == nullptr) {
+    return invalidUsage("%s %d's window buffer is out of rank %d's load/store reach: %s", rankArg, rankValue,
+                        v.worldRank, v.why[i].c_str());
+  }
+  return static_cast<void*>(v.lsaBases[i] + offset);
+}
+
+Result<void*> multimemPointer(const WindowView& v, size_t offset) {
+  if (v.multimem == nullptr) return static_cast<void*>(nullptr);
+  if (offset >= v.multimemBytes) {
+    return invalidArgument("offset=%zu is not inside the window's multicast mapping (%llu bytes)", offset,
+                           static_cast<unsigned long long>(v.multimemBytes));
+  }
+  return static_cast<void*>(v.multimem + offset);
+}
+
+}  // namespace
+
+BRAID_API(ncclResult_t, ncclGetLsaDevicePointer, ncclWindow_t window, size_t offset, int lsaRank, void** outPtr) {
+  return apiCall("ncclGetLsaDevicePointer", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(outPtr, "ncclGetLsaDevicePointer", "outPtr"));
+    BRAID_ASSIGN_OR_RETURN(WindowView v, lookupWindow(window, "window"));
+    if (lsaRank < 0 || lsaRank >= v.lsa.nRanks) {
+      return invalidArgument("lsaRank=%d is not a member of the window's LSA team (0..%d)", lsaRank, v.lsa.nRanks - 1);
+    }
+    BRAID_ASSIGN_OR_RETURN(*outPtr, lsaPointer(v, offset, lsaRank, "LSA member", lsaRank));
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclGetPeerDevicePointer, ncclWindow_t window, size_t offset, int peer, void** outPtr) {
+  return apiCall("ncclGetPeerDevicePointer", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(outPtr, "ncclGetPeerDevicePointer", "outPtr"));
+    BRAID_ASSIGN_OR_RETURN(WindowView v, lookupWindow(window, "window"));
+    if (peer < 0 || peer >= v.nRanks) {
+      return invalidArgument("peer=%d is not a rank of the window's communicator (0..%d)", peer, v.nRanks - 1);
+    }
+    // Null for a rank outside the LSA team, or inside it but out of reach (private memory): what the device's
+    // ncclGetPeerPointer gives, as NCCL's host query promises.
+    const int lsaRank = rankIn(v.lsa, ncclTeam{v.nRanks, v.worldRank, 1}, peer);
+    if (lsaRank < 0 ||
+        (v.lsaBases[static_cast<size_t>(lsaRank)] == nullptr && offset < v.lsaBytes[static_cast<size_t>(lsaRank)])) {
+      *outPtr = nullptr;
+      return Status::ok();
+    }
+    BRAID_ASSIGN_OR_RETURN(*outPtr, lsaPointer(v, offset, lsaRank, "rank", peer));
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, ncclWindow_t window, size_t offset, void** outPtr) {
+  return apiCall("ncclGetLsaMultimemDevicePointer", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(outPtr, "ncclGetLsaMultimemDevicePointer", "outPtr"));
+    BRAID_ASSIGN_OR_RETURN(WindowView v, lookupWindow(window, "window"));
+    BRAID_ASSIGN_OR_RETURN(*outPtr, multimemPointer(v, offset));
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t offset, ncclMultimemHandle_t multimem,
+          void** outPtr) {
+  return apiCall("ncclGetMultimemDevicePointer", [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(checkNotNull(outPtr, "ncclGetMultimemDevicePointer", "outPtr"));
+    if (multimem.mcBasePtr == nullptr) {
+      return invalidArgument(
+          "multimem.mcBasePtr is NULL: pass the handle ncclDevCommCreate wrote for a device communicator made with "
+          "lsaMultimem");
+    }
+    BRAID_ASSIGN_OR_RETURN(WindowView v, lookupWindow(window, "window"));
+    BRAID_ASSIGN_OR_RETURN(*outPtr, multimemPointer(v, offset));
+    return Status::ok();
+  });
+}
+
+namespace {
+constexpr const char* kNoCft =
+    "braid has no Compute Fabric Transport (NCCL 2.31's CUDA logical endpoints on Blackwell); reach peers through "
+    "LSA pointers (ncclGetPeerDevicePointer) or multicast (ncclGetLsaMultimemDevicePointer)";
+
+Status leInfoCall(const char* fn, ncclWindow_t window, const ncclCftLeId* leId, const size_t* leOffset) {
+  BRAID_RETURN_IF_ERROR(checkNotNull(leId, fn, "leId"));
+  BRAID_RETURN_IF_ERROR(checkNotNull(leOffset, fn, "leOffset"));
+  BRAID_RETURN_IF_ERROR(lookupWindow(window, "window").status());
+  return notSupported(fn, kNoCft);
+}
+
+ncclTeam cftTeam(const char* fn, ncclComm_t comm) {
+  return teamCall(fn, comm, ncclTeam{0, 0, 0}, [&](const Communicator&) {
+    BRAID_WARN("%s: %s", fn, kNoCft);
+    return ncclTeam{0, 0, 0};
+  });
+}
+}  // namespace
+
+BRAID_API(ncclResult_t, ncclGetMultimemDeviceLeInfo, ncclWindow_t window, size_t offset, ncclCftLeId* leId,
+          size_t* leOffset) {
+  (void)offset;
+  return apiCall("ncclGetMultimemDeviceLeInfo",
+                 [&] { return leInfoCall("ncclGetMultimemDeviceLeInfo", window, leId, leOffset); });
+}
+
+BRAID_API(ncclResult_t, ncclGetCftDeviceLeInfo, ncclWindow_t window, size_t offset, int peerCft, ncclTeam_t cftTeam,
+          ncclCftLeId* leId, size_t* leOffset) {
+  (void)offset;
+  (void)peerCft;
+  (void)cftTeam;
+  return apiCall("ncclGetCftDeviceLeInfo",
+                 [&] { return leInfoCall("ncclGetCftDeviceLeInfo", window, leId, leOffset); });
+}
+
+BRAID_API(ncclResult_t, ncclGetPeerDeviceLeInfo, ncclWindow_t window, size_t offset, int peerWorld, ncclCftLeId* leId,
+          size_t* leOffset) {
+  (void)offset;
+  (void)peerWorld;
+  return apiCall("ncclGetPeerDeviceLeInfo",
+                 [&] { return leInfoCall("ncclGetPeerDeviceLeInfo", window, leId, leOffset); });
+}
+
+BRAID_API(ncclTeam_t, ncclTeamCft, ncclComm_t comm, ncclCftTeamMode_t mode) {
+  (void)mode;
+  return cftTeam("ncclTeamCft", comm);
+}
+
+BRAID_API(ncclTeam_t, ncclTeamCftMultimem, ncclComm_t comm) {
+  return cftTeam("ncclTeamCftMultimem", comm);
 }
 
 BRAID_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm) {

@@ -7,6 +7,7 @@
 #include "src/common/params.h"
 #include "src/core/comm.h"
 #include "src/core/teams.h"
+#include "src/core/window_directory.h"
 
 namespace braid {
 namespace {
@@ -51,6 +52,7 @@ Windows::~Windows() {
   }
   for (auto& e : left) {
     if (e.second->registration != nullptr) (void)comm_->deregisterBuffer(e.second->registration);
+    unlistWindow(e.second->handle);
     comm_->backend().freeDeviceBlock(e.second->handle);
   }
   left.clear();  // unmaps the peers' buffers
@@ -285,9 +287,30 @@ Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags, boo
     return agreed;  // `w` releases the multicast binding and the peers' mappings
   }
   ncclWindow_vidmem* handle = w->handle;
+  listWindow(handle, viewOf(*w));
   std::lock_guard<std::mutex> lock(mu_);
   table_[handle] = std::move(w);
   return handle;
+}
+
+WindowView Windows::viewOf(const Window& w) const {
+  WindowView v;
+  v.worldRank = comm_->rank();
+  v.nRanks = comm_->nranks();
+  v.lsa = lsaTeam(*comm_);
+  const int first = v.worldRank - v.lsa.rank * v.lsa.stride;  // world rank of LSA member 0
+  for (int i = 0; i < v.lsa.nRanks; ++i) {
+    const size_t q = static_cast<size_t>(first + i * v.lsa.stride);
+    v.lsaBases.push_back(w.peers[q].at);
+    v.lsaBytes.push_back(w.peerBytes[q]);
+    v.why.push_back(w.peers[q].why);
+  }
+  v.multimem = w.mc.base;
+  if (v.multimem != nullptr) {  // bindMulticast bound the smallest buffer's size on every rank
+    v.multimemBytes = w.bytes;
+    for (uint64_t b : w.peerBytes) v.multimemBytes = std::min(v.multimemBytes, b);
+  }
+  return v;
 }
 
 Status Windows::remove(ncclWindow_vidmem* win) {
@@ -307,6 +330,7 @@ Status Windows::remove(ncclWindow_vidmem* win) {
     table_.erase(it);
     if (deviceTable_) unlisted = deviceTable_->remove(win);
   }
+  unlistWindow(w->handle);
   comm_->backend().freeDeviceBlock(w->handle);
   if (w->registration != nullptr) BRAID_RETURN_IF_ERROR(comm_->deregisterBuffer(w->registration));
   return unlisted;  // `w` unmaps the peers' buffers

@@ -32,6 +32,7 @@
 
 #include "src/backends/backend.h"
 #include "src/common/status.h"
+#include "src/core/window_directory.h"
 #include "src/core/window_table.h"
 
 struct ncclWindow_vidmem;  // include/nccl_device/core.h: a WindowDescriptor (src/api checks the layouts agree)
@@ -116,6 +117,8 @@ class Windows {
   // Collective: w's multicast mapping (w->mc), or why none (w->mcWhy). Errors only when a round of it fails or
   // NCCL_NVLS_ENABLE=1 requires multicast.
   Status bindMulticast(Window* w);
+  // What the process-wide window directory keeps of w (window_directory.h).
+  WindowView viewOf(const Window& w) const;
   Result<const void*> deviceTableLocked();
 
   Communicator* comm_;

@@ -65,7 +65,7 @@ ncclResult_t twoShotRounds(int r, int kRanks, ncclComm_t comm, cudaStream_t stre
     CHECK_OR(ncclCommWindowRegister(comm, send, bytes, &sendWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 11);
     CHECK_OR(ncclCommWindowRegister(comm, recv, bytes, &recvWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 11);
     CHECK_OR(sendWin != nullptr && recvWin != nullptr, 11);
-    ncclDevCommRequirements reqs{};
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     reqs.lsaBarrierCount = kGrid;
     ncclDevComm dc{};
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) {
@@ -163,7 +163,7 @@ TEST_F(DeviceKernels, EveryCoopTypeBarriersAndSymmetricPointersIntoAResourceBuff
     buf.bufferSize = kMaxGroups * kRanks * sizeof(int);
     buf.bufferAlign = 256;
     buf.outBufferHandle = &scratch;
-    ncclDevCommRequirements reqs{};
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     reqs.lsaBarrierCount = kMaxGroups;
     reqs.resourceRequirementsList = &buf;
     ncclDevComm dc{};
@@ -215,7 +215,7 @@ int llRounds(int r, ncclComm_t comm, cudaStream_t stream, uint32_t startEpoch) {
   ncclLLA2AHandle h{};
   ncclDevResourceRequirements req{};
   if (ncclLLA2ACreateRequirement(kGrid, slots, &h, &req) != ncclSuccess) return 11;
-  ncclDevCommRequirements reqs{};
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   reqs.resourceRequirementsList = &req;
   ncclDevComm dc{};
   if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) {
@@ -292,7 +292,7 @@ TEST_F(DeviceKernels, ABarrierNobodyJoinsTimesOutOrEndsOnAbort) {
   std::atomic<bool> done{false};  // rank 1 keeps its resource window (which rank 0's arrivals write) until then
   auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) -> ncclResult_t {
     const Driver& drv = Driver::get();
-    ncclDevCommRequirements reqs{};
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     reqs.lsaBarrierCount = 1;
     ncclDevComm dc{};
     CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 10);
@@ -343,7 +343,7 @@ TEST_F(DeviceKernels, FindWindowFindsEveryRegisteredWindowAndNoOther) {
                    ncclSuccess,
                11);
     }
-    ncclDevCommRequirements reqs{};
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     ncclDevComm dc{};
     CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess && dc.windowTable != nullptr, 12);
     int local = 0;

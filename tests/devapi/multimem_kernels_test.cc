@@ -80,7 +80,7 @@ ncclResult_t multimemRounds(const MultimemKernels& t, int r, int kRanks, ncclCom
   team.team = ncclTeam{kRanks, r, 1};  // the LSA team, asked for by a team requirement too
   team.multimem = true;
   team.outMultimemHandle = &teamHandle;
-  ncclDevCommRequirements reqs{};
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   reqs.lsaBarrierCount = kGrid;
   reqs.lsaMultimem = true;
   reqs.teamRequirementsList = &team;
@@ -96,6 +96,16 @@ ncclResult_t multimemRounds(const MultimemKernels& t, int r, int kRanks, ncclCom
   CHECK_OR(braid_emu::launch(t.cfgOn(r, 1, "multimemPointer"), [&] { multimemPointer(recvWin, dc, &mc[1]); }).isOk(),
            12);
   CHECK_OR(mc[0] != nullptr && mc[1] != nullptr && mc[0] != mc[1] && mc[0] != send, 12);
+  // The host queries (NCCL 2.29) give what kernels get, and refuse an offset past the mapping.
+  void *hostMc = nullptr, *viaHandle = nullptr, *lsa = nullptr;
+  CHECK_OR(
+      ncclGetLsaMultimemDevicePointer(sendWin, 64, &hostMc) == ncclSuccess && hostMc == static_cast<char*>(mc[0]) + 64,
+      16);
+  CHECK_OR(ncclGetMultimemDevicePointer(recvWin, 8, dc.lsaMultimem, &viaHandle) == ncclSuccess &&
+               viaHandle == static_cast<char*>(mc[1]) + 8,
+           16);
+  CHECK_OR(ncclGetLsaMultimemDevicePointer(sendWin, bytes, &hostMc) == ncclInvalidArgument, 16);
+  CHECK_OR(ncclGetLsaDevicePointer(sendWin, 0, r, &lsa) == ncclSuccess && lsa == send, 16);
   std::vector<T> in(kCount), out(kCount);
   for (int round = 0; round < kRounds; ++round) {
     for (bool oneShot : {true, false}) {
@@ -154,7 +164,7 @@ ncclResult_t withoutMulticast(const MultimemKernels& t, int r, ncclComm_t comm, 
   CHECK_OR(ncclMemAlloc(&buf, bytes) == ncclSuccess, 21);
   ncclWindow_t win = nullptr;
   CHECK_OR(ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 22);
-  ncclDevCommRequirements reqs{};
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   reqs.lsaMultimem = true;
   ncclDevComm dc{};
   CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclInvalidUsage, 23);
@@ -165,6 +175,8 @@ ncclResult_t withoutMulticast(const MultimemKernels& t, int r, ncclComm_t comm, 
   void* mc = reinterpret_cast<void*>(1);
   CHECK_OR(braid_emu::launch(t.cfgOn(r, 1, "multimemPointer"), [&] { multimemPointer(win, dc, &mc); }).isOk(), 26);
   CHECK_OR(mc == nullptr, 26);
+  mc = reinterpret_cast<void*>(1);
+  CHECK_OR(ncclGetLsaMultimemDevicePointer(win, 0, &mc) == ncclSuccess && mc == nullptr, 26);
   // A multimem building block over it is a kernel error (a trap), never a silent no-op.
   std::vector<float> out(4, 0);
   braid::Status st =
@@ -199,7 +211,7 @@ TEST_F(MultimemKernels, WindowsPastTheObjectBudgetHaveNoMapping) {
     ncclWindow_t wa = nullptr, wb = nullptr;
     CHECK_OR(ncclCommWindowRegister(comm, a, bytes, &wa, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 31);
     CHECK_OR(ncclCommWindowRegister(comm, b, bytes, &wb, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 31);
-    ncclDevCommRequirements reqs{};
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     ncclDevComm dc{};
     // The resource window is past the budget too: no multimem for this device communicator.
     reqs.lsaMultimem = true;

@@ -80,7 +80,7 @@ ncclResult_t probeHost(ncclComm_t comm, ncclDevComm* dc) {
   ncclDevResourceRequirements barrierReq;
   ncclResult_t rc = ncclLsaBarrierCreateRequirement(ncclTeamLsa(comm), 4, &barrier, &barrierReq);
   if (rc != ncclSuccess) return rc;
-  ncclDevCommRequirements reqs = {};
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   reqs.resourceRequirementsList = &barrierReq;
   reqs.lsaBarrierCount = 4;
   rc = ncclDevCommCreate(comm, &reqs, dc);

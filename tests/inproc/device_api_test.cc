@@ -194,7 +194,7 @@ TEST(DeviceApi, QueryPropertiesSaysWhatThisCommunicatorSupports) {
 
 TEST(DeviceApi, DevCommCreateRefusesAHostCommunicatorByName) {
   auto res = runThreads(2, [&](int, ncclComm_t comm) -> ncclResult_t {
-    ncclDevCommRequirements reqs{};
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     reqs.lsaBarrierCount = 1;
     ncclDevComm dc{};
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
@@ -220,14 +220,53 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
   if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
   auto res = runCudaRanks(2, [&](int, ncclComm_t comm, cudaStream_t) -> ncclResult_t {
     ncclDevComm dc{};
+    // NCCL 2.29+'s versioned requirements: a zeroed struct, or one from another header, is refused by name.
     ncclDevCommRequirements reqs{};
+    reqs.lsaBarrierCount = 1;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "initialise reqs with NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER")) {
+      return ncclInternalError;
+    }
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+    if (reqs.size != sizeof(reqs) || reqs.version != NCCL_VERSION_CODE || reqs.ginContextCount != 4 ||
+        reqs.ginTrafficClass != NCCL_CONFIG_UNDEF_INT || !reqs.ginStrongSignalsRequired || !reqs.ginVaSignalsRequired ||
+        reqs.ginCustomStride != 1 || reqs.cftCaps != NCCL_CFT_NONE) {
+      return ncclInternalError;
+    }
+    reqs.version = 23005;  // a 2.30.5 header
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "made by a header of version 23005")) return ncclInternalError;
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+    reqs.size -= 8;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "compile device-API code against the nccl_device.h")) {
+      return ncclInternalError;
+    }
+    // GIN and CFT are refused by name, whichever field asks for them.
+    for (int field = 0; field < 5; ++field) {
+      reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+      if (field == 0) reqs.ginSignalCount = 4;
+      if (field == 1) reqs.worldGinBarrierCount = 1;
+      if (field == 2) reqs.ginConnectionType = NCCL_GIN_CONNECTION_FULL;
+      if (field == 3) reqs.ginType = NCCL_GIN_TYPE_GDAKI;
+      if (field == 4) reqs.ginForceEnable = true;
+      if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
+      if (!hasText(ncclGetLastError(comm), "braid has no GPU-initiated networking")) return ncclInternalError;
+    }
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+    reqs.cftCaps = NCCL_CFT | NCCL_CFT_MULTIMEM;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "cftCaps 0x3") || !hasText(ncclGetLastError(comm), "braid has no CFT")) {
+      return ncclInternalError;
+    }
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
     reqs.ginSignalCount = 4;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
     if (!hasText(ncclGetLastError(comm), "braid has no GPU-initiated networking")) return ncclInternalError;
     // A cycle in a requirement list is an error, not a hang.
     ncclDevResourceRequirements loop{};
     loop.next = &loop;
-    reqs = ncclDevCommRequirements{};
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
     reqs.resourceRequirementsList = &loop;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidArgument) return ncclInternalError;
     if (!hasText(ncclGetLastError(comm), "(a cycle?)")) return ncclInternalError;
@@ -236,11 +275,11 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
     ncclTeamRequirements self{};
     self.team = ncclTeam{1, 0, 1};
     self.multimem = true;
-    reqs = ncclDevCommRequirements{};
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
     reqs.teamRequirementsList = &self;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
     if (!hasText(ncclGetLastError(comm), "covers the LSA team (2 ranks, stride 1) only")) return ncclInternalError;
-    reqs = ncclDevCommRequirements{};
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
     reqs.lsaLLA2ABlockCount = 2;
     reqs.lsaLLA2ASlotCount = 8;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
@@ -248,7 +287,7 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
     ncclDevResourceRequirements odd{};
     odd.bufferSize = 64;
     odd.bufferAlign = 384;
-    reqs = ncclDevCommRequirements{};
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
     reqs.resourceRequirementsList = &odd;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidArgument) return ncclInternalError;
     if (!hasText(ncclGetLastError(comm), "bufferAlign 384 must be a power of two")) return ncclInternalError;
@@ -257,10 +296,14 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
     ncclDevResourceRequirements buf{};
     buf.bufferSize = 1000;
     buf.outBufferHandle = &h;
-    reqs = ncclDevCommRequirements{};
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
     reqs.lsaBarrierCount = 2;
     reqs.barrierCount = 3;
-    reqs.ginContextCount = 4;  // a hint, not a GIN request
+    reqs.ginContextCount = 8;  // hints that shape GIN resources, not GIN requests
+    reqs.ginQueueDepth = 64;
+    reqs.ginTrafficClass = 3;
+    reqs.ginExclusiveContexts = true;
+    reqs.useRuntimeVersion = true;
     reqs.resourceRequirementsList = &buf;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return ncclInternalError;
     if (dc.lsaBarrier.nBarriers != 3 || dc.lsaSize != 2 || dc.resourceWindow == nullptr || dc.abortFlag == nullptr) {
@@ -276,12 +319,13 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
     if (ncclDevCommDestroy(comm, &dc) != ncclInvalidArgument) return ncclInternalError;
     if (!hasText(ncclGetLastError(comm), "was destroyed already")) return ncclInternalError;
     // A device communicator left undestroyed goes with the communicator.
-    reqs = ncclDevCommRequirements{};
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
     reqs.lsaBarrierCount = 1;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return ncclInternalError;
     ncclTeam l = ncclTeamLsa(comm);
     ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
-    if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.cudaDev < 0 || !props.deviceApiSupport) {
+    if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.cudaDev < 0 || !props.deviceApiSupport ||
+        props.devCommRuntimeVersionSize != sizeof(ncclDevComm)) {
       return ncclInternalError;
     }
     return l.nRanks == 2 ? ncclSuccess : ncclInternalError;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "nccl_device.h"
 #include "tests/common/harness.h"
 
 namespace braid_test {
@@ -142,6 +143,15 @@ TEST(WindowsProcesses, PrivateMemoryIsOutOfReachOfOtherProcesses) {
       fprintf(stderr, "rank %d: %d %s\n", r, st, e.c_str());
       return 11;
     }
+    // The host queries say the same: the LSA one by name, the peer one with NULL (as device code gets).
+    void* at = reinterpret_cast<void*>(1);
+    if (ncclGetLsaDevicePointer(win, 0, 1 - r, &at) != ncclInvalidUsage ||
+        lastError(comm).find("out of rank " + std::to_string(r) + "'s load/store reach") == std::string::npos) {
+      fprintf(stderr, "rank %d: %s\n", r, lastError(comm).c_str());
+      return 15;
+    }
+    if (ncclGetPeerDevicePointer(win, 0, 1 - r, &at) != ncclSuccess || at != nullptr) return 16;
+    if (ncclGetPeerDevicePointer(win, 4, r, &at) != ncclSuccess || at != buf.data() + 1) return 17;
     // A put to itself works: its own window is always in reach.
     std::vector<int> src(16, 7 + r);
     if (ncclPutSignal(src.data(), 16, ncclInt32, r, win, 64, 0, 0, 0, comm, nullptr) != ncclSuccess) return 12;
@@ -150,6 +160,78 @@ TEST(WindowsProcesses, PrivateMemoryIsOutOfReachOfOtherProcesses) {
     return ncclCommWindowDeregister(comm, win) == ncclSuccess ? 0 : 14;
   });
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// NCCL 2.29's host queries of a window's device pointers, on a host communicator (where they are host addresses):
+// every member's buffer as the kernels would reach it, a store through one landing in the peer's buffer, and each
+// bad argument by name.
+TEST(Windows, HostQueriesGiveEveryMembersBuffer) {
+  constexpr int kRanks = 3;
+  std::vector<std::vector<int>> bufs(kRanks);
+  for (int r = 0; r < kRanks; ++r) bufs[static_cast<size_t>(r)].assign(256 + 64 * static_cast<size_t>(r), 0);
+  const std::vector<std::string> errs = onThreads(kRanks, [&](int r, ncclComm_t comm) -> std::string {
+    std::vector<int>& mine = bufs[static_cast<size_t>(r)];
+    ncclWindow_t win = nullptr;
+    if (ncclCommWindowRegister(comm, mine.data(), mine.size() * sizeof(int), &win, 0) != ncclSuccess) {
+      return "register: " + lastError(comm);
+    }
+    const ncclTeam lsa = ncclTeamLsa(comm);
+    if (lsa.nRanks != kRanks) return "the threads of one process are one LSA team";
+    for (int p = 0; p < kRanks; ++p) {
+      void *viaLsa = nullptr, *viaPeer = nullptr;
+      const size_t off = 4 * static_cast<size_t>(p + 1);
+      if (ncclGetLsaDevicePointer(win, off, p, &viaLsa) != ncclSuccess) return "lsa: " + lastError(comm);
+      if (ncclGetPeerDevicePointer(win, off, p, &viaPeer) != ncclSuccess) return "peer: " + lastError(comm);
+      char* want = reinterpret_cast<char*>(bufs[static_cast<size_t>(p)].data()) + off;
+      if (viaLsa != want || viaPeer != want) return "member " + std::to_string(p) + "'s pointer is wrong";
+    }
+    // A store through the next rank's pointer lands in its buffer (checked after an all-reduce orders them).
+    void* next = nullptr;
+    if (ncclGetPeerDevicePointer(win, 0, (r + 1) % kRanks, &next) != ncclSuccess) return "next: " + lastError(comm);
+    static_cast<int*>(next)[1] = 1000 + r;
+    int token = 1, sum = 0;
+    if (ncclAllReduce(&token, &sum, 1, ncclInt32, ncclSum, comm, nullptr) != ncclSuccess || sum != kRanks) {
+      return "all-reduce: " + lastError(comm);
+    }
+    if (mine[1] != 1000 + (r + kRanks - 1) % kRanks) return "the previous rank's store is missing";
+    // No multicast on a host communicator: null, not an error; a handle without a base is refused.
+    void* mc = reinterpret_cast<void*>(1);
+    if (ncclGetLsaMultimemDevicePointer(win, 0, &mc) != ncclSuccess || mc != nullptr) return "multimem not null";
+    ncclMultimemHandle none{};
+    if (ncclGetMultimemDevicePointer(win, 0, none, &mc) != ncclInvalidArgument ||
+        lastError(comm).find("multimem.mcBasePtr is NULL") == std::string::npos) {
+      return "a NULL multimem handle: " + lastError(comm);
+    }
+    // Each call is checked at once: the last error holds the latest call's text only.
+    auto refused = [&](ncclResult_t rc, const char* text) {
+      return rc == ncclInvalidArgument && lastError(comm).find(text) != std::string::npos;
+    };
+    void* out = nullptr;
+    const size_t lastBytes = bufs[kRanks - 1].size() * sizeof(int);
+    if (!refused(ncclGetLsaDevicePointer(win, 0, kRanks, &out), "lsaRank=3 is not a member") ||
+        !refused(ncclGetLsaDevicePointer(win, lastBytes, kRanks - 1, &out),
+                 "is not inside LSA member 2's window buffer") ||
+        !refused(ncclGetPeerDevicePointer(win, 0, -1, &out), "peer=-1 is not a rank") ||
+        !refused(ncclGetPeerDevicePointer(win, 0, 0, nullptr), "outPtr is NULL") ||
+        !refused(ncclGetLsaDevicePointer(nullptr, 0, 0, &out), "window is NULL")) {
+      return "a bad argument: " + lastError(comm);
+    }
+    // NCCL 2.31's Compute Fabric Transport is declared and refused by name.
+    ncclCftLeId le = 0;
+    size_t leOff = 0;
+    if (ncclGetPeerDeviceLeInfo(win, 0, r, &le, &leOff) != ncclInvalidUsage ||
+        lastError(comm).find("braid has no Compute Fabric Transport") == std::string::npos) {
+      return "CFT: " + lastError(comm);
+    }
+    const ncclTeam cft = ncclTeamCft(comm);
+    if (cft.nRanks != 0 || ncclTeamCftMultimem(comm).nRanks != 0) return "a CFT team that braid does not have";
+    if (ncclCommWindowDeregister(comm, win) != ncclSuccess) return "deregister: " + lastError(comm);
+    if (!refused(ncclGetLsaDevicePointer(win, 0, 0, &out), "is not a registered window")) {
+      return "a deregistered window: " + lastError(comm);
+    }
+    return "";
+  });
+  for (size_t r = 0; r < errs.size(); ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
 }
 
 // One thread drives two ranks: registrations and waits inside a group run at ncclGroupEnd, so neither rank blocks

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "braid_build_config.h"
+#include "include/nccl.h"
 #include "src/backends/cuda/cu_api.h"
 #include "src/common/params.h"
 #include "tools/info/flight_cli.h"
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  printf("braid %s (NCCL API 2.28.9)\n", BRAID_VERSION_STRING);
+  printf("braid %s (NCCL API %d.%d.%d)\n", BRAID_VERSION_STRING, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
   printf(
       "build: hwloc=%s cuda-toolkit=%s (CUDA backend: the driver table and the fake so far, docs/cuda.md) ibverbs=%s "
       "libfabric=%s mpi=%s\n",
