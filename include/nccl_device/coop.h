@@ -8,7 +8,10 @@
  *   ncclCoopLanes    the lanes of this warp in a mask (every lane of the mask must make the call);
  *   ncclCoopWarpSpan warps [warp0, warp0 + nWarps) of the CTA, synchronising on named barrier 1 + id (ids 0..14:
  *                    two spans that run at once need different ids);
- *   ncclCoopCta      every thread of the CTA.
+ *   ncclCoopCta      every thread of the CTA;
+ *   ncclCoopAny      any of these, chosen at run time (built from one implicitly): for code that takes a group
+ *                    without being a template. It forwards to the group it holds with a switch on its kind, never an
+ *                    indirect call.
  * Device code only (nvcc, or braid's emulator: see portable.h). */
 #ifndef NCCL_DEVICE_COOP_H_
 #define NCCL_DEVICE_COOP_H_
@@ -70,6 +73,76 @@ struct ncclCoopCta {
   NCCL_DEVICE_INLINE void sync() { __syncthreads(); }
 };
 
+struct ncclCoopAny {
+  template <int N>
+  NCCL_DEVICE_INLINE ncclCoopAny(ncclCoopTile<N>) : kind_(kTile), arg_(N) {}
+  NCCL_DEVICE_INLINE ncclCoopAny(ncclCoopLanes c) : kind_(kLanes), arg_(c.lmask) {}
+  NCCL_DEVICE_INLINE ncclCoopAny(ncclCoopWarpSpan c) : kind_(kSpan), arg_(c.warp0 | c.nWarps << 8 | c.id << 16) {}
+  NCCL_DEVICE_INLINE ncclCoopAny(ncclCoopCta) : kind_(kCta), arg_(0) {}
+
+  NCCL_DEVICE_INLINE int thread_rank() const {
+    switch (kind_) {
+      case kTile:
+        return nccl_braid_::lane() & static_cast<int>(arg_ - 1);
+      case kLanes:
+        return __popc(arg_ & nccl_braid_::lanemaskLt());
+      case kSpan:
+        return span().thread_rank();
+      default:
+        return static_cast<int>(threadIdx.x);
+    }
+  }
+  NCCL_DEVICE_INLINE int size() const {
+    switch (kind_) {
+      case kTile:
+        return static_cast<int>(arg_);
+      case kLanes:
+        return __popc(arg_);
+      case kSpan:
+        return span().size();
+      default:
+        return static_cast<int>(blockDim.x);
+    }
+  }
+  NCCL_DEVICE_INLINE int num_threads() const { return size(); }
+  NCCL_DEVICE_INLINE void sync() {
+    switch (kind_) {
+      case kTile:
+        if (arg_ > 1) __syncwarp(laneMask());
+        break;
+      case kLanes:
+        __syncwarp(arg_);
+        break;
+      case kSpan: {
+        ncclCoopWarpSpan s = span();
+        s.sync();
+        break;
+      }
+      default:
+        __syncthreads();
+    }
+  }
+  /* The group's lanes in this thread's warp (every lane for a group wider than a warp). */
+  NCCL_DEVICE_INLINE uint32_t laneMask() const {
+    if (kind_ == kLanes) return arg_;
+    if (kind_ != kTile || arg_ == 32) return 0xffffffffu;
+    return ((1u << arg_) - 1u) << (nccl_braid_::lane() & ~static_cast<int>(arg_ - 1));
+  }
+  NCCL_DEVICE_INLINE bool isThread() const { return kind_ == kTile && arg_ == 1; }
+  NCCL_DEVICE_INLINE bool withinWarp() const { return kind_ == kTile || kind_ == kLanes; }
+  /* The warp-span it holds (meaningful when it holds one). */
+  NCCL_DEVICE_INLINE ncclCoopWarpSpan span() const {
+    return ncclCoopWarpSpan(static_cast<int>(arg_ & 0xff), static_cast<int>((arg_ >> 8) & 0xff),
+                            static_cast<int>((arg_ >> 16) & 0xff));
+  }
+  NCCL_DEVICE_INLINE bool isSpan() const { return kind_ == kSpan; }
+
+ private:
+  enum Kind : uint32_t { kTile, kLanes, kSpan, kCta };
+  Kind kind_;
+  uint32_t arg_; /* tile: its size; lanes: the mask; span: warp0 | nWarps << 8 | id << 16 */
+};
+
 /* The group's lanes within this thread's warp (every lane for groups wider than a warp). */
 template <int N>
 NCCL_DEVICE_INLINE uint32_t ncclCoopGetLaneMask(ncclCoopTile<N> coop) {
@@ -83,6 +156,9 @@ NCCL_DEVICE_INLINE uint32_t ncclCoopGetLaneMask(ncclCoopWarpSpan) {
 }
 NCCL_DEVICE_INLINE uint32_t ncclCoopGetLaneMask(ncclCoopCta) {
   return 0xffffffffu;
+}
+NCCL_DEVICE_INLINE uint32_t ncclCoopGetLaneMask(ncclCoopAny coop) {
+  return coop.laneMask();
 }
 
 /* Whether the group is one thread (statically). */
@@ -99,6 +175,10 @@ NCCL_DEVICE_INLINE constexpr bool ncclCoopIsThread(ncclCoopWarpSpan) {
 NCCL_DEVICE_INLINE constexpr bool ncclCoopIsThread(ncclCoopCta) {
   return false;
 }
+/* ncclCoopAny knows its kind at run time only. */
+NCCL_DEVICE_INLINE bool ncclCoopIsThread(ncclCoopAny coop) {
+  return coop.isThread();
+}
 
 /* Whether the group lies within one warp (statically). */
 template <int N>
@@ -113,6 +193,9 @@ NCCL_DEVICE_INLINE constexpr bool ncclCoopWithinWarp(ncclCoopWarpSpan) {
 }
 NCCL_DEVICE_INLINE constexpr bool ncclCoopWithinWarp(ncclCoopCta) {
   return false;
+}
+NCCL_DEVICE_INLINE bool ncclCoopWithinWarp(ncclCoopAny coop) {
+  return coop.withinWarp();
 }
 
 /* This thread's part of `coop` that lies in its own warp: the lanes active now (no argument), the warp for a group
@@ -130,6 +213,9 @@ NCCL_DEVICE_INLINE ncclCoopLanes ncclCoopCoalesced(ncclCoopLanes coop) {
 template <int N>
 NCCL_DEVICE_INLINE ncclCoopTile<N> ncclCoopCoalesced(ncclCoopTile<N> coop) {
   return coop;
+}
+NCCL_DEVICE_INLINE ncclCoopLanes ncclCoopCoalesced(ncclCoopAny coop) {
+  return ncclCoopLanes(coop.laneMask());
 }
 /* ---- ncclCoopBcast: the value of the group's thread `root` (its thread_rank), on every thread of the group. ----
  * Within a warp by shuffles; across warps through a CTA-shared stash (one slot for the CTA, one per warp-span id),
@@ -186,6 +272,12 @@ NCCL_DEVICE_INLINE T ncclCoopBcast(ncclCoopWarpSpan coop, T value, int root, boo
 template <typename T>
 NCCL_DEVICE_INLINE T ncclCoopBcast(ncclCoopCta coop, T value, int root, bool entrySync = true) {
   return nccl_braid_::stashBcast(coop, nccl_braid_::ctaStash(), value, root, entrySync);
+}
+template <typename T>
+NCCL_DEVICE_INLINE T ncclCoopBcast(ncclCoopAny coop, T value, int root, bool entrySync = true) {
+  if (coop.withinWarp()) return ncclCoopBcast(ncclCoopLanes(coop.laneMask()), value, root, entrySync);
+  if (coop.isSpan()) return ncclCoopBcast(coop.span(), value, root, entrySync);
+  return ncclCoopBcast(ncclCoopCta(), value, root, entrySync);
 }
 #endif /* NCCL_DEVICE_HALF_ */
 #endif /* NCCL_DEVICE_COOP_H_ */

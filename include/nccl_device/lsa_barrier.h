@@ -62,6 +62,12 @@ NCCL_DEVICE_INLINE bool coopAny(ncclCoopWarpSpan coop, bool v) {
   return braid_emu::namedBarrierOr(static_cast<int>(1 + coop.id), static_cast<int>(32 * coop.nWarps), v);
 #endif
 }
+NCCL_DEVICE_INLINE bool coopAny(ncclCoopAny coop, bool v) {
+  if (coop.isThread()) return v;
+  if (coop.withinWarp()) return coopAny(ncclCoopLanes(coop.laneMask()), v);
+  if (coop.isSpan()) return coopAny(coop.span(), v);
+  return coopAny(ncclCoopCta(), v);
+}
 }  // namespace nccl_braid_
 
 template <typename Coop>

@@ -176,13 +176,15 @@ TEST_F(DeviceKernels, EveryCoopTypeBarriersAndSymmetricPointersIntoAResourceBuff
     CHECK_OR(ncclGetResourceBufferOffset(scratch) >= ncclBraidLsaBarrierBytes_(kMaxGroups, kRanks), 12);
     int* out = static_cast<int*>(drv.alloc(kMaxGroups * kRanks * sizeof(int)));
     std::vector<int> got(kMaxGroups * kRanks);
-    for (int kind = 0; kind < kStampGroupKinds; ++kind) {
+    for (int kindAny = 0; kindAny < 2 * kStampGroupKinds; ++kindAny) {
+      const int kind = kindAny % kStampGroupKinds;
+      const bool any = kindAny >= kStampGroupKinds;  // the same groups as ncclCoopAny
       const int groups = kGrid * stampGroupsPerCta(kind, kBlock);
       for (int round = 0; round < kRounds; ++round) {
-        braid::Status st =
-            braid_emu::launch(cfgOf(kGrid, kBlock, "lsaStamps"), [&] { lsaStamps(kind, dc, scratch, round, out); });
+        braid::Status st = braid_emu::launch(cfgOf(kGrid, kBlock, "lsaStamps"),
+                                             [&] { lsaStamps(kind, any, dc, scratch, round, out); });
         if (!st.isOk()) {
-          fprintf(stderr, "rank %d kind %d: %s\n", r, kind, st.message().c_str());
+          fprintf(stderr, "rank %d kind %d any %d: %s\n", r, kind, any ? 1 : 0, st.message().c_str());
           return ncclInternalError;
         }
         drv.copy(got.data(), out, got.size() * sizeof(int), stream);
@@ -191,8 +193,8 @@ TEST_F(DeviceKernels, EveryCoopTypeBarriersAndSymmetricPointersIntoAResourceBuff
           for (int p = 0; p < kRanks; ++p) {
             const int want = round * 1000 + p * 10 + g;
             if (got[static_cast<size_t>(g * kRanks + p)] != want) {
-              fprintf(stderr, "rank %d kind %d round %d group %d peer %d: %d, expected %d\n", r, kind, round, g, p,
-                      got[static_cast<size_t>(g * kRanks + p)], want);
+              fprintf(stderr, "rank %d kind %d any %d round %d group %d peer %d: %d, expected %d\n", r, kind,
+                      any ? 1 : 0, round, g, p, got[static_cast<size_t>(g * kRanks + p)], want);
               return ncclInternalError;
             }
           }
@@ -379,43 +381,46 @@ TEST_F(DeviceKernels, FindWindowFindsEveryRegisteredWindowAndNoOther) {
 // ncclCoopBcast from every kind of group, twice in a row (the second waits for the first's readers), 12-byte values.
 TEST(DeviceCoops, BroadcastReachesEveryThreadOfItsGroup) {
   constexpr int kBlock = 128;
-  std::vector<LlTriple> out(2 * kStampGroupKinds * kBlock, LlTriple{7, 7, 7});
-  braid::Status st = braid_emu::launch(cfgOf(1, kBlock, "coopBroadcasts"), [&] { coopBroadcasts(out.data()); });
-  ASSERT_TRUE(st.isOk()) << st.message();
-  for (int repeat = 0; repeat < 2; ++repeat) {
-    for (int kind = 0; kind < kStampGroupKinds; ++kind) {
-      for (int t = 0; t < kBlock; ++t) {
-        const LlTriple& got = out[static_cast<size_t>((repeat * kStampGroupKinds + kind) * kBlock + t)];
-        int group = 0, size = 1;
-        switch (kind) {
-          case kStampCta:
-            size = kBlock;
-            break;
-          case kStampWarp:
-            group = t / 32, size = 32;
-            break;
-          case kStampTile8:
-            group = t / 8, size = 8;
-            break;
-          case kStampThread:
-            group = t;
-            break;
-          case kStampLanes:
-            group = t / 32, size = __builtin_popcount(kBcastLanes);
-            break;
-          default:
-            group = t / 64, size = 64;
-            break;
+  for (bool any : {false, true}) {  // each kind of group, then the same groups as ncclCoopAny
+    SCOPED_TRACE(any ? "as ncclCoopAny" : "as themselves");
+    std::vector<LlTriple> out(2 * kStampGroupKinds * kBlock, LlTriple{7, 7, 7});
+    braid::Status st = braid_emu::launch(cfgOf(1, kBlock, "coopBroadcasts"), [&] { coopBroadcasts(any, out.data()); });
+    ASSERT_TRUE(st.isOk()) << st.message();
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      for (int kind = 0; kind < kStampGroupKinds; ++kind) {
+        for (int t = 0; t < kBlock; ++t) {
+          const LlTriple& got = out[static_cast<size_t>((repeat * kStampGroupKinds + kind) * kBlock + t)];
+          int group = 0, size = 1;
+          switch (kind) {
+            case kStampCta:
+              size = kBlock;
+              break;
+            case kStampWarp:
+              group = t / 32, size = 32;
+              break;
+            case kStampTile8:
+              group = t / 8, size = 8;
+              break;
+            case kStampThread:
+              group = t;
+              break;
+            case kStampLanes:
+              group = t / 32, size = __builtin_popcount(kBcastLanes);
+              break;
+            default:
+              group = t / 64, size = 64;
+              break;
+          }
+          if (kind == kStampLanes && ((kBcastLanes >> (t % 32)) & 1u) == 0) {
+            EXPECT_EQ(got.a, 7) << "a lane outside the mask was written";
+            continue;
+          }
+          const int root = (group + 3 * repeat + 1) % size;
+          const LlTriple want = bcastValue(kind, repeat, group, root);
+          EXPECT_TRUE(got.a == want.a && got.b == want.b && got.c == want.c)
+              << "kind " << kind << " repeat " << repeat << " thread " << t << ": {" << got.a << " " << got.b << " "
+              << got.c << "}, expected {" << want.a << " " << want.b << " " << want.c << "}";
         }
-        if (kind == kStampLanes && ((kBcastLanes >> (t % 32)) & 1u) == 0) {
-          EXPECT_EQ(got.a, 7) << "a lane outside the mask was written";
-          continue;
-        }
-        const int root = (group + 3 * repeat + 1) % size;
-        const LlTriple want = bcastValue(kind, repeat, group, root);
-        EXPECT_TRUE(got.a == want.a && got.b == want.b && got.c == want.c)
-            << "kind " << kind << " repeat " << repeat << " thread " << t << ": {" << got.a << " " << got.b << " "
-            << got.c << "}, expected {" << want.a << " " << want.b << " " << want.c << "}";
       }
     }
   }

@@ -68,28 +68,40 @@ __host__ __device__ inline int stampGroupsPerCta(int kind, int threads) {
   }
 }
 
-// lsaGroupStamps with every group of one kind (blockDim.x a multiple of 64).
-__global__ void lsaStamps(int kind, ncclDevComm devComm, ncclDevResourceHandle scratch, int round, int* out) {
+// lsaGroupStamps of the group itself, or (any) of it as an ncclCoopAny: the barrier session and the loops then run
+// on the type-erased group.
+template <typename Coop>
+__device__ void lsaStampsAs(bool any, Coop coop, int group, ncclDevComm const& devComm, ncclDevResourceHandle scratch,
+                            int round, int* out) {
+  if (any) {
+    lsaGroupStamps(ncclCoopAny(coop), group, devComm, scratch, round, out);
+  } else {
+    lsaGroupStamps(coop, group, devComm, scratch, round, out);
+  }
+}
+
+// lsaGroupStamps with every group of one kind (blockDim.x a multiple of 64), as ncclCoopAny when `any`.
+__global__ void lsaStamps(int kind, bool any, ncclDevComm devComm, ncclDevResourceHandle scratch, int round, int* out) {
   const int t = static_cast<int>(threadIdx.x), per = stampGroupsPerCta(kind, static_cast<int>(blockDim.x));
   const int base = static_cast<int>(blockIdx.x) * per;
   switch (kind) {
     case kStampCta:
-      lsaGroupStamps(ncclCoopCta(), base, devComm, scratch, round, out);
+      lsaStampsAs(any, ncclCoopCta(), base, devComm, scratch, round, out);
       break;
     case kStampWarp:
-      lsaGroupStamps(ncclCoopWarp(), base + t / 32, devComm, scratch, round, out);
+      lsaStampsAs(any, ncclCoopWarp(), base + t / 32, devComm, scratch, round, out);
       break;
     case kStampTile8:
-      lsaGroupStamps(ncclCoopTile<8>(), base + t / 8, devComm, scratch, round, out);
+      lsaStampsAs(any, ncclCoopTile<8>(), base + t / 8, devComm, scratch, round, out);
       break;
     case kStampThread:
-      lsaGroupStamps(ncclCoopThread(), base + t, devComm, scratch, round, out);
+      lsaStampsAs(any, ncclCoopThread(), base + t, devComm, scratch, round, out);
       break;
     case kStampLanes:
-      lsaGroupStamps(ncclCoopLanes(0xffffffffu), base + t / 32, devComm, scratch, round, out);
+      lsaStampsAs(any, ncclCoopLanes(0xffffffffu), base + t / 32, devComm, scratch, round, out);
       break;
     default:
-      lsaGroupStamps(ncclCoopWarpSpan(t / 64 * 2, 2, t / 64), base + t / 64, devComm, scratch, round, out);
+      lsaStampsAs(any, ncclCoopWarpSpan(t / 64 * 2, 2, t / 64), base + t / 64, devComm, scratch, round, out);
       break;
   }
 }
@@ -157,15 +169,23 @@ __device__ void bcastIn(Coop coop, int kind, int group, LlTriple* out) {
         ncclCoopBcast(coop, mine, root);
   }
 }
+template <typename Coop>
+__device__ void bcastAs(bool any, Coop coop, int kind, int group, LlTriple* out) {
+  if (any) {
+    bcastIn(ncclCoopAny(coop), kind, group, out);
+  } else {
+    bcastIn(coop, kind, group, out);
+  }
+}
 constexpr unsigned kBcastLanes = 0x5555aaaau;  // half the lanes of a warp, scattered
-__global__ void coopBroadcasts(LlTriple* out) {
+__global__ void coopBroadcasts(bool any, LlTriple* out) {
   const int t = static_cast<int>(threadIdx.x);
-  bcastIn(ncclCoopCta(), kStampCta, 0, out);
-  bcastIn(ncclCoopWarp(), kStampWarp, t / 32, out);
-  bcastIn(ncclCoopTile<8>(), kStampTile8, t / 8, out);
-  bcastIn(ncclCoopThread(), kStampThread, t, out);
-  if ((kBcastLanes >> (t % 32)) & 1u) bcastIn(ncclCoopLanes(kBcastLanes), kStampLanes, t / 32, out);
-  bcastIn(ncclCoopWarpSpan(t / 64 * 2, 2, t / 64), kStampWarpSpan, t / 64, out);
+  bcastAs(any, ncclCoopCta(), kStampCta, 0, out);
+  bcastAs(any, ncclCoopWarp(), kStampWarp, t / 32, out);
+  bcastAs(any, ncclCoopTile<8>(), kStampTile8, t / 8, out);
+  bcastAs(any, ncclCoopThread(), kStampThread, t, out);
+  if ((kBcastLanes >> (t % 32)) & 1u) bcastAs(any, ncclCoopLanes(kBcastLanes), kStampLanes, t / 32, out);
+  bcastAs(any, ncclCoopWarpSpan(t / 64 * 2, 2, t / 64), kStampWarpSpan, t / 64, out);
 }
 
 // out[i] = the window ncclFindWindow finds for ptrs[i] (null when none), each looked up by one thread.
