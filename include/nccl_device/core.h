@@ -170,10 +170,12 @@ struct ncclDevCommWindowTable {
   struct ncclDevCommWindowTable* next;
 };
 
-/* The device communicator: passed by value to kernels. braid's layout. */
+/* The device communicator: passed by value to kernels. braid's layout; the fields NCCL documents as stable across
+ * versions (rank, nRanks, lsaRank, lsaSize, ginContextCount) have NCCL's names and types. */
 struct ncclDevComm {
   int rank, nRanks;                  /* in the world team */
   int lsaRank, lsaSize;              /* in the LSA team */
+  uint8_t ginContextCount;           /* GIN contexts: 0, braid has no GIN */
   ncclWindow_t resourceWindow;       /* the device communicator's own window: barriers and requested buffers */
   ncclLsaBarrierHandle_t lsaBarrier; /* reqs->lsaBarrierCount barriers over the LSA team */
   ncclMultimemHandle_t lsaMultimem;  /* reqs.lsaMultimem: set (NVLS multicast over the LSA team); else null */

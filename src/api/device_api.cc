@@ -191,6 +191,7 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
   dc.nRanks = c.nranks();
   dc.lsaRank = lsa.rank;
   dc.lsaSize = lsa.nRanks;
+  dc.ginContextCount = 0;
   dc.resourceWindow = made.window;
   dc.lsaBarrier.bufHandle = 0;  // the barriers come first
   dc.lsaBarrier.nBarriers = nBarriers;

@@ -305,8 +305,10 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
     reqs.ginExclusiveContexts = true;
     reqs.useRuntimeVersion = true;
     reqs.resourceRequirementsList = &buf;
+    std::memset(&dc, 0xff, sizeof(dc));  // every field the call leaves alone shows
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return ncclInternalError;
-    if (dc.lsaBarrier.nBarriers != 3 || dc.lsaSize != 2 || dc.resourceWindow == nullptr || dc.abortFlag == nullptr) {
+    if (dc.lsaBarrier.nBarriers != 3 || dc.lsaSize != 2 || dc.resourceWindow == nullptr || dc.abortFlag == nullptr ||
+        dc.ginContextCount != 0) {
       return ncclInternalError;
     }
     if (ncclGetResourceBufferOffset(h) < ncclBraidLsaBarrierBytes_(3, 2)) return ncclInternalError;
