@@ -2,22 +2,25 @@
  * against braid's headers alone.
  *
  * What is here (and works):
- *   - the host functions: ncclDevCommCreate/Destroy (a resource window with LSA barriers and requested buffers),
- *     the teams (ncclTeamWorld, ncclTeamLsa, ncclTeamRail, rank translation), the requirement helpers
- *     (ncclLsaBarrierCreateRequirement, ncclLLA2ACalcSlots, ncclLLA2ACreateRequirement), ncclCommQueryProperties;
+ *   - the host functions: ncclDevCommCreate/Destroy (a resource window with LSA barriers and requested buffers;
+ *     NCCL 2.29's versioned requirements, made by NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER), the teams (ncclTeamWorld,
+ *     ncclTeamLsa, ncclTeamRail, rank translation), the requirement helpers (ncclLsaBarrierCreateRequirement,
+ *     ncclLLA2ACalcSlots, ncclLLA2ACreateRequirement), ncclCommQueryProperties, and the 2.29 host pointer queries
+ *     (ncclGetLsaDevicePointer, ncclGetPeerDevicePointer, ncclGetLsaMultimemDevicePointer,
+ *     ncclGetMultimemDevicePointer);
  *   - the team algebra, in host and device code;
- *   - in device code: the cooperative groups (coop.h: ncclCoopTile/Thread/Warp/Lanes/WarpSpan/Cta, their helpers,
- *     ncclCoopBcast); the pointer accessors (ncclGetLocalPointer, ncclGetLsaPointer, ncclGetPeerPointer, the
- *     resource buffer ones, ncclFindWindow); ncclSymPtr (ptr.h); ncclLsaBarrierSession with arrive/wait/sync and
+ *   - in device code: the cooperative groups (coop.h: ncclCoopTile/Thread/Warp/Lanes/WarpSpan/Cta, ncclCoopAny,
+ *     their helpers, ncclCoopBcast); the pointer accessors (ncclGetLocalPointer, ncclGetLsaPointer, ncclGetPeerPointer,
+ * the resource buffer ones, ncclFindWindow); ncclSymPtr (ptr.h); ncclLsaBarrierSession with arrive/wait/sync and
  *     the 2.30 timeout overloads (lsa_barrier.h); ncclLLA2ASession (ll_a2a.h: send, bcast, recv, recvUnrolled,
  *     recvReduce, endEpoch); the reduce/copy building blocks of 2.29 in their LSA and Local forms (reduce_copy.h).
  *
  * NVLS multicast: windows of a communicator with multicast get mappings of their own (ncclGetLsaMultimemPointer,
  * ncclDevCommCreate's lsaMultimem) and the building blocks' multimem forms for float, double and 32/64-bit integers.
  *
- * Not built yet, said plainly: GIN (refused by name: braid has no GPU-initiated networking), ncclBarrierSession
- * (hybrid LSA+GIN), ncclCoopAny, barriers and the LL all-to-all through multicast, the half/bf16 multimem forms. See
- * docs/device_api.md.
+ * Not built yet, said plainly: GIN and CFT (declared where programs name them, refused by name: braid has no
+ * GPU-initiated networking and no Compute Fabric Transport), ncclBarrierSession (hybrid LSA+GIN), barriers and the LL
+ * all-to-all through multicast, the half/bf16 multimem forms. See docs/device_api.md.
  *
  * The layouts of ncclDevComm and ncclWindow_vidmem are braid's (NCCL documents no ABI for the device API either):
  * build kernels against the headers of the library they run with. */

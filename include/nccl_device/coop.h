@@ -9,9 +9,10 @@
  *   ncclCoopWarpSpan warps [warp0, warp0 + nWarps) of the CTA, synchronising on named barrier 1 + id (ids 0..14:
  *                    two spans that run at once need different ids);
  *   ncclCoopCta      every thread of the CTA;
- *   ncclCoopAny      any of these, chosen at run time (built from one implicitly): for code that takes a group
- *                    without being a template. It forwards to the group it holds with a switch on its kind, never an
- *                    indirect call.
+ *   ncclCoopAny      any of these, chosen at run time (built from one implicitly; default-built, the CTA): for code
+ *                    that takes a group without being a template. It forwards to the group it holds with a switch on
+ *                    its kind, never an indirect call, so it holds the six types above only (NCCL's also wraps
+ *                    user-defined groups).
  * Device code only (nvcc, or braid's emulator: see portable.h). */
 #ifndef NCCL_DEVICE_COOP_H_
 #define NCCL_DEVICE_COOP_H_
@@ -74,6 +75,7 @@ struct ncclCoopCta {
 };
 
 struct ncclCoopAny {
+  NCCL_DEVICE_INLINE ncclCoopAny() : kind_(kCta), arg_(0) {}
   template <int N>
   NCCL_DEVICE_INLINE ncclCoopAny(ncclCoopTile<N>) : kind_(kTile), arg_(N) {}
   NCCL_DEVICE_INLINE ncclCoopAny(ncclCoopLanes c) : kind_(kLanes), arg_(c.lmask) {}

@@ -171,7 +171,7 @@ struct ncclDevCommWindowTable {
 };
 
 /* The device communicator: passed by value to kernels. braid's layout; the fields NCCL documents as stable across
- * versions (rank, nRanks, lsaRank, lsaSize, ginContextCount) have NCCL's names and types. */
+ * versions (rank, nRanks, lsaRank, lsaSize, ginContextCount) have NCCL's names and documented types. */
 struct ncclDevComm {
   int rank, nRanks;                  /* in the world team */
   int lsaRank, lsaSize;              /* in the LSA team */

@@ -70,9 +70,14 @@ int rankIn(const Team& target, const ncclTeam& from, int rank) {
   return ncclTeamRankToTeam(t, from, rank);
 }
 
-// NCCL 2.29+'s rule: requirements come from the initializer. braid's ncclDevComm layout is its own, so the header
-// that made reqs must be this library's: a program built against NVIDIA's headers (or another braid's) would hand
-// kernels a device communicator they misread. A later braid that changes the layout reads older ones here.
+// The first braid header whose requirements carry size/magic/version (NCCL 2.29's scheme).
+constexpr unsigned kFirstVersionedRequirements = 23102;
+
+// NCCL 2.29+'s rule: requirements come from the initializer. braid has had one versioned layout so far, so a struct
+// from any braid header since the first versioned one, up to this library's version, has this size; a later braid
+// that grows the struct reads the older sizes here. This cannot tell braid's headers from NVIDIA's of the same
+// version and layout (their ncclDevComm differs): building kernels against the installed braid headers is what
+// protects a program from that, as the header says.
 Status checkRequirementsHeader(const ncclDevCommRequirements* reqs) {
   if (reqs->magic != NCCL_API_MAGIC) {
     return invalidUsage(
@@ -80,12 +85,13 @@ Status checkRequirementsHeader(const ncclDevCommRequirements* reqs) {
         "2.29 a zeroed ncclDevCommRequirements is refused)",
         reqs->magic, NCCL_API_MAGIC);
   }
-  if (reqs->version != NCCL_VERSION_CODE || reqs->size != sizeof(ncclDevCommRequirements)) {
+  if (reqs->version < kFirstVersionedRequirements || reqs->version > NCCL_VERSION_CODE ||
+      reqs->size != sizeof(ncclDevCommRequirements)) {
     return invalidUsage(
-        "reqs was made by a header of version %u (a %zu-byte ncclDevCommRequirements); this library is %d (%zu "
-        "bytes): compile device-API code against the nccl_device.h installed with this braid (its ncclDevComm layout "
-        "is braid's)",
-        reqs->version, reqs->size, NCCL_VERSION_CODE, sizeof(ncclDevCommRequirements));
+        "reqs was made by a header of version %u (a %zu-byte ncclDevCommRequirements); this library reads versions "
+        "%u to %d (%zu bytes): compile device-API code against the nccl_device.h installed with this braid (its "
+        "ncclDevComm layout is braid's)",
+        reqs->version, reqs->size, kFirstVersionedRequirements, NCCL_VERSION_CODE, sizeof(ncclDevCommRequirements));
   }
   return Status::ok();
 }
@@ -382,7 +388,7 @@ Status leInfoCall(const char* fn, ncclWindow_t window, const ncclCftLeId* leId, 
   return notSupported(fn, kNoCft);
 }
 
-ncclTeam cftTeam(const char* fn, ncclComm_t comm) {
+ncclTeam refuseCftTeam(const char* fn, ncclComm_t comm) {
   return teamCall(fn, comm, ncclTeam{0, 0, 0}, [&](const Communicator&) {
     BRAID_WARN("%s: %s", fn, kNoCft);
     return ncclTeam{0, 0, 0};
@@ -416,11 +422,11 @@ BRAID_API(ncclResult_t, ncclGetPeerDeviceLeInfo, ncclWindow_t window, size_t off
 
 BRAID_API(ncclTeam_t, ncclTeamCft, ncclComm_t comm, ncclCftTeamMode_t mode) {
   (void)mode;
-  return cftTeam("ncclTeamCft", comm);
+  return refuseCftTeam("ncclTeamCft", comm);
 }
 
 BRAID_API(ncclTeam_t, ncclTeamCftMultimem, ncclComm_t comm) {
-  return cftTeam("ncclTeamCftMultimem", comm);
+  return refuseCftTeam("ncclTeamCftMultimem", comm);
 }
 
 BRAID_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm) {

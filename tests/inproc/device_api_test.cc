@@ -233,9 +233,14 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
         reqs.ginCustomStride != 1 || reqs.cftCaps != NCCL_CFT_NONE) {
       return ncclInternalError;
     }
-    reqs.version = 23005;  // a 2.30.5 header
-    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
-    if (!hasText(ncclGetLastError(comm), "made by a header of version 23005")) return ncclInternalError;
+    for (unsigned version : {23005u, NCCL_VERSION_CODE + 1u}) {  // before versioned braid headers, and a newer one
+      reqs.version = version;
+      if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
+      const std::string want = "made by a header of version " + std::to_string(version);
+      if (!hasText(ncclGetLastError(comm), want.c_str())) {
+        return ncclInternalError;
+      }
+    }
     reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
     reqs.size -= 8;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
@@ -259,6 +264,10 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
     if (!hasText(ncclGetLastError(comm), "cftCaps 0x3") || !hasText(ncclGetLastError(comm), "braid has no CFT")) {
       return ncclInternalError;
     }
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+    reqs.cftBarrierCount = 2;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "cftBarrierCount 2")) return ncclInternalError;
     reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
     reqs.ginSignalCount = 4;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
@@ -305,7 +314,6 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
     reqs.ginExclusiveContexts = true;
     reqs.useRuntimeVersion = true;
     reqs.resourceRequirementsList = &buf;
-    std::memset(&dc, 0xff, sizeof(dc));  // every field the call leaves alone shows
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return ncclInternalError;
     if (dc.lsaBarrier.nBarriers != 3 || dc.lsaSize != 2 || dc.resourceWindow == nullptr || dc.abortFlag == nullptr ||
         dc.ginContextCount != 0) {

@@ -234,6 +234,25 @@ TEST(Windows, HostQueriesGiveEveryMembersBuffer) {
   for (size_t r = 0; r < errs.size(); ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
 }
 
+// Windows left registered go with their communicator, and so do their entries for the host queries.
+TEST(Windows, HostQueriesForgetTheWindowsOfADestroyedCommunicator) {
+  ncclComm_t c[2];
+  ASSERT_EQ(ncclCommInitAll(c, 2, nullptr), ncclSuccess);
+  std::vector<int> buf[2] = {std::vector<int>(64, 0), std::vector<int>(64, 0)};
+  ncclWindow_t win[2] = {nullptr, nullptr};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(ncclCommWindowRegister(c[r], buf[r].data(), 256, &win[r], 0), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << lastError(nullptr);
+  void* p = nullptr;
+  ASSERT_EQ(ncclGetPeerDevicePointer(win[0], 4, 1, &p), ncclSuccess) << lastError(nullptr);
+  EXPECT_EQ(p, buf[1].data() + 1);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(ncclCommDestroy(c[r]), ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ncclGetLsaDevicePointer(win[r], 0, 0, &p), ncclInvalidArgument);
+    EXPECT_NE(lastError(nullptr).find("is not a registered window"), std::string::npos) << lastError(nullptr);
+  }
+}
+
 // One thread drives two ranks: registrations and waits inside a group run at ncclGroupEnd, so neither rank blocks
 // the thread the other needs.
 TEST(Windows, OneThreadDrivesTwoRanksInGroups) {
