@@ -6,7 +6,8 @@
  * m writes the epoch it has reached. Arriving writes epoch + 1 into every member's inbox (a store with the order
  * given: release makes this rank's earlier writes visible to whoever sees the arrival); waiting reads every word of
  * this rank's inbox until each member has arrived (acquire), so a sync is a full barrier among the team for that
- * barrier index. Each word has one writer: no read-modify-write crosses the link.
+ * barrier index. Each word has one writer: no read-modify-write crosses the link. With multimem (below) the arrival is
+ * one multicast store that the switch writes into every member's inbox.
  *
  * Rules: every member of the team runs the same sequence of syncs on a barrier index; a barrier index is used by
  * one group (Coop) at a time on each rank (give each CTA its own index: index = blockIdx.x is the usual choice);
@@ -73,21 +74,29 @@ NCCL_DEVICE_INLINE bool coopAny(ncclCoopAny coop, bool v) {
 template <typename Coop>
 struct ncclLsaBarrierSession {
   /* A session on barrier `index` of `handle`'s barriers over `team` (a team of ranks in this rank's LSA team).
-   * multimem is ignored: braid's barriers always synchronise through LSA pointers (correct, not the switch's one-store
-   * form). */
+   * multimem: arrive with one multicast store (NVLS) that writes this rank's word into every member's inbox at once,
+   * where the barrier buffer has a multicast mapping through mmHandle (a device communicator made with lsaMultimem)
+   * and `team` is the whole LSA team (a store through the switch reaches every LSA member); otherwise, and without
+   * multimem, one store per member through LSA pointers. Waiting is the same either way. */
   NCCL_DEVICE_INLINE ncclLsaBarrierSession(Coop coop, ncclDevComm const& comm, ncclTeam team,
                                            ncclLsaBarrierHandle handle, uint32_t index, bool multimem = false,
                                            ncclMultimemHandle mmHandle = {})
       : coop_(coop), comm_(comm), team_(team), handle_(handle), index_(index) {
-    (void)multimem;
-    (void)mmHandle;
     epochWord_ = static_cast<uint32_t*>(ncclGetResourceBufferLocalPointer(comm, handle.bufHandle)) + index;
     epoch_ = *epochWord_;
+    mcSlot_ = nullptr;
+    if (multimem && team.nRanks == comm.lsaSize && team.stride == 1) {
+      char* mc = static_cast<char*>(ncclGetResourceBufferMultimemPointer(comm, handle.bufHandle, mmHandle));
+      if (mc != nullptr) {
+        mcSlot_ = reinterpret_cast<uint32_t*>(mc + ncclBraidLsaBarrierInboxOffset_(handle.nBarriers)) +
+                  static_cast<size_t>(index) * static_cast<size_t>(team.nRanks) + static_cast<size_t>(team.rank);
+      }
+    }
   }
-  /* The LSA team's barriers of the device communicator (reqs->lsaBarrierCount). */
+  /* The LSA team's barriers of the device communicator (reqs->lsaBarrierCount), through its multicast handle. */
   NCCL_DEVICE_INLINE ncclLsaBarrierSession(Coop coop, ncclDevComm const& comm, ncclTeamTagLsa, uint32_t index,
                                            bool multimem = false)
-      : ncclLsaBarrierSession(coop, comm, ncclTeamLsa(comm), comm.lsaBarrier, index, multimem) {}
+      : ncclLsaBarrierSession(coop, comm, ncclTeamLsa(comm), comm.lsaBarrier, index, multimem, comm.lsaMultimem) {}
   NCCL_DEVICE_INLINE ~ncclLsaBarrierSession() {
     if (coop_.thread_rank() == 0) *epochWord_ = epoch_;
     coop_.sync(); /* a session that follows on this group reads the epoch written here */
@@ -99,6 +108,10 @@ struct ncclLsaBarrierSession {
   NCCL_DEVICE_INLINE void arrive(Coop, cuda::memory_order order) {
     coop_.sync();
     epoch_ += 1;
+    if (mcSlot_ != nullptr) {
+      if (coop_.thread_rank() == 0) nccl_braid_::mcStore32(mcSlot_, epoch_, order);
+      return;
+    }
     for (int m = coop_.thread_rank(); m < team_.nRanks; m += coop_.size()) {
       nccl_braid_::atomicStore(inbox(m) + team_.rank, epoch_, order);
     }
@@ -158,6 +171,7 @@ struct ncclLsaBarrierSession {
   uint32_t index_;
   uint32_t* epochWord_;
   uint32_t epoch_;
+  uint32_t* mcSlot_; /* this rank's word of this barrier in every member's inbox, as one multicast address; or null */
 };
 #endif /* NCCL_DEVICE_HALF_ */
 

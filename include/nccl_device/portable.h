@@ -152,6 +152,17 @@ NCCL_DEVICE_INLINE void mcStoreWord(void* p, uint64_t v, int bytes) {
                      : "memory"));
   }
 }
+/* A 32-bit multicast store in `o`'s store order (the LSA barrier's one-store arrival): release where `o` has it (a
+ * sequentially consistent one is a full fence then a release store), else relaxed. */
+NCCL_DEVICE_INLINE void mcStore32(uint32_t* p, uint32_t v, cuda::memory_order o) {
+  const cuda::memory_order so = storeOrder(o);
+  if (so == cuda::memory_order_relaxed) {
+    NCCL_BRAID_MULTIMEM_(asm volatile("multimem.st.relaxed.sys.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory"));
+    return;
+  }
+  if (so == cuda::memory_order_seq_cst) __threadfence_system();
+  NCCL_BRAID_MULTIMEM_(asm volatile("multimem.st.release.sys.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory"));
+}
 #undef NCCL_BRAID_MULTIMEM_
 #else
 NCCL_DEVICE_INLINE int gccOrder_(cuda::memory_order o) {
@@ -222,6 +233,10 @@ NCCL_DEVICE_INLINE int64_t mcLoadSum(const int64_t* p) {
 }
 NCCL_DEVICE_INLINE void mcStoreWord(void* p, uint64_t v, int bytes) {
   braid_emu::mcStore(p, v, bytes);
+}
+/* The emulator stores to each bound buffer in `o`'s store order. */
+NCCL_DEVICE_INLINE void mcStore32(uint32_t* p, uint32_t v, cuda::memory_order o) {
+  braid_emu::mcStore(p, v, 4, gccOrder_(storeOrder(o)));
 }
 /* A kernel error the headers detect (a null multicast pointer): fails the launch, as __trap does on a GPU. */
 NCCL_DEVICE_INLINE void trap(const char* why) {

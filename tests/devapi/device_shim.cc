@@ -149,9 +149,9 @@ uint64_t mcLoadSum(const void* p, McSum form) {
   return cta.mcLoadReduce(cta.mcView(p, braid::mcWordBytes(op)), 0, op);
 }
 
-void mcStore(void* p, uint64_t word, int bytes) {
+void mcStore(void* p, uint64_t word, int bytes, int order) {
   const braid::EmuCta& cta = *ctx().cta;
-  cta.mcStore(cta.mcView(p, static_cast<size_t>(bytes)), 0, word, static_cast<size_t>(bytes));
+  cta.mcStore(cta.mcView(p, static_cast<size_t>(bytes)), 0, word, static_cast<size_t>(bytes), order);
 }
 
 braid::Status launch(const braid::EmuLaunchConfig& cfg, const std::function<void()>& kernel) {

@@ -69,7 +69,8 @@ void backOff();
 // unset, p outside a multicast mapping of the launch's device, a misaligned word).
 enum class McSum { kF32, kF64, kU32, kU64 };
 uint64_t mcLoadSum(const void* p, McSum form);
-void mcStore(void* p, uint64_t word, int bytes);
+// order: a GCC __ATOMIC_ order for the store to each bound buffer.
+void mcStore(void* p, uint64_t word, int bytes, int order = __ATOMIC_RELAXED);
 // __trap: fails the launch with `why` (what the headers detected).
 [[noreturn]] void trap(const char* why);
 

@@ -14,7 +14,7 @@ template <typename T>
 __global__ void multimemAllReduce(bool oneShot, ncclWindow_t sendWin, ncclWindow_t recvWin, size_t count,
                                   ncclDevComm devComm) {
   ncclCoopCta cta;
-  ncclLsaBarrierSession<ncclCoopCta> bar(cta, devComm, ncclTeamTagLsa(), blockIdx.x);
+  ncclLsaBarrierSession<ncclCoopCta> bar(cta, devComm, ncclTeamTagLsa(), blockIdx.x, /*multimem=*/true);
   bar.sync(cta, cuda::memory_order_acq_rel);  // every member's input is in place
   const size_t n = oneShot ? 1 : static_cast<size_t>(devComm.lsaSize);
   const size_t share = (count + n - 1) / n;
@@ -43,4 +43,21 @@ __global__ void multimemPointer(ncclWindow_t win, ncclDevComm devComm, void** ou
 // (traps when the window or the handle has no multicast mapping).
 __global__ void multimemSumInto(ncclWindow_t win, ncclDevComm devComm, float* out, size_t count) {
   ncclMultimemReduceSum(ncclCoopCta(), win, 0, out, count, devComm.lsaMultimem);
+}
+
+// Rounds of an LSA barrier asked to arrive through the switch (multimem; it falls back to LSA stores where the device
+// communicator has no multicast): each round every rank writes a stamp into its scratch buffer, syncs, reads every
+// member's stamp through LSA pointers into out[round * lsaSize + member], and syncs again before the next overwrite.
+__global__ void multimemBarrierStamps(ncclDevComm devComm, ncclDevResourceHandle scratch, int rounds, int* out) {
+  ncclCoopCta cta;
+  ncclLsaBarrierSession<ncclCoopCta> bar(cta, devComm, ncclTeamTagLsa(), 0, /*multimem=*/true);
+  int* mine = static_cast<int*>(ncclGetResourceBufferLocalPointer(devComm, scratch));
+  for (int round = 0; round < rounds; ++round) {
+    if (threadIdx.x == 0) mine[0] = round * 100 + devComm.rank;  // a plain store, published by the arrival
+    bar.sync(cta, cuda::memory_order_acq_rel);
+    for (int p = static_cast<int>(threadIdx.x); p < devComm.lsaSize; p += static_cast<int>(blockDim.x)) {
+      out[round * devComm.lsaSize + p] = *static_cast<int*>(ncclGetResourceBufferLsaPointer(devComm, scratch, p));
+    }
+    bar.sync(cta, cuda::memory_order_acq_rel);
+  }
 }

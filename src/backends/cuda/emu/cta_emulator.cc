@@ -342,13 +342,13 @@ uint64_t EmuCta::mcLoadReduce(const McView& v, size_t off, McOp op) const {
   return mcCombine(op, words, v.n);
 }
 
-void EmuCta::mcStore(const McView& v, size_t off, uint64_t word, size_t bytes) const {
+void EmuCta::mcStore(const McView& v, size_t off, uint64_t word, size_t bytes, int order) const {
   requireMcAligned(v, off, bytes, "store");
   for (int i = 0; i < v.n; ++i) {
     if (bytes == 8) {
-      __atomic_store_n(reinterpret_cast<uint64_t*>(v.uc[i] + off), word, __ATOMIC_RELAXED);
+      __atomic_store_n(reinterpret_cast<uint64_t*>(v.uc[i] + off), word, order);
     } else {
-      __atomic_store_n(reinterpret_cast<uint32_t*>(v.uc[i] + off), static_cast<uint32_t>(word), __ATOMIC_RELAXED);
+      __atomic_store_n(reinterpret_cast<uint32_t*>(v.uc[i] + off), static_cast<uint32_t>(word), order);
     }
   }
 }

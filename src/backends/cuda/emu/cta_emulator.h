@@ -80,7 +80,9 @@ class EmuCta {
   };
   McView mcView(const void* mc, size_t bytes) const;
   uint64_t mcLoadReduce(const McView& v, size_t off, McOp op) const;
-  void mcStore(const McView& v, size_t off, uint64_t word, size_t bytes) const;
+  // Stores to every bound buffer in `order` (a GCC __ATOMIC_ order): relaxed as multimem.st.relaxed, release as
+  // multimem.st.release.
+  void mcStore(const McView& v, size_t off, uint64_t word, size_t bytes, int order = __ATOMIC_RELAXED) const;
   // fence.proxy.alias: host threads see one proxy of memory, so only the compiler is held back.
   void mcFence() const { std::atomic_signal_fence(std::memory_order_seq_cst); }
 
