@@ -19,9 +19,9 @@
  * ncclDevCommCreate's lsaMultimem) and the building blocks' multimem forms for float, double and 32/64-bit integers.
  *
  * Not built yet, said plainly: GIN and CFT (declared where programs name them, refused by name: braid has no
- * GPU-initiated networking and no Compute Fabric Transport), ncclBarrierSession (hybrid LSA+GIN), the LL all-to-all
- * through multicast, the half/bf16 multimem forms. LSA barriers arrive through multicast with their multimem argument.
- * See docs/device_api.md.
+ * GPU-initiated networking and no Compute Fabric Transport), ncclBarrierSession (hybrid LSA+GIN), the half/bf16
+ * multimem forms. LSA barriers' arrivals and LL all-to-all broadcasts go through multicast with their multimem
+ * argument. See docs/device_api.md.
  *
  * The layouts of ncclDevComm and ncclWindow_vidmem are braid's (NCCL documents no ABI for the device API either):
  * build kernels against the headers of the library they run with. */

@@ -11,7 +11,8 @@
  * Rules (NCCL's): within an epoch each slot of a receiver is written by at most one sender, once; before endEpoch,
  * the group must have sent to every member of the team and received from every member at least once (that is what
  * makes reusing the other half safe); a session ends after endEpoch, and the next session on the block resumes the
- * epochs. All threads of the group construct and end the session; send, bcast and recv are per thread. */
+ * epochs. All threads of the group construct and end the session; send, bcast and recv are per thread. With multimem,
+ * bcast stores each word once through the NVLS switch (see the constructor). */
 #ifndef NCCL_DEVICE_LL_A2A_H_
 #define NCCL_DEVICE_LL_A2A_H_
 
@@ -43,16 +44,20 @@ NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclLLA2ACreateRequirement(int nBloc
 template <typename Coop>
 struct ncclLLA2ASession {
   /* Block `block` of `handle`'s buffer over `team` (members of this rank's LSA team), for values of up to
-   * ncclLLA2ACalcSlots(maxElts, size) / maxElts slots each. multimem is ignored: braid's LL all-to-all always
-   * stores through LSA pointers (correct, without the switch's one-store broadcast). */
+   * ncclLLA2ACalcSlots(maxElts, size) / maxElts slots each. multimem: bcast stores each word once through the switch
+   * (NVLS), which writes it into every member's slot, where the buffer has a multicast mapping through mmHandle (a
+   * device communicator made with lsaMultimem) and `team` is the whole LSA team; otherwise, and without multimem, it
+   * stores into each member's slot through LSA pointers. send and recv are the same either way. */
   NCCL_DEVICE_INLINE ncclLLA2ASession(Coop coop, ncclDevComm const& comm, ncclTeam team, ncclLLA2AHandle handle,
                                       uint32_t block, int maxElts, bool multimem = false,
                                       ncclMultimemHandle mmHandle = {})
       : coop_(coop), comm_(comm), team_(team), handle_(handle), block_(block), pitch_(maxElts) {
-    (void)multimem;
-    (void)mmHandle;
     epoch_ = *header();
     if (epoch_ < kFirstEpoch) epoch_ = kFirstEpoch; /* a fresh (zeroed) buffer */
+    mcBase_ = nullptr;
+    if (multimem && team.nRanks == comm.lsaSize && team.stride == 1) {
+      mcBase_ = static_cast<char*>(ncclGetResourceBufferMultimemPointer(comm, handle.bufHandle, mmHandle));
+    }
   }
   NCCL_DEVICE_INLINE ~ncclLLA2ASession() {
     if (coop_.thread_rank() == 0) *header() = epoch_;
@@ -74,6 +79,11 @@ struct ncclLLA2ASession {
   NCCL_DEVICE_INLINE void bcast(int elt, T data) {
     uint32_t words[kParts<T>() * 2];
     pack(data, words);
+    if (mcBase_ !=
+        nullptr) { /* the slot is at the same offset in every member's buffer: one store through the switch */
+      storeValue<T>(lines(mcBase_) + 2 * static_cast<size_t>(elt), words, true);
+      return;
+    }
     for (int i = 0; i < team_.nRanks; ++i) {
       const int peer = (team_.rank + i) % team_.nRanks; /* starting at different members spreads the traffic */
       uint64_t* line =
@@ -155,13 +165,19 @@ struct ncclLLA2ASession {
     for (int i = 0; i < kParts<T>() * 2; ++i) words[i] = 0;
     memcpy(words, &data, sizeof(T));
   }
+  /* Each 8-byte word is one store (through the switch when `multicast`: `at` is then a multicast address). */
   template <typename T>
-  NCCL_DEVICE_INLINE void storeValue(uint64_t* at, const uint32_t* words) {
+  NCCL_DEVICE_INLINE void storeValue(uint64_t* at, const uint32_t* words, bool multicast = false) {
     for (int u = 0; u < kParts<T>(); ++u) {
       uint64_t* w = at + 2 * static_cast<size_t>(u) * static_cast<size_t>(pitch_);
       const uint64_t tag = static_cast<uint64_t>(epoch_) << 32;
-      nccl_braid_::atomicStore64(w, tag | words[2 * u], cuda::memory_order_relaxed);
-      nccl_braid_::atomicStore64(w + 1, tag | words[2 * u + 1], cuda::memory_order_relaxed);
+      for (int k = 0; k < 2; ++k) {
+        if (multicast) {
+          nccl_braid_::mcStoreWord(w + k, tag | words[2 * u + k], 8);
+        } else {
+          nccl_braid_::atomicStore64(w + k, tag | words[2 * u + k], cuda::memory_order_relaxed);
+        }
+      }
     }
   }
   template <typename T>
@@ -194,6 +210,7 @@ struct ncclLLA2ASession {
   uint32_t block_;
   int pitch_;
   uint32_t epoch_;
+  char* mcBase_; /* the buffer as one multicast address (bcast through the switch), or null */
 };
 #endif /* NCCL_DEVICE_HALF_ */
 

@@ -61,3 +61,19 @@ __global__ void multimemBarrierStamps(ncclDevComm devComm, ncclDevResourceHandle
     bar.sync(cta, cuda::memory_order_acq_rel);
   }
 }
+
+// Epochs of the LL all-to-all whose broadcasts go through the switch (multimem; LSA stores where the device
+// communicator has no multicast): each epoch every rank broadcasts a stamp into slot lsaRank, then receives every
+// member's: out[round * lsaSize + member].
+__global__ void multimemLlBcast(ncclDevComm devComm, ncclLLA2AHandle handle, int rounds, int* out) {
+  ncclCoopCta cta;
+  ncclLLA2ASession<ncclCoopCta> ll(cta, devComm, ncclTeamLsa(devComm), handle, 0, devComm.lsaSize, /*multimem=*/true,
+                                   devComm.lsaMultimem);
+  for (int round = 0; round < rounds; ++round) {
+    if (threadIdx.x == 0) ll.bcast(devComm.lsaRank, round * 100 + devComm.rank);
+    for (int p = static_cast<int>(threadIdx.x); p < devComm.lsaSize; p += static_cast<int>(blockDim.x)) {
+      out[round * devComm.lsaSize + p] = ll.template recv<int>(p);
+    }
+    ll.endEpoch(cta);
+  }
+}

@@ -142,17 +142,26 @@ ncclResult_t multimemRounds(const MultimemKernels& t, int r, int kRanks, ncclCom
   return ncclSuccess;
 }
 
-// The barrier's multicast arrival (multimem=true): rounds of stamps are exact, and the switch is used exactly when the
-// device communicator has multicast (the fake counts its resolutions).
-ncclResult_t barrierStampRounds(const MultimemKernels& t, int r, ncclComm_t comm, bool multicast) {
+// What goes through the switch when a kernel asks for multimem besides the building blocks: the LSA barrier's
+// arrival and the LL all-to-all's broadcast. Rounds of stamps are exact, and the switch is used exactly when the device
+// communicator has multicast (the fake counts its resolutions).
+enum class SwitchUse { kBarrier, kLlBcast };
+ncclResult_t switchRounds(const MultimemKernels& t, int r, ncclComm_t comm, SwitchUse use, bool multicast) {
   constexpr int kRounds = 6;
   auto resolves =
       reinterpret_cast<unsigned long long (*)()>(dlsym(Driver::get().lib, "braidFakeCudaMulticastResolves"));
   CHECK_OR(resolves != nullptr, 40);
   ncclDevResourceHandle scratch = 0;
   ncclDevResourceRequirements buf{};
-  buf.bufferSize = sizeof(int);
-  buf.outBufferHandle = &scratch;
+  ncclLLA2AHandle ll{};
+  if (use == SwitchUse::kBarrier) {
+    buf.bufferSize = sizeof(int);
+    buf.outBufferHandle = &scratch;
+  } else {
+    CHECK_OR(ncclLLA2ACreateRequirement(1, ncclLLA2ACalcSlots(ncclTeamLsa(comm).nRanks, sizeof(int)), &ll, &buf) ==
+                 ncclSuccess,
+             40);
+  }
   ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   reqs.lsaBarrierCount = 1;
   reqs.lsaMultimem = multicast;
@@ -162,29 +171,40 @@ ncclResult_t barrierStampRounds(const MultimemKernels& t, int r, ncclComm_t comm
   CHECK_OR((dc.lsaMultimem.mcBasePtr != nullptr) == multicast, 41);
   std::vector<int> out(static_cast<size_t>(kRounds * dc.lsaSize), -1);
   const unsigned long long before = resolves();
-  braid::Status st = braid_emu::launch(t.cfgOn(r, 1, "multimemBarrierStamps"),
-                                       [&] { multimemBarrierStamps(dc, scratch, kRounds, out.data()); });
+  braid::Status st = braid_emu::launch(t.cfgOn(r, 1, "switchRounds"), [&] {
+    if (use == SwitchUse::kBarrier) {
+      multimemBarrierStamps(dc, scratch, kRounds, out.data());
+    } else {
+      multimemLlBcast(dc, ll, kRounds, out.data());
+    }
+  });
   if (!st.isOk()) {
     fprintf(stderr, "rank %d: %s\n", r, st.message().c_str());
     return ncclInternalError;
   }
   const unsigned long long after = resolves();
   for (int round = 0; round < kRounds; ++round) {
-    for (int p = 0; p < dc.lsaSize; ++p)
+    for (int p = 0; p < dc.lsaSize; ++p) {
       CHECK_OR(out[static_cast<size_t>(round * dc.lsaSize + p)] == round * 100 + p, 42);
+    }
   }
   CHECK_OR(multicast ? after > before : after == before, 43);
   CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 44);
   return ncclSuccess;
 }
 
-TEST_F(MultimemKernels, BarriersArriveThroughTheSwitchWhereThereIsOne) {
-  auto res =
-      runCudaRanks(3, [&](int r, ncclComm_t comm, cudaStream_t) { return barrierStampRounds(*this, r, comm, true); });
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "with multicast, rank " << r;
-  res =
-      runCudaRanks(3, [&](int r, ncclComm_t comm, cudaStream_t) { return barrierStampRounds(*this, r, comm, false); });
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "without, rank " << r;
+TEST_F(MultimemKernels, BarriersAndLlBroadcastsGoThroughTheSwitchWhereThereIsOne) {
+  for (SwitchUse use : {SwitchUse::kBarrier, SwitchUse::kLlBcast}) {
+    for (bool multicast : {true, false}) {
+      auto res = runCudaRanks(
+          3, [&](int r, ncclComm_t comm, cudaStream_t) { return switchRounds(*this, r, comm, use, multicast); });
+      for (int r = 0; r < 3; ++r) {
+        EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess)
+            << (use == SwitchUse::kBarrier ? "barrier" : "LL broadcast") << (multicast ? " with" : " without")
+            << " multicast, rank " << r;
+      }
+    }
+  }
 }
 
 TEST_F(MultimemKernels, AllReduceThroughTheSwitchIsExact) {
