@@ -21,7 +21,8 @@
  * Not built yet, said plainly: GIN and CFT (declared where programs name them, refused by name: braid has no
  * GPU-initiated networking and no Compute Fabric Transport), ncclBarrierSession (hybrid LSA+GIN), the half/bf16
  * multimem forms. LSA barriers' arrivals and LL all-to-all broadcasts go through multicast with their multimem
- * argument. See docs/device_api.md.
+ * argument where the buffer has a multicast mapping and the session's team is the whole LSA team. See
+ * docs/device_api.md.
  *
  * The layouts of ncclDevComm and ncclWindow_vidmem are braid's (NCCL documents no ABI for the device API either):
  * build kernels against the headers of the library they run with. */

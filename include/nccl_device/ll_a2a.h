@@ -55,7 +55,7 @@ struct ncclLLA2ASession {
     epoch_ = *header();
     if (epoch_ < kFirstEpoch) epoch_ = kFirstEpoch; /* a fresh (zeroed) buffer */
     mcBase_ = nullptr;
-    if (multimem && team.nRanks == comm.lsaSize && team.stride == 1) {
+    if (multimem && team.nRanks == comm.lsaSize && team.rank == comm.lsaRank && team.stride == 1) {
       mcBase_ = static_cast<char*>(ncclGetResourceBufferMultimemPointer(comm, handle.bufHandle, mmHandle));
     }
   }
@@ -79,8 +79,8 @@ struct ncclLLA2ASession {
   NCCL_DEVICE_INLINE void bcast(int elt, T data) {
     uint32_t words[kParts<T>() * 2];
     pack(data, words);
-    if (mcBase_ !=
-        nullptr) { /* the slot is at the same offset in every member's buffer: one store through the switch */
+    /* The slot is at the same offset in every member's buffer: one store through the switch. */
+    if (mcBase_ != nullptr) {
       storeValue<T>(lines(mcBase_) + 2 * static_cast<size_t>(elt), words, true);
       return;
     }
@@ -138,7 +138,11 @@ struct ncclLLA2ASession {
     }
     /* A peer's writes into a half this rank cleared come after what it received from this rank since: the fences
      * on both sides of the wrap (and the cycle's first epochs) make the clearing happen before them. */
-    if (epoch_ >= kWrapAt || epoch_ <= kFirstEpoch + 1) __threadfence_system();
+    if (epoch_ >= kWrapAt || epoch_ <= kFirstEpoch + 1) {
+      __threadfence_system();
+      /* Peers' next writes into the cleared half come through the switch: order the unicast clearing against them. */
+      if (mcBase_ != nullptr) nccl_braid_::mcFence();
+    }
     coop_.sync();
     epoch_ = epoch_ == 0xffffffffu ? kFirstEpoch + 1 : epoch_ + 1;
   }

@@ -85,7 +85,7 @@ struct ncclLsaBarrierSession {
     epochWord_ = static_cast<uint32_t*>(ncclGetResourceBufferLocalPointer(comm, handle.bufHandle)) + index;
     epoch_ = *epochWord_;
     mcSlot_ = nullptr;
-    if (multimem && team.nRanks == comm.lsaSize && team.stride == 1) {
+    if (multimem && team.nRanks == comm.lsaSize && team.rank == comm.lsaRank && team.stride == 1) {
       char* mc = static_cast<char*>(ncclGetResourceBufferMultimemPointer(comm, handle.bufHandle, mmHandle));
       if (mc != nullptr) {
         mcSlot_ = reinterpret_cast<uint32_t*>(mc + ncclBraidLsaBarrierInboxOffset_(handle.nBarriers)) +

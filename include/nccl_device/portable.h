@@ -154,6 +154,10 @@ NCCL_DEVICE_INLINE void mcStoreWord(void* p, uint64_t v, int bytes) {
 }
 /* A 32-bit multicast store in `o`'s store order (the LSA barrier's one-store arrival): release where `o` has it (a
  * sequentially consistent one is a full fence then a release store), else relaxed. */
+/* Orders this thread's unicast and multicast accesses to the same memory (fence.proxy.alias). */
+NCCL_DEVICE_INLINE void mcFence() {
+  NCCL_BRAID_MULTIMEM_(asm volatile("fence.proxy.alias;" ::: "memory"));
+}
 NCCL_DEVICE_INLINE void mcStore32(uint32_t* p, uint32_t v, cuda::memory_order o) {
   const cuda::memory_order so = storeOrder(o);
   if (so == cuda::memory_order_relaxed) {
@@ -235,6 +239,10 @@ NCCL_DEVICE_INLINE void mcStoreWord(void* p, uint64_t v, int bytes) {
   braid_emu::mcStore(p, v, bytes);
 }
 /* The emulator stores to each bound buffer in `o`'s store order. */
+/* Host threads see one proxy of memory: only the compiler is held back. */
+NCCL_DEVICE_INLINE void mcFence() {
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
 NCCL_DEVICE_INLINE void mcStore32(uint32_t* p, uint32_t v, cuda::memory_order o) {
   braid_emu::mcStore(p, v, 4, gccOrder_(storeOrder(o)));
 }

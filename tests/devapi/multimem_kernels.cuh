@@ -50,7 +50,7 @@ __global__ void multimemSumInto(ncclWindow_t win, ncclDevComm devComm, float* ou
 // member's stamp through LSA pointers into out[round * lsaSize + member], and syncs again before the next overwrite.
 __global__ void multimemBarrierStamps(ncclDevComm devComm, ncclDevResourceHandle scratch, int rounds, int* out) {
   ncclCoopCta cta;
-  ncclLsaBarrierSession<ncclCoopCta> bar(cta, devComm, ncclTeamTagLsa(), 0, /*multimem=*/true);
+  ncclLsaBarrierSession<ncclCoopCta> bar(cta, devComm, ncclTeamTagLsa(), 1, /*multimem=*/true);  // index 1 of 2
   int* mine = static_cast<int*>(ncclGetResourceBufferLocalPointer(devComm, scratch));
   for (int round = 0; round < rounds; ++round) {
     if (threadIdx.x == 0) mine[0] = round * 100 + devComm.rank;  // a plain store, published by the arrival

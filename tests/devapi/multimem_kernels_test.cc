@@ -163,7 +163,7 @@ ncclResult_t switchRounds(const MultimemKernels& t, int r, ncclComm_t comm, Swit
              40);
   }
   ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-  reqs.lsaBarrierCount = 1;
+  reqs.lsaBarrierCount = 2;  // the barrier kernel syncs on index 1: its slot is past index 0's
   reqs.lsaMultimem = multicast;
   reqs.resourceRequirementsList = &buf;
   ncclDevComm dc{};
