@@ -30,7 +30,7 @@ ncclResult_t apiCall(const char* fn, F&& body) {
     st = internalError("unexpected unknown exception");
   }
   if (st.isOk() || st.code() == Code::kInProgress) {
-    setThreadCallError("");
+    clearThreadCallError();
     return st.isOk() ? ncclSuccess : ncclInProgress;
   }
   const std::string text = strPrintf("%s: %s", fn, st.message().c_str());

@@ -79,12 +79,10 @@ Status checkCollConfig(const ncclCollConfig_t* cc) {
 }
 
 ncclResult_t collective(const CollArgs& a) {
-  return apiCall(a.fn, [&]() {
+  return apiCall(a.fn, [&]() -> Status {
     BRAID_RETURN_IF_ERROR(checkCollConfig(a.config));
-    return withImplicitGroup([&]() -> Status {
-      BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(a.comm, "comm"));
-      return enqueueColl(c, a.request());
-    });
+    BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(a.comm, "comm"));
+    return runLone(c, a.request());
   });
 }
 

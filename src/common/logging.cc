@@ -211,6 +211,11 @@ void setThreadCallError(const std::string& text) {
   threadLastError() = text;
 }
 
+void clearThreadCallError() {
+  std::string& text = threadLastError();
+  if (!text.empty()) text.clear();  // the common case writes nothing
+}
+
 std::string lastErrorText() {
   if (!threadLastError().empty()) return threadLastError();
   LogState& s = state();

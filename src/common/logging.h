@@ -56,6 +56,8 @@ std::string expandPathPattern(const std::string& pattern, const char* host, int 
 std::string lastErrorText();
 // Records the outcome of the calling thread's API call (src/api's apiCall): its error text, or "" when it succeeded.
 void setThreadCallError(const std::string& text);
+// setThreadCallError("") for a call that succeeded, without the string work on the latency path.
+void clearThreadCallError();
 
 }  // namespace braid
 

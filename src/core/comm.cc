@@ -694,7 +694,7 @@ Status Communicator::pollOwned() {
   return st;
 }
 
-Status Communicator::launch(const std::vector<Communicator*>& comms) {
+Status Communicator::launch(const std::vector<Communicator*>& comms, bool queuedNow) {
   Status result = checkCalls(comms);
   if (!result.isOk()) {
     for (Communicator* comm : comms) {
@@ -704,7 +704,7 @@ Status Communicator::launch(const std::vector<Communicator*>& comms) {
     return result;
   }
   for (Communicator* comm : comms) {
-    comm->observe_.flight->started();
+    comm->observe_.flight->started(queuedNow);
     comm->selector_.newGroup();
     comm->profileLaunch();
   }

@@ -131,8 +131,9 @@ class Communicator {
   // Who chooses `op`'s algorithm: its call's ncclCollConfig_t.algSelection, else the communicator's selector.
   const Selector& selectorFor(const PendingOp& op) const { return op.selector != nullptr ? *op.selector : selector_; }
 
-  // Plans and executes the pending ops of several communicators together (the work of ncclGroupEnd).
-  static Status launch(const std::vector<Communicator*>& comms);
+  // Plans and executes the pending ops of several communicators together (the work of ncclGroupEnd). `queuedNow`:
+  // they were queued just now, by the call that launches them (their flight records start when they were queued).
+  static Status launch(const std::vector<Communicator*>& comms, bool queuedNow = false);
 
   // Reduction operators.
   Result<ReduceOp> resolveOp(int op, DType dtype) const;

@@ -164,10 +164,17 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
   // Which queued ops each communicator runs directly. Collectives are queued in the same order on every rank, so
   // every rank picks the same ones; p2p ops (which may differ per rank) never take this path. The vectors are kept
   // per thread: the latency path allocates nothing once warm.
-  thread_local std::vector<DirectBatch> batches;
-  thread_local std::vector<std::vector<DirectOp>> opsOf;
-  thread_local std::vector<std::vector<size_t>> indexOf;   // the pending_ index of each direct op
-  thread_local std::vector<std::vector<void*>> streamsOf;  // each batch's streams' storage, between calls
+  struct Scratch {  // one thread-local object: one TLS lookup per call
+    std::vector<DirectBatch> batches;
+    std::vector<std::vector<DirectOp>> opsOf;
+    std::vector<std::vector<size_t>> indexOf;   // the pending_ index of each direct op
+    std::vector<std::vector<void*>> streamsOf;  // each batch's streams' storage, between calls
+  };
+  thread_local Scratch scratch;
+  std::vector<DirectBatch>& batches = scratch.batches;
+  std::vector<std::vector<DirectOp>>& opsOf = scratch.opsOf;
+  std::vector<std::vector<size_t>>& indexOf = scratch.indexOf;
+  std::vector<std::vector<void*>>& streamsOf = scratch.streamsOf;
   batches.clear();
   if (opsOf.size() < comms.size()) {
     opsOf.resize(comms.size());

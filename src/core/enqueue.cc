@@ -83,7 +83,10 @@ Status checkUsable(Communicator& comm, const void* handle, const void* stream) {
   return comm.pollOwned();
 }
 
-Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest& a) {
+namespace {
+
+// enqueueColl without joining the group: the caller launches what it queued.
+Status queueColl(const std::shared_ptr<Communicator>& comm, const CollRequest& a) {
   BRAID_RETURN_IF_ERROR(checkUsable(*comm, a.handle, a.stream));
   BRAID_RETURN_IF_ERROR(checkDatatype(a.datatype));
   const DType dtype = static_cast<DType>(a.datatype);
@@ -103,7 +106,8 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
       (a.kind == CollKind::kAllGather || a.kind == CollKind::kReduceScatter || a.kind == CollKind::kAlltoAll)
           ? static_cast<size_t>(n)
           : 1;
-  if (a.count > static_cast<size_t>(PTRDIFF_MAX) / es / blocks) {
+  size_t totalBytes = 0;  // (a multiplication, not the divisions a bound would take: this is the latency path)
+  if (__builtin_mul_overflow(a.count, es * blocks, &totalBytes) || totalBytes > static_cast<size_t>(PTRDIFF_MAX)) {
     return invalidArgument("count=%zu (%lld as a signed value) is negative or too large for datatype %s", a.count,
                            static_cast<long long>(a.count), dtypeName(dtype));
   }
@@ -214,8 +218,31 @@ Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest&
     queued.profApi = comm->profiler()->apiCall(call, groupDepth());
   }
   comm->pending().push_back(queued);
-  groupAddComm(comm);
   return Status::ok();
+}
+
+}  // namespace
+
+Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest& a) {
+  BRAID_RETURN_IF_ERROR(queueColl(comm, a));
+  if (!comm->pending().empty()) groupAddComm(comm);
+  return Status::ok();
+}
+
+Status runLone(const std::shared_ptr<Communicator>& comm, const CollRequest& a) {
+  if (inGroup() || comm->profiler() != nullptr) {
+    // A group of its own, as NCCL makes one (the profiler sees its group events).
+    groupStart();
+    const Status queued = enqueueColl(comm, a);
+    const Status ended = groupEnd();
+    return queued.isOk() ? ended : queued;
+  }
+  // The latency path: what a group of one call does, without the thread's group state.
+  BRAID_RETURN_IF_ERROR(queueColl(comm, a));
+  if (comm->pending().empty()) return Status::ok();
+  thread_local std::vector<Communicator*> one(1);
+  one[0] = comm.get();
+  return Communicator::launch(one, true);
 }
 
 Status enqueuePattern(const std::shared_ptr<Communicator>& c, P2pPattern pattern, const CollRequest& a) {

@@ -54,6 +54,10 @@ struct CollRequest {
 // datatype, op, root/peer, count or buffer, or overlapping buffers outside the in-place positions), kInvalidUsage
 // (a communicator still initialising, failed, finalized, or a non-null stream on a host communicator).
 [[nodiscard]] Status enqueueColl(const std::shared_ptr<Communicator>& comm, const CollRequest& req);
+// One call outside any group (ncclAllReduce and the others, ncclSend, ncclRecv): checks it as enqueueColl does and
+// runs it as a group of its own would, without the thread's group state (the latency path). Inside a group it
+// queues, as enqueueColl does. Errors: enqueueColl's, then the launch's.
+[[nodiscard]] Status runLone(const std::shared_ptr<Communicator>& comm, const CollRequest& req);
 
 // NCCL's collectives built from sends and receives: all-to-all (every rank sends and receives a block per peer),
 // gather (the root receives a block from every rank) and scatter (the root sends a block to every rank).

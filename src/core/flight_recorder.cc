@@ -288,23 +288,27 @@ void FlightRecorder::move(uint64_t from, uint64_t to, FlightState when, FlightSt
     if (byteOf(packed, kStateByte) != static_cast<unsigned>(when)) continue;
     Writing w(s);
     s.packed.store(withByte(packed, kStateByte, static_cast<unsigned>(becomes)), kRelaxed);
-    if (stamp != nullptr) (s.*stamp).store(now, kRelaxed);
+    if (stamp != nullptr) (s.*stamp).store(now == kAtQueued ? s.queued.load(kRelaxed) : now, kRelaxed);
   }
 }
 
-void FlightRecorder::started() {
+void FlightRecorder::started(bool atQueued) {
   if (capacity_ == 0) return;
   const uint64_t next = next_.load(kRelaxed);
-  move(unstarted_, next, FlightState::kQueued, FlightState::kStarted, &Slot::started, ticks().now());
+  if (next == unstarted_) return;  // nothing queued since the last launch: no clock read
+  move(unstarted_, next, FlightState::kQueued, FlightState::kStarted, &Slot::started,
+       atQueued ? kAtQueued : ticks().now());
   unstarted_ = next;
 }
 
 void FlightRecorder::ended(const Status& result) {
   if (capacity_ == 0) return;
   pendingLaunches_.clear();  // everything started ends here
-  move(unended_, unstarted_, FlightState::kStarted, result.isOk() ? FlightState::kFinished : FlightState::kFailed,
-       &Slot::ended, ticks().now());
-  unended_ = unstarted_;
+  if (unended_ != unstarted_) {
+    move(unended_, unstarted_, FlightState::kStarted, result.isOk() ? FlightState::kFinished : FlightState::kFailed,
+         &Slot::ended, ticks().now());
+    unended_ = unstarted_;
+  }
   if (!result.isOk()) {
     std::lock_guard<std::mutex> lock(infoMu_);
     if (error_.empty()) error_ = result.message();
@@ -329,7 +333,7 @@ void FlightRecorder::finishedLaunches(uint64_t finished) {
 void FlightRecorder::dropped() {
   if (capacity_ == 0) return;
   const uint64_t next = next_.load(kRelaxed);
-  move(unstarted_, next, FlightState::kQueued, FlightState::kDropped, nullptr, 0);
+  if (next != unstarted_) move(unstarted_, next, FlightState::kQueued, FlightState::kDropped, nullptr, 0);
   unstarted_ = next;
   if (pendingLaunches_.empty()) unended_ = next;  // calls of a launch still running end when it finishes
 }

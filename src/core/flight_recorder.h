@@ -72,8 +72,9 @@ class FlightRecorder {
   void nothingToRun(uint64_t token);
   // The algorithm and protocol the planner chose for the call `token` names (ignored once overwritten).
   void chose(uint64_t token, AlgoId algo, ProtoId proto);
-  // Every queued call starts now.
-  void started();
+  // Every queued call starts now; `atQueued`: at the time it was queued (a call that launches as it is queued, the
+  // latency path, costs no second clock read).
+  void started(bool atQueued = false);
   // Every started call ends now: finished, or failed with `result`'s message.
   void ended(const Status& result);
   // A backend whose calls return before their work ends (CUDA streams): the started calls end when its launch
@@ -117,8 +118,10 @@ class FlightRecorder {
     std::atomic<uint64_t> packed{0};    // kind, p2p, dtype, op, chosen, algo, proto, state: a byte each
     std::atomic<uint64_t> rootPeer{0};  // root (high 32 bits) and peer (low 32 bits)
   };
-  class Writing;  // the owner's side of a Slot's seqlock
-  // Entries [from, to) in state `when` become `becomes`, stamped `now` in `stamp` (null: no time).
+  class Writing;                                       // the owner's side of a Slot's seqlock
+  static constexpr uint64_t kAtQueued = ~uint64_t(0);  // move's `now`: see there
+  // Entries [from, to) in state `when` become `becomes`, stamped `now` in `stamp` (null: no time; kAtQueued: each
+  // entry's queued time).
   void move(uint64_t from, uint64_t to, FlightState when, FlightState becomes, std::atomic<uint64_t> Slot::*stamp,
             uint64_t now);
 

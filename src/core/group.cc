@@ -39,9 +39,15 @@ HandleRegistry& handles() {
 }
 
 bool knownHandle(const ncclComm* h) {
+  // Handles are never removed from the registry (tombstones stay), so a handle this thread found once is known for
+  // good: the latency path's calls, which use one communicator over and over, skip the lock.
+  thread_local const ncclComm* lastKnown = nullptr;
+  if (h == lastKnown) return true;
   HandleRegistry& r = handles();
   std::shared_lock<std::shared_mutex> lock(r.mu);
-  return r.known.count(h) != 0;
+  if (r.known.count(h) == 0) return false;
+  lastKnown = h;
+  return true;
 }
 
 }  // namespace

@@ -175,8 +175,7 @@ Status Windows::bindMulticast(Window* w) {
     return Status::ok();
   }
   // Every rank binds as many bytes: the smallest buffer's (ranks may register different sizes).
-  uint64_t bindBytes = w->bytes;
-  for (uint64_t b : w->peerBytes) bindBytes = std::min(bindBytes, b);
+  const uint64_t bindBytes = commonBytes(*w);
   BRAID_ASSIGN_OR_RETURN(w->mc, comm_->backend().bindWindowMulticast(w->userPtr, bindBytes, &w->mcWhy));
   if (w->mc.base != nullptr) {
     BRAID_INFO(kLogReg | kLogNvls, "rank %d: window at %p: NVLS multicast over %d ranks (%llu bytes)", comm_->rank(),
@@ -191,7 +190,7 @@ Status Windows::bindMulticast(Window* w) {
 Status Windows::publish(Window* w) {
   const Team lsa = lsaTeam(*comm_);
   const int me = comm_->rank();
-  const int first = me - lsa.rank * lsa.stride;  // world rank of LSA member 0
+  const std::vector<int> members = lsaWorldRanks();
   const size_t header = (sizeof(WindowDescriptor) + alignof(char*) - 1) / alignof(char*) * alignof(char*);
   const size_t bytes = header + static_cast<size_t>(lsa.nRanks) * sizeof(char*);
   BRAID_ASSIGN_OR_RETURN(void* block, comm_->backend().allocDeviceBlock(bytes));
@@ -207,9 +206,9 @@ Status Windows::publish(Window* w) {
   d.braidMagic = kDescriptorMagic;
   d.lsaMultimem = w->mc.base;
   std::memcpy(image.data(), &d, sizeof(d));
-  for (int i = 0; i < lsa.nRanks; ++i) {
-    char* at = w->peers[static_cast<size_t>(first + i * lsa.stride)].at;
-    std::memcpy(image.data() + header + static_cast<size_t>(i) * sizeof(char*), &at, sizeof(at));
+  for (size_t i = 0; i < members.size(); ++i) {
+    char* at = w->peers[static_cast<size_t>(members[i])].at;
+    std::memcpy(image.data() + header + i * sizeof(char*), &at, sizeof(at));
   }
   Status st = comm_->backend().writeDeviceBlock(block, image.data(), bytes);
   if (!st.isOk()) {
@@ -298,19 +297,28 @@ WindowView Windows::viewOf(const Window& w) const {
   v.worldRank = comm_->rank();
   v.nRanks = comm_->nranks();
   v.lsa = lsaTeam(*comm_);
-  const int first = v.worldRank - v.lsa.rank * v.lsa.stride;  // world rank of LSA member 0
-  for (int i = 0; i < v.lsa.nRanks; ++i) {
-    const size_t q = static_cast<size_t>(first + i * v.lsa.stride);
-    v.lsaBases.push_back(w.peers[q].at);
-    v.lsaBytes.push_back(w.peerBytes[q]);
-    v.why.push_back(w.peers[q].why);
+  for (int q : lsaWorldRanks()) {
+    v.lsaBases.push_back(w.peers[static_cast<size_t>(q)].at);
+    v.lsaBytes.push_back(w.peerBytes[static_cast<size_t>(q)]);
+    v.why.push_back(w.peers[static_cast<size_t>(q)].why);
   }
   v.multimem = w.mc.base;
-  if (v.multimem != nullptr) {  // bindMulticast bound the smallest buffer's size on every rank
-    v.multimemBytes = w.bytes;
-    for (uint64_t b : w.peerBytes) v.multimemBytes = std::min(v.multimemBytes, b);
-  }
+  if (v.multimem != nullptr) v.multimemBytes = commonBytes(w);  // what bindMulticast bound
   return v;
+}
+
+std::vector<int> Windows::lsaWorldRanks() const {
+  const Team lsa = lsaTeam(*comm_);
+  const int first = comm_->rank() - lsa.rank * lsa.stride;  // world rank of LSA member 0
+  std::vector<int> ranks(static_cast<size_t>(lsa.nRanks));
+  for (int i = 0; i < lsa.nRanks; ++i) ranks[static_cast<size_t>(i)] = first + i * lsa.stride;
+  return ranks;
+}
+
+uint64_t Windows::commonBytes(const Window& w) {
+  uint64_t bytes = w.bytes;
+  for (uint64_t b : w.peerBytes) bytes = std::min(bytes, b);
+  return bytes;
 }
 
 Status Windows::remove(ncclWindow_vidmem* win) {

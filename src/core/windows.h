@@ -119,6 +119,10 @@ class Windows {
   Status bindMulticast(Window* w);
   // What the process-wide window directory keeps of w (window_directory.h).
   WindowView viewOf(const Window& w) const;
+  // The world ranks of this rank's LSA team, in LSA-rank order (the team is the same for every window).
+  std::vector<int> lsaWorldRanks() const;
+  // The bytes a multicast mapping of w covers on every rank: the smallest rank's buffer.
+  static uint64_t commonBytes(const Window& w);
   Result<const void*> deviceTableLocked();
 
   Communicator* comm_;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -287,6 +288,48 @@ TEST(Numerics, DirectPathSumsHalfInFloat) {
   };
   EXPECT_EQ(run("allreduce:nvls"), count);
   EXPECT_LT(run("allreduce:ring"), count) << "the ring summed exactly too: the check has no teeth";
+}
+
+// PreMulSum's scalar is each rank's own, and the direct path reads the peers' (by generation parity) only for
+// PreMulSum: sums and maxima between them, in the inline stage, the segment's stage and on the buffers, must neither
+// use a stale scalar nor disturb the next PreMulSum's.
+TEST(Numerics, DirectPathPreMulSumScalarsPerRankBetweenOtherOps) {
+  const int n = 3;
+  setenv("NCCL_ALGO", "allreduce:nvls", 1);
+  auto results = runThreads(n, [&](int rank, ncclComm_t comm) {
+    for (size_t count : {size_t{1}, size_t{5}, size_t{64}, size_t{40000}}) {
+      ncclRedOp_t premul;
+      const float scalar = static_cast<float>(rank + 1);
+      if (ncclRedOpCreatePreMulSum(&premul, const_cast<float*>(&scalar), ncclFloat32, ncclScalarHostImmediate, comm) !=
+          ncclSuccess) {
+        return ncclInternalError;
+      }
+      std::vector<float> in(count), out(count);
+      for (int i = 0; i < 12; ++i) {
+        const ncclRedOp_t op = i % 3 == 0 ? premul : i % 3 == 1 ? ncclSum : ncclMax;
+        for (size_t k = 0; k < count; ++k) in[k] = static_cast<float>(rank + i + static_cast<int>(k % 7));
+        ncclResult_t r = ncclAllReduce(in.data(), out.data(), count, ncclFloat32, op, comm, nullptr);
+        if (r != ncclSuccess) return r;
+        for (size_t k = 0; k < count; ++k) {
+          const float base = static_cast<float>(i + static_cast<int>(k % 7));
+          float want = 0;
+          for (int q = 0; q < n; ++q) {
+            const float x = base + static_cast<float>(q);
+            want = op == premul ? want + x * static_cast<float>(q + 1) : op == ncclSum ? want + x : std::max(want, x);
+          }
+          if (out[k] != want) {
+            ADD_FAILURE() << "rank " << rank << " count " << count << " call " << i << " element " << k << ": "
+                          << out[k] << ", expected " << want;
+            return ncclInternalError;
+          }
+        }
+      }
+      if (ncclRedOpDestroy(premul, comm) != ncclSuccess) return ncclInternalError;
+    }
+    return ncclSuccess;
+  });
+  unsetenv("NCCL_ALGO");
+  for (ncclResult_t r : results) EXPECT_EQ(r, ncclSuccess);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -81,6 +82,36 @@ TEST(FlightRecorder, NumbersCollectivesAcrossRanksAndSendsPerRank) {
     EXPECT_GE(op.startedUs, op.queuedUs);
     EXPECT_GE(op.endedUs, op.startedUs);
   }
+}
+
+// The latency path launches a call as it queues it: its start is its queued time (no second clock read). A start or
+// an end with nothing new to move changes nothing.
+TEST(FlightRecorder, ALaunchAsItIsQueuedStartsAtItsQueuedTime) {
+  FlightRecorder r(8);
+  r.identify(FlightIdentity{1, 0, 2, ""});
+  r.queued(allReduce(4));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  r.started(true);
+  r.ended(Status::ok());
+  r.started();  // nothing queued since
+  r.ended(Status::ok());
+  r.queued(allReduce(8));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  r.started();
+  const FlightComm before = parsed(r);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  r.started();  // nothing new: the second call keeps its start
+  r.ended(Status::ok());
+  const FlightComm c = parsed(r);
+  ASSERT_EQ(c.ops.size(), 2u);
+  EXPECT_EQ(c.ops[0].state, "finished");
+  EXPECT_EQ(c.ops[0].startedUs, c.ops[0].queuedUs);
+  EXPECT_GE(c.ops[0].endedUs, c.ops[0].queuedUs + 2000);
+  ASSERT_EQ(before.ops.size(), 2u);
+  EXPECT_EQ(c.ops[1].startedUs, before.ops[1].startedUs);
+  EXPECT_GE(c.ops[1].startedUs, c.ops[1].queuedUs + 2000);
+  EXPECT_GE(c.ops[1].endedUs, c.ops[1].startedUs + 2000);
+  EXPECT_EQ(c.ops[1].state, "finished");
 }
 
 TEST(FlightRecorder, KeepsTheLastEntriesRoundedUpToAPowerOfTwo) {

@@ -33,12 +33,18 @@ constexpr auto kHomeMoveInterval = std::chrono::milliseconds(1);
 // runs each). Checked at every launch (sched_getcpu reads the vDSO); a thread that drives ranks with different CPUs
 // is left where it is.
 void stayOnHomeCpu(int cpu) {
-  thread_local int home = -1;
-  thread_local bool mixed = false;
-  thread_local std::chrono::steady_clock::time_point lastMove{};
-  if (cpu < 0 || mixed) return;
+  if (cpu < 0) return;
+  struct Placement {  // one thread-local object: one TLS lookup per launch
+    int home = -1;
+    bool mixed = false;
+    std::chrono::steady_clock::time_point lastMove{};
+  };
+  thread_local Placement placement;
+  int& home = placement.home;
+  std::chrono::steady_clock::time_point& lastMove = placement.lastMove;
+  if (placement.mixed) return;
   if (home >= 0 && home != cpu) {
-    mixed = true;
+    placement.mixed = true;
     return;
   }
   home = cpu;

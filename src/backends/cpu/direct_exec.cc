@@ -166,7 +166,9 @@ Status DirectGroup::post(const DirectRequest& req, const WaitContext& /*ctx*/) {
   const size_t sendBytes = inputBytes(req, nranks_);
   const size_t recvElems = req.coll == DirectCollective::kAllGather ? req.count * n : req.count;
   Slot& mine = slot(rank_);
-  mine.scalar[gen & 1] = req.op.scalar;
+  // Only PreMulSum has a scalar (every rank runs the same operator): other operations leave its line alone, so the
+  // peers' reads of it do not put a second cache-line transfer on the latency path.
+  if (req.op.kind == OpKind::kPreMulSum) mine.scalar[gen & 1] = req.op.scalar;
   if (staged(req, nranks_)) {
     std::memcpy(stage(rank_, gen, sendBytes), req.send, sendBytes);
   } else {
@@ -367,7 +369,7 @@ void DirectGroup::reduceStaged(const DirectRequest& req, uint32_t gen) {
   ops_.assign(static_cast<size_t>(n), req.op);
   tileSrcs_.resize(static_cast<size_t>(n));
   for (int p = 0; p < n; ++p) {
-    ops_[static_cast<size_t>(p)].scalar = slot(p).scalar[gen & 1];
+    if (req.op.kind == OpKind::kPreMulSum) ops_[static_cast<size_t>(p)].scalar = slot(p).scalar[gen & 1];
     tileSrcs_[static_cast<size_t>(p)] = stage(p, gen, sendBytes);
   }
   BRAID_INFO(kLogColl, "rank %d: op %u: direct %s of %zu elements, staged", rank_, gen,
@@ -420,7 +422,9 @@ Status DirectGroup::runSteps(const DirectRequest& req, bool remote) {
   if (remote && fetch_.size() < static_cast<size_t>(n)) fetch_.resize(static_cast<size_t>(n));
   std::vector<ReduceOp>& ops = ops_;
   ops.assign(static_cast<size_t>(n), req.op);
-  for (int p = 0; p < n; ++p) ops[static_cast<size_t>(p)].scalar = slot(p).scalar[gen_ & 1];
+  if (req.op.kind == OpKind::kPreMulSum) {
+    for (int p = 0; p < n; ++p) ops[static_cast<size_t>(p)].scalar = slot(p).scalar[gen_ & 1];
+  }
   bool streaming = false;
   for (const DirectStep& s : steps) streaming = streaming || s.count * es >= kStreamingStoreBytes;
   tileSrcs_.assign(static_cast<size_t>(n), nullptr);
