@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "src/common/dtype.h"
 #include "tests/common/coll_check.h"
@@ -288,6 +290,53 @@ TEST(Numerics, DirectPathSumsHalfInFloat) {
   };
   EXPECT_EQ(run("allreduce:nvls"), count);
   EXPECT_LT(run("allreduce:ring"), count) << "the ring summed exactly too: the check has no teeth";
+}
+
+// Small inputs travel in the segment's stage lines (56 bytes of data each, by generation parity): every size around
+// a line boundary, all-reduce, all-gather and reduce-scatter, one after another so each parity is reused, and now
+// and then a late rank, so the others' spin runs out and they wait on the posted counter before they read the lines.
+TEST(Numerics, DirectPathSmallInputsAcrossStageLineBoundaries) {
+  const int n = 3;
+  setenv("NCCL_ALGO", "allreduce:nvls;allgather:nvls;reducescatter:nvls", 1);
+  const size_t sizes[] = {1, 2, 55, 56, 57, 111, 112, 113, 149, 447, 448, 449};
+  auto results = runThreads(n, [&](int rank, ncclComm_t comm) {
+    int call = 0;
+    for (int round = 0; round < 2; ++round) {
+      for (size_t bytes : sizes) {
+        for (int kind = 0; kind < 3; ++kind, ++call) {
+          if (rank == 0 && call % 7 == 3) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          auto value = [&](int q, size_t k) { return static_cast<int8_t>((q * 3 + call + static_cast<int>(k)) % 5); };
+          const size_t inElems = kind == 2 ? bytes * n : bytes;
+          const size_t outElems = kind == 0 ? bytes : kind == 1 ? bytes * n : bytes;
+          std::vector<int8_t> in(inElems), out(outElems, -1);
+          for (size_t k = 0; k < inElems; ++k) in[k] = value(rank, k);
+          ncclResult_t r = kind == 0 ? ncclAllReduce(in.data(), out.data(), bytes, ncclInt8, ncclSum, comm, nullptr)
+                           : kind == 1
+                               ? ncclAllGather(in.data(), out.data(), bytes, ncclInt8, comm, nullptr)
+                               : ncclReduceScatter(in.data(), out.data(), bytes, ncclInt8, ncclSum, comm, nullptr);
+          if (r != ncclSuccess) return r;
+          for (size_t k = 0; k < outElems; ++k) {
+            int want = 0;
+            if (kind == 0) {
+              for (int q = 0; q < n; ++q) want += value(q, k);
+            } else if (kind == 1) {
+              want = value(static_cast<int>(k / bytes), k % bytes);
+            } else {
+              for (int q = 0; q < n; ++q) want += value(q, static_cast<size_t>(rank) * bytes + k);
+            }
+            if (out[k] != want) {
+              ADD_FAILURE() << "rank " << rank << " kind " << kind << " bytes " << bytes << " element " << k << ": "
+                            << int(out[k]) << ", expected " << want;
+              return ncclInternalError;
+            }
+          }
+        }
+      }
+    }
+    return ncclSuccess;
+  });
+  unsetenv("NCCL_ALGO");
+  for (ncclResult_t r : results) EXPECT_EQ(r, ncclSuccess);
 }
 
 // PreMulSum's scalar is each rank's own, and the direct path reads the peers' (by generation parity) only for

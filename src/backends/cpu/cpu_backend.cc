@@ -86,8 +86,8 @@ Status CpuBackend::init(const BackendInitContext& ctx) {
   }
   if (ctx.netPeers && !ctx.spinCountSet) wait_.spinCount = std::min(wait_.spinCount, kNetSpinCount);
   if (ctx.direct && !ctx.netPeers) {  // direct segments are shared memory: one host, shm allowed
-    BRAID_ASSIGN_OR_RETURN(direct_,
-                           DirectGroup::create(ctx.allGather, *ctx.peers, ctx.rank, ctx.directStageBytes, ctx.cma));
+    BRAID_ASSIGN_OR_RETURN(direct_, DirectGroup::create(ctx.allGather, *ctx.peers, ctx.rank, ctx.directStageBytes,
+                                                        ctx.cma, ctx.localRanks <= ctx.cpus));
     if (direct_) {
       BRAID_INFO(kLogInit, "rank %d: direct (NVLS-style) collectives on, inputs up to %zu bytes staged", ctx.rank,
                  direct_->stageBytes());

@@ -22,8 +22,13 @@ namespace braid {
 namespace {
 
 constexpr size_t kSlotBytes = 512;
-constexpr size_t kInlineStageBytes = 24;  // two of them fill the posted counter's line
-constexpr size_t kTileBytes = 16 << 10;   // reductions accumulate a tile in L1, then store it to every destination
+// Inputs up to kLineStageBytes travel in lines that carry their own generation (StageLine): a reader polls every
+// line of every peer in one pass, so the lines come over together, in the time of one cache-line transfer, where a
+// counter followed by the data would take two in a row.
+constexpr size_t kLineData = 56;
+constexpr size_t kStageLines = 8;
+constexpr size_t kLineStageBytes = kLineData * kStageLines;
+constexpr size_t kTileBytes = 16 << 10;  // reductions accumulate a tile in L1, then store it to every destination
 // With a peer's private memory in the operation, a tile costs a system call per remote source and destination:
 // larger tiles (still in L2) keep the calls a small part of the time.
 constexpr size_t kCmaTileBytes = 256 << 10;
@@ -47,7 +52,18 @@ size_t inputBytes(const DirectRequest& req, int nranks) {
   return elems * dtypeSize(req.op.dtype);
 }
 
+size_t linesFor(size_t bytes) {
+  return (bytes + kLineData - 1) / kLineData;
+}
+
 }  // namespace
+
+struct StageLine {
+  char data[kLineData];
+  uint32_t gen;  // written after the data (release), read before it (acquire)
+  uint32_t pad;
+};
+static_assert(sizeof(StageLine) == 64, "a stage line is one cache line");
 
 // One rank's part of the control segment. Counters live on their own cache lines: peers poll them.
 struct DirectGroup::Slot {
@@ -55,9 +71,7 @@ struct DirectGroup::Slot {
   std::atomic<uint32_t> postedWaiters;
   std::atomic<uint32_t> aborted;
   uint32_t pad0;
-  // The smallest staged inputs, by generation parity as stage() says, on the line the peers poll: one cache-line
-  // transfer brings them the arrival and the data.
-  char inlineStage[2][kInlineStageBytes];
+  char pad2[64 - 16];
   uint32_t done;
   std::atomic<uint32_t> doneWaiters;
   char pad1[64 - 8];
@@ -71,7 +85,7 @@ struct DirectGroup::Slot {
 
 Result<std::unique_ptr<DirectGroup>> DirectGroup::create(const AllGatherFn& allGather,
                                                          const std::vector<PeerInfo>& peers, int rank,
-                                                         size_t stageBytes, bool cma) {
+                                                         size_t stageBytes, bool cma, bool spinOnLines) {
   const int n = static_cast<int>(peers.size());
   // Every rank evaluates the same facts, so all return a group or all return none.
   bool oneHost = true;
@@ -83,8 +97,10 @@ Result<std::unique_ptr<DirectGroup>> DirectGroup::create(const AllGatherFn& allG
   g->nranks_ = n;
   g->peers_ = peers;
   g->stageBytes_ = (stageBytes + 63) / 64 * 64;
+  g->spinOnLines_ = spinOnLines;
   g->slotBytes_ = kSlotBytes;
-  g->bytes_ = kSlotBytes * static_cast<size_t>(n) + 2 * g->stageBytes_ * static_cast<size_t>(n);
+  g->bytes_ = kSlotBytes * static_cast<size_t>(n) + 2 * g->stageBytes_ * static_cast<size_t>(n) +
+              2 * kStageLines * sizeof(StageLine) * static_cast<size_t>(n);
   g->tile_.resize(kTileBytes);
 
   BRAID_ASSIGN_OR_RETURN(g->segment_, SharedSegment::create(allGather, rank, n, g->bytes_));
@@ -146,13 +162,51 @@ DirectGroup::Slot& DirectGroup::slot(int r) const {
   return *reinterpret_cast<Slot*>(base_ + kSlotBytes * static_cast<size_t>(r));
 }
 
-char* DirectGroup::stage(int r, uint32_t gen, size_t bytes) const {
+char* DirectGroup::stage(int r, uint32_t gen, size_t bytes) {
   // Two stages per rank, by generation parity: a rank writes stage g+2 only after every peer posted g+1, which
-  // each does after it finished reading stage g. So staged operations need no closing barrier.
-  static_assert(offsetof(Slot, inlineStage) + sizeof(Slot::inlineStage) <= offsetof(Slot, done),
-                "the inline stages share the posted counter's line, not the done counter's");
-  if (bytes <= kInlineStageBytes) return slot(r).inlineStage[gen & 1];
+  // each does after it finished reading stage g. So staged operations need no closing barrier. (The same holds for
+  // the lines: a rank reads every peer's lines of g+1 before it posts g+2.)
+  static_assert(offsetof(Slot, done) == 64, "the posted and done counters on lines of their own");
+  if (lined(bytes)) return lineCopy_.data() + static_cast<size_t>(r) * bytes;
   return base_ + kSlotBytes * static_cast<size_t>(nranks_) + (2 * static_cast<size_t>(r) + (gen & 1)) * stageBytes_;
+}
+
+bool DirectGroup::lined(size_t bytes) const {
+  return bytes <= kLineStageBytes && bytes <= stageBytes_;
+}
+
+StageLine* DirectGroup::lines(int r, uint32_t gen) const {
+  const size_t n = static_cast<size_t>(nranks_);
+  char* at = base_ + kSlotBytes * n + 2 * stageBytes_ * n +
+             (2 * static_cast<size_t>(r) + (gen & 1)) * kStageLines * sizeof(StageLine);
+  return reinterpret_cast<StageLine*>(at);
+}
+
+Status DirectGroup::waitLines(uint32_t gen, size_t bytes, const WaitContext& ctx) {
+  const size_t count = linesFor(bytes);
+  // Where this rank has a CPU of its own, first every line of every peer in each pass: the loads are independent, so
+  // a pass waits for one transfer.
+  bool ready = false;
+  for (int spin = 0; spinOnLines_ && spin < ctx.spinCount && !ready; ++spin) {
+    ready = true;
+    for (int p = 0; p < nranks_; ++p) {
+      const StageLine* l = lines(p, gen);
+      for (size_t i = 0; i < count; ++i) ready = (loadAcquire(&l[i].gen) == gen) & ready;
+    }
+    if (!ready) cpuRelax();
+  }
+  // Then (or at once) peer by peer, with waitAll's spin, yield and sleep, its deadline and failure checks.
+  if (!ready) BRAID_RETURN_IF_ERROR(waitAll(false, gen, ctx, count));
+  lineCopy_.resize(static_cast<size_t>(nranks_) * bytes);
+  for (int p = 0; p < nranks_; ++p) {
+    const StageLine* l = lines(p, gen);
+    char* to = lineCopy_.data() + static_cast<size_t>(p) * bytes;
+    for (size_t i = 0, at = 0; at < bytes; ++i, at += kLineData) {
+      (void)loadAcquire(&l[i].gen);  // orders this read after the line's generation (seen above)
+      std::memcpy(to + at, l[i].data, std::min(kLineData, bytes - at));
+    }
+  }
+  return Status::ok();
 }
 
 bool DirectGroup::staged(const DirectRequest& req, int nranks) const {
@@ -169,7 +223,14 @@ Status DirectGroup::post(const DirectRequest& req, const WaitContext& /*ctx*/) {
   // Only PreMulSum has a scalar (every rank runs the same operator): other operations leave its line alone, so the
   // peers' reads of it do not put a second cache-line transfer on the latency path.
   if (req.op.kind == OpKind::kPreMulSum) mine.scalar[gen & 1] = req.op.scalar;
-  if (staged(req, nranks_)) {
+  if (lined(sendBytes)) {
+    StageLine* l = lines(rank_, gen);
+    const char* from = static_cast<const char*>(req.send);
+    for (size_t i = 0, at = 0; at < sendBytes; ++i, at += kLineData) {
+      std::memcpy(l[i].data, from + at, std::min(kLineData, sendBytes - at));
+      storeRelease(&l[i].gen, gen);
+    }
+  } else if (staged(req, nranks_)) {
     std::memcpy(stage(rank_, gen, sendBytes), req.send, sendBytes);
   } else {
     mine.send = describeBuffer(req.send, sendBytes);
@@ -235,7 +296,7 @@ Status DirectGroup::checkStalled(const WaitContext& ctx, bool timedOut) const {
       ctx.rank, gen_, ctx.timeoutSec);
 }
 
-Status DirectGroup::waitAll(bool done, uint32_t gen, const WaitContext& ctx) const {
+Status DirectGroup::waitAll(bool done, uint32_t gen, const WaitContext& ctx, size_t lineCount) const {
   // Peer by peer; a peer that arrives is progress, so each gets the spin and yield budget anew and the stall clock
   // restarts (the per-peer policy this wait had before it ran on WaitLoop).
   WaitLoop wait(ctx, std::chrono::milliseconds(kPeerCheckMs));
@@ -264,7 +325,16 @@ Status DirectGroup::waitAll(bool done, uint32_t gen, const WaitContext& ctx) con
           "BRAID_TIMEOUT=%g s",
           ctx.rank, p, gen, ctx.timeoutSec);
     };
-    while (!genReached(loadAcquire(word), gen)) {
+    // A peer's lines, where the operation's input travels in them: they come before its posted counter, and with
+    // the data (the sleep above still waits on the counter, which follows them).
+    const StageLine* l = lines(p, gen);
+    auto arrived = [&] {
+      if (lineCount == 0) return genReached(loadAcquire(word), gen);
+      bool all = true;
+      for (size_t i = 0; i < lineCount; ++i) all = (loadAcquire(&l[i].gen) == gen) & all;
+      return all;
+    };
+    while (!arrived()) {
       Status st = wait.idle(check, sleep);
       if (!st.isOk()) {
         if (ctx.aborted()) slot(rank_).aborted.store(1, std::memory_order_release);
@@ -280,8 +350,12 @@ Status DirectGroup::execute(const DirectRequest& req, const WaitContext& ctx, bo
   *ran = false;
   needEndWait_ = false;
   const uint32_t gen = gen_;
-  BRAID_RETURN_IF_ERROR(waitAll(false, gen, ctx));
   const int n = nranks_;
+  if (lined(inputBytes(req, n))) {
+    BRAID_RETURN_IF_ERROR(waitLines(gen, inputBytes(req, n), ctx));
+  } else {
+    BRAID_RETURN_IF_ERROR(waitAll(false, gen, ctx));
+  }
   if (staged(req, n) && req.coll != DirectCollective::kAllGather) {
     reduceStaged(req, gen);
     *ran = true;

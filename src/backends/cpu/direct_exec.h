@@ -9,7 +9,8 @@
 // One operation = post (publish buffers; non-blocking), execute (wait for every rank's post, then run this rank's
 // steps), finish (signal done; then, for operations on the buffers themselves or falling back, wait until every
 // rank is done, so no peer still reads a buffer or handle its owner may reuse; staged operations alternate stages
-// by parity and need no wait). Posts never block, so one thread can drive several ranks of one communicator
+// by parity and need no wait; the smallest inputs travel in lines that carry their generation, so a peer's input
+// and its arrival come over together). Posts never block, so one thread can drive several ranks of one communicator
 // phase by phase.
 // Waits spin briefly, then yield, then sleep on a futex; each checks abort, the deadline and peers' liveness.
 #pragma once
@@ -34,13 +35,17 @@
 
 namespace braid {
 
+struct StageLine;
+
 class DirectGroup {
  public:
   // Collective over the communicator's ranks (allGather): rank 0 creates the segment, every rank maps it. Returns
   // nullptr (not an error) when the ranks cannot share memory (not all on one host, or /proc/<pid>/fd is not
   // reachable). cma: every rank set BRAID_CMA=1 (agreed at init); then create() probes cross-memory attach too.
+  // spinOnLines: this rank waits for small inputs by polling their lines (one transfer); false where it shares its
+  // CPU with other ranks, whose waits are the scheduler's: it waits on the posted counters, which yield sooner.
   static Result<std::unique_ptr<DirectGroup>> create(const AllGatherFn& allGather, const std::vector<PeerInfo>& peers,
-                                                     int rank, size_t stageBytes, bool cma);
+                                                     int rank, size_t stageBytes, bool cma, bool spinOnLines = true);
   ~DirectGroup();
 
   // Phases of one operation (see the file comment). execute() sets *ran = false when the buffers turned out not
@@ -71,13 +76,23 @@ class DirectGroup {
   struct Slot;
   DirectGroup() = default;
   Slot& slot(int r) const;
-  // Where rank r stages `bytes` of input for generation gen (the same answer on every rank).
-  char* stage(int r, uint32_t gen, size_t bytes) const;
+  // Where rank r's staged `bytes` of input for generation gen are read (the same answer on every rank): its stage in
+  // the segment, or, for inputs that travel in lines, this rank's copy of them (after waitLines).
+  char* stage(int r, uint32_t gen, size_t bytes);
+  // Whether an input of `bytes` travels in lines (StageLine): small enough, and staging is on.
+  bool lined(size_t bytes) const;
+  // Rank r's lines for generation gen (by parity, as the stages).
+  StageLine* lines(int r, uint32_t gen) const;
+  // Waits until every rank's lines of generation gen hold their input, then copies them to lineCopy_ (rank by
+  // rank). Errors: waitAll's.
+  Status waitLines(uint32_t gen, size_t bytes, const WaitContext& ctx);
   // The ranks' posted (done = false) or done generation words, and this rank's publication of one of them (waking
   // sleepers registered in `waiters`).
   GenCounters counters(bool done) const;
   void publish(const GenCounters& words, std::atomic<uint32_t>& waiters, uint32_t gen) const;
-  Status waitAll(bool done, uint32_t gen, const WaitContext& ctx) const;
+  // Until every rank's posted (done = false) or done counter reached gen; lineCount > 0: until every rank's first
+  // lineCount lines of generation gen hold their input (posted only).
+  Status waitAll(bool done, uint32_t gen, const WaitContext& ctx, size_t lineCount = 0) const;
   Status peerFailure(const WaitContext& ctx) const;
   // remote: some buffer of the operation is in another process's private memory (srcPid_ / dstPid_).
   Status runSteps(const DirectRequest& req, bool remote);
@@ -102,8 +117,10 @@ class DirectGroup {
   uint32_t gen_ = 0;
   uint64_t epoch_ = 0;  // operations that resolved peers' buffers (ages the mapping cache)
   bool needEndWait_ = false;
+  bool spinOnLines_ = true;  // see create()
   PeerMappings mappings_;
   std::vector<char> tile_;
+  std::vector<char> lineCopy_;  // every rank's input of a lined operation (waitLines)
   // Reused on every operation: the latency path allocates nothing.
   std::vector<const char*> srcs_;
   std::vector<char*> dsts_;
