@@ -117,6 +117,48 @@ else
   fail "compare_baselines --dry-run exited non-zero: $(cat "$tmp/err")"
 fi
 
+# --rounds: the libraries alternate round by round, each run with a -J file of its own.
+if python3 "$compare" --dry-run --rounds 2 --np 2 --libs braid,mpi --build "$b" --json-dir "$j" all_reduce_perf \
+  -b 8 >"$tmp/dry2" 2>"$tmp/err"; then
+  [ "$(wc -l <"$tmp/dry2")" -eq 4 ] || fail "--dry-run --rounds 2: expected 4 lines, got: $(cat "$tmp/dry2")"
+  order=$(sed -E 's/.*-J [^ ]*all_reduce_perf-([a-z]+)-np2-(r[0-9])\.json.*/\1-\2/' "$tmp/dry2" | tr '\n' ' ')
+  [ "$order" = "braid-r1 mpi-r1 braid-r2 mpi-r2 " ] || fail "--dry-run --rounds 2: order $order"
+else
+  fail "compare_baselines --dry-run --rounds 2 exited non-zero: $(cat "$tmp/err")"
+fi
+
+# --rounds on real runs of a stand-in braidrun, whose three runs take 3, 1 and 2 us at 1 KB (and 300, 100, 200 us
+# at 1 MB): the time table shows 1.00 / 2.00 / 3.00, and the bandwidth table the median run's.
+fake=$tmp/fakebuild
+mkdir -p "$fake/tools/braidrun" "$fake/perf"
+printf '#!/bin/sh\nexit 0\n' >"$fake/perf/all_reduce_perf"
+cat >"$fake/tools/braidrun/braidrun" <<FAKE
+#!/usr/bin/env bash
+n=\$(cat "$tmp/round" 2>/dev/null || echo 0); n=\$((n + 1)); echo \$n >"$tmp/round"
+t=\$(echo "3 1 2" | cut -d' ' -f\$n)
+while [ \$# -gt 0 ]; do [ "\$1" = -J ] && out=\$2; shift; done
+cat >"\$out" <<JSON
+{"tool": "all_reduce_perf", "library": "braid", "nranks": 2, "results": [
+ {"size": 1024, "count": 256, "type": "float", "redop": "sum", "root": -1,
+  "out_of_place": {"time_us": \$t, "algbw_gbps": 0.5, "busbw_gbps": 0.\$t, "wrong": 0},
+  "in_place": {"time_us": \$t, "algbw_gbps": 0.5, "busbw_gbps": 0.5, "wrong": 0}},
+ {"size": 1048576, "count": 262144, "type": "float", "redop": "sum", "root": -1,
+  "out_of_place": {"time_us": \${t}00, "algbw_gbps": 4, "busbw_gbps": \$t.5, "wrong": 0},
+  "in_place": {"time_us": \${t}00, "algbw_gbps": 4, "busbw_gbps": 4, "wrong": 0}}]}
+JSON
+FAKE
+chmod +x "$fake/tools/braidrun/braidrun" "$fake/perf/all_reduce_perf"
+if python3 "$compare" --rounds 3 --libs braid --build "$fake" --json-dir "$tmp/j3" all_reduce_perf -b 8 \
+  >"$tmp/r3" 2>"$tmp/err"; then
+  grep -qE '^ +1024 +1\.00 / +2\.00 / +3\.00$' "$tmp/r3" || fail "--rounds 3: no 1 KB time spread in: $(cat "$tmp/r3")"
+  grep -qE '^ +1048576 +100\.00 /200\.00 /300\.00$' "$tmp/r3" || fail "--rounds 3: no 1 MB time spread: $(cat "$tmp/r3")"
+  grep -qE '^ +1024 +0\.2$' "$tmp/r3" || fail "--rounds 3: the 1 KB bandwidth is not the median run's: $(cat "$tmp/r3")"
+  grep -qF "median of 3 runs" "$tmp/r3" || fail "--rounds 3: the bandwidth table does not say it holds medians"
+  [ "$(ls "$tmp/j3" | wc -l)" -eq 3 ] || fail "--rounds 3: expected 3 JSON files, got: $(ls "$tmp/j3")"
+else
+  fail "compare_baselines --rounds 3 exited non-zero: $(cat "$tmp/err") $(cat "$tmp/r3")"
+fi
+
 if ! command -v gnuplot >/dev/null 2>&1; then
   if [ "$failures" -ne 0 ]; then
     echo "test_plot_perf: $failures failure(s)"
