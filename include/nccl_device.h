@@ -16,11 +16,12 @@
  *     recvReduce, endEpoch); the reduce/copy building blocks of 2.29 in their LSA and Local forms (reduce_copy.h).
  *
  * NVLS multicast: windows of a communicator with multicast get mappings of their own (ncclGetLsaMultimemPointer,
- * ncclDevCommCreate's lsaMultimem) and the building blocks' multimem forms for float, double and 32/64-bit integers.
+ * ncclDevCommCreate's lsaMultimem) and the building blocks' multimem forms for float, double, 32/64-bit integers,
+ * half and __nv_bfloat16 (by 32-bit pairs: see reduce_copy.h for elements alone in their word).
  *
  * Not built yet, said plainly: GIN and CFT (declared where programs name them, refused by name: braid has no
- * GPU-initiated networking and no Compute Fabric Transport), ncclBarrierSession (hybrid LSA+GIN), the half/bf16
- * multimem forms. LSA barriers' arrivals and LL all-to-all broadcasts go through multicast with their multimem
+ * GPU-initiated networking and no Compute Fabric Transport), ncclBarrierSession (hybrid LSA+GIN), fp8 multimem
+ * forms. LSA barriers' arrivals and LL all-to-all broadcasts go through multicast with their multimem
  * argument where the buffer has a multicast mapping and the session's team is the whole LSA team. See
  * docs/device_api.md.
  *

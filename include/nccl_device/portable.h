@@ -143,6 +143,23 @@ NCCL_DEVICE_INLINE uint64_t mcLoadSum(const uint64_t* p) {
 NCCL_DEVICE_INLINE int64_t mcLoadSum(const int64_t* p) {
   return static_cast<int64_t>(mcLoadSum(reinterpret_cast<const uint64_t*>(p)));
 }
+/* The switch's sum of a pair of f16 (bf16 = false) or bf16 values at 4-byte-aligned multicast address p, accumulated
+ * in f32 and rounded once; the pair's bits, first element in the low half. */
+NCCL_DEVICE_INLINE uint32_t mcLoadSumPair(const void* p, bool bf16) {
+  uint32_t v = 0;
+  if (bf16) {
+    NCCL_BRAID_MULTIMEM_(asm volatile("multimem.ld_reduce.relaxed.sys.global.add.acc::f32.bf16x2 %0, [%1];"
+                                      : "=r"(v)
+                                      : "l"(p)
+                                      : "memory"));
+  } else {
+    NCCL_BRAID_MULTIMEM_(asm volatile("multimem.ld_reduce.relaxed.sys.global.add.acc::f32.f16x2 %0, [%1];"
+                                      : "=r"(v)
+                                      : "l"(p)
+                                      : "memory"));
+  }
+  return v;
+}
 NCCL_DEVICE_INLINE void mcStoreWord(void* p, uint64_t v, int bytes) {
   if (bytes == 8) {
     NCCL_BRAID_MULTIMEM_(asm volatile("multimem.st.relaxed.sys.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory"));
@@ -234,6 +251,9 @@ NCCL_DEVICE_INLINE uint64_t mcLoadSum(const uint64_t* p) {
 }
 NCCL_DEVICE_INLINE int64_t mcLoadSum(const int64_t* p) {
   return static_cast<int64_t>(braid_emu::mcLoadSum(p, braid_emu::McSum::kU64));
+}
+NCCL_DEVICE_INLINE uint32_t mcLoadSumPair(const void* p, bool bf16) {
+  return static_cast<uint32_t>(braid_emu::mcLoadSum(p, bf16 ? braid_emu::McSum::kBf16x2 : braid_emu::McSum::kF16x2));
 }
 NCCL_DEVICE_INLINE void mcStoreWord(void* p, uint64_t v, int bytes) {
   braid_emu::mcStore(p, v, bytes);

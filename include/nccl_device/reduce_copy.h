@@ -1,8 +1,9 @@
 /* braid's nccl_device/reduce_copy.h: NCCL 2.29's reduce and copy building blocks over LSA pointers, for kernels.
  *
  * Each call is made by every thread of a group (Coop), which share the elements among them (thread k of the group
- * handles elements k, k + size, ...). Sums are in the order of the sources (member 0 first), in T's own arithmetic,
- * so every rank that reduces the same sources gets the same bits. Sources and destinations:
+ * handles elements k, k + size, ...). Sums are in the order of the sources (member 0 first), in T's own arithmetic
+ * (half and __nv_bfloat16 in float, rounded once at the end), so every rank that reduces the same sources gets the
+ * same bits. Sources and destinations:
  *   - Lsa forms: a symmetric pointer (or window + byte offset) seen at every member of a team (ncclTeam, or the LSA
  *     team of an ncclDevComm): member p's copy is ptr.peerPtr(team, p);
  *   - lambda forms: src(k) / dst(k) return the k-th source / destination pointer (T*), for k in [0, n);
@@ -12,7 +13,11 @@
  *     communicator's ncclMultimemHandle, whose windows have a multicast mapping: see core.h): a load-reduce through it
  *     reads the sum of every LSA member's value (in the switch's order, so sums that are not exact may differ in
  *     the last bits from the Lsa forms'; every rank reads the same), a store writes every member's. T is float,
- *     double or a 32/64-bit integer (the switch's word forms braid issues; NCCL also has half and bf16 pairs).
+ *     double, a 32/64-bit integer, half or __nv_bfloat16. The switch works on 32-bit words at the narrowest, so
+ *     half and bf16 go by pairs (summed in f32, rounded once): an element alone in its word (a 2-byte-aligned start,
+ *     an odd count) is read through its word (whose other half must lie inside the mapping) and cannot be stored
+ *     through the switch: the window and ncclSymPtr destination forms store such an element to every LSA member's
+ *     copy instead, and the raw-pointer forms trap.
  * The UNROLL parameter is accepted for NCCL's signatures and is a hint only. */
 #ifndef NCCL_DEVICE_REDUCE_COPY_H_
 #define NCCL_DEVICE_REDUCE_COPY_H_
@@ -22,6 +27,10 @@
 
 #if NCCL_DEVICE_HALF_
 #include <type_traits>
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
 #endif
 
 #if NCCL_DEVICE_HALF_
@@ -30,13 +39,32 @@ namespace nccl_braid_ {
  * a count would otherwise pass for the destinations' number and a team for the count). */
 template <typename I>
 using IfCount = typename std::enable_if<std::is_integral<I>::value>::type;
+/* What sums of T accumulate in: half and bf16 in float, rounded once at the end; every other type in itself. */
+template <typename T>
+struct Acc {
+  typedef T Type;
+  static NCCL_DEVICE_INLINE T in(T v) { return v; }
+  static NCCL_DEVICE_INLINE T out(T v) { return v; }
+};
+template <>
+struct Acc<__half> {
+  typedef float Type;
+  static NCCL_DEVICE_INLINE float in(__half v) { return __half2float(v); }
+  static NCCL_DEVICE_INLINE __half out(float v) { return __float2half_rn(v); }
+};
+template <>
+struct Acc<__nv_bfloat16> {
+  typedef float Type;
+  static NCCL_DEVICE_INLINE float in(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static NCCL_DEVICE_INLINE __nv_bfloat16 out(float v) { return __float2bfloat16_rn(v); }
+};
 /* The common loop: for each element i of this thread's share, dst-side `put(i, v)` of the fold of `get(k, i)`. */
 template <typename T, typename Coop, typename IntCount, typename Get, typename Put>
 NCCL_DEVICE_INLINE void reduceCopyLoop(Coop coop, int nSrc, IntCount count, Get get, Put put) {
   for (IntCount i = static_cast<IntCount>(coop.thread_rank()); i < count; i += static_cast<IntCount>(coop.size())) {
-    T acc = get(0, i);
-    for (int k = 1; k < nSrc; ++k) acc = acc + get(k, i);
-    put(i, acc);
+    typename Acc<T>::Type acc = Acc<T>::in(get(0, i));
+    for (int k = 1; k < nSrc; ++k) acc = acc + Acc<T>::in(get(k, i));
+    put(i, Acc<T>::out(acc));
   }
 }
 template <typename T>
@@ -47,18 +75,38 @@ template <typename T>
 struct McSummable {
   static constexpr bool value = std::is_same<T, float>::value || std::is_same<T, double>::value ||
                                 std::is_same<T, int32_t>::value || std::is_same<T, uint32_t>::value ||
-                                std::is_same<T, int64_t>::value || std::is_same<T, uint64_t>::value;
+                                std::is_same<T, int64_t>::value || std::is_same<T, uint64_t>::value ||
+                                std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value;
 };
-/* Element i of this thread's share: dst[i] = the switch's sum at mcSrc[i] (null mcSrc: src[i] from local memory);
- * then, with mcDst, stored to every member's mcDst[i]. */
-template <typename T, typename Coop, typename IntCount>
-NCCL_DEVICE_INLINE void multimemLoop(Coop coop, const T* mcSrc, const T* src, T* dst, T* mcDst, IntCount count) {
-  static_assert(McSummable<T>::value,
-                "braid's multimem building blocks take float, double and 32/64-bit integers (the switch's word forms)");
+/* A 16-bit element alone in its 32-bit word cannot be stored through the switch: the raw-pointer forms' rule. */
+struct NoEdgeStore {
+  template <typename T, typename IntCount>
+  NCCL_DEVICE_INLINE void operator()(IntCount, T) const {
+    trap(
+        "ncclMultimem* (half/bf16): an element alone in its 32-bit word (an odd count, or a destination 2 bytes past "
+        "a word) cannot be stored through the switch; the window and ncclSymPtr forms store it to each LSA member");
+  }
+};
+/* The window and ncclSymPtr forms' rule: such an element goes to every LSA member's copy (LSA pointers). */
+template <typename T>
+struct LsaEdgeStore {
+  ncclSymPtr<T> dst;
+  template <typename IntCount>
+  NCCL_DEVICE_INLINE void operator()(IntCount i, T v) const {
+    for (int p = 0; p < dst.window->lsaSize; ++p) dst.lsaPtr(p)[i] = v;
+  }
+};
+NCCL_DEVICE_INLINE void checkMultimemPointers(const void* mcSrc, const void* src, const void* dst, const void* mcDst) {
   // A null multicast pointer is a window without a mapping, or a handle of a device communicator made without
   // lsaMultimem: a kernel error, not a silent no-op.
   if (mcSrc == nullptr && src == nullptr) trap("ncclMultimem*: the source multicast pointer is null");
   if (mcDst == nullptr && dst == nullptr) trap("ncclMultimem*: the destination multicast pointer is null");
+}
+/* Element i of this thread's share: dst[i] = the switch's sum at mcSrc[i] (null mcSrc: src[i] from local memory);
+ * then, with mcDst, stored to every member's mcDst[i]. 32- and 64-bit elements: one word each. */
+template <typename T, typename Coop, typename IntCount, typename Edge>
+NCCL_DEVICE_INLINE void multimemLoop(std::false_type /*pairs*/, Coop coop, const T* mcSrc, const T* src, T* dst,
+                                     T* mcDst, IntCount count, Edge) {
   for (IntCount i = static_cast<IntCount>(coop.thread_rank()); i < count; i += static_cast<IntCount>(coop.size())) {
     const T v = mcSrc != nullptr ? mcLoadSum(mcSrc + i) : src[i];
     if (dst != nullptr) dst[i] = v;
@@ -68,6 +116,56 @@ NCCL_DEVICE_INLINE void multimemLoop(Coop coop, const T* mcSrc, const T* src, T*
       mcStoreWord(mcDst + i, w, static_cast<int>(sizeof(T)));
     }
   }
+}
+/* Half and bf16: by the 32-bit words of the multicast destination (of the source when there is none), so each pair
+ * is one load-reduce and one store; an element alone in its word (the first, when the pointer is 2 bytes past a word;
+ * the last, when the rest is odd) is read through its whole word and stored by `edge`. */
+template <typename T>
+NCCL_DEVICE_INLINE T mcLoadSumHalf(const T* p) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  const uint32_t pair =
+      mcLoadSumPair(reinterpret_cast<const void*>(at & ~uintptr_t(3)), std::is_same<T, __nv_bfloat16>::value);
+  const uint16_t bits = static_cast<uint16_t>((at & 2) != 0 ? pair >> 16 : pair);
+  T v;
+  __builtin_memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+template <typename T, typename Coop, typename IntCount, typename Edge>
+NCCL_DEVICE_INLINE void multimemLoop(std::true_type /*pairs*/, Coop coop, const T* mcSrc, const T* src, T* dst,
+                                     T* mcDst, IntCount count, Edge edge) {
+  const uintptr_t anchor = reinterpret_cast<uintptr_t>(mcDst != nullptr ? mcDst : mcSrc);
+  if ((anchor & 1) != 0) trap("ncclMultimem* (half/bf16): a multicast pointer not aligned to its 2-byte elements");
+  const IntCount lead = (anchor & 2) != 0 && count > 0 ? 1 : 0;  // elements before the first whole word
+  const IntCount units = lead + (count - lead + 1) / 2;          // the lead, then pairs (the last maybe alone)
+  for (IntCount u = static_cast<IntCount>(coop.thread_rank()); u < units; u += static_cast<IntCount>(coop.size())) {
+    const IntCount i = u < lead ? 0 : lead + 2 * (u - lead);
+    const int n = u < lead || i + 1 >= count ? 1 : 2;
+    T v[2];
+    if (mcSrc != nullptr && n == 2 && (reinterpret_cast<uintptr_t>(mcSrc + i) & 3) == 0) {
+      const uint32_t pair = mcLoadSumPair(mcSrc + i, std::is_same<T, __nv_bfloat16>::value);
+      __builtin_memcpy(v, &pair, sizeof(pair));
+    } else {
+      for (int j = 0; j < n; ++j) v[j] = mcSrc != nullptr ? mcLoadSumHalf(mcSrc + i + j) : src[i + j];
+    }
+    for (int j = 0; dst != nullptr && j < n; ++j) dst[i + j] = v[j];
+    if (mcDst == nullptr) continue;
+    if (n == 2) {
+      uint32_t pair = 0;
+      __builtin_memcpy(&pair, v, sizeof(pair));
+      mcStoreWord(mcDst + i, pair, 4);
+    } else {
+      edge(i, v[0]);
+    }
+  }
+}
+template <typename T, typename Coop, typename IntCount, typename Edge = NoEdgeStore>
+NCCL_DEVICE_INLINE void multimemLoop(Coop coop, const T* mcSrc, const T* src, T* dst, T* mcDst, IntCount count,
+                                     Edge edge = Edge()) {
+  static_assert(McSummable<T>::value,
+                "braid's multimem building blocks take float, double, 32/64-bit integers, half and __nv_bfloat16 (the "
+                "switch's word forms)");
+  checkMultimemPointers(mcSrc, src, dst, mcDst);
+  multimemLoop(std::integral_constant<bool, sizeof(T) == 2>(), coop, mcSrc, src, dst, mcDst, count, edge);
 }
 }  // namespace nccl_braid_
 
@@ -93,7 +191,8 @@ NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemCopy(Coop coop, T*
 template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
 NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemCopy(Coop coop, T* src, ncclSymPtr<T> dst, IntCount count,
                                                                    ncclMultimemHandle mm) {
-  ncclMultimemCopy<T, Coop, IntCount, UNROLL>(coop, src, dst.multimemPtr(mm), count);
+  nccl_braid_::multimemLoop<T>(coop, static_cast<const T*>(nullptr), src, static_cast<T*>(nullptr), dst.multimemPtr(mm),
+                               count, nccl_braid_::LsaEdgeStore<T>{dst});
 }
 template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
 NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemCopy(Coop coop, T* src, ncclWindow_t w, size_t offset,
@@ -110,8 +209,10 @@ NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemReduceSumCopy(Coop
                                                                             size_t srcOffset, ncclMultimemHandle srcMm,
                                                                             ncclWindow_t dstWin, size_t dstOffset,
                                                                             ncclMultimemHandle dstMm, IntCount count) {
-  ncclMultimemReduceSumCopy<T, Coop, IntCount, UNROLL>(coop, ncclSymPtr<T>(srcWin, srcOffset).multimemPtr(srcMm),
-                                                       ncclSymPtr<T>(dstWin, dstOffset).multimemPtr(dstMm), count);
+  const ncclSymPtr<T> dst(dstWin, dstOffset);
+  nccl_braid_::multimemLoop<T>(coop, static_cast<const T*>(ncclSymPtr<T>(srcWin, srcOffset).multimemPtr(srcMm)),
+                               static_cast<const T*>(nullptr), static_cast<T*>(nullptr), dst.multimemPtr(dstMm), count,
+                               nccl_braid_::LsaEdgeStore<T>{dst});
 }
 
 /* ---- N -> 1: reduce-sum into one local destination. ---- */

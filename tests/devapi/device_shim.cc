@@ -141,10 +141,12 @@ void trap(const char* why) {
 }
 
 uint64_t mcLoadSum(const void* p, McSum form) {
-  const braid::McOp op = form == McSum::kF32   ? braid::McOp::kAddF32
-                         : form == McSum::kF64 ? braid::McOp::kAddF64
-                         : form == McSum::kU32 ? braid::McOp::kAddU32
-                                               : braid::McOp::kAddU64;
+  const braid::McOp op = form == McSum::kF32      ? braid::McOp::kAddF32
+                         : form == McSum::kF64    ? braid::McOp::kAddF64
+                         : form == McSum::kU32    ? braid::McOp::kAddU32
+                         : form == McSum::kF16x2  ? braid::McOp::kAddF16x2
+                         : form == McSum::kBf16x2 ? braid::McOp::kAddBf16x2
+                                                  : braid::McOp::kAddU64;
   const braid::EmuCta& cta = *ctx().cta;
   return cta.mcLoadReduce(cta.mcView(p, braid::mcWordBytes(op)), 0, op);
 }

@@ -22,11 +22,52 @@
 #include <functional>
 
 #include "src/backends/cuda/emu/cta_emulator.h"
+#include "src/common/dtype.h"
 
 #define __global__
 #define __device__
 #define __host__
 #define __forceinline__ inline
+
+// cuda_fp16.h's and cuda_bf16.h's element types, as far as device-API kernels and the headers use them: the bits,
+// conversions to and from float (round to nearest even), and arithmetic through float, rounded once per operation.
+struct __half {
+  uint16_t __x;
+};
+typedef __half half;
+struct __nv_bfloat16 {
+  uint16_t __x;
+};
+inline float __half2float(__half h) {
+  return braid::halfToFloat(h.__x);
+}
+inline __half __float2half_rn(float f) {
+  return __half{braid::floatToHalf(f)};
+}
+inline __half __float2half(float f) {
+  return __float2half_rn(f);
+}
+inline float __bfloat162float(__nv_bfloat16 h) {
+  return braid::bf16ToFloat(h.__x);
+}
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  return __nv_bfloat16{braid::floatToBf16(f)};
+}
+inline __nv_bfloat16 __float2bfloat16(float f) {
+  return __float2bfloat16_rn(f);
+}
+inline __half operator+(__half a, __half b) {
+  return __float2half_rn(__half2float(a) + __half2float(b));
+}
+inline __nv_bfloat16 operator+(__nv_bfloat16 a, __nv_bfloat16 b) {
+  return __float2bfloat16_rn(__bfloat162float(a) + __bfloat162float(b));
+}
+inline bool operator==(__half a, __half b) {
+  return __half2float(a) == __half2float(b);
+}
+inline bool operator==(__nv_bfloat16 a, __nv_bfloat16 b) {
+  return __bfloat162float(a) == __bfloat162float(b);
+}
 
 namespace cuda {
 enum memory_order {
@@ -67,7 +108,7 @@ void backOff();
 // A multicast word (nccl_device/portable.h's mcLoadSum / mcStoreWord): the sum of every buffer bound behind p, in
 // the (fake) driver's order, or a store to each of them; the launch fails where a GPU would fault (cfg.multicast
 // unset, p outside a multicast mapping of the launch's device, a misaligned word).
-enum class McSum { kF32, kF64, kU32, kU64 };
+enum class McSum { kF32, kF64, kU32, kU64, kF16x2, kBf16x2 };  // pairs: summed in f32, rounded once (.acc::f32)
 uint64_t mcLoadSum(const void* p, McSum form);
 // order: a GCC __ATOMIC_ order for the store to each bound buffer.
 void mcStore(void* p, uint64_t word, int bytes, int order = __ATOMIC_RELAXED);

@@ -77,3 +77,36 @@ __global__ void multimemLlBcast(ncclDevComm devComm, ncclLLA2AHandle handle, int
     ll.endEpoch(cta);
   }
 }
+
+// Half precision (T = half or __nv_bfloat16) through the switch, `count` elements from element `first` of the windows
+// (odd firsts and counts leave elements alone in their 32-bit words): every rank sums the send window into `out`
+// (ncclMultimemReduceSum), and rank `writer` copies `src` into every member's receive window (ncclMultimemCopy, the
+// window form, whose lone elements go through LSA pointers).
+template <typename T>
+__global__ void multimemHalf(ncclWindow_t sendWin, ncclWindow_t recvWin, size_t first, size_t count, T* out, T* src,
+                             int writer, ncclDevComm devComm) {
+  ncclCoopCta cta;
+  ncclLsaBarrierSession<ncclCoopCta> bar(cta, devComm, ncclTeamTagLsa(), 0, /*multimem=*/true);
+  bar.sync(cta, cuda::memory_order_acq_rel);
+  ncclMultimemReduceSum(cta, sendWin, first * sizeof(T), out, count, devComm.lsaMultimem);
+  if (devComm.lsaRank == writer) {
+    ncclMultimemCopy(cta, src, recvWin, first * sizeof(T), count, devComm.lsaMultimem);
+  }
+  bar.sync(cta, cuda::memory_order_acq_rel);
+}
+
+// The raw-pointer copy of `count` elements from element 1 of `win` (its first element is alone in its word): traps.
+template <typename T>
+__global__ void multimemHalfRawCopy(ncclWindow_t win, T* src, size_t count, ncclDevComm devComm) {
+  ncclMultimemCopy(ncclCoopCta(), src, static_cast<T*>(ncclGetLsaMultimemPointer(win, sizeof(T), devComm)), count);
+}
+
+// The LSA sum of `count` elements of `win` into `out`, between two barriers.
+template <typename T>
+__global__ void lsaSumInto(ncclWindow_t win, T* out, size_t count, ncclDevComm devComm) {
+  ncclCoopCta cta;
+  ncclLsaBarrierSession<ncclCoopCta> bar(cta, devComm, ncclTeamTagLsa(), 0);
+  bar.sync(cta, cuda::memory_order_acq_rel);
+  ncclLsaReduceSum(cta, win, 0, out, count, devComm);
+  bar.sync(cta, cuda::memory_order_acq_rel);
+}

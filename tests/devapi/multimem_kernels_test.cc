@@ -12,6 +12,8 @@
 
 #include <cstdlib>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tests/common/fake_cuda_ranks.h"
@@ -217,6 +219,142 @@ TEST_F(MultimemKernels, AllReduceThroughTheSwitchIsExact) {
     return multimemRounds<int64_t>(*this, r, 3, comm, stream);
   });
   for (int r = 0; r < 3; ++r) EXPECT_EQ(u[static_cast<size_t>(r)], ncclSuccess) << "int64, rank " << r;
+}
+
+// Half and bf16 through the switch and through LSA pointers, on 3 ranks. Inputs are small integers, exact in both
+// types in any order; the LSA and switch sums of 2048 + 1 + 1 (half) and 256 + 1 + 1 (bf16) are exact only when they
+// accumulate in float (in the type itself each + 1 rounds back down). Element windows of 64: every (first, count) of
+// the list leaves elements alone in their 32-bit words at one end or both; the receive window's elements outside the
+// copied range must keep their old value.
+template <typename T>
+float toF(T v);
+template <>
+float toF(half v) {
+  return __half2float(v);
+}
+template <>
+float toF(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T>
+T fromF(float f);
+template <>
+half fromF(float f) {
+  return __float2half_rn(f);
+}
+template <>
+__nv_bfloat16 fromF(float f) {
+  return __float2bfloat16_rn(f);
+}
+
+template <typename T>
+ncclResult_t halfRounds(const MultimemKernels& t, int r, int kRanks, ncclComm_t comm, cudaStream_t stream) {
+  constexpr size_t kElems = 64;
+  const Driver& drv = Driver::get();
+  const size_t bytes = kElems * sizeof(T);
+  void *send = nullptr, *recv = nullptr, *out = nullptr, *src = nullptr;
+  CHECK_OR(ncclMemAlloc(&send, bytes) == ncclSuccess && ncclMemAlloc(&recv, bytes) == ncclSuccess, 50);
+  CHECK_OR(ncclMemAlloc(&out, bytes) == ncclSuccess && ncclMemAlloc(&src, bytes) == ncclSuccess, 50);
+  ncclWindow_t sendWin = nullptr, recvWin = nullptr;
+  CHECK_OR(ncclCommWindowRegister(comm, send, bytes, &sendWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 51);
+  CHECK_OR(ncclCommWindowRegister(comm, recv, bytes, &recvWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 51);
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.lsaBarrierCount = 1;
+  reqs.lsaMultimem = true;
+  ncclDevComm dc{};
+  CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess && dc.lsaMultimem.mcBasePtr != nullptr, 52);
+  auto value = [](int rank, int round, size_t k) { return static_cast<float>((rank + 1) * ((k + round) % 5)); };
+  const int writer = 1;
+  const std::pair<size_t, size_t> ranges[] = {{0, 64}, {1, 7}, {2, 5}, {3, 6}, {1, 1}, {0, 1}, {63, 1}, {5, 0}};
+  int round = 0;
+  for (const auto& range : ranges) {
+    const size_t first = range.first, count = range.second;
+    std::vector<T> in(kElems), stale(kElems, fromF<T>(-1)), copy(kElems);
+    for (size_t k = 0; k < kElems; ++k) {
+      in[k] = fromF<T>(value(r, round, k));
+      copy[k] = fromF<T>(100.0f + static_cast<float>(k));
+    }
+    drv.copy(send, in.data(), bytes, stream);
+    drv.copy(recv, stale.data(), bytes, stream);
+    drv.copy(out, stale.data(), bytes, stream);
+    drv.copy(src, copy.data(), bytes, stream);
+    CHECK_OR(drv.streamSync(stream) == 0, 53);
+    braid::Status st = braid_emu::launch(t.cfgOn(r, 1, "multimemHalf"), [&] {
+      multimemHalf<T>(sendWin, recvWin, first, count, static_cast<T*>(out), static_cast<T*>(src), writer, dc);
+    });
+    if (!st.isOk()) {
+      fprintf(stderr, "rank %d first %zu count %zu: %s\n", r, first, count, st.message().c_str());
+      return ncclInternalError;
+    }
+    std::vector<T> sums(kElems), got(kElems);
+    drv.copy(sums.data(), out, bytes, stream);
+    drv.copy(got.data(), recv, bytes, stream);
+    CHECK_OR(drv.streamSync(stream) == 0, 53);
+    for (size_t k = 0; k < count; ++k) {
+      float want = 0;
+      for (int p = 0; p < kRanks; ++p) want += value(p, round, first + k);
+      if (toF(sums[k]) != want) {
+        fprintf(stderr, "rank %d first %zu count %zu: sum %zu is %f, expected %f\n", r, first, count, k,
+                static_cast<double>(toF(sums[k])), static_cast<double>(want));
+        return ncclInternalError;
+      }
+    }
+    for (size_t k = 0; k < kElems; ++k) {
+      const bool inside = k >= first && k < first + count;
+      const float want = inside ? 100.0f + static_cast<float>(k - first) : -1.0f;
+      if (toF(got[k]) != want) {
+        fprintf(stderr, "rank %d first %zu count %zu: received element %zu is %f, expected %f\n", r, first, count, k,
+                static_cast<double>(toF(got[k])), static_cast<double>(want));
+        return ncclInternalError;
+      }
+    }
+    ++round;
+  }
+  // Sums that are exact only in float: through LSA pointers and through the switch.
+  const float big = std::is_same<T, half>::value ? 2048.0f : 256.0f;
+  std::vector<T> in(kElems, fromF<T>(r == 0 ? big : 1.0f)), sums(kElems);
+  drv.copy(send, in.data(), bytes, stream);
+  CHECK_OR(drv.streamSync(stream) == 0, 54);
+  for (bool viaSwitch : {false, true}) {
+    braid::Status st = braid_emu::launch(t.cfgOn(r, 1, "halfSums"), [&] {
+      if (viaSwitch) {
+        multimemHalf<T>(sendWin, recvWin, 0, kElems, static_cast<T*>(out), static_cast<T*>(src), -1, dc);
+      } else {
+        lsaSumInto<T>(sendWin, static_cast<T*>(out), kElems, dc);
+      }
+    });
+    CHECK_OR(st.isOk(), 55);
+    drv.copy(sums.data(), out, bytes, stream);
+    CHECK_OR(drv.streamSync(stream) == 0, 55);
+    for (size_t k = 0; k < kElems; ++k) {
+      if (toF(sums[k]) != big + 2.0f) {
+        fprintf(stderr, "rank %d %s: element %zu is %f, expected %f\n", r, viaSwitch ? "switch" : "LSA", k,
+                static_cast<double>(toF(sums[k])), static_cast<double>(big + 2.0f));
+        return ncclInternalError;
+      }
+    }
+  }
+  // The raw-pointer form cannot store an element alone in its word: a kernel error that says so.
+  braid::Status st = braid_emu::launch(t.cfgOn(r, 1, "multimemHalfRawCopy"),
+                                       [&] { multimemHalfRawCopy<T>(recvWin, static_cast<T*>(src), 4, dc); });
+  CHECK_OR(!st.isOk() && st.message().find("alone in its 32-bit word") != std::string::npos, 56);
+  CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 57);
+  CHECK_OR(ncclCommWindowDeregister(comm, sendWin) == ncclSuccess, 57);
+  CHECK_OR(ncclCommWindowDeregister(comm, recvWin) == ncclSuccess, 57);
+  for (void* p : {send, recv, out, src}) CHECK_OR(ncclMemFree(p) == ncclSuccess, 57);
+  return ncclSuccess;
+}
+
+TEST_F(MultimemKernels, HalfAndBf16GoByPairsWithLoneElementsAtTheEdges) {
+  constexpr int kRanks = 3;
+  auto h = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    return halfRounds<half>(*this, r, kRanks, comm, stream);
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(h[static_cast<size_t>(r)], ncclSuccess) << "half, rank " << r;
+  auto b = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    return halfRounds<__nv_bfloat16>(*this, r, kRanks, comm, stream);
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(b[static_cast<size_t>(r)], ncclSuccess) << "bf16, rank " << r;
 }
 
 // Without multicast (NCCL_NVLS_ENABLE=0, or a GPU without NVSwitch) windows still register, have no multicast

@@ -68,7 +68,23 @@ __global__ void probeMultimem(ncclWindow_t win, ncclDevComm dc, void* local) {
   multimemProbe(win, dc, static_cast<uint32_t*>(local));
   multimemProbe(win, dc, static_cast<int64_t*>(local));
   multimemProbe(win, dc, static_cast<uint64_t*>(local));
+  multimemProbe(win, dc, static_cast<half*>(local));
+  multimemProbe(win, dc, static_cast<__nv_bfloat16*>(local));
 }
+
+// Half precision: the LSA forms (summed in float) and the kernels CI runs on the emulator.
+__global__ void probeHalf(ncclWindow_t win, ncclDevComm dc, half* h, __nv_bfloat16* b) {
+  ncclCoopCta cta;
+  ncclLsaReduceSum(cta, win, 0, h, 4, dc);
+  ncclLsaReduceSum(cta, win, 0, b, 4, dc);
+  ncclLsaCopy(cta, h, win, 0, 4, dc);
+  ncclLocalReduceSum(cta, 2, b, 4, b, 4);
+}
+template __global__ void multimemHalf<half>(ncclWindow_t, ncclWindow_t, size_t, size_t, half*, half*, int, ncclDevComm);
+template __global__ void multimemHalf<__nv_bfloat16>(ncclWindow_t, ncclWindow_t, size_t, size_t, __nv_bfloat16*,
+                                                     __nv_bfloat16*, int, ncclDevComm);
+template __global__ void multimemHalfRawCopy<half>(ncclWindow_t, half*, size_t, ncclDevComm);
+template __global__ void lsaSumInto<__nv_bfloat16>(ncclWindow_t, __nv_bfloat16*, size_t, ncclDevComm);
 
 template __global__ void multimemAllReduce<float>(bool, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
 
