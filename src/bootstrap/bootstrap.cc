@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -549,6 +550,27 @@ Status Bootstrap::allGather(void* data, size_t bytes) {
 Status Bootstrap::barrier() {
   std::vector<char> dummy(static_cast<size_t>(nranks_));
   return allGather(dummy.data(), 1);
+}
+
+Status Bootstrap::agreeAllOrNothing(const Status& mine, const char* context,
+                                    const std::function<Status(int, const Status&)>& peerFailed) {
+  struct Verdict {
+    int32_t code;  // a Code
+    char why[236];
+  };
+  std::vector<Verdict> all(static_cast<size_t>(nranks_));
+  Verdict& me = all[static_cast<size_t>(rank_)];
+  me = Verdict{};
+  me.code = static_cast<int32_t>(mine.code());
+  snprintf(me.why, sizeof(me.why), "%s", mine.message().c_str());
+  BRAID_RETURN_IF_ERROR(allGather(all.data(), sizeof(Verdict)).withContext(context));
+  if (!mine.isOk()) return mine;
+  for (int q = 0; q < nranks_; ++q) {
+    const Verdict& v = all[static_cast<size_t>(q)];
+    if (v.code == 0) continue;
+    return peerFailed(q, Status(static_cast<Code>(v.code), std::string(v.why, strnlen(v.why, sizeof(v.why)))));
+  }
+  return Status::ok();
 }
 
 }  // namespace braid

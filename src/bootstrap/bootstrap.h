@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,6 +74,11 @@ class Bootstrap {
   // data holds nranks slots of `bytes`; this rank's slot is filled in; on return all are.
   Status allGather(void* data, size_t bytes);
   Status barrier();
+  // All or nothing: every rank tells the others how its part of a collective step went (`mine`), so either all go on
+  // or none does. Returns ok when every rank succeeded; `mine` where it failed; elsewhere peerFailed(rank, its Status)
+  // for the lowest failed rank (its message cut at 235 bytes). The exchange's own errors come back with `context`.
+  [[nodiscard]] Status agreeAllOrNothing(const Status& mine, const char* context,
+                                         const std::function<Status(int rank, const Status& theirs)>& peerFailed);
 
   void setTimeout(double seconds) { timeoutSec_ = seconds; }
 

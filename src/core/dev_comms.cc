@@ -17,13 +17,6 @@ size_t roundUp(size_t v, size_t to) {
   return (v + to - 1) / to * to;
 }
 
-// What each rank tells the others before the device communicator is handed out.
-struct Agreement {
-  uint64_t layoutBytes = 0;
-  int32_t failed = 0;
-  char why[200] = {};
-};
-
 }  // namespace
 
 DevComms::~DevComms() {
@@ -95,33 +88,21 @@ Result<DevCommMade> DevComms::create(const DevCommRequest& req) {
   // the outcome: a device communicator that works on some ranks only would leave kernels waiting on the others.
   Result<const Window*> w = comm_->windows().find(handle, "the resource window");
   if (!w.isOk()) return unregister(w.status());
-  std::vector<Agreement> all(static_cast<size_t>(n));
-  Agreement& mine = all[static_cast<size_t>(me)];
-  mine.layoutBytes = bytes;
+  // (The layouts were compared before the window was made.)
+  Status reach;
   const int first = me - lsa.rank * lsa.stride;
-  for (int i = 0; i < lsa.nRanks && mine.failed == 0; ++i) {
+  for (int i = 0; i < lsa.nRanks && reach.isOk(); ++i) {
     const WindowPeer& p = w.value()->peers[static_cast<size_t>(first + i * lsa.stride)];
     if (p.at == nullptr) {
-      mine.failed = 1;
-      snprintf(mine.why, sizeof(mine.why), "LSA member %d (rank %d) is out of its load/store reach: %s", i,
-               first + i * lsa.stride, p.why.c_str());
+      reach = invalidUsage("LSA member %d (rank %d) is out of its load/store reach: %s", i, first + i * lsa.stride,
+                           p.why.c_str());
     }
   }
-  Status st = comm_->bootstrap()->allGather(all.data(), sizeof(Agreement)).withContext("agreeing on a device comm");
+  Status st =
+      comm_->bootstrap()->agreeAllOrNothing(reach, "agreeing on a device comm", [](int q, const Status& theirs) {
+        return invalidUsage("ncclDevCommCreate failed on rank %d: %s", q, theirs.message().c_str());
+      });
   if (!st.isOk()) return unregister(st);
-  for (int q = 0; q < n; ++q) {
-    const Agreement& a = all[static_cast<size_t>(q)];
-    if (a.failed != 0) {
-      return unregister(
-          invalidUsage("ncclDevCommCreate failed on rank %d: %.*s", q, static_cast<int>(sizeof(a.why)), a.why));
-    }
-    if (a.layoutBytes != bytes) {
-      return unregister(invalidUsage(
-          "rank %d's requirements make a %llu-byte resource window, rank %d's %zu: every rank must pass the same "
-          "ncclDevCommRequirements",
-          q, static_cast<unsigned long long>(a.layoutBytes), me, bytes));
-    }
-  }
   Result<const void*> table = comm_->windows().deviceTable();
   if (!table.isOk()) return unregister(table.status());
   made.windowTable = table.value();

@@ -27,12 +27,6 @@ uint64_t ownedBytes(const Connector& c) {
   return localFifoBytes(c.slotBytes(), c.llSlotBytes());
 }
 
-// One rank's verdict on suspending now, as every rank learns it.
-struct SuspendVerdict {
-  int32_t code;  // a Code
-  char why[236];
-};
-
 }  // namespace
 
 // A barrier some rank did not pass leaves the ranks on either side of it (suspended or not): like a failed group, the
@@ -88,20 +82,13 @@ Status Communicator::suspend(int flags) {
   for (Communicator* c : holders) {
     if (mine.isOk()) mine = c->backend_->quiesceLinks();
   }
-  std::vector<SuspendVerdict> all(static_cast<size_t>(nranks_));
-  SuspendVerdict& me = all[static_cast<size_t>(rank_)];
-  me = SuspendVerdict{};
-  me.code = static_cast<int32_t>(mine.code());
-  snprintf(me.why, sizeof(me.why), "%s", mine.message().c_str());
-  BRAID_RETURN_IF_ERROR(
-      failIfNot(bootstrap_->allGather(all.data(), sizeof(SuspendVerdict)).withContext("ncclCommSuspend")));
-  if (!mine.isOk()) return mine;
-  for (int r = 0; r < nranks_; ++r) {
-    const SuspendVerdict& v = all[static_cast<size_t>(r)];
-    if (v.code == 0) continue;
-    return Status(static_cast<Code>(v.code),
-                  strPrintf("ncclCommSuspend: rank %d could not suspend, so no rank did: %s", r, v.why));
-  }
+  bool refused = false;  // by some rank: the communicator stays usable
+  const Status agreed = bootstrap_->agreeAllOrNothing(mine, "ncclCommSuspend", [&](int r, const Status& theirs) {
+    refused = true;
+    return Status(theirs.code(), strPrintf("ncclCommSuspend: rank %d could not suspend, so no rank did: %s", r,
+                                           theirs.message().c_str()));
+  });
+  if (!agreed.isOk()) return mine.isOk() && !refused ? failIfNot(agreed) : agreed;  // the exchange failed: unusable
   const uint64_t bytes = suspendableBytes();
   for (Communicator* c : holders) {
     for (Channel& ch : c->channels_) {

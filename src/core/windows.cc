@@ -255,25 +255,9 @@ Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags, boo
   }
   // All or nothing: a window registered on some ranks only would leave the others' kernels and multicast object
   // with a member that is not there.
-  struct Outcome {
-    int32_t failed;
-    char why[160];
-  };
-  std::vector<Outcome> all(static_cast<size_t>(comm_->nranks()));
-  Outcome& mine = all[static_cast<size_t>(comm_->rank())];
-  mine = Outcome{};
-  if (!done.isOk()) {
-    mine.failed = 1;
-    snprintf(mine.why, sizeof(mine.why), "%s", done.message().c_str());
-  }
-  Status agreed = comm_->bootstrap()->allGather(all.data(), sizeof(Outcome)).withContext("agreeing on a window");
-  for (int q = 0; q < comm_->nranks() && agreed.isOk(); ++q) {
-    const Outcome& o = all[static_cast<size_t>(q)];
-    if (o.failed == 0) continue;
-    agreed = q == comm_->rank() ? done
-                                : invalidUsage("rank %d could not register its part of the window: %.*s", q,
-                                               static_cast<int>(sizeof(o.why)), o.why);
-  }
+  Status agreed = comm_->bootstrap()->agreeAllOrNothing(done, "agreeing on a window", [](int q, const Status& theirs) {
+    return invalidUsage("rank %d could not register its part of the window: %s", q, theirs.message().c_str());
+  });
   if (!agreed.isOk()) {
     if (w->handle != nullptr) {
       {

@@ -226,25 +226,14 @@ TEST_F(MultimemKernels, AllReduceThroughTheSwitchIsExact) {
 // accumulate in float (in the type itself each + 1 rounds back down). Element windows of 64: every (first, count) of
 // the list leaves elements alone in their 32-bit words at one end or both; the receive window's elements outside the
 // copied range must keep their old value.
+// The headers' own widening and rounding of half and bf16 (reduce_copy.h).
 template <typename T>
-float toF(T v);
-template <>
-float toF(half v) {
-  return __half2float(v);
-}
-template <>
-float toF(__nv_bfloat16 v) {
-  return __bfloat162float(v);
+float toF(T v) {
+  return nccl_braid_::Acc<T>::in(v);
 }
 template <typename T>
-T fromF(float f);
-template <>
-half fromF(float f) {
-  return __float2half_rn(f);
-}
-template <>
-__nv_bfloat16 fromF(float f) {
-  return __float2bfloat16_rn(f);
+T fromF(float f) {
+  return nccl_braid_::Acc<T>::out(f);
 }
 
 template <typename T>
