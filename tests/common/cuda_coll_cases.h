@@ -182,8 +182,9 @@ inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStr
 }
 
 // Where runAll's buffers come from: cuMemAlloc (cudaMalloc), or ncclMemAlloc registered with ncclCommRegister
-// (on the ranks `registers` says, all when it is null).
-enum class Buffers { kDevice, kRegistered };
+// (on the ranks `registers` says, all when it is null), or the program's own cuMemCreate mappings (with access for
+// every device) registered the same way.
+enum class Buffers { kDevice, kRegistered, kProgramCuMem };
 
 // Runs every case on n ranks (one communicator each, the cases in order); device deviceOf(r).
 inline void runAll(int n, const std::vector<Case>& cases, const std::function<int(int)>& deviceOf = nullptr,
@@ -195,17 +196,26 @@ inline void runAll(int n, const std::vector<Case>& cases, const std::function<in
         size_t bytes = 1;
         for (const Case& c : cases) bytes = std::max(bytes, bufferCount(c, n) * typeSize(c.type));
         const Driver& drv = Driver::get();
-        const bool reg = buffers == Buffers::kRegistered && (!registers || registers(r));
+        const bool reg = buffers != Buffers::kDevice && (!registers || registers(r));
+        const bool own = buffers == Buffers::kProgramCuMem;
+        std::vector<int> every;
+        for (int d = 0; d < drv.devices; ++d) every.push_back(d);
         char* buf[2] = {nullptr, nullptr};
         void* handle[2] = {nullptr, nullptr};
+        size_t mapped[2] = {0, 0};
         for (int i = 0; i < 2; ++i) {
           if (!reg) {
             buf[i] = static_cast<char*>(drv.alloc(bytes));
             continue;
           }
           void* p = nullptr;
-          if (ncclMemAlloc(&p, bytes) != ncclSuccess || ncclCommRegister(comm, p, bytes, &handle[i]) != ncclSuccess) {
-            errors[static_cast<size_t>(r)] = fmt("ncclMemAlloc/ncclCommRegister: %s", ncclGetLastError(comm));
+          if (own) {
+            p = drv.cuMemMake(bytes, deviceOf ? deviceOf(r) : r, every, false, &mapped[i]);
+          } else if (ncclMemAlloc(&p, bytes) != ncclSuccess) {
+            p = nullptr;
+          }
+          if (p == nullptr || ncclCommRegister(comm, p, bytes, &handle[i]) != ncclSuccess) {
+            errors[static_cast<size_t>(r)] = fmt("allocation or ncclCommRegister: %s", ncclGetLastError(comm));
             return ncclInternalError;
           }
           buf[i] = static_cast<char*>(p);
@@ -226,7 +236,10 @@ inline void runAll(int n, const std::vector<Case>& cases, const std::function<in
             drv.memFree(reinterpret_cast<unsigned long long>(buf[i]));
             continue;
           }
-          if (ncclCommDeregister(comm, handle[i]) != ncclSuccess || ncclMemFree(buf[i]) != ncclSuccess) {
+          if (ncclCommDeregister(comm, handle[i]) != ncclSuccess) result = ncclInternalError;
+          if (own) {
+            drv.cuMemDrop(buf[i], mapped[i]);
+          } else if (ncclMemFree(buf[i]) != ncclSuccess) {
             result = ncclInternalError;
           }
         }

@@ -41,6 +41,15 @@ struct Driver {
   int (*streamSync)(void*) = nullptr;
   int (*streamDestroy)(void*) = nullptr;
   int (*deviceCount)(int*) = nullptr;
+  // cuMem, for memory a program makes itself (cuMemCreate, cuMemMap) rather than with ncclMemAlloc.
+  int (*memCreate)(unsigned long long*, size_t, const void*, unsigned long long) = nullptr;
+  int (*memRelease)(unsigned long long) = nullptr;
+  int (*addressReserve)(unsigned long long*, size_t, size_t, unsigned long long, unsigned long long) = nullptr;
+  int (*addressFree)(unsigned long long, size_t) = nullptr;
+  int (*memMap)(unsigned long long, size_t, size_t, unsigned long long, unsigned long long) = nullptr;
+  int (*memUnmap)(unsigned long long, size_t) = nullptr;
+  int (*setAccess)(unsigned long long, size_t, const void*, size_t) = nullptr;
+  int (*granularity)(size_t*, const void*, int) = nullptr;
 
   static bool& loaded() {
     static bool l = false;
@@ -73,6 +82,14 @@ struct Driver {
       sym(x.streamSync, "cuStreamSynchronize");
       sym(x.streamDestroy, "cuStreamDestroy_v2");
       sym(x.deviceCount, "cuDeviceGetCount");
+      sym(x.memCreate, "cuMemCreate");
+      sym(x.memRelease, "cuMemRelease");
+      sym(x.addressReserve, "cuMemAddressReserve");
+      sym(x.addressFree, "cuMemAddressFree");
+      sym(x.memMap, "cuMemMap");
+      sym(x.memUnmap, "cuMemUnmap");
+      sym(x.setAccess, "cuMemSetAccess");
+      sym(x.granularity, "cuMemGetAllocationGranularity");
       if (x.init(0) != 0 || x.deviceCount(&x.devices) != 0 || x.devices < 1) x.lib = nullptr;
       // The tests ask for up to 4 devices: with fewer, ranks share them, also ranks of processes that never wrap
       // (rank 0's process must opt in as well as rank 1's).
@@ -104,6 +121,53 @@ struct Driver {
   void* alloc(size_t bytes) const {
     unsigned long long p = 0;
     return memAlloc(&p, bytes) == 0 ? reinterpret_cast<void*>(p) : nullptr;
+  }
+  // A program's own cuMem memory: `segments` physical allocations on `device` of `bytes` each (rounded up to the
+  // granularity), mapped back to back as one range with read-write access for the devices in `access`, exportable
+  // as a POSIX descriptor when asked. The handles are released at once (the mappings keep the memory). Null on
+  // failure; *mapped is the range's size, for cuMemDrop.
+  void* cuMemMake(size_t bytes, int device, const std::vector<int>& access, bool exportable, size_t* mapped,
+                  int segments = 1) const {
+    struct Prop {
+      int type = 1, handleTypes = 0, locType = 1, locId = 0;
+      void* win32 = nullptr;
+      unsigned char compression = 0, rdma = 0;
+      unsigned short usage = 0;
+      unsigned char reserved[4] = {};
+    } prop;
+    static_assert(sizeof(Prop) == 32, "CUmemAllocationProp's layout");
+    prop.handleTypes = exportable ? 1 : 0;
+    prop.locId = deviceFor(device);
+    size_t gran = 0;
+    if (granularity(&gran, &prop, 1) != 0 || gran == 0) return nullptr;
+    const size_t seg = (bytes + gran - 1) / gran * gran;
+    *mapped = seg * static_cast<size_t>(segments);
+    unsigned long long at = 0;
+    if (addressReserve(&at, *mapped, 0, 0, 0) != 0) return nullptr;
+    for (int k = 0; k < segments; ++k) {
+      unsigned long long h = 0;
+      if (memCreate(&h, seg, &prop, 0) != 0) return nullptr;
+      const int m = memMap(at + seg * static_cast<size_t>(k), seg, 0, h, 0);
+      memRelease(h);
+      if (m != 0) return nullptr;
+    }
+    struct Access {
+      int locType = 1, locId = 0, flags = 3;
+    };
+    std::vector<Access> desc;
+    for (int d : access) {
+      bool dup = false;  // devices wrap on a real driver with fewer of them
+      for (const Access& a : desc) dup = dup || a.locId == deviceFor(d);
+      if (!dup) desc.push_back(Access{1, deviceFor(d), 3});
+    }
+    if (setAccess(at, *mapped, desc.data(), desc.size()) != 0) return nullptr;
+    return reinterpret_cast<void*>(at);
+  }
+  void cuMemDrop(void* p, size_t mapped, int segments = 1) const {
+    const auto at = reinterpret_cast<unsigned long long>(p);
+    const size_t seg = mapped / static_cast<size_t>(segments);
+    for (int k = 0; k < segments; ++k) memUnmap(at + seg * static_cast<size_t>(k), seg);
+    addressFree(at, mapped);
   }
   void copy(void* dst, const void* src, size_t bytes, void* stream) const {
     memcpyAsync(reinterpret_cast<unsigned long long>(dst), reinterpret_cast<unsigned long long>(src), bytes, stream);

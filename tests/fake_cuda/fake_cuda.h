@@ -83,7 +83,8 @@ struct PhysMem {
   int device = 0;
   bool exportable = false;  // created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
   int mappings = 0;
-  bool released = false;  // cuMemRelease was called: gone when the last mapping is unmapped
+  int refs = 1;           // handle references: cuMemCreate's or the import's, plus cuMemRetainAllocationHandle's
+  bool released = false;  // the last reference was released: gone when the last mapping is unmapped
 };
 
 // Completion of stream work, for everything that waits on it (events, stream waits, synchronisation).
@@ -369,6 +370,10 @@ FAKE_API CUresult cuMemRelease(unsigned long long handle);
 FAKE_API CUresult cuMemExportToShareableHandle(void* out, unsigned long long handle, int type,
                                                unsigned long long flags);
 FAKE_API CUresult cuMemImportFromShareableHandle(unsigned long long* handle, void* osHandle, int type);
+FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr ptr);
+FAKE_API CUresult cuMemRetainAllocationHandle(unsigned long long* handle, void* addr);
+FAKE_API CUresult cuMemGetAllocationPropertiesFromHandle(void* prop, unsigned long long handle);
+FAKE_API CUresult cuMemGetAccess(unsigned long long* flags, const void* location, CUdeviceptr ptr);
 FAKE_API CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t bytes, size_t align, CUdeviceptr addr,
                                       unsigned long long flags);
 FAKE_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t bytes);

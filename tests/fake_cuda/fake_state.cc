@@ -187,13 +187,22 @@ Dep enqueue(State& s, const std::shared_ptr<Stream>& st, std::function<void()> f
   return Dep{st, st->enqueued};
 }
 
-// A device range [p, p + n) inside one allocation, or host memory (not the driver's): else the range runs past
-// the end of its allocation.
+// A device range [p, p + n) inside one allocation, or over cuMem mappings back to back (one virtual range on a
+// GPU, as the driver sees it), or host memory (not the driver's): else the range runs past the end of its
+// allocation.
 bool rangeOk(State& s, CUdeviceptr p, size_t n, bool mustBeDevice) {
   auto it = findAllocation(s, p);
   if (it == s.allocations.end()) return !mustBeDevice;
   if (mustBeDevice && it->second.pinned) return false;
-  return n <= it->first + it->second.bytes - p;
+  while (n > it->first + it->second.bytes - p) {
+    const CUdeviceptr next = it->first + it->second.bytes;
+    if (!it->second.vmm || it->second.multicast) return false;
+    n -= static_cast<size_t>(next - p);
+    p = next;
+    it = s.allocations.find(next);
+    if (it == s.allocations.end() || !it->second.vmm || it->second.multicast) return false;
+  }
+  return true;
 }
 
 bool reachableFrom(State& s, const Allocation& a, int device) {

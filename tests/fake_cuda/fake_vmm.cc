@@ -6,9 +6,11 @@
 // The driver's rules, checked: sizes and offsets are multiples of the granularity (2 MiB, an H100's); a mapping
 // lies inside one reservation and one handle; a mapping is inaccessible (PROT_NONE, and a kernel given it fails)
 // until cuMemSetAccess names the device; only exportable handles export; cuMemAddressFree of a range with mappings
-// and cuMemFree of a mapping fail. Peer access: cuDeviceCanAccessPeer says 1 for distinct devices (0 for all with
-// BRAID_FAKE_CUDA_NO_P2P=1); a kernel reaches another device's cuMemAlloc memory only after
-// cuCtxEnablePeerAccess from the launching device's context.
+// and cuMemFree of a mapping fail; cuMemRetainAllocationHandle adds a reference that cuMemRelease drops. The
+// program's queries (cuMemGetAddressRange: the mapping; cuMemGetAllocationPropertiesFromHandle; cuMemGetAccess)
+// answer from the same records, and copies may run over mappings back to back. Peer access: cuDeviceCanAccessPeer says
+// 1 for distinct devices (0 for all with BRAID_FAKE_CUDA_NO_P2P=1); a kernel reaches another device's cuMemAlloc memory
+// only after cuCtxEnablePeerAccess from the launching device's context.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -167,7 +169,8 @@ FAKE_API CUresult cuMemRelease(unsigned long long handle) {
   if (CUresult r = kSuccess; releaseMulticast(s, handle, &r)) return r;
   auto it = s.phys.find(handle);
   if (it == s.phys.end() || it->second.released) return kInvalidValue;
-  it->second.released = true;  // mappings keep the memory until unmapped, as on the driver
+  // Mappings keep the memory until unmapped, as on the driver.
+  if (--it->second.refs == 0) it->second.released = true;
   dropPhys(s, handle);
   return kSuccess;
 }
@@ -213,6 +216,59 @@ FAKE_API CUresult cuMemImportFromShareableHandle(unsigned long long* handle, voi
   pm.exportable = true;
   *handle = s.nextHandle++;
   s.phys[*handle] = pm;
+  return kSuccess;
+}
+
+// The program's side of its own allocations: which mapping holds an address, its physical memory's handle (one more
+// reference, released with cuMemRelease), how that memory was created, and who may access it.
+FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
+  FAKE_ENTER("cuMemGetAddressRange");
+  FAKE_REQUIRE_INIT();
+  auto it = findAllocation(s, ptr);
+  if (it == s.allocations.end() || it->second.pinned || it->second.multicast) return kNotFound;
+  if (base != nullptr) *base = it->first;
+  if (size != nullptr) *size = it->second.bytes;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuMemRetainAllocationHandle(unsigned long long* handle, void* addr) {
+  FAKE_ENTER("cuMemRetainAllocationHandle");
+  FAKE_REQUIRE_INIT();
+  if (handle == nullptr) return kInvalidValue;
+  auto it = findAllocation(s, reinterpret_cast<CUdeviceptr>(addr));
+  // cuMemAlloc memory has no handle: CUDA_ERROR_INVALID_VALUE, as on the driver.
+  if (it == s.allocations.end() || !it->second.vmm || it->second.multicast) return kInvalidValue;
+  auto p = s.phys.find(it->second.handle);
+  if (p == s.phys.end()) return kInvalidValue;
+  ++p->second.refs;
+  p->second.released = false;
+  *handle = it->second.handle;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuMemGetAllocationPropertiesFromHandle(void* prop, unsigned long long handle) {
+  FAKE_ENTER("cuMemGetAllocationPropertiesFromHandle");
+  FAKE_REQUIRE_INIT();
+  auto it = s.phys.find(handle);
+  if (prop == nullptr || it == s.phys.end() || it->second.released) return kInvalidValue;
+  AllocProp out{};
+  out.type = 1;
+  out.requestedHandleTypes = it->second.exportable ? kHandleTypeFd : 0;
+  out.location = Location{1, it->second.device};
+  memcpy(prop, &out, sizeof(out));
+  return kSuccess;
+}
+
+FAKE_API CUresult cuMemGetAccess(unsigned long long* flags, const void* location, CUdeviceptr ptr) {
+  FAKE_ENTER("cuMemGetAccess");
+  FAKE_REQUIRE_INIT();
+  if (flags == nullptr || location == nullptr) return kInvalidValue;
+  const auto* loc = static_cast<const Location*>(location);
+  if (loc->type != 1) return kInvalidValue;
+  if (loc->id < 0 || loc->id >= s.count) return kInvalidDevice;
+  auto it = findAllocation(s, ptr);
+  if (it == s.allocations.end() || !it->second.vmm) return kInvalidValue;
+  *flags = (it->second.accessMask >> loc->id & 1u) != 0 ? 3 : 0;
   return kSuccess;
 }
 

@@ -122,6 +122,16 @@ TEST_F(CudaDirect, RegisteredBuffersAreReadInPlace) {
   EXPECT_EQ(occurrences(text, "reads sendbuff"), 3 * kReadInPlace) << text;
 }
 
+// The program's own cuMem mappings, registered, are read in place as ncclMemAlloc's are.
+TEST_F(CudaDirect, TheProgramsOwnCuMemBuffersAreReadInPlace) {
+  LogCapture log("REG,COLL");
+  runAll(3, registeredCases(), nullptr, Buffers::kProgramCuMem);
+  const std::string text = log.textOf(getpid());
+  EXPECT_EQ(occurrences(text, "is read in place by NVLS-style collectives: 2 peer(s) of this process reach it"), 6u)
+      << text;
+  EXPECT_EQ(occurrences(text, "reads sendbuff"), 3 * kReadInPlace) << text;
+}
+
 // Only rank 1 registers: its peers read its inputs in place, it reads theirs from their stages, in one operation.
 TEST_F(CudaDirect, ARankAloneReadInPlaceMixesWithStagedRanks) {
   LogCapture log("COLL");
@@ -156,7 +166,8 @@ TEST_F(CudaDirect, ARegisteredCudaMallocBufferIsStaged) {
   });
   for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess);
   const std::string text = log.textOf(getpid());
-  EXPECT_EQ(occurrences(text, "is staged by NVLS-style collectives: it is not ncclMemAlloc memory"), 2u) << text;
+  EXPECT_EQ(occurrences(text, "is staged by NVLS-style collectives: it is neither ncclMemAlloc nor cuMem memory"), 2u)
+      << text;
   EXPECT_EQ(occurrences(text, "reads sendbuff"), 0u) << text;
 }
 

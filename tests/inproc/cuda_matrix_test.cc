@@ -110,6 +110,53 @@ std::vector<Case> everyKind() {
 
 // Eight ranks share one GPU (the most the issue asks for): every CTA of every rank resident at once (the launch
 // policy caps channels), each on its own internal stream, each protocol, every collective.
+// Buffers that run over two cuMem mappings back to back (as PyTorch's expandable segments lay out theirs): every
+// collective with a reduction and the ring's protocols, exact; and a buffer past the end of its allocation is refused
+// by name, saying how far it reaches.
+TEST_F(CudaMatrix, BuffersOverBackToBackCuMemMappings) {
+  const size_t seg = size_t{2} << 20;  // the fake's granularity: one mapping each
+  std::vector<Case> cases;
+  for (bool inPlace : {false, true}) {
+    cases.push_back(Case{Kind::kAllReduce, ncclFloat32, ncclSum, (2 * seg - 64) / 4, inPlace});
+    cases.push_back(Case{Kind::kReduceScatter, ncclInt32, ncclMax, (seg + 4096) / 8, inPlace});
+    cases.push_back(Case{Kind::kAllGather, ncclInt8, ncclSum, seg - 100, inPlace});
+  }
+  std::vector<std::string> errs(2);
+  const auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    const Driver& drv = Driver::get();
+    size_t mapped[2] = {0, 0};
+    char* a = static_cast<char*>(drv.cuMemMake(seg, r, {r}, false, &mapped[0], 2));
+    char* b = static_cast<char*>(drv.cuMemMake(seg, r, {r}, false, &mapped[1], 2));
+    if (a == nullptr || b == nullptr || mapped[0] != 2 * seg) return ncclSystemError;
+    ncclResult_t result = ncclSuccess;
+    for (const char* proto : {"Simple", "LL"}) {
+      setenv("NCCL_PROTO", proto, 1);
+      for (const Case& c : cases) {
+        const std::string e = runCase(c, r, 2, comm, stream, a, b);
+        if (!e.empty() && result == ncclSuccess) {
+          errs[static_cast<size_t>(r)] = std::string(proto) + " " + describe(c) + ": " + e;
+          result = ncclInternalError;
+        }
+      }
+    }
+    unsetenv("NCCL_PROTO");
+    char* small = static_cast<char*>(drv.alloc(4096));
+    const ncclResult_t past = ncclAllReduce(small, small, 2048, ncclFloat32, ncclSum, comm, stream);
+    const std::string why = ncclGetLastError(comm);
+    if (result == ncclSuccess &&
+        (past != ncclInvalidArgument ||
+         why.find("8192 bytes run past the end of its allocation, 4096 bytes in") == std::string::npos)) {
+      errs[static_cast<size_t>(r)] = "past the end: " + why;
+      result = ncclInternalError;
+    }
+    drv.memFree(reinterpret_cast<unsigned long long>(small));
+    drv.cuMemDrop(a, mapped[0], 2);
+    drv.cuMemDrop(b, mapped[1], 2);
+    return result;
+  });
+  for (size_t r = 0; r < res.size(); ++r) EXPECT_EQ(res[r], ncclSuccess) << "rank " << r << ": " << errs[r];
+}
+
 TEST_F(CudaMatrix, EightRanksShareOneGpu) {
   for (const char* proto : {"LL", "LL128", "Simple"}) {
     SCOPED_TRACE(proto);

@@ -40,12 +40,22 @@ int element(int rank, int round, size_t i) {
 
 // Rounds of a ring on device windows: rank r puts its block (device memory) into rank (r + 1) % n's window at slot
 // r and waits, on its stream, for rank (r - 1 + n) % n's put, then reads that slot back and checks it; a signal
-// back frees the slot for the next round. 0, or the step that failed (reason on stderr).
-int deviceRing(int r, int n, ncclComm_t comm, cudaStream_t stream, size_t count, int rounds) {
+// back frees the slot for the next round. 0, or the step that failed (reason on stderr). The window's memory comes
+// from ncclMemAlloc, or with `device` >= 0 from the program's own cuMemCreate on that device (exportable, with
+// access for every device).
+int deviceRing(int r, int n, ncclComm_t comm, cudaStream_t stream, size_t count, int rounds, int device = -1) {
   const Driver& drv = Driver::get();
   const size_t slot = count * sizeof(int);
   void* win = nullptr;
-  if (ncclMemAlloc(&win, slot * static_cast<size_t>(n)) != ncclSuccess) return 10;
+  size_t mapped = 0;
+  if (device >= 0) {
+    std::vector<int> all;
+    for (int d = 0; d < drv.devices; ++d) all.push_back(d);
+    win = drv.cuMemMake(slot * static_cast<size_t>(n), device, all, true, &mapped);
+    if (win == nullptr) return 9;
+  } else if (ncclMemAlloc(&win, slot * static_cast<size_t>(n)) != ncclSuccess) {
+    return 10;
+  }
   ncclWindow_t w = nullptr;
   if (ncclCommWindowRegister(comm, win, slot * static_cast<size_t>(n), &w, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
     fprintf(stderr, "rank %d: register: %s\n", r, ncclGetLastError(comm));
@@ -90,7 +100,11 @@ int deviceRing(int r, int n, ncclComm_t comm, cudaStream_t stream, size_t count,
   }
   drv.memFree(reinterpret_cast<unsigned long long>(mine));
   if (ncclCommWindowDeregister(comm, w) != ncclSuccess) code = code != 0 ? code : 18;
-  ncclMemFree(win);
+  if (device >= 0) {
+    drv.cuMemDrop(win, mapped);
+  } else {
+    ncclMemFree(win);
+  }
   return code;
 }
 
@@ -130,6 +144,93 @@ TEST(CudaWindowsProcesses, WindowsAreMappedAcrossProcesses) {
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
+// The program's own cuMem mappings (cuMemCreate, cuMemMap, cuMemSetAccess) are windows as ncclMemAlloc's are: between
+// threads on their GPUs, and across processes through the allocation's exported descriptor.
+TEST_F(CudaWindows, TheProgramsOwnCuMemMappingsAreWindows) {
+  const auto res = runCudaRanks(3, [](int r, ncclComm_t comm, cudaStream_t stream) {
+    return deviceRing(r, 3, comm, stream, 30000, 4, r) == 0 ? ncclSuccess : ncclInternalError;
+  });
+  for (size_t r = 0; r < res.size(); ++r) EXPECT_EQ(res[r], ncclSuccess) << "rank " << r;
+}
+
+TEST(CudaWindowsProcesses, TheProgramsOwnCuMemMappingsAreMappedAcrossProcesses) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  std::vector<int> codes = runProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        void* stream = nullptr;
+        Driver::get().streamCreate(&stream, 1);
+        const int code = deviceRing(r, 2, comm, static_cast<cudaStream_t>(stream), 30000, 3, r);
+        Driver::get().streamDestroy(stream);
+        return code;
+      },
+      120, nullptr, nullptr,
+      [](int r) {
+        if (!Driver::get().use(r)) _exit(20);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// Across processes, a mapping made without the POSIX descriptor handle type cannot be offered: the window has no
+// such peer, and a put toward it is refused by name.
+TEST(CudaWindowsProcesses, AMappingThatCannotBeExportedIsOutOfReach) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  std::vector<int> codes = runProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        const Driver& drv = Driver::get();
+        size_t mapped = 0;
+        void* win = drv.cuMemMake(4096, r, {r}, false, &mapped);
+        if (win == nullptr) return 10;
+        ncclWindow_t w = nullptr;
+        if (ncclCommWindowRegister(comm, win, 4096, &w, 0) != ncclSuccess) return 11;
+        void* stream = nullptr;
+        drv.streamCreate(&stream, 1);
+        const ncclResult_t put =
+            ncclPutSignal(win, 16, ncclInt32, 1 - r, w, 0, 0, 0, 0, comm, static_cast<cudaStream_t>(stream));
+        const std::string err = ncclGetLastError(comm);
+        drv.streamSync(stream);
+        drv.streamDestroy(stream);
+        int code = 0;
+        if (put != ncclInvalidUsage || err.find("could not offer it to other processes") == std::string::npos) {
+          fprintf(stderr, "rank %d: put gave %d: %s\n", r, static_cast<int>(put), err.c_str());
+          code = 12;
+        }
+        if (ncclCommWindowDeregister(comm, w) != ncclSuccess && code == 0) code = 13;
+        drv.cuMemDrop(win, mapped);
+        return code;
+      },
+      120, nullptr, nullptr,
+      [](int r) {
+        if (!Driver::get().use(r)) _exit(20);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// A buffer over two mappings (NCCL 2.29's multi-segment registration) is refused by name, as is one that runs past
+// the end of its ncclMemAlloc allocation.
+TEST_F(CudaWindows, BuffersOverSeveralMappingsAreRefusedByName) {
+  std::vector<std::string> errs(2);
+  const auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) {
+    const Driver& drv = Driver::get();
+    size_t mapped = 0;
+    void* p = drv.cuMemMake(4096, r, {0, 1}, false, &mapped, 2);
+    if (p == nullptr) return ncclSystemError;
+    ncclWindow_t w = nullptr;
+    const ncclResult_t st =
+        r == 0 ? ncclCommWindowRegister(comm, p, mapped, &w, 0) : ncclCommWindowRegister(comm, p, mapped / 2, &w, 0);
+    errs[static_cast<size_t>(r)] = ncclGetLastError(comm);
+    if (st == ncclSuccess) ncclCommWindowDeregister(comm, w);
+    drv.cuMemDrop(p, mapped, 2);
+    return st;
+  });
+  EXPECT_EQ(res[0], ncclInvalidArgument);
+  EXPECT_NE(errs[0].find("spans more than one cuMem mapping"), std::string::npos) << errs[0];
+  EXPECT_NE(errs[0].find("multi-segment registration is not built"), std::string::npos) << errs[0];
+  EXPECT_EQ(res[1], ncclInvalidUsage);
+  EXPECT_NE(errs[1].find("rank 0 could not register its part of the window"), std::string::npos) << errs[1];
+}
+
 // cudaMalloc memory is not a window (NCCL takes only cuMem memory): the rank that offers it names it, the other
 // names that rank.
 TEST_F(CudaWindows, CudaMallocMemoryIsRefusedByName) {
@@ -153,7 +254,7 @@ TEST_F(CudaWindows, CudaMallocMemoryIsRefusedByName) {
     return st;
   });
   EXPECT_EQ(res[0], ncclInvalidArgument);
-  EXPECT_NE(errs[0].find("is not ncclMemAlloc memory"), std::string::npos) << errs[0];
+  EXPECT_NE(errs[0].find("is neither ncclMemAlloc nor cuMem memory"), std::string::npos) << errs[0];
   EXPECT_EQ(res[1], ncclInvalidUsage);
   EXPECT_NE(errs[1].find("rank 0 could not register its part of the window"), std::string::npos) << errs[1];
 }

@@ -97,6 +97,10 @@ Status bindAll(DynLib& lib, CuApi* t) {
   get(t->memMap, "cuMemMap");
   get(t->memUnmap, "cuMemUnmap");
   get(t->memSetAccess, "cuMemSetAccess");
+  get(t->memGetAddressRange, "cuMemGetAddressRange");
+  get(t->memRetainAllocationHandle, "cuMemRetainAllocationHandle");
+  get(t->memGetAllocationPropertiesFromHandle, "cuMemGetAllocationPropertiesFromHandle");
+  get(t->memGetAccess, "cuMemGetAccess");
   BRAID_RETURN_IF_ERROR(missing);
   // Multicast is optional: a driver without it (older than 12.1) runs NVLS-style collectives over peer pointers.
   auto optional = [&](auto& fn, const char* symbol) {

@@ -216,6 +216,11 @@ struct CuApi {
   CUresult (*memMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
   CUresult (*memUnmap)(CUdeviceptr, size_t) = nullptr;
   CUresult (*memSetAccess)(CUdeviceptr, size_t, const CuMemAccessDesc*, size_t) = nullptr;
+  // The program's own cuMem allocations (windows and registrations of memory ncclMemAlloc did not make).
+  CUresult (*memGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
+  CUresult (*memRetainAllocationHandle)(CUmemGenericAllocationHandle*, void*) = nullptr;
+  CUresult (*memGetAllocationPropertiesFromHandle)(CuMemAllocationProp*, CUmemGenericAllocationHandle) = nullptr;
+  CUresult (*memGetAccess)(unsigned long long*, const CuMemLocation*, CUdeviceptr) = nullptr;
   // Multicast (NVLS). Optional: null when the driver predates CUDA 12.1 (hasMulticast() says which).
   CUresult (*multicastCreate)(CUmemGenericAllocationHandle*, const CuMulticastObjectProp*) = nullptr;
   CUresult (*multicastAddDevice)(CUmemGenericAllocationHandle, CUdevice) = nullptr;

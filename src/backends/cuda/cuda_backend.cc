@@ -776,22 +776,34 @@ Status CudaBackend::checkBuffer(const void* p, size_t bytes, const char* what) c
         "device memory (cudaMalloc, ncclMemAlloc) or pinned host memory (cudaHostAlloc)",
         what, p);
   }
-  int ordinal = -1;
-  if (type == kCuMemoryTypeDevice &&
-      api_->pointerGetAttribute(&ordinal, static_cast<int>(CuPointerAttr::kDeviceOrdinal), at) == kCuSuccess &&
-      ordinal != device_) {
-    return invalidArgument("%s=%p is memory of device %d; this communicator runs on device %d", what, p, ordinal,
-                           device_);
+  // A buffer may run over several cuMem mappings back to back (PyTorch's expandable segments map theirs so): each
+  // must be memory the driver knows, of this device.
+  const CUdeviceptr end = at + bytes;
+  for (CUdeviceptr cur = at;;) {
+    int ordinal = -1;
+    if (type == kCuMemoryTypeDevice &&
+        api_->pointerGetAttribute(&ordinal, static_cast<int>(CuPointerAttr::kDeviceOrdinal), cur) == kCuSuccess &&
+        ordinal != device_) {
+      return invalidArgument("%s=%p is memory of device %d%s; this communicator runs on device %d", what, p, ordinal,
+                             cur == at ? "" : strPrintf(" from byte %zu", static_cast<size_t>(cur - at)).c_str(),
+                             device_);
+    }
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    if (api_->pointerGetAttribute(&start, static_cast<int>(CuPointerAttr::kRangeStart), cur) != kCuSuccess ||
+        api_->pointerGetAttribute(&size, static_cast<int>(CuPointerAttr::kRangeSize), cur) != kCuSuccess ||
+        end <= start + size) {
+      return Status::ok();
+    }
+    const CUdeviceptr next = start + size;
+    unsigned nextType = 0;
+    if (api_->pointerGetAttribute(&nextType, static_cast<int>(CuPointerAttr::kMemoryType), next) != kCuSuccess ||
+        nextType != type) {
+      return invalidArgument("%s=%p: %zu bytes run past the end of its allocation, %zu bytes in", what, p, bytes,
+                             static_cast<size_t>(next - at));
+    }
+    cur = next;
   }
-  CUdeviceptr start = 0;
-  size_t size = 0;
-  if (api_->pointerGetAttribute(&start, static_cast<int>(CuPointerAttr::kRangeStart), at) == kCuSuccess &&
-      api_->pointerGetAttribute(&size, static_cast<int>(CuPointerAttr::kRangeSize), at) == kCuSuccess &&
-      bytes > start + size - at) {
-    return invalidArgument("%s=%p: %zu bytes run past the end of its allocation (%zu bytes at %p)", what, p, bytes,
-                           size, reinterpret_cast<const void*>(start));
-  }
-  return Status::ok();
 }
 
 }  // namespace braid

@@ -7,13 +7,12 @@
 namespace braid {
 
 Result<WindowDesc> exportCudaWindow(const CuApi* api, int rank, const void* base, size_t bytes, int otherProcesses) {
-  ShareableRange range;
-  if (!findShareable(base, bytes, &range)) {
-    return invalidArgument(
-        "buff=%p (%zu bytes) is not ncclMemAlloc memory: a window on a CUDA communicator must be memory its peers "
-        "can map (allocate it with ncclMemAlloc; braid does not map other cuMem allocations or cudaMalloc memory)",
-        base, bytes);
+  Result<ShareableRange> found = findShareable(api, base, bytes);
+  if (!found.isOk()) {
+    return invalidArgument("buff=%p (%zu bytes) cannot be a window on a CUDA communicator, whose peers map it: %s",
+                           base, bytes, found.status().message().c_str());
   }
+  const ShareableRange& range = found.value();
   WindowDesc d;
   d.allocBytes = range.bytes;
   d.offset = static_cast<uint64_t>(static_cast<const char*>(base) - range.base);
@@ -94,10 +93,9 @@ Result<WindowMulticast> bindCudaWindowMulticast(const CudaDeviceMemory& memory, 
     *why = "some rank's buffer is empty";
     return WindowMulticast{};
   }
-  ShareableRange range;
   size_t areaBytes = 0;
-  if (findShareable(base, bindBytes, &range)) {
-    areaBytes = range.bytes - static_cast<size_t>(static_cast<char*>(base) - range.base);
+  if (Result<ShareableRange> range = findShareable(memory.api(), base, bindBytes); range.isOk()) {
+    areaBytes = range.value().bytes - static_cast<size_t>(static_cast<char*>(base) - range.value().base);
   }
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<CudaMulticast> mc,
                          CudaMulticast::create(memory.api(), rank, direct->multicastRanks(), static_cast<char*>(base),

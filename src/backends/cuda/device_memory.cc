@@ -207,32 +207,111 @@ Result<bool> cuMemFreeShareable(const CuApi* api, void* p) {
   return true;
 }
 
-bool findShareable(const void* p, size_t bytes, ShareableRange* out) {
+namespace {
+
+// A mapping the program made itself with cuMemCreate and cuMemMap (NCCL's rule: the mapping cuMemGetAddressRange
+// names, and the handle of its physical memory). Peers import that handle whole and map it from its start, so a
+// mapping of part of a larger allocation (cuMemMap at an offset) would show them the wrong bytes: the driver does
+// not tell that offset, and NCCL makes the same assumption.
+Result<ShareableRange> findProgramCuMem(const CuApi* api, const void* p, size_t bytes) {
   const auto at = reinterpret_cast<CUdeviceptr>(p);
-  std::lock_guard<std::mutex> lock(gAllocMu);
-  auto it = gAllocs.upper_bound(at);
-  if (it == gAllocs.begin()) return false;
-  --it;
-  if (at - it->first >= it->second.bytes || bytes > it->second.bytes - (at - it->first)) return false;
-  out->base = reinterpret_cast<const char*>(it->first);
-  out->bytes = it->second.bytes;
-  out->device = it->second.device;
-  out->devices = it->second.devices;
-  return true;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  if (api->memGetAddressRange(&base, &size, at) != kCuSuccess ||
+      api->memRetainAllocationHandle(&handle, reinterpret_cast<void*>(base)) != kCuSuccess) {
+    return invalidArgument(
+        "it is neither ncclMemAlloc nor cuMem memory (cudaMalloc memory has no cuMem handle that peers could map; "
+        "allocate it with ncclMemAlloc, or cuMemCreate and cuMemMap)");
+  }
+  CuMemAllocationProp prop;
+  Status st =
+      api->check(api->memGetAllocationPropertiesFromHandle(&prop, handle), "cuMemGetAllocationPropertiesFromHandle");
+  (void)api->memRelease(handle);  // the program's mapping keeps it
+  BRAID_RETURN_IF_ERROR(st);
+  if (prop.location.type != CuMemLocation{}.type) {
+    return invalidArgument("its cuMem allocation is not GPU memory (location type %d)", prop.location.type);
+  }
+  if (bytes > size - (at - base)) {
+    return invalidArgument(
+        "it spans more than one cuMem mapping (the one holding it starts at %p and ends after %zu bytes): braid "
+        "registers buffers within one mapping (NCCL 2.29's multi-segment registration is not built)",
+        reinterpret_cast<void*>(base), size);
+  }
+  ShareableRange r;
+  r.base = reinterpret_cast<const char*>(base);
+  r.bytes = size;
+  r.device = prop.location.id;
+  int count = 0;
+  BRAID_RETURN_IF_ERROR(api->check(api->deviceGetCount(&count), "cuDeviceGetCount"));
+  for (int d = 0; d < count; ++d) {
+    CuMemLocation where;
+    where.id = d;
+    unsigned long long flags = 0;
+    if (api->memGetAccess(&flags, &where, base) == kCuSuccess && flags == CuMemAccessDesc{}.flags) {
+      r.devices.push_back(d);
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<ShareableRange> findShareable(const CuApi* api, const void* p, size_t bytes) {
+  const auto at = reinterpret_cast<CUdeviceptr>(p);
+  {
+    std::lock_guard<std::mutex> lock(gAllocMu);
+    auto it = gAllocs.upper_bound(at);
+    if (it != gAllocs.begin()) {
+      --it;
+      if (at - it->first < it->second.bytes) {
+        const size_t room = it->second.bytes - static_cast<size_t>(at - it->first);
+        if (bytes > room) {
+          return invalidArgument("it runs %zu bytes past the end of its ncclMemAlloc allocation", bytes - room);
+        }
+        ShareableRange r;
+        r.base = reinterpret_cast<const char*>(it->first);
+        r.bytes = it->second.bytes;
+        r.device = it->second.device;
+        r.devices = it->second.devices;
+        return r;
+      }
+    }
+  }
+  return findProgramCuMem(api, p, bytes);
 }
 
 Result<int> exportShareable(const CuApi* api, const void* base) {
   CUmemGenericAllocationHandle handle = 0;
+  bool retained = false;
   {
     std::lock_guard<std::mutex> lock(gAllocMu);
     auto it = gAllocs.find(reinterpret_cast<CUdeviceptr>(base));
-    if (it == gAllocs.end()) return invalidArgument("%p is not the start of an ncclMemAlloc allocation", base);
-    handle = it->second.handle;
+    if (it != gAllocs.end()) handle = it->second.handle;  // valid while the allocation lives (the caller's part)
   }
-  // The handle stays valid while the allocation lives; the caller exports before it frees.
+  if (handle == 0) {
+    // The program's own mapping: its handle, for as long as the export takes.
+    BRAID_RETURN_IF_ERROR(
+        api->check(api->memRetainAllocationHandle(&handle, const_cast<void*>(base)), "cuMemRetainAllocationHandle"));
+    retained = true;
+    CuMemAllocationProp prop;
+    Status st =
+        api->check(api->memGetAllocationPropertiesFromHandle(&prop, handle), "cuMemGetAllocationPropertiesFromHandle");
+    if (st.isOk() && (prop.requestedHandleTypes & kCuMemHandleTypePosixFd) == 0) {
+      st = invalidArgument(
+          "its cuMem allocation was made without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in requestedHandleTypes, "
+          "so other processes cannot map it");
+    }
+    if (!st.isOk()) {
+      (void)api->memRelease(handle);
+      return st;
+    }
+  }
   int fd = -1;
-  BRAID_RETURN_IF_ERROR(api->check(api->memExportToShareableHandle(&fd, handle, kCuMemHandleTypePosixFd, 0),
-                                   "cuMemExportToShareableHandle"));
+  Status st = api->check(api->memExportToShareableHandle(&fd, handle, kCuMemHandleTypePosixFd, 0),
+                         "cuMemExportToShareableHandle");
+  if (retained) (void)api->memRelease(handle);
+  BRAID_RETURN_IF_ERROR(st);
   return fd;
 }
 

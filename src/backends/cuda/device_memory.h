@@ -63,15 +63,19 @@ Result<void*> cuMemAllocShareable(const CuApi* api, int device, size_t bytes);
 // Unmaps and frees memory from cuMemAllocShareable; false (nothing done) when `p` is not the start of one.
 Result<bool> cuMemFreeShareable(const CuApi* api, void* p);
 
-// The cuMemAllocShareable allocation that holds [p, p + bytes), if one does.
+// What holds [p, p + bytes) for peers to map: the cuMemAllocShareable (ncclMemAlloc) allocation, or else a cuMem
+// mapping the program made itself (cuMemCreate, cuMemMap), found through the driver as NCCL does. An error says why
+// the range cannot be shared (cudaMalloc memory, a range over several mappings, host memory).
 struct ShareableRange {
   const char* base = nullptr;
   size_t bytes = 0;          // mapped
   int device = -1;           // where its memory is
-  std::vector<int> devices;  // devices with access (its own and its peers')
+  std::vector<int> devices;  // devices with read-write access (its own and its peers')
 };
-bool findShareable(const void* p, size_t bytes, ShareableRange* out);
-// A POSIX descriptor of the allocation starting at `base` (the caller closes it), for another process to map.
+Result<ShareableRange> findShareable(const CuApi* api, const void* p, size_t bytes);
+// A POSIX descriptor of the allocation whose mapping starts at `base` (the caller closes it), for another process to
+// map. The program's own allocation must have been made with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; the error
+// says so otherwise.
 Result<int> exportShareable(const CuApi* api, const void* base);
 
 }  // namespace braid

@@ -94,14 +94,13 @@ void DirectRegistry::unmapAt(int rank, uint64_t id) const {
 
 void DirectRegistry::add(const void* handle, const void* base, size_t bytes) {
   const int n = static_cast<int>(ranks_.size());
-  ShareableRange range;
-  if (!findShareable(base, bytes, &range)) {
-    BRAID_INFO(kLogReg,
-               "rank %d: registered buffer %p (%zu bytes) is staged by NVLS-style collectives: it is not "
-               "ncclMemAlloc memory, which peers can map",
-               rank_, base, bytes);
+  Result<ShareableRange> found = findShareable(api_, base, bytes);
+  if (!found.isOk()) {
+    BRAID_INFO(kLogReg, "rank %d: registered buffer %p (%zu bytes) is staged by NVLS-style collectives: %s", rank_,
+               base, bytes, found.status().message().c_str());
     return;
   }
+  const ShareableRange& range = found.value();
   Mine m;
   m.base = static_cast<const char*>(base);
   m.bytes = bytes;
