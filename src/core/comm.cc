@@ -496,7 +496,9 @@ Status Communicator::checkRegistered(const void* p, size_t bytes, const char* wh
   if (p == nullptr || !user_.buffers.find(p, bytes, &r) || r.bufferId == 0) {
     return Status::ok();
   }
-  Result<uint64_t> now = backend_->bufferId(p, bytes, what);
+  // Asked of the registration's own start and extent: a buffer may run over several allocations back to back (cuMem
+  // mappings), and `p` may lie in another one than the first, whose id the registration holds.
+  Result<uint64_t> now = backend_->bufferId(r.base, r.bytes, what);
   if (now.isOk() && now.value() == r.bufferId) return Status::ok();
   return invalidUsage(
       "%s=%p lies in a buffer registered with ncclCommRegister (handle %p, %zu bytes at %p) whose allocation was "

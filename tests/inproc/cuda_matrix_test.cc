@@ -111,8 +111,8 @@ std::vector<Case> everyKind() {
 // Eight ranks share one GPU (the most the issue asks for): every CTA of every rank resident at once (the launch
 // policy caps channels), each on its own internal stream, each protocol, every collective.
 // Buffers that run over two cuMem mappings back to back (as PyTorch's expandable segments lay out theirs): every
-// collective with a reduction and the ring's protocols, exact; and a buffer past the end of its allocation is refused
-// by name, saying how far it reaches.
+// collective with a reduction and the ring's protocols, exact, also within such a buffer registered whole; and a
+// buffer past the end of its allocation is refused by name, saying how far it reaches.
 TEST_F(CudaMatrix, BuffersOverBackToBackCuMemMappings) {
   const size_t seg = size_t{2} << 20;  // the fake's granularity: one mapping each
   std::vector<Case> cases;
@@ -140,6 +140,18 @@ TEST_F(CudaMatrix, BuffersOverBackToBackCuMemMappings) {
       }
     }
     unsetenv("NCCL_PROTO");
+    // Registered whole, then used from its second mapping: still the registered buffer.
+    void* h = nullptr;
+    if (ncclCommRegister(comm, a, mapped[0], &h) != ncclSuccess) return ncclInternalError;
+    for (bool inPlace : {false, true}) {
+      const Case c{Kind::kAllReduce, ncclFloat32, ncclSum, seg / 8, inPlace};
+      const std::string e = runCase(c, r, 2, comm, stream, a + seg + 4096, b);
+      if (!e.empty() && result == ncclSuccess) {
+        errs[static_cast<size_t>(r)] = "registered, " + describe(c) + ": " + e + " " + ncclGetLastError(comm);
+        result = ncclInternalError;
+      }
+    }
+    if (ncclCommDeregister(comm, h) != ncclSuccess) return ncclInternalError;
     char* small = static_cast<char*>(drv.alloc(4096));
     const ncclResult_t past = ncclAllReduce(small, small, 2048, ncclFloat32, ncclSum, comm, stream);
     const std::string why = ncclGetLastError(comm);
