@@ -21,9 +21,15 @@
 namespace braid {
 namespace {
 
-// A reply: 0 and a descriptor, or an error code and none. A service call's reply is a code, a length and that
-// many bytes (the answer, or the error's message).
+// A fetch's reply: a GrantHeader with the offer's descriptors attached, then its info; an error code with no
+// descriptors. A service call's reply is a code, a length and that many bytes (the answer, or the error's message).
 enum Reply : uint8_t { kGranted = 0, kUnknownToken = 1, kServiceFailed = 2 };
+struct GrantHeader {
+  uint8_t code;
+  uint8_t pad[3];
+  uint32_t fds;
+  uint32_t infoBytes;
+};
 
 // A request's first 8 bytes are an offer's token (never 0) or kServiceCall, followed by a ServiceHeader and the
 // request's bytes.
@@ -69,43 +75,52 @@ bool sendExactly(int c, const void* p, size_t n) {
   return true;
 }
 
-// Sends `n` bytes (one message) with descriptor `fd` attached (-1: none).
-bool sendWithFd(int c, const void* p, size_t n, int fd) {
+void closeAll(const std::vector<int>& fds) {
+  for (int fd : fds) close(fd);
+}
+
+// Sends `n` bytes (one message) with `fds` attached (none: a plain message).
+bool sendWithFds(int c, const void* p, size_t n, const std::vector<int>& fds) {
   iovec iov{const_cast<void*>(p), n};
   msghdr m{};
   m.msg_iov = &iov;
   m.msg_iovlen = 1;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)] = {};
+  if (fds.size() > kMaxFdsPerMessage) return false;
+  if (!fds.empty()) {
     m.msg_control = ctl;
-    m.msg_controllen = sizeof(ctl);
+    m.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
     cmsghdr* cm = CMSG_FIRSTHDR(&m);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    memcpy(CMSG_DATA(cm), fds.data(), sizeof(int) * fds.size());
   }
   return sendmsg(c, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(n);
 }
 
-// Receives exactly `n` bytes (one message, waiting at most `ms` for it to start) and the descriptor sent with them,
-// if any (*fd: a new close-on-exec descriptor, or -1).
-bool recvWithFd(int c, void* p, size_t n, int* fd, int ms) {
-  *fd = -1;
+// Receives exactly `n` bytes (one message, waiting at most `ms` for it to start) and the descriptors sent with them,
+// if any (*fds: new close-on-exec descriptors, in order).
+bool recvWithFds(int c, void* p, size_t n, std::vector<int>* fds, int ms) {
+  fds->clear();
   pollfd pf{c, POLLIN, 0};
   if (poll(&pf, 1, ms) != 1) return false;
   iovec iov{p, n};
   msghdr m{};
   m.msg_iov = &iov;
   m.msg_iovlen = 1;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)] = {};
   m.msg_control = ctl;
   m.msg_controllen = sizeof(ctl);
   const ssize_t r = recvmsg(c, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
   for (cmsghdr* cm = CMSG_FIRSTHDR(&m); cm != nullptr; cm = CMSG_NXTHDR(&m, cm)) {
-    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) memcpy(fd, CMSG_DATA(cm), sizeof(int));
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const size_t at = fds->size();
+    fds->resize(at + count);
+    memcpy(fds->data() + at, CMSG_DATA(cm), count * sizeof(int));
   }
-  return r == static_cast<ssize_t>(n);
+  return r == static_cast<ssize_t>(n) && (m.msg_flags & MSG_CTRUNC) == 0;
 }
 
 sockaddr_un socketAddress(int32_t pid, uint32_t server, socklen_t* len) {
@@ -143,15 +158,23 @@ class FdServer {
     return server() != nullptr && server()->pid_ == getpid() ? server() : nullptr;
   }
 
-  Result<FdTicket> offer(int fd, int fetches) {
-    const int mine = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (mine < 0) return errnoError(errno, "offering descriptor %d to a peer process: fcntl(F_DUPFD_CLOEXEC)", fd);
+  Result<FdTicket> offer(const std::vector<int>& fds, int fetches, const std::string& info) {
+    std::vector<int> mine;
+    for (int fd : fds) {
+      const int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+      if (dup < 0) {
+        const int e = errno;
+        closeAll(mine);
+        return errnoError(e, "offering descriptor %d to a peer process: fcntl(F_DUPFD_CLOEXEC)", fd);
+      }
+      mine.push_back(dup);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t token;
     do {
       token = randomWord();
     } while (token == 0 || offers_.count(token) != 0);
-    offers_[token] = Offer{mine, std::max(1, fetches)};
+    offers_[token] = Offer{std::move(mine), info, std::max(1, fetches)};
     return FdTicket{pid_, nonce_, token};
   }
 
@@ -159,7 +182,7 @@ class FdServer {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = offers_.find(token);
     if (it == offers_.end()) return;
-    close(it->second.fd);
+    closeAll(it->second.fds);
     offers_.erase(it);
   }
 
@@ -222,44 +245,57 @@ class FdServer {
       ucred cred{};
       socklen_t cl = sizeof(cred);
       uint64_t token = 0;
-      int sent = -1;
+      std::vector<int> sent;
       // A request is small and its sender is already waiting: a short bound keeps a stuck client from blocking
       // the others.
       const bool ok = getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.uid == uid &&
-                      recvWithFd(c, &token, sizeof(token), &sent, 1000);
+                      recvWithFds(c, &token, sizeof(token), &sent, 1000);
       if (ok && token == kServiceCall) {
         answerService(c, sent);
-      } else if (ok) {
-        if (sent >= 0) close(sent);
-        grant(c, token);
-      } else if (sent >= 0) {
-        close(sent);
+      } else {
+        closeAll(sent);
+        if (ok) grant(c, token);
       }
       close(c);
     }
   }
 
-  // Sends the descriptor `token` offers, or kUnknownToken.
+  // Sends the descriptors and info `token` offers, or kUnknownToken.
   void grant(int c, uint64_t token) {
-    int fd = -1;
+    std::vector<int> fds;
+    std::string info;
+    bool found = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = offers_.find(token);
       if (it != offers_.end()) {
-        // A duplicate to send, unless this is the token's last fetch: a withdraw may close the offer's own
-        // descriptor while this thread sends.
-        const bool last = --it->second.fetches == 0;
-        fd = last ? it->second.fd : fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
-        if (last) offers_.erase(it);
+        // Duplicates to send, unless this is the token's last fetch: a withdraw may close the offer's own
+        // descriptors while this thread sends.
+        found = true;
+        info = it->second.info;
+        if (--it->second.fetches == 0) {
+          fds = std::move(it->second.fds);
+          offers_.erase(it);
+        } else {
+          for (int fd : it->second.fds) fds.push_back(fcntl(fd, F_DUPFD_CLOEXEC, 0));
+        }
       }
     }
-    const uint8_t reply = fd >= 0 ? kGranted : kUnknownToken;
-    (void)sendWithFd(c, &reply, 1, fd);
-    if (fd >= 0) close(fd);
+    const bool whole = std::find(fds.begin(), fds.end(), -1) == fds.end();
+    GrantHeader h{};
+    h.code = found && whole ? kGranted : kUnknownToken;
+    h.fds = h.code == kGranted ? static_cast<uint32_t>(fds.size()) : 0;
+    h.infoBytes = h.code == kGranted ? static_cast<uint32_t>(info.size()) : 0;
+    if (sendWithFds(c, &h, sizeof(h), h.code == kGranted ? fds : std::vector<int>{}) && h.infoBytes > 0) {
+      (void)sendExactly(c, info.data(), info.size());
+    }
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
   }
 
-  // Runs a service call (its descriptor `fd`, closed here) and sends the answer.
-  void answerService(int c, int fd) {
+  // Runs a service call (its descriptors `fds`, closed here) and sends the answer.
+  void answerService(int c, const std::vector<int>& fds) {
     ServiceHeader h{};
     std::string request;
     uint8_t code = kUnknownToken;
@@ -276,14 +312,14 @@ class FdServer {
         if (svc) {
           std::lock_guard<std::mutex> calling(svc->calling);
           if (svc->live) {
-            Result<std::string> r = svc->fn(fd, request);
+            Result<std::string> r = svc->fn(fds, request);
             code = r.isOk() ? kGranted : kServiceFailed;
             answer = r.isOk() ? r.value() : r.status().message();
           }
         }
       }
     }
-    if (fd >= 0) close(fd);
+    closeAll(fds);
     const uint32_t len = static_cast<uint32_t>(std::min<size_t>(answer.size(), kMaxServiceBytes));
     if (sendExactly(c, &code, 1) && sendExactly(c, &len, sizeof(len))) (void)sendExactly(c, answer.data(), len);
   }
@@ -302,7 +338,8 @@ class FdServer {
   int listen_ = -1;
   std::mutex mu_;
   struct Offer {
-    int fd;
+    std::vector<int> fds;
+    std::string info;
     int fetches;  // left
   };
   std::map<uint64_t, Offer> offers_;
@@ -333,9 +370,19 @@ Result<int> connectTo(const FdTicket& t, const char* what) {
 
 }  // namespace
 
-Result<FdTicket> offerFd(int fd, int fetches) {
+Result<FdTicket> offerFds(const std::vector<int>& fds, int fetches, const std::string& info) {
+  if (fds.empty() || fds.size() > kMaxFdsPerMessage) {
+    return invalidArgument("an offer of %zu descriptors (1 to %zu)", fds.size(), kMaxFdsPerMessage);
+  }
+  if (info.size() > kMaxServiceBytes) {
+    return invalidArgument("an offer with %zu bytes of info (at most %u)", info.size(), kMaxServiceBytes);
+  }
   BRAID_ASSIGN_OR_RETURN(FdServer * s, FdServer::get());
-  return s->offer(fd, fetches);
+  return s->offer(fds, fetches, info);
+}
+
+Result<FdTicket> offerFd(int fd, int fetches) {
+  return offerFds({fd}, fetches);
 }
 
 void withdrawFd(const FdTicket& t) {
@@ -348,7 +395,7 @@ size_t pendingFdOffers() {
   return s != nullptr ? s->pending() : 0;
 }
 
-Result<int> fetchFd(const FdTicket& t, double timeoutSec) {
+Result<std::vector<int>> fetchFds(const FdTicket& t, double timeoutSec, std::string* info) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec);
   auto msLeft = [&] {
     const auto left =
@@ -369,19 +416,37 @@ Result<int> fetchFd(const FdTicket& t, double timeoutSec) {
     return remoteError("fetching a descriptor from process %d: no answer within %.0f s (BRAID_TIMEOUT)", t.pid,
                        timeoutSec);
   }
-  uint8_t reply = 0xff;
-  int fd = -1;
-  if (pr < 0 || !recvWithFd(c, &reply, 1, &fd, 0)) {
-    if (fd >= 0) close(fd);
-    return errnoError(errno, "fetching a descriptor from process %d: recvmsg", t.pid);
+  GrantHeader h{};
+  h.code = 0xff;
+  std::vector<int> fds;
+  if (pr < 0 || !recvWithFds(c, &h, sizeof(h), &fds, 0)) {
+    const int e = errno;
+    closeAll(fds);
+    return errnoError(e, "fetching a descriptor from process %d: recvmsg", t.pid);
   }
-  if (reply != kGranted || fd < 0) {
-    if (fd >= 0) close(fd);
+  if (h.code != kGranted || fds.empty() || fds.size() != h.fds) {
+    closeAll(fds);
     return internalError(
         "process %d has no descriptor for token %016llx (never offered, withdrawn, or already fetched)", t.pid,
         static_cast<unsigned long long>(t.token));
   }
-  return fd;
+  std::string got(h.infoBytes, '\0');
+  if (h.infoBytes > kMaxServiceBytes || (h.infoBytes > 0 && !recvExactly(c, &got[0], h.infoBytes, msLeft()))) {
+    closeAll(fds);
+    return remoteError("fetching a descriptor from process %d: its info was cut short", t.pid);
+  }
+  if (info != nullptr) *info = std::move(got);
+  return fds;
+}
+
+Result<int> fetchFd(const FdTicket& t, double timeoutSec) {
+  BRAID_ASSIGN_OR_RETURN(std::vector<int> fds, fetchFds(t, timeoutSec));
+  if (fds.size() != 1) {
+    closeAll(fds);
+    return internalError("process %d offered %zu descriptors for token %016llx where one was expected", t.pid,
+                         fds.size(), static_cast<unsigned long long>(t.token));
+  }
+  return fds[0];
 }
 
 Result<FdTicket> serveFdService(FdServiceFn fn) {
@@ -394,11 +459,14 @@ void stopFdService(const FdTicket& t) {
   if (FdServer* s = FdServer::running()) s->stop(t.token);
 }
 
-Result<std::string> callFdService(const FdTicket& t, int fd, const std::string& request, double timeoutSec,
-                                  bool* absent) {
+Result<std::string> callFdService(const FdTicket& t, const std::vector<int>& fds, const std::string& request,
+                                  double timeoutSec, bool* absent) {
   if (absent != nullptr) *absent = false;
   if (request.size() > kMaxServiceBytes) {
     return invalidArgument("a service request of %zu bytes (at most %u)", request.size(), kMaxServiceBytes);
+  }
+  if (fds.size() > kMaxFdsPerMessage) {
+    return invalidArgument("a service request with %zu descriptors (at most %zu)", fds.size(), kMaxFdsPerMessage);
   }
   const int ms = static_cast<int>(std::max(1.0, timeoutSec * 1000));
   Result<int> connected = connectTo(t, "calling a service of");
@@ -413,7 +481,7 @@ Result<std::string> callFdService(const FdTicket& t, int fd, const std::string& 
   } closer{c};
   const uint64_t first = kServiceCall;
   const ServiceHeader h{t.token, static_cast<uint32_t>(request.size()), 0};
-  if (!sendWithFd(c, &first, sizeof(first), fd) || !sendExactly(c, &h, sizeof(h)) ||
+  if (!sendWithFds(c, &first, sizeof(first), fds) || !sendExactly(c, &h, sizeof(h)) ||
       !sendExactly(c, request.data(), request.size())) {
     return errnoError(errno, "calling a service of process %d: send", t.pid);
   }

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "src/common/status.h"
 
@@ -31,29 +32,39 @@ struct FdTicket {
   uint64_t token = 0;
 };
 
-// Offers a duplicate of `fd` (the caller keeps its own) for `fetches` fetches (one per peer meant to have it).
-// Errors: kSystemError naming the call (socket, bind).
+// The most descriptors one offer or service call carries (the kernel's SCM_MAX_FD for one message).
+constexpr size_t kMaxFdsPerMessage = 253;
+
+// Offers duplicates of `fds` (1 to kMaxFdsPerMessage; the caller keeps its own), in order, with `info` (at most 4096
+// bytes the fetcher receives with them), for `fetches` fetches (one per peer meant to have them). Errors:
+// kInvalidArgument for a count or info out of range, kSystemError naming the call (fcntl, socket, bind).
+Result<FdTicket> offerFds(const std::vector<int>& fds, int fetches = 1, const std::string& info = std::string());
+// One descriptor, no info.
 Result<FdTicket> offerFd(int fd, int fetches = 1);
 // Drops an offer not fetched (the connector it was for went away); a fetched or unknown ticket is ignored.
 void withdrawFd(const FdTicket& t);
-// Fetches the descriptor `t` offers: a new descriptor (close-on-exec) the caller owns. Waits at most timeoutSec
-// for the owner. Errors name the owner's pid and what failed: no such server (the process is gone, or is in
-// another network namespace), an unknown or already fetched token, a timeout.
+// Fetches the descriptors `t` offers, in the offer's order: new descriptors (close-on-exec) the caller owns, and the
+// offer's info in *info when given. Waits at most timeoutSec for the owner. Errors name the owner's pid and what
+// failed: no such server (the process is gone, or is in another network namespace), an unknown or already fetched
+// token, a timeout.
+Result<std::vector<int>> fetchFds(const FdTicket& t, double timeoutSec, std::string* info = nullptr);
+// fetchFds of an offer of exactly one descriptor.
 Result<int> fetchFd(const FdTicket& t, double timeoutSec);
 // Offers not fetched yet (tests: a connection that completed leaves none).
 size_t pendingFdOffers();
 
-// A service's handler: the request's descriptor (-1 when none; the server closes it after the call) and bytes; the
-// answer's bytes, or an error the caller receives as its message.
-using FdServiceFn = std::function<Result<std::string>(int fd, const std::string& request)>;
+// A service's handler: the request's descriptors (none, or as many as the caller sent, in order; the server closes
+// them after the call) and bytes; the answer's bytes, or an error the caller receives as its message.
+using FdServiceFn = std::function<Result<std::string>(const std::vector<int>& fds, const std::string& request)>;
 // Serves `fn` under a new random key: the ticket (this process's server, token = the key) is what callers need.
 Result<FdTicket> serveFdService(FdServiceFn fn);
 // Stops serving the key of `t`; returns after a call in progress ended, and no call starts after.
 void stopFdService(const FdTicket& t);
-// Calls the service `t` names with `request` (at most 4096 bytes) and `fd` (-1: none; the caller keeps its own),
-// waiting at most timeoutSec. Errors name the process: no server, an unknown or stopped service (*absent set true
-// for these two, when given: nothing serves there any more), a timeout, or the handler's own error.
-Result<std::string> callFdService(const FdTicket& t, int fd, const std::string& request, double timeoutSec,
-                                  bool* absent = nullptr);
+// Calls the service `t` names with `request` (at most 4096 bytes) and `fds` (at most kMaxFdsPerMessage; the caller
+// keeps its own), waiting at most timeoutSec. Errors name the process: no server, an unknown or stopped service
+// (*absent set true for these two, when given: nothing serves there any more), a timeout, or the handler's own
+// error.
+Result<std::string> callFdService(const FdTicket& t, const std::vector<int>& fds, const std::string& request,
+                                  double timeoutSec, bool* absent = nullptr);
 
 }  // namespace braid

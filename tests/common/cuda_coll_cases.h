@@ -182,8 +182,8 @@ inline std::string runCase(const Case& c, int r, int n, ncclComm_t comm, cudaStr
 }
 
 // Where runAll's buffers come from: cuMemAlloc (cudaMalloc), or ncclMemAlloc registered with ncclCommRegister
-// (on the ranks `registers` says, all when it is null), or the program's own cuMemCreate mappings (with access for
-// every device) registered the same way.
+// (on the ranks `registers` says, all when it is null), or the program's own cuMemCreate memory (with access for
+// every device), each buffer over two mappings, registered the same way.
 enum class Buffers { kDevice, kRegistered, kProgramCuMem };
 
 // Runs every case on n ranks (one communicator each, the cases in order); device deviceOf(r).
@@ -203,6 +203,7 @@ inline void runAll(int n, const std::vector<Case>& cases, const std::function<in
         char* buf[2] = {nullptr, nullptr};
         void* handle[2] = {nullptr, nullptr};
         size_t mapped[2] = {0, 0};
+        void* origin[2] = {nullptr, nullptr};
         for (int i = 0; i < 2; ++i) {
           if (!reg) {
             buf[i] = static_cast<char*>(drv.alloc(bytes));
@@ -210,7 +211,10 @@ inline void runAll(int n, const std::vector<Case>& cases, const std::function<in
           }
           void* p = nullptr;
           if (own) {
-            p = drv.cuMemMake(bytes, deviceOf ? deviceOf(r) : r, every, false, &mapped[i]);
+            // Over two mappings: the buffer ends 4 KB into the second.
+            const size_t each = (bytes + 4095) / 4096 * 4096;
+            origin[i] = drv.cuMemMake(each, deviceOf ? deviceOf(r) : r, every, false, &mapped[i], 2);
+            p = origin[i] != nullptr ? static_cast<char*>(origin[i]) + mapped[i] / 2 + 4096 - each : nullptr;
           } else if (ncclMemAlloc(&p, bytes) != ncclSuccess) {
             p = nullptr;
           }
@@ -238,7 +242,7 @@ inline void runAll(int n, const std::vector<Case>& cases, const std::function<in
           }
           if (ncclCommDeregister(comm, handle[i]) != ncclSuccess) result = ncclInternalError;
           if (own) {
-            drv.cuMemDrop(buf[i], mapped[i]);
+            drv.cuMemDrop(origin[i], mapped[i], 2);
           } else if (ncclMemFree(buf[i]) != ncclSuccess) {
             result = ncclInternalError;
           }

@@ -323,18 +323,28 @@ TEST(CudaDirectProcesses, ImportEachOthersAreas) {
 }
 
 // Rank r of two processes: registeredCases() on registered ncclMemAlloc buffers, then once more after the first
-// pair was deregistered and freed and a new pair registered (the peer unmapped the old ones). 0, or 10 + the step
-// that failed, with the reason on stderr.
+// pair was deregistered and freed and a new pair registered (the peer unmapped the old ones), this time the
+// program's own exportable cuMem memory, each buffer over two mappings (NCCL 2.29's multi-segment registration). 0,
+// or 10 + the step that failed, with the reason on stderr.
 int registeredCasesOfTwo(int r, ncclComm_t comm) {
+  const Driver& drv = Driver::get();
   void* stream = nullptr;
-  Driver::get().streamCreate(&stream, 1);
+  drv.streamCreate(&stream, 1);
   for (int pass = 0; pass < 2; ++pass) {
     const size_t bytes = 2 * 200003 * 8;
     void* buf[2] = {nullptr, nullptr};
     void* handle[2] = {nullptr, nullptr};
+    void* made[2] = {nullptr, nullptr};
+    size_t mapped[2] = {0, 0};
     for (int i = 0; i < 2; ++i) {
-      if (ncclMemAlloc(&buf[i], bytes) != ncclSuccess ||
-          ncclCommRegister(comm, buf[i], bytes, &handle[i]) != ncclSuccess) {
+      if (pass == 1) {
+        made[i] = drv.cuMemMake(size_t{2} << 20, r, {r}, true, &mapped[i], 2);
+        if (made[i] == nullptr) return 14;
+        buf[i] = static_cast<char*>(made[i]) + (512 << 10);  // 0.5 to 3.7 MB: over both 2 MiB mappings
+      } else if (ncclMemAlloc(&buf[i], bytes) != ncclSuccess) {
+        return 11;
+      }
+      if (ncclCommRegister(comm, buf[i], bytes, &handle[i]) != ncclSuccess) {
         fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
         return 11;
       }
@@ -348,15 +358,20 @@ int registeredCasesOfTwo(int r, ncclComm_t comm) {
       }
     }
     for (int i = 0; i < 2; ++i) {
-      if (ncclCommDeregister(comm, handle[i]) != ncclSuccess || ncclMemFree(buf[i]) != ncclSuccess) return 13;
+      if (ncclCommDeregister(comm, handle[i]) != ncclSuccess) return 13;
+      if (pass == 1) {
+        drv.cuMemDrop(made[i], mapped[i], 2);
+      } else if (ncclMemFree(buf[i]) != ncclSuccess) {
+        return 13;
+      }
     }
   }
-  Driver::get().streamDestroy(stream);
+  drv.streamDestroy(stream);
   return 0;
 }
 
-// Two processes register ncclMemAlloc buffers: each maps the other's at registration (through its registry
-// service), reads them in place, and unmaps them at deregistration.
+// Two processes register ncclMemAlloc buffers, then buffers over two cuMem mappings of their own: each maps the
+// other's at registration (through its registry service), reads them in place, and unmaps them at deregistration.
 TEST(CudaDirectProcesses, RegisteredBuffersAreMappedByThePeerProcess) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
   const std::string topo = writeFakeGpuTopology(false);

@@ -59,6 +59,34 @@ TEST(FdShare, AnotherProcessFetchesTheSameFileOnce) {
   EXPECT_EQ(pendingFdOffers(), 0u);
 }
 
+// Several descriptors in one offer arrive in order with the offer's info, for each of the fetches it was made for;
+// an empty or oversized offer is refused by name.
+TEST(FdShare, AnOfferOfSeveralDescriptorsArrivesInOrderWithItsInfo) {
+  const int fds[3] = {memfdWith("one"), memfdWith("two"), memfdWith("three")};
+  Result<FdTicket> t = offerFds({fds[0], fds[1], fds[2]}, 2, "sizes 3 3 5");
+  ASSERT_TRUE(t.isOk()) << t.status().message();
+  for (int fd : fds) close(fd);
+  auto fetcher = [](const FdTicket& tk) {
+    std::string info;
+    Result<std::vector<int>> got = fetchFds(tk, 5, &info);
+    if (!got.isOk() || got.value().size() != 3) return 1;
+    if (contents(got.value()[0]) != "one" || contents(got.value()[1]) != "two" || contents(got.value()[2]) != "three")
+      return 2;
+    if (info != "sizes 3 3 5") return 3;
+    // The second of the two fetches offered, by the one-descriptor form: refused, naming the count.
+    Result<int> one = fetchFd(tk, 5);
+    if (one.isOk() || one.status().message().find("offered 3 descriptors") == std::string::npos) return 4;
+    return 0;
+  };
+  EXPECT_EQ(inChild(t.value(), fetcher), 0);
+  EXPECT_EQ(pendingFdOffers(), 0u);
+  EXPECT_FALSE(offerFds({}).isOk());
+  Result<FdTicket> many = offerFds(std::vector<int>(kMaxFdsPerMessage + 1, 0));
+  ASSERT_FALSE(many.isOk());
+  EXPECT_NE(many.status().message().find("an offer of 254 descriptors (1 to 253)"), std::string::npos)
+      << many.status().message();
+}
+
 TEST(FdShare, AWithdrawnOfferIsGone) {
   const int fd = memfdWith("x");
   Result<FdTicket> t = offerFd(fd);
@@ -83,25 +111,33 @@ TEST(FdShare, ANonexistentServerIsANamedError) {
 // The service reads what another process's descriptor holds and answers it with the request; the descriptor's
 // file is the caller's (the handler's write shows in the child); a handler's error reaches the caller by name.
 TEST(FdShare, AServiceAnswersAnotherProcessWithItsDescriptor) {
-  Result<FdTicket> t = serveFdService([](int fd, const std::string& request) -> Result<std::string> {
-    if (request == "fail") return invalidArgument("the handler refuses '%s'", request.c_str());
-    if (fd < 0) return std::string("no descriptor");
-    const std::string seen = contents(fd);
-    if (pwrite(fd, "W", 1, 0) != 1) return internalError("pwrite");
-    return request + ":" + seen;
-  });
+  Result<FdTicket> t =
+      serveFdService([](const std::vector<int>& fds, const std::string& request) -> Result<std::string> {
+        if (request == "fail") return invalidArgument("the handler refuses '%s'", request.c_str());
+        if (fds.empty()) return std::string("no descriptor");
+        std::string seen;
+        for (int fd : fds) {
+          seen += (seen.empty() ? "" : ",") + contents(fd);
+          if (pwrite(fd, "W", 1, 0) != 1) return internalError("pwrite");
+        }
+        return request + ":" + seen;
+      });
   ASSERT_TRUE(t.isOk()) << t.status().message();
   const int code = inChild(t.value(), [](const FdTicket& tk) {
     const int fd = memfdWith("abc");
-    Result<std::string> a = callFdService(tk, fd, "map", 5);
+    Result<std::string> a = callFdService(tk, {fd}, "map", 5);
     if (!a.isOk() || a.value() != "map:abc") return 1;
     if (contents(fd) != "Wbc") return 2;  // the same open file
-    Result<std::string> b = callFdService(tk, -1, "plain", 5);
+    const int more[2] = {memfdWith("de"), memfdWith("fgh")};
+    Result<std::string> several = callFdService(tk, {more[0], fd, more[1]}, "all", 5);
+    if (!several.isOk() || several.value() != "all:de,Wbc,fgh") return 6;  // in the caller's order
+    if (contents(more[1]) != "Wgh") return 7;
+    Result<std::string> b = callFdService(tk, {}, "plain", 5);
     if (!b.isOk() || b.value() != "no descriptor") return 3;
     bool absent = true;
-    Result<std::string> c = callFdService(tk, -1, "fail", 5, &absent);
+    Result<std::string> c = callFdService(tk, {}, "fail", 5, &absent);
     if (c.isOk() || absent || c.status().message().find("the handler refuses 'fail'") == std::string::npos) return 4;
-    if (callFdService(tk, -1, std::string(5000, 'x'), 5).isOk()) return 5;  // too long: refused before sending
+    if (callFdService(tk, {}, std::string(5000, 'x'), 5).isOk()) return 5;  // too long: refused before sending
     return 0;
   });
   EXPECT_EQ(code, 0);
@@ -110,7 +146,7 @@ TEST(FdShare, AServiceAnswersAnotherProcessWithItsDescriptor) {
   EXPECT_EQ(inChild(t.value(),
                     [](const FdTicket& tk) {
                       bool absent = false;
-                      Result<std::string> a = callFdService(tk, -1, "map", 5, &absent);
+                      Result<std::string> a = callFdService(tk, {}, "map", 5, &absent);
                       if (a.isOk() || !absent) return 1;
                       return a.status().message().find("has no service") != std::string::npos ? 0 : 2;
                     }),
@@ -124,7 +160,7 @@ TEST(FdShare, ACallToAProcessWithoutAServerIsAbsent) {
   t.server = 777;
   t.token = 9;
   bool absent = false;
-  Result<std::string> a = callFdService(t, -1, "x", 1, &absent);
+  Result<std::string> a = callFdService(t, {}, "x", 1, &absent);
   ASSERT_FALSE(a.isOk());
   EXPECT_TRUE(absent);
   EXPECT_NE(a.status().message().find("no descriptor server @braid-fd-1-777"), std::string::npos)

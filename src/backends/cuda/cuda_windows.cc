@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <numeric>
+
 #include "src/common/logging.h"
 
 namespace braid {
@@ -20,14 +22,14 @@ Result<WindowDesc> exportCudaWindow(const CuApi* api, int rank, const void* base
     if (dev >= 0 && dev < 64) d.accessMask |= uint64_t{1} << dev;
   }
   if (otherProcesses == 0) return d;
-  Result<int> fd = exportShareable(api, range.base);
-  if (!fd.isOk()) {
+  Result<std::vector<int>> fds = exportShareable(api, range);
+  if (!fds.isOk()) {
     BRAID_INFO(kLogReg, "rank %d: window buffer %p is not offered to other processes: %s", rank, base,
-               fd.status().message().c_str());
+               fds.status().message().c_str());
     return d;
   }
-  Result<FdTicket> t = offerFd(fd.value(), otherProcesses);
-  close(fd.value());
+  Result<FdTicket> t = offerFds(fds.value(), otherProcesses, encodeSegments(range.segments));
+  for (int fd : fds.value()) close(fd);
   if (t.isOk()) {
     d.ticket = t.value();
   } else {
@@ -57,13 +59,19 @@ WindowPeer importCudaWindow(const CudaDeviceMemory& memory, double timeoutSec, c
     p.why = strPrintf("process %d could not offer it to other processes", static_cast<int>(theirs.pid));
     return p;
   }
-  Result<int> fd = fetchFd(theirs.ticket, timeoutSec);
-  if (!fd.isOk()) {
-    p.why = fd.status().message();
+  std::string info;
+  Result<std::vector<int>> fds = fetchFds(theirs.ticket, timeoutSec, &info);
+  if (!fds.isOk()) {
+    p.why = fds.status().message();
     return p;
   }
-  Result<DeviceFifoMem> m = memory.import(fd.value(), theirs.allocBytes);
-  close(fd.value());
+  std::vector<size_t> sizes;
+  Result<DeviceFifoMem> m = invalidArgument("its owner described its %zu mapping(s) wrongly", fds.value().size());
+  if (decodeSegments(info, fds.value().size(), &sizes) &&
+      std::accumulate(sizes.begin(), sizes.end(), size_t{0}) == theirs.allocBytes) {
+    m = memory.importSegments(fds.value(), sizes);
+  }
+  for (int fd : fds.value()) close(fd);
   if (!m.isOk()) {
     p.why = strPrintf("mapping it for GPU %d: %s", memory.device(), m.status().message().c_str());
     return p;

@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <numeric>
 
+#include "src/common/fd_share.h"
 #include "src/common/logging.h"
 
 namespace braid {
@@ -169,6 +172,64 @@ Result<DeviceFifoMem> CudaDeviceMemory::import(int fd, size_t bytes) const {
   return mapHandle(handle, bytes, {device_});
 }
 
+Result<DeviceFifoMem> CudaDeviceMemory::importSegments(const std::vector<int>& fds,
+                                                       const std::vector<size_t>& sizes) const {
+  if (fds.empty() || fds.size() != sizes.size()) {
+    return invalidArgument("%zu descriptors for %zu segments", fds.size(), sizes.size());
+  }
+  if (fds.size() == 1) return import(fds[0], sizes[0]);
+  ScopedContext scope(api_, ctx_);
+  RelaxedCaptureMode relaxed(api_);
+  const CuApi* api = api_;
+  size_t total = 0;
+  for (size_t s : sizes) total += s;
+  CUdeviceptr ptr = 0;
+  BRAID_RETURN_IF_ERROR(api->check(api->memAddressReserve(&ptr, total, 0, 0, 0), "cuMemAddressReserve"));
+  // Unmaps the first `mapped` segments and frees the range.
+  auto undo = [api, ptr, sizes](size_t mapped) {
+    size_t off = 0;
+    for (size_t i = 0; i < mapped; ++i) {
+      (void)api->memUnmap(ptr + off, sizes[i]);
+      off += sizes[i];
+    }
+    (void)api->memAddressFree(ptr, std::accumulate(sizes.begin(), sizes.end(), size_t{0}));
+  };
+  size_t off = 0;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    CUmemGenericAllocationHandle handle = 0;
+    Status st =
+        api->check(api->memImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fds[i])),
+                                                     kCuMemHandleTypePosixFd),
+                   "cuMemImportFromShareableHandle");
+    if (st.isOk()) {
+      st = api->check(api->memMap(ptr + off, sizes[i], 0, handle, 0), "cuMemMap");
+      (void)api->memRelease(handle);  // the mapping keeps the memory
+    }
+    if (!st.isOk()) {
+      undo(i);
+      return st.withContext(strPrintf("segment %zu of %zu", i + 1, fds.size()));
+    }
+    off += sizes[i];
+  }
+  CuMemAccessDesc access;
+  access.location.id = device_;
+  Status st = api->check(api->memSetAccess(ptr, total, &access, 1), "cuMemSetAccess");
+  if (!st.isOk()) {
+    undo(fds.size());
+    return st;
+  }
+  CUcontext ctx = ctx_;
+  DeviceFifoMem m;
+  m.base = reinterpret_cast<char*>(ptr);
+  m.bytes = total;
+  m.owner = std::shared_ptr<void>(m.base, [api, ctx, undo, n = fds.size()](void*) {
+    ScopedContext scope(api, ctx);
+    RelaxedCaptureMode relaxed(api);
+    undo(n);
+  });
+  return m;
+}
+
 Result<void*> cuMemAllocShareable(const CuApi* api, int device, size_t bytes) {
   CuMemAllocationProp prop;
   prop.location.id = device;
@@ -209,49 +270,67 @@ Result<bool> cuMemFreeShareable(const CuApi* api, void* p) {
 
 namespace {
 
-// A mapping the program made itself with cuMemCreate and cuMemMap (NCCL's rule: the mapping cuMemGetAddressRange
-// names, and the handle of its physical memory). Peers import that handle whole and map it from its start, so a
-// mapping of part of a larger allocation (cuMemMap at an offset) would show them the wrong bytes: the driver does
-// not tell that offset, and NCCL makes the same assumption.
+// Mappings the program made itself with cuMemCreate and cuMemMap, back to back from the one holding `p` (NCCL's
+// rule: the mapping cuMemGetAddressRange names, and the handle of its physical memory). Peers import each handle
+// whole and map it from its start, so a mapping of part of a larger allocation (cuMemMap at an offset) would show
+// them the wrong bytes: the driver does not tell that offset, and NCCL makes the same assumption.
 Result<ShareableRange> findProgramCuMem(const CuApi* api, const void* p, size_t bytes) {
   const auto at = reinterpret_cast<CUdeviceptr>(p);
   CUdeviceptr base = 0;
   size_t size = 0;
-  CUmemGenericAllocationHandle handle = 0;
-  if (api->memGetAddressRange(&base, &size, at) != kCuSuccess ||
-      api->memRetainAllocationHandle(&handle, reinterpret_cast<void*>(base)) != kCuSuccess) {
-    return invalidArgument(
-        "it is neither ncclMemAlloc nor cuMem memory (cudaMalloc memory has no cuMem handle that peers could map; "
-        "allocate it with ncclMemAlloc, or cuMemCreate and cuMemMap)");
-  }
-  CuMemAllocationProp prop;
-  Status st =
-      api->check(api->memGetAllocationPropertiesFromHandle(&prop, handle), "cuMemGetAllocationPropertiesFromHandle");
-  (void)api->memRelease(handle);  // the program's mapping keeps it
-  BRAID_RETURN_IF_ERROR(st);
-  if (prop.location.type != CuMemLocation{}.type) {
-    return invalidArgument("its cuMem allocation is not GPU memory (location type %d)", prop.location.type);
-  }
-  if (bytes > size - (at - base)) {
-    return invalidArgument(
-        "it spans more than one cuMem mapping (the one holding it starts at %p and ends after %zu bytes): braid "
-        "registers buffers within one mapping (NCCL 2.29's multi-segment registration is not built)",
-        reinterpret_cast<void*>(base), size);
-  }
+  if (api->memGetAddressRange(&base, &size, at) != kCuSuccess) base = 0;
   ShareableRange r;
   r.base = reinterpret_cast<const char*>(base);
-  r.bytes = size;
-  r.device = prop.location.id;
   int count = 0;
   BRAID_RETURN_IF_ERROR(api->check(api->deviceGetCount(&count), "cuDeviceGetCount"));
-  for (int d = 0; d < count; ++d) {
-    CuMemLocation where;
-    where.id = d;
-    unsigned long long flags = 0;
-    if (api->memGetAccess(&flags, &where, base) == kCuSuccess && flags == CuMemAccessDesc{}.flags) {
-      r.devices.push_back(d);
+  const CUdeviceptr end = at + bytes;
+  CUdeviceptr cur = base;
+  do {
+    CUdeviceptr segBase = cur;
+    size_t segSize = size;
+    if (cur != base && (api->memGetAddressRange(&segBase, &segSize, cur) != kCuSuccess || segBase != cur)) {
+      return invalidArgument("it runs past the end of its cuMem mappings, %zu bytes in", static_cast<size_t>(cur - at));
     }
-  }
+    CUmemGenericAllocationHandle handle = 0;
+    if (base == 0 || api->memRetainAllocationHandle(&handle, reinterpret_cast<void*>(cur)) != kCuSuccess) {
+      if (cur == base) {
+        return invalidArgument(
+            "it is neither ncclMemAlloc nor cuMem memory (cudaMalloc memory has no cuMem handle that peers could "
+            "map; allocate it with ncclMemAlloc, or cuMemCreate and cuMemMap)");
+      }
+      return invalidArgument("the memory %zu bytes in is not a cuMem mapping", static_cast<size_t>(cur - at));
+    }
+    CuMemAllocationProp prop;
+    Status st =
+        api->check(api->memGetAllocationPropertiesFromHandle(&prop, handle), "cuMemGetAllocationPropertiesFromHandle");
+    (void)api->memRelease(handle);  // the program's mapping keeps it
+    BRAID_RETURN_IF_ERROR(st);
+    if (prop.location.type != CuMemLocation{}.type) {
+      return invalidArgument("its cuMem allocation is not GPU memory (location type %d)", prop.location.type);
+    }
+    if (r.segments.empty()) {
+      r.device = prop.location.id;
+    } else if (prop.location.id != r.device) {
+      return invalidArgument("its cuMem mappings are memory of GPUs %d and %d", r.device, prop.location.id);
+    }
+    if (r.segments.size() == kMaxFdsPerMessage) {
+      return invalidArgument("it spans more than %zu cuMem mappings, the most braid shares", kMaxFdsPerMessage);
+    }
+    // Devices with read-write access to every mapping.
+    std::vector<int> devices;
+    for (int d = 0; d < count; ++d) {
+      CuMemLocation where;
+      where.id = d;
+      unsigned long long flags = 0;
+      const bool rw = api->memGetAccess(&flags, &where, cur) == kCuSuccess && flags == CuMemAccessDesc{}.flags;
+      const bool before = r.segments.empty() || std::find(r.devices.begin(), r.devices.end(), d) != r.devices.end();
+      if (rw && before) devices.push_back(d);
+    }
+    r.devices = std::move(devices);
+    r.segments.push_back(segSize);
+    cur = segBase + segSize;
+  } while (cur < end);
+  r.bytes = static_cast<size_t>(cur - base);
   return r;
 }
 
@@ -274,6 +353,7 @@ Result<ShareableRange> findShareable(const CuApi* api, const void* p, size_t byt
         r.bytes = it->second.bytes;
         r.device = it->second.device;
         r.devices = it->second.devices;
+        r.segments.push_back(r.bytes);
         return r;
       }
     }
@@ -281,38 +361,69 @@ Result<ShareableRange> findShareable(const CuApi* api, const void* p, size_t byt
   return findProgramCuMem(api, p, bytes);
 }
 
-Result<int> exportShareable(const CuApi* api, const void* base) {
-  CUmemGenericAllocationHandle handle = 0;
-  bool retained = false;
+Result<std::vector<int>> exportShareable(const CuApi* api, const ShareableRange& range) {
+  std::vector<int> fds;
+  auto fail = [&](Status st) {
+    for (int fd : fds) close(fd);
+    return st;
+  };
+  CUmemGenericAllocationHandle mine = 0;
   {
     std::lock_guard<std::mutex> lock(gAllocMu);
-    auto it = gAllocs.find(reinterpret_cast<CUdeviceptr>(base));
-    if (it != gAllocs.end()) handle = it->second.handle;  // valid while the allocation lives (the caller's part)
+    auto it = gAllocs.find(reinterpret_cast<CUdeviceptr>(range.base));
+    if (it != gAllocs.end()) mine = it->second.handle;  // valid while the allocation lives (the caller's part)
   }
-  if (handle == 0) {
-    // The program's own mapping: its handle, for as long as the export takes.
-    BRAID_RETURN_IF_ERROR(
-        api->check(api->memRetainAllocationHandle(&handle, const_cast<void*>(base)), "cuMemRetainAllocationHandle"));
-    retained = true;
-    CuMemAllocationProp prop;
-    Status st =
-        api->check(api->memGetAllocationPropertiesFromHandle(&prop, handle), "cuMemGetAllocationPropertiesFromHandle");
-    if (st.isOk() && (prop.requestedHandleTypes & kCuMemHandleTypePosixFd) == 0) {
-      st = invalidArgument(
-          "its cuMem allocation was made without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in requestedHandleTypes, "
-          "so other processes cannot map it");
+  size_t offset = 0;
+  for (size_t seg : range.segments) {
+    CUmemGenericAllocationHandle handle = mine;
+    if (handle == 0) {
+      // The program's own mapping: its handle, for as long as the export takes.
+      void* at = const_cast<char*>(range.base + offset);
+      Status st = api->check(api->memRetainAllocationHandle(&handle, at), "cuMemRetainAllocationHandle");
+      if (!st.isOk()) return fail(st);
+      CuMemAllocationProp prop;
+      st = api->check(api->memGetAllocationPropertiesFromHandle(&prop, handle),
+                      "cuMemGetAllocationPropertiesFromHandle");
+      if (st.isOk() && (prop.requestedHandleTypes & kCuMemHandleTypePosixFd) == 0) {
+        st = invalidArgument(
+            "its cuMem allocation%s was made without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in "
+            "requestedHandleTypes, so other processes cannot map it",
+            offset == 0 ? "" : strPrintf(" %zu bytes in", offset).c_str());
+      }
+      if (!st.isOk()) {
+        (void)api->memRelease(handle);
+        return fail(st);
+      }
     }
-    if (!st.isOk()) {
-      (void)api->memRelease(handle);
-      return st;
-    }
+    int fd = -1;
+    Status st = api->check(api->memExportToShareableHandle(&fd, handle, kCuMemHandleTypePosixFd, 0),
+                           "cuMemExportToShareableHandle");
+    if (handle != mine) (void)api->memRelease(handle);
+    if (!st.isOk()) return fail(st);
+    fds.push_back(fd);
+    offset += seg;
   }
-  int fd = -1;
-  Status st = api->check(api->memExportToShareableHandle(&fd, handle, kCuMemHandleTypePosixFd, 0),
-                         "cuMemExportToShareableHandle");
-  if (retained) (void)api->memRelease(handle);
-  BRAID_RETURN_IF_ERROR(st);
-  return fd;
+  return fds;
+}
+
+std::string encodeSegments(const std::vector<size_t>& sizes) {
+  std::string out;
+  for (size_t s : sizes) {
+    const uint64_t v = s;
+    out.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  return out;
+}
+
+bool decodeSegments(const std::string& in, size_t count, std::vector<size_t>* sizes) {
+  if (in.size() != count * sizeof(uint64_t)) return false;
+  sizes->resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t v = 0;
+    memcpy(&v, in.data() + i * sizeof(v), sizeof(v));
+    (*sizes)[i] = static_cast<size_t>(v);
+  }
+  return true;
 }
 
 }  // namespace braid

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "src/backends/cuda/cu_api.h"
@@ -28,6 +29,9 @@ class CudaDeviceMemory final : public DeviceMemory {
   Result<DeviceFifoMem> alloc(size_t bytes, const void* head, size_t headBytes, const std::vector<int>& peerDevices,
                               bool exportable) const override;
   Result<DeviceFifoMem> import(int fd, size_t bytes) const override;
+  // Another process's memory exported segment by segment (exportShareable): each descriptor's allocation mapped,
+  // whole, back to back in one range (`sizes` bytes each) for this device. The caller closes the descriptors.
+  Result<DeviceFifoMem> importSegments(const std::vector<int>& fds, const std::vector<size_t>& sizes) const;
   // Its private stream, for initialising copies and the P2P self-test: one stream for all of them, since every
   // stream a rank keeps takes one of the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) from ranks sharing it.
   CUstream stream() const { return stream_; }
@@ -63,19 +67,24 @@ Result<void*> cuMemAllocShareable(const CuApi* api, int device, size_t bytes);
 // Unmaps and frees memory from cuMemAllocShareable; false (nothing done) when `p` is not the start of one.
 Result<bool> cuMemFreeShareable(const CuApi* api, void* p);
 
-// What holds [p, p + bytes) for peers to map: the cuMemAllocShareable (ncclMemAlloc) allocation, or else a cuMem
-// mapping the program made itself (cuMemCreate, cuMemMap), found through the driver as NCCL does. An error says why
-// the range cannot be shared (cudaMalloc memory, a range over several mappings, host memory).
+// What holds [p, p + bytes) for peers to map: the cuMemAllocShareable (ncclMemAlloc) allocation, or else cuMem
+// mappings the program made itself (cuMemCreate, cuMemMap), one or several back to back (NCCL 2.29's multi-segment
+// registration), found through the driver as NCCL does. An error says why the range cannot be shared (cudaMalloc
+// memory, mappings of different GPUs, host memory, more than kMaxFdsPerMessage mappings).
 struct ShareableRange {
-  const char* base = nullptr;
-  size_t bytes = 0;          // mapped
-  int device = -1;           // where its memory is
-  std::vector<int> devices;  // devices with read-write access (its own and its peers')
+  const char* base = nullptr;    // the first mapping's start
+  size_t bytes = 0;              // mapped, from base: the sum of `segments`
+  int device = -1;               // where its memory is
+  std::vector<int> devices;      // devices with read-write access to all of it (its own and its peers')
+  std::vector<size_t> segments;  // the sizes of its mappings, in order (one for ncclMemAlloc)
 };
 Result<ShareableRange> findShareable(const CuApi* api, const void* p, size_t bytes);
-// A POSIX descriptor of the allocation whose mapping starts at `base` (the caller closes it), for another process to
-// map. The program's own allocation must have been made with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; the error
-// says so otherwise.
-Result<int> exportShareable(const CuApi* api, const void* base);
+// POSIX descriptors of each segment's allocation, in order (the caller closes them), for another process to map
+// with CudaDeviceMemory::importSegments. The program's own allocations must have been made with
+// CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; the error says so otherwise.
+Result<std::vector<int>> exportShareable(const CuApi* api, const ShareableRange& range);
+// Segment sizes as bytes (an offer's info, a request's tail) and back; false when `in` does not hold `count`.
+std::string encodeSegments(const std::vector<size_t>& sizes);
+bool decodeSegments(const std::string& in, size_t count, std::vector<size_t>* sizes);
 
 }  // namespace braid

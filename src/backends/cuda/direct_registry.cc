@@ -10,7 +10,8 @@
 namespace braid {
 namespace {
 
-// A service request: map registration `id` of rank `owner` (`bytes`, the descriptor sent with it), or unmap it.
+// A service request: map registration `id` of rank `owner` (`bytes` in all, the descriptors sent with it, one per
+// mapping, whose sizes follow the request as encodeSegments writes them), or unmap it.
 enum class Ask : uint32_t { kMap = 1, kUnmap = 2 };
 struct Request {
   Ask ask;
@@ -46,15 +47,16 @@ DirectRegistry::~DirectRegistry() {
 }
 
 Result<FdTicket> DirectRegistry::startService() {
-  BRAID_ASSIGN_OR_RETURN(service_,
-                         serveFdService([this](int fd, const std::string& request) { return serve(fd, request); }));
+  BRAID_ASSIGN_OR_RETURN(service_, serveFdService([this](const std::vector<int>& fds, const std::string& request) {
+                           return serve(fds, request);
+                         }));
   serving_ = true;
   return service_;
 }
 
-Result<std::string> DirectRegistry::serve(int fd, const std::string& request) {
+Result<std::string> DirectRegistry::serve(const std::vector<int>& fds, const std::string& request) {
   Request r{};
-  if (request.size() != sizeof(r)) return invalidArgument("a registry request of %zu bytes", request.size());
+  if (request.size() < sizeof(r)) return invalidArgument("a registry request of %zu bytes", request.size());
   memcpy(&r, request.data(), sizeof(r));
   const auto key = std::make_pair(static_cast<int>(r.owner), r.id);
   if (r.ask == Ask::kUnmap) {
@@ -69,8 +71,11 @@ Result<std::string> DirectRegistry::serve(int fd, const std::string& request) {
     }
     return std::string();  // `gone` unmaps outside the lock
   }
-  if (r.ask != Ask::kMap || fd < 0) return invalidArgument("a registry request without its descriptor");
-  Result<DeviceFifoMem> m = memory_->import(fd, r.bytes);
+  std::vector<size_t> sizes;
+  if (r.ask != Ask::kMap || fds.empty() || !decodeSegments(request.substr(sizeof(r)), fds.size(), &sizes)) {
+    return invalidArgument("a registry request without its descriptors and their sizes");
+  }
+  Result<DeviceFifoMem> m = memory_->importSegments(fds, sizes);
   if (!m.isOk()) {
     return m.status().withContext(strPrintf("rank %d mapping rank %d's registered buffer (%llu bytes)", rank_, r.owner,
                                             static_cast<unsigned long long>(r.bytes)));
@@ -84,7 +89,7 @@ Result<std::string> DirectRegistry::serve(int fd, const std::string& request) {
 void DirectRegistry::unmapAt(int rank, uint64_t id) const {
   const Request r{Ask::kUnmap, rank_, id, 0};
   bool absent = false;  // the peer's registry is gone, and its mappings with it
-  Result<std::string> a = callFdService(ranks_[static_cast<size_t>(rank)].service, -1, encode(r),
+  Result<std::string> a = callFdService(ranks_[static_cast<size_t>(rank)].service, {}, encode(r),
                                         std::min(timeoutSec_, kUnmapWaitSec), &absent);
   if (!a.isOk() && !absent) {
     BRAID_INFO(kLogReg, "rank %d: rank %d did not unmap a registered buffer: %s", rank_, rank,
@@ -111,7 +116,8 @@ void DirectRegistry::add(const void* handle, const void* base, size_t bytes) {
   m.at.assign(static_cast<size_t>(n), 0);
   const size_t offset = static_cast<size_t>(m.base - range.base);
   std::string why;
-  int fd = -1, local = 0;
+  std::vector<int> fds;
+  int local = 0;
   for (int q = 0; q < n && why.empty(); ++q) {
     const Rank& peer = ranks_[static_cast<size_t>(q)];
     if (q == rank_) {
@@ -124,16 +130,16 @@ void DirectRegistry::add(const void* handle, const void* base, size_t bytes) {
       m.at[static_cast<size_t>(q)] = reinterpret_cast<uint64_t>(base);
       ++local;
     } else {
-      if (fd < 0) {
-        Result<int> e = exportShareable(api_, range.base);
+      if (fds.empty()) {
+        Result<std::vector<int>> e = exportShareable(api_, range);
         if (!e.isOk()) {
           why = e.status().message();
           break;
         }
-        fd = e.value();
+        fds = e.value();
       }
       const Request r{Ask::kMap, rank_, m.id, range.bytes};
-      Result<std::string> a = callFdService(peer.service, fd, encode(r), timeoutSec_);
+      Result<std::string> a = callFdService(peer.service, fds, encode(r) + encodeSegments(range.segments), timeoutSec_);
       uint64_t there = 0;
       if (a.isOk() && a.value().size() == sizeof(there)) {
         memcpy(&there, a.value().data(), sizeof(there));
@@ -145,7 +151,7 @@ void DirectRegistry::add(const void* handle, const void* base, size_t bytes) {
       }
     }
   }
-  if (fd >= 0) close(fd);
+  for (int fd : fds) close(fd);
   if (!why.empty()) {
     for (int q : m.imported) unmapAt(q, m.id);
     BRAID_INFO(kLogReg, "rank %d: registered buffer %p (%zu bytes) is staged by NVLS-style collectives: %s", rank_,

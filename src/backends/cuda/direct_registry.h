@@ -63,7 +63,7 @@ class DirectRegistry {
     std::vector<int> imported;  // ranks of other processes that mapped it
   };
   // The service: maps (or unmaps) a peer's registration here.
-  Result<std::string> serve(int fd, const std::string& request);
+  Result<std::string> serve(const std::vector<int>& fds, const std::string& request);
   // Asks `rank` to unmap registration `id` of this rank (best effort: a peer that is gone has nothing mapped).
   void unmapAt(int rank, uint64_t id) const;
 
