@@ -110,6 +110,27 @@ int deviceRing(int r, int n, ncclComm_t comm, cudaStream_t stream, size_t count,
   return code;
 }
 
+// A child rank's set-up: GPU r current.
+void useOwnGpu(int r) {
+  if (!Driver::get().use(r)) _exit(20);
+}
+
+// deviceRing on two processes with a GPU each: each rank's code. `own`: on the program's own cuMem memory, in
+// `segments` mappings.
+std::vector<int> ringOfTwoProcesses(size_t count, int rounds, bool own, int segments = 1) {
+  return runProcesses(
+      2,
+      [=](int r, ncclComm_t comm) {
+        void* stream = nullptr;
+        Driver::get().streamCreate(&stream, 1);
+        const int code =
+            deviceRing(r, 2, comm, static_cast<cudaStream_t>(stream), count, rounds, own ? r : -1, segments);
+        Driver::get().streamDestroy(stream);
+        return code;
+      },
+      120, nullptr, nullptr, useOwnGpu);
+}
+
 TEST_F(CudaWindows, PutsAndSignalsAroundARingOfGpus) {
   const auto res = runCudaRanks(3, [](int r, ncclComm_t comm, cudaStream_t stream) {
     return deviceRing(r, 3, comm, stream, 50000, 6) == 0 ? ncclSuccess : ncclInternalError;
@@ -130,19 +151,7 @@ TEST_F(CudaWindows, RanksSharingAGpu) {
 
 TEST(CudaWindowsProcesses, WindowsAreMappedAcrossProcesses) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
-  std::vector<int> codes = runProcesses(
-      2,
-      [](int r, ncclComm_t comm) {
-        void* stream = nullptr;
-        Driver::get().streamCreate(&stream, 1);
-        const int code = deviceRing(r, 2, comm, static_cast<cudaStream_t>(stream), 100000, 5);
-        Driver::get().streamDestroy(stream);
-        return code;
-      },
-      120, nullptr, nullptr,
-      [](int r) {
-        if (!Driver::get().use(r)) _exit(20);
-      });
+  const std::vector<int> codes = ringOfTwoProcesses(100000, 5, false);
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
@@ -157,19 +166,7 @@ TEST_F(CudaWindows, TheProgramsOwnCuMemMappingsAreWindows) {
 
 TEST(CudaWindowsProcesses, TheProgramsOwnCuMemMappingsAreMappedAcrossProcesses) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
-  std::vector<int> codes = runProcesses(
-      2,
-      [](int r, ncclComm_t comm) {
-        void* stream = nullptr;
-        Driver::get().streamCreate(&stream, 1);
-        const int code = deviceRing(r, 2, comm, static_cast<cudaStream_t>(stream), 30000, 3, r);
-        Driver::get().streamDestroy(stream);
-        return code;
-      },
-      120, nullptr, nullptr,
-      [](int r) {
-        if (!Driver::get().use(r)) _exit(20);
-      });
+  const std::vector<int> codes = ringOfTwoProcesses(30000, 3, true);
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
@@ -202,10 +199,7 @@ TEST(CudaWindowsProcesses, AMappingThatCannotBeExportedIsOutOfReach) {
         drv.cuMemDrop(win, mapped);
         return code;
       },
-      120, nullptr, nullptr,
-      [](int r) {
-        if (!Driver::get().use(r)) _exit(20);
-      });
+      120, nullptr, nullptr, useOwnGpu);
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
@@ -221,20 +215,8 @@ TEST_F(CudaWindows, WindowsOverSeveralMappings) {
 
 TEST(CudaWindowsProcesses, WindowsOverSeveralMappingsAcrossProcesses) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
-  std::vector<int> codes = runProcesses(
-      2,
-      [](int r, ncclComm_t comm) {
-        void* stream = nullptr;
-        Driver::get().streamCreate(&stream, 1);
-        // 2.4 MB over three 2 MiB mappings: the window covers two of them.
-        const int code = deviceRing(r, 2, comm, static_cast<cudaStream_t>(stream), 300000, 3, r, 3);
-        Driver::get().streamDestroy(stream);
-        return code;
-      },
-      120, nullptr, nullptr,
-      [](int r) {
-        if (!Driver::get().use(r)) _exit(20);
-      });
+  // 2.4 MB over three 2 MiB mappings: the window covers two of them.
+  const std::vector<int> codes = ringOfTwoProcesses(300000, 3, true, 3);
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
