@@ -13,15 +13,16 @@
  *     their helpers, ncclCoopBcast); the pointer accessors (ncclGetLocalPointer, ncclGetLsaPointer, ncclGetPeerPointer,
  * the resource buffer ones, ncclFindWindow); ncclSymPtr (ptr.h); ncclLsaBarrierSession with arrive/wait/sync and
  *     the 2.30 timeout overloads (lsa_barrier.h); ncclLLA2ASession (ll_a2a.h: send, bcast, recv, recvUnrolled,
- *     recvReduce, endEpoch); the reduce/copy building blocks of 2.29 in their LSA and Local forms (reduce_copy.h).
+ *     recvReduce, endEpoch); the reduce/copy building blocks of 2.29 in their LSA and Local forms (reduce_copy.h);
+ *     GIN among the ranks of one LSA team, by load/store (gin.h: ncclGin; gin_barrier.h: ncclGinBarrierSession;
+ *     barrier.h: the hybrid ncclBarrierSession), given where the world is one LSA team.
  *
  * NVLS multicast: windows of a communicator with multicast get mappings of their own (ncclGetLsaMultimemPointer,
  * ncclDevCommCreate's lsaMultimem) and the building blocks' multimem forms for float, double, 32/64-bit integers,
  * half and __nv_bfloat16 (by 32-bit pairs: see reduce_copy.h for elements alone in their word).
  *
- * Not built yet, said plainly: GIN and CFT (declared where programs name them, refused by name: braid has no
- * GPU-initiated networking and no Compute Fabric Transport), ncclBarrierSession (hybrid LSA+GIN), fp8 multimem
- * forms. LSA barriers' arrivals and LL all-to-all broadcasts go through multicast with their multimem
+ * Not built yet, said plainly: GIN over the network (a world of several LSA teams; refused by name) and CFT
+ * (declared where programs name them, refused by name: braid has no Compute Fabric Transport), fp8 multimem forms. LSA barriers' arrivals and LL all-to-all broadcasts go through multicast with their multimem
  * argument where the buffer has a multicast mapping and the session's team is the whole LSA team. See
  * docs/device_api.md.
  *
@@ -31,8 +32,10 @@
 #define NCCL_DEVICE_H_
 
 #include "nccl.h"
+#include "nccl_device/barrier.h"
 #include "nccl_device/coop.h"
 #include "nccl_device/core.h"
+#include "nccl_device/gin.h"
 #include "nccl_device/gin_barrier.h"
 #include "nccl_device/ll_a2a.h"
 #include "nccl_device/lsa_barrier.h"

@@ -117,7 +117,16 @@ typedef ncclResult_t (*ncclProfilerCallback_t)(void** eHandle, int type, void* p
 #define NCCL_NET_DEVICE_INVALID_VERSION 0x0
 #define NCCL_NET_MTU_SIZE 4096
 #define NCCL_NET_DEVICE_UNPACK_VERSION 0x7
-typedef enum { NCCL_NET_DEVICE_HOST = 0, NCCL_NET_DEVICE_UNPACK = 1 } ncclNetDeviceType;
+/* The GIN values name GPU-initiated networking backends (nccl_device/gin.h's backend masks); no braid network
+ * reports them. */
+typedef enum {
+  NCCL_NET_DEVICE_HOST = 0,
+  NCCL_NET_DEVICE_UNPACK = 1,
+  NCCL_NET_DEVICE_GIN_PROXY = 2,
+  NCCL_NET_DEVICE_GIN_GDAKI = 3,
+  NCCL_NET_DEVICE_GIN_GPI = 4,
+  NCCL_NET_DEVICE_GIN_EFA_GDA = 5
+} ncclNetDeviceType;
 
 /* Returned through connect/accept's last argument when a plugin offloads to the device; braid passes NULL there
  * (it never asks for offload), so plugins must leave it alone. */

@@ -281,5 +281,37 @@ NCCL_DEVICE_INLINE T ncclCoopBcast(ncclCoopAny coop, T value, int root, bool ent
   if (coop.isSpan()) return ncclCoopBcast(coop.span(), value, root, entrySync);
   return ncclCoopBcast(ncclCoopCta(), value, root, entrySync);
 }
+
+namespace nccl_braid_ {
+/* Whether v holds on any thread of the group (every thread of the group calls it). */
+template <int N>
+NCCL_DEVICE_INLINE bool coopAny(ncclCoopTile<N> coop, bool v) {
+  return N == 1 ? v : __any_sync(coop.laneMask(), v) != 0;
+}
+NCCL_DEVICE_INLINE bool coopAny(ncclCoopLanes coop, bool v) {
+  return __any_sync(coop.lmask, v) != 0;
+}
+NCCL_DEVICE_INLINE bool coopAny(ncclCoopCta, bool v) {
+  return __syncthreads_or(v) != 0;
+}
+NCCL_DEVICE_INLINE bool coopAny(ncclCoopWarpSpan coop, bool v) {
+#if defined(__CUDACC__)
+  int out;
+  asm volatile("{ .reg .pred p, q; setp.ne.s32 p, %1, 0; bar.red.or.pred q, %2, %3, p; selp.s32 %0, 1, 0, q; }"
+               : "=r"(out)
+               : "r"(v ? 1 : 0), "r"(1 + coop.id), "r"(32 * coop.nWarps)
+               : "memory");
+  return out != 0;
+#else
+  return braid_emu::namedBarrierOr(static_cast<int>(1 + coop.id), static_cast<int>(32 * coop.nWarps), v);
+#endif
+}
+NCCL_DEVICE_INLINE bool coopAny(ncclCoopAny coop, bool v) {
+  if (coop.isThread()) return v;
+  if (coop.withinWarp()) return coopAny(ncclCoopLanes(coop.laneMask()), v);
+  if (coop.isSpan()) return coopAny(coop.span(), v);
+  return coopAny(ncclCoopCta(), v);
+}
+}  // namespace nccl_braid_
 #endif /* NCCL_DEVICE_HALF_ */
 #endif /* NCCL_DEVICE_COOP_H_ */

@@ -50,8 +50,9 @@ struct ncclTeamTagRail {};
 #endif
 
 /* GPU-initiated networking (GIN) backends and connection shapes, and Compute Fabric Transport (CFT) capabilities:
- * NCCL's names and values, for the fields that carry them. braid builds neither GIN nor CFT: a device communicator
- * asking for either is refused by name, and ncclCommQueryProperties reports NCCL_GIN_TYPE_NONE. */
+ * NCCL's names and values, for the fields that carry them. braid's GIN is load/store within one LSA team
+ * (nccl_device/gin.h), none of these network backends: ncclCommQueryProperties reports NCCL_GIN_TYPE_NONE, and a
+ * requirement naming a backend is refused. CFT is not built: a device communicator asking for it is refused by name. */
 typedef enum {
   NCCL_GIN_TYPE_NONE = 0, /* in requirements: any backend */
   NCCL_GIN_TYPE_PROXY = 2,
@@ -75,12 +76,13 @@ typedef ncclCftLeId ncclCftLeId_t;
  * worldGinBarrierCount are 2.30-2.31's). Start from the initializer, then set what the kernels need:
  *   ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
  * A zeroed struct (`= {}`, NCCL 2.28's way) is refused by ncclDevCommCreate, as NCCL 2.29+ refuses it. The first
- * three fields are the header's: never assign them. braid builds no GPU-initiated networking and no CFT, so every GIN
- * and CFT request must keep the initializer's value (railGinBarrierCount, worldGinBarrierCount, ginForceEnable,
- * ginSignalCount, ginCounterCount, ginConnectionType, ginType, cftCaps, cftBarrierCount); the other GIN fields
- * (ginContextCount, ginExclusiveContexts, ginQueueDepth, ginTrafficClass, ginStrongSignalsRequired,
- * ginVaSignalsRequired, ginCustomStride) only shape GIN resources and are ignored. A list longer than 65536 entries
- * (a cycle) is ncclInvalidArgument. */
+ * three fields are the header's: never assign them. GIN (railGinBarrierCount, worldGinBarrierCount, ginForceEnable,
+ * ginSignalCount, ginCounterCount, ginConnectionType, GIN counts in resource requirements) is granted where the
+ * world is one LSA team and refused elsewhere (nccl_device/gin.h); ginType must stay NCCL_GIN_TYPE_NONE (any
+ * backend); ginContextCount is a hint (at most 4 are given); the other GIN fields (ginExclusiveContexts,
+ * ginQueueDepth, ginTrafficClass, ginStrongSignalsRequired, ginVaSignalsRequired, ginCustomStride) are ignored. CFT
+ * (cftCaps, cftBarrierCount) must keep the initializer's values. A list longer than 65536 entries (a cycle) is
+ * ncclInvalidArgument. */
 struct ncclDevCommRequirements {
   size_t size;          /* the initializer's: sizeof(ncclDevCommRequirements) of the caller's header */
   unsigned int magic;   /* NCCL_API_MAGIC */
@@ -94,7 +96,7 @@ struct ncclDevCommRequirements {
   int railGinBarrierCount;
   int lsaLLA2ABlockCount, lsaLLA2ASlotCount;
   bool ginForceEnable;
-  int ginContextCount; /* a hint (NCCL may give fewer); braid gives none */
+  int ginContextCount; /* a hint (NCCL may give fewer); braid gives up to 4 where the world is one LSA team */
   int ginSignalCount;
   int ginCounterCount;
   ncclGinConnectionType_t ginConnectionType;
@@ -145,6 +147,13 @@ struct ncclLsaBarrierHandle {
   int nBarriers;
 };
 
+/* GIN barriers over a team of n ranks: barrier b uses the signals signal0 + b * n .. signal0 + b * n + n - 1 (see
+ * nccl_device/gin_barrier.h). */
+struct ncclGinBarrierHandle {
+  ncclGinSignal_t signal0;           /* written at ncclDevCommCreate */
+  ncclDevResourceHandle_t bufHandle; /* NCCL's field; braid's GIN barriers keep their state in signal shadows */
+};
+
 /* What ncclWindow_t points to: a window as device code reads it, written once at ncclCommWindowRegister (and at
  * ncclDevCommCreate for the device communicator's own window). In device memory on a CUDA communicator, in host
  * memory on a host one; host code never needs to read it. braid's layout. */
@@ -175,13 +184,18 @@ struct ncclDevCommWindowTable {
 struct ncclDevComm {
   int rank, nRanks;                  /* in the world team */
   int lsaRank, lsaSize;              /* in the LSA team */
-  uint8_t ginContextCount;           /* GIN contexts: 0, braid has no GIN */
+  uint8_t ginContextCount;           /* GIN contexts (nccl_device/gin.h): 0 without GIN */
   ncclWindow_t resourceWindow;       /* the device communicator's own window: barriers and requested buffers */
   ncclLsaBarrierHandle_t lsaBarrier; /* reqs->lsaBarrierCount barriers over the LSA team */
   ncclMultimemHandle_t lsaMultimem;  /* reqs.lsaMultimem: set (NVLS multicast over the LSA team); else null */
   const uint32_t* abortFlag;         /* non-zero once the communicator is aborted: waits without a timeout end */
   struct ncclDevCommWindowTable* windowTable; /* every window of the communicator (ncclFindWindow) */
   void* braidState;                           /* braid's host record (ncclDevCommDestroy finds it) */
+  /* GIN (nccl_device/gin.h): the signals (peers add to them), counters and signal shadows, each an array of 64-bit
+   * words in the resource window; their counts; the rail and world teams' GIN barriers. */
+  uint32_t ginSignalCount, ginCounterCount;
+  ncclDevResourceHandle_t ginSignals, ginCounters, ginShadows;
+  ncclGinBarrierHandle_t railGinBarrier, worldGinBarrier;
 };
 
 /* Creates a device communicator over `comm` with what `reqs` asks for: a resource window per rank (zeroed
@@ -191,8 +205,8 @@ struct ncclDevComm {
  * Errors (the same on every rank): ncclInvalidArgument for a NULL argument, a list cycle, a bufferAlign that is not
  * a power of two up to 4096; ncclInvalidUsage for reqs not made by NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (magic)
  * or made by another header than this library's (version and size: device-API code must be compiled against the
- * nccl_device.h of the braid it runs with, since ncclDevComm's layout is braid's), a host communicator, GIN or CFT
- * requests, multimem where the resource
+ * nccl_device.h of the braid it runs with, since ncclDevComm's layout is braid's), a host communicator, GIN where the
+ * world spans several LSA teams or for a named backend, CFT requests, multimem where the resource
  * window has no multicast mapping (no multicast on the communicator, multimemSupport false, or the process's budget
  * of multicast objects spent; the WARN says why) or for a team other than LSA, LL
  * all-to-all counts
@@ -220,7 +234,7 @@ typedef struct ncclCommProperties {
   int nvmlDev;           /* -1: braid does not map CUDA ordinals to NVML indices */
   bool deviceApiSupport; /* true on a CUDA communicator (ncclDevCommCreate works there), false on a host one */
   bool multimemSupport;  /* windows and device communicators get NVLS multicast (lsaMultimem) on this communicator */
-  ncclGinType_t ginType; /* NCCL_GIN_TYPE_NONE: braid has no GIN */
+  ncclGinType_t ginType; /* NCCL_GIN_TYPE_NONE: braid has no network GIN (its GIN is load/store, nccl_device/gin.h) */
   int nLsaTeams;         /* nRanks / LSA team size */
   bool hostRmaSupport;   /* ncclPutSignal/ncclSignal/ncclWaitSignal reach every rank (all on one host) */
   ncclGinType_t railedGinType;

@@ -79,6 +79,9 @@ NCCL_DEVICE_INLINE uint64_t atomicLoad64(const uint64_t* p, cuda::memory_order o
 NCCL_DEVICE_INLINE void atomicStore64(uint64_t* p, uint64_t v, cuda::memory_order o) {
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).store(v, storeOrder(o));
 }
+NCCL_DEVICE_INLINE uint64_t atomicAdd64(uint64_t* p, uint64_t v, cuda::memory_order o) {
+  return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).fetch_add(v, o);
+}
 NCCL_DEVICE_INLINE uint64_t cycles() {
   return static_cast<uint64_t>(clock64());
 }
@@ -212,6 +215,9 @@ NCCL_DEVICE_INLINE uint64_t atomicLoad64(const uint64_t* p, cuda::memory_order o
 }
 NCCL_DEVICE_INLINE void atomicStore64(uint64_t* p, uint64_t v, cuda::memory_order o) {
   __atomic_store_n(p, v, gccOrder_(storeOrder(o)));
+}
+NCCL_DEVICE_INLINE uint64_t atomicAdd64(uint64_t* p, uint64_t v, cuda::memory_order o) {
+  return __atomic_fetch_add(p, v, gccOrder_(o));
 }
 /* On the emulator a "cycle" is a nanosecond of the host's monotonic clock. */
 NCCL_DEVICE_INLINE uint64_t cycles() {

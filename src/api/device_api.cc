@@ -1,7 +1,7 @@
 // The host half of NCCL's device API (include/nccl_device.h): teams, requirement helpers, and device
 // communicators (src/core/dev_comms.h builds them; what kernels do with them is in the headers' device half).
 // ncclDevCommCreate checks the arguments here and refuses by name what braid does not build (host communicators,
-// GIN, multimem).
+// GIN across LSA teams, CFT, multimem without multicast), and numbers the GIN signals and counters.
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -42,6 +42,7 @@ constexpr size_t kLsaBarrierLine = 128;  // a barrier's epoch words live on thei
 constexpr size_t kA2aLineBytes = 16;     // one LL slot: 8 data bytes, 8 flag bytes
 constexpr int kLlMaxEltSize = 1 << 20;
 constexpr int kMaxListEntries = 1 << 16;  // requirement list entries ncclDevCommCreate walks
+constexpr int64_t kMaxGinIds = 1 << 24;   // GIN signals (or counters) of one device communicator
 
 ncclTeam toNccl(const Team& t) {
   return ncclTeam{t.nRanks, t.rank, t.stride};
@@ -68,6 +69,54 @@ int rankIn(const Team& target, const ncclTeam& from, int rank) {
   if (delta > std::numeric_limits<int>::max() || delta < std::numeric_limits<int>::min()) return -1;
   if (!ncclTeamRankIsMember(t, from, rank)) return -1;
   return ncclTeamRankToTeam(t, from, rank);
+}
+
+// Whether reqs asks for GIN itself; the fields that only shape GIN resources (contexts, queue depth, traffic class,
+// signal kinds, stride) do not count.
+bool wantsGin(const ncclDevCommRequirements& reqs) {
+  bool list = false;
+  int entries = 0;
+  for (const ncclDevResourceRequirements* r = reqs.resourceRequirementsList; r && ++entries <= kMaxListEntries;
+       r = r->next) {
+    list = list || r->ginSignalCount != 0 || r->ginCounterCount != 0;
+  }
+  return list || reqs.ginForceEnable || reqs.ginSignalCount != 0 || reqs.ginCounterCount != 0 ||
+         reqs.railGinBarrierCount != 0 || reqs.worldGinBarrierCount != 0 ||
+         reqs.ginConnectionType != NCCL_GIN_CONNECTION_NONE;
+}
+
+// GIN ids of a device communicator: signals and counters numbered in NCCL's order (the requirements' own first, then
+// each resource requirement's, then the rail and world barriers'), and the contexts given.
+struct GinLayout {
+  int contexts = 0;
+  int64_t signals = 0, counters = 0;
+  int railBarriers = 0;
+  ncclGinBarrierHandle_t rail{}, world{};
+};
+
+Result<GinLayout> ginLayout(const Communicator& c, const ncclDevCommRequirements& reqs) {
+  GinLayout g;
+  if (lsaTeam(c).nRanks != c.nranks()) return g;  // no GIN here (a request for it was refused)
+  g.contexts = std::min(std::max(reqs.ginContextCount, wantsGin(reqs) ? 1 : 0), NCCL_GIN_MAX_CONTEXTS);
+  if (g.contexts == 0) return g;
+  g.signals = reqs.ginSignalCount;
+  g.counters = reqs.ginCounterCount;
+  for (const ncclDevResourceRequirements* r = reqs.resourceRequirementsList; r != nullptr; r = r->next) {
+    g.signals += r->ginSignalCount;
+    g.counters += r->ginCounterCount;
+  }
+  // The world form of ncclBarrierSession syncs the rail team by GIN barrier: as many as the world's barriers.
+  g.railBarriers = std::max(reqs.railGinBarrierCount, reqs.barrierCount);
+  g.rail.signal0 = static_cast<ncclGinSignal_t>(g.signals);
+  g.signals += int64_t(g.railBarriers) * railTeam(c).nRanks;
+  g.world.signal0 = static_cast<ncclGinSignal_t>(g.signals);
+  g.signals += int64_t(reqs.worldGinBarrierCount) * c.nranks();
+  if (g.signals > kMaxGinIds || g.counters > kMaxGinIds) {
+    return invalidArgument("reqs asks for %lld GIN signals and %lld counters in all: at most %lld of each",
+                           static_cast<long long>(g.signals), static_cast<long long>(g.counters),
+                           static_cast<long long>(kMaxGinIds));
+  }
+  return g;
 }
 
 // The first braid header whose requirements carry size/magic/version (NCCL 2.29's scheme).
@@ -104,17 +153,29 @@ Status checkDevRequirements(Communicator& c, const ncclDevCommRequirements* reqs
         "communicator (a current CUDA context at init, or BRAID_BACKEND=cuda)",
         c.rank(), c.nranks());
   }
-  // The GIN fields that only shape GIN resources (contexts, queue depth, traffic class, signal kinds, stride) are
-  // hints without GIN, as NCCL treats them when it sets up no GIN; what asks for GIN itself is refused.
-  if (reqs->ginForceEnable || reqs->ginSignalCount != 0 || reqs->ginCounterCount != 0 ||
-      reqs->railGinBarrierCount != 0 || reqs->worldGinBarrierCount != 0 ||
-      reqs->ginConnectionType != NCCL_GIN_CONNECTION_NONE || reqs->ginType != NCCL_GIN_TYPE_NONE) {
+  // braid's GIN is load/store among one LSA team's ranks (include/nccl_device/gin.h): a world of several LSA teams
+  // would need a network backend, and a named backend is one braid does not have.
+  const Team lsaOfWorld = lsaTeam(c);
+  if (wantsGin(*reqs) && lsaOfWorld.nRanks != c.nranks()) {
     return invalidUsage(
         "reqs asks for GIN (ginForceEnable %d, ginSignalCount %d, ginCounterCount %d, railGinBarrierCount %d, "
-        "worldGinBarrierCount %d, ginConnectionType %d, ginType %d): braid has no GPU-initiated networking; keep "
-        "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER's values",
+        "worldGinBarrierCount %d, ginConnectionType %d, or GIN in a resource requirement): braid's GIN reaches the "
+        "ranks of one LSA team by load/store, and this world spans %d LSA teams; GIN over the network is not built",
         reqs->ginForceEnable ? 1 : 0, reqs->ginSignalCount, reqs->ginCounterCount, reqs->railGinBarrierCount,
-        reqs->worldGinBarrierCount, static_cast<int>(reqs->ginConnectionType), static_cast<int>(reqs->ginType));
+        reqs->worldGinBarrierCount, static_cast<int>(reqs->ginConnectionType), c.nranks() / lsaOfWorld.nRanks);
+  }
+  if (reqs->ginType != NCCL_GIN_TYPE_NONE) {
+    return invalidUsage(
+        "reqs->ginType %d asks for a GIN backend braid does not have (its GIN is load/store within one LSA team); "
+        "leave NCCL_GIN_TYPE_NONE (any backend)",
+        static_cast<int>(reqs->ginType));
+  }
+  if (reqs->ginSignalCount < 0 || reqs->ginCounterCount < 0 || reqs->railGinBarrierCount < 0 ||
+      reqs->worldGinBarrierCount < 0) {
+    return invalidArgument(
+        "reqs has a negative GIN count (ginSignalCount %d, ginCounterCount %d, railGinBarrierCount %d, "
+        "worldGinBarrierCount %d)",
+        reqs->ginSignalCount, reqs->ginCounterCount, reqs->railGinBarrierCount, reqs->worldGinBarrierCount);
   }
   if (reqs->cftCaps != NCCL_CFT_NONE || reqs->cftBarrierCount != 0) {
     return invalidUsage(
@@ -127,9 +188,9 @@ Status checkDevRequirements(Communicator& c, const ncclDevCommRequirements* reqs
     if (++entries > kMaxListEntries) {
       return invalidArgument("reqs->resourceRequirementsList has more than %d entries (a cycle?)", kMaxListEntries);
     }
-    if (r->ginSignalCount != 0 || r->ginCounterCount != 0) {
-      return invalidUsage("a resource requirement asks for GIN signals (%d) or counters (%d): braid has no GIN",
-                          r->ginSignalCount, r->ginCounterCount);
+    if (r->ginSignalCount < 0 || r->ginCounterCount < 0) {
+      return invalidArgument("a resource requirement asks for %d GIN signals and %d counters: counts are at least 0",
+                             r->ginSignalCount, r->ginCounterCount);
     }
   }
   entries = 0;
@@ -171,7 +232,8 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
     if (lsa.nRanks != c.nranks()) {
       return invalidUsage(
           "reqs->barrierCount %d asks for barriers over the world team, which spans %d LSA teams here and would need "
-          "GPU-initiated networking (braid has none); use lsaBarrierCount for barriers within an LSA team",
+          "GPU-initiated networking over the network (braid has none); use lsaBarrierCount for barriers within an LSA "
+          "team",
           reqs.barrierCount, c.nranks() / lsa.nRanks);
     }
     nBarriers = std::max(nBarriers, reqs.barrierCount);  // one LSA team is the world: its barriers are the world's
@@ -185,19 +247,40 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
   for (const ncclDevResourceRequirements* r = reqs.resourceRequirementsList; r != nullptr; r = r->next) {
     req.buffers.push_back(DevCommRequest::Buffer{r->bufferSize, r->bufferAlign});
   }
+  BRAID_ASSIGN_OR_RETURN(GinLayout gin, ginLayout(c, reqs));
+  // Three arrays of 64-bit words after the requested buffers: signals, counters, signal shadows (gin.h).
+  const size_t firstGin = req.buffers.size();
+  for (int64_t words : {gin.signals, gin.counters, gin.signals}) {
+    if (gin.contexts > 0) req.buffers.push_back(DevCommRequest::Buffer{size_t(words) * 8, 0});
+  }
   BRAID_ASSIGN_OR_RETURN(DevCommMade made, c.devComms().create(req));
+  auto handleOf = [&](size_t i) {
+    return static_cast<ncclDevResourceHandle_t>(made.offsets[i] / DevComms::kHandleUnit);
+  };
   size_t i = 0;
+  int64_t signal = reqs.ginSignalCount, counter = reqs.ginCounterCount;
   for (const ncclDevResourceRequirements* r = reqs.resourceRequirementsList; r != nullptr; r = r->next, ++i) {
-    if (r->outBufferHandle != nullptr) {
-      *r->outBufferHandle = static_cast<ncclDevResourceHandle_t>(made.offsets[i] / DevComms::kHandleUnit);
-    }
+    if (r->outBufferHandle != nullptr) *r->outBufferHandle = handleOf(i);
+    if (r->outGinSignalStart != nullptr) *r->outGinSignalStart = static_cast<ncclGinSignal_t>(signal);
+    if (r->outGinCounterStart != nullptr) *r->outGinCounterStart = static_cast<ncclGinCounter_t>(counter);
+    signal += r->ginSignalCount;
+    counter += r->ginCounterCount;
   }
   ncclDevComm dc{};
   dc.rank = c.rank();
   dc.nRanks = c.nranks();
   dc.lsaRank = lsa.rank;
   dc.lsaSize = lsa.nRanks;
-  dc.ginContextCount = 0;
+  dc.ginContextCount = static_cast<uint8_t>(gin.contexts);
+  dc.ginSignalCount = static_cast<uint32_t>(gin.signals);
+  dc.ginCounterCount = static_cast<uint32_t>(gin.counters);
+  if (gin.contexts > 0) {
+    dc.ginSignals = handleOf(firstGin);
+    dc.ginCounters = handleOf(firstGin + 1);
+    dc.ginShadows = handleOf(firstGin + 2);
+  }
+  dc.railGinBarrier = gin.rail;
+  dc.worldGinBarrier = gin.world;
   dc.resourceWindow = made.window;
   dc.lsaBarrier.bufHandle = 0;  // the barriers come first
   dc.lsaBarrier.nBarriers = nBarriers;
@@ -501,9 +584,19 @@ BRAID_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTe
     BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(comm, "comm"));
     BRAID_RETURN_IF_ERROR(checkNotNull(outHandle, "ncclGinBarrierCreateRequirement", "outHandle"));
     BRAID_RETURN_IF_ERROR(checkNotNull(outReq, "ncclGinBarrierCreateRequirement", "outReq"));
-    (void)team;
-    (void)nBarriers;
-    return notSupported("ncclGinBarrierCreateRequirement", "braid has no GPU-initiated networking (GIN)");
+    (void)c;
+    if (nBarriers < 1) return invalidArgument("nBarriers %d: at least 1", nBarriers);
+    if (team.nRanks < 1) return invalidArgument("team.nRanks %d: at least 1", team.nRanks);
+    if (int64_t(nBarriers) * team.nRanks > kMaxGinIds) {
+      return invalidArgument("nBarriers %d over %d ranks need more than %lld GIN signals", nBarriers, team.nRanks,
+                             static_cast<long long>(kMaxGinIds));
+    }
+    std::memset(outReq, 0, sizeof(*outReq));
+    outHandle->signal0 = 0;
+    outHandle->bufHandle = 0;
+    outReq->ginSignalCount = nBarriers * team.nRanks;
+    outReq->outGinSignalStart = &outHandle->signal0;
+    return Status::ok();
   });
 }
 

@@ -78,6 +78,7 @@ enum memory_order {
   memory_order_acq_rel,
   memory_order_seq_cst
 };
+enum thread_scope { thread_scope_system, thread_scope_device, thread_scope_block, thread_scope_thread };
 }  // namespace cuda
 
 namespace braid_emu {

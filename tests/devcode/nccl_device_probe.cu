@@ -6,6 +6,7 @@
 
 #include "../devapi/lsa_kernels.cuh"  // LSA barriers, LSA/peer/symmetric pointers, coops: what CI runs on the emulator
 #include "../devapi/multimem_kernels.cuh"  // NVLS multicast building blocks: what CI runs on the emulator
+#include "../devapi/gin_kernels.cuh"  // GIN puts, signals, counters and barriers: what CI runs on the emulator
 
 __global__ void probeTeams(ncclDevComm dc, int* out) {
   ncclTeam lsa = ncclTeamLsa(dc);

@@ -203,12 +203,22 @@ TEST(DeviceApi, DevCommCreateRefusesAHostCommunicatorByName) {
     if (!hasText(ncclGetLastError(comm), "reqs is NULL")) return ncclInternalError;
     if (ncclDevCommDestroy(comm, &dc) != ncclInvalidArgument) return ncclInternalError;
     if (!hasText(ncclGetLastError(comm), "was not created by ncclDevCommCreate")) return ncclInternalError;
+    // The GIN barrier requirement is host arithmetic: n signals per barrier, numbered at ncclDevCommCreate.
     ncclGinBarrierHandle gh{};
     ncclDevResourceRequirements req{};
-    if (ncclGinBarrierCreateRequirement(comm, ncclTeamWorld(comm), 1, &gh, &req) != ncclInvalidUsage) {
+    req.bufferSize = 99;  // overwritten
+    if (ncclGinBarrierCreateRequirement(comm, ncclTeamWorld(comm), 3, &gh, &req) != ncclSuccess) {
       return ncclInternalError;
     }
-    if (!hasText(ncclGetLastError(comm), "GPU-initiated networking")) return ncclInternalError;
+    if (req.ginSignalCount != 6 || req.outGinSignalStart != &gh.signal0 || req.bufferSize != 0)
+      return ncclInternalError;
+    if (ncclGinBarrierCreateRequirement(comm, ncclTeamWorld(comm), 0, &gh, &req) != ncclInvalidArgument) {
+      return ncclInternalError;
+    }
+    if (!hasText(ncclGetLastError(comm), "nBarriers 0: at least 1")) return ncclInternalError;
+    if (ncclGinBarrierCreateRequirement(comm, ncclTeamWorld(comm), 1, &gh, nullptr) != ncclInvalidArgument) {
+      return ncclInternalError;
+    }
     return ncclSuccess;
   });
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
@@ -247,17 +257,41 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
     if (!hasText(ncclGetLastError(comm), "compile device-API code against the nccl_device.h")) {
       return ncclInternalError;
     }
-    // GIN and CFT are refused by name, whichever field asks for them.
+    // GIN: the world is one LSA team here, so whichever field asks for it gets contexts (the kernels run in
+    // tests/devapi/gin_kernels_test.cc); a named backend is refused, and negative counts.
     for (int field = 0; field < 5; ++field) {
       reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+      reqs.ginContextCount = 0;
       if (field == 0) reqs.ginSignalCount = 4;
       if (field == 1) reqs.worldGinBarrierCount = 1;
       if (field == 2) reqs.ginConnectionType = NCCL_GIN_CONNECTION_FULL;
-      if (field == 3) reqs.ginType = NCCL_GIN_TYPE_GDAKI;
+      if (field == 3) reqs.ginCounterCount = 2;
       if (field == 4) reqs.ginForceEnable = true;
-      if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
-      if (!hasText(ncclGetLastError(comm), "braid has no GPU-initiated networking")) return ncclInternalError;
+      if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess || dc.ginContextCount != 1) return ncclInternalError;
+      const uint32_t signals = field == 0 ? 4 : field == 1 ? 2 : 0;
+      if (dc.ginSignalCount != signals || dc.ginCounterCount != (field == 3 ? 2u : 0u)) return ncclInternalError;
+      if (ncclDevCommDestroy(comm, &dc) != ncclSuccess) return ncclInternalError;
     }
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+    reqs.ginType = NCCL_GIN_TYPE_GDAKI;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "reqs->ginType 3 asks for a GIN backend braid does not have")) {
+      return ncclInternalError;
+    }
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+    reqs.ginCounterCount = -1;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidArgument) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "ginCounterCount -1")) return ncclInternalError;
+    ncclDevResourceRequirements negative{};
+    negative.ginSignalCount = -2;
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+    reqs.resourceRequirementsList = &negative;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidArgument) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "asks for -2 GIN signals")) return ncclInternalError;
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+    reqs.ginSignalCount = (1 << 24) + 1;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidArgument) return ncclInternalError;
+    if (!hasText(ncclGetLastError(comm), "GIN signals and 0 counters in all")) return ncclInternalError;
     reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
     reqs.cftCaps = NCCL_CFT | NCCL_CFT_MULTIMEM;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
@@ -268,10 +302,6 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
     reqs.cftBarrierCount = 2;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
     if (!hasText(ncclGetLastError(comm), "cftBarrierCount 2")) return ncclInternalError;
-    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
-    reqs.ginSignalCount = 4;
-    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return ncclInternalError;
-    if (!hasText(ncclGetLastError(comm), "braid has no GPU-initiated networking")) return ncclInternalError;
     // A cycle in a requirement list is an error, not a hang.
     ncclDevResourceRequirements loop{};
     loop.next = &loop;
@@ -308,7 +338,7 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
     reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
     reqs.lsaBarrierCount = 2;
     reqs.barrierCount = 3;
-    reqs.ginContextCount = 8;  // hints that shape GIN resources, not GIN requests
+    reqs.ginContextCount = 8;  // hints that shape GIN resources (at most 4 contexts), not GIN requests
     reqs.ginQueueDepth = 64;
     reqs.ginTrafficClass = 3;
     reqs.ginExclusiveContexts = true;
@@ -316,7 +346,7 @@ TEST(DeviceApi, DevCommCreateOnACudaCommunicatorBuildsOrSaysWhatIsMissing) {
     reqs.resourceRequirementsList = &buf;
     if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return ncclInternalError;
     if (dc.lsaBarrier.nBarriers != 3 || dc.lsaSize != 2 || dc.resourceWindow == nullptr || dc.abortFlag == nullptr ||
-        dc.ginContextCount != 0) {
+        dc.ginContextCount != 4 || dc.ginSignalCount != 3 || dc.railGinBarrier.signal0 != 0) {
       return ncclInternalError;
     }
     if (ncclGetResourceBufferOffset(h) < ncclBraidLsaBarrierBytes_(3, 2)) return ncclInternalError;

@@ -1,0 +1,505 @@
+/* braid's nccl_device/gin.h: GPU-initiated networking (GIN), NCCL's device class ncclGin and its actions.
+ *
+ * What braid builds: GIN among the ranks of one LSA team, by load/store. A device communicator gets GIN contexts
+ * (ncclDevComm::ginContextCount, up to 4) when its world is one LSA team (one host whose GPUs reach each other's
+ * memory); a world of several LSA teams would need a network backend (NCCL's proxy, GDAKI, GPI or EFA GDA), which braid
+ * does not have: ncclDevCommCreate refuses GIN there by name, and ncclCommQueryProperties reports NCCL_GIN_TYPE_NONE
+ * (no network GIN) either way.
+ *
+ * How it works, and what that gives the API's guarantees:
+ *   - put / putValue / get: the group's threads copy through the peer's LSA pointer of the window, so the data has
+ *     landed in the peer's memory when the call returns. Weak and strong signals are therefore the same (every put
+ *     the group made before the signal is visible to whoever sees the signal); flush, flushAsync and wait only order
+ *     memory.
+ *   - signals: 64-bit words in the device communicator's resource window, one per signal id on every rank. A remote
+ *     action adds to the peer's word with a release atomic (system scope) after the group's copy; waits read this
+ *     rank's word with acquire. VA signals are 64-bit words of a window (8-byte aligned offsets).
+ *   - counters: 64-bit words of this rank, incremented once the put's source has been read (at once, here).
+ *   - signal shadows: one 64-bit word per signal id on this rank, the caller's to use (NCCL's rule).
+ *   - Signal and counter ids must be below the counts ncclDevCommCreate gave (reqs->ginSignalCount plus the
+ *     resource requirements' and the GIN barriers'); an id out of range, a context index at or above
+ *     ginContextCount, or a peer outside this rank's LSA team traps the kernel with a message naming it (on braid's
+ *     emulator the launch fails with that message).
+ *   - Signals and counters are shared by every context of the device communicator. The backend mask, the resource
+ *     sharing mode, descriptors, the release scopes and optFlags are accepted and change nothing here.
+ *
+ * Waits (waitSignal, waitCounter, waitSignalMeetShadow, waitSignalFollowShadow, flush) end early when the
+ * communicator is aborted; their timeout overloads return ncclTimeout after timeoutCycles (clock64 cycles; nanoseconds
+ * on braid's emulator), ncclInProgress after an abort, else ncclSuccess, the same on every thread of the group.
+ *
+ * Counter and signal waits compare "rolling" (NCCL's rule): the wait ends once `least` is at or before the word's
+ * value on a circle of 2^bits; counters use at most 56 bits. */
+#ifndef NCCL_DEVICE_GIN_H_
+#define NCCL_DEVICE_GIN_H_
+
+#include "../nccl_net.h"
+#include "core.h"
+
+/* The backends a kernel's ncclGin may dispatch to (NCCL's mask; braid's implementation is one for all). */
+#define NCCL_GIN_BACKEND_MASK_ALL                                                              \
+  ((1u << (unsigned)NCCL_NET_DEVICE_GIN_PROXY) | (1u << (unsigned)NCCL_NET_DEVICE_GIN_GDAKI) | \
+   (1u << (unsigned)NCCL_NET_DEVICE_GIN_GPI) | (1u << (unsigned)NCCL_NET_DEVICE_GIN_EFA_GDA))
+
+#define NCCL_GIN_MAX_CONTEXTS 4
+
+enum ncclGinOptFlags {
+  ncclGinOptFlagsDefault = 0,
+  ncclGinOptFlagsMaySkipCreditCheck = (1 << 0),
+  ncclGinOptFlagsAggregateRequests = (1 << 1),
+};
+
+typedef enum ncclGinSignalOp_t { ncclGinSignalInc = 0, ncclGinSignalAdd } ncclGinSignalOp_t;
+
+/* An outstanding flushAsync, for wait(). */
+typedef union {
+  uint64_t braidAlign_[2];
+  char opaque[16];
+} ncclGinRequest_t;
+
+#ifdef __cplusplus
+enum ncclGinResourceSharingMode : uint8_t {
+  NCCL_GIN_RESOURCE_SHARING_GPU = 0,
+  NCCL_GIN_RESOURCE_SHARING_CTA = 1,
+  NCCL_GIN_RESOURCE_SHARING_THREAD = 2,
+};
+
+/* Descriptor space a caller may give in __shared__ memory (unused by braid). */
+struct ncclGinDescriptorSmem {
+  alignas(64) char space[128];
+};
+
+/* Remote actions of put/signal (applied on the peer after the data), local actions, and tags: NCCL's names. */
+struct ncclGin_None {};
+struct ncclGin_StrongVASignalInc {
+  ncclWindow_t signalWindow;
+  size_t signalOffset;
+};
+struct ncclGin_WeakVASignalInc {
+  ncclWindow_t signalWindow;
+  size_t signalOffset;
+};
+struct ncclGin_VASignalInc { /* NCCL deprecates it for the Strong/Weak forms */
+  ncclWindow_t signalWindow;
+  size_t signalOffset;
+};
+struct ncclGin_StrongVASignalAdd {
+  ncclWindow_t signalWindow;
+  size_t signalOffset;
+  uint64_t value;
+};
+struct ncclGin_WeakVASignalAdd {
+  ncclWindow_t signalWindow;
+  size_t signalOffset;
+  uint64_t value;
+};
+struct ncclGin_VASignalAdd {
+  ncclWindow_t signalWindow;
+  size_t signalOffset;
+  uint64_t value;
+};
+struct ncclGin_StrongSignalAdd {
+  ncclGinSignal_t signal;
+  uint64_t value;
+};
+struct ncclGin_WeakSignalAdd {
+  ncclGinSignal_t signal;
+  uint64_t value;
+};
+struct ncclGin_SignalAdd {
+  ncclGinSignal_t signal;
+  uint64_t value;
+};
+struct ncclGin_StrongSignalInc {
+  ncclGinSignal_t signal;
+};
+struct ncclGin_WeakSignalInc {
+  ncclGinSignal_t signal;
+};
+struct ncclGin_SignalInc {
+  ncclGinSignal_t signal;
+};
+struct ncclGin_CounterInc {
+  ncclGinCounter_t counter;
+};
+struct ncclGin_WeakCounterInc {
+  ncclGinCounter_t counter;
+};
+struct ncclGin_DescriptorSmem {
+  ncclGinDescriptorSmem* descriptor;
+};
+struct ncclGin_SegmentDevice {};
+struct ncclGin_SegmentMixed {};
+struct ncclGin_SegmentHostNuma {};
+#endif /* __cplusplus */
+
+#if NCCL_DEVICE_HALF_
+namespace nccl_braid_ {
+/* a is at or before b on a circle of 2^bits (NCCL's rolling_less_equal). */
+NCCL_HOST_DEVICE_INLINE bool rollingLe(uint64_t a, uint64_t b, int bits) {
+  const uint64_t m = bits >= 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
+  return ((b - a) & m) <= (m >> 1);
+}
+NCCL_HOST_DEVICE_INLINE uint64_t lowBits(uint64_t v, int bits) {
+  return bits >= 64 ? v : v & ((uint64_t(1) << bits) - 1);
+}
+
+/* The group copies `bytes` from src to dst, in the widest words both addresses allow. */
+struct alignas(16) Words16 {
+  uint64_t lo, hi;
+};
+template <typename Word, typename Coop>
+NCCL_DEVICE_INLINE size_t copyWords(Coop coop, char* dst, const char* src, size_t bytes) {
+  const size_t n = bytes / sizeof(Word);
+  for (size_t i = static_cast<size_t>(coop.thread_rank()); i < n; i += static_cast<size_t>(coop.size())) {
+    reinterpret_cast<Word*>(dst)[i] = reinterpret_cast<const Word*>(src)[i];
+  }
+  return n * sizeof(Word);
+}
+template <typename Coop>
+NCCL_DEVICE_INLINE void coopCopy(Coop coop, char* dst, const char* src, size_t bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
+  size_t done = 0;
+  if ((a & 15u) == 0) {
+    done = copyWords<Words16>(coop, dst, src, bytes);
+  } else if ((a & 7u) == 0) {
+    done = copyWords<uint64_t>(coop, dst, src, bytes);
+  } else if ((a & 3u) == 0) {
+    done = copyWords<uint32_t>(coop, dst, src, bytes);
+  }
+  (void)copyWords<char>(coop, dst + done, src + done, bytes - done);
+}
+
+/* Polls `word` until `least` is rolling-at-or-before it (see the header comment for the results). */
+template <typename Coop>
+NCCL_DEVICE_INLINE ncclResult_t ginWait(Coop coop, ncclDevComm const& comm, const uint64_t* word, uint64_t least,
+                                        int bits, cuda::memory_order order, bool timed, uint64_t timeoutCycles) {
+  const uint64_t start = timed ? cycles() : 0;
+  bool timedOut = false, gone = false;
+  for (uint32_t polls = 1; !rollingLe(least, atomicLoad64(word, order), bits); ++polls) {
+    if ((polls & 63u) != 0) continue;
+    if (aborted(comm)) {
+      gone = true;
+      break;
+    }
+    if (timed && cycles() - start >= timeoutCycles) {
+      timedOut = true;
+      break;
+    }
+    backOff();
+  }
+  if (!coopAny(coop, gone || timedOut)) return ncclSuccess;
+  return coopAny(coop, gone) ? ncclInProgress : ncclTimeout;
+}
+}  // namespace nccl_braid_
+
+template <unsigned backendMask>
+struct ncclGin_BackendMask {
+  ncclDevComm const& comm;
+  uint32_t nConnections : 8, connectionId : 8, _ginBackend : 8;
+  uint32_t contextId;
+  ncclGinResourceSharingMode resourceSharingMode;
+
+  /* Context `contextIndex` of the device communicator (below comm.ginContextCount, else the kernel traps). */
+  NCCL_DEVICE_INLINE ncclGin_BackendMask(ncclDevComm const& c, int contextIndex,
+                                         ncclGinResourceSharingMode mode = NCCL_GIN_RESOURCE_SHARING_GPU)
+      : comm(c),
+        nConnections(1),
+        connectionId(0),
+        _ginBackend(0),
+        contextId(static_cast<uint32_t>(contextIndex)),
+        resourceSharingMode(mode),
+        _ginHandle(nullptr),
+        _signalShadows(nullptr) {
+    if (contextIndex < 0 || contextIndex >= static_cast<int>(c.ginContextCount)) {
+      nccl_braid_::trap(
+          "ncclGin: the context index is not below ncclDevComm::ginContextCount (braid gives GIN contexts only when "
+          "the world is one LSA team and ncclDevCommCreate was asked for GIN)");
+    }
+  }
+
+  NCCL_DEVICE_INLINE bool _supportsStrongSignal() const { return true; }
+  NCCL_DEVICE_INLINE bool _flushesAllPutsOnAnySignal() const { return true; }
+
+  /* ---- one-sided data movement ---- */
+  template <typename RemoteAction = ncclGin_None, typename LocalAction = ncclGin_None, typename Coop = ncclCoopThread,
+            typename DescriptorSmem = ncclGin_None, typename SegmentType = ncclGin_SegmentDevice>
+  NCCL_DEVICE_INLINE void put(ncclTeam team, int peer, ncclWindow_t dstWnd, size_t dstOffset, ncclWindow_t srcWnd,
+                              size_t srcOffset, size_t bytes, RemoteAction remoteAction = ncclGin_None{},
+                              LocalAction localAction = ncclGin_None{}, Coop coop = ncclCoopThread{},
+                              DescriptorSmem = ncclGin_None{}, cuda::thread_scope = cuda::thread_scope_thread,
+                              cuda::thread_scope = cuda::thread_scope_device, uint32_t = ncclGinOptFlagsDefault,
+                              SegmentType = ncclGin_SegmentDevice{}) const {
+    const int lsa = lsaPeer(team, peer, "ncclGin::put: the peer is outside this rank's LSA team");
+    char* dst = static_cast<char*>(ncclGetLsaPointer(dstWnd, dstOffset, lsa));
+    const char* src = static_cast<const char*>(ncclGetLocalPointer(srcWnd, srcOffset));
+    if (bytes != 0 && (dst == nullptr || src == nullptr)) {
+      nccl_braid_::trap("ncclGin::put: a null window, or the peer's window is out of load/store reach");
+    }
+    coop.sync(); /* the group's writes to the source are complete */
+    nccl_braid_::coopCopy(coop, dst, src, bytes);
+    coop.sync();
+    if (coop.thread_rank() == 0) {
+      localDone(localAction);
+      remote(lsa, remoteAction);
+    }
+    coop.sync();
+  }
+  template <typename T, typename RemoteAction = ncclGin_None, typename LocalAction = ncclGin_None,
+            typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None,
+            typename SegmentType = ncclGin_SegmentDevice>
+  NCCL_DEVICE_INLINE void put(ncclTeam team, int peer, ncclSymPtr<T> dstElts, ncclSymPtr<T> srcElts, size_t nElts,
+                              RemoteAction remoteAction = ncclGin_None{}, LocalAction localAction = ncclGin_None{},
+                              Coop coop = ncclCoopThread{}, DescriptorSmem d = ncclGin_None{},
+                              cuda::thread_scope given = cuda::thread_scope_thread,
+                              cuda::thread_scope required = cuda::thread_scope_device,
+                              uint32_t optFlags = ncclGinOptFlagsDefault,
+                              SegmentType seg = ncclGin_SegmentDevice{}) const {
+    put(team, peer, dstElts.window, dstElts.offset, srcElts.window, srcElts.offset, nElts * sizeof(T), remoteAction,
+        localAction, coop, d, given, required, optFlags, seg);
+  }
+  /* Stores `value` (at most 8 bytes) at the peer's window offset, then the remote action. */
+  template <typename T, typename RemoteAction = ncclGin_None, typename Coop = ncclCoopThread,
+            typename DescriptorSmem = ncclGin_None>
+  NCCL_DEVICE_INLINE void putValue(ncclTeam team, int peer, ncclWindow_t dstWnd, size_t dstOffset, T value,
+                                   RemoteAction remoteAction = ncclGin_None{}, Coop coop = ncclCoopThread{},
+                                   DescriptorSmem = ncclGin_None{}, cuda::thread_scope = cuda::thread_scope_thread,
+                                   cuda::thread_scope = cuda::thread_scope_device,
+                                   uint32_t = ncclGinOptFlagsDefault) const {
+    static_assert(sizeof(T) <= 8, "ncclGin::putValue takes values of at most 8 bytes");
+    const int lsa = lsaPeer(team, peer, "ncclGin::putValue: the peer is outside this rank's LSA team");
+    T* dst = static_cast<T*>(ncclGetLsaPointer(dstWnd, dstOffset, lsa));
+    if (dst == nullptr) nccl_braid_::trap("ncclGin::putValue: a null window, or the peer's is out of reach");
+    coop.sync();
+    if (coop.thread_rank() == 0) {
+      *dst = value;
+      remote(lsa, remoteAction);
+    }
+    coop.sync();
+  }
+  template <typename T, typename RemoteAction = ncclGin_None, typename Coop = ncclCoopThread,
+            typename DescriptorSmem = ncclGin_None>
+  NCCL_DEVICE_INLINE void putValue(ncclTeam team, int peer, ncclSymPtr<T> dst, T value,
+                                   RemoteAction remoteAction = ncclGin_None{}, Coop coop = ncclCoopThread{},
+                                   DescriptorSmem d = ncclGin_None{},
+                                   cuda::thread_scope given = cuda::thread_scope_thread,
+                                   cuda::thread_scope required = cuda::thread_scope_device,
+                                   uint32_t optFlags = ncclGinOptFlagsDefault) const {
+    putValue(team, peer, dst.window, dst.offset, value, remoteAction, coop, d, given, required, optFlags);
+  }
+  /* The remote action alone (a signal), after everything the group wrote before. */
+  template <typename RemoteAction, typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
+  NCCL_DEVICE_INLINE void signal(ncclTeam team, int peer, RemoteAction remoteAction, Coop coop = ncclCoopThread(),
+                                 DescriptorSmem = ncclGin_None{}, cuda::thread_scope = cuda::thread_scope_thread,
+                                 cuda::thread_scope = cuda::thread_scope_device,
+                                 uint32_t = ncclGinOptFlagsDefault) const {
+    const int lsa = lsaPeer(team, peer, "ncclGin::signal: the peer is outside this rank's LSA team");
+    coop.sync();
+    if (coop.thread_rank() == 0) remote(lsa, remoteAction);
+    coop.sync();
+  }
+  /* Reads `bytes` of the peer's window into this rank's: landed when the call returns. */
+  template <typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None,
+            typename SegmentType = ncclGin_SegmentDevice>
+  NCCL_DEVICE_INLINE void get(ncclTeam team, int peer, ncclWindow_t remoteWnd, size_t remoteOffset,
+                              ncclWindow_t localWnd, size_t localOffset, size_t bytes, Coop coop = ncclCoopThread{},
+                              DescriptorSmem = ncclGin_None{}, uint32_t = ncclGinOptFlagsDefault,
+                              SegmentType = ncclGin_SegmentDevice{}) const {
+    const int lsa = lsaPeer(team, peer, "ncclGin::get: the peer is outside this rank's LSA team");
+    const char* src = static_cast<const char*>(ncclGetLsaPointer(remoteWnd, remoteOffset, lsa));
+    char* dst = static_cast<char*>(ncclGetLocalPointer(localWnd, localOffset));
+    if (bytes != 0 && (dst == nullptr || src == nullptr)) {
+      nccl_braid_::trap("ncclGin::get: a null window, or the peer's window is out of load/store reach");
+    }
+    coop.sync();
+    nccl_braid_::coopCopy(coop, dst, src, bytes);
+    coop.sync();
+  }
+
+  /* ---- completion: puts and gets are complete on return, so these order memory only ---- */
+  template <typename Coop, typename DescriptorSmem = ncclGin_None>
+  NCCL_DEVICE_INLINE void flush(Coop coop, cuda::memory_order = cuda::memory_order_acquire,
+                                DescriptorSmem = ncclGin_None{}) const {
+    coop.sync();
+  }
+  template <typename Coop, typename DescriptorSmem = ncclGin_None>
+  NCCL_DEVICE_INLINE ncclResult_t flush(Coop coop, cuda::memory_order, DescriptorSmem, uint64_t) const {
+    coop.sync();
+    return nccl_braid_::aborted(comm) ? ncclInProgress : ncclSuccess;
+  }
+  template <typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
+  NCCL_DEVICE_INLINE void flushAsync(ncclTeam team, uint32_t peer, ncclGinRequest_t* outRequest,
+                                     Coop coop = ncclCoopThread{}, uint32_t = ncclGinOptFlagsDefault,
+                                     DescriptorSmem = ncclGin_None{}) const {
+    (void)lsaPeer(team, static_cast<int>(peer), "ncclGin::flushAsync: the peer is outside this rank's LSA team");
+    coop.sync();
+    if (outRequest != nullptr && coop.thread_rank() == 0) outRequest->opaque[0] = 1;
+  }
+  template <typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
+  NCCL_DEVICE_INLINE void wait(ncclGinRequest_t&, Coop coop = ncclCoopThread{}, DescriptorSmem = ncclGin_None{},
+                               cuda::memory_order = cuda::memory_order_acquire) const {
+    coop.sync();
+  }
+  template <typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
+  NCCL_DEVICE_INLINE ncclResult_t wait(ncclGinRequest_t&, Coop coop, DescriptorSmem, cuda::memory_order,
+                                       uint64_t) const {
+    coop.sync();
+    return ncclSuccess;
+  }
+
+  /* ---- counters (this rank's) ---- */
+  NCCL_DEVICE_INLINE uint64_t readCounter(ncclGinCounter_t counter, int bits = 56,
+                                          cuda::memory_order order = cuda::memory_order_acquire) const {
+    return nccl_braid_::lowBits(nccl_braid_::atomicLoad64(counterWord(counter), order), bits);
+  }
+  template <typename Coop>
+  NCCL_DEVICE_INLINE void waitCounter(Coop coop, ncclGinCounter_t counter, uint64_t least, int bits = 56,
+                                      cuda::memory_order order = cuda::memory_order_acquire) const {
+    (void)nccl_braid_::ginWait(coop, comm, counterWord(counter), least, bits, order, false, 0);
+  }
+  template <typename Coop>
+  NCCL_DEVICE_INLINE ncclResult_t waitCounter(Coop coop, ncclGinCounter_t counter, uint64_t least, int bits,
+                                              cuda::memory_order order, uint64_t timeoutCycles) const {
+    return nccl_braid_::ginWait(coop, comm, counterWord(counter), least, bits, order, true, timeoutCycles);
+  }
+  NCCL_DEVICE_INLINE void resetCounter(ncclGinCounter_t counter) const {
+    nccl_braid_::atomicStore64(counterWord(counter), 0, cuda::memory_order_relaxed);
+  }
+
+  /* ---- signals (this rank's words; peers add to them) ---- */
+  NCCL_DEVICE_INLINE uint64_t* getSignalShadowPtr(ncclGinSignal_t signal) const {
+    return ginWord(comm.ginShadows, signal, comm.ginSignalCount, "ncclGin: the signal id is out of range");
+  }
+  NCCL_DEVICE_INLINE void increaseSignalShadow(ncclGinSignal_t signal, uint64_t delta) const {
+    *getSignalShadowPtr(signal) += delta;
+  }
+  NCCL_DEVICE_INLINE uint64_t readSignal(ncclGinSignal_t signal, int bits = 64,
+                                         cuda::memory_order order = cuda::memory_order_acquire) const {
+    return nccl_braid_::lowBits(nccl_braid_::atomicLoad64(signalWord(signal), order), bits);
+  }
+  NCCL_DEVICE_INLINE uint64_t readSignal(ncclWindow_t signalWindow, size_t signalOffset, int bits = 64,
+                                         cuda::memory_order order = cuda::memory_order_acquire) const {
+    return nccl_braid_::lowBits(nccl_braid_::atomicLoad64(vaWord(signalWindow, signalOffset), order), bits);
+  }
+  template <typename Coop>
+  NCCL_DEVICE_INLINE void waitSignal(Coop coop, ncclGinSignal_t signal, uint64_t least, int bits = 64,
+                                     cuda::memory_order order = cuda::memory_order_acquire) const {
+    (void)nccl_braid_::ginWait(coop, comm, signalWord(signal), least, bits, order, false, 0);
+  }
+  template <typename Coop>
+  NCCL_DEVICE_INLINE ncclResult_t waitSignal(Coop coop, ncclGinSignal_t signal, uint64_t least, int bits,
+                                             cuda::memory_order order, uint64_t timeoutCycles) const {
+    return nccl_braid_::ginWait(coop, comm, signalWord(signal), least, bits, order, true, timeoutCycles);
+  }
+  template <typename Coop>
+  NCCL_DEVICE_INLINE void waitSignal(Coop coop, ncclWindow_t signalWindow, size_t signalOffset, uint64_t least,
+                                     int bits = 64, cuda::memory_order order = cuda::memory_order_acquire) const {
+    (void)nccl_braid_::ginWait(coop, comm, vaWord(signalWindow, signalOffset), least, bits, order, false, 0);
+  }
+  template <typename Coop>
+  NCCL_DEVICE_INLINE ncclResult_t waitSignal(Coop coop, ncclWindow_t signalWindow, size_t signalOffset, uint64_t least,
+                                             int bits, cuda::memory_order order, uint64_t timeoutCycles) const {
+    return nccl_braid_::ginWait(coop, comm, vaWord(signalWindow, signalOffset), least, bits, order, true,
+                                timeoutCycles);
+  }
+  template <typename Coop>
+  NCCL_DEVICE_INLINE void waitSignalMeetShadow(Coop coop, ncclGinSignal_t signal, int bits = 64,
+                                               cuda::memory_order order = cuda::memory_order_acquire) const {
+    waitSignal(coop, signal, *getSignalShadowPtr(signal), bits, order);
+  }
+  /* Waits until the signal is at least leastDelta past its shadow; then *before is the old shadow, *delta how far
+   * the signal had gone past it, and the shadow is the signal's value. */
+  template <typename Coop, typename Uint>
+  NCCL_DEVICE_INLINE void waitSignalFollowShadow(Coop coop, ncclGinSignal_t signal, Uint leastDelta, Uint* before,
+                                                 Uint* delta, int bits = 64,
+                                                 cuda::memory_order order = cuda::memory_order_acquire) const {
+    uint64_t* shadow = getSignalShadowPtr(signal);
+    const uint64_t old = *shadow;
+    waitSignal(coop, signal, old + static_cast<uint64_t>(leastDelta), bits, order);
+    const uint64_t now = readSignal(signal, bits, order);
+    coop.sync(); /* every thread has read the shadow before it moves */
+    if (coop.thread_rank() == 0) *shadow = now;
+    *before = static_cast<Uint>(old);
+    *delta = static_cast<Uint>(nccl_braid_::lowBits(now - old, bits));
+    coop.sync();
+  }
+  NCCL_DEVICE_INLINE void resetSignal(ncclGinSignal_t signal) const {
+    nccl_braid_::atomicStore64(signalWord(signal), 0, cuda::memory_order_relaxed);
+    *getSignalShadowPtr(signal) = 0;
+  }
+  NCCL_DEVICE_INLINE void resetSignal(ncclWindow_t signalWindow, size_t signalOffset) const {
+    nccl_braid_::atomicStore64(vaWord(signalWindow, signalOffset), 0, cuda::memory_order_relaxed);
+  }
+
+  /* braid's: unused, kept for NCCL's member names. */
+  void* _ginHandle;
+  uint64_t* _signalShadows;
+
+ private:
+  /* `peer` of `team` as an LSA member index; traps (with `what`) outside the LSA team. */
+  NCCL_DEVICE_INLINE int lsaPeer(ncclTeam team, int peer, const char* what) const {
+    const int world = comm.rank + (peer - team.rank) * team.stride;
+    const int lsa = world - (comm.rank - comm.lsaRank);
+    if (peer < 0 || peer >= team.nRanks || lsa < 0 || lsa >= comm.lsaSize) nccl_braid_::trap(what);
+    return lsa;
+  }
+  NCCL_DEVICE_INLINE uint64_t* ginWord(ncclDevResourceHandle h, uint32_t id, uint32_t count, const char* what) const {
+    if (id >= count) nccl_braid_::trap(what);
+    return static_cast<uint64_t*>(ncclGetResourceBufferLocalPointer(comm, h)) + id;
+  }
+  NCCL_DEVICE_INLINE uint64_t* signalWord(ncclGinSignal_t s) const {
+    return ginWord(comm.ginSignals, s, comm.ginSignalCount, "ncclGin: the signal id is out of range");
+  }
+  NCCL_DEVICE_INLINE uint64_t* counterWord(ncclGinCounter_t c) const {
+    return ginWord(comm.ginCounters, c, comm.ginCounterCount, "ncclGin: the counter id is out of range");
+  }
+  NCCL_DEVICE_INLINE uint64_t* vaWord(ncclWindow_t w, size_t offset, int lsa = -1) const {
+    void* p = lsa < 0 ? ncclGetLocalPointer(w, offset) : ncclGetLsaPointer(w, offset, lsa);
+    if (p == nullptr || (reinterpret_cast<uintptr_t>(p) & 7u) != 0) {
+      nccl_braid_::trap("ncclGin: a VA signal's window is null or out of reach, or its offset is not 8-byte aligned");
+    }
+    return static_cast<uint64_t*>(p);
+  }
+  /* The peer's signal word `s` (its resource window, through this rank's LSA view). */
+  NCCL_DEVICE_INLINE uint64_t* peerSignal(int lsa, ncclGinSignal_t s) const {
+    if (s >= comm.ginSignalCount) nccl_braid_::trap("ncclGin: the signal id is out of range");
+    return static_cast<uint64_t*>(ncclGetResourceBufferLsaPointer(comm, comm.ginSignals, lsa)) + s;
+  }
+  NCCL_DEVICE_INLINE void add(uint64_t* w, uint64_t v) const {
+    nccl_braid_::atomicAdd64(w, v, cuda::memory_order_release);
+  }
+  NCCL_DEVICE_INLINE void remote(int, ncclGin_None) const {}
+  NCCL_DEVICE_INLINE void remote(int l, ncclGin_StrongSignalInc a) const { add(peerSignal(l, a.signal), 1); }
+  NCCL_DEVICE_INLINE void remote(int l, ncclGin_WeakSignalInc a) const { add(peerSignal(l, a.signal), 1); }
+  NCCL_DEVICE_INLINE void remote(int l, ncclGin_SignalInc a) const { add(peerSignal(l, a.signal), 1); }
+  NCCL_DEVICE_INLINE void remote(int l, ncclGin_StrongSignalAdd a) const { add(peerSignal(l, a.signal), a.value); }
+  NCCL_DEVICE_INLINE void remote(int l, ncclGin_WeakSignalAdd a) const { add(peerSignal(l, a.signal), a.value); }
+  NCCL_DEVICE_INLINE void remote(int l, ncclGin_SignalAdd a) const { add(peerSignal(l, a.signal), a.value); }
+  NCCL_DEVICE_INLINE void remote(int l, ncclGin_StrongVASignalInc a) const {
+    add(vaWord(a.signalWindow, a.signalOffset, l), 1);
+  }
+  NCCL_DEVICE_INLINE void remote(int l, ncclGin_WeakVASignalInc a) const {
+    add(vaWord(a.signalWindow, a.signalOffset, l), 1);
+  }
+  NCCL_DEVICE_INLINE void remote(int l, ncclGin_VASignalInc a) const {
+    add(vaWord(a.signalWindow, a.signalOffset, l), 1);
+  }
+  NCCL_DEVICE_INLINE void remote(int l, ncclGin_StrongVASignalAdd a) const {
+    add(vaWord(a.signalWindow, a.signalOffset, l), a.value);
+  }
+  NCCL_DEVICE_INLINE void remote(int l, ncclGin_WeakVASignalAdd a) const {
+    add(vaWord(a.signalWindow, a.signalOffset, l), a.value);
+  }
+  NCCL_DEVICE_INLINE void remote(int l, ncclGin_VASignalAdd a) const {
+    add(vaWord(a.signalWindow, a.signalOffset, l), a.value);
+  }
+  NCCL_DEVICE_INLINE void localDone(ncclGin_None) const {}
+  NCCL_DEVICE_INLINE void localDone(ncclGin_WeakCounterInc a) const { add(counterWord(a.counter), 1); }
+  NCCL_DEVICE_INLINE void localDone(ncclGin_CounterInc a) const { add(counterWord(a.counter), 1); }
+};
+
+template <ncclNetDeviceType backend>
+using ncclGin_BackendOne = ncclGin_BackendMask<(1u << (int)backend)>;
+using ncclGin = ncclGin_BackendMask<NCCL_GIN_BACKEND_MASK_ALL>;
+#endif /* NCCL_DEVICE_HALF_ */
+
+#endif /* NCCL_DEVICE_GIN_H_ */

@@ -1,0 +1,299 @@
+// GIN (include/nccl_device/gin.h, gin_barrier.h, barrier.h) running: the kernels of tests/devapi/gin_kernels.cuh on
+// braid's CTA emulator over device communicators of CUDA communicators on the strict fake driver (ranks as threads,
+// one fake GPU each, the world one LSA team). Puts, values and gets land exactly; signals, VA signals, counters and
+// shadows count what they must across launches; barriers order the rounds; misuse traps by name; the requirements'
+// GIN ids are numbered as NCCL numbers them.
+#include "tests/devapi/device_shim.h"
+// (the shim first: it turns on the headers' device half)
+#include "tests/devapi/gin_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/common/fake_cuda_ranks.h"
+#include "tests/common/harness.h"
+
+namespace {
+
+using namespace braid_test;
+
+class GinKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+    BRAID_REQUIRE_FAKE("kernels run on the CTA emulator, which reads the fake's device memory from the host");
+  }
+};
+
+braid::EmuLaunchConfig cfgOf(int grid, int block, const char* name) {
+  braid::EmuLaunchConfig cfg;
+  cfg.grid = grid;
+  cfg.block = block;
+  cfg.deadlineSec = 60;
+  cfg.name = name;
+  cfg.chaosSeed = 0x9e5;
+  return cfg;
+}
+
+#define CHECK_OR(cond, code)                                                 \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      fprintf(stderr, "rank %d: %s failed (line %d)\n", r, #cond, __LINE__); \
+      return static_cast<ncclResult_t>(code);                                \
+    }                                                                        \
+  } while (0)
+
+float valueOf(int rank, int round, size_t i) {
+  return static_cast<float>(rank * 1000 + round * 7 + static_cast<int>(i % 101));
+}
+
+// A window of `bytes` of ncclMemAlloc memory, zeroed.
+struct Win {
+  void* buf = nullptr;
+  ncclWindow_t win = nullptr;
+  bool make(ncclComm_t comm, size_t bytes, cudaStream_t stream) {
+    if (ncclMemAlloc(&buf, bytes) != ncclSuccess) return false;
+    std::vector<char> zeros(bytes, 0);
+    Driver::get().copy(buf, zeros.data(), bytes, stream);
+    return Driver::get().streamSync(stream) == 0 &&
+           ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess && win != nullptr;
+  }
+  bool drop(ncclComm_t comm) {
+    return ncclCommWindowDeregister(comm, win) == ncclSuccess && ncclMemFree(buf) == ncclSuccess;
+  }
+};
+
+// ginAllGather for kRounds launches on every context in turn: every element, and signal 0 and counter 0 counting
+// every round's puts.
+ncclResult_t allGatherRounds(int r, int n, ncclComm_t comm, cudaStream_t stream) {
+  constexpr int kGrid = 2, kBlock = 64, kRounds = 4;
+  constexpr size_t kCount = 777;  // not a multiple of 4 floats: the copy's tail
+  const Driver& drv = Driver::get();
+  Win send, recv;
+  CHECK_OR(send.make(comm, kCount * sizeof(float), stream), 10);
+  CHECK_OR(recv.make(comm, kCount * sizeof(float) * static_cast<size_t>(n), stream), 10);
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.ginSignalCount = 1;
+  reqs.ginCounterCount = 1;
+  reqs.worldGinBarrierCount = kGrid;
+  ncclDevComm dc{};
+  if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) {
+    fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+    return ncclInternalError;
+  }
+  // NCCL's numbering: the requirements' signal first, then the world barriers' (kGrid barriers of n signals).
+  CHECK_OR(dc.ginContextCount == 4 && dc.ginSignalCount == 1u + kGrid * static_cast<uint32_t>(n), 11);
+  CHECK_OR(dc.ginCounterCount == 1 && dc.worldGinBarrier.signal0 == 1, 11);
+  std::vector<float> in(kCount), got(kCount * static_cast<size_t>(n));
+  std::vector<uint64_t> out(kGinOutWords, 0);
+  for (int round = 0; round < kRounds; ++round) {
+    for (size_t i = 0; i < kCount; ++i) in[i] = valueOf(r, round, i);
+    drv.copy(send.buf, in.data(), kCount * sizeof(float), stream);
+    CHECK_OR(drv.streamSync(stream) == 0, 12);
+    const int context = round % dc.ginContextCount;
+    braid::Status st = braid_emu::launch(cfgOf(kGrid, kBlock, "ginAllGather"), [&] {
+      ginAllGather(send.win, recv.win, kCount, round, context, dc, out.data());
+    });
+    if (!st.isOk()) {
+      fprintf(stderr, "rank %d round %d: %s\n", r, round, st.message().c_str());
+      return ncclInternalError;
+    }
+    drv.copy(got.data(), recv.buf, got.size() * sizeof(float), stream);
+    CHECK_OR(drv.streamSync(stream) == 0, 13);
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < kCount; ++i) {
+        const float want = valueOf(p, round, i);
+        if (got[static_cast<size_t>(p) * kCount + i] != want) {
+          fprintf(stderr, "rank %d round %d from %d element %zu: %f, expected %f\n", r, round, p, i,
+                  got[static_cast<size_t>(p) * kCount + i], want);
+          return ncclInternalError;
+        }
+      }
+    }
+    const uint64_t puts = static_cast<uint64_t>(n) * static_cast<uint64_t>(round + 1);
+    CHECK_OR(out[kGinSignal0] == puts && out[kGinCounter0] == puts, 14);
+  }
+  CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 15);
+  CHECK_OR(send.drop(comm) && recv.drop(comm), 16);
+  return ncclSuccess;
+}
+
+TEST_F(GinKernels, AllGatherByPutsSignalsAndCountersIsExactAcrossLaunches) {
+  constexpr int kRanks = 3;
+  auto res = runCudaRanks(
+      kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) { return allGatherRounds(r, kRanks, comm, stream); });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+// ginValuesAndGets for several rounds: values with VA signals, gets, signal shadows, counter reset, the hybrid
+// world barrier and its timed sync.
+ncclResult_t valuesRounds(int r, int n, ncclComm_t comm, cudaStream_t stream) {
+  constexpr int kRounds = 3;
+  constexpr size_t kCount = 301, kValueOffset = 0, kGetOffset = 64;
+  const Driver& drv = Driver::get();
+  Win send, recv, sig;
+  CHECK_OR(send.make(comm, kCount * sizeof(float), stream), 10);
+  CHECK_OR(recv.make(comm, kGetOffset + kCount * sizeof(float), stream), 10);
+  CHECK_OR(sig.make(comm, 8 * static_cast<size_t>(n), stream), 10);
+  // Signals 0-1 of the requirements, counters 0-1: one of each here, one from a resource requirement.
+  ncclGinSignal_t sigStart = 99;
+  ncclGinCounter_t ctrStart = 99;
+  ncclDevResourceRequirements extra{};
+  extra.ginSignalCount = 1;
+  extra.ginCounterCount = 1;
+  extra.outGinSignalStart = &sigStart;
+  extra.outGinCounterStart = &ctrStart;
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.ginSignalCount = 1;
+  reqs.ginCounterCount = 1;
+  reqs.barrierCount = 1;  // the world's barriers: LSA barriers inside, the rail team's GIN barriers outside
+  reqs.ginContextCount = 1;
+  reqs.resourceRequirementsList = &extra;
+  ncclDevComm dc{};
+  if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) {
+    fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+    return ncclInternalError;
+  }
+  CHECK_OR(sigStart == 1 && ctrStart == 1 && dc.ginContextCount == 1, 11);
+  CHECK_OR(dc.railGinBarrier.signal0 == 2 && dc.ginSignalCount == 3 && dc.ginCounterCount == 2, 11);  // rail: 1 rank
+  std::vector<float> in(kCount), got(kCount);
+  std::vector<uint64_t> out(kGinOutWords, 0);
+  const int prev = (r + n - 1) % n;
+  for (int round = 0; round < kRounds; ++round) {
+    for (size_t i = 0; i < kCount; ++i) in[i] = valueOf(r, round, i);
+    drv.copy(send.buf, in.data(), kCount * sizeof(float), stream);
+    CHECK_OR(drv.streamSync(stream) == 0, 12);
+    braid::Status st = braid_emu::launch(cfgOf(1, 96, "ginValuesAndGets"), [&] {
+      ginValuesAndGets(send.win, recv.win, sig.win, kValueOffset, kGetOffset, kCount, round, dc, out.data());
+    });
+    if (!st.isOk()) {
+      fprintf(stderr, "rank %d round %d: %s\n", r, round, st.message().c_str());
+      return ncclInternalError;
+    }
+    drv.copy(got.data(), static_cast<char*>(recv.buf) + kGetOffset, kCount * sizeof(float), stream);
+    CHECK_OR(drv.streamSync(stream) == 0, 13);
+    for (size_t i = 0; i < kCount; ++i) CHECK_OR(got[i] == valueOf(prev, round, i), 14);
+    CHECK_OR(out[kGinValue] == static_cast<uint64_t>(round) * 100u + static_cast<uint64_t>(prev), 15);
+    CHECK_OR(out[kGinVaSignal] == 2u * static_cast<uint64_t>(round + 1), 16);
+    CHECK_OR(out[kGinBefore] == 3u * static_cast<uint64_t>(round) && out[kGinDelta] == 3, 17);
+    CHECK_OR(out[kGinCounter1] == 1 && out[kGinCounter1Reset] == 0, 18);
+    CHECK_OR(out[kGinTimedSync] == ncclSuccess, 19);
+  }
+  CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 20);
+  CHECK_OR(send.drop(comm) && recv.drop(comm) && sig.drop(comm), 21);
+  return ncclSuccess;
+}
+
+TEST_F(GinKernels, ValuesVaSignalsGetsShadowsAndTheHybridBarrier) {
+  for (int n : {2, 3}) {
+    auto res =
+        runCudaRanks(n, [&](int r, ncclComm_t comm, cudaStream_t stream) { return valuesRounds(r, n, comm, stream); });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << n << " ranks, rank " << r;
+  }
+}
+
+// A GIN barrier from ncclGinBarrierCreateRequirement (its signals numbered after the requirements' own) orders bare
+// puts, over 4 ranks and 5 launches.
+TEST_F(GinKernels, ABarrierOfTheCallersOwnOrdersPuts) {
+  constexpr int kRanks = 4, kRounds = 5;
+  auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+    Win win;
+    CHECK_OR(win.make(comm, 8 * kRanks, stream), 10);
+    ncclGinBarrierHandle bar{};
+    ncclDevResourceRequirements barReq{};
+    CHECK_OR(ncclGinBarrierCreateRequirement(comm, ncclTeamWorld(comm), 1, &bar, &barReq) == ncclSuccess, 11);
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs.ginSignalCount = 5;
+    reqs.resourceRequirementsList = &barReq;
+    ncclDevComm dc{};
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 12);
+    CHECK_OR(bar.signal0 == 5 && dc.ginSignalCount == 5 + kRanks, 13);
+    std::vector<uint64_t> out(2, 0);
+    const int prev = (r + kRanks - 1) % kRanks;
+    for (int round = 0; round < kRounds; ++round) {
+      const uint64_t stamp = 1000u * static_cast<uint64_t>(round) + static_cast<uint64_t>(r);
+      braid::Status st = braid_emu::launch(cfgOf(1, 64, "ginTeamBarrierRing"),
+                                           [&] { ginTeamBarrierRing(win.win, stamp, bar, dc, out.data()); });
+      if (!st.isOk()) {
+        fprintf(stderr, "rank %d round %d: %s\n", r, round, st.message().c_str());
+        return ncclInternalError;
+      }
+      CHECK_OR(out[0] == 1000u * static_cast<uint64_t>(round) + static_cast<uint64_t>(prev) && out[1] == ncclSuccess,
+               14);
+    }
+    CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess && win.drop(comm), 15);
+    return ncclSuccess;
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+// A wait with a timeout ends with ncclTimeout; a context, signal or peer out of range traps the kernel by name; a
+// device communicator asked for no GIN still has contexts (the world is one LSA team) but no signals.
+TEST_F(GinKernels, TimeoutsAndMisuse) {
+  auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) -> ncclResult_t {
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs.ginSignalCount = 2;
+    ncclDevComm dc{};
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 10);
+    std::vector<uint64_t> out(1, 0);
+    braid::Status st =
+        braid_emu::launch(cfgOf(1, 32, "ginWaitsInVain"), [&] { ginWaitsInVain(2000000, dc, out.data()); });
+    CHECK_OR(st.isOk() && out[0] == ncclTimeout, 11);
+    const char* why[] = {"the context index is not below ncclDevComm::ginContextCount",
+                         "ncclGin: the signal id is out of range",
+                         "ncclGin::signal: the peer is outside this rank's LSA team"};
+    for (int what = 0; what < 3; ++what) {
+      st = braid_emu::launch(cfgOf(1, 32, "ginMisuse"), [&] { ginMisuse(what, dc); });
+      if (st.isOk() || st.message().find(why[what]) == std::string::npos) {
+        fprintf(stderr, "rank %d misuse %d: %s\n", r, what, st.message().c_str());
+        return ncclInternalError;
+      }
+    }
+    CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 12);
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+    reqs.lsaBarrierCount = 1;
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 13);
+    CHECK_OR(dc.ginContextCount == 4 && dc.ginSignalCount == 0 && dc.ginCounterCount == 0, 14);
+    st = braid_emu::launch(cfgOf(1, 32, "ginMisuse"), [&] { ginMisuse(1, dc); });
+    CHECK_OR(!st.isOk() && st.message().find("signal id is out of range") != std::string::npos, 15);
+    CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 16);
+    return ncclSuccess;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+}  // namespace
+
+namespace {
+
+// Ranks on two "hosts" (NCCL_HOSTID) are two LSA teams: GIN would need the network, so a request for it is refused by
+// name, and a device communicator asked for none gets no contexts.
+TEST(GinProcesses, RefusedWhereTheWorldSpansSeveralLsaTeams) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  const std::vector<int> codes = runProcesses(
+      2,
+      [](int, ncclComm_t comm) {
+        ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+        reqs.ginSignalCount = 1;
+        ncclDevComm dc{};
+        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return 1;
+        const std::string why = ncclGetLastError(comm);
+        if (why.find("this world spans 2 LSA teams; GIN over the network is not built") == std::string::npos) return 2;
+        reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess || dc.ginContextCount != 0) return 3;
+        if (ncclDevCommDestroy(comm, &dc) != ncclSuccess) return 4;
+        ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+        if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.ginType != NCCL_GIN_TYPE_NONE) return 5;
+        return 0;
+      },
+      120, nullptr, nullptr,
+      [](int r) {
+        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
+        if (!Driver::get().use(r)) _exit(20);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+}  // namespace
