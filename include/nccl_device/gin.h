@@ -467,30 +467,24 @@ struct ncclGin_BackendMask {
   NCCL_DEVICE_INLINE void add(uint64_t* w, uint64_t v) const {
     nccl_braid_::atomicAdd64(w, v, cuda::memory_order_release);
   }
+  /* The remote actions: an indexed signal (.signal) or a VA signal (.signalWindow/.signalOffset) of the peer, by
+   * .value for the Add forms and by 1 for the Inc forms. */
+  template <typename A>
+  NCCL_DEVICE_INLINE static auto amountOf(A a, int) -> decltype(uint64_t(a.value)) {
+    return a.value;
+  }
+  template <typename A>
+  NCCL_DEVICE_INLINE static uint64_t amountOf(A, long) {
+    return 1;
+  }
   NCCL_DEVICE_INLINE void remote(int, ncclGin_None) const {}
-  NCCL_DEVICE_INLINE void remote(int l, ncclGin_StrongSignalInc a) const { add(peerSignal(l, a.signal), 1); }
-  NCCL_DEVICE_INLINE void remote(int l, ncclGin_WeakSignalInc a) const { add(peerSignal(l, a.signal), 1); }
-  NCCL_DEVICE_INLINE void remote(int l, ncclGin_SignalInc a) const { add(peerSignal(l, a.signal), 1); }
-  NCCL_DEVICE_INLINE void remote(int l, ncclGin_StrongSignalAdd a) const { add(peerSignal(l, a.signal), a.value); }
-  NCCL_DEVICE_INLINE void remote(int l, ncclGin_WeakSignalAdd a) const { add(peerSignal(l, a.signal), a.value); }
-  NCCL_DEVICE_INLINE void remote(int l, ncclGin_SignalAdd a) const { add(peerSignal(l, a.signal), a.value); }
-  NCCL_DEVICE_INLINE void remote(int l, ncclGin_StrongVASignalInc a) const {
-    add(vaWord(a.signalWindow, a.signalOffset, l), 1);
+  template <typename A>
+  NCCL_DEVICE_INLINE auto remote(int l, A a) const -> decltype(void(a.signal)) {
+    add(peerSignal(l, a.signal), amountOf(a, 0));
   }
-  NCCL_DEVICE_INLINE void remote(int l, ncclGin_WeakVASignalInc a) const {
-    add(vaWord(a.signalWindow, a.signalOffset, l), 1);
-  }
-  NCCL_DEVICE_INLINE void remote(int l, ncclGin_VASignalInc a) const {
-    add(vaWord(a.signalWindow, a.signalOffset, l), 1);
-  }
-  NCCL_DEVICE_INLINE void remote(int l, ncclGin_StrongVASignalAdd a) const {
-    add(vaWord(a.signalWindow, a.signalOffset, l), a.value);
-  }
-  NCCL_DEVICE_INLINE void remote(int l, ncclGin_WeakVASignalAdd a) const {
-    add(vaWord(a.signalWindow, a.signalOffset, l), a.value);
-  }
-  NCCL_DEVICE_INLINE void remote(int l, ncclGin_VASignalAdd a) const {
-    add(vaWord(a.signalWindow, a.signalOffset, l), a.value);
+  template <typename A>
+  NCCL_DEVICE_INLINE auto remote(int l, A a) const -> decltype(void(a.signalWindow)) {
+    add(vaWord(a.signalWindow, a.signalOffset, l), amountOf(a, 0));
   }
   NCCL_DEVICE_INLINE void localDone(ncclGin_None) const {}
   NCCL_DEVICE_INLINE void localDone(ncclGin_WeakCounterInc a) const { add(counterWord(a.counter), 1); }

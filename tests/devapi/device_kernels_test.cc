@@ -17,36 +17,13 @@
 
 #include "tests/common/fake_cuda_ranks.h"
 #include "tests/common/harness.h"
+#include "tests/devapi/kernel_test_util.h"
 
 namespace {
 
 using namespace braid_test;
 
-class DeviceKernels : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
-    BRAID_REQUIRE_FAKE("kernels run on the CTA emulator, which reads the fake's device memory from the host");
-  }
-};
-
-braid::EmuLaunchConfig cfgOf(int grid, int block, const char* name) {
-  braid::EmuLaunchConfig cfg;
-  cfg.grid = grid;
-  cfg.block = block;
-  cfg.deadlineSec = 60;
-  cfg.name = name;
-  cfg.chaosSeed = 0x5eed;
-  return cfg;
-}
-
-#define CHECK_OR(cond, code)                                                 \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      fprintf(stderr, "rank %d: %s failed (line %d)\n", r, #cond, __LINE__); \
-      return static_cast<ncclResult_t>(code);                                \
-    }                                                                        \
-  } while (0)
+class DeviceKernels : public FakeGpuKernels {};
 
 float inputOf(int rank, int round, size_t i) {
   return static_cast<float>((rank + 1) * 3 + round * 5 + static_cast<int>(i % 97));

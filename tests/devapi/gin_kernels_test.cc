@@ -14,36 +14,13 @@
 
 #include "tests/common/fake_cuda_ranks.h"
 #include "tests/common/harness.h"
+#include "tests/devapi/kernel_test_util.h"
 
 namespace {
 
 using namespace braid_test;
 
-class GinKernels : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
-    BRAID_REQUIRE_FAKE("kernels run on the CTA emulator, which reads the fake's device memory from the host");
-  }
-};
-
-braid::EmuLaunchConfig cfgOf(int grid, int block, const char* name) {
-  braid::EmuLaunchConfig cfg;
-  cfg.grid = grid;
-  cfg.block = block;
-  cfg.deadlineSec = 60;
-  cfg.name = name;
-  cfg.chaosSeed = 0x9e5;
-  return cfg;
-}
-
-#define CHECK_OR(cond, code)                                                 \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      fprintf(stderr, "rank %d: %s failed (line %d)\n", r, #cond, __LINE__); \
-      return static_cast<ncclResult_t>(code);                                \
-    }                                                                        \
-  } while (0)
+class GinKernels : public FakeGpuKernels {};
 
 float valueOf(int rank, int round, size_t i) {
   return static_cast<float>(rank * 1000 + round * 7 + static_cast<int>(i % 101));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/common/fake_cuda_ranks.h"
+#include "tests/devapi/kernel_test_util.h"
 
 namespace {
 
@@ -37,26 +38,13 @@ class MultimemKernels : public ::testing::Test {
  public:
   // A launch on `device` whose multimem accesses resolve through the fake driver, as its own launches do.
   braid::EmuLaunchConfig cfgOn(int device, int grid, const char* name) const {
-    braid::EmuLaunchConfig cfg;
-    cfg.grid = grid;
-    cfg.block = 32;
-    cfg.deadlineSec = 60;
-    cfg.name = name;
-    cfg.chaosSeed = 0x5eed;
+    braid::EmuLaunchConfig cfg = cfgOf(grid, 32, name);
     cfg.multicast = resolve_;
     cfg.deviceOrdinal = device;
     return cfg;
   }
   braid::EmuMulticastFn resolve_ = nullptr;
 };
-
-#define CHECK_OR(cond, code)                                                 \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      fprintf(stderr, "rank %d: %s failed (line %d)\n", r, #cond, __LINE__); \
-      return static_cast<ncclResult_t>(code);                                \
-    }                                                                        \
-  } while (0)
 
 template <typename T>
 T inputOf(int rank, int round, size_t i) {
