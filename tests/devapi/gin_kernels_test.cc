@@ -241,9 +241,26 @@ TEST_F(GinKernels, TimeoutsAndMisuse) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
 }
 
-}  // namespace
-
-namespace {
+// Ranks of two processes on one host are one LSA team: GIN puts, signals and the world barrier cross the
+// processes through the mapped windows and resource windows.
+TEST(GinProcesses, AllGatherByPutsAcrossProcesses) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
+  const std::vector<int> codes = runProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        void* stream = nullptr;
+        Driver::get().streamCreate(&stream, 1);
+        const ncclResult_t rc = allGatherRounds(r, 2, comm, static_cast<cudaStream_t>(stream));
+        Driver::get().streamDestroy(stream);
+        return rc == ncclSuccess ? 0 : 100 + static_cast<int>(rc);
+      },
+      120, nullptr, nullptr,
+      [](int r) {
+        if (!Driver::get().use(r)) _exit(20);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
 
 // Ranks on two "hosts" (NCCL_HOSTID) are two LSA teams: GIN would need the network, so a request for it is refused by
 // name, and a device communicator asked for none gets no contexts.
