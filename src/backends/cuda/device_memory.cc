@@ -66,51 +66,74 @@ std::map<CUdeviceptr, MemAlloc> gAllocs;
 
 }  // namespace
 
-Result<CUdeviceptr> mapAndGrant(const CuApi* api, CUmemGenericAllocationHandle handle, size_t bytes,
-                                const std::vector<int>& devices, bool keep, size_t align) {
+Result<CUdeviceptr> mapSegmentsAndGrant(const CuApi* api, const std::vector<CUmemGenericAllocationHandle>& handles,
+                                        const std::vector<size_t>& sizes, const std::vector<int>& devices, bool keep,
+                                        size_t align) {
+  const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
   CUdeviceptr ptr = 0;
-  Status st = api->check(api->memAddressReserve(&ptr, bytes, align, 0, 0), "cuMemAddressReserve");
-  bool mapped = false;
-  if (st.isOk()) {
-    st = api->check(api->memMap(ptr, bytes, 0, handle, 0), "cuMemMap");
-    mapped = st.isOk();
+  Status st = handles.size() == sizes.size() && !handles.empty()
+                  ? api->check(api->memAddressReserve(&ptr, total, align, 0, 0), "cuMemAddressReserve")
+                  : invalidArgument("%zu handles for %zu segments", handles.size(), sizes.size());
+  size_t mapped = 0, off = 0;
+  for (; st.isOk() && mapped < handles.size(); off += sizes[mapped], ++mapped) {
+    st = api->check(api->memMap(ptr + off, sizes[mapped], 0, handles[mapped], 0), "cuMemMap");
+    if (!st.isOk() && handles.size() > 1)
+      st = st.withContext(strPrintf("segment %zu of %zu", mapped + 1, handles.size()));
+    if (!st.isOk()) break;
   }
-  if (!keep) (void)api->memRelease(handle);
+  if (!keep) {
+    for (CUmemGenericAllocationHandle h : handles) (void)api->memRelease(h);
+  }
   if (st.isOk()) {
     std::vector<CuMemAccessDesc> access(devices.size());
     for (size_t i = 0; i < devices.size(); ++i) access[i].location.id = devices[i];
-    st = api->check(api->memSetAccess(ptr, bytes, access.data(), access.size()), "cuMemSetAccess");
+    st = api->check(api->memSetAccess(ptr, total, access.data(), access.size()), "cuMemSetAccess");
   }
   if (!st.isOk() && ptr != 0) {
-    if (mapped) (void)api->memUnmap(ptr, bytes);
-    (void)api->memAddressFree(ptr, bytes);
+    off = 0;
+    for (size_t i = 0; i < mapped; off += sizes[i], ++i) (void)api->memUnmap(ptr + off, sizes[i]);
+    (void)api->memAddressFree(ptr, total);
   }
   BRAID_RETURN_IF_ERROR(st);
   return ptr;
 }
 
+Status unmapSegmentsAndFree(const CuApi* api, CUdeviceptr ptr, const std::vector<size_t>& sizes) {
+  size_t off = 0;
+  for (size_t s : sizes) {
+    BRAID_RETURN_IF_ERROR(api->check(api->memUnmap(ptr + off, s), "cuMemUnmap"));
+    off += s;
+  }
+  return api->check(api->memAddressFree(ptr, off), "cuMemAddressFree");
+}
+
+Result<CUdeviceptr> mapAndGrant(const CuApi* api, CUmemGenericAllocationHandle handle, size_t bytes,
+                                const std::vector<int>& devices, bool keep, size_t align) {
+  return mapSegmentsAndGrant(api, {handle}, {bytes}, devices, keep, align);
+}
+
 Status unmapAndFree(const CuApi* api, CUdeviceptr ptr, size_t bytes) {
-  BRAID_RETURN_IF_ERROR(api->check(api->memUnmap(ptr, bytes), "cuMemUnmap"));
-  return api->check(api->memAddressFree(ptr, bytes), "cuMemAddressFree");
+  return unmapSegmentsAndFree(api, ptr, {bytes});
 }
 
 bool CudaDeviceMemory::canAccessPeer(int peerDevice) const {
   return peerDevice == device_ || peerAccessBothWays(api_, device_, peerDevice);
 }
 
-Result<DeviceFifoMem> CudaDeviceMemory::mapHandle(CUmemGenericAllocationHandle handle, size_t bytes,
-                                                  const std::vector<int>& devices) const {
+Result<DeviceFifoMem> CudaDeviceMemory::mapSegments(const std::vector<CUmemGenericAllocationHandle>& handles,
+                                                    const std::vector<size_t>& sizes,
+                                                    const std::vector<int>& devices) const {
   const CuApi* api = api_;
-  BRAID_ASSIGN_OR_RETURN(CUdeviceptr ptr, mapAndGrant(api, handle, bytes, devices));
+  BRAID_ASSIGN_OR_RETURN(CUdeviceptr ptr, mapSegmentsAndGrant(api, handles, sizes, devices));
   CUcontext ctx = ctx_;
   DeviceFifoMem m;
   m.base = reinterpret_cast<char*>(ptr);
-  m.bytes = bytes;
-  m.owner = std::shared_ptr<void>(m.base, [api, ctx, bytes](void* p) {
+  m.bytes = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
+  m.owner = std::shared_ptr<void>(m.base, [api, ctx, sizes](void* p) {
     ScopedContext scope(api, ctx);
     RelaxedCaptureMode relaxed(api);
-    Status s = unmapAndFree(api, reinterpret_cast<CUdeviceptr>(p), bytes);
-    if (!s.isOk()) BRAID_WARN("releasing a p2p FIFO at %p: %s", p, s.message().c_str());
+    Status s = unmapSegmentsAndFree(api, reinterpret_cast<CUdeviceptr>(p), sizes);
+    if (!s.isOk()) BRAID_WARN("releasing device memory at %p: %s", p, s.message().c_str());
   });
   return m;
 }
@@ -139,7 +162,7 @@ Result<DeviceFifoMem> CudaDeviceMemory::alloc(size_t bytes, const void* head, si
   for (int d : peerDevices) {
     if (d != device_) devices.push_back(d);
   }
-  Result<DeviceFifoMem> m = mapHandle(handle, rounded, devices);
+  Result<DeviceFifoMem> m = mapSegments({handle}, {rounded}, devices);
   if (!m.isOk()) {
     if (fd >= 0) close(fd);
     return m.status();
@@ -162,14 +185,7 @@ Result<DeviceFifoMem> CudaDeviceMemory::alloc(size_t bytes, const void* head, si
 }
 
 Result<DeviceFifoMem> CudaDeviceMemory::import(int fd, size_t bytes) const {
-  ScopedContext scope(api_, ctx_);
-  RelaxedCaptureMode relaxed(api_);  // connections are made at first use, maybe while the user captures
-  CUmemGenericAllocationHandle handle = 0;
-  BRAID_RETURN_IF_ERROR(
-      api_->check(api_->memImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
-                                                     kCuMemHandleTypePosixFd),
-                  "cuMemImportFromShareableHandle"));
-  return mapHandle(handle, bytes, {device_});
+  return importSegments({fd}, {bytes});
 }
 
 Result<DeviceFifoMem> CudaDeviceMemory::importSegments(const std::vector<int>& fds,
@@ -177,57 +193,22 @@ Result<DeviceFifoMem> CudaDeviceMemory::importSegments(const std::vector<int>& f
   if (fds.empty() || fds.size() != sizes.size()) {
     return invalidArgument("%zu descriptors for %zu segments", fds.size(), sizes.size());
   }
-  if (fds.size() == 1) return import(fds[0], sizes[0]);
   ScopedContext scope(api_, ctx_);
-  RelaxedCaptureMode relaxed(api_);
-  const CuApi* api = api_;
-  size_t total = 0;
-  for (size_t s : sizes) total += s;
-  CUdeviceptr ptr = 0;
-  BRAID_RETURN_IF_ERROR(api->check(api->memAddressReserve(&ptr, total, 0, 0, 0), "cuMemAddressReserve"));
-  // Unmaps the first `mapped` segments and frees the range.
-  auto undo = [api, ptr, sizes](size_t mapped) {
-    size_t off = 0;
-    for (size_t i = 0; i < mapped; ++i) {
-      (void)api->memUnmap(ptr + off, sizes[i]);
-      off += sizes[i];
-    }
-    (void)api->memAddressFree(ptr, std::accumulate(sizes.begin(), sizes.end(), size_t{0}));
-  };
-  size_t off = 0;
+  RelaxedCaptureMode relaxed(api_);  // connections are made at first use, maybe while the user captures
+  std::vector<CUmemGenericAllocationHandle> handles;
   for (size_t i = 0; i < fds.size(); ++i) {
     CUmemGenericAllocationHandle handle = 0;
     Status st =
-        api->check(api->memImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fds[i])),
-                                                     kCuMemHandleTypePosixFd),
-                   "cuMemImportFromShareableHandle");
-    if (st.isOk()) {
-      st = api->check(api->memMap(ptr + off, sizes[i], 0, handle, 0), "cuMemMap");
-      (void)api->memRelease(handle);  // the mapping keeps the memory
-    }
+        api_->check(api_->memImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fds[i])),
+                                                       kCuMemHandleTypePosixFd),
+                    "cuMemImportFromShareableHandle");
     if (!st.isOk()) {
-      undo(i);
-      return st.withContext(strPrintf("segment %zu of %zu", i + 1, fds.size()));
+      for (CUmemGenericAllocationHandle h : handles) (void)api_->memRelease(h);
+      return fds.size() > 1 ? st.withContext(strPrintf("segment %zu of %zu", i + 1, fds.size())) : st;
     }
-    off += sizes[i];
+    handles.push_back(handle);
   }
-  CuMemAccessDesc access;
-  access.location.id = device_;
-  Status st = api->check(api->memSetAccess(ptr, total, &access, 1), "cuMemSetAccess");
-  if (!st.isOk()) {
-    undo(fds.size());
-    return st;
-  }
-  CUcontext ctx = ctx_;
-  DeviceFifoMem m;
-  m.base = reinterpret_cast<char*>(ptr);
-  m.bytes = total;
-  m.owner = std::shared_ptr<void>(m.base, [api, ctx, undo, n = fds.size()](void*) {
-    ScopedContext scope(api, ctx);
-    RelaxedCaptureMode relaxed(api);
-    undo(n);
-  });
-  return m;
+  return mapSegments(handles, sizes, {device_});  // the mappings keep the memory; the handles go
 }
 
 Result<void*> cuMemAllocShareable(const CuApi* api, int device, size_t bytes) {

@@ -41,10 +41,10 @@ class CudaDeviceMemory final : public DeviceMemory {
 
  private:
   CudaDeviceMemory(const CuApi* api, CUcontext ctx, int device) : api_(api), ctx_(ctx), device_(device) {}
-  // Reserves and maps `handle` (`bytes`) and gives `devices` read-write access; releases the handle either way
-  // (the mapping keeps the memory). The owner unmaps and frees the range.
-  Result<DeviceFifoMem> mapHandle(CUmemGenericAllocationHandle handle, size_t bytes,
-                                  const std::vector<int>& devices) const;
+  // mapSegmentsAndGrant (below) of `handles`, released either way (the mappings keep the memory); the owner unmaps
+  // and frees the range.
+  Result<DeviceFifoMem> mapSegments(const std::vector<CUmemGenericAllocationHandle>& handles,
+                                    const std::vector<size_t>& sizes, const std::vector<int>& devices) const;
 
   const CuApi* api_;
   CUcontext ctx_;
@@ -52,12 +52,17 @@ class CudaDeviceMemory final : public DeviceMemory {
   CUstream stream_ = nullptr;
 };
 
-// Reserves `bytes` (aligned to `align`, 0: the driver's choice), maps `handle` there and gives `devices` read-write
-// access; releases the handle either way unless `keep` (the mapping keeps the memory). On failure nothing is left
-// mapped or reserved.
+// Reserves one range of the segments' total size (aligned to `align`, 0: the driver's choice), maps handles[i]
+// (sizes[i] bytes) there back to back and gives `devices` read-write access to all of it; releases the handles
+// either way unless `keep` (the mappings keep the memory). On failure nothing is left mapped or reserved.
+Result<CUdeviceptr> mapSegmentsAndGrant(const CuApi* api, const std::vector<CUmemGenericAllocationHandle>& handles,
+                                        const std::vector<size_t>& sizes, const std::vector<int>& devices,
+                                        bool keep = false, size_t align = 0);
+// Unmaps each segment and frees the range mapSegmentsAndGrant made.
+[[nodiscard]] Status unmapSegmentsAndFree(const CuApi* api, CUdeviceptr ptr, const std::vector<size_t>& sizes);
+// One segment of each.
 Result<CUdeviceptr> mapAndGrant(const CuApi* api, CUmemGenericAllocationHandle handle, size_t bytes,
                                 const std::vector<int>& devices, bool keep = false, size_t align = 0);
-// Unmaps and frees a range mapAndGrant made.
 [[nodiscard]] Status unmapAndFree(const CuApi* api, CUdeviceptr ptr, size_t bytes);
 
 // ncclMemAlloc on a thread with a current context on `device`: `bytes` (at least 1) rounded up to the driver's
