@@ -13,7 +13,8 @@
  *     their helpers, ncclCoopBcast); the pointer accessors (ncclGetLocalPointer, ncclGetLsaPointer, ncclGetPeerPointer,
  * the resource buffer ones, ncclFindWindow); ncclSymPtr (ptr.h); ncclLsaBarrierSession with arrive/wait/sync and
  *     the 2.30 timeout overloads (lsa_barrier.h); ncclLLA2ASession (ll_a2a.h: send, bcast, recv, recvUnrolled,
- *     recvReduce, endEpoch); the reduce/copy building blocks of 2.29 in their LSA and Local forms (reduce_copy.h);
+ *     recvReduce, endEpoch); the reduce/copy building blocks of 2.29 in their LSA, Local, multimem and mixed
+ *     LSA/multimem forms (reduce_copy.h);
  *     GIN among the ranks of one LSA team, by load/store (gin.h: ncclGin; gin_barrier.h: ncclGinBarrierSession;
  *     barrier.h: the hybrid ncclBarrierSession), given where the world is one LSA team.
  *

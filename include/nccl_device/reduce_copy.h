@@ -167,6 +167,77 @@ NCCL_DEVICE_INLINE void multimemLoop(Coop coop, const T* mcSrc, const T* src, T*
   checkMultimemPointers(mcSrc, src, dst, mcDst);
   multimemLoop(std::integral_constant<bool, sizeof(T) == 2>(), coop, mcSrc, src, dst, mcDst, count, edge);
 }
+template <typename T>
+NCCL_DEVICE_INLINE T mcLoadAnyOf(std::true_type, const T* p) {
+  return mcLoadSumHalf(p);
+}
+template <typename T>
+NCCL_DEVICE_INLINE T mcLoadAnyOf(std::false_type, const T* p) {
+  return mcLoadSum(p);
+}
+/* The mixed forms' pieces: one multicast load-reduce of any summable T (half and bf16 through their word), the sum
+ * of n sources in source order (in Acc), and the loop that stores value(i) through nDst multicast destinations:
+ * 32/64-bit elements one word each; half and bf16 by pairs on the first destination's words (every destination
+ * must sit at the same place in its word), an element alone in its word going to `edge`. */
+template <typename T>
+NCCL_DEVICE_INLINE T mcLoadAny(const T* p) {
+  return mcLoadAnyOf(std::integral_constant<bool, sizeof(T) == 2>(), p);
+}
+template <typename T, typename Get>
+NCCL_DEVICE_INLINE T sumOf(int n, Get get) {
+  typename Acc<T>::Type acc = Acc<T>::in(get(0));
+  for (int k = 1; k < n; ++k) acc = acc + Acc<T>::in(get(k));
+  return Acc<T>::out(acc);
+}
+template <typename T>
+NCCL_DEVICE_INLINE void mcStoreOne(T* mcDst, T v) {
+  uint64_t w = 0;
+  __builtin_memcpy(&w, &v, sizeof(T));
+  mcStoreWord(mcDst, w, static_cast<int>(sizeof(T)));
+}
+template <typename T, typename Coop, typename IntCount, typename Value, typename McDst, typename Edge>
+NCCL_DEVICE_INLINE void mcStoreLoop(std::false_type /*pairs*/, Coop coop, IntCount count, Value value, int nDst,
+                                    McDst mcDst, Edge) {
+  for (IntCount i = static_cast<IntCount>(coop.thread_rank()); i < count; i += static_cast<IntCount>(coop.size())) {
+    const T v = value(i);
+    for (int k = 0; k < nDst; ++k) mcStoreOne(mcDst(k) + i, v);
+  }
+}
+template <typename T, typename Coop, typename IntCount, typename Value, typename McDst, typename Edge>
+NCCL_DEVICE_INLINE void mcStoreLoop(std::true_type /*pairs*/, Coop coop, IntCount count, Value value, int nDst,
+                                    McDst mcDst, Edge edge) {
+  if (nDst < 1) return;
+  const uintptr_t anchor = reinterpret_cast<uintptr_t>(mcDst(0));
+  for (int k = 0; k < nDst; ++k) {
+    if (((reinterpret_cast<uintptr_t>(mcDst(k)) ^ anchor) & 3) != 0) {
+      trap("ncclMultimem* (half/bf16): multicast destinations at different places in their 32-bit words");
+    }
+  }
+  if ((anchor & 1) != 0) trap("ncclMultimem* (half/bf16): a multicast pointer not aligned to its 2-byte elements");
+  const IntCount lead = (anchor & 2) != 0 && count > 0 ? 1 : 0;
+  const IntCount units = lead + (count - lead + 1) / 2;
+  for (IntCount u = static_cast<IntCount>(coop.thread_rank()); u < units; u += static_cast<IntCount>(coop.size())) {
+    const IntCount i = u < lead ? 0 : lead + 2 * (u - lead);
+    if (u < lead || i + 1 >= count) {
+      edge(i, value(i));
+      continue;
+    }
+    const T v[2] = {value(i), value(i + 1)};
+    uint32_t pair = 0;
+    __builtin_memcpy(&pair, v, sizeof(pair));
+    for (int k = 0; k < nDst; ++k) mcStoreWord(mcDst(k) + i, pair, 4);
+  }
+}
+template <typename T, typename Coop, typename IntCount, typename Value, typename McDst, typename Edge>
+NCCL_DEVICE_INLINE void mcStoreLoop(Coop coop, IntCount count, Value value, int nDst, McDst mcDst, Edge edge) {
+  static_assert(McSummable<T>::value,
+                "braid's multimem building blocks take float, double, 32/64-bit integers, half and __nv_bfloat16 (the "
+                "switch's word forms)");
+  for (int k = 0; k < nDst; ++k) {
+    if (mcDst(k) == nullptr) trap("ncclMultimem*: the destination multicast pointer is null");
+  }
+  mcStoreLoop<T>(std::integral_constant<bool, sizeof(T) == 2>(), coop, count, value, nDst, mcDst, edge);
+}
 }  // namespace nccl_braid_
 
 /* ---- Multimem (NVLS): N -> 1 through the switch, 1 -> N through it, and both. ---- */
@@ -371,6 +442,106 @@ NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclLocalReduceSumCopy(Coop co
       [&](IntCount i, T v) {
         for (int k = 0; k < nDst; ++k) dst[static_cast<size_t>(k) * dstStride + i] = v;
       });
+}
+
+/* ---- Mixed sides (NCCL 2.29): LSA sources into multicast destinations, multicast sources into LSA destinations, and
+ * the lambda forms of each, where src(k) / dst(k) give the k-th pointer (a multicast pointer on a multimem side).
+ * Several multicast sources are summed in source order, each one load-reduce (half and bf16 round once per source).
+ * Half and bf16 stores through the switch go by 32-bit pairs: an element alone in its word goes to every LSA
+ * member's copy in the ncclSymPtr forms and traps in the lambda and raw-pointer forms. ---- */
+template <typename T, typename Coop, typename SrcLambda, typename DstLambda, typename RedOp, typename IntCount,
+          int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclLsaReduceMultimemCopy(Coop coop, SrcLambda src, int nSrc,
+                                                                            DstLambda dst, int nDst, RedOp const& red,
+                                                                            IntCount count) {
+  nccl_braid_::mcStoreLoop<T>(
+      coop, count,
+      [&](IntCount i) {
+        T acc = src(0)[i];
+        for (int k = 1; k < nSrc; ++k) acc = red(acc, src(k)[i]);
+        return acc;
+      },
+      nDst, dst, nccl_braid_::NoEdgeStore());
+}
+template <typename T, typename Coop, typename SrcLambda, typename DstLambda, typename IntCount,
+          int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclLsaReduceSumMultimemCopy(Coop coop, SrcLambda src, int nSrc,
+                                                                               DstLambda dst, int nDst,
+                                                                               IntCount count) {
+  nccl_braid_::mcStoreLoop<T>(
+      coop, count, [&](IntCount i) { return nccl_braid_::sumOf<T>(nSrc, [&](int k) { return src(k)[i]; }); }, nDst, dst,
+      nccl_braid_::NoEdgeStore());
+}
+template <typename T, typename Coop, typename SrcLambda, typename DstLambda, typename IntCount,
+          int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemReduceSumLsaCopy(Coop coop, SrcLambda src, int nSrc,
+                                                                               DstLambda dst, int nDst,
+                                                                               IntCount count) {
+  nccl_braid_::reduceCopyLoop<T>(
+      coop, nSrc, count, [&](int k, IntCount i) { return nccl_braid_::mcLoadAny<T>(src(k) + i); },
+      [&](IntCount i, T v) {
+        for (int k = 0; k < nDst; ++k) dst(k)[i] = v;
+      });
+}
+template <typename T, typename Coop, typename SrcLambda, typename DstLambda, typename IntCount,
+          int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemReduceSumMultimemCopy(Coop coop, SrcLambda src, int nSrc,
+                                                                                    DstLambda dst, int nDst,
+                                                                                    IntCount count) {
+  nccl_braid_::mcStoreLoop<T>(
+      coop, count,
+      [&](IntCount i) {
+        return nccl_braid_::sumOf<T>(nSrc, [&](int k) { return nccl_braid_::mcLoadAny<T>(src(k) + i); });
+      },
+      nDst, dst, nccl_braid_::NoEdgeStore());
+}
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclLsaReduceSumMultimemCopy(Coop coop, ncclSymPtr<T> src,
+                                                                               ncclTeam srcTeam, ncclSymPtr<T> dst,
+                                                                               ncclMultimemHandle dstMm,
+                                                                               IntCount count) {
+  T* mcDst = dst.multimemPtr(dstMm);
+  nccl_braid_::mcStoreLoop<T>(
+      coop, count,
+      [&](IntCount i) {
+        return nccl_braid_::sumOf<T>(srcTeam.nRanks, [&](int k) { return nccl_braid_::teamPtr(src, srcTeam, k)[i]; });
+      },
+      1, [&](int) { return mcDst; }, nccl_braid_::LsaEdgeStore<T>{dst});
+}
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclLsaReduceSumMultimemCopy(Coop coop, ncclSymPtr<T> src,
+                                                                               ncclTeam srcTeam, T* mcDst,
+                                                                               IntCount count) {
+  nccl_braid_::mcStoreLoop<T>(
+      coop, count,
+      [&](IntCount i) {
+        return nccl_braid_::sumOf<T>(srcTeam.nRanks, [&](int k) { return nccl_braid_::teamPtr(src, srcTeam, k)[i]; });
+      },
+      1, [&](int) { return mcDst; }, nccl_braid_::NoEdgeStore());
+}
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemReduceSumLsaCopy(Coop coop, T* mcSrc, ncclSymPtr<T> dst,
+                                                                               ncclTeam dstTeam, IntCount count) {
+  if (mcSrc == nullptr) nccl_braid_::trap("ncclMultimem*: the source multicast pointer is null");
+  nccl_braid_::reduceCopyLoop<T>(
+      coop, 1, count, [&](int, IntCount i) { return nccl_braid_::mcLoadAny<T>(mcSrc + i); },
+      [&](IntCount i, T v) {
+        for (int k = 0; k < dstTeam.nRanks; ++k) nccl_braid_::teamPtr(dst, dstTeam, k)[i] = v;
+      });
+}
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemReduceSumLsaCopy(Coop coop, ncclSymPtr<T> src,
+                                                                               ncclMultimemHandle srcMm,
+                                                                               ncclSymPtr<T> dst, ncclTeam dstTeam,
+                                                                               IntCount count) {
+  ncclMultimemReduceSumLsaCopy<T, Coop, IntCount, UNROLL>(coop, src.multimemPtr(srcMm), dst, dstTeam, count);
+}
+template <typename T, typename Coop, typename IntCount, int UNROLL = 4 * 16 / sizeof(T)>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemReduceSumCopy(Coop coop, ncclSymPtr<T> src,
+                                                                            ncclMultimemHandle srcMm, ncclSymPtr<T> dst,
+                                                                            ncclMultimemHandle dstMm, IntCount count) {
+  ncclMultimemReduceSumCopy<T, Coop, IntCount, UNROLL>(coop, src.window, src.offset, srcMm, dst.window, dst.offset,
+                                                       dstMm, count);
 }
 #endif /* NCCL_DEVICE_HALF_ */
 #endif /* NCCL_DEVICE_REDUCE_COPY_H_ */

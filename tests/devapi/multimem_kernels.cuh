@@ -110,3 +110,67 @@ __global__ void lsaSumInto(ncclWindow_t win, T* out, size_t count, ncclDevComm d
   ncclLsaReduceSum(cta, win, 0, out, count, devComm);
   bar.sync(cta, cuda::memory_order_acq_rel);
 }
+
+// A max, for ncclLsaReduceMultimemCopy's generic reduction.
+struct MaxOf {
+  template <typename T>
+  __device__ T operator()(T a, T b) const {
+    return a < b ? b : a;
+  }
+};
+
+// Two-shot all-reduce of `count` T from the mixed building blocks (NCCL 2.29's LSA/multimem mixes), one form per
+// launch, between two LSA barriers: each rank reduces its share [lo, hi) and stores it into every member's receive
+// buffer. Forms: 0 LSA sources into the receive window's multicast ncclSymPtr; 1 the same into a raw multicast
+// pointer; 2 multicast source ncclSymPtr into LSA destinations; 3 a raw multicast source into LSA destinations; 4-6
+// the lambda forms (LSA -> multicast, multicast -> LSA, multicast -> multicast); 7 the generic reduction (a max)
+// into a multicast destination; 8 multicast -> multicast by ncclSymPtr.
+template <typename T>
+__global__ void mixedAllReduce(int form, ncclWindow_t sendWin, ncclWindow_t recvWin, size_t count,
+                               ncclDevComm devComm) {
+  ncclCoopCta cta;
+  ncclLsaBarrierSession<ncclCoopCta> bar(cta, devComm, ncclTeamTagLsa(), 0, /*multimem=*/true);
+  bar.sync(cta, cuda::memory_order_acq_rel);
+  const ncclTeam lsa = ncclTeamLsa(devComm);
+  const size_t share = (count + static_cast<size_t>(lsa.nRanks) - 1) / static_cast<size_t>(lsa.nRanks);
+  const size_t lo = share * static_cast<size_t>(lsa.rank) < count ? share * static_cast<size_t>(lsa.rank) : count;
+  const size_t n = lo + share < count ? share : count - lo;
+  const ncclSymPtr<T> src = ncclSymPtr<T>(sendWin, 0) + lo, dst = ncclSymPtr<T>(recvWin, 0) + lo;
+  const ncclMultimemHandle mm = devComm.lsaMultimem;
+  T* mcSrc = src.multimemPtr(mm);
+  T* mcDst = dst.multimemPtr(mm);
+  auto lsaSrc = [&](int k) { return src.lsaPtr(k); };
+  auto lsaDst = [&](int k) { return dst.lsaPtr(k); };
+  auto mcSrcOf = [&](int) { return mcSrc; };
+  auto mcDstOf = [&](int) { return mcDst; };
+  switch (form) {
+    case 0:
+      ncclLsaReduceSumMultimemCopy(cta, src, lsa, dst, mm, n);
+      break;
+    case 1:
+      ncclLsaReduceSumMultimemCopy(cta, src, lsa, mcDst, n);
+      break;
+    case 2:
+      ncclMultimemReduceSumLsaCopy(cta, src, mm, dst, lsa, n);
+      break;
+    case 3:
+      ncclMultimemReduceSumLsaCopy(cta, mcSrc, dst, lsa, n);
+      break;
+    case 4:
+      ncclLsaReduceSumMultimemCopy<T>(cta, lsaSrc, lsa.nRanks, mcDstOf, 1, n);
+      break;
+    case 5:
+      ncclMultimemReduceSumLsaCopy<T>(cta, mcSrcOf, 1, lsaDst, lsa.nRanks, n);
+      break;
+    case 6:
+      ncclMultimemReduceSumMultimemCopy<T>(cta, mcSrcOf, 1, mcDstOf, 1, n);
+      break;
+    case 7:
+      ncclLsaReduceMultimemCopy<T>(cta, lsaSrc, lsa.nRanks, mcDstOf, 1, MaxOf(), n);
+      break;
+    default:
+      ncclMultimemReduceSumCopy(cta, src, mm, dst, mm, n);
+      break;
+  }
+  bar.sync(cta, cuda::memory_order_acq_rel);
+}

@@ -209,6 +209,68 @@ TEST_F(MultimemKernels, AllReduceThroughTheSwitchIsExact) {
   for (int r = 0; r < 3; ++r) EXPECT_EQ(u[static_cast<size_t>(r)], ncclSuccess) << "int64, rank " << r;
 }
 
+// Every mixed building block (LSA sources into multicast destinations and the reverse, in their ncclSymPtr,
+// raw-pointer and lambda forms, and the generic reduction) as a two-shot all-reduce: exact sums (and the max, form
+// 7) in every member's receive buffer, which starts stale, for 32-bit floats and 64-bit integers.
+template <typename T>
+ncclResult_t mixedRounds(const MultimemKernels& t, int r, int kRanks, ncclComm_t comm, cudaStream_t stream) {
+  constexpr int kForms = 9;
+  constexpr size_t kCount = 1001;  // shares of unequal length
+  const Driver& drv = Driver::get();
+  const size_t bytes = kCount * sizeof(T);
+  void *send = nullptr, *recv = nullptr;
+  CHECK_OR(ncclMemAlloc(&send, bytes) == ncclSuccess && ncclMemAlloc(&recv, bytes) == ncclSuccess, 60);
+  ncclWindow_t sendWin = nullptr, recvWin = nullptr;
+  CHECK_OR(ncclCommWindowRegister(comm, send, bytes, &sendWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 61);
+  CHECK_OR(ncclCommWindowRegister(comm, recv, bytes, &recvWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 61);
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.lsaBarrierCount = 1;
+  reqs.lsaMultimem = true;
+  ncclDevComm dc{};
+  CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess && dc.lsaMultimem.mcBasePtr != nullptr, 62);
+  std::vector<T> in(kCount), out(kCount), stale(kCount, static_cast<T>(-1));
+  for (int form = 0; form < kForms; ++form) {
+    for (size_t i = 0; i < kCount; ++i) in[i] = inputOf<T>(r, form, i);
+    drv.copy(send, in.data(), bytes, stream);
+    drv.copy(recv, stale.data(), bytes, stream);
+    CHECK_OR(drv.streamSync(stream) == 0, 63);
+    braid::Status st = braid_emu::launch(t.cfgOn(r, 1, "mixedAllReduce"),
+                                         [&] { mixedAllReduce<T>(form, sendWin, recvWin, kCount, dc); });
+    if (!st.isOk()) {
+      fprintf(stderr, "rank %d form %d: %s\n", r, form, st.message().c_str());
+      return ncclInternalError;
+    }
+    drv.copy(out.data(), recv, bytes, stream);
+    CHECK_OR(drv.streamSync(stream) == 0, 64);
+    for (size_t i = 0; i < kCount; ++i) {
+      T want = form == 7 ? inputOf<T>(0, form, i) : 0;
+      for (int p = 0; p < kRanks; ++p) {
+        const T v = inputOf<T>(p, form, i);
+        want = form == 7 ? (want < v ? v : want) : want + v;
+      }
+      if (out[i] != want) {
+        fprintf(stderr, "rank %d form %d element %zu: %f, expected %f\n", r, form, i, static_cast<double>(out[i]),
+                static_cast<double>(want));
+        return ncclInternalError;
+      }
+    }
+  }
+  CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 65);
+  CHECK_OR(ncclCommWindowDeregister(comm, sendWin) == ncclSuccess, 66);
+  CHECK_OR(ncclCommWindowDeregister(comm, recvWin) == ncclSuccess, 66);
+  CHECK_OR(ncclMemFree(send) == ncclSuccess && ncclMemFree(recv) == ncclSuccess, 66);
+  return ncclSuccess;
+}
+
+TEST_F(MultimemKernels, MixedLsaAndMultimemBuildingBlocksAllReduceExactly) {
+  auto f = runCudaRanks(
+      3, [&](int r, ncclComm_t comm, cudaStream_t stream) { return mixedRounds<float>(*this, r, 3, comm, stream); });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(f[static_cast<size_t>(r)], ncclSuccess) << "float, rank " << r;
+  auto u = runCudaRanks(
+      2, [&](int r, ncclComm_t comm, cudaStream_t stream) { return mixedRounds<int64_t>(*this, r, 2, comm, stream); });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(u[static_cast<size_t>(r)], ncclSuccess) << "int64, rank " << r;
+}
+
 // Half and bf16 through the switch and through LSA pointers, on 3 ranks. Inputs are small integers, exact in both
 // types in any order; the LSA and switch sums of 2048 + 1 + 1 (half) and 256 + 1 + 1 (bf16) are exact only when they
 // accumulate in float (in the type itself each + 1 rounds back down). Element windows of 64: every (first, count) of

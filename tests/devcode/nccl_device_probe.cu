@@ -88,6 +88,9 @@ template __global__ void multimemHalfRawCopy<half>(ncclWindow_t, half*, size_t, 
 template __global__ void lsaSumInto<__nv_bfloat16>(ncclWindow_t, __nv_bfloat16*, size_t, ncclDevComm);
 
 template __global__ void multimemAllReduce<float>(bool, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
+template __global__ void mixedAllReduce<float>(int, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
+template __global__ void mixedAllReduce<int64_t>(int, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
+template __global__ void mixedAllReduce<__nv_bfloat16>(int, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
 
 ncclResult_t probeHost(ncclComm_t comm, ncclDevComm* dc) {
   ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
