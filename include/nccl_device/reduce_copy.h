@@ -543,5 +543,57 @@ NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclMultimemReduceSumCopy(Coop
   ncclMultimemReduceSumCopy<T, Coop, IntCount, UNROLL>(coop, src.window, src.offset, srcMm, dst.window, dst.offset,
                                                        dstMm, count);
 }
+
+/* ---- ncclLsaCopyTma (NCCL 2.32): ncclLsaCopy through the Tensor Memory Accelerator, staged in the caller's shared
+ * memory (SmemBytesTotal bytes at smemPtr). braid's is the plain LSA copy on every architecture (smemPtr unused; NCCL's
+ * does nothing below sm_100), and it checks NCCL's requirements, which NCCL leaves undefined: Coop a thread, a warp or
+ * a CTA; sizeof(T) dividing 16; count * sizeof(T) a multiple of 16; the source, every destination and smemPtr
+ * 16-byte aligned (a violation traps, naming it). ---- */
+namespace nccl_braid_ {
+template <typename Coop>
+struct TmaCoop : std::false_type {};
+template <>
+struct TmaCoop<ncclCoopThread> : std::true_type {};
+template <>
+struct TmaCoop<ncclCoopWarp> : std::true_type {};
+template <>
+struct TmaCoop<ncclCoopCta> : std::true_type {};
+template <typename T, typename Coop, int SmemBytesTotal, typename IntCount>
+NCCL_DEVICE_INLINE void checkTma(const T* src, ncclSymPtr<T> dst, IntCount count, const char* smem) {
+  static_assert(TmaCoop<Coop>::value, "ncclLsaCopyTma: Coop must be ncclCoopThread, ncclCoopWarp or ncclCoopCta");
+  static_assert(16 % sizeof(T) == 0, "ncclLsaCopyTma: sizeof(T) must divide 16");
+  static_assert(SmemBytesTotal >= 32, "ncclLsaCopyTma: SmemBytesTotal must be at least 32 bytes");
+  if ((static_cast<size_t>(count) * sizeof(T)) % 16 != 0) {
+    trap("ncclLsaCopyTma: count * sizeof(T) must be a multiple of 16");
+  }
+  if (((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(smem) |
+        reinterpret_cast<uintptr_t>(dst.localPtr())) &
+       15) != 0) {
+    trap("ncclLsaCopyTma: the source, the destination and smemPtr must be 16-byte aligned");
+  }
+}
+}  // namespace nccl_braid_
+template <typename T, typename Coop, typename IntCount, int SmemBytesTotal>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclLsaCopyTma(Coop coop, T* src, ncclSymPtr<T> dst, IntCount count,
+                                                                 ncclTeam team, char* smemPtr) {
+  nccl_braid_::checkTma<T, Coop, SmemBytesTotal>(src, dst, count, smemPtr);
+  ncclLsaCopy<T, Coop, IntCount>(coop, src, dst, count, team);
+}
+template <typename T, typename Coop, typename IntCount, int SmemBytesTotal>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclLsaCopyTma(Coop coop, T* src, ncclSymPtr<T> dst, IntCount count,
+                                                                 ncclDevComm_t comm, char* smemPtr) {
+  ncclLsaCopyTma<T, Coop, IntCount, SmemBytesTotal>(coop, src, dst, count, ncclTeamLsa(comm), smemPtr);
+}
+template <typename T, typename Coop, typename IntCount, int SmemBytesTotal>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclLsaCopyTma(Coop coop, T* src, ncclWindow_t w, size_t offset,
+                                                                 IntCount count, ncclTeam team, char* smemPtr) {
+  ncclLsaCopyTma<T, Coop, IntCount, SmemBytesTotal>(coop, src, ncclSymPtr<T>(w, offset), count, team, smemPtr);
+}
+template <typename T, typename Coop, typename IntCount, int SmemBytesTotal>
+NCCL_DEVICE_INLINE nccl_braid_::IfCount<IntCount> ncclLsaCopyTma(Coop coop, T* src, ncclWindow_t w, size_t offset,
+                                                                 IntCount count, ncclDevComm_t comm, char* smemPtr) {
+  ncclLsaCopyTma<T, Coop, IntCount, SmemBytesTotal>(coop, src, ncclSymPtr<T>(w, offset), count, ncclTeamLsa(comm),
+                                                    smemPtr);
+}
 #endif /* NCCL_DEVICE_HALF_ */
 #endif /* NCCL_DEVICE_REDUCE_COPY_H_ */

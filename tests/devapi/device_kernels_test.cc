@@ -78,6 +78,10 @@ ncclResult_t twoShotRounds(int r, int kRanks, ncclComm_t comm, cudaStream_t stre
         }
       }
     }
+    if (variant == 4) {  // NCCL's requirements of ncclLsaCopyTma, which braid checks
+      braid::Status st = braid_emu::launch(cfgOf(1, kBlock, "lsaTmaMisuse"), [&] { lsaTmaMisuse(recvWin, dc); });
+      CHECK_OR(!st.isOk() && st.message().find("count * sizeof(T) must be a multiple of 16") != std::string::npos, 16);
+    }
     CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 14);
     CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclInvalidArgument, 14);  // once only
     CHECK_OR(ncclCommWindowDeregister(comm, sendWin) == ncclSuccess, 15);
@@ -96,7 +100,7 @@ TEST_F(DeviceKernels, TwoShotAllReduceOverLsaPointersIsExactAcrossLaunches) {
 
 // The same all-reduce from NCCL 2.29's building blocks, every form of them.
 TEST_F(DeviceKernels, ReduceCopyBuildingBlocksAllReduceExactly) {
-  for (int variant = 0; variant < 4; ++variant) {
+  for (int variant = 0; variant < 5; ++variant) {
     auto res = runCudaRanks(
         3, [&](int r, ncclComm_t comm, cudaStream_t stream) { return twoShotRounds(r, 3, comm, stream, variant); });
     for (int r = 0; r < 3; ++r)

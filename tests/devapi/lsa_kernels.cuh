@@ -197,7 +197,8 @@ __global__ void lsaFindWindows(ncclDevComm devComm, const void* const* ptrs, int
 
 // The two-shot all-reduce again, but from NCCL 2.29's building blocks (reduce_copy.h); `variant` picks the forms:
 // 0 ncclLsaReduceSum + ncclLsaCopy (symmetric pointers, devComm); 1 ncclLsaReduceSumCopy (windows, team);
-// 2 ncclLsaReduceSumLsaCopy (lambdas); 3 ncclLsaReduceLsaCopy with a sum functor.
+// 2 ncclLsaReduceSumLsaCopy (lambdas); 3 ncclLsaReduceLsaCopy with a sum functor; 4 ncclLsaReduceSum, then
+// ncclLsaCopyTma (NCCL 2.32) for the 16-byte-aligned middle of the slice and ncclLsaCopy for its ends.
 struct BlockSum {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
@@ -232,11 +233,35 @@ __global__ void lsaBlocksAllReduce(int variant, ncclWindow_t sendWin, ncclWindow
     case 2:
       ncclLsaReduceSumLsaCopy<float>(cta, srcOf, n, dstOf, n, b - a);
       break;
-    default:
+    case 3:
       ncclLsaReduceLsaCopy<float>(cta, srcOf, n, dstOf, n, BlockSum(), b - a);
       break;
+    default: {
+      float* mine = static_cast<float*>(ncclGetLocalPointer(recvWin, 0));
+      ncclLsaReduceSum(cta, ncclSymPtr<float>(sendWin, bytes), mine + a, b - a, devComm);
+      cta.sync();
+      const size_t midLo = (a + 3) / 4 * 4 < b ? (a + 3) / 4 * 4 : b, midHi = b / 4 * 4 > midLo ? b / 4 * 4 : midLo;
+#if defined(__CUDACC__)
+      __shared__ alignas(16) char stage[64];
+#else
+      alignas(16) char stage[64];  // the emulator models no __shared__; braid's copy only checks its alignment
+#endif
+      const ncclSymPtr<float> recv(recvWin, 0);
+      ncclLsaCopy(cta, mine + a, recv + a, midLo - a, devComm);
+      ncclLsaCopyTma<float, ncclCoopCta, size_t, 64>(cta, mine + midLo, recvWin, midLo * sizeof(float), midHi - midLo,
+                                                     devComm, stage);
+      ncclLsaCopy(cta, mine + midHi, recv + midHi, b - midHi, devComm);
+      break;
+    }
   }
   bar.sync(cta, cuda::memory_order_acq_rel);
+}
+
+// ncclLsaCopyTma with a count that is not a whole number of 16-byte units: traps, naming the rule.
+__global__ void lsaTmaMisuse(ncclWindow_t win, ncclDevComm devComm) {
+  alignas(16) static float src[4];
+  alignas(16) static char stage[32];
+  ncclLsaCopyTma<float, ncclCoopCta, int, 32>(ncclCoopCta(), src, win, 0, 3, devComm, stage);
 }
 
 // The Local forms on one CTA: dst = sum of nSrc strided arrays, copies of it into nDst strided arrays (two ways),
