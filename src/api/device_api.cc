@@ -119,6 +119,34 @@ Result<GinLayout> ginLayout(const Communicator& c, const ncclDevCommRequirements
   return g;
 }
 
+// braid's GIN signals are atomic adds on the LSA members' GPU memory: each LSA member of this process must be on this
+// GPU or reach it with native peer atomics. Members in other processes cannot be asked about (their device is not
+// this process's): INFO says what GIN assumes there.
+Status ginAtomicsHere(Communicator& c, const Team& lsa) {
+  const PeerInfo& me = c.peer(c.rank());
+  const int first = c.rank() - lsa.rank;
+  for (int m = 0; m < lsa.nRanks; ++m) {
+    const PeerInfo& p = c.peer(first + m);
+    if (first + m == c.rank()) continue;
+    if (p.pid != me.pid || p.hostHash != me.hostHash) {
+      BRAID_INFO(kLogInit,
+                 "rank %d: GIN signals to rank %d (another process) assume native peer atomics between the GPUs "
+                 "(NVLink or NVSwitch); the driver cannot be asked about another process's GPU",
+                 c.rank(), p.rank);
+      continue;
+    }
+    BRAID_ASSIGN_OR_RETURN(const bool native, c.backend().peerAtomics(p.cudaDev));
+    if (!native) {
+      return invalidUsage(
+          "GPU %d (rank %d) has no native peer atomics with GPU %d (rank %d) (cuDeviceGetP2PAttribute "
+          "NATIVE_ATOMIC_SUPPORTED is 0), and braid's GIN signals are atomic adds on peers' memory: GIN needs NVLink "
+          "or links that carry atomics",
+          me.cudaDev, c.rank(), p.cudaDev, p.rank);
+    }
+  }
+  return Status::ok();
+}
+
 // The first braid header whose requirements carry size/magic/version (NCCL 2.29's scheme).
 constexpr unsigned kFirstVersionedRequirements = 23102;
 
@@ -248,6 +276,13 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
     req.buffers.push_back(DevCommRequest::Buffer{r->bufferSize, r->bufferAlign});
   }
   BRAID_ASSIGN_OR_RETURN(GinLayout gin, ginLayout(c, reqs));
+  if (gin.contexts > 0 && lsa.nRanks > 1) {
+    const Status atomics = c.bootstrap()->agreeAllOrNothing(
+        ginAtomicsHere(c, lsa), "agreeing on GIN",
+        [](int q, const Status& theirs) { return invalidUsage("rank %d: %s", q, theirs.message().c_str()); });
+    if (!atomics.isOk() && wantsGin(reqs)) return atomics;
+    if (!atomics.isOk()) gin = GinLayout{};  // asked for none: the device communicator just has no GIN
+  }
   // Three arrays of 64-bit words after the requested buffers: signals, counters, signal shadows (gin.h).
   const size_t firstGin = req.buffers.size();
   for (int64_t words : {gin.signals, gin.counters, gin.signals}) {

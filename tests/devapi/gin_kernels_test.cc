@@ -206,6 +206,27 @@ TEST_F(GinKernels, ABarrierOfTheCallersOwnOrdersPuts) {
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
 }
 
+// GIN signals are atomic adds on peers' GPU memory: GPUs whose links carry no atomics (a PCIe system,
+// BRAID_FAKE_CUDA_NO_P2P_ATOMICS=1) get no GIN, by name when it is asked for.
+TEST_F(GinKernels, RefusedWithoutNativePeerAtomics) {
+  setenv("BRAID_FAKE_CUDA_NO_P2P_ATOMICS", "1", 1);
+  auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) -> ncclResult_t {
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs.ginSignalCount = 1;
+    ncclDevComm dc{};
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclInvalidUsage, 10);
+    const std::string why = ncclGetLastError(comm);
+    CHECK_OR(why.find("has no native peer atomics") != std::string::npos, 11);
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+    reqs.lsaBarrierCount = 1;
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess && dc.ginContextCount == 0, 12);
+    CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 13);
+    return ncclSuccess;
+  });
+  unsetenv("BRAID_FAKE_CUDA_NO_P2P_ATOMICS");
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
 // A wait with a timeout ends with ncclTimeout; a context, signal or peer out of range traps the kernel by name; a
 // device communicator asked for no GIN still has contexts (the world is one LSA team) but no signals.
 TEST_F(GinKernels, TimeoutsAndMisuse) {

@@ -362,6 +362,7 @@ FAKE_API CUresult cuLaunchKernel(void* f, unsigned gridX, unsigned gridY, unsign
                                  unsigned blockY, unsigned blockZ, unsigned sharedMemBytes, void* hStream,
                                  void** kernelParams, void** extra);
 FAKE_API CUresult cuDeviceCanAccessPeer(int* canAccess, CUdevice dev, CUdevice peer);
+FAKE_API CUresult cuDeviceGetP2PAttribute(int* value, int attrib, CUdevice src, CUdevice dst);
 FAKE_API CUresult cuCtxEnablePeerAccess(void* peerCtx, unsigned flags);
 FAKE_API CUresult cuCtxDisablePeerAccess(void* peerCtx);
 FAKE_API CUresult cuMemGetAllocationGranularity(size_t* granularity, const void* prop, int option);

@@ -29,6 +29,7 @@
 //
 // Knobs: BRAID_FAKE_CUDA_DEVICES=N (default 2; 0 makes cuInit fail with CUDA_ERROR_NO_DEVICE);
 // BRAID_FAKE_CUDA_NO_P2P=1: cuDeviceCanAccessPeer says 0 for every pair (a PCIe system without peer access);
+// BRAID_FAKE_CUDA_NO_P2P_ATOMICS=1: cuDeviceGetP2PAttribute says no native atomics for every pair;
 // BRAID_FAKE_CUDA_P2P_DROP="1>0" (or "all"): copies from device 1's streams into device 0's memory vanish (a PCIe
 // path that drops peer writes; kernels' stores are not affected);
 // BRAID_FAKE_CUDA_SM_SLOTS=N resident CTA slots per device (default 132);
@@ -300,6 +301,7 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVe
       {"cuKernelGetFunction", reinterpret_cast<void*>(&cuKernelGetFunction)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
       {"cuDeviceCanAccessPeer", reinterpret_cast<void*>(&cuDeviceCanAccessPeer)},
+      {"cuDeviceGetP2PAttribute", reinterpret_cast<void*>(&cuDeviceGetP2PAttribute)},
       {"cuCtxEnablePeerAccess", reinterpret_cast<void*>(&cuCtxEnablePeerAccess)},
       {"cuCtxDisablePeerAccess", reinterpret_cast<void*>(&cuCtxDisablePeerAccess)},
       {"cuMemGetAllocationGranularity", reinterpret_cast<void*>(&cuMemGetAllocationGranularity)},

@@ -79,6 +79,19 @@ void dropPhys(State& s, unsigned long long h) {
 
 }  // namespace
 
+// CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED (2) follows cuDeviceCanAccessPeer; NATIVE_ATOMIC_SUPPORTED (3) too,
+// unless BRAID_FAKE_CUDA_NO_P2P_ATOMICS=1 (a PCIe system whose links carry no atomics); PERFORMANCE_RANK (1) is 0.
+FAKE_API CUresult cuDeviceGetP2PAttribute(int* value, int attrib, CUdevice src, CUdevice dst) {
+  FAKE_ENTER("cuDeviceGetP2PAttribute");
+  FAKE_REQUIRE_INIT();
+  if (value == nullptr || attrib < 1 || attrib > 4) return kInvalidValue;
+  if (src < 0 || src >= s.count || dst < 0 || dst >= s.count || src == dst) return kInvalidDevice;
+  const char* v = getenv("BRAID_FAKE_CUDA_NO_P2P_ATOMICS");
+  const bool access = !noP2p();
+  *value = attrib == 1 ? 0 : attrib == 3 ? (access && !(v != nullptr && strcmp(v, "1") == 0)) : access;
+  return kSuccess;
+}
+
 FAKE_API CUresult cuDeviceCanAccessPeer(int* canAccess, CUdevice dev, CUdevice peer) {
   FAKE_ENTER("cuDeviceCanAccessPeer");
   FAKE_REQUIRE_INIT();

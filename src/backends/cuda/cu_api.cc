@@ -86,6 +86,7 @@ Status bindAll(DynLib& lib, CuApi* t) {
   get(t->kernelGetFunction, "cuKernelGetFunction");
   get(t->launchKernel, "cuLaunchKernel");
   get(t->deviceCanAccessPeer, "cuDeviceCanAccessPeer");
+  get(t->deviceGetP2PAttribute, "cuDeviceGetP2PAttribute");
   get(t->ctxEnablePeerAccess, "cuCtxEnablePeerAccess");
   get(t->memGetAllocationGranularity, "cuMemGetAllocationGranularity");
   get(t->memCreate, "cuMemCreate");

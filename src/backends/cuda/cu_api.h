@@ -204,6 +204,7 @@ struct CuApi {
                            void**, void**) = nullptr;
   // Peer access and virtual memory management (the p2p transport's FIFOs).
   CUresult (*deviceCanAccessPeer)(int*, CUdevice, CUdevice) = nullptr;
+  CUresult (*deviceGetP2PAttribute)(int*, int, CUdevice, CUdevice) = nullptr;  // CUdevice_P2PAttribute
   CUresult (*ctxEnablePeerAccess)(CUcontext, unsigned) = nullptr;
   CUresult (*memGetAllocationGranularity)(size_t*, const CuMemAllocationProp*, int) = nullptr;
   CUresult (*memCreate)(CUmemGenericAllocationHandle*, size_t, const CuMemAllocationProp*,

@@ -206,6 +206,15 @@ CudaBackend::~CudaBackend() {
   if (abortWord_ != nullptr) (void)api_->memFreeHost(abortWord_);
 }
 
+Result<bool> CudaBackend::peerAtomics(int device) const {
+  if (device == device_) return true;
+  constexpr int kNativeAtomicSupported = 3;  // CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED
+  int native = 0;
+  BRAID_RETURN_IF_ERROR(api_->check(api_->deviceGetP2PAttribute(&native, kNativeAtomicSupported, device_, device),
+                                    "cuDeviceGetP2PAttribute(NATIVE_ATOMIC_SUPPORTED)"));
+  return native != 0;
+}
+
 Status CudaBackend::verifyP2p(const std::vector<PeerInfo>& peers, std::vector<uint8_t>* p2p) {
   P2pTestContext c;
   c.api = api_;
