@@ -4,7 +4,8 @@
 #      braid's; the device-side names braid does not provide yet are counted and printed, not hidden;
 #   2. the headers compile as C99 and C++17 with the host compiler, and link against braid's libnccl.so.2;
 #   3. with nvcc: tests/devcode/nccl_device_probe.cu (a kernel over ncclDevComm and the teams, host code asking for
-#      a device communicator) compiles for sm_90 with warnings as errors.
+#      a device communicator) compiles for sm_90 with warnings as errors, and so does tests/gpu/devapi_gpu.cu (the
+#      GPU run's device-API program), linked against braid's library.
 # Usage: nccl_device_header_test.sh LIBNCCL [NVCC]. Part 3 is skipped (exit 77 after parts 1-2 pass) without nvcc.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -72,5 +73,12 @@ if "$nvcc" -x cu -arch=sm_90 -std=c++17 -Werror all-warnings -I"$inc" -c "$src/t
   echo "ok   nvcc sm_90: nccl_device_probe.cu"
 else
   echo "FAIL: nvcc of nccl_device_probe.cu"; sed 's/^/    /' "$tmp/nvcc.log" | head -30; fail=1
+fi
+# The GPU run's device-API program (tests/gpu/run.sh runs it where there is a GPU): compiles and links here.
+if "$nvcc" -std=c++17 -arch=sm_90 -Werror all-warnings -I"$inc" "$src/tests/gpu/devapi_gpu.cu" -Xlinker "$lib" \
+    -o "$tmp/devapi_gpu" > "$tmp/gpu.log" 2>&1; then
+  echo "ok   nvcc sm_90: tests/gpu/devapi_gpu.cu compiles and links"
+else
+  echo "FAIL: nvcc of tests/gpu/devapi_gpu.cu"; sed 's/^/    /' "$tmp/gpu.log" | head -30; fail=1
 fi
 exit $fail

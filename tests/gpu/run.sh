@@ -18,6 +18,8 @@
 #     default choice, each protocol, NVLS-style and NVLS-style on registered buffers, every value checked;
 #     Then braid's kernel copying 256 MiB (a one-rank all-reduce out of place) against cudaMemcpyAsync
 #     (tests/gpu/copy_bandwidth.cc): the goal is at least 80% of the copy;
+#  3b. the device-API kernels CI runs on the emulator, built by nvcc and run on the GPU (tests/gpu/devapi_gpu.cu):
+#     LSA barriers and pointers, GIN, and the multimem building blocks where the communicator has NVLS multicast;
 #  4. every <coll>_perf on device buffers with NVIDIA's NCCL from the CUDA toolkit (LD_LIBRARY_PATH), one rank per
 #     GPU (-g), every value checked: the figures braid's stand beside.
 # Writes its log to $OUT/gpu-perf.log and a JSON summary (every check with ok/failed and its line, the GPUs, the
@@ -133,6 +135,32 @@ if [ -x "$build/tests/braid_api_tests" ]; then
     'CudaMatrix.EightRanksShareOneGpu' NCCL_P2P_DISABLE=1
 else
   fail "no $build/tests/braid_api_tests (build the tests)"
+fi
+
+# The device API on the GPU: the kernels CI runs on the emulator (tests/devapi/*.cuh), built here by nvcc against
+# braid's headers and libnccl.so.2 (tests/gpu/devapi_gpu.cu): LSA barriers and pointers, GIN, multimem where the
+# communicator has NVLS multicast. Each of its "ok:"/"FAIL:"/"SKIP:" lines is a check.
+nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [ -x "$nvcc_bin" ] && fits 120 "device-API kernels on the GPU"; then
+  if "$nvcc_bin" -std=c++17 -arch=native -I include tests/gpu/devapi_gpu.cu -L "$build" -lnccl \
+      -Xlinker -rpath="$(cd "$build" && pwd)" -o "$build/devapi_gpu" >>"$log" 2>&1; then
+    out=$(NCCL_DEBUG=WARN timeout "$step_s" "$build/devapi_gpu" 2>&1)
+    rc=$?
+    echo "$out" >>"$log"
+    while IFS= read -r line; do
+      case $line in
+        "ok: "*) pass "${line#ok: }" ;;
+        "FAIL: "*) fail "${line#FAIL: }" ;;
+        "SKIP: "*) say "$line"; skipped_steps="${skipped_steps}${line#SKIP: }; " ;;
+      esac
+    done <<<"$out"
+    echo "$out" | grep -q '^ok: ' || fail "device-API kernels on the GPU: exit $rc, no check passed: $(echo "$out" | tail -3 | tr '\n' ' ')"
+  else
+    fail "nvcc of tests/gpu/devapi_gpu.cu (log in $log)"
+  fi
+elif [ ! -x "$nvcc_bin" ]; then
+  say "SKIP: device-API kernels on the GPU (no nvcc)"
+  skipped_steps="${skipped_steps}device-API kernels (no nvcc); "
 fi
 
 out=$("$build/perf/all_reduce_perf" -b 8 -e 1M -f 8 -c 1 2>&1)
