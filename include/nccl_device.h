@@ -20,10 +20,11 @@
  *
  * NVLS multicast: windows of a communicator with multicast get mappings of their own (ncclGetLsaMultimemPointer,
  * ncclDevCommCreate's lsaMultimem) and the building blocks' multimem forms for float, double, 32/64-bit integers,
- * half and __nv_bfloat16 (by 32-bit pairs: see reduce_copy.h for elements alone in their word).
+ * half and __nv_bfloat16 (by 32-bit pairs) and fp8 (by quads, sm_100a/101a/120a/121a): see reduce_copy.h for
+ * elements alone in their word.
  *
  * Not built yet, said plainly: GIN over the network (a world of several LSA teams; refused by name) and CFT
- * (declared where programs name them, refused by name: braid has no Compute Fabric Transport), fp8 multimem forms. LSA barriers' arrivals and LL all-to-all broadcasts go through multicast with their multimem
+ * (declared where programs name them, refused by name: braid has no Compute Fabric Transport). LSA barriers' arrivals and LL all-to-all broadcasts go through multicast with their multimem
  * argument where the buffer has a multicast mapping and the session's team is the whole LSA team. See
  * docs/device_api.md.
  *

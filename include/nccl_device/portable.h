@@ -163,6 +163,33 @@ NCCL_DEVICE_INLINE uint32_t mcLoadSumPair(const void* p, bool bf16) {
   }
   return v;
 }
+/* The switch's sums of four fp8 values (e4m3, or e5m2 = true) at 4-byte-aligned multicast address p, accumulated in
+ * f16 (NCCL's form); the quad's bits, first element in the low byte. The PTX exists for sm_100a, sm_101a, sm_120a and
+ * sm_121a (and the sm_100f / sm_101f families) only: built for any other target, a launch that reaches it traps. */
+#if (defined(__CUDA_ARCH_SPECIFIC__) && (__CUDA_ARCH_SPECIFIC__ == 1000 || __CUDA_ARCH_SPECIFIC__ == 1010 ||   \
+                                         __CUDA_ARCH_SPECIFIC__ == 1200 || __CUDA_ARCH_SPECIFIC__ == 1210)) || \
+    (defined(__CUDA_ARCH_FAMILY_SPECIFIC__) &&                                                                 \
+     (__CUDA_ARCH_FAMILY_SPECIFIC__ == 1000 || __CUDA_ARCH_FAMILY_SPECIFIC__ == 1010))
+#define NCCL_BRAID_FP8_MULTIMEM_ 1
+#else
+#define NCCL_BRAID_FP8_MULTIMEM_ 0
+#endif
+NCCL_DEVICE_INLINE uint32_t mcLoadSumQuad(const void* p, bool e5m2) {
+  uint32_t v = 0;
+#if NCCL_BRAID_FP8_MULTIMEM_
+  if (e5m2) {
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.acc::f16.e5m2x4 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  } else {
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.acc::f16.e4m3x4 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  }
+#else
+  (void)p;
+  (void)e5m2;
+  trap("ncclMultimem* (fp8): the switch's fp8 sums need a kernel built for sm_100a, sm_101a, sm_120a or sm_121a");
+#endif
+  return v;
+}
+#undef NCCL_BRAID_FP8_MULTIMEM_
 NCCL_DEVICE_INLINE void mcStoreWord(void* p, uint64_t v, int bytes) {
   if (bytes == 8) {
     NCCL_BRAID_MULTIMEM_(asm volatile("multimem.st.relaxed.sys.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory"));
@@ -260,6 +287,9 @@ NCCL_DEVICE_INLINE int64_t mcLoadSum(const int64_t* p) {
 }
 NCCL_DEVICE_INLINE uint32_t mcLoadSumPair(const void* p, bool bf16) {
   return static_cast<uint32_t>(braid_emu::mcLoadSum(p, bf16 ? braid_emu::McSum::kBf16x2 : braid_emu::McSum::kF16x2));
+}
+NCCL_DEVICE_INLINE uint32_t mcLoadSumQuad(const void* p, bool e5m2) {
+  return static_cast<uint32_t>(braid_emu::mcLoadSum(p, e5m2 ? braid_emu::McSum::kE5m2x4 : braid_emu::McSum::kE4m3x4));
 }
 NCCL_DEVICE_INLINE void mcStoreWord(void* p, uint64_t v, int bytes) {
   braid_emu::mcStore(p, v, bytes);

@@ -2,7 +2,7 @@
  *
  * Each call is made by every thread of a group (Coop), which share the elements among them (thread k of the group
  * handles elements k, k + size, ...). Sums are in the order of the sources (member 0 first), in T's own arithmetic
- * (half and __nv_bfloat16 in float, rounded once at the end), so every rank that reduces the same sources gets the
+ * (half, __nv_bfloat16 and fp8 in float, rounded once at the end), so every rank that reduces the same sources gets the
  * same bits. Sources and destinations:
  *   - Lsa forms: a symmetric pointer (or window + byte offset) seen at every member of a team (ncclTeam, or the LSA
  *     team of an ncclDevComm): member p's copy is ptr.peerPtr(team, p);
@@ -13,10 +13,12 @@
  *     communicator's ncclMultimemHandle, whose windows have a multicast mapping: see core.h): a load-reduce through it
  *     reads the sum of every LSA member's value (in the switch's order, so sums that are not exact may differ in
  *     the last bits from the Lsa forms'; every rank reads the same), a store writes every member's. T is float,
- *     double, a 32/64-bit integer, half or __nv_bfloat16. The switch works on 32-bit words at the narrowest, so
- *     half and bf16 go by pairs (summed in f32, rounded once): an element alone in its word (a 2-byte-aligned start,
- *     an odd count) is read through its word (whose other half must lie inside the mapping) and cannot be stored
- *     through the switch: the window and ncclSymPtr destination forms store such an element to every LSA member's
+ *     double, a 32/64-bit integer, half, __nv_bfloat16 or fp8 (__nv_fp8_e4m3, __nv_fp8_e5m2). The switch works on
+ *     32-bit words at the narrowest, so half and bf16 go by pairs (summed in f32, rounded once) and fp8 by quads
+ *     (summed in f16, NCCL's form; the switch's fp8 sums exist on sm_100a, sm_101a, sm_120a and sm_121a only, and a
+ *     kernel built for another target that reaches one traps): an element alone in its word (a start past a word
+ *     boundary, a count that leaves a partial word) is read through its word (whose rest must lie inside the
+ *     mapping) and cannot be stored through the switch: the window and ncclSymPtr destination forms store such an element to every LSA member's
  *     copy instead, and the raw-pointer forms trap.
  * The UNROLL parameter is accepted for NCCL's signatures and is a hint only. */
 #ifndef NCCL_DEVICE_REDUCE_COPY_H_
@@ -30,6 +32,7 @@
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #endif
 #endif
 
@@ -58,6 +61,17 @@ struct Acc<__nv_bfloat16> {
   static NCCL_DEVICE_INLINE float in(__nv_bfloat16 v) { return __bfloat162float(v); }
   static NCCL_DEVICE_INLINE __nv_bfloat16 out(float v) { return __float2bfloat16_rn(v); }
 };
+/* fp8 (cuda_fp8.h's types): in float, converted back once (saturating to the finite range, as CUDA's constructors). */
+template <typename F8>
+struct AccFp8 {
+  typedef float Type;
+  static NCCL_DEVICE_INLINE float in(F8 v) { return static_cast<float>(v); }
+  static NCCL_DEVICE_INLINE F8 out(float v) { return F8(v); }
+};
+template <>
+struct Acc<__nv_fp8_e4m3> : AccFp8<__nv_fp8_e4m3> {};
+template <>
+struct Acc<__nv_fp8_e5m2> : AccFp8<__nv_fp8_e5m2> {};
 /* The common loop: for each element i of this thread's share, dst-side `put(i, v)` of the fold of `get(k, i)`. */
 template <typename T, typename Coop, typename IntCount, typename Get, typename Put>
 NCCL_DEVICE_INLINE void reduceCopyLoop(Coop coop, int nSrc, IntCount count, Get get, Put put) {
@@ -76,15 +90,57 @@ struct McSummable {
   static constexpr bool value = std::is_same<T, float>::value || std::is_same<T, double>::value ||
                                 std::is_same<T, int32_t>::value || std::is_same<T, uint32_t>::value ||
                                 std::is_same<T, int64_t>::value || std::is_same<T, uint64_t>::value ||
-                                std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value;
+                                std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value ||
+                                std::is_same<T, __nv_fp8_e4m3>::value || std::is_same<T, __nv_fp8_e5m2>::value;
+};
+/* The element types narrower than the switch's 32-bit word: how many share a word, and the word's load-reduce
+ * (half and bf16 in pairs summed in f32; fp8 in quads summed in f16, NCCL's forms). */
+template <typename T>
+struct Narrow;
+template <>
+struct Narrow<__half> {
+  static constexpr int kPer = 2;
+  static NCCL_DEVICE_INLINE uint32_t load(const void* w) { return mcLoadSumPair(w, false); }
+};
+template <>
+struct Narrow<__nv_bfloat16> {
+  static constexpr int kPer = 2;
+  static NCCL_DEVICE_INLINE uint32_t load(const void* w) { return mcLoadSumPair(w, true); }
+};
+template <>
+struct Narrow<__nv_fp8_e4m3> {
+  static constexpr int kPer = 4;
+  static NCCL_DEVICE_INLINE uint32_t load(const void* w) { return mcLoadSumQuad(w, false); }
+};
+template <>
+struct Narrow<__nv_fp8_e5m2> {
+  static constexpr int kPer = 4;
+  static NCCL_DEVICE_INLINE uint32_t load(const void* w) { return mcLoadSumQuad(w, true); }
+};
+/* `count` narrow elements from byte address `anchor`, as units a thread handles: the elements alone before the first
+ * word boundary, the whole words (kPer elements each), then the elements alone after the last. */
+template <typename T, typename IntCount>
+struct NarrowUnits {
+  IntCount lead, words, total;
+  NCCL_DEVICE_INLINE NarrowUnits(uintptr_t anchor, IntCount count) {
+    const IntCount before = static_cast<IntCount>(((4u - (anchor & 3u)) & 3u) / sizeof(T));
+    lead = before < count ? before : count;
+    words = (count - lead) / Narrow<T>::kPer;
+    total = count - words * (Narrow<T>::kPer - 1);
+  }
+  NCCL_DEVICE_INLINE IntCount first(IntCount u) const {
+    return u < lead ? u : u < lead + words ? lead + (u - lead) * Narrow<T>::kPer : u + words * (Narrow<T>::kPer - 1);
+  }
+  NCCL_DEVICE_INLINE int size(IntCount u) const { return u >= lead && u < lead + words ? Narrow<T>::kPer : 1; }
 };
 /* A 16-bit element alone in its 32-bit word cannot be stored through the switch: the raw-pointer forms' rule. */
 struct NoEdgeStore {
   template <typename T, typename IntCount>
   NCCL_DEVICE_INLINE void operator()(IntCount, T) const {
     trap(
-        "ncclMultimem* (half/bf16): an element alone in its 32-bit word (an odd count, or a destination 2 bytes past "
-        "a word) cannot be stored through the switch; the window and ncclSymPtr forms store it to each LSA member");
+        "ncclMultimem* (half, bf16, fp8): an element alone in its 32-bit word (at either end of a range that does "
+        "not fill whole words) cannot be stored through the switch; the window and ncclSymPtr forms store it to each "
+        "LSA member");
   }
 };
 /* The window and ncclSymPtr forms' rule: such an element goes to every LSA member's copy (LSA pointers). */
@@ -117,42 +173,41 @@ NCCL_DEVICE_INLINE void multimemLoop(std::false_type /*pairs*/, Coop coop, const
     }
   }
 }
-/* Half and bf16: by the 32-bit words of the multicast destination (of the source when there is none), so each pair
- * is one load-reduce and one store; an element alone in its word (the first, when the pointer is 2 bytes past a word;
- * the last, when the rest is odd) is read through its whole word and stored by `edge`. */
+/* Half, bf16 and fp8: by the 32-bit words of the multicast destination (of the source when there is none), so each
+ * word is one load-reduce and one store; an element alone in its word (at either end of the range) is read through
+ * its whole word and stored by `edge`. */
 template <typename T>
-NCCL_DEVICE_INLINE T mcLoadSumHalf(const T* p) {
+NCCL_DEVICE_INLINE T mcLoadSumNarrow(const T* p) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(p);
-  const uint32_t pair =
-      mcLoadSumPair(reinterpret_cast<const void*>(at & ~uintptr_t(3)), std::is_same<T, __nv_bfloat16>::value);
-  const uint16_t bits = static_cast<uint16_t>((at & 2) != 0 ? pair >> 16 : pair);
+  const uint32_t word = Narrow<T>::load(reinterpret_cast<const void*>(at & ~uintptr_t(3))) >> (8 * (at & 3));
   T v;
-  __builtin_memcpy(&v, &bits, sizeof(v));
+  __builtin_memcpy(&v, &word, sizeof(v));  // little-endian: the element's bytes are the word's low ones now
   return v;
 }
 template <typename T, typename Coop, typename IntCount, typename Edge>
-NCCL_DEVICE_INLINE void multimemLoop(std::true_type /*pairs*/, Coop coop, const T* mcSrc, const T* src, T* dst,
+NCCL_DEVICE_INLINE void multimemLoop(std::true_type /*narrow*/, Coop coop, const T* mcSrc, const T* src, T* dst,
                                      T* mcDst, IntCount count, Edge edge) {
   const uintptr_t anchor = reinterpret_cast<uintptr_t>(mcDst != nullptr ? mcDst : mcSrc);
-  if ((anchor & 1) != 0) trap("ncclMultimem* (half/bf16): a multicast pointer not aligned to its 2-byte elements");
-  const IntCount lead = (anchor & 2) != 0 && count > 0 ? 1 : 0;  // elements before the first whole word
-  const IntCount units = lead + (count - lead + 1) / 2;          // the lead, then pairs (the last maybe alone)
-  for (IntCount u = static_cast<IntCount>(coop.thread_rank()); u < units; u += static_cast<IntCount>(coop.size())) {
-    const IntCount i = u < lead ? 0 : lead + 2 * (u - lead);
-    const int n = u < lead || i + 1 >= count ? 1 : 2;
-    T v[2];
-    if (mcSrc != nullptr && n == 2 && (reinterpret_cast<uintptr_t>(mcSrc + i) & 3) == 0) {
-      const uint32_t pair = mcLoadSumPair(mcSrc + i, std::is_same<T, __nv_bfloat16>::value);
-      __builtin_memcpy(v, &pair, sizeof(pair));
+  if (anchor % sizeof(T) != 0) trap("ncclMultimem* (half, bf16): a multicast pointer not aligned to its elements");
+  const NarrowUnits<T, IntCount> units(anchor, count);
+  constexpr int kPer = Narrow<T>::kPer;
+  for (IntCount u = static_cast<IntCount>(coop.thread_rank()); u < units.total;
+       u += static_cast<IntCount>(coop.size())) {
+    const IntCount i = units.first(u);
+    const int n = units.size(u);
+    T v[kPer];
+    if (mcSrc != nullptr && n == kPer && (reinterpret_cast<uintptr_t>(mcSrc + i) & 3) == 0) {
+      const uint32_t word = Narrow<T>::load(mcSrc + i);
+      __builtin_memcpy(v, &word, sizeof(word));
     } else {
-      for (int j = 0; j < n; ++j) v[j] = mcSrc != nullptr ? mcLoadSumHalf(mcSrc + i + j) : src[i + j];
+      for (int j = 0; j < n; ++j) v[j] = mcSrc != nullptr ? mcLoadSumNarrow(mcSrc + i + j) : src[i + j];
     }
     for (int j = 0; dst != nullptr && j < n; ++j) dst[i + j] = v[j];
     if (mcDst == nullptr) continue;
-    if (n == 2) {
-      uint32_t pair = 0;
-      __builtin_memcpy(&pair, v, sizeof(pair));
-      mcStoreWord(mcDst + i, pair, 4);
+    if (n == kPer) {
+      uint32_t word = 0;
+      __builtin_memcpy(&word, v, sizeof(word));
+      mcStoreWord(mcDst + i, word, 4);
     } else {
       edge(i, v[0]);
     }
@@ -162,14 +217,14 @@ template <typename T, typename Coop, typename IntCount, typename Edge = NoEdgeSt
 NCCL_DEVICE_INLINE void multimemLoop(Coop coop, const T* mcSrc, const T* src, T* dst, T* mcDst, IntCount count,
                                      Edge edge = Edge()) {
   static_assert(McSummable<T>::value,
-                "braid's multimem building blocks take float, double, 32/64-bit integers, half and __nv_bfloat16 (the "
-                "switch's word forms)");
+                "braid's multimem building blocks take float, double, 32/64-bit integers, half, __nv_bfloat16 and fp8 "
+                "(the switch's word forms)");
   checkMultimemPointers(mcSrc, src, dst, mcDst);
-  multimemLoop(std::integral_constant<bool, sizeof(T) == 2>(), coop, mcSrc, src, dst, mcDst, count, edge);
+  multimemLoop(std::integral_constant<bool, (sizeof(T) < 4)>(), coop, mcSrc, src, dst, mcDst, count, edge);
 }
 template <typename T>
 NCCL_DEVICE_INLINE T mcLoadAnyOf(std::true_type, const T* p) {
-  return mcLoadSumHalf(p);
+  return mcLoadSumNarrow(p);
 }
 template <typename T>
 NCCL_DEVICE_INLINE T mcLoadAnyOf(std::false_type, const T* p) {
@@ -181,7 +236,7 @@ NCCL_DEVICE_INLINE T mcLoadAnyOf(std::false_type, const T* p) {
  * must sit at the same place in its word), an element alone in its word going to `edge`. */
 template <typename T>
 NCCL_DEVICE_INLINE T mcLoadAny(const T* p) {
-  return mcLoadAnyOf(std::integral_constant<bool, sizeof(T) == 2>(), p);
+  return mcLoadAnyOf(std::integral_constant<bool, (sizeof(T) < 4)>(), p);
 }
 template <typename T, typename Get>
 NCCL_DEVICE_INLINE T sumOf(int n, Get get) {
@@ -204,39 +259,41 @@ NCCL_DEVICE_INLINE void mcStoreLoop(std::false_type /*pairs*/, Coop coop, IntCou
   }
 }
 template <typename T, typename Coop, typename IntCount, typename Value, typename McDst, typename Edge>
-NCCL_DEVICE_INLINE void mcStoreLoop(std::true_type /*pairs*/, Coop coop, IntCount count, Value value, int nDst,
+NCCL_DEVICE_INLINE void mcStoreLoop(std::true_type /*narrow*/, Coop coop, IntCount count, Value value, int nDst,
                                     McDst mcDst, Edge edge) {
   if (nDst < 1) return;
   const uintptr_t anchor = reinterpret_cast<uintptr_t>(mcDst(0));
   for (int k = 0; k < nDst; ++k) {
     if (((reinterpret_cast<uintptr_t>(mcDst(k)) ^ anchor) & 3) != 0) {
-      trap("ncclMultimem* (half/bf16): multicast destinations at different places in their 32-bit words");
+      trap("ncclMultimem* (half, bf16, fp8): multicast destinations at different places in their 32-bit words");
     }
   }
-  if ((anchor & 1) != 0) trap("ncclMultimem* (half/bf16): a multicast pointer not aligned to its 2-byte elements");
-  const IntCount lead = (anchor & 2) != 0 && count > 0 ? 1 : 0;
-  const IntCount units = lead + (count - lead + 1) / 2;
-  for (IntCount u = static_cast<IntCount>(coop.thread_rank()); u < units; u += static_cast<IntCount>(coop.size())) {
-    const IntCount i = u < lead ? 0 : lead + 2 * (u - lead);
-    if (u < lead || i + 1 >= count) {
+  if (anchor % sizeof(T) != 0) trap("ncclMultimem* (half, bf16): a multicast pointer not aligned to its elements");
+  const NarrowUnits<T, IntCount> units(anchor, count);
+  constexpr int kPer = Narrow<T>::kPer;
+  for (IntCount u = static_cast<IntCount>(coop.thread_rank()); u < units.total;
+       u += static_cast<IntCount>(coop.size())) {
+    const IntCount i = units.first(u);
+    if (units.size(u) != kPer) {
       edge(i, value(i));
       continue;
     }
-    const T v[2] = {value(i), value(i + 1)};
-    uint32_t pair = 0;
-    __builtin_memcpy(&pair, v, sizeof(pair));
-    for (int k = 0; k < nDst; ++k) mcStoreWord(mcDst(k) + i, pair, 4);
+    T v[kPer];
+    for (int j = 0; j < kPer; ++j) v[j] = value(i + j);
+    uint32_t word = 0;
+    __builtin_memcpy(&word, v, sizeof(word));
+    for (int k = 0; k < nDst; ++k) mcStoreWord(mcDst(k) + i, word, 4);
   }
 }
 template <typename T, typename Coop, typename IntCount, typename Value, typename McDst, typename Edge>
 NCCL_DEVICE_INLINE void mcStoreLoop(Coop coop, IntCount count, Value value, int nDst, McDst mcDst, Edge edge) {
   static_assert(McSummable<T>::value,
-                "braid's multimem building blocks take float, double, 32/64-bit integers, half and __nv_bfloat16 (the "
-                "switch's word forms)");
+                "braid's multimem building blocks take float, double, 32/64-bit integers, half, __nv_bfloat16 and fp8 "
+                "(the switch's word forms)");
   for (int k = 0; k < nDst; ++k) {
     if (mcDst(k) == nullptr) trap("ncclMultimem*: the destination multicast pointer is null");
   }
-  mcStoreLoop<T>(std::integral_constant<bool, sizeof(T) == 2>(), coop, count, value, nDst, mcDst, edge);
+  mcStoreLoop<T>(std::integral_constant<bool, (sizeof(T) < 4)>(), coop, count, value, nDst, mcDst, edge);
 }
 }  // namespace nccl_braid_
 

@@ -146,6 +146,8 @@ uint64_t mcLoadSum(const void* p, McSum form) {
                          : form == McSum::kU32    ? braid::McOp::kAddU32
                          : form == McSum::kF16x2  ? braid::McOp::kAddF16x2
                          : form == McSum::kBf16x2 ? braid::McOp::kAddBf16x2
+                         : form == McSum::kE4m3x4 ? braid::McOp::kAddE4m3x4
+                         : form == McSum::kE5m2x4 ? braid::McOp::kAddE5m2x4
                                                   : braid::McOp::kAddU64;
   const braid::EmuCta& cta = *ctx().cta;
   return cta.mcLoadReduce(cta.mcView(p, braid::mcWordBytes(op)), 0, op);

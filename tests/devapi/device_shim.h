@@ -62,6 +62,20 @@ inline __half operator+(__half a, __half b) {
 inline __nv_bfloat16 operator+(__nv_bfloat16 a, __nv_bfloat16 b) {
   return __float2bfloat16_rn(__bfloat162float(a) + __bfloat162float(b));
 }
+// cuda_fp8.h's element types: the bits, explicit conversions from and to float (saturating to the finite range,
+// as CUDA's constructors do).
+struct __nv_fp8_e4m3 {
+  uint8_t __x;
+  __nv_fp8_e4m3() = default;
+  explicit __nv_fp8_e4m3(float f) : __x(braid::floatToFp8e4m3(f)) {}
+  explicit operator float() const { return braid::fp8e4m3ToFloat(__x); }
+};
+struct __nv_fp8_e5m2 {
+  uint8_t __x;
+  __nv_fp8_e5m2() = default;
+  explicit __nv_fp8_e5m2(float f) : __x(braid::floatToFp8e5m2(f)) {}
+  explicit operator float() const { return braid::fp8e5m2ToFloat(__x); }
+};
 inline bool operator==(__half a, __half b) {
   return __half2float(a) == __half2float(b);
 }
@@ -109,7 +123,8 @@ void backOff();
 // A multicast word (nccl_device/portable.h's mcLoadSum / mcStoreWord): the sum of every buffer bound behind p, in
 // the (fake) driver's order, or a store to each of them; the launch fails where a GPU would fault (cfg.multicast
 // unset, p outside a multicast mapping of the launch's device, a misaligned word).
-enum class McSum { kF32, kF64, kU32, kU64, kF16x2, kBf16x2 };  // pairs: summed in f32, rounded once (.acc::f32)
+// pairs: summed in f32, rounded once (.acc::f32); fp8 quads: summed in f16 (.acc::f16)
+enum class McSum { kF32, kF64, kU32, kU64, kF16x2, kBf16x2, kE4m3x4, kE5m2x4 };
 uint64_t mcLoadSum(const void* p, McSum form);
 // order: a GCC __ATOMIC_ order for the store to each bound buffer.
 void mcStore(void* p, uint64_t word, int bytes, int order = __ATOMIC_RELAXED);

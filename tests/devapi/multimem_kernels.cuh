@@ -115,7 +115,7 @@ __global__ void lsaSumInto(ncclWindow_t win, T* out, size_t count, ncclDevComm d
 struct MaxOf {
   template <typename T>
   __device__ T operator()(T a, T b) const {
-    return a < b ? b : a;
+    return nccl_braid_::Acc<T>::in(a) < nccl_braid_::Acc<T>::in(b) ? b : a;  // fp8 has no operator<
   }
 };
 

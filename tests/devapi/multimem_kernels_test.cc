@@ -302,16 +302,23 @@ ncclResult_t halfRounds(const MultimemKernels& t, int r, int kRanks, ncclComm_t 
   reqs.lsaMultimem = true;
   ncclDevComm dc{};
   CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess && dc.lsaMultimem.mcBasePtr != nullptr, 52);
-  auto value = [](int rank, int round, size_t k) { return static_cast<float>((rank + 1) * ((k + round) % 5)); };
+  // Values every type holds exactly, and whose sums it holds: e5m2 has two mantissa bits (9 is not one of its values).
+  const size_t mod = std::is_same<T, __nv_fp8_e5m2>::value ? 3 : 5;
+  auto value = [mod](int rank, int round, size_t k) {
+    return static_cast<float>((rank + 1) * static_cast<int>((k + static_cast<size_t>(round)) % mod));
+  };
+  const bool fp8 = sizeof(T) == 1;
+  auto copied = [fp8](size_t k) { return fp8 ? static_cast<float>(k % 8) : 100.0f + static_cast<float>(k); };
   const int writer = 1;
-  const std::pair<size_t, size_t> ranges[] = {{0, 64}, {1, 7}, {2, 5}, {3, 6}, {1, 1}, {0, 1}, {63, 1}, {5, 0}};
+  const std::pair<size_t, size_t> ranges[] = {{0, 64}, {1, 7}, {2, 5}, {3, 6}, {1, 1}, {0, 1},
+                                              {63, 1}, {5, 0}, {3, 2}, {2, 9}, {1, 3}, {4, 60}};
   int round = 0;
   for (const auto& range : ranges) {
     const size_t first = range.first, count = range.second;
     std::vector<T> in(kElems), stale(kElems, fromF<T>(-1)), copy(kElems);
     for (size_t k = 0; k < kElems; ++k) {
       in[k] = fromF<T>(value(r, round, k));
-      copy[k] = fromF<T>(100.0f + static_cast<float>(k));
+      copy[k] = fromF<T>(copied(k));
     }
     drv.copy(send, in.data(), bytes, stream);
     drv.copy(recv, stale.data(), bytes, stream);
@@ -340,7 +347,7 @@ ncclResult_t halfRounds(const MultimemKernels& t, int r, int kRanks, ncclComm_t 
     }
     for (size_t k = 0; k < kElems; ++k) {
       const bool inside = k >= first && k < first + count;
-      const float want = inside ? 100.0f + static_cast<float>(k - first) : -1.0f;
+      const float want = inside ? copied(k - first) : -1.0f;
       if (toF(got[k]) != want) {
         fprintf(stderr, "rank %d first %zu count %zu: received element %zu is %f, expected %f\n", r, first, count, k,
                 static_cast<double>(toF(got[k])), static_cast<double>(want));
@@ -350,7 +357,11 @@ ncclResult_t halfRounds(const MultimemKernels& t, int r, int kRanks, ncclComm_t 
     ++round;
   }
   // Sums that are exact only in float: through LSA pointers and through the switch.
-  const float big = std::is_same<T, half>::value ? 2048.0f : 256.0f;
+  // The largest value where + 1 rounds away in T itself (fp8: summed in f16 through the switch, in f32 by LSA).
+  const float big = std::is_same<T, half>::value            ? 2048.0f
+                    : std::is_same<T, __nv_bfloat16>::value ? 256.0f
+                    : std::is_same<T, __nv_fp8_e4m3>::value ? 16.0f
+                                                            : 8.0f;
   std::vector<T> in(kElems, fromF<T>(r == 0 ? big : 1.0f)), sums(kElems);
   drv.copy(send, in.data(), bytes, stream);
   CHECK_OR(drv.streamSync(stream) == 0, 54);
@@ -394,6 +405,20 @@ TEST_F(MultimemKernels, HalfAndBf16GoByPairsWithLoneElementsAtTheEdges) {
     return halfRounds<__nv_bfloat16>(*this, r, kRanks, comm, stream);
   });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(b[static_cast<size_t>(r)], ncclSuccess) << "bf16, rank " << r;
+}
+
+// fp8 (e4m3, e5m2) by the switch's quads (.acc::f16), with one to three lone elements at either end; the LSA forms
+// sum in float.
+TEST_F(MultimemKernels, Fp8GoByQuadsWithLoneElementsAtTheEdges) {
+  constexpr int kRanks = 3;
+  auto e4 = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    return halfRounds<__nv_fp8_e4m3>(*this, r, kRanks, comm, stream);
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(e4[static_cast<size_t>(r)], ncclSuccess) << "e4m3, rank " << r;
+  auto e5 = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    return halfRounds<__nv_fp8_e5m2>(*this, r, kRanks, comm, stream);
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(e5[static_cast<size_t>(r)], ncclSuccess) << "e5m2, rank " << r;
 }
 
 // Without multicast (NCCL_NVLS_ENABLE=0, or a GPU without NVSwitch) windows still register, have no multicast

@@ -74,6 +74,13 @@ if "$nvcc" -x cu -arch=sm_90 -std=c++17 -Werror all-warnings -I"$inc" -c "$src/t
 else
   echo "FAIL: nvcc of nccl_device_probe.cu"; sed 's/^/    /' "$tmp/nvcc.log" | head -30; fail=1
 fi
+# The same for sm_100a, where the switch has fp8 sums (multimem.ld_reduce ... e4m3x4 / e5m2x4): ptxas checks them.
+if "$nvcc" -x cu -arch=sm_100a -std=c++17 -Werror all-warnings -I"$inc" -c "$src/tests/devcode/nccl_device_probe.cu" \
+    -o "$tmp/probe100.o" > "$tmp/nvcc100.log" 2>&1; then
+  echo "ok   nvcc sm_100a: nccl_device_probe.cu (fp8 multimem)"
+else
+  echo "FAIL: nvcc sm_100a of nccl_device_probe.cu"; sed 's/^/    /' "$tmp/nvcc100.log" | head -30; fail=1
+fi
 # The GPU run's device-API program (tests/gpu/run.sh runs it where there is a GPU): compiles and links here.
 if "$nvcc" -std=c++17 -arch=sm_90 -Werror all-warnings -I"$inc" "$src/tests/gpu/devapi_gpu.cu" -Xlinker "$lib" \
     -o "$tmp/devapi_gpu" > "$tmp/gpu.log" 2>&1; then

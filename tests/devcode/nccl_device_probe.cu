@@ -86,6 +86,12 @@ template __global__ void multimemHalf<__nv_bfloat16>(ncclWindow_t, ncclWindow_t,
                                                      __nv_bfloat16*, int, ncclDevComm);
 template __global__ void multimemHalfRawCopy<half>(ncclWindow_t, half*, size_t, ncclDevComm);
 template __global__ void lsaSumInto<__nv_bfloat16>(ncclWindow_t, __nv_bfloat16*, size_t, ncclDevComm);
+template __global__ void multimemHalf<__nv_fp8_e4m3>(ncclWindow_t, ncclWindow_t, size_t, size_t, __nv_fp8_e4m3*,
+                                                     __nv_fp8_e4m3*, int, ncclDevComm);
+template __global__ void multimemHalf<__nv_fp8_e5m2>(ncclWindow_t, ncclWindow_t, size_t, size_t, __nv_fp8_e5m2*,
+                                                     __nv_fp8_e5m2*, int, ncclDevComm);
+template __global__ void lsaSumInto<__nv_fp8_e4m3>(ncclWindow_t, __nv_fp8_e4m3*, size_t, ncclDevComm);
+template __global__ void mixedAllReduce<__nv_fp8_e5m2>(int, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
 
 template __global__ void multimemAllReduce<float>(bool, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
 template __global__ void mixedAllReduce<float>(int, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);

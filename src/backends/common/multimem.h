@@ -43,6 +43,8 @@ enum class McOp : uint8_t {
   kAddBf16x2,
   kMinBf16x2,
   kMaxBf16x2,
+  kAddE4m3x4,  // four fp8 sums accumulated in f16 (.acc::f16): the device API's building blocks only (mcOpFor never)
+  kAddE5m2x4,
 };
 
 // The form that reduces `dtype` under `kind`, or kNone. NCCL's rule (ncclNvlsSupported): sums over 32/64-bit
@@ -126,6 +128,17 @@ inline uint64_t foldPairInF32(const uint64_t* words, int k) {
   }
   return out;
 }
+// Four fp8 sums accumulated in f16 (.acc::f16: each addition rounded to f16), converted back (saturating).
+template <float (*kToF)(uint8_t), uint8_t (*kFromF)(float)>
+inline uint64_t foldQuadInF16(const uint64_t* words, int k) {
+  uint64_t out = 0;
+  for (int lane = 0; lane < 4; ++lane) {
+    uint16_t acc = floatToHalf(kToF(laneOf<uint8_t>(words[0], lane)));
+    for (int i = 1; i < k; ++i) acc = floatToHalf(fpAdd(halfToFloat(acc), kToF(laneOf<uint8_t>(words[i], lane))));
+    out |= static_cast<uint64_t>(kFromF(halfToFloat(acc))) << (8 * lane);
+  }
+  return out;
+}
 }  // namespace mc_detail
 
 // A multicast load-reduce over `k` values of one word, in the given order: what the switch returns (the emulator's
@@ -169,6 +182,10 @@ inline uint64_t mcCombine(McOp op, const uint64_t* words, int k) {
       return fold<Bf16Traits, 2>(words, k, Fold::kMin);
     case McOp::kMaxBf16x2:
       return fold<Bf16Traits, 2>(words, k, Fold::kMax);
+    case McOp::kAddE4m3x4:
+      return foldQuadInF16<fp8e4m3ToFloat, floatToFp8e4m3>(words, k);
+    case McOp::kAddE5m2x4:
+      return foldQuadInF16<fp8e5m2ToFloat, floatToFp8e5m2>(words, k);
     default:
       return 0;  // kNone: never built into work (mcOpFor)
   }
