@@ -232,11 +232,10 @@ struct ncclGin_BackendMask {
                               cuda::thread_scope = cuda::thread_scope_device, uint32_t = ncclGinOptFlagsDefault,
                               SegmentType = ncclGin_SegmentDevice{}) const {
     const int lsa = lsaPeer(team, peer, "ncclGin::put: the peer is outside this rank's LSA team");
+    if (dstWnd == nullptr || srcWnd == nullptr) nccl_braid_::trap("ncclGin::put: a null window");
     char* dst = static_cast<char*>(ncclGetLsaPointer(dstWnd, dstOffset, lsa));
     const char* src = static_cast<const char*>(ncclGetLocalPointer(srcWnd, srcOffset));
-    if (bytes != 0 && (dst == nullptr || src == nullptr)) {
-      nccl_braid_::trap("ncclGin::put: a null window, or the peer's window is out of load/store reach");
-    }
+    if (dst == nullptr) nccl_braid_::trap("ncclGin::put: the peer's window is out of load/store reach");
     coop.sync(); /* the group's writes to the source are complete */
     nccl_braid_::coopCopy(coop, dst, src, bytes);
     coop.sync();
@@ -269,8 +268,9 @@ struct ncclGin_BackendMask {
                                    uint32_t = ncclGinOptFlagsDefault) const {
     static_assert(sizeof(T) <= 8, "ncclGin::putValue takes values of at most 8 bytes");
     const int lsa = lsaPeer(team, peer, "ncclGin::putValue: the peer is outside this rank's LSA team");
+    if (dstWnd == nullptr) nccl_braid_::trap("ncclGin::putValue: a null window");
     T* dst = static_cast<T*>(ncclGetLsaPointer(dstWnd, dstOffset, lsa));
-    if (dst == nullptr) nccl_braid_::trap("ncclGin::putValue: a null window, or the peer's is out of reach");
+    if (dst == nullptr) nccl_braid_::trap("ncclGin::putValue: the peer's window is out of load/store reach");
     coop.sync();
     if (coop.thread_rank() == 0) {
       *dst = value;
@@ -307,11 +307,10 @@ struct ncclGin_BackendMask {
                               DescriptorSmem = ncclGin_None{}, uint32_t = ncclGinOptFlagsDefault,
                               SegmentType = ncclGin_SegmentDevice{}) const {
     const int lsa = lsaPeer(team, peer, "ncclGin::get: the peer is outside this rank's LSA team");
+    if (remoteWnd == nullptr || localWnd == nullptr) nccl_braid_::trap("ncclGin::get: a null window");
     const char* src = static_cast<const char*>(ncclGetLsaPointer(remoteWnd, remoteOffset, lsa));
     char* dst = static_cast<char*>(ncclGetLocalPointer(localWnd, localOffset));
-    if (bytes != 0 && (dst == nullptr || src == nullptr)) {
-      nccl_braid_::trap("ncclGin::get: a null window, or the peer's window is out of load/store reach");
-    }
+    if (src == nullptr) nccl_braid_::trap("ncclGin::get: the peer's window is out of load/store reach");
     coop.sync();
     nccl_braid_::coopCopy(coop, dst, src, bytes);
     coop.sync();
@@ -325,8 +324,7 @@ struct ncclGin_BackendMask {
   }
   template <typename Coop, typename DescriptorSmem = ncclGin_None>
   NCCL_DEVICE_INLINE ncclResult_t flush(Coop coop, cuda::memory_order, DescriptorSmem, uint64_t) const {
-    coop.sync();
-    return nccl_braid_::aborted(comm) ? ncclInProgress : ncclSuccess;
+    return nccl_braid_::coopAny(coop, nccl_braid_::aborted(comm)) ? ncclInProgress : ncclSuccess;
   }
   template <typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
   NCCL_DEVICE_INLINE void flushAsync(ncclTeam team, uint32_t peer, ncclGinRequest_t* outRequest,
@@ -416,13 +414,13 @@ struct ncclGin_BackendMask {
                                                  cuda::memory_order order = cuda::memory_order_acquire) const {
     uint64_t* shadow = getSignalShadowPtr(signal);
     const uint64_t old = *shadow;
-    waitSignal(coop, signal, old + static_cast<uint64_t>(leastDelta), bits, order);
-    const uint64_t now = readSignal(signal, bits, order);
-    coop.sync(); /* every thread has read the shadow before it moves */
-    if (coop.thread_rank() == 0) *shadow = now;
+    waitSignal(coop, signal, old + static_cast<uint64_t>(leastDelta), bits, order); /* ends with the group together */
+    if (coop.thread_rank() == 0) *shadow = readSignal(signal, bits, order); /* one reading for the whole group */
+    coop.sync();
+    const uint64_t now = *shadow;
     *before = static_cast<Uint>(old);
     *delta = static_cast<Uint>(nccl_braid_::lowBits(now - old, bits));
-    coop.sync();
+    coop.sync(); /* every thread has read the shadow before a later call moves it */
   }
   NCCL_DEVICE_INLINE void resetSignal(ncclGinSignal_t signal) const {
     nccl_braid_::atomicStore64(signalWord(signal), 0, cuda::memory_order_relaxed);
@@ -455,7 +453,7 @@ struct ncclGin_BackendMask {
     return ginWord(comm.ginCounters, c, comm.ginCounterCount, "ncclGin: the counter id is out of range");
   }
   NCCL_DEVICE_INLINE uint64_t* vaWord(ncclWindow_t w, size_t offset, int lsa = -1) const {
-    void* p = lsa < 0 ? ncclGetLocalPointer(w, offset) : ncclGetLsaPointer(w, offset, lsa);
+    void* p = w == nullptr ? nullptr : lsa < 0 ? ncclGetLocalPointer(w, offset) : ncclGetLsaPointer(w, offset, lsa);
     if (p == nullptr || (reinterpret_cast<uintptr_t>(p) & 7u) != 0) {
       nccl_braid_::trap("ncclGin: a VA signal's window is null or out of reach, or its offset is not 8-byte aligned");
     }
@@ -464,7 +462,9 @@ struct ncclGin_BackendMask {
   /* The peer's signal word `s` (its resource window, through this rank's LSA view). */
   NCCL_DEVICE_INLINE uint64_t* peerSignal(int lsa, ncclGinSignal_t s) const {
     if (s >= comm.ginSignalCount) nccl_braid_::trap("ncclGin: the signal id is out of range");
-    return static_cast<uint64_t*>(ncclGetResourceBufferLsaPointer(comm, comm.ginSignals, lsa)) + s;
+    void* base = ncclGetResourceBufferLsaPointer(comm, comm.ginSignals, lsa);
+    if (base == nullptr) nccl_braid_::trap("ncclGin: the peer's signals are out of load/store reach");
+    return static_cast<uint64_t*>(base) + s;
   }
   NCCL_DEVICE_INLINE void add(uint64_t* w, uint64_t v) const {
     nccl_braid_::atomicAdd64(w, v, cuda::memory_order_release);

@@ -75,28 +75,33 @@ struct ncclGinBarrierSession {
   }
 
  private:
+  /* Every arrival first, then every wait: a thread that waited for one peer before signalling the next would let a
+   * group smaller than the team wait in a ring with its peers (each for the next's first signal). */
+  NCCL_DEVICE_INLINE int peerOf(int i) const {
+    const int peer = team_.rank + 1 + i; /* each member starts with a different peer */
+    return peer >= team_.nRanks ? peer - team_.nRanks : peer;
+  }
   NCCL_DEVICE_INLINE ncclResult_t run(cuda::memory_order order, bool timed, uint64_t timeoutCycles) {
     coop_.sync(); /* the group's work before the barrier precedes every arrival */
-    ncclResult_t mine = ncclSuccess;
     for (int i = coop_.thread_rank(); i < team_.nRanks - 1; i += coop_.size()) {
-      int peer = team_.rank + 1 + i; /* each member starts with a different peer */
-      if (peer >= team_.nRanks) peer -= team_.nRanks;
-      net_.signal(team_, peer, ncclGin_SignalInc{signal_ + static_cast<uint32_t>(team_.rank)}, ncclCoopThread());
-      uint64_t* shadow = net_.getSignalShadowPtr(signal_ + static_cast<uint32_t>(peer));
-      const uint64_t want = ++*shadow;
-      const uint32_t s = signal_ + static_cast<uint32_t>(peer);
+      net_.signal(team_, peerOf(i), ncclGin_SignalInc{signal_ + static_cast<uint32_t>(team_.rank)}, ncclCoopThread());
+      ++*net_.getSignalShadowPtr(signal_ + static_cast<uint32_t>(peerOf(i)));
+    }
+    ncclResult_t mine = ncclSuccess;
+    const uint64_t start = timed ? nccl_braid_::cycles() : 0;
+    for (int i = coop_.thread_rank(); i < team_.nRanks - 1 && mine == ncclSuccess; i += coop_.size()) {
+      const uint32_t s = signal_ + static_cast<uint32_t>(peerOf(i));
+      const uint64_t want = *net_.getSignalShadowPtr(s);
       if (timed) {
-        const ncclResult_t r = net_.waitSignal(ncclCoopThread(), s, want, 64, order, timeoutCycles);
-        if (r != ncclSuccess) {
-          mine = r;
-          break;
-        }
+        const uint64_t spent = nccl_braid_::cycles() - start; /* one deadline for all of this thread's peers */
+        mine = net_.waitSignal(ncclCoopThread(), s, want, 64, order, spent < timeoutCycles ? timeoutCycles - spent : 0);
       } else {
         net_.waitSignal(ncclCoopThread(), s, want, 64, order);
       }
     }
     const bool gone = nccl_braid_::coopAny(coop_, mine == ncclInProgress);
     const bool late = nccl_braid_::coopAny(coop_, mine == ncclTimeout);
+    coop_.sync(); /* what each thread acquired is the group's (a warp's vote orders no memory) */
     return gone ? ncclInProgress : late ? ncclTimeout : ncclSuccess;
   }
 

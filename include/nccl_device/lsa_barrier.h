@@ -127,8 +127,11 @@ struct ncclLsaBarrierSession {
         nccl_braid_::backOff();
       }
     }
-    /* The group's threads end together (each may have waited for different members) and agree on the result. */
-    if (!nccl_braid_::coopAny(coop_, aborted || timedOut)) return ncclSuccess;
+    /* The group's threads end together (each may have waited for different members) and agree on the result; the
+     * last sync hands what each thread acquired to the whole group (a warp's vote orders no memory). */
+    const bool failed = nccl_braid_::coopAny(coop_, aborted || timedOut);
+    coop_.sync();
+    if (!failed) return ncclSuccess;
     return nccl_braid_::coopAny(coop_, aborted) ? ncclInProgress : ncclTimeout;
   }
 

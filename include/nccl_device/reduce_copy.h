@@ -18,9 +18,9 @@
  *     (summed in f16, NCCL's form; the switch's fp8 sums exist on sm_100a, sm_101a, sm_120a and sm_121a only, and a
  *     kernel built for another target that reaches one traps): an element alone in its word (a start past a word
  *     boundary, a count that leaves a partial word) is read through its word (whose rest must lie inside the
- *     mapping) and cannot be stored through the switch: the window and ncclSymPtr destination forms store such an element to every LSA member's
- *     copy instead, and the raw-pointer forms trap.
- * The UNROLL parameter is accepted for NCCL's signatures and is a hint only. */
+ *     mapping) and cannot be stored through the switch: the window and ncclSymPtr destination forms store such an
+ * element to every LSA member's copy instead, and the raw-pointer forms trap. The UNROLL parameter is accepted for
+ * NCCL's signatures and is a hint only. */
 #ifndef NCCL_DEVICE_REDUCE_COPY_H_
 #define NCCL_DEVICE_REDUCE_COPY_H_
 
@@ -236,6 +236,9 @@ NCCL_DEVICE_INLINE T mcLoadAnyOf(std::false_type, const T* p) {
  * must sit at the same place in its word), an element alone in its word going to `edge`. */
 template <typename T>
 NCCL_DEVICE_INLINE T mcLoadAny(const T* p) {
+  static_assert(McSummable<T>::value,
+                "braid's multimem building blocks take float, double, 32/64-bit integers, half, __nv_bfloat16 and fp8 "
+                "(the switch's word forms)");
   return mcLoadAnyOf(std::integral_constant<bool, (sizeof(T) < 4)>(), p);
 }
 template <typename T, typename Get>

@@ -115,14 +115,16 @@ __global__ void ginMisuse(int what, ncclDevComm devComm) {
 // Rounds of a ring exchange ordered by a GIN barrier of the caller's own (ncclGinBarrierCreateRequirement over the
 // world team, handle `bar`): rank r stores `stamp` into slot r of the next rank's window with a bare putValue (no
 // signal), syncs the barrier (timed), and reads what the previous rank stored here into *out; a second sync keeps the
-// next round's store from overtaking the read.
+// next round's store from overtaking the read. Coop: the whole CTA, or one thread (a launch of one thread), which
+// then signals and waits for every peer itself.
+template <typename Coop>
 __global__ void ginTeamBarrierRing(ncclWindow_t win, uint64_t stamp, ncclGinBarrierHandle bar, ncclDevComm devComm,
                                    uint64_t* out) {
-  ncclCoopCta cta;
+  Coop cta;
   ncclGin gin(devComm, 0);
   const ncclTeam world = ncclTeamWorld(devComm);
   const int next = (world.rank + 1) % world.nRanks, prev = (world.rank + world.nRanks - 1) % world.nRanks;
-  ncclGinBarrierSession<ncclCoopCta> session(cta, gin, world, bar, 0);
+  ncclGinBarrierSession<Coop> session(cta, gin, world, bar, 0);
   gin.putValue(world, next, win, 8u * static_cast<size_t>(world.rank), stamp, ncclGin_None{}, cta);
   const ncclResult_t first = session.sync(cta, cuda::memory_order_acq_rel, ncclGinFenceLevel::Put, 20000000000ull);
   if (threadIdx.x == 0) {

@@ -172,38 +172,48 @@ TEST_F(GinKernels, ValuesVaSignalsGetsShadowsAndTheHybridBarrier) {
 }
 
 // A GIN barrier from ncclGinBarrierCreateRequirement (its signals numbered after the requirements' own) orders bare
-// puts, over 4 ranks and 5 launches.
+// puts, over 4 ranks and 5 launches; synced by a CTA, and by one thread for all three peers (which deadlocked when a
+// thread waited for one peer before signalling the next).
 TEST_F(GinKernels, ABarrierOfTheCallersOwnOrdersPuts) {
   constexpr int kRanks = 4, kRounds = 5;
-  auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
-    Win win;
-    CHECK_OR(win.make(comm, 8 * kRanks, stream), 10);
-    ncclGinBarrierHandle bar{};
-    ncclDevResourceRequirements barReq{};
-    CHECK_OR(ncclGinBarrierCreateRequirement(comm, ncclTeamWorld(comm), 1, &bar, &barReq) == ncclSuccess, 11);
-    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-    reqs.ginSignalCount = 5;
-    reqs.resourceRequirementsList = &barReq;
-    ncclDevComm dc{};
-    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 12);
-    CHECK_OR(bar.signal0 == 5 && dc.ginSignalCount == 5 + kRanks, 13);
-    std::vector<uint64_t> out(2, 0);
-    const int prev = (r + kRanks - 1) % kRanks;
-    for (int round = 0; round < kRounds; ++round) {
-      const uint64_t stamp = 1000u * static_cast<uint64_t>(round) + static_cast<uint64_t>(r);
-      braid::Status st = braid_emu::launch(cfgOf(1, 64, "ginTeamBarrierRing"),
-                                           [&] { ginTeamBarrierRing(win.win, stamp, bar, dc, out.data()); });
-      if (!st.isOk()) {
-        fprintf(stderr, "rank %d round %d: %s\n", r, round, st.message().c_str());
-        return ncclInternalError;
+  for (bool oneThread : {false, true}) {
+    auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+      Win win;
+      CHECK_OR(win.make(comm, 8 * kRanks, stream), 10);
+      ncclGinBarrierHandle bar{};
+      ncclDevResourceRequirements barReq{};
+      CHECK_OR(ncclGinBarrierCreateRequirement(comm, ncclTeamWorld(comm), 1, &bar, &barReq) == ncclSuccess, 11);
+      ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+      reqs.ginSignalCount = 5;
+      reqs.resourceRequirementsList = &barReq;
+      ncclDevComm dc{};
+      CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 12);
+      CHECK_OR(bar.signal0 == 5 && dc.ginSignalCount == 5 + kRanks, 13);
+      std::vector<uint64_t> out(2, 0);
+      const int prev = (r + kRanks - 1) % kRanks;
+      for (int round = 0; round < kRounds; ++round) {
+        const uint64_t stamp = 1000u * static_cast<uint64_t>(round) + static_cast<uint64_t>(r);
+        braid::Status st = braid_emu::launch(cfgOf(1, oneThread ? 1 : 64, "ginTeamBarrierRing"), [&] {
+          if (oneThread) {
+            ginTeamBarrierRing<ncclCoopThread>(win.win, stamp, bar, dc, out.data());
+          } else {
+            ginTeamBarrierRing<ncclCoopCta>(win.win, stamp, bar, dc, out.data());
+          }
+        });
+        if (!st.isOk()) {
+          fprintf(stderr, "rank %d round %d: %s\n", r, round, st.message().c_str());
+          return ncclInternalError;
+        }
+        CHECK_OR(out[0] == 1000u * static_cast<uint64_t>(round) + static_cast<uint64_t>(prev) && out[1] == ncclSuccess,
+                 14);
       }
-      CHECK_OR(out[0] == 1000u * static_cast<uint64_t>(round) + static_cast<uint64_t>(prev) && out[1] == ncclSuccess,
-               14);
+      CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess && win.drop(comm), 15);
+      return ncclSuccess;
+    });
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << (oneThread ? "one thread" : "a CTA") << ", rank " << r;
     }
-    CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess && win.drop(comm), 15);
-    return ncclSuccess;
-  });
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+  }
 }
 
 // GIN signals are atomic adds on peers' GPU memory: GPUs whose links carry no atomics (a PCIe system,

@@ -95,6 +95,10 @@ template __global__ void mixedAllReduce<__nv_fp8_e5m2>(int, ncclWindow_t, ncclWi
 
 template __global__ void multimemAllReduce<float>(bool, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
 template __global__ void mixedAllReduce<float>(int, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
+template __global__ void ginTeamBarrierRing<ncclCoopThread>(ncclWindow_t, uint64_t, ncclGinBarrierHandle, ncclDevComm,
+                                                            uint64_t*);
+template __global__ void ginTeamBarrierRing<ncclCoopWarp>(ncclWindow_t, uint64_t, ncclGinBarrierHandle, ncclDevComm,
+                                                          uint64_t*);
 template __global__ void mixedAllReduce<int64_t>(int, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
 template __global__ void mixedAllReduce<__nv_bfloat16>(int, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
 
