@@ -37,6 +37,7 @@ struct PeerInfo {
   int rail = 0;      // the network device this rank's channel 0 uses, modulo the device count: its local rank (on
                      // NVLSTree's cross-host communicator, its local rank on the parent, so both ends share a rail)
   int cudaDev = -1;  // a CUDA rank's device ordinal in its own process (-1: a host rank)
+  uint64_t gpuPciId = 0;  // its GPU (Backend::gpuPciId; 0: a host rank), which other processes can match
 };
 
 // A transport whose connector needs work done between the executor's checks (a network connection: posting

@@ -15,7 +15,7 @@
  *     action adds to the peer's word with a release atomic (system scope) after the group's copy; waits read this
  *     rank's word with acquire. VA signals are 64-bit words of a window (8-byte aligned offsets). Atomics on a peer's
  *     memory need links that carry them (NVLink, NVSwitch): ncclDevCommCreate refuses GIN where the driver says an
- *     LSA member of this process lacks them.
+ *     LSA member's GPU lacks them.
  *   - counters: 64-bit words of this rank, incremented once the put's source has been read (at once, here).
  *   - signal shadows: one 64-bit word per signal id on this rank, the caller's to use (NCCL's rule).
  *   - Signal and counter ids must be below the counts ncclDevCommCreate gave (reqs->ginSignalCount plus the

@@ -9,6 +9,7 @@
 
 #include "include/nccl_device.h"
 #include "src/api/api.h"
+#include "src/core/comm_topo.h"
 #include "src/core/dev_comms.h"
 #include "src/core/group.h"
 #include "src/core/teams.h"
@@ -119,29 +120,27 @@ Result<GinLayout> ginLayout(const Communicator& c, const ncclDevCommRequirements
   return g;
 }
 
-// braid's GIN signals are atomic adds on the LSA members' GPU memory: each LSA member of this process must be on this
-// GPU or reach it with native peer atomics. Members in other processes cannot be asked about (their device is not
-// this process's): INFO says what GIN assumes there.
+// braid's GIN signals are atomic adds on the LSA members' GPU memory: each LSA member must be on this GPU or reach
+// it with native peer atomics, which the driver says for every GPU this process sees (another process's too, by its
+// PCI identity). A member's GPU this process does not see cannot be asked about: INFO says what GIN assumes there.
 Status ginAtomicsHere(Communicator& c, const Team& lsa) {
   const PeerInfo& me = c.peer(c.rank());
   const int first = c.rank() - lsa.rank;
   for (int m = 0; m < lsa.nRanks; ++m) {
     const PeerInfo& p = c.peer(first + m);
     if (first + m == c.rank()) continue;
-    if (p.pid != me.pid || p.hostHash != me.hostHash) {
+    BRAID_ASSIGN_OR_RETURN(const int native, c.backend().peerAtomics(p.gpuPciId));
+    if (native < 0) {
       BRAID_INFO(kLogInit,
-                 "rank %d: GIN signals to rank %d (another process) assume native peer atomics between the GPUs "
-                 "(NVLink or NVSwitch); the driver cannot be asked about another process's GPU",
-                 c.rank(), p.rank);
-      continue;
-    }
-    BRAID_ASSIGN_OR_RETURN(const bool native, c.backend().peerAtomics(p.cudaDev));
-    if (!native) {
+                 "rank %d: GIN signals to rank %d assume native peer atomics between the GPUs (NVLink or NVSwitch): "
+                 "this process does not see that rank's GPU (%s) to ask the driver",
+                 c.rank(), p.rank, gpuBusId(p.gpuPciId).c_str());
+    } else if (native == 0) {
       return invalidUsage(
-          "GPU %d (rank %d) has no native peer atomics with GPU %d (rank %d) (cuDeviceGetP2PAttribute "
+          "the GPU of rank %d (%s) has no native peer atomics with the GPU of rank %d (%s) (cuDeviceGetP2PAttribute "
           "NATIVE_ATOMIC_SUPPORTED is 0), and braid's GIN signals are atomic adds on peers' memory: GIN needs NVLink "
           "or links that carry atomics",
-          me.cudaDev, c.rank(), p.cudaDev, p.rank);
+          c.rank(), gpuBusId(me.gpuPciId).c_str(), p.rank, gpuBusId(p.gpuPciId).c_str());
     }
   }
   return Status::ok();

@@ -302,10 +302,11 @@ class Backend {
   // The word the backend's kernels read to stop waiting once the communicator is aborted (non-zero), at an address
   // device code can load; null on a host backend (its waits check the communicator's abort flag themselves).
   virtual const uint32_t* deviceAbortWord() const { return nullptr; }
-  // Whether kernels on this rank's GPU may do atomic read-modify-writes on the memory of GPU `device` (an ordinal of
-  // this process): the same GPU, or a link with native peer atomics (cuDeviceGetP2PAttribute). False on a host
+  // Whether kernels on this rank's GPU may do atomic read-modify-writes on the memory of the GPU whose gpuPciId is
+  // `peerPciId` (any process's): 1 for the same GPU or a link with native peer atomics (cuDeviceGetP2PAttribute), 0
+  // for one without, -1 when this process does not see that GPU (nothing to ask the driver about). 0 on a host
   // backend. Errors name the driver call.
-  [[nodiscard]] virtual Result<bool> peerAtomics(int device) const { return false; }
+  [[nodiscard]] virtual Result<int> peerAtomics(uint64_t peerPciId) const { return 0; }
   // Runs one-sided steps on `stream` (a streams backend: in stream order, returning at once; a host backend: before
   // returning). A wait obeys the communicator's deadline and abort flag.
   [[nodiscard]] virtual Status runRma(const std::vector<RmaStep>& steps, void* stream) {

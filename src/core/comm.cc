@@ -240,6 +240,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   bool pinned = false;
   for (const InitExchange& e : all) {
     peers_.push_back(e.peer);
+    peers_.back().gpuPciId = e.gpuPciId;
     nch = std::min(nch, e.nChannels);
     buffSize = std::min(buffSize, e.buffSize);
     llBuffSize = std::min(llBuffSize, e.llBuffSize);

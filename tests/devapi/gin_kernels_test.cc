@@ -293,6 +293,29 @@ TEST(GinProcesses, AllGatherByPutsAcrossProcesses) {
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
+// The same check across processes: each process finds the other's GPU by its PCI identity and asks the driver.
+TEST(GinProcesses, RefusedAcrossProcessesWithoutNativePeerAtomics) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  BRAID_REQUIRE_FAKE_NOT_LOADED("the fake driver says which links carry atomics");
+  const std::vector<int> codes = runProcesses(
+      2,
+      [](int, ncclComm_t comm) {
+        ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+        reqs.ginSignalCount = 1;
+        ncclDevComm dc{};
+        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return 1;
+        const std::string why = ncclGetLastError(comm);
+        if (why.find("has no native peer atomics") == std::string::npos) return 2;
+        return 0;
+      },
+      120, nullptr, nullptr,
+      [](int r) {
+        setenv("BRAID_FAKE_CUDA_NO_P2P_ATOMICS", "1", 1);
+        if (!Driver::get().use(r)) _exit(20);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
 // Ranks on two "hosts" (NCCL_HOSTID) are two LSA teams: GIN would need the network, so a request for it is refused by
 // name, and a device communicator asked for none gets no contexts.
 TEST(GinProcesses, RefusedWhereTheWorldSpansSeveralLsaTeams) {

@@ -134,13 +134,7 @@ CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device, std::share
       fifos_(std::make_unique<PinnedFifos>(api, ctx)),
       launchMemory_(std::make_unique<LaunchMemory>(api, ctx)),
       cursors_(std::make_unique<ConnectorCursors>(api, launchMemory_.get())) {
-  int domain = 0, bus = 0, dev = 0;
-  if (api_->deviceGetAttribute(&domain, static_cast<int>(CuDeviceAttr::kPciDomainId), device) == kCuSuccess &&
-      api_->deviceGetAttribute(&bus, static_cast<int>(CuDeviceAttr::kPciBusId), device) == kCuSuccess &&
-      api_->deviceGetAttribute(&dev, static_cast<int>(CuDeviceAttr::kPciDeviceId), device) == kCuSuccess) {
-    // +1: a GPU at PCI 0000:00:00 still differs from "no GPU".
-    pciId_ = (static_cast<uint64_t>(domain) << 32 | static_cast<uint64_t>(bus) << 8 | static_cast<uint64_t>(dev)) + 1;
-  }
+  pciId_ = gpuPciIdOf(api_, device);
   if (api_->deviceGetAttribute(&smCount_, static_cast<int>(CuDeviceAttr::kSmCount), device) != kCuSuccess) {
     smCount_ = 0;
   }
@@ -206,13 +200,21 @@ CudaBackend::~CudaBackend() {
   if (abortWord_ != nullptr) (void)api_->memFreeHost(abortWord_);
 }
 
-Result<bool> CudaBackend::peerAtomics(int device) const {
-  if (device == device_) return true;
+Result<int> CudaBackend::peerAtomics(uint64_t peerPciId) const {
+  if (peerPciId == pciId_) return 1;
+  // The peer's GPU as an ordinal of this process (another process's ordinals are its own).
+  int count = 0;
+  BRAID_RETURN_IF_ERROR(api_->check(api_->deviceGetCount(&count), "cuDeviceGetCount"));
+  int device = -1;
+  for (int d = 0; d < count && device < 0; ++d) {
+    if (peerPciId != 0 && gpuPciIdOf(api_, d) == peerPciId) device = d;
+  }
+  if (device < 0) return -1;
   constexpr int kNativeAtomicSupported = 3;  // CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED
   int native = 0;
   BRAID_RETURN_IF_ERROR(api_->check(api_->deviceGetP2PAttribute(&native, kNativeAtomicSupported, device_, device),
                                     "cuDeviceGetP2PAttribute(NATIVE_ATOMIC_SUPPORTED)"));
-  return native != 0;
+  return native != 0 ? 1 : 0;
 }
 
 Status CudaBackend::verifyP2p(const std::vector<PeerInfo>& peers, std::vector<uint8_t>* p2p) {

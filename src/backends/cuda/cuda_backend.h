@@ -110,7 +110,7 @@ class CudaBackend final : public Backend {
     (void)api_->memFree(reinterpret_cast<CUdeviceptr>(p));
   }
   const uint32_t* deviceAbortWord() const override { return abortWord_; }
-  Result<bool> peerAtomics(int device) const override;
+  Result<int> peerAtomics(uint64_t peerPciId) const override;
   Status runRma(const std::vector<RmaStep>& steps, void* stream) override;
   Status pollAsync() override;
   void abortWork() override;

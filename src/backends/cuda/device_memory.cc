@@ -107,6 +107,17 @@ Status unmapSegmentsAndFree(const CuApi* api, CUdeviceptr ptr, const std::vector
   return api->check(api->memAddressFree(ptr, off), "cuMemAddressFree");
 }
 
+uint64_t gpuPciIdOf(const CuApi* api, int device) {
+  int domain = 0, bus = 0, dev = 0;
+  if (api->deviceGetAttribute(&domain, static_cast<int>(CuDeviceAttr::kPciDomainId), device) != kCuSuccess ||
+      api->deviceGetAttribute(&bus, static_cast<int>(CuDeviceAttr::kPciBusId), device) != kCuSuccess ||
+      api->deviceGetAttribute(&dev, static_cast<int>(CuDeviceAttr::kPciDeviceId), device) != kCuSuccess) {
+    return 0;
+  }
+  // +1: a GPU at PCI 0000:00:00 still differs from "no GPU".
+  return (static_cast<uint64_t>(domain) << 32 | static_cast<uint64_t>(bus) << 8 | static_cast<uint64_t>(dev)) + 1;
+}
+
 Result<CUdeviceptr> mapAndGrant(const CuApi* api, CUmemGenericAllocationHandle handle, size_t bytes,
                                 const std::vector<int>& devices, bool keep, size_t align) {
   return mapSegmentsAndGrant(api, {handle}, {bytes}, devices, keep, align);

@@ -60,6 +60,9 @@ Result<CUdeviceptr> mapSegmentsAndGrant(const CuApi* api, const std::vector<CUme
                                         bool keep = false, size_t align = 0);
 // Unmaps each segment and frees the range mapSegmentsAndGrant made.
 [[nodiscard]] Status unmapSegmentsAndFree(const CuApi* api, CUdeviceptr ptr, const std::vector<size_t>& sizes);
+// The PCI identity of GPU `device` as Backend::gpuPciId gives it (domain, bus, device; + 1), 0 when the driver does
+// not say.
+uint64_t gpuPciIdOf(const CuApi* api, int device);
 // One segment of each.
 Result<CUdeviceptr> mapAndGrant(const CuApi* api, CUmemGenericAllocationHandle handle, size_t bytes,
                                 const std::vector<int>& devices, bool keep = false, size_t align = 0);
