@@ -23,9 +23,11 @@
  * half and __nv_bfloat16 (by 32-bit pairs) and fp8 (by quads, sm_100a/101a/120a/121a): see reduce_copy.h for
  * elements alone in their word.
  *
+ * LSA barriers' arrivals and LL all-to-all broadcasts go through multicast with their multimem argument where the
+ * buffer has a multicast mapping and the session's team is the whole LSA team.
+ *
  * Not built yet, said plainly: GIN over the network (a world of several LSA teams; refused by name) and CFT
- * (declared where programs name them, refused by name: braid has no Compute Fabric Transport). LSA barriers' arrivals and LL all-to-all broadcasts go through multicast with their multimem
- * argument where the buffer has a multicast mapping and the session's team is the whole LSA team. See
+ * (declared where programs name them, refused by name: braid has no Compute Fabric Transport). See
  * docs/device_api.md.
  *
  * The layouts of ncclDevComm and ncclWindow_vidmem are braid's (NCCL documents no ABI for the device API either):

@@ -96,26 +96,12 @@ struct McSummable {
 /* The element types narrower than the switch's 32-bit word: how many share a word, and the word's load-reduce
  * (half and bf16 in pairs summed in f32; fp8 in quads summed in f16, NCCL's forms). */
 template <typename T>
-struct Narrow;
-template <>
-struct Narrow<__half> {
-  static constexpr int kPer = 2;
-  static NCCL_DEVICE_INLINE uint32_t load(const void* w) { return mcLoadSumPair(w, false); }
-};
-template <>
-struct Narrow<__nv_bfloat16> {
-  static constexpr int kPer = 2;
-  static NCCL_DEVICE_INLINE uint32_t load(const void* w) { return mcLoadSumPair(w, true); }
-};
-template <>
-struct Narrow<__nv_fp8_e4m3> {
-  static constexpr int kPer = 4;
-  static NCCL_DEVICE_INLINE uint32_t load(const void* w) { return mcLoadSumQuad(w, false); }
-};
-template <>
-struct Narrow<__nv_fp8_e5m2> {
-  static constexpr int kPer = 4;
-  static NCCL_DEVICE_INLINE uint32_t load(const void* w) { return mcLoadSumQuad(w, true); }
+struct Narrow {
+  static constexpr int kPer = static_cast<int>(4 / sizeof(T));
+  static NCCL_DEVICE_INLINE uint32_t load(const void* w) {
+    return kPer == 2 ? mcLoadSumPair(w, std::is_same<T, __nv_bfloat16>::value)
+                     : mcLoadSumQuad(w, std::is_same<T, __nv_fp8_e5m2>::value);
+  }
 };
 /* `count` narrow elements from byte address `anchor`, as units a thread handles: the elements alone before the first
  * word boundary, the whole words (kPer elements each), then the elements alone after the last. */

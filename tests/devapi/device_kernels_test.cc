@@ -413,19 +413,10 @@ TEST(DeviceKernelsProcesses, TwoShotAllReduceAcrossProcesses) {
   // The children load the driver: CUDA initialised here would not survive their fork.
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
   BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
-  std::vector<int> codes = runProcesses(
-      2,
-      [](int r, ncclComm_t comm) {
-        void* stream = nullptr;
-        Driver::get().streamCreate(&stream, 1);
-        const ncclResult_t rc = twoShotRounds(r, 2, comm, static_cast<cudaStream_t>(stream));
-        Driver::get().streamDestroy(stream);
-        return rc == ncclSuccess ? 0 : 100 + static_cast<int>(rc);
-      },
-      120, nullptr, nullptr,
-      [](int r) {
-        if (!Driver::get().use(r)) _exit(20);
-      });
+  const std::vector<int> codes = runGpuProcesses(2, [](int r, ncclComm_t comm) {
+    return onOwnStream(
+        r, comm, [](int q, int n, ncclComm_t c, cudaStream_t s) { return twoShotRounds(q, n, c, s); }, 2);
+  });
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 

@@ -277,19 +277,8 @@ TEST_F(GinKernels, TimeoutsAndMisuse) {
 TEST(GinProcesses, AllGatherByPutsAcrossProcesses) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
   BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
-  const std::vector<int> codes = runProcesses(
-      2,
-      [](int r, ncclComm_t comm) {
-        void* stream = nullptr;
-        Driver::get().streamCreate(&stream, 1);
-        const ncclResult_t rc = allGatherRounds(r, 2, comm, static_cast<cudaStream_t>(stream));
-        Driver::get().streamDestroy(stream);
-        return rc == ncclSuccess ? 0 : 100 + static_cast<int>(rc);
-      },
-      120, nullptr, nullptr,
-      [](int r) {
-        if (!Driver::get().use(r)) _exit(20);
-      });
+  const std::vector<int> codes =
+      runGpuProcesses(2, [](int r, ncclComm_t comm) { return onOwnStream(r, comm, allGatherRounds, 2); });
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
@@ -297,7 +286,7 @@ TEST(GinProcesses, AllGatherByPutsAcrossProcesses) {
 TEST(GinProcesses, RefusedAcrossProcessesWithoutNativePeerAtomics) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
   BRAID_REQUIRE_FAKE_NOT_LOADED("the fake driver says which links carry atomics");
-  const std::vector<int> codes = runProcesses(
+  const std::vector<int> codes = runGpuProcesses(
       2,
       [](int, ncclComm_t comm) {
         ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
@@ -308,11 +297,7 @@ TEST(GinProcesses, RefusedAcrossProcessesWithoutNativePeerAtomics) {
         if (why.find("has no native peer atomics") == std::string::npos) return 2;
         return 0;
       },
-      120, nullptr, nullptr,
-      [](int r) {
-        setenv("BRAID_FAKE_CUDA_NO_P2P_ATOMICS", "1", 1);
-        if (!Driver::get().use(r)) _exit(20);
-      });
+      [](int) { setenv("BRAID_FAKE_CUDA_NO_P2P_ATOMICS", "1", 1); });
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
@@ -320,7 +305,7 @@ TEST(GinProcesses, RefusedAcrossProcessesWithoutNativePeerAtomics) {
 // name, and a device communicator asked for none gets no contexts.
 TEST(GinProcesses, RefusedWhereTheWorldSpansSeveralLsaTeams) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
-  const std::vector<int> codes = runProcesses(
+  const std::vector<int> codes = runGpuProcesses(
       2,
       [](int, ncclComm_t comm) {
         ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
@@ -336,11 +321,7 @@ TEST(GinProcesses, RefusedWhereTheWorldSpansSeveralLsaTeams) {
         if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.ginType != NCCL_GIN_TYPE_NONE) return 5;
         return 0;
       },
-      120, nullptr, nullptr,
-      [](int r) {
-        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
-        if (!Driver::get().use(r)) _exit(20);
-      });
+      [](int r) { setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1); });
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 

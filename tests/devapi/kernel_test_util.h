@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "tests/common/fake_cuda_ranks.h"
+#include "tests/common/harness.h"
 
 namespace braid_test {
 
@@ -28,6 +29,25 @@ inline braid::EmuLaunchConfig cfgOf(int grid, int block, const char* name) {
   cfg.name = name;
   cfg.chaosSeed = 0x5eed;
   return cfg;
+}
+
+// A process rank's body on a stream of its own: 0, or 100 + the ncclResult_t it failed with (an exit code).
+inline int onOwnStream(int r, ncclComm_t comm, ncclResult_t (*body)(int, int, ncclComm_t, cudaStream_t), int n) {
+  void* stream = nullptr;
+  Driver::get().streamCreate(&stream, 1);
+  const ncclResult_t rc = body(r, n, comm, static_cast<cudaStream_t>(stream));
+  Driver::get().streamDestroy(stream);
+  return rc == ncclSuccess ? 0 : 100 + static_cast<int>(rc);
+}
+
+// `n` ranks as processes, rank r on GPU r (its CUDA context current at init: CUDA communicators), `before` run first
+// in each child (environment settings): each one's exit code. The caller skips when this process has CUDA already.
+inline std::vector<int> runGpuProcesses(int n, const std::function<int(int, ncclComm_t)>& body,
+                                        const std::function<void(int)>& before = nullptr) {
+  return runProcesses(n, body, 120, nullptr, nullptr, [before](int r) {
+    if (before) before(r);
+    if (!Driver::get().use(r)) _exit(20);
+  });
 }
 
 }  // namespace braid_test
