@@ -119,6 +119,37 @@ struct NarrowUnits {
   }
   NCCL_DEVICE_INLINE int size(IntCount u) const { return u >= lead && u < lead + words ? Narrow<T>::kPer : 1; }
 };
+template <typename T>
+NCCL_DEVICE_INLINE constexpr void requireSummable() {
+  static_assert(McSummable<T>::value,
+                "braid's multimem building blocks take float, double, 32/64-bit integers, half, __nv_bfloat16 and fp8 "
+                "(the switch's word forms)");
+}
+/* One element of 4 or 8 bytes stored through the switch. */
+template <typename T>
+NCCL_DEVICE_INLINE void mcStoreOne(T* mcDst, T v) {
+  uint64_t w = 0;
+  __builtin_memcpy(&w, &v, sizeof(T));
+  mcStoreWord(mcDst, w, static_cast<int>(sizeof(T)));
+}
+/* kPer narrow elements (one 32-bit word) stored through the switch at word-aligned mcDst. */
+template <typename T>
+NCCL_DEVICE_INLINE void mcStoreNarrowWord(T* mcDst, const T* v) {
+  uint32_t word = 0;
+  __builtin_memcpy(&word, v, sizeof(word));
+  mcStoreWord(mcDst, word, 4);
+}
+/* The group's walk over `count` narrow elements laid out from multicast address `anchor` (NarrowUnits): f(i, n) for
+ * each of this thread's units, n being kPer for a whole word and 1 for an element alone in its word. */
+template <typename T, typename Coop, typename IntCount, typename F>
+NCCL_DEVICE_INLINE void forNarrowUnits(Coop coop, uintptr_t anchor, IntCount count, F f) {
+  if (anchor % sizeof(T) != 0) trap("ncclMultimem* (half, bf16): a multicast pointer not aligned to its elements");
+  const NarrowUnits<T, IntCount> units(anchor, count);
+  for (IntCount u = static_cast<IntCount>(coop.thread_rank()); u < units.total;
+       u += static_cast<IntCount>(coop.size())) {
+    f(units.first(u), units.size(u));
+  }
+}
 /* A 16-bit element alone in its 32-bit word cannot be stored through the switch: the raw-pointer forms' rule. */
 struct NoEdgeStore {
   template <typename T, typename IntCount>
@@ -152,11 +183,7 @@ NCCL_DEVICE_INLINE void multimemLoop(std::false_type /*pairs*/, Coop coop, const
   for (IntCount i = static_cast<IntCount>(coop.thread_rank()); i < count; i += static_cast<IntCount>(coop.size())) {
     const T v = mcSrc != nullptr ? mcLoadSum(mcSrc + i) : src[i];
     if (dst != nullptr) dst[i] = v;
-    if (mcDst != nullptr) {
-      uint64_t w = 0;
-      __builtin_memcpy(&w, &v, sizeof(T));
-      mcStoreWord(mcDst + i, w, static_cast<int>(sizeof(T)));
-    }
+    if (mcDst != nullptr) mcStoreOne(mcDst + i, v);
   }
 }
 /* Half, bf16 and fp8: by the 32-bit words of the multicast destination (of the source when there is none), so each
@@ -173,14 +200,9 @@ NCCL_DEVICE_INLINE T mcLoadSumNarrow(const T* p) {
 template <typename T, typename Coop, typename IntCount, typename Edge>
 NCCL_DEVICE_INLINE void multimemLoop(std::true_type /*narrow*/, Coop coop, const T* mcSrc, const T* src, T* dst,
                                      T* mcDst, IntCount count, Edge edge) {
-  const uintptr_t anchor = reinterpret_cast<uintptr_t>(mcDst != nullptr ? mcDst : mcSrc);
-  if (anchor % sizeof(T) != 0) trap("ncclMultimem* (half, bf16): a multicast pointer not aligned to its elements");
-  const NarrowUnits<T, IntCount> units(anchor, count);
   constexpr int kPer = Narrow<T>::kPer;
-  for (IntCount u = static_cast<IntCount>(coop.thread_rank()); u < units.total;
-       u += static_cast<IntCount>(coop.size())) {
-    const IntCount i = units.first(u);
-    const int n = units.size(u);
+  const uintptr_t anchor = reinterpret_cast<uintptr_t>(mcDst != nullptr ? mcDst : mcSrc);
+  forNarrowUnits<T>(coop, anchor, count, [&](IntCount i, int n) {
     T v[kPer];
     if (mcSrc != nullptr && n == kPer && (reinterpret_cast<uintptr_t>(mcSrc + i) & 3) == 0) {
       const uint32_t word = Narrow<T>::load(mcSrc + i);
@@ -189,22 +211,18 @@ NCCL_DEVICE_INLINE void multimemLoop(std::true_type /*narrow*/, Coop coop, const
       for (int j = 0; j < n; ++j) v[j] = mcSrc != nullptr ? mcLoadSumNarrow(mcSrc + i + j) : src[i + j];
     }
     for (int j = 0; dst != nullptr && j < n; ++j) dst[i + j] = v[j];
-    if (mcDst == nullptr) continue;
+    if (mcDst == nullptr) return;
     if (n == kPer) {
-      uint32_t word = 0;
-      __builtin_memcpy(&word, v, sizeof(word));
-      mcStoreWord(mcDst + i, word, 4);
+      mcStoreNarrowWord(mcDst + i, v);
     } else {
       edge(i, v[0]);
     }
-  }
+  });
 }
 template <typename T, typename Coop, typename IntCount, typename Edge = NoEdgeStore>
 NCCL_DEVICE_INLINE void multimemLoop(Coop coop, const T* mcSrc, const T* src, T* dst, T* mcDst, IntCount count,
                                      Edge edge = Edge()) {
-  static_assert(McSummable<T>::value,
-                "braid's multimem building blocks take float, double, 32/64-bit integers, half, __nv_bfloat16 and fp8 "
-                "(the switch's word forms)");
+  requireSummable<T>();
   checkMultimemPointers(mcSrc, src, dst, mcDst);
   multimemLoop(std::integral_constant<bool, (sizeof(T) < 4)>(), coop, mcSrc, src, dst, mcDst, count, edge);
 }
@@ -222,9 +240,7 @@ NCCL_DEVICE_INLINE T mcLoadAnyOf(std::false_type, const T* p) {
  * must sit at the same place in its word), an element alone in its word going to `edge`. */
 template <typename T>
 NCCL_DEVICE_INLINE T mcLoadAny(const T* p) {
-  static_assert(McSummable<T>::value,
-                "braid's multimem building blocks take float, double, 32/64-bit integers, half, __nv_bfloat16 and fp8 "
-                "(the switch's word forms)");
+  requireSummable<T>();
   return mcLoadAnyOf(std::integral_constant<bool, (sizeof(T) < 4)>(), p);
 }
 template <typename T, typename Get>
@@ -232,12 +248,6 @@ NCCL_DEVICE_INLINE T sumOf(int n, Get get) {
   typename Acc<T>::Type acc = Acc<T>::in(get(0));
   for (int k = 1; k < n; ++k) acc = acc + Acc<T>::in(get(k));
   return Acc<T>::out(acc);
-}
-template <typename T>
-NCCL_DEVICE_INLINE void mcStoreOne(T* mcDst, T v) {
-  uint64_t w = 0;
-  __builtin_memcpy(&w, &v, sizeof(T));
-  mcStoreWord(mcDst, w, static_cast<int>(sizeof(T)));
 }
 template <typename T, typename Coop, typename IntCount, typename Value, typename McDst, typename Edge>
 NCCL_DEVICE_INLINE void mcStoreLoop(std::false_type /*pairs*/, Coop coop, IntCount count, Value value, int nDst,
@@ -257,28 +267,20 @@ NCCL_DEVICE_INLINE void mcStoreLoop(std::true_type /*narrow*/, Coop coop, IntCou
       trap("ncclMultimem* (half, bf16, fp8): multicast destinations at different places in their 32-bit words");
     }
   }
-  if (anchor % sizeof(T) != 0) trap("ncclMultimem* (half, bf16): a multicast pointer not aligned to its elements");
-  const NarrowUnits<T, IntCount> units(anchor, count);
   constexpr int kPer = Narrow<T>::kPer;
-  for (IntCount u = static_cast<IntCount>(coop.thread_rank()); u < units.total;
-       u += static_cast<IntCount>(coop.size())) {
-    const IntCount i = units.first(u);
-    if (units.size(u) != kPer) {
+  forNarrowUnits<T>(coop, anchor, count, [&](IntCount i, int n) {
+    if (n != kPer) {
       edge(i, value(i));
-      continue;
+      return;
     }
     T v[kPer];
     for (int j = 0; j < kPer; ++j) v[j] = value(i + j);
-    uint32_t word = 0;
-    __builtin_memcpy(&word, v, sizeof(word));
-    for (int k = 0; k < nDst; ++k) mcStoreWord(mcDst(k) + i, word, 4);
-  }
+    for (int k = 0; k < nDst; ++k) mcStoreNarrowWord(mcDst(k) + i, v);
+  });
 }
 template <typename T, typename Coop, typename IntCount, typename Value, typename McDst, typename Edge>
 NCCL_DEVICE_INLINE void mcStoreLoop(Coop coop, IntCount count, Value value, int nDst, McDst mcDst, Edge edge) {
-  static_assert(McSummable<T>::value,
-                "braid's multimem building blocks take float, double, 32/64-bit integers, half, __nv_bfloat16 and fp8 "
-                "(the switch's word forms)");
+  requireSummable<T>();
   for (int k = 0; k < nDst; ++k) {
     if (mcDst(k) == nullptr) trap("ncclMultimem*: the destination multicast pointer is null");
   }

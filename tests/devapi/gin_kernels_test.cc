@@ -22,6 +22,16 @@ using namespace braid_test;
 
 class GinKernels : public FakeGpuKernels {};
 
+// A device communicator asking for one GIN signal is refused with ncclInvalidUsage and a message containing `why`:
+// 0, or 1 (another result) or 2 (another message).
+int ginRefused(ncclComm_t comm, const char* why) {
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.ginSignalCount = 1;
+  ncclDevComm dc{};
+  if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return 1;
+  return std::string(ncclGetLastError(comm)).find(why) == std::string::npos ? 2 : 0;
+}
+
 float valueOf(int rank, int round, size_t i) {
   return static_cast<float>(rank * 1000 + round * 7 + static_cast<int>(i % 101));
 }
@@ -221,14 +231,10 @@ TEST_F(GinKernels, ABarrierOfTheCallersOwnOrdersPuts) {
 TEST_F(GinKernels, RefusedWithoutNativePeerAtomics) {
   setenv("BRAID_FAKE_CUDA_NO_P2P_ATOMICS", "1", 1);
   auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) -> ncclResult_t {
+    CHECK_OR(ginRefused(comm, "has no native peer atomics") == 0, 10);
     ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-    reqs.ginSignalCount = 1;
-    ncclDevComm dc{};
-    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclInvalidUsage, 10);
-    const std::string why = ncclGetLastError(comm);
-    CHECK_OR(why.find("has no native peer atomics") != std::string::npos, 11);
-    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
     reqs.lsaBarrierCount = 1;
+    ncclDevComm dc{};
     CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess && dc.ginContextCount == 0, 12);
     CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 13);
     return ncclSuccess;
@@ -287,16 +293,7 @@ TEST(GinProcesses, RefusedAcrossProcessesWithoutNativePeerAtomics) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
   BRAID_REQUIRE_FAKE_NOT_LOADED("the fake driver says which links carry atomics");
   const std::vector<int> codes = runGpuProcesses(
-      2,
-      [](int, ncclComm_t comm) {
-        ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-        reqs.ginSignalCount = 1;
-        ncclDevComm dc{};
-        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return 1;
-        const std::string why = ncclGetLastError(comm);
-        if (why.find("has no native peer atomics") == std::string::npos) return 2;
-        return 0;
-      },
+      2, [](int, ncclComm_t comm) { return ginRefused(comm, "has no native peer atomics"); },
       [](int) { setenv("BRAID_FAKE_CUDA_NO_P2P_ATOMICS", "1", 1); });
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
@@ -308,13 +305,10 @@ TEST(GinProcesses, RefusedWhereTheWorldSpansSeveralLsaTeams) {
   const std::vector<int> codes = runGpuProcesses(
       2,
       [](int, ncclComm_t comm) {
+        const int refused = ginRefused(comm, "this world spans 2 LSA teams; GIN over the network is not built");
+        if (refused != 0) return refused;
         ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-        reqs.ginSignalCount = 1;
         ncclDevComm dc{};
-        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return 1;
-        const std::string why = ncclGetLastError(comm);
-        if (why.find("this world spans 2 LSA teams; GIN over the network is not built") == std::string::npos) return 2;
-        reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
         if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess || dc.ginContextCount != 0) return 3;
         if (ncclDevCommDestroy(comm, &dc) != ncclSuccess) return 4;
         ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;

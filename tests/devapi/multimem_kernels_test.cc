@@ -400,30 +400,25 @@ ncclResult_t halfRounds(const MultimemKernels& t, int r, int kRanks, ncclComm_t 
   return ncclSuccess;
 }
 
-TEST_F(MultimemKernels, HalfAndBf16GoByPairsWithLoneElementsAtTheEdges) {
+// halfRounds<T> on 3 ranks, each rank's result expected ncclSuccess (`name` says which type failed).
+template <typename T>
+void narrowRoundsOnThreeRanks(const MultimemKernels& t, const char* name) {
   constexpr int kRanks = 3;
-  auto h = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
-    return halfRounds<half>(*this, r, kRanks, comm, stream);
-  });
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(h[static_cast<size_t>(r)], ncclSuccess) << "half, rank " << r;
-  auto b = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
-    return halfRounds<__nv_bfloat16>(*this, r, kRanks, comm, stream);
-  });
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(b[static_cast<size_t>(r)], ncclSuccess) << "bf16, rank " << r;
+  auto res = runCudaRanks(
+      kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) { return halfRounds<T>(t, r, kRanks, comm, stream); });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << name << ", rank " << r;
+}
+
+TEST_F(MultimemKernels, HalfAndBf16GoByPairsWithLoneElementsAtTheEdges) {
+  narrowRoundsOnThreeRanks<half>(*this, "half");
+  narrowRoundsOnThreeRanks<__nv_bfloat16>(*this, "bf16");
 }
 
 // fp8 (e4m3, e5m2) by the switch's quads (.acc::f16), with one to three lone elements at either end; the LSA forms
 // sum in float.
 TEST_F(MultimemKernels, Fp8GoByQuadsWithLoneElementsAtTheEdges) {
-  constexpr int kRanks = 3;
-  auto e4 = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
-    return halfRounds<__nv_fp8_e4m3>(*this, r, kRanks, comm, stream);
-  });
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(e4[static_cast<size_t>(r)], ncclSuccess) << "e4m3, rank " << r;
-  auto e5 = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
-    return halfRounds<__nv_fp8_e5m2>(*this, r, kRanks, comm, stream);
-  });
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(e5[static_cast<size_t>(r)], ncclSuccess) << "e5m2, rank " << r;
+  narrowRoundsOnThreeRanks<__nv_fp8_e4m3>(*this, "e4m3");
+  narrowRoundsOnThreeRanks<__nv_fp8_e5m2>(*this, "e5m2");
 }
 
 // Without multicast (NCCL_NVLS_ENABLE=0, or a GPU without NVSwitch) windows still register, have no multicast
