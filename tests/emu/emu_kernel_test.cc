@@ -103,6 +103,68 @@ TEST(EmuRingInPlace, HostAndKernelAgreeWithPlainAndStreamingHostStores) {
 }
 
 // One wide CTA, as a GPU launches it.
+// The host engine runs the next tile's steps while the current tile waits (step_engine.h's runAhead). Driven by
+// hand on one thread, so the interleaving is fixed: rank 1 has sent tile 0's reduced block and waits for rank 0's;
+// meanwhile tile 1's first send goes out, and no further (its next step receives on the connector tile 0 still
+// waits on). Then the ranks finish in turns and match the kernel, which never runs ahead, bit for bit.
+TEST(StepEngineRunAhead, NextTilesSendGoesOutWhileTheLastReceiveWaits) {
+  struct Env : HostDataOps {
+    void drive(const ConnSlot&) {}
+    void released(const ConnSlot&) {}
+  };
+  static_assert(Env::kRunAhead && !KernelEnv::kRunAhead, "the host runs ahead, kernels do not (yet)");
+  for (bool inPlace : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "inPlace " << inPlace);
+    JobShape s;
+    s.nranks = 2;
+    s.count = 5000;  // 2 blocks of 256 floats a tile: 10 tiles
+    s.chunkBytes = 1024;
+    s.inPlace = inPlace;
+    s.op = OpKind::kAvg;  // the post-op at the final step shows a step run twice or on the wrong tile
+    RingJob host(s, 11);
+    const HostCta cta;
+    Env env;
+    ChannelWorkDesc& ch0 = host.rank(0).chans[0];
+    ChannelWorkDesc& ch1 = host.rank(1).chans[0];
+    const uint32_t nsteps = host.rank(0).descs[0].prog.nsteps;
+    ASSERT_EQ(nsteps, 3u);  // send, receive-reduce-copy-send, receive
+    ASSERT_EQ(host.rank(0).descs[0].prog.numTiles(), 10u);
+
+    // Rank 0 sends tile 0 and waits to receive: its next tile's send shares the connector of the step that waits.
+    EXPECT_TRUE(progressChannel(cta, env, ch0));
+    EXPECT_EQ(ch0.states[0].tile, 0u);
+    EXPECT_EQ(ch0.states[0].step, 1u);
+    EXPECT_EQ(ch0.states[0].ahead, 0u);
+    // Rank 1 sends, reduces rank 0's block and sends the result, then waits for rank 0's; tile 1's send goes ahead.
+    EXPECT_TRUE(progressChannel(cta, env, ch1));
+    EXPECT_EQ(ch1.states[0].tile, 0u);
+    EXPECT_EQ(ch1.states[0].step, 2u);
+    EXPECT_EQ(ch1.states[0].ahead, 1u);
+    EXPECT_EQ(host.rank(1).cursors[0][0].step, 3u);  // three slots sent: tile 0's two and tile 1's first
+    // Nothing more moves on rank 1 until rank 0 does.
+    EXPECT_FALSE(progressChannel(cta, env, ch1));
+    EXPECT_EQ(ch1.states[0].ahead, 1u);
+
+    int rounds = 0;
+    while ((ch0.remaining != 0 || ch1.remaining != 0) && rounds++ < 1000) {
+      progressChannel(cta, env, ch0);
+      progressChannel(cta, env, ch1);
+    }
+    ASSERT_EQ(ch0.remaining + ch1.remaining, 0u);
+    // Every slot each rank sent was received: 2 sends a tile, 10 tiles.
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(host.rank(r).cursors[0][0].step, 20u);
+      EXPECT_EQ(host.rank(r).cursors[0][1].step, 20u);
+    }
+
+    RingJob emu(s, 11);
+    for (const Status& st : emu.runEmu(4)) ASSERT_TRUE(st.isOk()) << st.message();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(firstDifference(s.dtype, emu.rank(r).out, host.rank(r).out, s.count), s.count) << "rank " << r;
+    }
+  }
+}
+
 TEST(EmuRingWide, FiveHundredTwelveThreads) {
   JobShape s;
   s.nranks = 2;

@@ -16,8 +16,11 @@
 //   static constexpr bool kComputeIntoSlot
 //                                    a step with both destinations computes into the send slot first (the host:
 //                                    its output stores may bypass the caches) or into the output first (a kernel)
+//   static constexpr bool kRunAhead  while an item's step waits for a peer, steps of its next tile that use other
+//                                    connectors run (runAhead); off in kernels until measured on a GPU
 //
-// Every item is a resumable state machine (tile, step): tryStep moves one slot if it is ready and returns, so one
+// Every item is a resumable state machine (tile, step, and the steps of tile + 1 already run ahead): tryStep moves
+// one slot if it is ready and returns, so one
 // CTA drives many items, and items on different connectors (the sends and receives of a grouped all-to-all)
 // progress together; grouped send/recv never deadlocks. Items that share a connector run in queue order.
 //
@@ -88,12 +91,14 @@ BRAID_HOST_DEVICE void runPackData(const Cta& cta, Env& env, const Step& s, cons
   }
 }
 
-// Executes the current step of item `w` if its slots are ready. Returns true when it did.
+// Executes step `step` of tile `tile` of item `w` if its slots are ready; returns true when it did. The caller
+// advances the item's state.
 template <class Proto, class Cta, class Env>
-BRAID_HOST_DEVICE bool tryStep(const Cta& cta, Env& env, ChannelWorkDesc& ch, const WorkDesc& w, ItemState& st) {
-  const Step& s = w.prog.steps[st.step];
-  const int32_t ri = w.recvConn[st.step];
-  const int32_t si = w.sendConn[st.step];
+BRAID_HOST_DEVICE bool runStepAt(const Cta& cta, Env& env, ChannelWorkDesc& ch, const WorkDesc& w, ItemState& st,
+                                 size_t tile, uint32_t step) {
+  const Step& s = w.prog.steps[step];
+  const int32_t ri = w.recvConn[step];
+  const int32_t si = w.sendConn[step];
   ConnSlot* rc = ri >= 0 ? &ch.conns[ri] : nullptr;
   ConnSlot* sc = si >= 0 ? &ch.conns[si] : nullptr;
   // Readiness first: a step polled many times before its slots are there computes nothing else.
@@ -107,8 +112,8 @@ BRAID_HOST_DEVICE bool tryStep(const Cta& cta, Env& env, ChannelWorkDesc& ch, co
 
   const StepShape sh = stepShape(s.op);
   size_t inOff = 0, outOff = 0, n = 0;
-  w.prog.blockRange(st.tile, s.block, 0, &inOff, &n);
-  w.prog.blockRange(st.tile, s.block, 1, &outOff, &n);
+  w.prog.blockRange(tile, s.block, 0, &inOff, &n);
+  w.prog.blockRange(tile, s.block, 1, &outOff, &n);
   const size_t bytes = n * w.elemSize;
   const size_t msgBytes = sh.packed ? bytes * w.prog.packSize(s.block) : bytes;
   if (rc != nullptr && !cta.syncAll(Proto::recvArrived(cta, w, st, *rc, msgBytes))) return false;
@@ -117,7 +122,7 @@ BRAID_HOST_DEVICE bool tryStep(const Cta& cta, Env& env, ChannelWorkDesc& ch, co
   char* ss = sc != nullptr ? Proto::sendDst(w, *sc) : nullptr;
   if (n > 0) {
     if (sh.packed) {
-      runPackData(cta, env, s, w, st.tile, rs, ss, bytes);
+      runPackData(cta, env, s, w, tile, rs, ss, bytes);
     } else {
       const char* in = w.input != nullptr ? w.input + inOff * w.elemSize : nullptr;
       char* out = w.output != nullptr ? w.output + outOff * w.elemSize : nullptr;
@@ -130,19 +135,64 @@ BRAID_HOST_DEVICE bool tryStep(const Cta& cta, Env& env, ChannelWorkDesc& ch, co
     cta.sync();
   }
   if (cta.tid() == 0) {
-    st.llLinesDone = 0;
     if (rc != nullptr) rc->view.recvPost(*rc->cursor);
     if (sc != nullptr) {
       sc->view.sendPost(*sc->cursor, msgBytes);
       env.drive(*sc);  // a network connection sends the slot now, not when its progress thread next looks
     }
+  }
+  return true;
+}
+
+// Executes the current step of item `w` if its slots are ready, and moves the item on. Returns true when it did.
+template <class Proto, class Cta, class Env>
+BRAID_HOST_DEVICE bool tryStep(const Cta& cta, Env& env, ChannelWorkDesc& ch, const WorkDesc& w, ItemState& st) {
+  if (!runStepAt<Proto>(cta, env, ch, w, st, st.tile, st.step)) return false;
+  if (cta.tid() == 0) {
+    st.llLinesDone = 0;
     if (++st.step == w.prog.nsteps) {
-      st.step = 0;
+      // The next tile starts where its steps run ahead stopped (runAhead).
+      st.step = st.ahead;
+      st.ahead = 0;
       ++st.tile;
+      if (st.step == w.prog.nsteps) {
+        st.step = 0;
+        ++st.tile;
+      }
     }
   }
   cta.sync();
   return true;
+}
+
+// Whether step `a` of the next tile may run before the rest of the current tile (steps st.step onwards): no step
+// still to come in this tile uses one of its connectors, so every connector still sees its slots in the program's
+// order. Tiles cover disjoint elements, so the next tile's data never meets this one's.
+BRAID_HOST_DEVICE inline bool mayRunAhead(const WorkDesc& w, const ItemState& st, uint32_t a) {
+  const int32_t si = w.sendConn[a];
+  const int32_t ri = w.recvConn[a];
+  for (uint32_t s = st.step; s < w.prog.nsteps; ++s) {
+    if (si >= 0 && w.sendConn[s] == si) return false;
+    if (ri >= 0 && w.recvConn[s] == ri) return false;
+  }
+  return true;
+}
+
+// Runs steps of the next tile while the current one waits for a peer (a ring's last step waits for the data the
+// peer sends last; meanwhile the next tile's first send can go out), so two ranks stop running in lock step. Simple
+// protocol only: a line protocol's staging and resume point belong to the current step. Returns true when it ran
+// a step.
+template <class Proto, class Cta, class Env>
+BRAID_HOST_DEVICE bool runAhead(const Cta& cta, Env& env, ChannelWorkDesc& ch, const WorkDesc& w, ItemState& st) {
+  if (w.proto != ProtoId::kSimple || st.tile + 1 >= w.prog.numTiles()) return false;
+  bool ran = false;
+  while (st.ahead < w.prog.nsteps && mayRunAhead(w, st, st.ahead)) {
+    if (!runStepAt<Proto>(cta, env, ch, w, st, st.tile + 1, st.ahead)) break;
+    if (cta.tid() == 0) ++st.ahead;
+    cta.sync();
+    ran = true;
+  }
+  return ran;
 }
 
 // How progressChannel picks the protocol of a step: AnyProto dispatches on each item's protocol at run time (the CPU
@@ -160,6 +210,10 @@ struct AnyProto {
         return tryStep<SimpleProto>(cta, env, ch, w, st);
     }
   }
+  template <class Cta, class Env>
+  BRAID_HOST_DEVICE static bool ahead(const Cta& cta, Env& env, ChannelWorkDesc& ch, const WorkDesc& w, ItemState& st) {
+    return w.proto == ProtoId::kSimple && runAhead<SimpleProto>(cta, env, ch, w, st);
+  }
   BRAID_HOST_DEVICE static bool accepts(ProtoId) { return true; }
 };
 
@@ -173,6 +227,14 @@ struct OnlyProto {
       return tryStep<Ll128Proto>(cta, env, ch, w, st);
     } else {
       return tryStep<SimpleProto>(cta, env, ch, w, st);
+    }
+  }
+  template <class Cta, class Env>
+  BRAID_HOST_DEVICE static bool ahead(const Cta& cta, Env& env, ChannelWorkDesc& ch, const WorkDesc& w, ItemState& st) {
+    if constexpr (kProto == ProtoId::kSimple) {
+      return runAhead<SimpleProto>(cta, env, ch, w, st);
+    } else {
+      return false;
     }
   }
   BRAID_HOST_DEVICE static bool accepts(ProtoId p) { return p == kProto; }
@@ -209,7 +271,10 @@ BRAID_HOST_DEVICE bool progressChannel(const Cta& cta, Env& env, ChannelWorkDesc
     // A bounded burst keeps one large item from starving the others in the queue.
     for (int burst = 0; burst < 64; ++burst) {
       if (st.tile >= tiles) break;
-      if (!Stepper::step(cta, env, ch, w, st)) break;
+      if (!Stepper::step(cta, env, ch, w, st)) {
+        if constexpr (Env::kRunAhead) progress |= Stepper::ahead(cta, env, ch, w, st);
+        break;
+      }
       progress = true;
     }
     if (st.tile >= tiles) {

@@ -48,6 +48,7 @@ struct ItemState {
   uint32_t step = 0;
   bool done = false;
   size_t llLinesDone = 0;  // lines of the current LL message already copied (a one-thread CTA resumes from here)
+  uint32_t ahead = 0;      // steps of tile + 1 already run while this tile waited (step_engine.h's runAhead)
 };
 
 // One channel's queue: items run in order where they share a connector, together where they do not.

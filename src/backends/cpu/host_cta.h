@@ -23,6 +23,9 @@ struct HostDataOps {
   // The step engine computes a step's result into the send slot and then copies it to the output, so an output
   // written with non-temporal stores is never read back (step_engine.h).
   static constexpr bool kComputeIntoSlot = true;
+  // A waiting step lets the next tile's independent steps run (step_engine.h's runAhead): one thread otherwise
+  // idles in lock step with its peer.
+  static constexpr bool kRunAhead = true;
   // Writes to the operation's output bypass the caches (reduce.h's streaming forms): set for large operations
   // by the executor, which fences before it reports them done.
   bool streamOutputs = false;
