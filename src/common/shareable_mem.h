@@ -31,7 +31,9 @@ struct MemHandle {
 };
 
 // Allocates `bytes` of shareable, page-aligned, zeroed memory (memfd); falls back to private memory when memfd is
-// unavailable (then *shareable is false). Errors: kInvalidArgument (a size no allocation can have), kSystemError.
+// unavailable (then *shareable is false). The pages are allocated and mapped before it returns (not at first touch).
+// Errors: kInvalidArgument (a size no allocation can have), kSystemError (more than the host's memory, or the
+// memory could not be allocated).
 Result<void*> allocShareable(size_t bytes, bool* shareable);
 // Frees memory from allocShareable. Errors (nothing freed): kInvalidArgument naming `p` when it is not the start of
 // a live allocation from allocShareable (never allocated, already freed, or memory from malloc).
@@ -66,7 +68,8 @@ class PeerMappings {
   std::map<std::pair<int32_t, uint64_t>, Mapping> maps_;  // by (pid, inode)
 };
 
-// Maps a peer's memfd [0, bytes) read-write; used for the collectives' shared control segment too.
+// Maps a peer's memfd [0, bytes) read-write, every page mapped before it returns; used for the collectives' shared
+// control segment and FIFOs too.
 Result<void*> mapPeerFd(int32_t pid, int32_t fd, uint64_t ino, size_t bytes);
 
 }  // namespace braid
