@@ -118,7 +118,7 @@ BRAID_PARAM(HostsShareCpus, kInt, "BRAID_HOSTS_SHARE_CPUS", "-1",
             "Whether a communicator's hosts (ranks grouped by NCCL_HOSTID) run on one machine's CPUs: -1 detects it "
             "(two hosts with the same kernel boot id: network namespaces or containers of one machine), 0 no, 1 yes. "
             "On shared CPUs the model never takes NVLSTree (NCCL_ALGO or a pin still can).")
-BRAID_PARAM(DirectStageBytes, kInt, "BRAID_DIRECT_STAGE_BYTES", "4096",
+BRAID_PARAM(DirectStageBytes, kInt, "BRAID_DIRECT_STAGE_BYTES", "16384",
             "Direct collectives whose input is at most this many bytes per rank are staged through the shared "
             "segment (any buffers, one barrier); larger ones work on the buffers themselves.")
 BRAID_PARAM(SpinCount, kInt, "BRAID_SPIN_COUNT", "2000",
