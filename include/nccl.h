@@ -432,8 +432,9 @@ typedef struct ncclSimInfo_v22200 {
 /* Allocates at least `size` bytes suited to braid's zero-copy paths (registration, windows) and stores the address
  * in *ptr. On a CUDA device (the current one) this is device memory that peers can map; without a usable CUDA device
  * it is page-aligned, zeroed host memory, allocated and mapped before the call returns (as device memory is: no page
- * faults later, and a host short of memory fails here). The allocation may be rounded up to the allocation
- * granularity. Thread-safe.
+ * faults later; a size above the host's memory, or a host out of memory, fails here, though under a cgroup limit the
+ * kernel may instead stop the process here). The allocation may be rounded up to the allocation granularity.
+ * Thread-safe.
  * Errors: ncclInvalidArgument (ptr NULL, or a size no allocation can have, such as SIZE_MAX), ncclSystemError or
  * ncclUnhandledCudaError (allocation failed), ncclInvalidUsage (not implemented in this build). */
 ncclResult_t ncclMemAlloc(void** ptr, size_t size);

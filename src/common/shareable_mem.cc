@@ -46,7 +46,8 @@ Result<void*> allocShareable(size_t bytes, bool* shareable) {
                            static_cast<size_t>(PTRDIFF_MAX) - pageBytes());
   }
   const size_t rounded = roundToPage(bytes);
-  const size_t hostBytes = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * pageBytes();
+  const long hostPages = sysconf(_SC_PHYS_PAGES);
+  const size_t hostBytes = hostPages > 0 ? static_cast<size_t>(hostPages) * pageBytes() : 0;
   if (hostBytes > 0 && rounded > hostBytes) {
     return systemError("size=%zu is more than this host's memory (%zu bytes)", bytes, hostBytes);
   }
@@ -58,7 +59,13 @@ Result<void*> allocShareable(size_t bytes, bool* shareable) {
       // The pages are allocated and mapped now, as cuMemCreate's are: a host short of memory fails here, by name,
       // not with SIGBUS at a first touch inside a collective; and no operation pays for faulting pages in (nccl-tests
       // moves every iteration to fresh stretches of its buffers: page faults made 256 KB all-reduces 10x slower).
-      if (fallocate(fd, 0, 0, static_cast<off_t>(rounded)) != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
+      // A pending signal interrupts a large fallocate; a sandbox that forbids it (or a kernel without it) leaves
+      // the pages to be allocated at first touch, as before.
+      int r = 0;
+      do {
+        r = fallocate(fd, 0, 0, static_cast<off_t>(rounded));
+      } while (r != 0 && errno == EINTR);
+      if (r != 0 && (errno == ENOSPC || errno == ENOMEM || errno == EFBIG)) {
         const int err = errno;
         close(fd);
         return errnoError(err,
@@ -136,7 +143,7 @@ MemHandle describeBuffer(const void* p, size_t bytes) {
   return h;
 }
 
-Result<void*> mapPeerFd(int32_t pid, int32_t fd, uint64_t ino, size_t bytes) {
+Result<void*> mapPeerFd(int32_t pid, int32_t fd, uint64_t ino, size_t bytes, bool populate) {
   char path[64];
   std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", static_cast<int>(pid), static_cast<int>(fd));
   const int local = open(path, O_RDWR | O_CLOEXEC);
@@ -153,8 +160,10 @@ Result<void*> mapPeerFd(int32_t pid, int32_t fd, uint64_t ino, size_t bytes) {
     return internalError("%s holds %lld bytes, fewer than the %zu announced for process %d's memory", path,
                          static_cast<long long>(st.st_size), bytes, static_cast<int>(pid));
   }
-  // Populated now: a mapping is made to be used, and faulting it in page by page would happen inside operations.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, local, 0);
+  // Populated, a pool of many GB would cost its page tables in every peer at once; up to kPopulateMaxBytes the
+  // faults are taken here rather than page by page inside operations.
+  const int flags = MAP_SHARED | (populate && bytes <= kPopulateMaxBytes ? MAP_POPULATE : 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, local, 0);
   const int err = errno;
   close(local);
   if (p == MAP_FAILED) return errnoError(err, "mmap of %zu bytes of process %d's memory", bytes, static_cast<int>(pid));
@@ -190,7 +199,7 @@ Result<char*> PeerMappings::resolve(const MemHandle& h, uint64_t epoch) {
         }
       }
     }
-    BRAID_ASSIGN_OR_RETURN(void* base, mapPeerFd(h.pid, h.fd, h.ino, h.allocBytes));
+    BRAID_ASSIGN_OR_RETURN(void* base, mapPeerFd(h.pid, h.fd, h.ino, h.allocBytes, true));
     it = maps_.emplace(key, Mapping{base, h.allocBytes, epoch}).first;
   }
   it->second.lastEpoch = epoch;

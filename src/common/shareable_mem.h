@@ -31,7 +31,8 @@ struct MemHandle {
 };
 
 // Allocates `bytes` of shareable, page-aligned, zeroed memory (memfd); falls back to private memory when memfd is
-// unavailable (then *shareable is false). The pages are allocated and mapped before it returns (not at first touch).
+// unavailable (then *shareable is false). The pages are allocated and mapped before it returns (not at first touch;
+// where the kernel or a sandbox refuses fallocate, at first touch as before).
 // Errors: kInvalidArgument (a size no allocation can have), kSystemError (more than the host's memory, or the
 // memory could not be allocated).
 Result<void*> allocShareable(size_t bytes, bool* shareable);
@@ -68,8 +69,12 @@ class PeerMappings {
   std::map<std::pair<int32_t, uint64_t>, Mapping> maps_;  // by (pid, inode)
 };
 
-// Maps a peer's memfd [0, bytes) read-write, every page mapped before it returns; used for the collectives' shared
-// control segment and FIFOs too.
-Result<void*> mapPeerFd(int32_t pid, int32_t fd, uint64_t ino, size_t bytes);
+// Mappings of at most this many bytes are populated when asked.
+constexpr size_t kPopulateMaxBytes = size_t{1} << 30;
+
+// Maps a peer's memfd [0, bytes) read-write; used for the collectives' shared control segment and FIFOs too.
+// populate: every page is mapped before it returns (when bytes <= kPopulateMaxBytes), so operations take no page
+// faults on it; a segment whose pages its owners should place (first touch, NUMA) passes false.
+Result<void*> mapPeerFd(int32_t pid, int32_t fd, uint64_t ino, size_t bytes, bool populate);
 
 }  // namespace braid

@@ -102,7 +102,6 @@ TEST(EmuRingInPlace, HostAndKernelAgreeWithPlainAndStreamingHostStores) {
   }
 }
 
-// One wide CTA, as a GPU launches it.
 // The host engine runs the next tile's steps while the current tile waits (step_engine.h's runAhead). Driven by
 // hand on one thread, so the interleaving is fixed: rank 1 has sent tile 0's reduced block and waits for rank 0's;
 // meanwhile tile 1's first send goes out, and no further (its next step receives on the connector tile 0 still
@@ -165,6 +164,7 @@ TEST(StepEngineRunAhead, NextTilesSendGoesOutWhileTheLastReceiveWaits) {
   }
 }
 
+// One wide CTA, as a GPU launches it.
 TEST(EmuRingWide, FiveHundredTwelveThreads) {
   JobShape s;
   s.nranks = 2;

@@ -50,7 +50,8 @@ Result<std::unique_ptr<SharedSegment>> SharedSegment::create(const AllGatherFn& 
   }
   int32_t ok = infos[0].fd >= 0 ? 1 : 0;
   if (rank != 0 && ok) {
-    Result<void*> mapped = mapPeerFd(infos[0].pid, infos[0].fd, infos[0].ino, infos[0].bytes);
+    // Not populated: each rank touches its own stages first, so they are placed on its NUMA node.
+    Result<void*> mapped = mapPeerFd(infos[0].pid, infos[0].fd, infos[0].ino, infos[0].bytes, false);
     if (mapped.isOk()) {
       seg->base_ = static_cast<char*>(mapped.take());
     } else {

@@ -175,7 +175,7 @@ class ShmTransport : public Transport {
                                                  int channel, const char* blob) override {
     BRAID_ASSIGN_OR_RETURN(Blob b, decodeShmBlob(blob, "shm", peer, kCtrlBytes));
     // Through the receiver's open descriptor: the file has no name (see the top of this file).
-    Result<void*> mapped = mapPeerFd(b.pid, b.fd, b.ino, b.bytes);
+    Result<void*> mapped = mapPeerFd(b.pid, b.fd, b.ino, b.bytes, true);
     if (!mapped.isOk()) {
       return mapped.status().withContext(
           strPrintf("attaching to rank %d's shared-memory FIFO (processes that cannot open each other's "

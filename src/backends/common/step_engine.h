@@ -20,9 +20,9 @@
 //                                    connectors run (runAhead); off in kernels until measured on a GPU
 //
 // Every item is a resumable state machine (tile, step, and the steps of tile + 1 already run ahead): tryStep moves
-// one slot if it is ready and returns, so one
-// CTA drives many items, and items on different connectors (the sends and receives of a grouped all-to-all)
-// progress together; grouped send/recv never deadlocks. Items that share a connector run in queue order.
+// one slot if it is ready and returns, so one CTA drives many items, and items on different connectors (the sends
+// and receives of a grouped all-to-all) progress together; grouped send/recv never deadlocks. Items that share a
+// connector run in queue order.
 //
 // Per step, on a CTA of several threads: thread 0 checks readiness and all threads learn it in one barrier; each
 // thread gathers its LL lines (a second barrier says whether all are in); every thread moves its share of the data;

@@ -331,7 +331,7 @@ WindowPeer CpuBackend::importWindow(const WindowDesc& mine, const WindowDesc& th
     p.why = strPrintf("it is private memory of process %d (windows shared between processes need ncclMemAlloc memory)",
                       static_cast<int>(theirs.pid));
   } else {
-    Result<void*> m = mapPeerFd(theirs.mem.pid, theirs.mem.fd, theirs.mem.ino, theirs.mem.allocBytes);
+    Result<void*> m = mapPeerFd(theirs.mem.pid, theirs.mem.fd, theirs.mem.ino, theirs.mem.allocBytes, true);
     if (m.isOk()) {
       const size_t len = theirs.mem.allocBytes;
       p.held = std::shared_ptr<void>(m.value(), [len](void* q) { munmap(q, len); });
