@@ -399,7 +399,29 @@ Result<GpuModelInput> gpuModelInputFrom(const TopoGraph& g, const HostGraphs& gr
   in.graphs[kCollNetDirect] = ring;  // no collnet search in braid (no plugin): placeholders, never enabled
   in.graphs[kCollNetChain] = ring;
   in.nvlsSupport = graphs.nvls.nChannels > 0;
+  in.allNvlink = gpuNodes.size() > 1;
+  for (int i : gpuNodes) {
+    for (int j : gpuNodes) in.allNvlink = in.allNvlink && (i == j || g.path(i, j).type == PathType::kNvl);
+  }
   return in;
+}
+
+void restrictToBraidGpu(GpuModelInput* in) {
+  in->ll128Setting = 0;
+  in->nvlsSupport = false;
+  in->collNetSupport = false;
+  in->patEnable = false;
+}
+
+DirectGpuShape directShapeOf(const GpuModelInput& in) {
+  DirectGpuShape s;
+  s.nRanks = in.nRanks;
+  s.nNodes = in.nNodes;
+  s.minSm = in.minSm;
+  s.lanes = in.directLanes;
+  s.multicast = in.directMulticast;
+  s.allNvlink = in.allNvlink;
+  return s;
 }
 
 std::string describeGpuModel(const GpuModel& m, FilterColl c) {

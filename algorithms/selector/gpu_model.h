@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "algorithms/selector/algo_filter.h"
+#include "algorithms/selector/sym_model.h"
 #include "src/common/status.h"
 #include "topology/topo.h"
 #include "topology/topo_search.h"
@@ -76,8 +77,13 @@ struct GpuModelInput {
   bool collNetSupport = false;  // a collnet (SHARP) plugin: braid has none
   bool patEnable = true;        // NCCL_PAT_ENABLE; PAT runs only with one rank per node
   int ll128Setting = 2;         // NCCL_LL128 style: 0 off, 1 forced on, 2 auto (the path-type rule below)
-  Filter algoFilter;            // NCCL_ALGO
-  Filter protoFilter;           // NCCL_PROTO
+  bool allNvlink = false;       // every pair of a host's GPUs joined by NVLink (path NVL): NCCL's isAllDirectNvlink
+  // braid's NVLS-style path on a CUDA communicator (sym_model.h): its lanes (0: none) and whether it reduces in
+  // the switch. Not part of NCCL's tables: the selector prices that path separately (directShapeOf).
+  int directLanes = 0;
+  bool directMulticast = false;
+  Filter algoFilter;   // NCCL_ALGO
+  Filter protoFilter;  // NCCL_PROTO
   // The constants the tables start from: a v5+ tuner plugin's edited ones (src/core/tuner_plugin.cc reads them
   // back after its init); null: NCCL's (ncclGpuConstants).
   std::shared_ptr<const GpuConstants> constants;
@@ -102,6 +108,14 @@ GpuModel buildGpuModel(const GpuModelInput& in);
 // Why a pair is off, or "" when it is on: "not implemented for this collective", "NCCL_PROTO", "LL128 path rule",
 // "needs NVLS", ... (braid-topo prints it; tests check the rule that fired).
 std::string disabledReason(const GpuModelInput& in, FilterColl c, AlgoId a, ProtoId p);
+
+// NCCL's model restricted to what braid runs on GPUs: LL128 only when NCCL_PROTO forces it (braid's LL128 kernel has
+// not run on a GPU), no NVLS algorithm of NCCL's (braid's NVLS-style path is priced by predictDirectGpuUs instead),
+// no CollNet (no plugin) and no PAT (not built for GPUs). CUDA communicators and braid-topo --tune use it.
+void restrictToBraidGpu(GpuModelInput* in);
+
+// The NVLS-style path's shape for predictDirectGpuUs.
+DirectGpuShape directShapeOf(const GpuModelInput& in);
 
 // Predicted microseconds for nBytes (the largest buffer of the operation), or -1 when the pair is disabled.
 // latCount: ops aggregated in one launch (1 for a lone collective).

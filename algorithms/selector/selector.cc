@@ -88,7 +88,10 @@ FifoChoice Selector::chosen(CollKind kind, size_t bytes) const {
 }
 
 double Selector::predictUs(FilterColl fc, AlgoId a, ProtoId p, size_t bytes) const {
-  if (c_.gpu) return predictGpuUs(*c_.gpu, fc, a, p, bytes);  // -1: the model disables the pair
+  // On GPUs braid's NVLS-style path is not NCCL's NVLS algorithm: it is priced as NCCL prices its symmetric
+  // kernels, which it resembles (sym_model.h). -1: the model disables the pair.
+  if (c_.gpu && a == AlgoId::kNvls) return predictDirectGpuUs(directShapeOf(c_.gpu->in), fc, bytes);
+  if (c_.gpu) return predictGpuUs(*c_.gpu, fc, a, p, bytes);
   if (c_.nNodes > 1) return c_.costs.predictAcrossHostsUs(fc, a, p, c_.nranks, c_.net, bytes);
   return c_.costs.predictUs(fc, a, p, c_.nranks, c_.cpus, bytes);
 }
@@ -165,11 +168,10 @@ void Selector::applyTuner(FilterColl fc, Decision* d) const {
     }
   }
   DirectCollective dc;
-  // On GPUs the direct schedules run only when forced (computeDirect): the plugin is offered them only then.
-  if (direct_ && directCollOf(d->kind, &dc) && c_.algo.allows(fc, kNvlsAlgo) && c_.proto.allows(fc, kSimpleProto) &&
-      (!c_.gpu || d->direct)) {
-    offer(AlgoId::kNvls, ProtoId::kSimple,
-          c_.costs.predictUs(fc, AlgoId::kNvls, ProtoId::kSimple, c_.nranks, c_.cpus, d->bytes));
+  // On GPUs the direct schedules are offered where the model prices them, or where they were forced.
+  if (direct_ && directCollOf(d->kind, &dc) && c_.algo.allows(fc, kNvlsAlgo) && c_.proto.allows(fc, kSimpleProto)) {
+    const double us = predictUs(fc, AlgoId::kNvls, ProtoId::kSimple, d->bytes);
+    if (us >= 0 || d->direct) offer(AlgoId::kNvls, ProtoId::kSimple, us);
   }
   if (nvlsTreeUs_ && d->kind == CollKind::kAllReduce && c_.algo.allows(fc, kNvlsTreeAlgo) &&
       c_.proto.allows(fc, kSimpleProto)) {
@@ -268,9 +270,14 @@ bool Selector::computeDirect(CollKind kind, size_t bytes, const FifoChoice& fifo
   if ((pin == kRingAlgo && ringOk) || (pin == kTreeAlgo && treeOk)) return false;
   if (pin == kNvlsAlgo) return true;
   if (!treeOk && !ringOk) return true;
-  // On GPUs the staged peer-pointer schedules have not run on hardware yet (CUDA multicast is issue 16's): they
-  // take an operation only when NCCL_ALGO or a tuning-file pin asks, never by the model's choice.
-  if (c_.gpu) return false;
+  // On GPUs: NCCL's rule for its symmetric kernels decides where the path is priced at all (every pair of GPUs on
+  // NVLink), then the cheaper of it and the FIFO path's choice. A FIFO pair the model disables but the filters
+  // forced (priced 0) stays. Deterministic mode keeps the FIFO path's fixed algorithm.
+  if (c_.gpu) {
+    if (c_.deterministic || fifo.predictedUs <= 0) return false;
+    const double us = predictUs(fc, AlgoId::kNvls, ProtoId::kSimple, bytes);
+    return us >= 0 && us < fifo.predictedUs;
+  }
   if (c_.deterministic) return true;
   // Otherwise the model: NVLS unless a FIFO-path choice is predicted faster.
   const double nvls = c_.costs.predictUs(fc, AlgoId::kNvls, ProtoId::kSimple, c_.nranks, c_.cpus, bytes);
@@ -314,7 +321,9 @@ void Selector::logTuning(CollKind kind, size_t bytes, AlgoId chosen, ProtoId pro
   const std::string tuner = tuner_ && !c_.deterministic ? std::string(", tuner plugin ") + tuner_->describe() : "";
   BRAID_INFO(kLogTuning, "%s %zu bytes, %d ranks: %s -> %s/%s (costs: %s%s%s%s)", filterCollName(fc), bytes, c_.nranks,
              alternatives.c_str(), algoName(chosen), protoName(proto),
-             c_.gpu ? "NCCL's GPU model (-1: disabled)" : c_.costs.source().c_str(),
+             !c_.gpu   ? c_.costs.source().c_str()
+             : direct_ ? "NCCL's GPU model, NVLS by its symmetric-kernel model (-1: disabled or not priced)"
+                       : "NCCL's GPU model (-1: disabled)",
              c_.costs.pinned(fc, bytes) >= 0 ? ", pinned" : "", c_.deterministic ? ", deterministic" : "",
              tuner.c_str());
 }

@@ -415,6 +415,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
     BRAID_RETURN_IF_ERROR(backend_->initDirect(peers_, links_.transport.p2pPeers));
   }
   selector_.setDirect(backend_->caps().direct);
+  if (selector_.config().gpu && backend_->caps().direct) priceDirectOnGpu(static_cast<int>(nch));
   BRAID_ASSIGN_OR_RETURN(nvlsTree_, NvlsTree::create(*this));
   if (nvlsTree_) {
     const NvlsTree* t = nvlsTree_.get();

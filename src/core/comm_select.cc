@@ -89,6 +89,26 @@ Status Communicator::loadPlugins(const CommTopology& topo) {
   return Status::ok();
 }
 
+void Communicator::priceDirectOnGpu(int lanes) {
+  auto m = std::make_shared<GpuModel>(*selector_.config().gpu);
+  m->in.directLanes = lanes;
+  m->in.directMulticast = backend_->caps().multicast;
+  const DirectGpuShape shape = directShapeOf(m->in);
+  const char* why = directGpuUnpriced(shape, FilterColl::kAllReduce);
+  if (*why != '\0') {
+    BRAID_INFO(kLogInit | kLogTuning,
+               "rank %d: the NVLS-style path is taken only when NCCL_ALGO or a tuning-file pin asks: %s", rank_, why);
+  } else {
+    BRAID_INFO(kLogInit | kLogTuning,
+               "rank %d: the NVLS-style path is priced by NCCL's symmetric-kernel model (%d lanes, %s; all-reduce of "
+               "8 B %.1f us, 64 MB %.1f us) against the FIFO path",
+               rank_, lanes, shape.multicast ? "through the switch" : "peer pointers",
+               predictDirectGpuUs(shape, FilterColl::kAllReduce, 8),
+               predictDirectGpuUs(shape, FilterColl::kAllReduce, size_t{64} << 20));
+  }
+  selector_.setGpuModel(std::move(m));
+}
+
 namespace {
 const char* profAlgo(AlgoId a) {
   static const char* const kNames[] = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};

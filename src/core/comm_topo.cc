@@ -302,6 +302,19 @@ Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks, cons
       if (in.isOk()) {
         out.gpuModel = std::make_shared<GpuModelInput>(in.take());
         out.gpuModel->nRanks = nranks;  // the communicator's ranks, not every GPU the host shows
+        // And NVLink between the communicator's GPUs on this host, not between every GPU it shows (two ranks on one
+        // GPU count as joined).
+        const TopoGraph& hg = host.value().graph;
+        bool nvl = true;
+        for (int a = 0; a < nranks && nvl; ++a) {
+          for (int b = 0; b < nranks && nvl; ++b) {
+            if (out.nodeOf[static_cast<size_t>(a)] != 0 || out.nodeOf[static_cast<size_t>(b)] != 0) continue;
+            const int ga = gpuNodeByBusId(hg, gpuBusOfRank[static_cast<size_t>(a)]);
+            const int gb = gpuNodeByBusId(hg, gpuBusOfRank[static_cast<size_t>(b)]);
+            nvl = ga == gb || hg.path(ga, gb).type == PathType::kNvl;
+          }
+        }
+        out.gpuModel->allNvlink = nvl && nranks > 1;
       }
     }
     graphs.push_back(std::move(g));
@@ -376,10 +389,7 @@ std::shared_ptr<const GpuModel> gpuModelFor(const CommTopology& topo, const Filt
   in.algoFilter = algo;
   in.protoFilter = proto;
   in.commChannels = channels;
-  in.ll128Setting = 0;
-  in.nvlsSupport = false;
-  in.collNetSupport = false;
-  in.patEnable = false;
+  restrictToBraidGpu(&in);
   BRAID_INFO(kLogInit | kLogTuning,
              "rank %d: algorithms and protocols chosen by NCCL's GPU model (%d ranks, %d node(s), sm %d-%d, ring %d x "
              "%.1f GB/s %s); LL128 off: braid's LL128 kernel has not run on a GPU (NCCL_PROTO=LL128 forces it)",

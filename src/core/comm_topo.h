@@ -53,8 +53,9 @@ Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks, cons
                                        const std::vector<std::string>& gpuBusOfRank = {});
 
 // For a CUDA communicator: NCCL's GPU tuning model over `topo` with the communicator's filters and channel count,
-// LL128 off (braid's LL128 kernel has not run on a GPU), no NVLS, CollNet or PAT (not built for GPUs); null when
-// the topology does not show every rank's GPU. Logs which model chooses, and why, at INFO.
+// restricted to what braid runs (restrictToBraidGpu; the NVLS-style path is priced once the backend set it up:
+// Communicator::priceDirectOnGpu); null when the topology does not show every rank's GPU. Logs which model
+// chooses, and why, at INFO.
 std::shared_ptr<const GpuModel> gpuModelFor(const CommTopology& topo, const Filter& algo, const Filter& proto,
                                             int channels, int rank);
 

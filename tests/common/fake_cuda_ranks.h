@@ -294,20 +294,26 @@ inline std::string fmt(const char* f, ...) {
 
 // An NCCL topology file (its path; the caller unlinks it) with the fake's GPUs (device d at PCI 0000:(18+d):00.0): all
 // four under one PCIe switch, or two per switch with the switches under different CPUs (the pairs across them: path
-// SYS). On a real driver (BRAID_TEST_CUDA_DRIVER) "": the machine's own topology, as discovered, describes its GPUs.
-inline std::string writeFakeGpuTopology(bool twoSockets) {
+// SYS); nvlinkMesh adds six NVLinks between every pair (path NVL, as on an NVLink-meshed HGX board). On a real
+// driver (BRAID_TEST_CUDA_DRIVER) "": the machine's own topology, as discovered, describes its GPUs.
+inline std::string writeFakeGpuTopology(bool twoSockets, bool nvlinkMesh = false) {
   const char* real = getenv("BRAID_TEST_CUDA_DRIVER");
   if (real != nullptr && *real != '\0') return "";
   char path[] = "/tmp/braid-p2p-topo-XXXXXX";
   const int fd = mkstemp(path);
   EXPECT_GE(fd, 0);
   std::string xml = "<system version=\"1\">\n";
-  auto gpu = [](int d) {
-    return fmt(
-        "      <pci busid=\"0000:%02x:00.0\" class=\"0x030000\" vendor=\"0x10de\" device=\"0x2335\" "
-        "subsystem_vendor=\"0x10de\" subsystem_device=\"0x18be\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
-        "        <gpu dev=\"%d\" sm=\"90\" rank=\"%d\" gdr=\"0\"/>\n      </pci>\n",
-        0x18 + d, d, d);
+  auto gpu = [nvlinkMesh](int d) {
+    std::string links;
+    for (int peer = 0; nvlinkMesh && peer < 4; ++peer) {
+      if (peer != d)
+        links += fmt("          <nvlink target=\"0000:%02x:00.0\" count=\"6\" tclass=\"0x030000\"/>\n", 0x18 + peer);
+    }
+    return fmt("      <pci busid=\"0000:%02x:00.0\" class=\"0x030000\" vendor=\"0x10de\" device=\"0x2335\" "
+               "subsystem_vendor=\"0x10de\" subsystem_device=\"0x18be\" link_speed=\"32.0 GT/s PCIe\" "
+               "link_width=\"16\">\n        <gpu dev=\"%d\" sm=\"90\" rank=\"%d\" gdr=\"0\"%s",
+               0x18 + d, d, d, links.empty() ? "/>\n" : ">\n") +
+           links + (links.empty() ? "" : "        </gpu>\n") + "      </pci>\n";
   };
   auto sw = [&](int bus, int first, int last) {
     std::string s = fmt(

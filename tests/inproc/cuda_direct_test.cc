@@ -1,7 +1,7 @@
 // NVLS-style (direct) collectives on CUDA communicators (src/backends/cuda/cuda_direct.h and the direct kernel,
 // src/backends/common/direct_kernel.h), on the strict fake driver and the CTA emulator. NCCL_ALGO=NVLS forces the
-// path (on GPUs the model never picks it by itself yet), so a communicator that could not set it up fails the
-// call instead of quietly taking the ring. Checked bitwise: every datatype and reduction, one-shot and two-shot
+// path (the model takes it only on NVLink-joined GPUs: the last test), so a communicator that could not set it up fails
+// the call instead of quietly taking the ring. Checked bitwise: every datatype and reduction, one-shot and two-shot
 // all-reduce, reduce-scatter and all-gather, in and out of place, several rounds, ranks sharing a GPU, ranks in
 // two processes (the areas imported from exported cuMem handles), graph replay, and the failure paths.
 #include <gtest/gtest.h>
@@ -437,6 +437,63 @@ TEST(CudaDirectProcesses, APeerThatCannotMapARegistrationLeavesItStaged) {
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_TOPO_FILE");
   unlink(topo.c_str());
+}
+
+// Without NCCL_ALGO the selector takes the path where NCCL's symmetric-kernel model prices it below the FIFO path:
+// on GPUs meshed by NVLink a small all-reduce runs NVLS-style (exact results), said at INFO with the model's
+// figures; on the same GPUs under a PCIe switch the path has no price (NCCL runs no symmetric kernel there) and the
+// FIFO path runs, INFO saying why.
+TEST(CudaDirectModel, TheSelectorTakesThePathWhereNcclsModelPricesItBelowTheFifoPath) {
+  if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
+  BRAID_REQUIRE_FAKE("the fake GPUs' topology file");
+  constexpr int kGpus = 3;
+  constexpr size_t kFloats = 1024;
+  for (bool nvlink : {true, false}) {
+    SCOPED_TRACE(nvlink ? "NVLink mesh" : "PCIe switch");
+    const std::string topo = writeFakeGpuTopology(false, nvlink);
+    setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
+    LogCapture log("INIT,TUNING");
+    const Driver& drv = Driver::get();
+    std::vector<ncclResult_t> rc = runCudaRanks(kGpus, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+      std::vector<float> in(kFloats), out(kFloats, -1);
+      for (size_t i = 0; i < kFloats; ++i) in[i] = static_cast<float>((r + 1) * (i % 7));
+      void* buf = drv.alloc(kFloats * sizeof(float));
+      drv.copy(buf, in.data(), kFloats * sizeof(float), stream);
+      ncclResult_t st = ncclAllReduce(buf, buf, kFloats, ncclFloat, ncclSum, comm, stream);
+      if (st == ncclSuccess) {
+        drv.copy(out.data(), buf, kFloats * sizeof(float), stream);
+        if (drv.streamSync(stream) != 0) st = ncclUnhandledCudaError;
+      }
+      for (size_t i = 0; st == ncclSuccess && i < kFloats; ++i) {
+        if (out[i] != static_cast<float>(6 * (i % 7))) st = ncclInternalError;
+      }
+      drv.memFree(reinterpret_cast<unsigned long long>(buf));
+      return st;
+    });
+    unsetenv("NCCL_TOPO_FILE");
+    unlink(topo.c_str());
+    for (int r = 0; r < kGpus; ++r) EXPECT_EQ(rc[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+    const std::string text = log.textOf(getpid());
+    const std::string chose = "allreduce 4096 bytes, 3 ranks: ";
+    const size_t at = text.find(chose);
+    ASSERT_NE(at, std::string::npos) << text;
+    const std::string line = text.substr(at, text.find('\n', at) - at);
+    if (nvlink) {
+      EXPECT_EQ(occurrences(text, "the NVLS-style path is priced by NCCL's symmetric-kernel model"),
+                static_cast<size_t>(kGpus))
+          << text;
+      EXPECT_NE(line.find("-> NVLS/Simple"), std::string::npos) << line;
+      EXPECT_NE(line.find("NVLS by its symmetric-kernel model"), std::string::npos) << line;
+    } else {
+      EXPECT_EQ(occurrences(text,
+                            "the NVLS-style path is taken only when NCCL_ALGO or a tuning-file pin asks: not "
+                            "every pair of GPUs is joined by NVLink"),
+                static_cast<size_t>(kGpus))
+          << text;
+      EXPECT_EQ(line.find("-> NVLS/"), std::string::npos) << line;
+      EXPECT_NE(line.find("NVLS/Simple -1.0 us"), std::string::npos) << line;
+    }
+  }
 }
 
 }  // namespace

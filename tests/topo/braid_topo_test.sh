@@ -58,14 +58,28 @@ NCCL_CROSS_NIC=1 "$topo" --topo "$fx/dgx_h100.xml" --nodes 2 | grep "^Pattern 4,
 "$topo" --topo "$fx/dgx_h100.xml" --tune > "$tmp/tune.txt"
 grep -Eq "^Ring +LL +141\.0 +80\.6 +15\.0$" "$tmp/tune.txt" || fail "--tune Ring LL row: $(grep '^Ring' "$tmp/tune.txt")"
 grep -Eq "^NVLS +Simple +476\.0 +272\.0 +25\.0$" "$tmp/tune.txt" || fail "--tune NVLS row"
-[ "$(grep -cE '^ +[0-9]+ .* (Ring|Tree|NVLS)/(LL|LL128|Simple)$' "$tmp/tune.txt")" -eq 16 ] || fail "--tune sweep rows"
+# Each sweep twice: NCCL's (every pair's time) and what braid runs (FIFO, NVLS-style, choice).
+[ "$(grep -cE '^ +[0-9]+ .* (Ring|Tree|NVLS)/(LL|LL128|Simple)$' "$tmp/tune.txt")" -eq 32 ] || fail "--tune sweep rows"
+[ "$(grep -cE '^ +[0-9]+ +[0-9.]+ +-?[0-9.]+  (Ring|Tree|NVLS)/(LL|Simple)$' "$tmp/tune.txt")" -eq 16 ] ||
+  fail "--tune: braid's sweep rows"
+# On NVSwitch the NVLS-style path (24 lanes, through the switch) is priced by NCCL's symmetric-kernel model:
+# 7.8 us + softplus(-1) at 8 B against the ring's 15 us.
+grep -q "^# what braid runs on these GPUs (8 ranks): .*(24 lanes, multicast)$" "$tmp/tune.txt" || fail "--tune braid header"
+grep -Eq "^ +8 +15\.0 +8\.1  NVLS/Simple$" "$tmp/tune.txt" || fail "--tune: braid's 8 B row"
+"$topo" --topo "$fx/pcie_4gpu.xml" --tune > "$tmp/tune_pcie.txt"
+grep -q "NVLS-style path (not every pair of GPUs is joined by NVLink" "$tmp/tune_pcie.txt" || fail "--tune PCIe: why"
+grep -Eq "^ +8 +[0-9.]+ +-1\.0  Ring/LL$" "$tmp/tune_pcie.txt" || fail "--tune PCIe: braid's 8 B row"
+grep -Eq "^ +[0-9]+ +[0-9.]+ +[0-9.]+  NVLS/Simple$" "$tmp/tune_pcie.txt" && fail "--tune PCIe: NVLS-style chosen"
 grep -Eq "^ +8 .* Ring/LL$" "$tmp/tune.txt" || fail "--tune: 8 B is not Ring/LL"
 grep -Eq "^ +8589934592 .* NVLS/Simple$" "$tmp/tune.txt" || fail "--tune: 8 GB is not NVLS"
 NCCL_ALGO=ring "$topo" --topo "$fx/dgx_h100.xml" --tune --coll allgather > "$tmp/tune_ring.txt"
 grep -q "NVLS/Simple" "$tmp/tune_ring.txt" && fail "NCCL_ALGO=ring still has NVLS in the sweep"
 grep -Eq "^NVLS +Simple .*off: NCCL_ALGO$" "$tmp/tune_ring.txt" || fail "NCCL_ALGO=ring: NVLS row"
-"$topo" --topo "$fx/pcie_4gpu.xml" --tune | grep -Eq "^Ring +LL128 .*off: LL128 path rule" || fail "--tune LL128 on PCIe"
-"$topo" --topo "$fx/dgx_h100.xml" --tune --nodes 2 | grep -Eq "^NVLSTree +Simple +[0-9]" || fail "--tune NVLSTree, 2 nodes"
+# (Into files, not piped into grep -q: under pipefail grep's early exit can fail the writer with SIGPIPE.)
+grep -Eq "^Ring +LL128 .*off: LL128 path rule" "$tmp/tune_pcie.txt" || fail "--tune LL128 on PCIe"
+"$topo" --topo "$fx/dgx_h100.xml" --tune --nodes 2 > "$tmp/tune_2n.txt"
+grep -Eq "^NVLSTree +Simple +[0-9]" "$tmp/tune_2n.txt" || fail "--tune NVLSTree, 2 nodes"
+grep -q "NVLS-style path (the NVLS-style path runs on one host)" "$tmp/tune_2n.txt" || fail "--tune 2 nodes: why"
 "$topo" --topo "$fx/dgx_h100.xml" --tune --coll bogus 2> /dev/null && fail "--tune --coll bogus accepted"
 
 # hwloc XML replay (when built with hwloc).

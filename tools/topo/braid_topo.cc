@@ -6,6 +6,7 @@
 #include <string>
 
 #include "algorithms/selector/gpu_model.h"
+#include "algorithms/selector/selector.h"
 #include "src/common/params.h"
 #include "topology/topo.h"
 #include "topology/topo_channels.h"
@@ -37,6 +38,49 @@ void usage(FILE* f) {
 int fail(const braid::Status& s) {
   fprintf(stderr, "braid-topo: %s\n", s.message().c_str());
   return 1;
+}
+
+// What a braid CUDA communicator over these GPUs would run (the library's own selector, so the two agree): the
+// FIFO path's choice from NCCL's model restricted to what braid runs on GPUs, and the NVLS-style path priced by
+// NCCL's symmetric-kernel model with the communicator's channels as lanes, through the switch where the NVLS graph
+// found heads.
+std::string describeBraidSweep(const braid::GpuModelInput& nccl, braid::FilterColl c, size_t factor) {
+  braid::CollKind kind = braid::CollKind::kAllReduce;
+  if (c == braid::FilterColl::kAllGather) kind = braid::CollKind::kAllGather;
+  if (c == braid::FilterColl::kReduceScatter) kind = braid::CollKind::kReduceScatter;
+  if (c == braid::FilterColl::kBroadcast) kind = braid::CollKind::kBroadcast;
+  if (c == braid::FilterColl::kReduce) kind = braid::CollKind::kReduce;
+  braid::GpuModelInput in = nccl;
+  braid::restrictToBraidGpu(&in);
+  in.directLanes = in.commChannels;
+  in.directMulticast = nccl.nvlsSupport;
+  braid::SelectorConfig sc;
+  sc.nranks = in.nRanks;
+  sc.nNodes = in.nNodes;
+  sc.algo = in.algoFilter;
+  sc.proto = in.protoFilter;
+  sc.gpu = std::make_shared<const braid::GpuModel>(braid::buildGpuModel(in));
+  braid::Selector sel(std::move(sc));
+  sel.setDirect(in.nNodes == 1);
+  const braid::DirectGpuShape shape = braid::directShapeOf(in);
+  const char* why = braid::directGpuUnpriced(shape, c);
+  std::string out = braid::strPrintf(
+      "# what braid runs on these GPUs (%d ranks): the FIFO path as NCCL's model picks among braid's GPU kernels, "
+      "the NVLS-style path (%s)\n%12s %13s %13s  choice\n",
+      in.nRanks,
+      *why != '\0'
+          ? why
+          : braid::strPrintf("%d lanes, %s", shape.lanes, shape.multicast ? "multicast" : "peer pointers").c_str(),
+      "bytes", "FIFO", "NVLS-style");
+  for (size_t bytes = 8; bytes <= (size_t{8} << 30); bytes *= factor) {
+    const braid::FifoChoice fifo = sel.chooseFifo(kind, bytes);
+    const braid::FifoChoice run = sel.chosen(kind, bytes);
+    out += braid::strPrintf("%12zu %13.1f %13.1f  %s/%s\n", bytes, fifo.predictedUs,
+                            braid::predictDirectGpuUs(shape, c, bytes), braid::algoName(run.algo),
+                            braid::protoName(run.proto));
+    if (bytes > (size_t{8} << 30) / factor) break;
+  }
+  return out;
 }
 
 // --tune: NCCL's tuning tables and choices for a communicator over `nodes` such hosts, one rank per GPU.
@@ -72,6 +116,7 @@ int printTuning(const braid::TopoGraph& g, const braid::HostGraphs& graphs, int 
   for (braid::FilterColl c : colls) {
     printf("\n%s\n", braid::describeGpuModel(m, c).c_str());
     printf("%s", braid::describeGpuSweep(m, c, 8, size_t{8} << 30, static_cast<size_t>(factor)).c_str());
+    printf("%s", describeBraidSweep(in, c, static_cast<size_t>(factor)).c_str());
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "algorithms/selector/sym_model.h"  // kGpuDirectOneShotBytes: the selector prices the same shot
 #include "src/common/logging.h"
 #include "src/common/params.h"
 
@@ -13,8 +14,6 @@ namespace {
 // A lane's stage region: large enough that a round's two waits are a small part of its time, small enough that
 // the areas of a few lanes on 8 ranks stay a few MB.
 constexpr size_t kLaneBytes = 64 << 10;
-// All-reduces up to this size take the one-shot schedule.
-constexpr size_t kOneShotBytes = 256 << 10;
 
 size_t align16(size_t n) {
   return (n + 15) / 16 * 16;
@@ -45,8 +44,8 @@ FifoHandoff& areaHandoff() {
 }  // namespace
 
 DirectCollective cudaDirectShot(size_t bytes, int nranks) {
-  return bytes <= kOneShotBytes || nranks < 2 ? DirectCollective::kAllReduceOneShot
-                                              : DirectCollective::kAllReduceTwoShot;
+  return bytes <= kGpuDirectOneShotBytes || nranks < 2 ? DirectCollective::kAllReduceOneShot
+                                                       : DirectCollective::kAllReduceTwoShot;
 }
 
 Result<std::unique_ptr<CudaDirect>> CudaDirect::create(const CudaDeviceMemory& memory,
