@@ -373,7 +373,8 @@ BRAID_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     mine.multimemSupport = c->backend().caps().multicast && lsa.nRanks == c->nranks();
     mine.ginType = NCCL_GIN_TYPE_NONE;
     mine.nLsaTeams = c->nranks() / lsa.nRanks;
-    mine.hostRmaSupport = lsa.nRanks == c->nranks();
+    // Host communicators reach ranks of other hosts by messages (rma_net.h); CUDA ones only their LSA team.
+    mine.hostRmaSupport = c->backend().kind() == BackendKind::kHost || lsa.nRanks == c->nranks();
     mine.railedGinType = NCCL_GIN_TYPE_NONE;
     mine.commHash = c->flight().commId();
     mine.ginMinStride = 0;

@@ -175,6 +175,14 @@ struct WindowMulticast {
 };
 
 // One step of one-sided work (ncclPutSignal, ncclSignal, ncclWaitSignal) on mapped window memory, in issue order.
+struct RmaStep;
+// Carries puts and signals to a peer whose memory this rank cannot map (src/core/rma_net.h): RmaStep::via.
+class RmaMessenger {
+ public:
+  virtual ~RmaMessenger() = default;
+  [[nodiscard]] virtual Status send(const RmaStep& s) = 0;
+};
+
 struct RmaStep {
   enum class Kind : uint8_t { kPut, kSignal, kWait };
   Kind kind = Kind::kSignal;
@@ -185,6 +193,11 @@ struct RmaStep {
                              // kWait: this rank's word for the peer, awaited until it reaches `value`
   uint64_t value = 0;
   int peer = -1;  // for messages
+  // kPut, kSignal toward a peer out of reach: the messenger runs it (dst and word are null), the data going to the
+  // window registered `window`-th on the peer, at `offset`.
+  RmaMessenger* via = nullptr;
+  uint32_t window = 0;
+  uint64_t offset = 0;
 };
 
 class Backend {

@@ -45,10 +45,12 @@ std::string badArguments(const void* buff, int flags) {
 }  // namespace
 
 Windows::~Windows() {
+  net_.reset();  // its queued puts leave, its proxy stops writing into the windows and the signal area
   std::map<const ncclWindow_vidmem*, std::unique_ptr<Window>> left;
   {
     std::lock_guard<std::mutex> lock(mu_);
     left.swap(table_);
+    byIndex_.clear();
   }
   for (auto& e : left) {
     if (e.second->registration != nullptr) (void)comm_->deregisterBuffer(e.second->registration);
@@ -155,6 +157,29 @@ Status Windows::ensureSignals() {
   if (!st.isOk() || disabled) {
     comm_->backend().freeWindowMemory(mem);
     return st;  // disabled: no signal area (nor windows) on any rank
+  }
+  // Ranks of other hosts are out of reach on every rank alike: on a host communicator, messages carry the
+  // one-sided operations toward them (rma_net.h). Connected here, while every rank is in the registration.
+  std::vector<int> remote;
+  const PeerInfo& self = comm_->peer(comm_->rank());
+  for (int q = 0; q < comm_->nranks(); ++q) {
+    if (w->peers[static_cast<size_t>(q)].at == nullptr && comm_->peer(q).hostHash != self.hostHash) remote.push_back(q);
+  }
+  if (!remote.empty() && comm_->backend().kind() == BackendKind::kHost) {
+    auto lookup = [this](uint32_t index, const std::function<void(char*, uint64_t)>& apply) {
+      std::lock_guard<std::mutex> lock(mu_);  // a deregistration waits until the data is in
+      auto it = byIndex_.find(index);
+      if (it == byIndex_.end()) return false;
+      apply(static_cast<char*>(it->second->userPtr), it->second->bytes);
+      return true;
+    };
+    Result<std::unique_ptr<RmaNet>> net =
+        RmaNet::connect(comm_, remote, static_cast<char*>(mem), kSignalStride, std::move(lookup));
+    if (!net.isOk()) {
+      comm_->backend().freeWindowMemory(mem);
+      return net.status().withContext("connecting one-sided messages to the ranks of other hosts");
+    }
+    net_ = net.take();
   }
   signalMem_ = mem;
   signals_ = std::move(w);
@@ -272,6 +297,8 @@ Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags, boo
   ncclWindow_vidmem* handle = w->handle;
   listWindow(handle, viewOf(*w));
   std::lock_guard<std::mutex> lock(mu_);
+  w->index = registered_++;
+  byIndex_[w->index] = w.get();
   table_[handle] = std::move(w);
   return handle;
 }
@@ -320,6 +347,7 @@ Status Windows::remove(ncclWindow_vidmem* win) {
     }
     w = std::move(it->second);
     table_.erase(it);
+    byIndex_.erase(w->index);
     if (deviceTable_) unlisted = deviceTable_->remove(win);
   }
   unlistWindow(w->handle);
@@ -351,6 +379,15 @@ Result<const Window*> Windows::find(const ncclWindow_vidmem* win, const char* wh
   return static_cast<const Window*>(it->second.get());
 }
 
+const char* Windows::outOfReach() const {
+  if (comm_->backend().kind() == BackendKind::kHost) {
+    return "braid's one-sided operations run between ranks that map each other's windows, or as messages to ranks "
+           "of other hosts; between processes of one host register ncclMemAlloc memory, which peers map";
+  }
+  return "braid's one-sided operations on CUDA communicators run between ranks that map each other's windows (P2P); "
+         "over the network they are not built";
+}
+
 Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, size_t bytes, int peer,
                                                const ncclWindow_vidmem* win, size_t offset) {
   const int n = comm_->nranks(), me = comm_->rank();
@@ -370,28 +407,30 @@ Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, 
       return invalidArgument("peerWinOffset=%zu plus %zu bytes passes the end of rank %d's window buffer (%llu bytes)",
                              offset, bytes, peer, static_cast<unsigned long long>(peerBytes));
     }
-    const WindowPeer& p = w->peers[static_cast<size_t>(peer)];
-    if (p.at == nullptr) {
-      return invalidUsage(
-          "rank %d's window buffer is out of rank %d's load/store reach (%s): braid's one-sided "
-          "operations run between ranks that map each other's windows; over the network they are "
-          "not built",
-          peer, me, p.why.c_str());
-    }
     s.src = localbuff;
-    s.dst = p.at + offset;
     s.bytes = bytes;
+    const WindowPeer& p = w->peers[static_cast<size_t>(peer)];
+    if (net_ && net_->serves(peer)) {
+      s.window = w->index;
+      s.offset = offset;
+    } else if (p.at == nullptr) {
+      return invalidUsage("rank %d's window buffer is out of rank %d's load/store reach (%s): %s", peer, me,
+                          p.why.c_str(), outOfReach());
+    } else {
+      s.dst = p.at + offset;
+    }
+  }
+  s.value = sent_[static_cast<size_t>(peer)] + 1;
+  if (net_ && net_->serves(peer)) {
+    s.via = net_.get();  // data and signal as messages, in order
+    return std::vector<RmaStep>{s};
   }
   const WindowPeer& sig = signals_->peers[static_cast<size_t>(peer)];
   if (sig.at == nullptr) {
-    return invalidUsage(
-        "rank %d's signal area is out of rank %d's load/store reach (%s): braid's one-sided "
-        "operations run between ranks that map each other's windows; over the network they are not "
-        "built",
-        peer, me, sig.why.c_str());
+    return invalidUsage("rank %d's signal area is out of rank %d's load/store reach (%s): %s", peer, me,
+                        sig.why.c_str(), outOfReach());
   }
   s.word = reinterpret_cast<uint64_t*>(sig.at + static_cast<size_t>(me) * kSignalStride);
-  s.value = sent_[static_cast<size_t>(peer)] + 1;
   return std::vector<RmaStep>{s};
 }
 

@@ -5,8 +5,9 @@
 // reach by load and store (the LSA set: ranks of this process, and of other processes of this host whose buffer is
 // shareable memory: ncclMemAlloc's memfd on host communicators, its cuMem allocation on CUDA ones, mapped through
 // the peer's GPU access), so a one-sided put is a copy into the peer's buffer. A peer out of reach (another host,
-// private memory, no P2P) is a window without that peer, and operations toward it fail by name. The buffer is also
-// registered for collectives (ncclCommRegister), which then read it in place where they can.
+// private memory, no P2P) is a window without that peer. On host communicators one-sided operations toward ranks
+// of other hosts go as messages instead (rma_net.h); toward other peers out of reach they fail by name. The buffer is
+// also registered for collectives (ncclCommRegister), which then read it in place where they can.
 //
 // One-sided operations: each rank owns a signal area, a communicator window of its own created at the first
 // registration, with one word per sender. A put copies its data into the peer's window and then sets this rank's
@@ -32,6 +33,7 @@
 
 #include "src/backends/backend.h"
 #include "src/common/status.h"
+#include "src/core/rma_net.h"
 #include "src/core/window_directory.h"
 #include "src/core/window_table.h"
 
@@ -69,6 +71,7 @@ struct Window {
   void* registration = nullptr;     // the collectives' registration of the buffer (Communicator::registerBuffer)
   WindowMulticast mc;               // every rank's buffer behind one multicast mapping (NVLS), or none:
   std::string mcWhy;                // why not
+  uint32_t index = 0;               // its registration's number, the same on every rank (rma_net.h names it so)
 };
 
 // One signal wait: opCnt more signals from peer.
@@ -124,6 +127,8 @@ class Windows {
   // The bytes a multicast mapping of w covers on every rank: the smallest rank's buffer.
   static uint64_t commonBytes(const Window& w);
   Result<const void*> deviceTableLocked();
+  // Why a peer out of reach gets no one-sided operations, and the remedy, for errors.
+  const char* outOfReach() const;
 
   Communicator* comm_;
   mutable std::mutex mu_;                                              // the table (lookups come from any API call)
@@ -132,8 +137,13 @@ class Windows {
   void* signalMem_ = nullptr;
   std::unique_ptr<Window> signals_;
   std::unique_ptr<WindowTable> deviceTable_;  // under mu_; made on first use (the backend comes after us)
-  std::vector<uint64_t> sent_;                // [peer] signals this rank has sent
-  std::vector<uint64_t> awaited_;             // [peer] signals this rank has waited for
+  std::map<uint32_t, Window*> byIndex_;       // under mu_: table_'s windows by registration number
+  uint32_t registered_ = 0;                   // registrations so far (the next one's number)
+  // Puts and signals toward ranks of other hosts (host communicators), made with the signal area; the destructor
+  // ends it first (its proxy thread writes into windows and the signal area).
+  std::unique_ptr<RmaNet> net_;
+  std::vector<uint64_t> sent_;     // [peer] signals this rank has sent
+  std::vector<uint64_t> awaited_;  // [peer] signals this rank has waited for
 };
 
 }  // namespace braid

@@ -138,7 +138,8 @@ TEST(WindowsProcesses, PrivateMemoryIsOutOfReachOfOtherProcesses) {
     const ncclResult_t st = ncclPutSignal(buf.data(), 16, ncclInt32, 1 - r, win, 0, 0, 0, 0, comm, nullptr);
     const std::string e = lastError(comm);
     const bool named = e.find("out of rank " + std::to_string(r) + "'s load/store reach") != std::string::npos &&
-                       e.find("private memory") != std::string::npos;
+                       e.find("private memory") != std::string::npos &&
+                       e.find("register ncclMemAlloc memory, which peers map") != std::string::npos;
     if (st != ncclInvalidUsage || !named) {
       fprintf(stderr, "rank %d: %d %s\n", r, st, e.c_str());
       return 11;

@@ -354,6 +354,10 @@ void CpuBackend::freeWindowMemory(void* p) {
 
 Status CpuBackend::runRma(const std::vector<RmaStep>& steps, void* stream) {
   for (const RmaStep& s : steps) {
+    if (s.via != nullptr) {
+      BRAID_RETURN_IF_ERROR(s.via->send(s));
+      continue;
+    }
     if (s.kind == RmaStep::Kind::kPut && s.bytes > 0) memcpy(s.dst, s.src, s.bytes);
     if (s.kind != RmaStep::Kind::kWait) {
       __atomic_store_n(s.word, s.value, __ATOMIC_RELEASE);  // after the data: a peer that sees it sees the data

@@ -693,6 +693,7 @@ Status CudaBackend::launchDirectOne(const DirectBatch& b) {
 Status CudaBackend::runRma(const std::vector<RmaStep>& steps, void* stream) {
   std::vector<RmaKernelStep> signals;
   for (const RmaStep& s : steps) {
+    if (s.via != nullptr) return invalidUsage("one-sided operations over the network on CUDA communicators");
     signals.push_back(RmaKernelStep{s.word, s.value, s.peer, s.kind == RmaStep::Kind::kWait ? 1u : 0u});
   }
   const size_t stepsAt = (sizeof(RmaKernelWork) + 63) / 64 * 64;

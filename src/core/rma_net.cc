@@ -1,0 +1,211 @@
+#include "src/core/rma_net.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "src/backends/common/mem_order.h"
+#include "src/common/logging.h"
+#include "src/common/wait.h"
+#include "src/core/comm.h"
+
+namespace braid {
+namespace {
+
+constexpr uint32_t kTagRma = 0x50000;         // bootstrap tag of the connection descriptions (comm.cc's are below)
+constexpr uint32_t kMagic = 0x524d414e;       // "RMAN"
+constexpr uint32_t kNoWindow = ~uint32_t{0};  // a signal alone
+
+// The proxy's back-off when nothing arrives: yield at first, then short sleeps while a burst may still be coming,
+// then long ones (an idle communicator costs about a thousand wake-ups a second).
+void proxySleep(int idleRounds) {
+  if (idleRounds < 64) {
+    sched_yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(idleRounds < 2000 ? 20 : 1000));
+  }
+}
+
+}  // namespace
+
+RmaNet::RmaNet(Communicator* comm, char* signals, size_t signalStride, RmaWindowLookup lookup)
+    : comm_(comm),
+      signals_(signals),
+      signalStride_(signalStride),
+      lookup_(std::move(lookup)),
+      rank_(comm->rank()),
+      timeoutSec_(comm->waitContext().timeoutSec),
+      abort_(&comm->abortFlag()) {}
+
+Result<std::unique_ptr<RmaNet>> RmaNet::connect(Communicator* comm, const std::vector<int>& peers, char* signals,
+                                                size_t signalStride, RmaWindowLookup lookup) {
+  std::unique_ptr<RmaNet> net(new RmaNet(comm, signals, signalStride, std::move(lookup)));
+  const size_t n = static_cast<size_t>(comm->nranks());
+  net->out_.resize(n);
+  net->in_.resize(n);
+  net->spoiled_.assign(n, 0);
+  const PeerInfo& self = comm->peer(comm->rank());
+  const TransportConfig& cfg = comm->transportConfig();
+  const FifoSizes& fifo = comm->fifoSizes();
+  // Every receiving end first, on every rank, so no rank waits for a description another has not sent yet.
+  std::string via;
+  for (int q : peers) {
+    const PeerInfo& peer = comm->peer(q);
+    BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(comm->backend().transports(), cfg, self, peer));
+    BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(cfg, self, peer, 0, fifo.slotBytes, fifo.llSlotBytes));
+    BRAID_RETURN_IF_ERROR(comm->bootstrap()->send(q, kTagRma, setup.blob, kConnectBlobBytes));
+    std::unique_ptr<Connector>& in = net->in_[static_cast<size_t>(q)];
+    in = std::move(setup.connector);
+    if (in->demandDriven()) in->expectMessages(kFifoSlots);  // always a slot's worth of receives posted
+    via = t->name();
+  }
+  for (int q : peers) {
+    char blob[kConnectBlobBytes];
+    BRAID_RETURN_IF_ERROR(comm->bootstrap()
+                              ->recv(q, kTagRma, blob, kConnectBlobBytes)
+                              .withContext(strPrintf("connecting one-sided messages to rank %d", q)));
+    BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(comm->backend().transports(), cfg, self, comm->peer(q)));
+    BRAID_ASSIGN_OR_RETURN(net->out_[static_cast<size_t>(q)], t->connectSend(cfg, self, comm->peer(q), 0, blob));
+  }
+  BRAID_INFO(kLogInit | kLogNet,
+             "rank %d: one-sided operations toward %zu rank(s) on other hosts go as messages via %s (%zu-byte "
+             "slots), applied here by a proxy thread",
+             comm->rank(), peers.size(), via.c_str(), fifo.slotBytes);
+  RmaNet* p = net.get();
+  net->proxy_ = std::thread([p] { p->proxyLoop(); });
+  return net;
+}
+
+RmaNet::~RmaNet() {
+  drain();
+  stop_.store(true, std::memory_order_release);
+  if (proxy_.joinable()) proxy_.join();
+}
+
+Status RmaNet::send(const RmaStep& s) {
+  Connector* c = serves(s.peer) ? out_[static_cast<size_t>(s.peer)].get() : nullptr;
+  if (c == nullptr) return invalidUsage("rank %d: no message connection to rank %d", rank_, s.peer);
+  const PeerInfo& peer = c->peer();
+  const size_t room = c->slotBytes() - sizeof(Header);
+  const char* src = static_cast<const char*>(s.src);
+  size_t left = s.kind == RmaStep::Kind::kPut ? s.bytes : 0;
+  uint64_t offset = s.offset;
+  WaitContext ctx = comm_->waitContext();
+  do {
+    WaitLoop loop(ctx);
+    while (!c->sendReady()) {
+      c->drive();
+      const std::string why = c->failureText();
+      if (!why.empty() || c->peerAborted()) {
+        return remoteError("rank %d: one-sided messages to rank %d (%s) failed: %s", rank_, s.peer, peer.hostname,
+                           why.empty() ? "the connection was aborted" : why.c_str());
+      }
+      auto check = [&](bool timedOut) -> Status {
+        if (!timedOut) return Status::ok();
+        return remoteError(
+            "rank %d: rank %d (%s) took no one-sided message for BRAID_TIMEOUT=%g s (its process may "
+            "have stopped or left the communicator)",
+            rank_, s.peer, peer.hostname, ctx.timeoutSec);
+      };
+      BRAID_RETURN_IF_ERROR(loop.idle(check, proxySleep));
+    }
+    const size_t len = std::min(left, room);
+    Header h;
+    h.magic = kMagic;
+    h.window = s.kind == RmaStep::Kind::kPut ? s.window : kNoWindow;
+    h.offset = offset;
+    h.bytes = len;
+    h.signal = left == len ? s.value : 0;  // the last message of the put carries its signal (values start at 1)
+    char* slot = c->sendSlot();
+    memcpy(slot, &h, sizeof(h));
+    if (len > 0) memcpy(slot + sizeof(h), src, len);
+    c->sendPost(sizeof(h) + len);
+    c->drive();
+    src += len;
+    offset += len;
+    left -= len;
+  } while (left > 0);
+  c->release();  // what is still in flight is the transport's progress thread's
+  return Status::ok();
+}
+
+bool RmaNet::apply(int peer, const char* msg) {
+  Header h;
+  memcpy(&h, msg, sizeof(h));
+  const size_t p = static_cast<size_t>(peer);
+  std::string why;
+  if (h.magic != kMagic) {
+    why = strPrintf("a message from rank %d is not a one-sided message (magic 0x%x)", peer, h.magic);
+  } else if (h.window != kNoWindow) {
+    bool inside = true;
+    const bool found = lookup_(h.window, [&](char* base, uint64_t bytes) {
+      inside = h.offset <= bytes && h.bytes <= bytes - h.offset;
+      if (inside && h.bytes > 0) memcpy(base + h.offset, msg + sizeof(h), h.bytes);
+    });
+    if (!found) {
+      why = strPrintf("a put from rank %d to window #%u, which this rank has deregistered: dropped", peer, h.window);
+    } else if (!inside) {
+      why = strPrintf("a put from rank %d of %llu bytes at offset %llu passes the end of window #%u: dropped", peer,
+                      static_cast<unsigned long long>(h.bytes), static_cast<unsigned long long>(h.offset), h.window);
+    }
+  }
+  if (!why.empty()) {
+    BRAID_WARN("rank %d: %s (its signal is not applied)", rank_, why.c_str());
+    spoiled_[p] = 1;
+  }
+  if (h.signal != 0) {
+    // A put that lost a piece does not signal: the waiter fails at its deadline instead of reading missing data.
+    if (spoiled_[p] == 0) {
+      storeRelease(reinterpret_cast<uint64_t*>(signals_ + p * signalStride_), h.signal);
+    }
+    spoiled_[p] = 0;
+  }
+  return why.empty();
+}
+
+void RmaNet::proxyLoop() {
+  int idle = 0;
+  while (!stop_.load(std::memory_order_acquire) && !abort_->load(std::memory_order_relaxed)) {
+    bool moved = false;
+    for (size_t q = 0; q < in_.size(); ++q) {
+      Connector* c = in_[q].get();
+      if (c == nullptr) continue;
+      if (idle < 2000) c->drive();  // deep asleep, the transport's progress thread posts and completes receives
+      while (c->recvReady()) {
+        (void)apply(static_cast<int>(q), c->recvSlot());
+        c->recvPost();
+        if (c->demandDriven()) c->expectMessages(1);
+        moved = true;
+      }
+    }
+    if (moved) {
+      idle = 0;
+      continue;
+    }
+    proxySleep(idle);
+    if (idle < (1 << 30)) ++idle;
+  }
+}
+
+void RmaNet::drain() {
+  const Clock::time_point end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutSec_));
+  for (size_t q = 0; q < out_.size(); ++q) {
+    Connector* c = out_[q].get();
+    if (c == nullptr) continue;
+    int round = 0;
+    while (loadAcquire(&c->view().ctrl->head) < c->cursor().step && c->failureText().empty()) {
+      if (abort_->load(std::memory_order_relaxed) || (timeoutSec_ > 0 && Clock::now() >= end)) {
+        BRAID_WARN("rank %d: one-sided messages to rank %d had not left when the communicator ended", rank_,
+                   static_cast<int>(q));
+        break;
+      }
+      c->drive();
+      proxySleep(round++);
+    }
+  }
+}
+
+}  // namespace braid

@@ -1,0 +1,88 @@
+// One-sided operations over the network (ncclPutSignal, ncclSignal toward a rank on another host) on host
+// communicators: NCCL 2.29's CPU proxy, over braid's own connectors.
+//
+// Where a peer's window and signal area cannot be mapped (another host), a put becomes messages on a connector of
+// the transport the communicator would pick for that peer (the network), outside the collectives' channels:
+//
+//   sender (the calling thread):  header {window, offset, bytes, signal} + up to a slot of data, per message;
+//                                 the put's last message carries the signal value
+//   receiver (one proxy thread):  copies each message's data into its own window buffer, then stores the signal
+//                                 value into its own signal word for that sender (release), as a mapped put would
+//
+// One connector per direction and peer keeps a peer's messages in order, so "the signal arrived" still implies "the
+// data before it arrived", and ncclWaitSignal is unchanged: it waits on this rank's own signal words. Windows are
+// named by their registration number, the same on every rank since registration is collective. A put to a window
+// the receiver has deregistered is dropped with a WARN (NCCL leaves it undefined); its signal is not applied, so
+// the waiter fails at its deadline rather than reading data that never came.
+//
+// Lifetime: made by the communicator's first window registration (collective: every rank connects to each rank of
+// another host), ended with the communicator, after its puts have left (a put returns once its messages are queued).
+// A sender waits for free slots under BRAID_TIMEOUT and ncclCommAbort; the proxy thread polls with back-off and
+// stops at destruction or abort.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/backends/backend.h"
+#include "src/common/status.h"
+#include "transports/transport.h"
+
+namespace braid {
+
+class Communicator;
+
+// Where an arriving put lands: the window registered `index`-th on this rank and its size, or null when there is
+// none (deregistered). `apply` runs with the window held (a deregistration waits for it).
+using RmaWindowLookup = std::function<bool(uint32_t index, const std::function<void(char* base, uint64_t bytes)>&)>;
+
+class RmaNet : public RmaMessenger {
+ public:
+  // Collective among this rank and `peers` (each of which names this rank): connects a pair of message connectors
+  // to each. `signals`: this rank's signal area ([sender] one word per stride). Errors: the transports' and the
+  // bootstrap's, with the peer named.
+  static Result<std::unique_ptr<RmaNet>> connect(Communicator* comm, const std::vector<int>& peers, char* signals,
+                                                 size_t signalStride, RmaWindowLookup lookup);
+  ~RmaNet() override;
+
+  bool serves(int peer) const { return peer >= 0 && static_cast<size_t>(peer) < out_.size() && out_[peer] != nullptr; }
+  // A put (s.kind kPut: s.src, s.bytes into window s.window at s.offset) or a signal toward s.peer, then the signal
+  // value. Returns once its messages are queued. Errors: ncclRemoteError when the peer stopped taking messages for
+  // BRAID_TIMEOUT or the connection failed (naming the peer), the abort error after ncclCommAbort.
+  [[nodiscard]] Status send(const RmaStep& s) override;
+
+ private:
+  struct Header {
+    uint32_t magic;
+    uint32_t window;
+    uint64_t offset;
+    uint64_t bytes;   // data after the header in this message
+    uint64_t signal;  // 0: more messages of this put follow; else the value of the sender's signal word
+  };
+  RmaNet(Communicator* comm, char* signals, size_t signalStride, RmaWindowLookup lookup);
+  void proxyLoop();
+  // Applies one message from `peer` (the proxy thread); false, after a WARN, for one that could not be.
+  bool apply(int peer, const char* msg);
+  // Waits until every message this rank queued has left (the transport freed its slot), for at most BRAID_TIMEOUT.
+  void drain();
+
+  Communicator* comm_;
+  char* signals_;
+  size_t signalStride_;
+  RmaWindowLookup lookup_;
+  int rank_;
+  double timeoutSec_;
+  const std::atomic<bool>* abort_;
+  std::vector<std::unique_ptr<Connector>> out_;  // [peer] what this rank sends it (null: not served)
+  std::vector<std::unique_ptr<Connector>> in_;   // [peer] what it sends this rank
+  std::vector<uint8_t> spoiled_;                 // [peer] a piece of its current put was dropped (the proxy's)
+  std::atomic<bool> stop_{false};
+  std::thread proxy_;
+};
+
+}  // namespace braid

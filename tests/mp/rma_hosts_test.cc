@@ -1,0 +1,155 @@
+// One-sided operations between processes on two "hosts" (NCCL_HOSTID) of a host communicator: the ranks of the
+// other host are out of load/store reach, so ncclPutSignal and ncclSignal toward them go as messages over the
+// network transport and a proxy thread applies them (src/core/rma_net.h). Checked: data of one slot and of many, in
+// order (the last of 100 puts to one place wins, and a signal counts only after its data), puts of zero bytes and
+// signals alone, malloc buffers (nobody maps them), bounds checked at the sender, and a put to a window the
+// receiver deregistered dropped with a WARN and no signal.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/common/harness.h"
+#include "tests/common/log_capture.h"
+
+namespace braid_test {
+namespace {
+
+int waitFor(ncclComm_t comm, int peer, int opCnt) {
+  ncclWaitSignalDesc_t d{opCnt, peer, 0, 0};
+  return ncclWaitSignal(1, &d, comm, nullptr) == ncclSuccess ? 0 : 1;
+}
+
+void onTwoHosts(int r) {
+  setenv("NCCL_HOSTID", r < 2 ? "host-a" : "host-b", 1);
+}
+
+// Ranks 0, 1 on host a, 2, 3 on host b; each rank writes into the window of its counterpart on the other host.
+TEST(RmaHosts, PutsAndSignalsReachRanksOfOtherHosts) {
+  LogCapture log("INIT,NET");
+  std::vector<pid_t> pids;
+  std::vector<int> codes = runProcesses(
+      4,
+      [](int r, ncclComm_t comm) {
+        const int peer = (r + 2) % 4;
+        constexpr size_t kInts = (size_t{5} << 20) / sizeof(int) + 3;  // several slots of any transport, and a tail
+        std::vector<int> win(kInts + 64, -1);                          // plain heap memory
+        ncclWindow_t w = nullptr;
+        if (ncclCommWindowRegister(comm, win.data(), win.size() * sizeof(int), &w, NCCL_WIN_DEFAULT) != ncclSuccess)
+          return 10;
+        std::vector<int> big(kInts);
+        for (size_t i = 0; i < kInts; ++i) big[i] = static_cast<int>(i * 7 + static_cast<size_t>(r));
+        // One large put at offset 64 ints, 100 small ones to ints 0..3, a put of nothing, a signal alone.
+        if (ncclPutSignal(big.data(), kInts, ncclInt32, peer, w, 64 * sizeof(int), 0, 0, 0, comm, nullptr) !=
+            ncclSuccess)
+          return 11;
+        for (int k = 0; k < 100; ++k) {
+          int four[4] = {k, k + r, -k, 1000 * r};
+          if (ncclPutSignal(four, 4, ncclInt32, peer, w, 0, 0, 0, 0, comm, nullptr) != ncclSuccess) return 12;
+        }
+        if (ncclPutSignal(nullptr, 0, ncclInt32, peer, w, 0, 0, 0, 0, comm, nullptr) != ncclSuccess) return 13;
+        if (ncclSignal(peer, 0, 0, 0, comm, nullptr) != ncclSuccess) return 14;
+        // Past the end of the peer's window: refused at the sender, naming the argument.
+        if (ncclPutSignal(big.data(), 128, ncclInt32, peer, w, kInts * sizeof(int), 0, 0, 0, comm, nullptr) !=
+                ncclInvalidArgument ||
+            std::string(ncclGetLastError(comm)).find("peerWinOffset") == std::string::npos)
+          return 15;
+        // 1 + 100 + 1 + 1 signals from the counterpart, then its data, whole and in order.
+        if (waitFor(comm, peer, 103) != 0) return 16;
+        const int from = peer;
+        if (win[0] != 99 || win[1] != 99 + from || win[2] != -99 || win[3] != 1000 * from) return 17;
+        for (size_t i = 0; i < kInts; ++i) {
+          if (win[64 + i] != static_cast<int>(i * 7 + static_cast<size_t>(from))) {
+            fprintf(stderr, "rank %d: element %zu is %d\n", r, i, win[64 + i]);
+            return 18;
+          }
+        }
+        // Ping-pong: the reply comes only after this rank's put landed there (a signal implies its data).
+        int token = 5000 + r;
+        if (r < 2) {
+          if (ncclPutSignal(&token, 1, ncclInt32, peer, w, 4 * sizeof(int), 0, 0, 0, comm, nullptr) != ncclSuccess ||
+              waitFor(comm, peer, 1) != 0 || win[5] != 5000 + peer + 5000 + r)
+            return 19;
+        } else {
+          if (waitFor(comm, peer, 1) != 0) return 20;
+          int sum = win[4] + token;
+          if (ncclPutSignal(&sum, 1, ncclInt32, peer, w, 5 * sizeof(int), 0, 0, 0, comm, nullptr) != ncclSuccess)
+            return 21;
+        }
+        // The last put right before deregistering and destroying: it still lands (the receiver waits for it).
+        if (r >= 2 && ncclPutSignal(&token, 1, ncclInt32, peer, w, 6 * sizeof(int), 0, 0, 0, comm, nullptr) != 0)
+          return 22;
+        if (r < 2 && (waitFor(comm, peer, 1) != 0 || win[6] != 5000 + peer)) return 23;
+        return ncclCommWindowDeregister(comm, w) == ncclSuccess ? 0 : 24;
+      },
+      120, &pids, nullptr,
+      [](int r) {
+        LogCapture::reopenInChild();
+        onTwoHosts(r);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  for (pid_t pid : pids) {
+    const std::string t = log.textOf(pid);
+    EXPECT_NE(t.find("one-sided operations toward 2 rank(s) on other hosts go as messages via"), std::string::npos)
+        << t;
+  }
+}
+
+// A put to a window its receiver has deregistered (deregistration is local) is dropped with a WARN naming it, and
+// its signal is not applied: the receiver's wait fails at its deadline (BRAID_TIMEOUT=2) instead of returning
+// without the data. The next put, to a window it still holds, lands and signals as usual.
+TEST(RmaHosts, APutToADeregisteredWindowIsDroppedWithoutItsSignal) {
+  LogCapture log("INIT");
+  std::vector<pid_t> pids;
+  std::vector<int> codes = runProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        std::vector<int> a(256, 0), b(256, 0);
+        ncclWindow_t wa = nullptr, wb = nullptr;
+        if (ncclCommWindowRegister(comm, a.data(), a.size() * sizeof(int), &wa, 0) != ncclSuccess) return 10;
+        if (ncclCommWindowRegister(comm, b.data(), b.size() * sizeof(int), &wb, 0) != ncclSuccess) return 11;
+        if (r == 1 && ncclCommWindowDeregister(comm, wa) != ncclSuccess) return 12;
+        int one = 1, sum = 0;  // rank 0 puts only after rank 1 deregistered
+        if (ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, comm, nullptr) != ncclSuccess) return 13;
+        const int v[2] = {41, 42};
+        if (r == 0) {
+          if (ncclPutSignal(v, 2, ncclInt32, 1, wa, 0, 0, 0, 0, comm, nullptr) != ncclSuccess) return 14;
+          sleep(3);  // past rank 1's deadline, so its next collective finds this rank soon after
+        } else {
+          ncclWaitSignalDesc_t d{1, 0, 0, 0};
+          if (ncclWaitSignal(1, &d, comm, nullptr) != ncclRemoteError) return 15;
+          if (std::string(ncclGetLastError(comm)).find("rank 0 sent 0 signals, not the 1 awaited") == std::string::npos)
+            return 16;
+          if (a[0] != 0 || a[1] != 0) return 17;
+        }
+        if (ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, comm, nullptr) != ncclSuccess) return 18;
+        if (r == 0) {
+          if (ncclPutSignal(v + 1, 1, ncclInt32, 1, wb, 8, 0, 0, 0, comm, nullptr) != ncclSuccess) return 19;
+        } else if (waitFor(comm, 0, 1) != 0 || b[2] != 42) {  // the word now counts both puts: 2 >= 1
+          return 20;
+        }
+        if (ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, comm, nullptr) != ncclSuccess) return 21;
+        if (r == 0 && ncclCommWindowDeregister(comm, wa) != ncclSuccess) return 22;
+        return ncclCommWindowDeregister(comm, wb) == ncclSuccess ? 0 : 23;
+      },
+      120, &pids, nullptr,
+      [](int r) {
+        LogCapture::reopenInChild();
+        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
+        setenv("BRAID_TIMEOUT", "2", 1);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  ASSERT_EQ(pids.size(), 2u);
+  const std::string t = log.textOf(pids[1]);
+  EXPECT_NE(t.find("rank 1: a put from rank 0 to window #0, which this rank has deregistered: dropped (its signal is "
+                   "not applied)"),
+            std::string::npos)
+      << t;
+}
+
+}  // namespace
+}  // namespace braid_test
