@@ -181,6 +181,9 @@ class RmaMessenger {
  public:
   virtual ~RmaMessenger() = default;
   [[nodiscard]] virtual Status send(const RmaStep& s) = 0;
+  // An error naming why messages from `peer` stopped arriving (its connection failed), else ok: a wait on its
+  // signals ends with it.
+  [[nodiscard]] virtual Status health(int peer) const = 0;
 };
 
 struct RmaStep {
@@ -194,7 +197,8 @@ struct RmaStep {
   uint64_t value = 0;
   int peer = -1;  // for messages
   // kPut, kSignal toward a peer out of reach: the messenger runs it (dst and word are null), the data going to the
-  // window registered `window`-th on the peer, at `offset`.
+  // window registered `window`-th on the peer, at `offset`. kWait on such a peer: the messenger says whether its
+  // messages still come.
   RmaMessenger* via = nullptr;
   uint32_t window = 0;
   uint64_t offset = 0;

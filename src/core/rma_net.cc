@@ -46,6 +46,7 @@ Result<std::unique_ptr<RmaNet>> RmaNet::connect(Communicator* comm, const std::v
   net->out_.resize(n);
   net->in_.resize(n);
   net->spoiled_.assign(n, 0);
+  net->failed_.resize(n);
   const PeerInfo& self = comm->peer(comm->rank());
   const TransportConfig& cfg = comm->transportConfig();
   const FifoSizes& fifo = comm->fifoSizes();
@@ -69,6 +70,7 @@ Result<std::unique_ptr<RmaNet>> RmaNet::connect(Communicator* comm, const std::v
     BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(comm->backend().transports(), cfg, self, comm->peer(q)));
     BRAID_ASSIGN_OR_RETURN(net->out_[static_cast<size_t>(q)], t->connectSend(cfg, self, comm->peer(q), 0, blob));
   }
+  BRAID_RETURN_IF_ERROR(net->handshake(peers));
   BRAID_INFO(kLogInit | kLogNet,
              "rank %d: one-sided operations toward %zu rank(s) on other hosts go as messages via %s (%zu-byte "
              "slots), applied here by a proxy thread",
@@ -76,6 +78,37 @@ Result<std::unique_ptr<RmaNet>> RmaNet::connect(Communicator* comm, const std::v
   RmaNet* p = net.get();
   net->proxy_ = std::thread([p] { p->proxyLoop(); });
   return net;
+}
+
+Status RmaNet::handshake(const std::vector<int>& peers) {
+  RmaStep hello;
+  hello.kind = RmaStep::Kind::kSignal;
+  for (int q : peers) {
+    hello.peer = q;
+    BRAID_RETURN_IF_ERROR(send(hello));  // a signal of value 0: applies nothing
+  }
+  WaitContext ctx = comm_->waitContext();
+  for (int q : peers) {
+    Connector* c = in_[static_cast<size_t>(q)].get();
+    WaitLoop loop(ctx);
+    while (!c->recvReady()) {
+      c->drive();
+      const std::string why = c->failureText();
+      if (!why.empty())
+        return remoteError("rank %d: one-sided messages from rank %d failed: %s", rank_, q, why.c_str());
+      auto check = [&](bool timedOut) -> Status {
+        if (!timedOut) return Status::ok();
+        return remoteError("rank %d: rank %d (%s) opened no one-sided connection within BRAID_TIMEOUT=%g s", rank_, q,
+                           c->peer().hostname, ctx.timeoutSec);
+      };
+      BRAID_RETURN_IF_ERROR(loop.idle(check, proxySleep));
+    }
+    if (apply(q, c->recvSlot()) != RmaWindowState::kFound)
+      return remoteError("rank %d: rank %d's first one-sided message was garbled", rank_, q);
+    c->recvPost();
+    if (c->demandDriven()) c->expectMessages(1);
+  }
+  return Status::ok();
 }
 
 RmaNet::~RmaNet() {
@@ -131,7 +164,14 @@ Status RmaNet::send(const RmaStep& s) {
   return Status::ok();
 }
 
-bool RmaNet::apply(int peer, const char* msg) {
+Status RmaNet::health(int peer) const {
+  std::lock_guard<std::mutex> lock(failedMu_);
+  if (!serves(peer) || failed_[static_cast<size_t>(peer)].empty()) return Status::ok();
+  return remoteError("rank %d: one-sided messages from rank %d stopped: %s", rank_, peer,
+                     failed_[static_cast<size_t>(peer)].c_str());
+}
+
+RmaWindowState RmaNet::apply(int peer, const char* msg) {
   Header h;
   memcpy(&h, msg, sizeof(h));
   const size_t p = static_cast<size_t>(peer);
@@ -140,11 +180,12 @@ bool RmaNet::apply(int peer, const char* msg) {
     why = strPrintf("a message from rank %d is not a one-sided message (magic 0x%x)", peer, h.magic);
   } else if (h.window != kNoWindow) {
     bool inside = true;
-    const bool found = lookup_(h.window, [&](char* base, uint64_t bytes) {
+    const RmaWindowState state = lookup_(h.window, [&](char* base, uint64_t bytes) {
       inside = h.offset <= bytes && h.bytes <= bytes - h.offset;
       if (inside && h.bytes > 0) memcpy(base + h.offset, msg + sizeof(h), h.bytes);
     });
-    if (!found) {
+    if (state == RmaWindowState::kNotYet) return state;
+    if (state == RmaWindowState::kGone) {
       why = strPrintf("a put from rank %d to window #%u, which this rank has deregistered: dropped", peer, h.window);
     } else if (!inside) {
       why = strPrintf("a put from rank %d of %llu bytes at offset %llu passes the end of window #%u: dropped", peer,
@@ -162,7 +203,7 @@ bool RmaNet::apply(int peer, const char* msg) {
     }
     spoiled_[p] = 0;
   }
-  return why.empty();
+  return why.empty() ? RmaWindowState::kFound : RmaWindowState::kGone;
 }
 
 void RmaNet::proxyLoop() {
@@ -173,8 +214,18 @@ void RmaNet::proxyLoop() {
       Connector* c = in_[q].get();
       if (c == nullptr) continue;
       if (idle < 2000) c->drive();  // deep asleep, the transport's progress thread posts and completes receives
+      if (idle % 64 == 0 && !c->recvReady() && (c->peerAborted() || !c->failureText().empty())) {
+        std::lock_guard<std::mutex> lock(failedMu_);
+        if (failed_[q].empty()) {
+          const std::string why = c->failureText();
+          failed_[q] = why.empty() ? "the connection was aborted" : why;
+          BRAID_WARN("rank %d: one-sided messages from rank %d (%s) stopped: %s", rank_, static_cast<int>(q),
+                     c->peer().hostname, failed_[q].c_str());
+        }
+        continue;
+      }
       while (c->recvReady()) {
-        (void)apply(static_cast<int>(q), c->recvSlot());
+        if (apply(static_cast<int>(q), c->recvSlot()) == RmaWindowState::kNotYet) break;  // later rounds retry it
         c->recvPost();
         if (c->demandDriven()) c->expectMessages(1);
         moved = true;

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,9 +38,12 @@ namespace braid {
 
 class Communicator;
 
-// Where an arriving put lands: the window registered `index`-th on this rank and its size, or null when there is
-// none (deregistered). `apply` runs with the window held (a deregistration waits for it).
-using RmaWindowLookup = std::function<bool(uint32_t index, const std::function<void(char* base, uint64_t bytes)>&)>;
+// Where an arriving put lands: `apply` runs on the window registered `index`-th on this rank (its buffer and size)
+// with the window held (a deregistration waits for it) and kFound returns. kGone: deregistered. kNotYet: this rank's
+// part of that registration has not finished (the sender's may finish first); the message waits.
+enum class RmaWindowState { kFound, kGone, kNotYet };
+using RmaWindowLookup =
+    std::function<RmaWindowState(uint32_t index, const std::function<void(char* base, uint64_t bytes)>&)>;
 
 class RmaNet : public RmaMessenger {
  public:
@@ -55,6 +59,8 @@ class RmaNet : public RmaMessenger {
   // value. Returns once its messages are queued. Errors: ncclRemoteError when the peer stopped taking messages for
   // BRAID_TIMEOUT or the connection failed (naming the peer), the abort error after ncclCommAbort.
   [[nodiscard]] Status send(const RmaStep& s) override;
+  // ncclRemoteError with the transport's message once the proxy saw messages from `peer` fail, else ok.
+  [[nodiscard]] Status health(int peer) const override;
 
  private:
   struct Header {
@@ -65,9 +71,12 @@ class RmaNet : public RmaMessenger {
     uint64_t signal;  // 0: more messages of this put follow; else the value of the sender's signal word
   };
   RmaNet(Communicator* comm, char* signals, size_t signalStride, RmaWindowLookup lookup);
+  // At set-up: one empty message each way, so every connection is open (a peer that dies later is seen on it).
+  Status handshake(const std::vector<int>& peers);
   void proxyLoop();
-  // Applies one message from `peer` (the proxy thread); false, after a WARN, for one that could not be.
-  bool apply(int peer, const char* msg);
+  // Applies one message from `peer` (the proxy thread): kFound, kGone after a WARN for one that could not be
+  // applied, kNotYet for a window whose registration has not finished here (applied later).
+  RmaWindowState apply(int peer, const char* msg);
   // Waits until every message this rank queued has left (the transport freed its slot), for at most BRAID_TIMEOUT.
   void drain();
 
@@ -81,6 +90,8 @@ class RmaNet : public RmaMessenger {
   std::vector<std::unique_ptr<Connector>> out_;  // [peer] what this rank sends it (null: not served)
   std::vector<std::unique_ptr<Connector>> in_;   // [peer] what it sends this rank
   std::vector<uint8_t> spoiled_;                 // [peer] a piece of its current put was dropped (the proxy's)
+  mutable std::mutex failedMu_;
+  std::vector<std::string> failed_;  // [peer] why its messages stopped (set once by the proxy; empty: fine)
   std::atomic<bool> stop_{false};
   std::thread proxy_;
 };

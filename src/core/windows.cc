@@ -169,9 +169,9 @@ Status Windows::ensureSignals() {
     auto lookup = [this](uint32_t index, const std::function<void(char*, uint64_t)>& apply) {
       std::lock_guard<std::mutex> lock(mu_);  // a deregistration waits until the data is in
       auto it = byIndex_.find(index);
-      if (it == byIndex_.end()) return false;
+      if (it == byIndex_.end()) return index < registered_ ? RmaWindowState::kGone : RmaWindowState::kNotYet;
       apply(static_cast<char*>(it->second->userPtr), it->second->bytes);
-      return true;
+      return RmaWindowState::kFound;
     };
     Result<std::unique_ptr<RmaNet>> net =
         RmaNet::connect(comm_, remote, static_cast<char*>(mem), kSignalStride, std::move(lookup));
@@ -458,6 +458,7 @@ Result<std::vector<RmaStep>> Windows::waitSteps(const std::vector<SignalWait>& w
     s.peer = sw.peer;
     s.word = reinterpret_cast<uint64_t*>(area + static_cast<size_t>(sw.peer) * kSignalStride);
     s.value = awaited[static_cast<size_t>(sw.peer)] += static_cast<uint64_t>(sw.opCnt);
+    if (net_ && net_->serves(sw.peer)) s.via = net_.get();  // its health: a failed connection ends the wait
     steps.push_back(s);
   }
   return steps;

@@ -354,7 +354,7 @@ void CpuBackend::freeWindowMemory(void* p) {
 
 Status CpuBackend::runRma(const std::vector<RmaStep>& steps, void* stream) {
   for (const RmaStep& s : steps) {
-    if (s.via != nullptr) {
+    if (s.via != nullptr && s.kind != RmaStep::Kind::kWait) {
       BRAID_RETURN_IF_ERROR(s.via->send(s));
       continue;
     }
@@ -377,6 +377,7 @@ Status CpuBackend::runRma(const std::vector<RmaStep>& steps, void* stream) {
         return remoteError("rank %d: waiting for signal %llu from rank %d, whose process %d has exited", rank_,
                            static_cast<unsigned long long>(s.value), s.peer, static_cast<int>(pid));
       }
+      if (s.via != nullptr) BRAID_RETURN_IF_ERROR(s.via->health(s.peer));
       if (!timedOut) return Status::ok();
       return remoteError("rank %d: rank %d sent %llu signals, not the %llu awaited, within BRAID_TIMEOUT=%g s", rank_,
                          s.peer, static_cast<unsigned long long>(__atomic_load_n(s.word, __ATOMIC_ACQUIRE)),
