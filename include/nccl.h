@@ -902,12 +902,14 @@ ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, in
  * peerWin (this rank's handle of the window) at byte offset peerWinOffset and then raises signal sigIdx of context ctx
  * there; ncclSignal raises the signal alone; ncclWaitSignal waits until each descriptor's peer raised its signal
  * opCnt more times than this rank waited for so far, after which the data of those puts is in this rank's window.
- * sigIdx, ctx and flags must be 0. Host communicators: puts and signals complete at the call, a wait returns when
- * its signals arrived (inside a group: at ncclGroupEnd); stream must be NULL. CUDA communicators: enqueued on
- * stream, not inside a graph capture. The first ncclCommWindowRegister creates the signal area they use. Errors:
- * ncclInvalidArgument (bad arguments, offset past the end of the peer's window), ncclInvalidUsage (no window yet,
- * a peer this rank cannot reach by load/store, such as one on another host, a capture), ncclRemoteError (a wait past
- * BRAID_TIMEOUT, or whose peer process exited). */
+ * sigIdx, ctx and flags must be 0. Host communicators: puts and signals toward ranks of this host complete at the
+ * call; toward ranks of other hosts they return once queued as messages (localbuff may be reused at once; they wait
+ * for room under BRAID_TIMEOUT); a wait returns when its signals arrived (inside a group: at ncclGroupEnd); stream
+ * must be NULL. CUDA communicators: enqueued on stream, not inside a graph capture. The first ncclCommWindowRegister
+ * creates the signal area they use. Errors: ncclInvalidArgument (bad arguments, offset past the end of the peer's
+ * window), ncclInvalidUsage (no window yet, a peer this rank cannot reach: another process's private memory, another
+ * host on a CUDA communicator or with BRAID_RMA_NET=0, a capture), ncclRemoteError (a wait or a queued put past
+ * BRAID_TIMEOUT, or whose peer process exited or connection failed). */
 ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
                            size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
                            cudaStream_t stream);

@@ -9,6 +9,7 @@
 
 #include "include/nccl_device.h"
 #include "src/api/api.h"
+#include "src/common/params.h"
 #include "src/core/comm_topo.h"
 #include "src/core/dev_comms.h"
 #include "src/core/group.h"
@@ -374,7 +375,8 @@ BRAID_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     mine.ginType = NCCL_GIN_TYPE_NONE;
     mine.nLsaTeams = c->nranks() / lsa.nRanks;
     // Host communicators reach ranks of other hosts by messages (rma_net.h); CUDA ones only their LSA team.
-    mine.hostRmaSupport = c->backend().kind() == BackendKind::kHost || lsa.nRanks == c->nranks();
+    mine.hostRmaSupport =
+        (c->backend().kind() == BackendKind::kHost && params::RmaNet() != 0) || lsa.nRanks == c->nranks();
     mine.railedGinType = NCCL_GIN_TYPE_NONE;
     mine.commHash = c->flight().commId();
     mine.ginMinStride = 0;

@@ -53,7 +53,8 @@ Status putSignal(const std::shared_ptr<Communicator>& comm, const PutRequest& r)
   // A put of no data is still a put: its window and offset are checked.
   BRAID_ASSIGN_OR_RETURN(std::vector<RmaStep> steps, comm->windows().putSteps(!r.signalOnly, r.localbuff, bytes, r.peer,
                                                                               r.peerWin, r.peerWinOffset));
-  // Puts and signals never wait for the peer: they run at the call, in a group too.
+  // Puts and signals never wait for the peer's call (at most for room in a connection): they run at the call, in a
+  // group too.
   BRAID_RETURN_IF_ERROR(comm->backend().runRma(steps, r.stream));
   comm->windows().commit(steps);
   return Status::ok();

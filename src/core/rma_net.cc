@@ -14,9 +14,14 @@
 namespace braid {
 namespace {
 
-constexpr uint32_t kTagRma = 0x50000;         // bootstrap tag of the connection descriptions (comm.cc's are below)
-constexpr uint32_t kMagic = 0x524d414e;       // "RMAN"
-constexpr uint32_t kNoWindow = ~uint32_t{0};  // a signal alone
+constexpr uint32_t kTagRma = 0x50000;            // bootstrap tag of the connection descriptions (comm.cc's are below)
+constexpr uint32_t kMagic = 0x524d414e;          // "RMAN"
+constexpr uint32_t kNoWindow = ~uint32_t{0};     // a signal alone
+constexpr uint32_t kGoodbye = ~uint32_t{0} - 1;  // the sender's communicator ends: its connection closes next
+// A message slot: large enough that the header is a small part of it, small enough that connecting every pair of
+// ranks on different hosts costs little (8 slots each way: 1 MB per peer).
+constexpr size_t kSlotBytes = 64 << 10;
+constexpr size_t kLlSlotBytes = 64;  // LL is never used here; the FIFO layout only needs a size
 
 // The proxy's back-off when nothing arrives: yield at first, then short sleeps while a burst may still be coming,
 // then long ones (an idle communicator costs about a thousand wake-ups a second).
@@ -46,16 +51,16 @@ Result<std::unique_ptr<RmaNet>> RmaNet::connect(Communicator* comm, const std::v
   net->out_.resize(n);
   net->in_.resize(n);
   net->spoiled_.assign(n, 0);
+  net->ended_.assign(n, 0);
   net->failed_.resize(n);
   const PeerInfo& self = comm->peer(comm->rank());
   const TransportConfig& cfg = comm->transportConfig();
-  const FifoSizes& fifo = comm->fifoSizes();
   // Every receiving end first, on every rank, so no rank waits for a description another has not sent yet.
   std::string via;
   for (int q : peers) {
     const PeerInfo& peer = comm->peer(q);
     BRAID_ASSIGN_OR_RETURN(Transport * t, selectTransport(comm->backend().transports(), cfg, self, peer));
-    BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(cfg, self, peer, 0, fifo.slotBytes, fifo.llSlotBytes));
+    BRAID_ASSIGN_OR_RETURN(RecvSetup setup, t->setupRecv(cfg, self, peer, 0, kSlotBytes, kLlSlotBytes));
     BRAID_RETURN_IF_ERROR(comm->bootstrap()->send(q, kTagRma, setup.blob, kConnectBlobBytes));
     std::unique_ptr<Connector>& in = net->in_[static_cast<size_t>(q)];
     in = std::move(setup.connector);
@@ -74,7 +79,7 @@ Result<std::unique_ptr<RmaNet>> RmaNet::connect(Communicator* comm, const std::v
   BRAID_INFO(kLogInit | kLogNet,
              "rank %d: one-sided operations toward %zu rank(s) on other hosts go as messages via %s (%zu-byte "
              "slots), applied here by a proxy thread",
-             comm->rank(), peers.size(), via.c_str(), fifo.slotBytes);
+             comm->rank(), peers.size(), via.c_str(), kSlotBytes);
   RmaNet* p = net.get();
   net->proxy_ = std::thread([p] { p->proxyLoop(); });
   return net;
@@ -103,7 +108,7 @@ Status RmaNet::handshake(const std::vector<int>& peers) {
       };
       BRAID_RETURN_IF_ERROR(loop.idle(check, proxySleep));
     }
-    if (apply(q, c->recvSlot()) != RmaWindowState::kFound)
+    if (apply(q, c->recvSlot(), receivedBytes(*c)) != RmaWindowState::kFound)
       return remoteError("rank %d: rank %d's first one-sided message was garbled", rank_, q);
     c->recvPost();
     if (c->demandDriven()) c->expectMessages(1);
@@ -112,9 +117,20 @@ Status RmaNet::handshake(const std::vector<int>& peers) {
 }
 
 RmaNet::~RmaNet() {
-  drain();
+  const bool delivered = drain();
   stop_.store(true, std::memory_order_release);
   if (proxy_.joinable()) proxy_.join();
+  // Undelivered or aborted: closing must not wait for a peer that takes nothing (the transport would wait for the
+  // sends once more, BRAID_TIMEOUT per connection).
+  if (!delivered || abort_->load(std::memory_order_relaxed)) {
+    const std::string why = strPrintf("rank %d ended its communicator with one-sided messages undelivered", rank_);
+    for (auto& c : out_) {
+      if (c) c->markAborted(why);
+    }
+    for (auto& c : in_) {
+      if (c) c->markAborted(why);
+    }
+  }
 }
 
 Status RmaNet::send(const RmaStep& s) {
@@ -147,7 +163,7 @@ Status RmaNet::send(const RmaStep& s) {
     const size_t len = std::min(left, room);
     Header h;
     h.magic = kMagic;
-    h.window = s.kind == RmaStep::Kind::kPut ? s.window : kNoWindow;
+    h.window = s.kind == RmaStep::Kind::kPut || s.window == kGoodbye ? s.window : kNoWindow;
     h.offset = offset;
     h.bytes = len;
     h.signal = left == len ? s.value : 0;  // the last message of the put carries its signal (values start at 1)
@@ -171,13 +187,17 @@ Status RmaNet::health(int peer) const {
                      failed_[static_cast<size_t>(peer)].c_str());
 }
 
-RmaWindowState RmaNet::apply(int peer, const char* msg) {
+RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
   Header h;
   memcpy(&h, msg, sizeof(h));
   const size_t p = static_cast<size_t>(peer);
   std::string why;
-  if (h.magic != kMagic) {
-    why = strPrintf("a message from rank %d is not a one-sided message (magic 0x%x)", peer, h.magic);
+  if (h.magic != kMagic || received < sizeof(h) || h.bytes > received - sizeof(h)) {
+    why = strPrintf("a message of %llu bytes from rank %d is not a one-sided message (magic 0x%x, %llu bytes of data)",
+                    static_cast<unsigned long long>(received), peer, h.magic, static_cast<unsigned long long>(h.bytes));
+  } else if (h.window == kGoodbye) {
+    ended_[p] = 1;
+    return RmaWindowState::kFound;
   } else if (h.window != kNoWindow) {
     bool inside = true;
     const RmaWindowState state = lookup_(h.window, [&](char* base, uint64_t bytes) {
@@ -208,24 +228,21 @@ RmaWindowState RmaNet::apply(int peer, const char* msg) {
 
 void RmaNet::proxyLoop() {
   int idle = 0;
-  while (!stop_.load(std::memory_order_acquire) && !abort_->load(std::memory_order_relaxed)) {
+  // Not ended by ncclCommAbort or ncclCommRevoke (a revocation sets the abort flag only for a while): messages
+  // already sent are still applied, and peers' queues still drain.
+  while (!stop_.load(std::memory_order_acquire)) {
     bool moved = false;
     for (size_t q = 0; q < in_.size(); ++q) {
       Connector* c = in_[q].get();
       if (c == nullptr) continue;
       if (idle < 2000) c->drive();  // deep asleep, the transport's progress thread posts and completes receives
-      if (idle % 64 == 0 && !c->recvReady() && (c->peerAborted() || !c->failureText().empty())) {
-        std::lock_guard<std::mutex> lock(failedMu_);
-        if (failed_[q].empty()) {
-          const std::string why = c->failureText();
-          failed_[q] = why.empty() ? "the connection was aborted" : why;
-          BRAID_WARN("rank %d: one-sided messages from rank %d (%s) stopped: %s", rank_, static_cast<int>(q),
-                     c->peer().hostname, failed_[q].c_str());
-        }
+      // The failure first: a message that completed before it is still in the FIFO, and is applied first.
+      if (idle % 64 == 0 && (c->peerAborted() || !c->failureText().empty()) && !c->recvReady()) {
+        noteStopped(q, *c);
         continue;
       }
       while (c->recvReady()) {
-        if (apply(static_cast<int>(q), c->recvSlot()) == RmaWindowState::kNotYet) break;  // later rounds retry it
+        if (apply(static_cast<int>(q), c->recvSlot(), receivedBytes(*c)) == RmaWindowState::kNotYet) break;
         c->recvPost();
         if (c->demandDriven()) c->expectMessages(1);
         moved = true;
@@ -240,7 +257,35 @@ void RmaNet::proxyLoop() {
   }
 }
 
-void RmaNet::drain() {
+void RmaNet::noteStopped(size_t q, const Connector& c) {
+  std::lock_guard<std::mutex> lock(failedMu_);
+  if (!failed_[q].empty()) return;
+  if (ended_[q] != 0) {
+    failed_[q] = "it ended its communicator";  // its connection closing is no news
+    return;
+  }
+  const std::string why = c.failureText();
+  failed_[q] = why.empty() ? "the connection was aborted" : why;
+  BRAID_WARN("rank %d: one-sided messages from rank %d (%s) stopped: %s", rank_, static_cast<int>(q), c.peer().hostname,
+             failed_[q].c_str());
+}
+
+uint64_t RmaNet::receivedBytes(Connector& c) {
+  return loadAcquire(&c.view().ctrl->msgBytes[c.cursor().step % kFifoSlots]);
+}
+
+bool RmaNet::drain() {
+  if (abort_->load(std::memory_order_relaxed)) return false;
+  // A goodbye to every peer, so its proxy takes the connection closing next for what it is.
+  RmaStep bye;
+  bye.kind = RmaStep::Kind::kSignal;
+  bye.window = kGoodbye;
+  bool delivered = true;
+  for (size_t q = 0; q < out_.size(); ++q) {
+    if (!out_[q]) continue;
+    bye.peer = static_cast<int>(q);
+    delivered = send(bye).isOk() && delivered;
+  }
   const Clock::time_point end =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutSec_));
   for (size_t q = 0; q < out_.size(); ++q) {
@@ -251,12 +296,14 @@ void RmaNet::drain() {
       if (abort_->load(std::memory_order_relaxed) || (timeoutSec_ > 0 && Clock::now() >= end)) {
         BRAID_WARN("rank %d: one-sided messages to rank %d had not left when the communicator ended", rank_,
                    static_cast<int>(q));
+        delivered = false;
         break;
       }
       c->drive();
       proxySleep(round++);
     }
   }
+  return delivered;
 }
 
 }  // namespace braid

@@ -76,9 +76,15 @@ class RmaNet : public RmaMessenger {
   void proxyLoop();
   // Applies one message from `peer` (the proxy thread): kFound, kGone after a WARN for one that could not be
   // applied, kNotYet for a window whose registration has not finished here (applied later).
-  RmaWindowState apply(int peer, const char* msg);
-  // Waits until every message this rank queued has left (the transport freed its slot), for at most BRAID_TIMEOUT.
-  void drain();
+  RmaWindowState apply(int peer, const char* msg, uint64_t received);
+  // The proxy saw messages from peer q stop (its connection failed or closed): recorded for health(), with a WARN
+  // unless q had said goodbye.
+  void noteStopped(size_t q, const Connector& c);
+  // Bytes the network delivered into the receiving connector's current slot.
+  static uint64_t receivedBytes(Connector& c);
+  // Says goodbye to every peer, then waits until every message this rank queued has left (the transport freed its
+  // slot), for at most BRAID_TIMEOUT. False when some did not (or the communicator was aborted).
+  bool drain();
 
   Communicator* comm_;
   char* signals_;
@@ -90,6 +96,7 @@ class RmaNet : public RmaMessenger {
   std::vector<std::unique_ptr<Connector>> out_;  // [peer] what this rank sends it (null: not served)
   std::vector<std::unique_ptr<Connector>> in_;   // [peer] what it sends this rank
   std::vector<uint8_t> spoiled_;                 // [peer] a piece of its current put was dropped (the proxy's)
+  std::vector<uint8_t> ended_;                   // [peer] it said goodbye (the proxy's)
   mutable std::mutex failedMu_;
   std::vector<std::string> failed_;  // [peer] why its messages stopped (set once by the proxy; empty: fine)
   std::atomic<bool> stop_{false};

@@ -165,7 +165,25 @@ Status Windows::ensureSignals() {
   for (int q = 0; q < comm_->nranks(); ++q) {
     if (w->peers[static_cast<size_t>(q)].at == nullptr && comm_->peer(q).hostHash != self.hostHash) remote.push_back(q);
   }
-  if (!remote.empty() && comm_->backend().kind() == BackendKind::kHost) {
+  bool connect = !remote.empty() && comm_->backend().kind() == BackendKind::kHost;
+  if (connect) {
+    // Whether to connect must be the same on every rank (a rank connecting alone would wait for the others).
+    std::vector<int32_t> knob(static_cast<size_t>(n), 0);
+    knob[static_cast<size_t>(comm_->rank())] = params::RmaNet() != 0 ? 1 : 0;
+    Status st = comm_->bootstrap()->allGather(knob.data(), sizeof(int32_t));
+    for (size_t q = 0; st.isOk() && q < n; ++q) {
+      if (knob[q] != knob[0]) {
+        st = invalidUsage("BRAID_RMA_NET is %d on rank 0 and %d on rank %zu: set it the same on every rank", knob[0],
+                          knob[q], q);
+      }
+    }
+    if (!st.isOk()) {
+      comm_->backend().freeWindowMemory(mem);
+      return st;
+    }
+    connect = knob[0] != 0;
+  }
+  if (connect) {
     auto lookup = [this](uint32_t index, const std::function<void(char*, uint64_t)>& apply) {
       std::lock_guard<std::mutex> lock(mu_);  // a deregistration waits until the data is in
       auto it = byIndex_.find(index);
@@ -175,9 +193,18 @@ Status Windows::ensureSignals() {
     };
     Result<std::unique_ptr<RmaNet>> net =
         RmaNet::connect(comm_, remote, static_cast<char*>(mem), kSignalStride, std::move(lookup));
-    if (!net.isOk()) {
+    // All or nothing: a rank that kept its signal area while another dropped its own would pair that rank's next
+    // signal-area exchange with a window's.
+    Status agreed = comm_->bootstrap()->agreeAllOrNothing(
+        net.status(), "connecting one-sided messages", [](int q, const Status& theirs) {
+          return invalidUsage("rank %d could not connect its one-sided messages: %s", q, theirs.message().c_str());
+        });
+    if (!agreed.isOk()) {
+      if (net.isOk()) net.take().reset();
       comm_->backend().freeWindowMemory(mem);
-      return net.status().withContext("connecting one-sided messages to the ranks of other hosts");
+      return agreed.withContext(
+          "connecting one-sided messages to the ranks of other hosts (BRAID_RMA_NET=0 turns "
+          "them off)");
     }
     net_ = net.take();
   }
@@ -379,7 +406,11 @@ Result<const Window*> Windows::find(const ncclWindow_vidmem* win, const char* wh
   return static_cast<const Window*>(it->second.get());
 }
 
-const char* Windows::outOfReach() const {
+const char* Windows::outOfReach(int peer) const {
+  const bool otherHost = comm_->peer(peer).hostHash != comm_->peer(comm_->rank()).hostHash;
+  if (comm_->backend().kind() == BackendKind::kHost && otherHost) {
+    return "BRAID_RMA_NET=0 turned off one-sided messages to the ranks of other hosts";
+  }
   if (comm_->backend().kind() == BackendKind::kHost) {
     return "braid's one-sided operations run between ranks that map each other's windows, or as messages to ranks "
            "of other hosts; between processes of one host register ncclMemAlloc memory, which peers map";
@@ -415,7 +446,7 @@ Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, 
       s.offset = offset;
     } else if (p.at == nullptr) {
       return invalidUsage("rank %d's window buffer is out of rank %d's load/store reach (%s): %s", peer, me,
-                          p.why.c_str(), outOfReach());
+                          p.why.c_str(), outOfReach(peer));
     } else {
       s.dst = p.at + offset;
     }
@@ -428,7 +459,7 @@ Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, 
   const WindowPeer& sig = signals_->peers[static_cast<size_t>(peer)];
   if (sig.at == nullptr) {
     return invalidUsage("rank %d's signal area is out of rank %d's load/store reach (%s): %s", peer, me,
-                        sig.why.c_str(), outOfReach());
+                        sig.why.c_str(), outOfReach(peer));
   }
   s.word = reinterpret_cast<uint64_t*>(sig.at + static_cast<size_t>(me) * kSignalStride);
   return std::vector<RmaStep>{s};

@@ -14,7 +14,8 @@
 // word there to the count of signals it has sent that peer; a wait waits until the peer's word here reaches the
 // count it has waited for plus opCnt. A word has one writer, so no atomics across ranks are needed, and "the signal
 // arrived" implies "the data before it arrived" because the word is written after the data (release) and read with
-// acquire. A host communicator runs them on the calling thread (puts and signals never block; a wait inside a group
+// acquire. A host communicator runs them on the calling thread (puts and signals toward this host never block, toward
+// other hosts they wait only for room in their connection; a wait inside a group
 // runs at ncclGroupEnd, so one thread may drive several ranks); a CUDA communicator in stream order.
 //
 // Deregistration is local (NCCL's rule since 2.29): this rank unmaps its peers' buffers; peers keep their mapping of
@@ -127,8 +128,8 @@ class Windows {
   // The bytes a multicast mapping of w covers on every rank: the smallest rank's buffer.
   static uint64_t commonBytes(const Window& w);
   Result<const void*> deviceTableLocked();
-  // Why a peer out of reach gets no one-sided operations, and the remedy, for errors.
-  const char* outOfReach() const;
+  // Why `peer`, out of reach, gets no one-sided operations, and the remedy, for errors.
+  const char* outOfReach(int peer) const;
 
   Communicator* comm_;
   mutable std::mutex mu_;                                              // the table (lookups come from any API call)

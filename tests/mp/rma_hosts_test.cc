@@ -8,14 +8,17 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
+#include <thread>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "nccl.h"
+#include "nccl_device.h"
 #include "tests/common/harness.h"
 #include "tests/common/log_capture.h"
 
@@ -101,6 +104,7 @@ TEST(RmaHosts, PutsAndSignalsReachRanksOfOtherHosts) {
     const std::string t = log.textOf(pid);
     EXPECT_NE(t.find("one-sided operations toward 2 rank(s) on other hosts go as messages via"), std::string::npos)
         << t;
+    EXPECT_EQ(t.find("stopped"), std::string::npos) << t;  // peers that end their communicators say goodbye first
   }
 }
 
@@ -185,6 +189,104 @@ TEST(RmaHosts, AWaitOnADeadPeerOfAnotherHostFailsByName) {
   ASSERT_EQ(codes.size(), 2u);
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 128 + SIGKILL);
+}
+
+// A peer of another host that ends its communicator normally says goodbye first: no WARN here when its connection
+// closes, and a wait on its signals ends at once, saying it ended its communicator.
+TEST(RmaHosts, APeerThatEndedItsCommunicatorIsNoFailure) {
+  LogCapture log("INIT");
+  std::vector<pid_t> pids;
+  std::vector<int> codes = runProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        std::vector<int> buf(1024, 0);
+        ncclWindow_t win = nullptr;
+        if (ncclCommWindowRegister(comm, buf.data(), buf.size() * sizeof(int), &win, 0) != ncclSuccess) return 10;
+        if (r == 1) return 0;  // the harness destroys its communicator, the window with it
+        sleep(1);              // its connection closes meanwhile; the proxy sees it
+        ncclWaitSignalDesc_t d{1, 1, 0, 0};
+        if (ncclWaitSignal(1, &d, comm, nullptr) != ncclRemoteError ||
+            std::string(ncclGetLastError(comm)).find("rank 1 stopped: it ended its communicator") == std::string::npos)
+          return 11;
+        return ncclCommWindowDeregister(comm, win) == ncclSuccess ? 0 : 12;
+      },
+      60, &pids, nullptr,
+      [](int r) {
+        LogCapture::reopenInChild();
+        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
+        setenv("BRAID_TIMEOUT", "60", 1);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  ASSERT_EQ(pids.size(), 2u);
+  const std::string t = log.textOf(pids[0]);
+  EXPECT_EQ(t.find(") stopped:"), std::string::npos) << t;
+}
+
+// A put blocked on a peer that takes nothing (its process stopped: no error on the connection, no progress) is ended
+// by ncclCommAbort from another thread, and the abort returns promptly (BRAID_TIMEOUT is 60 s): the connections are
+// closed as aborted instead of each waiting for its sends once more.
+TEST(RmaHosts, AbortEndsAPutBlockedOnAStoppedPeer) {
+  std::vector<int> codes = runProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        int64_t pid = getpid(), pids[2] = {0, 0};
+        if (ncclAllGather(&pid, pids, 1, ncclInt64, comm, nullptr) != ncclSuccess) return 10;
+        std::vector<char> buf(size_t{64} << 20, 1);
+        ncclWindow_t win = nullptr;
+        if (ncclCommWindowRegister(comm, buf.data(), buf.size(), &win, 0) != ncclSuccess) return 11;
+        if (r == 1) {
+          raise(SIGSTOP);  // rank 0 kills it
+          return 12;
+        }
+        std::atomic<int> put{-1};
+        std::thread worker(
+            [&] { put = ncclPutSignal(buf.data(), buf.size(), ncclInt8, 1, win, 0, 0, 0, 0, comm, nullptr); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        const bool blocked = put.load() == -1;
+        const auto t0 = std::chrono::steady_clock::now();
+        const ncclResult_t aborted = ncclCommAbort(comm);
+        worker.join();
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        kill(static_cast<pid_t>(pids[1]), SIGKILL);
+        if (!blocked || aborted != ncclSuccess || put.load() == ncclSuccess || s > 10) {
+          fprintf(stderr, "rank 0: blocked %d, abort %d, put %d, %.1f s\n", blocked, aborted, put.load(), s);
+          _exit(13);
+        }
+        _exit(0);  // the communicator is gone: the harness must not destroy it
+      },
+      120, nullptr, nullptr,
+      [](int r) {
+        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
+        setenv("BRAID_TIMEOUT", "60", 1);
+      });
+  ASSERT_EQ(codes.size(), 2u);
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 128 + SIGKILL);
+}
+
+// BRAID_RMA_NET=0: no connections at registration, and one-sided operations toward the other host are refused,
+// naming the knob; ncclCommQueryProperties says so.
+TEST(RmaHosts, TurnedOffTheyAreRefusedByName) {
+  std::vector<int> codes = runProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        std::vector<int> buf(1024, 0);
+        ncclWindow_t win = nullptr;
+        if (ncclCommWindowRegister(comm, buf.data(), buf.size() * sizeof(int), &win, 0) != ncclSuccess) return 10;
+        if (ncclPutSignal(buf.data(), 4, ncclInt32, 1 - r, win, 0, 0, 0, 0, comm, nullptr) != ncclInvalidUsage ||
+            std::string(ncclGetLastError(comm)).find("BRAID_RMA_NET=0") == std::string::npos)
+          return 11;
+        if (ncclSignal(1 - r, 0, 0, 0, comm, nullptr) != ncclInvalidUsage) return 12;
+        ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+        if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.hostRmaSupport) return 13;
+        return ncclCommWindowDeregister(comm, win) == ncclSuccess ? 0 : 14;
+      },
+      60, nullptr, nullptr,
+      [](int r) {
+        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
+        setenv("BRAID_RMA_NET", "0", 1);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
 }  // namespace
