@@ -292,6 +292,28 @@ inline std::string fmt(const char* f, ...) {
   return buf;
 }
 
+// An in-place float-sum all-reduce of `in` in a device buffer on `stream`, read back and compared exactly with
+// want(i): ncclSuccess, the call's error, ncclUnhandledCudaError when the stream fails, or ncclInternalError for a
+// wrong value.
+inline ncclResult_t checkedAllReduce(ncclComm_t comm, cudaStream_t stream, const std::vector<float>& in,
+                                     const std::function<float(size_t)>& want) {
+  const Driver& drv = Driver::get();
+  const size_t n = in.size();
+  std::vector<float> out(n, -1);
+  void* buf = drv.alloc(n * sizeof(float));
+  drv.copy(buf, in.data(), n * sizeof(float), stream);
+  ncclResult_t st = ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, comm, stream);
+  if (st == ncclSuccess) {
+    drv.copy(out.data(), buf, n * sizeof(float), stream);
+    if (drv.streamSync(stream) != 0) st = ncclUnhandledCudaError;
+  }
+  for (size_t i = 0; st == ncclSuccess && i < n; ++i) {
+    if (out[i] != want(i)) st = ncclInternalError;
+  }
+  drv.memFree(reinterpret_cast<unsigned long long>(buf));
+  return st;
+}
+
 // An NCCL topology file (its path; the caller unlinks it) with the fake's GPUs (device d at PCI 0000:(18+d):00.0): all
 // four under one PCIe switch, or two per switch with the switches under different CPUs (the pairs across them: path
 // SYS); nvlinkMesh adds six NVLinks between every pair (path NVL, as on an NVLink-meshed HGX board). On a real

@@ -453,22 +453,10 @@ TEST(CudaDirectModel, TheSelectorTakesThePathWhereNcclsModelPricesItBelowTheFifo
     const std::string topo = writeFakeGpuTopology(false, nvlink);
     setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
     LogCapture log("INIT,TUNING");
-    const Driver& drv = Driver::get();
     std::vector<ncclResult_t> rc = runCudaRanks(kGpus, [&](int r, ncclComm_t comm, cudaStream_t stream) {
-      std::vector<float> in(kFloats), out(kFloats, -1);
+      std::vector<float> in(kFloats);
       for (size_t i = 0; i < kFloats; ++i) in[i] = static_cast<float>((r + 1) * (i % 7));
-      void* buf = drv.alloc(kFloats * sizeof(float));
-      drv.copy(buf, in.data(), kFloats * sizeof(float), stream);
-      ncclResult_t st = ncclAllReduce(buf, buf, kFloats, ncclFloat, ncclSum, comm, stream);
-      if (st == ncclSuccess) {
-        drv.copy(out.data(), buf, kFloats * sizeof(float), stream);
-        if (drv.streamSync(stream) != 0) st = ncclUnhandledCudaError;
-      }
-      for (size_t i = 0; st == ncclSuccess && i < kFloats; ++i) {
-        if (out[i] != static_cast<float>(6 * (i % 7))) st = ncclInternalError;
-      }
-      drv.memFree(reinterpret_cast<unsigned long long>(buf));
-      return st;
+      return checkedAllReduce(comm, stream, in, [](size_t i) { return static_cast<float>(6 * (i % 7)); });
     });
     unsetenv("NCCL_TOPO_FILE");
     unlink(topo.c_str());

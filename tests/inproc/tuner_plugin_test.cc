@@ -165,21 +165,9 @@ TEST(TunerPlugin, EditedConstantsRebuildNcclsGpuModel) {
     ScopedEnv p("NCCL_TUNER_PLUGIN", plugin.c_str());
     ScopedEnv l("BRAID_TEST_TUNER_RING_LATENCY", ringLatency);
     LogCapture cap("INIT,TUNING");
-    const Driver& drv = Driver::get();
     std::vector<ncclResult_t> rc = runCudaRanks(kGpus, [&](int r, ncclComm_t comm, cudaStream_t stream) {
-      std::vector<float> in(kFloats, static_cast<float>(r + 1)), out(kFloats, -1);
-      void* buf = drv.alloc(kFloats * sizeof(float));
-      drv.copy(buf, in.data(), kFloats * sizeof(float), stream);
-      ncclResult_t st = ncclAllReduce(buf, buf, kFloats, ncclFloat, ncclSum, comm, stream);
-      if (st == ncclSuccess) {
-        drv.copy(out.data(), buf, kFloats * sizeof(float), stream);
-        if (drv.streamSync(stream) != 0) st = ncclUnhandledCudaError;
-      }
-      for (size_t i = 0; st == ncclSuccess && i < kFloats; ++i) {
-        if (out[i] != 6.0f) st = ncclInternalError;
-      }
-      drv.memFree(reinterpret_cast<unsigned long long>(buf));
-      return st;
+      return checkedAllReduce(comm, stream, std::vector<float>(kFloats, static_cast<float>(r + 1)),
+                              [](size_t) { return 6.0f; });
     });
     for (int r = 0; r < kGpus; ++r) EXPECT_EQ(rc[static_cast<size_t>(r)], ncclSuccess) << plugin << " rank " << r;
     return cap.textOf(getpid());

@@ -14,7 +14,9 @@
 #include <thread>
 
 #include <cstring>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nccl.h"
@@ -30,15 +32,30 @@ int waitFor(ncclComm_t comm, int peer, int opCnt) {
   return ncclWaitSignal(1, &d, comm, nullptr) == ncclSuccess ? 0 : 1;
 }
 
-void onTwoHosts(int r) {
-  setenv("NCCL_HOSTID", r < 2 ? "host-a" : "host-b", 1);
+// fn on n ranks as processes, the first half on host a and the rest on host b, each child with `env` set (and a
+// LogCapture's file reopened when `logged`).
+std::vector<int> onTwoHosts(int n, const std::function<int(int, ncclComm_t)>& fn,
+                            const std::vector<std::pair<const char*, const char*>>& env = {},
+                            std::vector<pid_t>* pids = nullptr, bool logged = false) {
+  return runProcesses(n, fn, 120, pids, nullptr, [n, env, logged](int r) {
+    if (logged) LogCapture::reopenInChild();
+    setenv("NCCL_HOSTID", r < n / 2 ? "host-a" : "host-b", 1);
+    for (const auto& e : env) setenv(e.first, e.second, 1);
+  });
+}
+
+// Rank 0 passed, rank 1 was killed (SIGKILL) as the test meant.
+void expectRankOneKilled(const std::vector<int>& codes) {
+  ASSERT_EQ(codes.size(), 2u);
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 128 + SIGKILL);
 }
 
 // Ranks 0, 1 on host a, 2, 3 on host b; each rank writes into the window of its counterpart on the other host.
 TEST(RmaHosts, PutsAndSignalsReachRanksOfOtherHosts) {
   LogCapture log("INIT,NET");
   std::vector<pid_t> pids;
-  std::vector<int> codes = runProcesses(
+  std::vector<int> codes = onTwoHosts(
       4,
       [](int r, ncclComm_t comm) {
         const int peer = (r + 2) % 4;
@@ -94,11 +111,7 @@ TEST(RmaHosts, PutsAndSignalsReachRanksOfOtherHosts) {
         if (r < 2 && (waitFor(comm, peer, 1) != 0 || win[6] != 5000 + peer)) return 23;
         return ncclCommWindowDeregister(comm, w) == ncclSuccess ? 0 : 24;
       },
-      120, &pids, nullptr,
-      [](int r) {
-        LogCapture::reopenInChild();
-        onTwoHosts(r);
-      });
+      {}, &pids, true);
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
   for (pid_t pid : pids) {
     const std::string t = log.textOf(pid);
@@ -114,7 +127,7 @@ TEST(RmaHosts, PutsAndSignalsReachRanksOfOtherHosts) {
 TEST(RmaHosts, APutToADeregisteredWindowIsDroppedWithoutItsSignal) {
   LogCapture log("INIT");
   std::vector<pid_t> pids;
-  std::vector<int> codes = runProcesses(
+  std::vector<int> codes = onTwoHosts(
       2,
       [](int r, ncclComm_t comm) {
         std::vector<int> a(256, 0), b(256, 0);
@@ -145,12 +158,7 @@ TEST(RmaHosts, APutToADeregisteredWindowIsDroppedWithoutItsSignal) {
         if (r == 0 && ncclCommWindowDeregister(comm, wa) != ncclSuccess) return 22;
         return ncclCommWindowDeregister(comm, wb) == ncclSuccess ? 0 : 23;
       },
-      120, &pids, nullptr,
-      [](int r) {
-        LogCapture::reopenInChild();
-        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
-        setenv("BRAID_TIMEOUT", "2", 1);
-      });
+      {{"BRAID_TIMEOUT", "2"}}, &pids, true);
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
   ASSERT_EQ(pids.size(), 2u);
   const std::string t = log.textOf(pids[1]);
@@ -163,7 +171,7 @@ TEST(RmaHosts, APutToADeregisteredWindowIsDroppedWithoutItsSignal) {
 // A rank waiting for signals from a rank of another host that died learns it from the connection (the proxy sees it
 // fail), not at BRAID_TIMEOUT (60 s here): ncclRemoteError naming the peer and the transport's message.
 TEST(RmaHosts, AWaitOnADeadPeerOfAnotherHostFailsByName) {
-  std::vector<int> codes = runProcesses(
+  std::vector<int> codes = onTwoHosts(
       2,
       [](int r, ncclComm_t comm) {
         std::vector<int> buf(1024, 0);
@@ -181,14 +189,8 @@ TEST(RmaHosts, AWaitOnADeadPeerOfAnotherHostFailsByName) {
         }
         return 0;
       },
-      120, nullptr, nullptr,
-      [](int r) {
-        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
-        setenv("BRAID_TIMEOUT", "60", 1);
-      });
-  ASSERT_EQ(codes.size(), 2u);
-  EXPECT_EQ(codes[0], 0);
-  EXPECT_EQ(codes[1], 128 + SIGKILL);
+      {{"BRAID_TIMEOUT", "60"}});
+  expectRankOneKilled(codes);
 }
 
 // A peer of another host that ends its communicator normally says goodbye first: no WARN here when its connection
@@ -196,7 +198,7 @@ TEST(RmaHosts, AWaitOnADeadPeerOfAnotherHostFailsByName) {
 TEST(RmaHosts, APeerThatEndedItsCommunicatorIsNoFailure) {
   LogCapture log("INIT");
   std::vector<pid_t> pids;
-  std::vector<int> codes = runProcesses(
+  std::vector<int> codes = onTwoHosts(
       2,
       [](int r, ncclComm_t comm) {
         std::vector<int> buf(1024, 0);
@@ -210,12 +212,7 @@ TEST(RmaHosts, APeerThatEndedItsCommunicatorIsNoFailure) {
           return 11;
         return ncclCommWindowDeregister(comm, win) == ncclSuccess ? 0 : 12;
       },
-      60, &pids, nullptr,
-      [](int r) {
-        LogCapture::reopenInChild();
-        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
-        setenv("BRAID_TIMEOUT", "60", 1);
-      });
+      {{"BRAID_TIMEOUT", "60"}}, &pids, true);
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
   ASSERT_EQ(pids.size(), 2u);
   const std::string t = log.textOf(pids[0]);
@@ -226,48 +223,43 @@ TEST(RmaHosts, APeerThatEndedItsCommunicatorIsNoFailure) {
 // by ncclCommAbort from another thread, and the abort returns promptly (BRAID_TIMEOUT is 60 s): the connections are
 // closed as aborted instead of each waiting for its sends once more.
 TEST(RmaHosts, AbortEndsAPutBlockedOnAStoppedPeer) {
-  std::vector<int> codes = runProcesses(
-      2,
-      [](int r, ncclComm_t comm) {
-        int64_t pid = getpid(), pids[2] = {0, 0};
-        if (ncclAllGather(&pid, pids, 1, ncclInt64, comm, nullptr) != ncclSuccess) return 10;
-        std::vector<char> buf(size_t{64} << 20, 1);
-        ncclWindow_t win = nullptr;
-        if (ncclCommWindowRegister(comm, buf.data(), buf.size(), &win, 0) != ncclSuccess) return 11;
-        if (r == 1) {
-          raise(SIGSTOP);  // rank 0 kills it
-          return 12;
-        }
-        std::atomic<int> put{-1};
-        std::thread worker(
-            [&] { put = ncclPutSignal(buf.data(), buf.size(), ncclInt8, 1, win, 0, 0, 0, 0, comm, nullptr); });
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        const bool blocked = put.load() == -1;
-        const auto t0 = std::chrono::steady_clock::now();
-        const ncclResult_t aborted = ncclCommAbort(comm);
-        worker.join();
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        kill(static_cast<pid_t>(pids[1]), SIGKILL);
-        if (!blocked || aborted != ncclSuccess || put.load() == ncclSuccess || s > 10) {
-          fprintf(stderr, "rank 0: blocked %d, abort %d, put %d, %.1f s\n", blocked, aborted, put.load(), s);
-          _exit(13);
-        }
-        _exit(0);  // the communicator is gone: the harness must not destroy it
-      },
-      120, nullptr, nullptr,
-      [](int r) {
-        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
-        setenv("BRAID_TIMEOUT", "60", 1);
-      });
-  ASSERT_EQ(codes.size(), 2u);
-  EXPECT_EQ(codes[0], 0);
-  EXPECT_EQ(codes[1], 128 + SIGKILL);
+  std::vector<int> codes =
+      onTwoHosts(2,
+                 [](int r, ncclComm_t comm) {
+                   int64_t pid = getpid(), pids[2] = {0, 0};
+                   if (ncclAllGather(&pid, pids, 1, ncclInt64, comm, nullptr) != ncclSuccess) return 10;
+                   std::vector<char> buf(size_t{64} << 20, 1);
+                   ncclWindow_t win = nullptr;
+                   if (ncclCommWindowRegister(comm, buf.data(), buf.size(), &win, 0) != ncclSuccess) return 11;
+                   if (r == 1) {
+                     raise(SIGSTOP);  // rank 0 kills it
+                     return 12;
+                   }
+                   std::atomic<int> put{-1};
+                   std::thread worker([&] {
+                     put = ncclPutSignal(buf.data(), buf.size(), ncclInt8, 1, win, 0, 0, 0, 0, comm, nullptr);
+                   });
+                   std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                   const bool blocked = put.load() == -1;
+                   const auto t0 = std::chrono::steady_clock::now();
+                   const ncclResult_t aborted = ncclCommAbort(comm);
+                   worker.join();
+                   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                   kill(static_cast<pid_t>(pids[1]), SIGKILL);
+                   if (!blocked || aborted != ncclSuccess || put.load() == ncclSuccess || s > 10) {
+                     fprintf(stderr, "rank 0: blocked %d, abort %d, put %d, %.1f s\n", blocked, aborted, put.load(), s);
+                     _exit(13);
+                   }
+                   _exit(0);  // the communicator is gone: the harness must not destroy it
+                 },
+                 {{"BRAID_TIMEOUT", "60"}});
+  expectRankOneKilled(codes);
 }
 
 // BRAID_RMA_NET=0: no connections at registration, and one-sided operations toward the other host are refused,
 // naming the knob; ncclCommQueryProperties says so.
 TEST(RmaHosts, TurnedOffTheyAreRefusedByName) {
-  std::vector<int> codes = runProcesses(
+  std::vector<int> codes = onTwoHosts(
       2,
       [](int r, ncclComm_t comm) {
         std::vector<int> buf(1024, 0);
@@ -281,11 +273,7 @@ TEST(RmaHosts, TurnedOffTheyAreRefusedByName) {
         if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.hostRmaSupport) return 13;
         return ncclCommWindowDeregister(comm, win) == ncclSuccess ? 0 : 14;
       },
-      60, nullptr, nullptr,
-      [](int r) {
-        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
-        setenv("BRAID_RMA_NET", "0", 1);
-      });
+      {{"BRAID_RMA_NET", "0"}});
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
