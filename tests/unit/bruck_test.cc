@@ -8,7 +8,7 @@ namespace braid {
 namespace {
 
 CheckSpec bruckSpec(int n, size_t count, size_t chunk, int nch) {
-  CheckSpec spec{CollKind::kAlltoAll, n, 0, count, {}};
+  CheckSpec spec{CollKind::kAlltoAll, n, 0, count, {}, {}};
   for (int r = 0; r < n; ++r) {
     std::vector<Program> progs;
     for (int c = 0; c < nch; ++c) {

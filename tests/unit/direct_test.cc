@@ -138,7 +138,7 @@ TEST(Tree, AllReduceSchedulesProveUpTo64Ranks) {
       for (size_t chunk : {size_t{1}, size_t{7}, size_t{64}}) {
         // As the planner queues them: both trees, each split into its up and down programs, on one channel, so
         // they all progress at once (tree 1 on lane 1).
-        CheckSpec spec{CollKind::kAllReduce, n, 0, count, {}};
+        CheckSpec spec{CollKind::kAllReduce, n, 0, count, {}, {}};
         const size_t mid = count / 2;
         for (int r = 0; r < n; ++r) {
           std::vector<Program> progs;
@@ -160,7 +160,7 @@ TEST(Tree, AllReduceSchedulesProveUpTo64Ranks) {
 
 TEST(Tree, CheckerCatchesABrokenTree) {
   const int n = 6;
-  CheckSpec spec{CollKind::kAllReduce, n, 0, 40, {}};
+  CheckSpec spec{CollKind::kAllReduce, n, 0, 40, {}, {}};
   for (int r = 0; r < n; ++r) {
     Result<std::vector<Program>> p = buildTreeAllReducePrograms(TreeParams{n, r, 0, 0, 40, 8});
     ASSERT_TRUE(p.isOk());
@@ -215,7 +215,7 @@ TEST(Tree, RootedReduceAndBroadcastProveUpTo64Ranks) {
     for (int root = 0; root < n; root += n <= 16 ? 1 : 7) {
       for (bool reduce : {true, false}) {
         for (size_t count : {size_t{1}, size_t{40}}) {
-          CheckSpec spec{reduce ? CollKind::kReduce : CollKind::kBroadcast, n, root, count, {}};
+          CheckSpec spec{reduce ? CollKind::kReduce : CollKind::kBroadcast, n, root, count, {}, {}};
           for (int r = 0; r < n; ++r) {
             Result<Program> p = buildTreeRootedProgram(reduce, root, TreeParams{n, r, 0, 0, count, 3});
             ASSERT_TRUE(p.isOk()) << p.status().message();

@@ -9,7 +9,7 @@ namespace braid {
 namespace {
 
 Status checkRing(CollKind kind, int n, int root, size_t count, size_t chunk, int nch) {
-  CheckSpec spec{kind, n, root, count, {}};
+  CheckSpec spec{kind, n, root, count, {}, {}};
   std::vector<int> ring(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) ring[static_cast<size_t>(i)] = i;
   for (int r = 0; r < n; ++r) {
@@ -50,7 +50,7 @@ TEST(RingSchedule, NonIdentityRingOrder) {
   for (int n = 2; n <= 9; ++n) {
     std::vector<int> ring;
     for (int i = n - 1; i >= 0; --i) ring.push_back(i);
-    CheckSpec spec{CollKind::kAllReduce, n, 0, 50, {}};
+    CheckSpec spec{CollKind::kAllReduce, n, 0, 50, {}, {}};
     for (int r = 0; r < n; ++r) {
       RingParams p{CollKind::kAllReduce, ring, r, 0, 50, 0, 50, 4};
       spec.programs.push_back({buildRingProgram(p).take()});
@@ -64,7 +64,7 @@ TEST(RingSchedule, CheckerCatchesMistakes) {
   const int n = 4;
   std::vector<int> ring = {0, 1, 2, 3};
   auto build = [&](CollKind kind) {
-    CheckSpec spec{kind, n, 0, 20, {}};
+    CheckSpec spec{kind, n, 0, 20, {}, {}};
     for (int r = 0; r < n; ++r) {
       RingParams p{kind, ring, r, 0, 20, 0, 20, 5};
       spec.programs.push_back({buildRingProgram(p).take()});
