@@ -419,7 +419,7 @@ DirectGpuShape directShapeOf(const GpuModelInput& in) {
   s.nNodes = in.nNodes;
   s.minSm = in.minSm;
   s.lanes = in.directLanes;
-  s.multicast = in.directMulticast;
+  s.byModel = in.directByModel;
   s.allNvlink = in.allNvlink;
   return s;
 }

@@ -77,13 +77,13 @@ struct GpuModelInput {
   bool collNetSupport = false;  // a collnet (SHARP) plugin: braid has none
   bool patEnable = true;        // NCCL_PAT_ENABLE; PAT runs only with one rank per node
   int ll128Setting = 2;         // NCCL_LL128 style: 0 off, 1 forced on, 2 auto (the path-type rule below)
-  bool allNvlink = false;       // every pair of a host's GPUs joined by NVLink (path NVL): NCCL's isAllDirectNvlink
-  // braid's NVLS-style path on a CUDA communicator (sym_model.h): its lanes (0: none) and whether it reduces in
-  // the switch. Not part of NCCL's tables: the selector prices that path separately (directShapeOf).
+  bool allNvlink = false;       // every pair of the GPUs joined by NVLink (path NVL): NCCL's isAllDirectNvlink
+  // braid's NVLS-style path on a CUDA communicator (sym_model.h): its lanes (0: none) and whether the model may take
+  // it. Not part of NCCL's tables: the selector prices that path separately (directShapeOf).
   int directLanes = 0;
-  bool directMulticast = false;
-  Filter algoFilter;   // NCCL_ALGO
-  Filter protoFilter;  // NCCL_PROTO
+  bool directByModel = false;  // BRAID_GPU_DIRECT_AUTO=1 on every rank
+  Filter algoFilter;           // NCCL_ALGO
+  Filter protoFilter;          // NCCL_PROTO
   // The constants the tables start from: a v5+ tuner plugin's edited ones (src/core/tuner_plugin.cc reads them
   // back after its init); null: NCCL's (ncclGpuConstants).
   std::shared_ptr<const GpuConstants> constants;

@@ -90,7 +90,9 @@ FifoChoice Selector::chosen(CollKind kind, size_t bytes) const {
 double Selector::predictUs(FilterColl fc, AlgoId a, ProtoId p, size_t bytes) const {
   // On GPUs braid's NVLS-style path is not NCCL's NVLS algorithm: it is priced as NCCL prices its symmetric
   // kernels, which it resembles (sym_model.h). -1: the model disables the pair.
-  if (c_.gpu && a == AlgoId::kNvls) return predictDirectGpuUs(directShapeOf(c_.gpu->in), fc, bytes);
+  if ((c_.gpu || c_.cuda) && a == AlgoId::kNvls) {
+    return c_.gpu ? predictDirectGpuUs(directShapeOf(c_.gpu->in), fc, bytes) : -1;
+  }
   if (c_.gpu) return predictGpuUs(*c_.gpu, fc, a, p, bytes);
   if (c_.nNodes > 1) return c_.costs.predictAcrossHostsUs(fc, a, p, c_.nranks, c_.net, bytes);
   return c_.costs.predictUs(fc, a, p, c_.nranks, c_.cpus, bytes);
@@ -270,10 +272,11 @@ bool Selector::computeDirect(CollKind kind, size_t bytes, const FifoChoice& fifo
   if ((pin == kRingAlgo && ringOk) || (pin == kTreeAlgo && treeOk)) return false;
   if (pin == kNvlsAlgo) return true;
   if (!treeOk && !ringOk) return true;
-  // On GPUs: NCCL's rule for its symmetric kernels decides where the path is priced at all (every pair of GPUs on
-  // NVLink), then the cheaper of it and the FIFO path's choice. A FIFO pair the model disables but the filters
-  // forced (priced 0) stays. Deterministic mode keeps the FIFO path's fixed algorithm.
-  if (c_.gpu) {
+  // On CUDA communicators: the path is priced only by the GPU model, where NCCL's rule for its symmetric kernels
+  // allows (every pair of GPUs on NVLink) and BRAID_GPU_DIRECT_AUTO=1 (sym_model.h), then the cheaper of it and the
+  // FIFO path's choice runs. A FIFO pair the model disables but the filters forced (priced 0) stays. Deterministic
+  // mode keeps the FIFO path's fixed algorithm.
+  if (c_.gpu || c_.cuda) {
     if (c_.deterministic || fifo.predictedUs <= 0) return false;
     const double us = predictUs(fc, AlgoId::kNvls, ProtoId::kSimple, bytes);
     return us >= 0 && us < fifo.predictedUs;
@@ -298,7 +301,8 @@ bool Selector::computeNvlsTree(CollKind kind, size_t bytes, const FifoChoice& fi
   // measured 3-8x slower than the model predicts (docs/networks.md): the model's host costs assume each host's
   // ranks have its CPUs to themselves.
   if (c_.hostsShareCpus) return false;
-  return nvlsTreeUs_(bytes) < fifo.predictedUs;
+  const double us = nvlsTreeUs_(bytes);  // -1: not priced (NvlsTree::predictUs)
+  return us >= 0 && us < fifo.predictedUs;
 }
 
 void Selector::logTuning(CollKind kind, size_t bytes, AlgoId chosen, ProtoId proto) const {

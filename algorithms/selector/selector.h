@@ -51,6 +51,7 @@ struct SelectorConfig {
   Filter proto;                 // NCCL_PROTO
   CostModel costs;              // BRAID_TUNING_FILE, or built-in figures
   bool ll128 = false;           // the backend runs LL128 on this communicator's paths (CUDA, one host)
+  bool cuda = false;            // a CUDA communicator: its NVLS-style path is priced only by `gpu` (sym_model.h)
   // A CUDA communicator whose GPUs the topology shows: NCCL's GPU tuning model prices the FIFO path's algorithms
   // and protocols instead of `costs` (null: the host cost model).
   std::shared_ptr<const GpuModel> gpu;

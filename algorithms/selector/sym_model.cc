@@ -32,6 +32,7 @@ const char* directGpuUnpriced(const DirectGpuShape& s, FilterColl c) {
   if (s.nNodes != 1) return "the NVLS-style path runs on one host";
   if (s.nRanks < 2) return "one rank";
   if (!s.allNvlink) return "not every pair of GPUs is joined by NVLink (NCCL's rule for symmetric kernels)";
+  if (!s.byModel) return "BRAID_GPU_DIRECT_AUTO is not 1 on every rank (the path has not run on a GPU yet)";
   return "";
 }
 
@@ -41,34 +42,26 @@ double predictDirectGpuUs(const DirectGpuShape& s, FilterColl c, size_t nBytes) 
   const double bytes = static_cast<double>(nBytes);
   const bool allReduce = c == FilterColl::kAllReduce;
   const bool blackwell = s.minSm >= 100;
-  double busBytes = 0, multiplier = 1, input = bytes;
-  bool mcAllReduce = false;
+  double busBytes = 0, input = bytes;
   if (allReduce && nBytes <= kGpuDirectOneShotBytes) {
-    busBytes = (n - 1) * bytes;  // through the switch too: every rank's read still leaves every GPU
+    busBytes = (n - 1) * bytes;
   } else if (allReduce) {
-    if (s.multicast) {
-      busBytes = bytes / n + bytes;
-      multiplier = n;
-      mcAllReduce = true;
-    } else {
-      busBytes = 2 * (n - 1) / n * bytes;
-    }
+    busBytes = 2 * (n - 1) / n * bytes;
   } else {
-    busBytes = (n - 1) * bytes / n;
-    if (s.multicast) multiplier = 0.55 * n;
-    if (c == FilterColl::kAllGather) input = bytes / n;
+    busBytes = (n - 1) * bytes;
+    if (c == FilterColl::kReduceScatter) input = n * bytes;  // every destination's part is staged
   }
   double baseLat, ctaBw, peakBw;
   if (!blackwell) {
     baseLat = 7.8;
     ctaBw = (allReduce ? 65 : 44) * kGiBps;
-    peakBw = (mcAllReduce ? 480 : 320) * kGiBps;
+    peakBw = 320 * kGiBps;
   } else {
     baseLat = allReduce ? 19.5 : 13.0;
     ctaBw = 55 * kGiBps;
-    peakBw = (mcAllReduce ? 1000 : 600) * kGiBps;
+    peakBw = 600 * kGiBps;
   }
-  const double bw = softMin(s.lanes * ctaBw * multiplier, peakBw, ctaBw);
+  const double bw = softMin(s.lanes * ctaBw, peakBw, ctaBw);
   const double stageUs = input / std::min(s.lanes * ctaBw, kStageCapBytesPerUs);
   return baseLat + softPlus(busBytes / bw - 1, 1) + stageUs;
 }

@@ -96,6 +96,10 @@ BRAID_PARAM(ProfilerPlugin, kString, "NCCL_PROFILER_PLUGIN", "",
 BRAID_PARAM(Direct, kInt, "BRAID_DIRECT", "1",
             "1: all-reduce, reduce-scatter and all-gather among ranks of one host run NVLS-style (direct loads and "
             "stores over shared memory); 0: always the ring.")
+BRAID_PARAM(GpuDirectAuto, kInt, "BRAID_GPU_DIRECT_AUTO", "0",
+            "1: on CUDA communicators whose GPUs are all joined by NVLink the selector takes the NVLS-style path "
+            "wherever NCCL's symmetric-kernel model prices it below the FIFO path; 0 (until it has run on a GPU): "
+            "only NCCL_ALGO or a tuning-file pin takes it. Used only when every rank sets 1.")
 BRAID_PARAM(NvlsEnable, kInt, "NCCL_NVLS_ENABLE", "2",
             "NVLS multicast on CUDA communicators (one rank per GPU, multicast-capable devices, ranks of one host): "
             "0 never; 2 (default) where it can be set up, else the NVLS-style collectives use peer pointers with an "

@@ -70,6 +70,7 @@ struct InitExchange {
   int32_t backend;         // BackendKind: every rank must have the same
   uint64_t gpuPciId;       // the backend's GPU (0: none): two ranks of one host on one GPU need an opt-in
   int32_t residentCtas;    // Backend::residentCtas
+  int32_t gpuDirectAuto;   // BRAID_GPU_DIRECT_AUTO: on only when every rank sets it
 };
 
 constexpr int64_t kMaxStageBytes = int64_t{64} << 20;
@@ -214,6 +215,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   }
   mine.hostsShareCpus = static_cast<int32_t>(shareCpus);
   mine.deterministic = params::Deterministic() != 0;
+  mine.gpuDirectAuto = params::GpuDirectAuto() == 1 ? 1 : 0;
   BRAID_ASSIGN_OR_RETURN(int64_t checkCalls, getIntParam(params::kCheckCalls));
   mine.checkCalls = checkCalls != 0 ? 1 : 0;
   mine.backend = static_cast<int32_t>(backend_->kind());
@@ -276,12 +278,14 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
     mine.direct = mine.direct && e.direct;
     mine.cma = mine.cma && e.cma;
     mine.deterministic = mine.deterministic || e.deterministic;
+    mine.gpuDirectAuto = mine.gpuDirectAuto && e.gpuDirectAuto;
     mine.checkCalls = mine.checkCalls || e.checkCalls;
   }
   // The model's inputs must be the same on every rank, or ranks would choose different algorithms.
   sc.cpus = mine.cpus;
   for (const InitExchange& e : all) sc.cpus = std::min(sc.cpus, static_cast<int>(e.cpus));
   sc.deterministic = mine.deterministic != 0;
+  sc.cuda = backend_->kind() == BackendKind::kCuda;
   config_.checkCalls = mine.checkCalls != 0;
   std::vector<uint64_t> hosts;
   for (const PeerInfo& p : peers_) hosts.push_back(p.hostHash);
@@ -415,7 +419,8 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
     BRAID_RETURN_IF_ERROR(backend_->initDirect(peers_, links_.transport.p2pPeers));
   }
   selector_.setDirect(backend_->caps().direct);
-  if (selector_.config().gpu && backend_->caps().direct) priceDirectOnGpu(static_cast<int>(nch));
+  if (selector_.config().gpu && backend_->caps().direct)
+    priceDirectOnGpu(static_cast<int>(nch), mine.gpuDirectAuto != 0);
   BRAID_ASSIGN_OR_RETURN(nvlsTree_, NvlsTree::create(*this));
   if (nvlsTree_) {
     const NvlsTree* t = nvlsTree_.get();

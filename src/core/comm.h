@@ -204,8 +204,9 @@ class Communicator {
   // profiler's context for this communicator (profiler_plugin.h). Neither for internal communicators.
   Status loadPlugins(const CommTopology& topo);
   // A CUDA communicator priced by NCCL's GPU model whose NVLS-style path is set up: the selector learns the path's
-  // lanes and whether it reduces in the switch (sym_model.h), and INFO says whether and how it is priced.
-  void priceDirectOnGpu(int lanes);
+  // lanes and whether the model may take it (BRAID_GPU_DIRECT_AUTO, agreed; sym_model.h), and INFO says whether and
+  // how it is priced.
+  void priceDirectOnGpu(int lanes, bool byModel);
   // The planner chose `op`'s algorithm and protocol: the flight recorder and the profiler hear of it.
   void noteChoice(const PendingOp& op, AlgoId algo, ProtoId proto);
   // The profiler (if any) hears that the group launches (sends and receives start), and that it is done.

@@ -89,10 +89,10 @@ Status Communicator::loadPlugins(const CommTopology& topo) {
   return Status::ok();
 }
 
-void Communicator::priceDirectOnGpu(int lanes) {
+void Communicator::priceDirectOnGpu(int lanes, bool byModel) {
   auto m = std::make_shared<GpuModel>(*selector_.config().gpu);
   m->in.directLanes = lanes;
-  m->in.directMulticast = backend_->caps().multicast;
+  m->in.directByModel = byModel;
   const DirectGpuShape shape = directShapeOf(m->in);
   const char* why = directGpuUnpriced(shape, FilterColl::kAllReduce);
   if (*why != '\0') {
@@ -100,10 +100,9 @@ void Communicator::priceDirectOnGpu(int lanes) {
                "rank %d: the NVLS-style path is taken only when NCCL_ALGO or a tuning-file pin asks: %s", rank_, why);
   } else {
     BRAID_INFO(kLogInit | kLogTuning,
-               "rank %d: the NVLS-style path is priced by NCCL's symmetric-kernel model (%d lanes, %s; all-reduce of "
-               "8 B %.1f us, 64 MB %.1f us) against the FIFO path",
-               rank_, lanes, shape.multicast ? "through the switch" : "peer pointers",
-               predictDirectGpuUs(shape, FilterColl::kAllReduce, 8),
+               "rank %d: the NVLS-style path is priced by NCCL's symmetric-kernel model (%d lanes, peer pointers; "
+               "all-reduce of 8 B %.1f us, 64 MB %.1f us) against the FIFO path (BRAID_GPU_DIRECT_AUTO=1)",
+               rank_, lanes, predictDirectGpuUs(shape, FilterColl::kAllReduce, 8),
                predictDirectGpuUs(shape, FilterColl::kAllReduce, size_t{64} << 20));
   }
   selector_.setGpuModel(std::move(m));

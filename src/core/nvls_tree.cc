@@ -70,24 +70,46 @@ Result<std::unique_ptr<NvlsTree>> NvlsTree::create(Communicator& c) {
   // Whether an all-reduce takes NVLSTree is decided on every rank from the sub-communicators' figures, which each
   // measured for itself (each cross-host communicator timed its own round trips): take the same worst case
   // everywhere, or ranks would choose differently and wait for each other forever.
+  // On GPUs the host pieces are priced by the symmetric-kernel model from the host's own lanes, GPU generation and
+  // links (sym_model.h): those are agreed too.
   struct Figures {
     double alphaUs;
     double gbps;
     int32_t cpus;
+    int32_t lanes;
+    int32_t minSm;
+    int32_t allNvlink;
+    int32_t byModel;
     int32_t pad;
   };
   NetShape crossNet = t->cross_->selector_.config().net;
   int hostCpus = t->host_->selector_.config().cpus;
+  const std::shared_ptr<const GpuModel> hostGpu = t->host_->selector_.config().gpu;
+  DirectGpuShape shape = hostGpu ? directShapeOf(hostGpu->in) : DirectGpuShape{};
   std::vector<Figures> figures(static_cast<size_t>(c.nranks_));
-  figures[static_cast<size_t>(c.rank_)] = Figures{crossNet.link.alphaUs, crossNet.link.betaGBps, hostCpus, 0};
+  figures[static_cast<size_t>(c.rank_)] =
+      Figures{crossNet.link.alphaUs,   crossNet.link.betaGBps, hostCpus, shape.lanes, shape.minSm,
+              shape.allNvlink ? 1 : 0, shape.byModel ? 1 : 0,  0};
   BRAID_RETURN_IF_ERROR(c.bootstrap_->allGather(figures.data(), sizeof(Figures)).withContext("NVLSTree figures"));
   for (const Figures& f : figures) {
     crossNet.link.alphaUs = std::max(crossNet.link.alphaUs, f.alphaUs);
     crossNet.link.betaGBps = std::min(crossNet.link.betaGBps, f.gbps);
     hostCpus = std::min(hostCpus, static_cast<int>(f.cpus));
+    shape.lanes = std::min(shape.lanes, static_cast<int>(f.lanes));
+    shape.minSm = std::min(shape.minSm, static_cast<int>(f.minSm));
+    shape.allNvlink = shape.allNvlink && f.allNvlink != 0;
+    shape.byModel = shape.byModel && f.byModel != 0;
   }
   t->cross_->selector_.setNet(crossNet);
   t->host_->selector_.setCpus(hostCpus);
+  if (hostGpu) {
+    auto m = std::make_shared<GpuModel>(*hostGpu);
+    m->in.directLanes = shape.lanes;
+    m->in.minSm = shape.minSm;
+    m->in.allNvlink = shape.allNvlink;
+    m->in.directByModel = shape.byModel;
+    t->host_->selector_.setGpuModel(std::move(m));
+  }
   // A tuner plugin's edits of NCCL's constants (the parent's model, loadPlugins) price the pieces too: internal
   // communicators load no plugin of their own.
   const std::shared_ptr<const GpuModel>& parentGpu = c.selector_.config().gpu;
@@ -108,13 +130,14 @@ Result<std::unique_ptr<NvlsTree>> NvlsTree::create(Communicator& c) {
 double NvlsTree::predictUs(size_t bytes) const {
   const size_t hostRanks = static_cast<size_t>(host_->nranks());
   const size_t piece = (bytes + hostRanks - 1) / hostRanks;
-  const double inside = host_->selector_.predictUs(FilterColl::kReduceScatter, AlgoId::kNvls, ProtoId::kSimple, piece) +
-                        host_->selector_.predictUs(FilterColl::kAllGather, AlgoId::kNvls, ProtoId::kSimple, piece);
+  const double rs = host_->selector_.predictUs(FilterColl::kReduceScatter, AlgoId::kNvls, ProtoId::kSimple, piece);
+  const double ag = host_->selector_.predictUs(FilterColl::kAllGather, AlgoId::kNvls, ProtoId::kSimple, piece);
   // A host's L cross-host all-reduces share its network link: together they move the whole vector's bytes.
-  const double across =
-      std::min(cross_->selector_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, bytes),
-               cross_->selector_.predictUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kSimple, bytes));
-  return inside + across;
+  const double ring = cross_->selector_.predictUs(FilterColl::kAllReduce, AlgoId::kRing, ProtoId::kSimple, bytes);
+  const double tree = cross_->selector_.predictUs(FilterColl::kAllReduce, AlgoId::kTree, ProtoId::kSimple, bytes);
+  const double across = ring < 0 ? tree : tree < 0 ? ring : std::min(ring, tree);
+  // A piece the model does not price (-1) leaves NVLSTree unpriced: never cheaper than what is priced.
+  return rs < 0 || ag < 0 || across < 0 ? -1 : rs + ag + across;
 }
 
 Status NvlsTree::run(const PendingOp& op, int nranks) {

@@ -178,10 +178,11 @@ fi
 ranks=(-g "$ngpus")
 [ "$ngpus" -eq 1 ] && ranks=(-t 2 -g 1)
 # "NCCL_ALGO=NVLS -R 1": the buffers registered, so the peers read each rank's input in place (zero-copy); "-R 2"
-# symmetric windows. The default lets the selector choose (on NVLink-joined GPUs, or ranks sharing one, it prices
-# the NVLS-style path by NCCL's symmetric-kernel model); "NCCL_ALGO=^nvls" is the FIFO path alone, to compare.
-for setting in "" NCCL_ALGO=^nvls NCCL_PROTO=LL NCCL_PROTO=LL128 NCCL_PROTO=Simple NCCL_ALGO=NVLS "NCCL_ALGO=NVLS -R 1" \
-  "NCCL_ALGO=NVLS -R 2"; do
+# symmetric windows. The default is the FIFO path on GPUs; "BRAID_GPU_DIRECT_AUTO=1" lets the selector take the
+# NVLS-style path where NCCL's symmetric-kernel model prices it lower (NVLink-joined GPUs, or ranks sharing one),
+# the choice to validate before it becomes the default.
+for setting in "" BRAID_GPU_DIRECT_AUTO=1 NCCL_PROTO=LL NCCL_PROTO=LL128 NCCL_PROTO=Simple NCCL_ALGO=NVLS \
+  "NCCL_ALGO=NVLS -R 1" "NCCL_ALGO=NVLS -R 2"; do
   envs=()
   args=()
   for w in $setting; do

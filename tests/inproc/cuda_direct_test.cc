@@ -1,9 +1,10 @@
 // NVLS-style (direct) collectives on CUDA communicators (src/backends/cuda/cuda_direct.h and the direct kernel,
 // src/backends/common/direct_kernel.h), on the strict fake driver and the CTA emulator. NCCL_ALGO=NVLS forces the
-// path (the model takes it only on NVLink-joined GPUs: the last test), so a communicator that could not set it up fails
-// the call instead of quietly taking the ring. Checked bitwise: every datatype and reduction, one-shot and two-shot
-// all-reduce, reduce-scatter and all-gather, in and out of place, several rounds, ranks sharing a GPU, ranks in
-// two processes (the areas imported from exported cuMem handles), graph replay, and the failure paths.
+// path (the model takes it only on NVLink-joined GPUs with BRAID_GPU_DIRECT_AUTO=1: the last test), so a communicator
+// that could not set it up fails the call instead of quietly taking the ring. Checked bitwise: every datatype and
+// reduction, one-shot and two-shot all-reduce, reduce-scatter and all-gather, in and out of place, several rounds,
+// ranks sharing a GPU, ranks in two processes (the areas imported from exported cuMem handles), graph replay, and the
+// failure paths.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -439,25 +440,34 @@ TEST(CudaDirectProcesses, APeerThatCannotMapARegistrationLeavesItStaged) {
   unlink(topo.c_str());
 }
 
-// Without NCCL_ALGO the selector takes the path where NCCL's symmetric-kernel model prices it below the FIFO path:
-// on GPUs meshed by NVLink a small all-reduce runs NVLS-style (exact results), said at INFO with the model's
-// figures; on the same GPUs under a PCIe switch the path has no price (NCCL runs no symmetric kernel there) and the
+// Without NCCL_ALGO, and with BRAID_GPU_DIRECT_AUTO=1 on every rank, the selector takes the path where NCCL's
+// symmetric-kernel model prices it below the FIFO path: on GPUs meshed by NVLink a small all-reduce runs NVLS-style
+// (exact results), said at INFO with the model's figures. On the same GPUs under a PCIe switch the path has no price
+// (NCCL runs no symmetric kernel there), and without the opt-in it has none either (it has not run on a GPU): the
 // FIFO path runs, INFO saying why.
 TEST(CudaDirectModel, TheSelectorTakesThePathWhereNcclsModelPricesItBelowTheFifoPath) {
   if (Driver::get().lib == nullptr) GTEST_SKIP() << "the fake CUDA driver did not load";
   BRAID_REQUIRE_FAKE("the fake GPUs' topology file");
   constexpr int kGpus = 3;
   constexpr size_t kFloats = 1024;
-  for (bool nvlink : {true, false}) {
-    SCOPED_TRACE(nvlink ? "NVLink mesh" : "PCIe switch");
-    const std::string topo = writeFakeGpuTopology(false, nvlink);
+  struct Setup {
+    bool nvlink;
+    bool optIn;
+    const char* why;  // null: the path is taken
+  };
+  for (const Setup& s : {Setup{true, true, nullptr}, Setup{false, true, "not every pair of GPUs is joined by NVLink"},
+                         Setup{true, false, "BRAID_GPU_DIRECT_AUTO is not 1 on every rank"}}) {
+    SCOPED_TRACE(std::string(s.nvlink ? "NVLink mesh" : "PCIe switch") + (s.optIn ? ", opted in" : ""));
+    const std::string topo = writeFakeGpuTopology(false, s.nvlink);
     setenv("NCCL_TOPO_FILE", topo.c_str(), 1);
+    if (s.optIn) setenv("BRAID_GPU_DIRECT_AUTO", "1", 1);
     LogCapture log("INIT,TUNING");
     std::vector<ncclResult_t> rc = runCudaRanks(kGpus, [&](int r, ncclComm_t comm, cudaStream_t stream) {
       std::vector<float> in(kFloats);
       for (size_t i = 0; i < kFloats; ++i) in[i] = static_cast<float>((r + 1) * (i % 7));
       return checkedAllReduce(comm, stream, in, [](size_t i) { return static_cast<float>(6 * (i % 7)); });
     });
+    unsetenv("BRAID_GPU_DIRECT_AUTO");
     unsetenv("NCCL_TOPO_FILE");
     unlink(topo.c_str());
     for (int r = 0; r < kGpus; ++r) EXPECT_EQ(rc[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
@@ -466,16 +476,18 @@ TEST(CudaDirectModel, TheSelectorTakesThePathWhereNcclsModelPricesItBelowTheFifo
     const size_t at = text.find(chose);
     ASSERT_NE(at, std::string::npos) << text;
     const std::string line = text.substr(at, text.find('\n', at) - at);
-    if (nvlink) {
-      EXPECT_EQ(occurrences(text, "the NVLS-style path is priced by NCCL's symmetric-kernel model"),
+    if (s.why == nullptr) {
+      EXPECT_EQ(occurrences(text,
+                            "the NVLS-style path is priced by NCCL's symmetric-kernel model (2 lanes, peer "
+                            "pointers"),
                 static_cast<size_t>(kGpus))
           << text;
       EXPECT_NE(line.find("-> NVLS/Simple"), std::string::npos) << line;
       EXPECT_NE(line.find("NVLS by its symmetric-kernel model"), std::string::npos) << line;
     } else {
-      EXPECT_EQ(occurrences(text,
-                            "the NVLS-style path is taken only when NCCL_ALGO or a tuning-file pin asks: not "
-                            "every pair of GPUs is joined by NVLink"),
+      EXPECT_EQ(occurrences(text, std::string("the NVLS-style path is taken only when NCCL_ALGO or a tuning-file pin "
+                                              "asks: ") +
+                                      s.why),
                 static_cast<size_t>(kGpus))
           << text;
       EXPECT_EQ(line.find("-> NVLS/"), std::string::npos) << line;

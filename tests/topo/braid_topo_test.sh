@@ -58,15 +58,25 @@ NCCL_CROSS_NIC=1 "$topo" --topo "$fx/dgx_h100.xml" --nodes 2 | grep "^Pattern 4,
 "$topo" --topo "$fx/dgx_h100.xml" --tune > "$tmp/tune.txt"
 grep -Eq "^Ring +LL +141\.0 +80\.6 +15\.0$" "$tmp/tune.txt" || fail "--tune Ring LL row: $(grep '^Ring' "$tmp/tune.txt")"
 grep -Eq "^NVLS +Simple +476\.0 +272\.0 +25\.0$" "$tmp/tune.txt" || fail "--tune NVLS row"
-# Each sweep twice: NCCL's (every pair's time) and what braid runs (FIFO, NVLS-style, choice).
+# Each sweep twice: NCCL's (every pair's time) and what braid runs (FIFO, NVLS-style, choice: the rows matched by
+# $braid_row below, which NCCL's rows of 8 columns never match).
+braid_row='^ +[0-9]+ +[0-9.]+ +-?[0-9.]+  (Ring|Tree|NVLS)/(LL|Simple)$'
 [ "$(grep -cE '^ +[0-9]+ .* (Ring|Tree|NVLS)/(LL|LL128|Simple)$' "$tmp/tune.txt")" -eq 32 ] || fail "--tune sweep rows"
-[ "$(grep -cE '^ +[0-9]+ +[0-9.]+ +-?[0-9.]+  (Ring|Tree|NVLS)/(LL|Simple)$' "$tmp/tune.txt")" -eq 16 ] ||
-  fail "--tune: braid's sweep rows"
-# On NVSwitch the NVLS-style path (24 lanes, through the switch) is priced by NCCL's symmetric-kernel model:
-# 7.8 us + softplus(-1) at 8 B against the ring's 15 us.
-grep -q "^# what braid runs on these GPUs (8 ranks): .*(24 lanes, multicast)$" "$tmp/tune.txt" || fail "--tune braid header"
-grep -Eq "^ +8 +15\.0 +8\.1  NVLS/Simple$" "$tmp/tune.txt" || fail "--tune: braid's 8 B row"
-"$topo" --topo "$fx/pcie_4gpu.xml" --tune > "$tmp/tune_pcie.txt"
+[ "$(grep -cE "$braid_row" "$tmp/tune.txt")" -eq 16 ] || fail "--tune: braid's sweep rows"
+# By default the NVLS-style path is not priced on GPUs (it has not run on one): -1, the FIFO path at every size.
+grep -q "^# what braid runs on these GPUs (8 ranks, 2 channels): .*(BRAID_GPU_DIRECT_AUTO is not 1 on every rank" \
+  "$tmp/tune.txt" || fail "--tune braid header"
+grep -Eq "^ +8 +15\.0 +-1\.0  Ring/LL$" "$tmp/tune.txt" || fail "--tune: braid's 8 B row"
+grep -E "$braid_row" "$tmp/tune.txt" | grep -q "NVLS/Simple$" && fail "--tune: NVLS-style chosen without the opt-in"
+# Opted in, on NVSwitch: priced by NCCL's symmetric-kernel model with the communicator's 2 channels as lanes,
+# 7.8 us + softplus(-1) at 8 B against the ring's 15 us; the ring wins from 8 MB (staging and 2 lanes).
+BRAID_GPU_DIRECT_AUTO=1 "$topo" --topo "$fx/dgx_h100.xml" --tune > "$tmp/tune_auto.txt"
+grep -q "^# what braid runs on these GPUs (8 ranks, 2 channels): .*(2 lanes, peer pointers)$" "$tmp/tune_auto.txt" ||
+  fail "--tune opted in: braid header"
+grep -Eq "^ +8 +15\.0 +8\.1  NVLS/Simple$" "$tmp/tune_auto.txt" || fail "--tune opted in: braid's 8 B row"
+grep -Eq "^ +8388608 +[0-9.]+ +[0-9.]+  Ring/Simple$" "$tmp/tune_auto.txt" || fail "--tune opted in: braid's 8 MB row"
+# On PCIe the path has no price even opted in (NCCL runs no symmetric kernel there).
+BRAID_GPU_DIRECT_AUTO=1 "$topo" --topo "$fx/pcie_4gpu.xml" --tune > "$tmp/tune_pcie.txt"
 grep -q "NVLS-style path (not every pair of GPUs is joined by NVLink" "$tmp/tune_pcie.txt" || fail "--tune PCIe: why"
 grep -Eq "^ +8 +[0-9.]+ +-1\.0  Ring/LL$" "$tmp/tune_pcie.txt" || fail "--tune PCIe: braid's 8 B row"
 grep -Eq "^ +[0-9]+ +[0-9.]+ +[0-9.]+  NVLS/Simple$" "$tmp/tune_pcie.txt" && fail "--tune PCIe: NVLS-style chosen"

@@ -1,5 +1,6 @@
 // braid-topo: the detected (or loaded) topology, its path matrix, the searched rings and trees, the channels a
 // communicator over N such hosts would use, and a Graphviz picture of it all.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,36 +43,43 @@ int fail(const braid::Status& s) {
 
 // What a braid CUDA communicator over these GPUs would run (the library's own selector, so the two agree): the
 // FIFO path's choice from NCCL's model restricted to what braid runs on GPUs, and the NVLS-style path priced by
-// NCCL's symmetric-kernel model with the communicator's channels as lanes, through the switch where the NVLS graph
-// found heads.
+// NCCL's symmetric-kernel model with the channels a communicator takes by default (BRAID_CPU_NCHANNELS within
+// NCCL_MIN/MAX_NCHANNELS) as lanes. BRAID_GPU_DIRECT_AUTO, BRAID_DIRECT and BRAID_DETERMINISTIC apply; tuning files
+// and plugins do not.
 std::string describeBraidSweep(const braid::GpuModelInput& nccl, braid::FilterColl c, size_t factor) {
   braid::CollKind kind = braid::CollKind::kAllReduce;
   if (c == braid::FilterColl::kAllGather) kind = braid::CollKind::kAllGather;
   if (c == braid::FilterColl::kReduceScatter) kind = braid::CollKind::kReduceScatter;
   if (c == braid::FilterColl::kBroadcast) kind = braid::CollKind::kBroadcast;
   if (c == braid::FilterColl::kReduce) kind = braid::CollKind::kReduce;
+  int64_t lanes = std::max<int64_t>(1, braid::params::CpuChannels());
+  const braid::Result<int64_t> lo = braid::getIntParam(braid::params::kMinNChannels);
+  const braid::Result<int64_t> hi = braid::getIntParam(braid::params::kMaxNChannels);
+  if (lo.isOk() && lo.value() > 0) lanes = std::max(lanes, lo.value());
+  if (hi.isOk() && hi.value() > 0) lanes = std::min(lanes, hi.value());
   braid::GpuModelInput in = nccl;
   braid::restrictToBraidGpu(&in);
-  in.directLanes = in.commChannels;
-  in.directMulticast = nccl.nvlsSupport;
+  in.commChannels = static_cast<int>(lanes);
+  in.directLanes = static_cast<int>(lanes);
+  in.directByModel = braid::params::GpuDirectAuto() == 1;
   braid::SelectorConfig sc;
   sc.nranks = in.nRanks;
   sc.nNodes = in.nNodes;
   sc.algo = in.algoFilter;
   sc.proto = in.protoFilter;
+  sc.deterministic = braid::params::Deterministic() != 0;
   sc.gpu = std::make_shared<const braid::GpuModel>(braid::buildGpuModel(in));
   braid::Selector sel(std::move(sc));
-  sel.setDirect(in.nNodes == 1);
+  sel.setDirect(in.nNodes == 1 && braid::params::Direct() != 0);
   const braid::DirectGpuShape shape = braid::directShapeOf(in);
   const char* why = braid::directGpuUnpriced(shape, c);
   std::string out = braid::strPrintf(
-      "# what braid runs on these GPUs (%d ranks): the FIFO path as NCCL's model picks among braid's GPU kernels, "
-      "the NVLS-style path (%s)\n%12s %13s %13s  choice\n",
-      in.nRanks,
-      *why != '\0'
-          ? why
-          : braid::strPrintf("%d lanes, %s", shape.lanes, shape.multicast ? "multicast" : "peer pointers").c_str(),
-      "bytes", "FIFO", "NVLS-style");
+      "# what braid runs on these GPUs (%d ranks, %d channels): the FIFO path as NCCL's model picks among braid's GPU "
+      "kernels, the NVLS-style path (%s)%s\n%12s %13s %13s  choice\n",
+      in.nRanks, static_cast<int>(lanes),
+      *why != '\0' ? why : braid::strPrintf("%d lanes, peer pointers", shape.lanes).c_str(),
+      c == braid::FilterColl::kAllGather || c == braid::FilterColl::kReduceScatter ? "; bytes per rank" : "", "bytes",
+      "FIFO", "NVLS-style");
   for (size_t bytes = 8; bytes <= (size_t{8} << 30); bytes *= factor) {
     const braid::FifoChoice fifo = sel.chooseFifo(kind, bytes);
     const braid::FifoChoice run = sel.chosen(kind, bytes);
