@@ -275,7 +275,8 @@ uint64_t RmaNet::receivedBytes(Connector& c) {
 }
 
 bool RmaNet::drain() {
-  if (abort_->load(std::memory_order_relaxed)) return false;
+  // Aborted, or never connected (connect() failed before starting the proxy): nothing to say goodbye on.
+  if (abort_->load(std::memory_order_relaxed) || !proxy_.joinable()) return false;
   // A goodbye to every peer, so its proxy takes the connection closing next for what it is.
   RmaStep bye;
   bye.kind = RmaStep::Kind::kSignal;

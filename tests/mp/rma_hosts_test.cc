@@ -277,5 +277,29 @@ TEST(RmaHosts, TurnedOffTheyAreRefusedByName) {
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
+// BRAID_RMA_NET set differently on two ranks: the first registration fails on both, naming the knob and the ranks
+// (a rank connecting alone would wait for the other until BRAID_TIMEOUT).
+TEST(RmaHosts, ADifferentBraidRmaNetOnSomeRankIsRefusedByName) {
+  std::vector<int> codes = runProcesses(
+      2,
+      [](int, ncclComm_t comm) {
+        std::vector<int> buf(1024, 0);
+        ncclWindow_t win = nullptr;
+        if (ncclCommWindowRegister(comm, buf.data(), buf.size() * sizeof(int), &win, 0) != ncclInvalidUsage) return 10;
+        const std::string e = ncclGetLastError(comm);
+        if (e.find("BRAID_RMA_NET is 1 on rank 0 and 0 on rank 1") == std::string::npos) {
+          fprintf(stderr, "%s\n", e.c_str());
+          return 11;
+        }
+        return 0;
+      },
+      60, nullptr, nullptr,
+      [](int r) {
+        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
+        setenv("BRAID_RMA_NET", r == 0 ? "1" : "0", 1);
+      });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
 }  // namespace
 }  // namespace braid_test
