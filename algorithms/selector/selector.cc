@@ -24,6 +24,14 @@ constexpr KindInfo kKinds[] = {
     {CollKind::kReduceScatter, FilterColl::kReduceScatter, true, DirectCollective::kReduceScatter},
 };
 
+// NCCL's nBytes for a collective the selector sizes by `bytes`: the type size times the larger of the send and
+// receive counts (ncclFuncMaxSendRecvCount), so all-gather and reduce-scatter count their full buffer, of which the
+// selector counts one rank's part. NCCL's GPU model and tuner plugins take that size.
+size_t ncclBytes(FilterColl fc, size_t bytes, int nranks) {
+  const bool perRank = fc == FilterColl::kAllGather || fc == FilterColl::kReduceScatter;
+  return perRank ? bytes * static_cast<size_t>(nranks > 0 ? nranks : 1) : bytes;
+}
+
 const KindInfo* kindInfo(CollKind kind) {
   for (const KindInfo& k : kKinds) {
     if (k.kind == kind) return &k;
@@ -93,7 +101,7 @@ double Selector::predictUs(FilterColl fc, AlgoId a, ProtoId p, size_t bytes) con
   if ((c_.gpu || c_.cuda) && a == AlgoId::kNvls) {
     return c_.gpu ? predictDirectGpuUs(directShapeOf(c_.gpu->in), fc, bytes) : -1;
   }
-  if (c_.gpu) return predictGpuUs(*c_.gpu, fc, a, p, bytes);
+  if (c_.gpu) return predictGpuUs(*c_.gpu, fc, a, p, ncclBytes(fc, bytes, c_.nranks));
   if (c_.nNodes > 1) return c_.costs.predictAcrossHostsUs(fc, a, p, c_.nranks, c_.net, bytes);
   return c_.costs.predictUs(fc, a, p, c_.nranks, c_.cpus, bytes);
 }
@@ -182,7 +190,7 @@ void Selector::applyTuner(FilterColl fc, Decision* d) const {
   }
   const CostTable before = table;
   int nChannels = 0;
-  if (!tuner_->editCosts(fc, d->bytes, &table, &nChannels)) return;
+  if (!tuner_->editCosts(fc, ncclBytes(fc, d->bytes, c_.nranks), &table, &nChannels)) return;
   bool changed = false;
   int bestA = -1, bestP = -1;
   for (int a = 0; a < kAlgos; ++a) {

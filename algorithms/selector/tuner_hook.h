@@ -28,7 +28,8 @@ struct CostTable {
 class TunerHook {
  public:
   virtual ~TunerHook() = default;
-  // Edits `table` for a collective of `bytes` (NCCL's nBytes: count x type size); *nChannels starts at 0 and is
+  // Edits `table` for a collective of `bytes` (NCCL's nBytes: type size x the larger of the send and receive counts,
+  // so all-gather and reduce-scatter give their full buffer); *nChannels starts at 0 and is
   // left 0 unless the plugin sets a count. False: the plugin failed (it logged why); the selector's own choice
   // stands.
   virtual bool editCosts(FilterColl coll, size_t bytes, CostTable* table, int* nChannels) = 0;
