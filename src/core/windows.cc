@@ -170,16 +170,16 @@ Status Windows::ensureSignals() {
     // Whether to connect must be the same on every rank (a rank connecting alone would wait for the others).
     std::vector<int32_t> knob(static_cast<size_t>(n), 0);
     knob[static_cast<size_t>(comm_->rank())] = params::RmaNet() != 0 ? 1 : 0;
-    Status st = comm_->bootstrap()->allGather(knob.data(), sizeof(int32_t));
-    for (size_t q = 0; st.isOk() && q < n; ++q) {
+    Status same = comm_->bootstrap()->allGather(knob.data(), sizeof(int32_t));
+    for (size_t q = 0; same.isOk() && q < n; ++q) {
       if (knob[q] != knob[0]) {
-        st = invalidUsage("BRAID_RMA_NET is %d on rank 0 and %d on rank %zu: set it the same on every rank", knob[0],
-                          knob[q], q);
+        same = invalidUsage("BRAID_RMA_NET is %d on rank 0 and %d on rank %zu: set it the same on every rank", knob[0],
+                            knob[q], q);
       }
     }
-    if (!st.isOk()) {
+    if (!same.isOk()) {
       comm_->backend().freeWindowMemory(mem);
-      return st;
+      return same;
     }
     connect = knob[0] != 0;
   }
