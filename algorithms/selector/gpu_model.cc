@@ -399,11 +399,17 @@ Result<GpuModelInput> gpuModelInputFrom(const TopoGraph& g, const HostGraphs& gr
   in.graphs[kCollNetDirect] = ring;  // no collnet search in braid (no plugin): placeholders, never enabled
   in.graphs[kCollNetChain] = ring;
   in.nvlsSupport = graphs.nvls.nChannels > 0;
-  in.allNvlink = gpuNodes.size() > 1;
-  for (int i : gpuNodes) {
-    for (int j : gpuNodes) in.allNvlink = in.allNvlink && (i == j || g.path(i, j).type == PathType::kNvl);
-  }
+  in.allNvlink = gpuNodes.size() > 1 && allJoinedByNvlink(g, gpuNodes);
   return in;
+}
+
+bool allJoinedByNvlink(const TopoGraph& g, const std::vector<int>& gpuNodes) {
+  for (int i : gpuNodes) {
+    for (int j : gpuNodes) {
+      if (i != j && g.path(i, j).type != PathType::kNvl) return false;
+    }
+  }
+  return true;
 }
 
 void restrictToBraidGpu(GpuModelInput* in) {

@@ -109,6 +109,10 @@ GpuModel buildGpuModel(const GpuModelInput& in);
 // "needs NVLS", ... (braid-topo prints it; tests check the rule that fired).
 std::string disabledReason(const GpuModelInput& in, FilterColl c, AlgoId a, ProtoId p);
 
+// Whether every pair of these GPU nodes is joined by NVLink (path NVL, NVSwitch included); a node listed twice (two
+// ranks on one GPU) counts as joined to itself. NCCL's isAllDirectNvlink, for GpuModelInput::allNvlink.
+bool allJoinedByNvlink(const TopoGraph& g, const std::vector<int>& gpuNodes);
+
 // NCCL's model restricted to what braid runs on GPUs: LL128 only when NCCL_PROTO forces it (braid's LL128 kernel has
 // not run on a GPU), no NVLS algorithm of NCCL's (braid's NVLS-style path is priced by predictDirectGpuUs instead),
 // no CollNet (no plugin) and no PAT (not built for GPUs). CUDA communicators and braid-topo --tune use it.

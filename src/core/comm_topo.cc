@@ -305,16 +305,12 @@ Result<CommTopology> buildCommTopology(Bootstrap* bs, int rank, int nranks, cons
         // And NVLink between the communicator's GPUs on this host, not between every GPU it shows (two ranks on one
         // GPU count as joined).
         const TopoGraph& hg = host.value().graph;
-        bool nvl = true;
-        for (int a = 0; a < nranks && nvl; ++a) {
-          for (int b = 0; b < nranks && nvl; ++b) {
-            if (out.nodeOf[static_cast<size_t>(a)] != 0 || out.nodeOf[static_cast<size_t>(b)] != 0) continue;
-            const int ga = gpuNodeByBusId(hg, gpuBusOfRank[static_cast<size_t>(a)]);
-            const int gb = gpuNodeByBusId(hg, gpuBusOfRank[static_cast<size_t>(b)]);
-            nvl = ga == gb || hg.path(ga, gb).type == PathType::kNvl;
-          }
+        std::vector<int> gpus;
+        for (int r = 0; r < nranks; ++r) {
+          if (out.nodeOf[static_cast<size_t>(r)] == 0)
+            gpus.push_back(gpuNodeByBusId(hg, gpuBusOfRank[static_cast<size_t>(r)]));
         }
-        out.gpuModel->allNvlink = nvl && nranks > 1;
+        out.gpuModel->allNvlink = nranks > 1 && allJoinedByNvlink(hg, gpus);
       }
     }
     graphs.push_back(std::move(g));
