@@ -236,7 +236,7 @@ typedef struct ncclCommProperties {
   bool multimemSupport;  /* windows and device communicators get NVLS multicast (lsaMultimem) on this communicator */
   ncclGinType_t ginType; /* NCCL_GIN_TYPE_NONE: braid has no network GIN (its GIN is load/store, nccl_device/gin.h) */
   int nLsaTeams;         /* nRanks / LSA team size */
-  bool hostRmaSupport;   /* ncclPutSignal/ncclSignal/ncclWaitSignal reach every rank (all on one host) */
+  bool hostRmaSupport;   /* ncclPutSignal/ncclSignal/ncclWaitSignal reach every rank */
   ncclGinType_t railedGinType;
   uint64_t commHash; /* the same on every rank of the communicator */
   int ginMinStride;

@@ -374,9 +374,12 @@ BRAID_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     mine.multimemSupport = c->backend().caps().multicast && lsa.nRanks == c->nranks();
     mine.ginType = NCCL_GIN_TYPE_NONE;
     mine.nLsaTeams = c->nranks() / lsa.nRanks;
-    // Host communicators reach ranks of other hosts by messages (rma_net.h); CUDA ones only their LSA team.
-    mine.hostRmaSupport =
-        (c->backend().kind() == BackendKind::kHost && params::RmaNet() != 0) || lsa.nRanks == c->nranks();
+    // Ranks of other hosts are reached by messages (rma_net.h), those of this host by load/store (the LSA team; on
+    // a host communicator every rank of the host).
+    int onThisHost = 0;
+    for (int q = 0; q < c->nranks(); ++q) onThisHost += c->peer(q).hostHash == c->peer(c->rank()).hostHash ? 1 : 0;
+    const bool hostReached = c->backend().kind() == BackendKind::kHost || lsa.nRanks == onThisHost;
+    mine.hostRmaSupport = lsa.nRanks == c->nranks() || (params::RmaNet() != 0 && hostReached);
     mine.railedGinType = NCCL_GIN_TYPE_NONE;
     mine.commHash = c->flight().commId();
     mine.ginMinStride = 0;

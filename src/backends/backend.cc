@@ -22,6 +22,11 @@ Status Backend::writeDeviceBlock(void* dst, const void* src, size_t bytes) {
   return Status::ok();
 }
 
+Status Backend::storeSignal(uint64_t* word, uint64_t value) {
+  __atomic_store_n(word, value, __ATOMIC_RELEASE);
+  return Status::ok();
+}
+
 void Backend::freeDeviceBlock(void* p) {
   std::free(p);
 }

@@ -176,11 +176,16 @@ struct WindowMulticast {
 
 // One step of one-sided work (ncclPutSignal, ncclSignal, ncclWaitSignal) on mapped window memory, in issue order.
 struct RmaStep;
+class RmaPosts;  // src/backends/rma_posts.h
 // Carries puts and signals to a peer whose memory this rank cannot map (src/core/rma_net.h): RmaStep::via.
 class RmaMessenger {
  public:
   virtual ~RmaMessenger() = default;
+  // Sends s now, on the calling thread (a host backend's ncclPutSignal), returning once its messages are queued.
   [[nodiscard]] virtual Status send(const RmaStep& s) = 0;
+  // Where a stream hands its puts over when it reaches them (a CUDA backend): sent in order by the messenger's own
+  // thread. Errors of such puts are reported by health() of their peer.
+  virtual std::shared_ptr<RmaPosts> posts() = 0;
   // An error naming why messages from `peer` stopped arriving (its connection failed), else ok: a wait on its
   // signals ends with it.
   [[nodiscard]] virtual Status health(int peer) const = 0;
@@ -316,6 +321,9 @@ class Backend {
   [[nodiscard]] virtual Result<void*> allocDeviceBlock(size_t bytes);
   [[nodiscard]] virtual Status writeDeviceBlock(void* dst, const void* src, size_t bytes);
   virtual void freeDeviceBlock(void* p);
+  // Sets a signal word of this rank's window memory (allocWindowMemory) from a host thread, after everything that
+  // thread wrote there before by writeDeviceBlock: a kernel or thread that sees the value sees that data.
+  [[nodiscard]] virtual Status storeSignal(uint64_t* word, uint64_t value);
   // The word the backend's kernels read to stop waiting once the communicator is aborted (non-zero), at an address
   // device code can load; null on a host backend (its waits check the communicator's abort flag themselves).
   virtual const uint32_t* deviceAbortWord() const { return nullptr; }

@@ -53,6 +53,7 @@ Result<std::unique_ptr<RmaNet>> RmaNet::connect(Communicator* comm, const std::v
   net->spoiled_.assign(n, 0);
   net->ended_.assign(n, 0);
   net->failed_.resize(n);
+  net->sendFailed_.resize(n);
   const PeerInfo& self = comm->peer(comm->rank());
   const TransportConfig& cfg = comm->transportConfig();
   // Every receiving end first, on every rank, so no rank waits for a description another has not sent yet.
@@ -118,6 +119,7 @@ Status RmaNet::handshake(const std::vector<int>& peers) {
 
 RmaNet::~RmaNet() {
   const bool delivered = drain();
+  stopSender(false);  // drained (or given up on): what a stream posts from now on is dropped
   stop_.store(true, std::memory_order_release);
   if (proxy_.joinable()) proxy_.join();
   // Undelivered or aborted: closing must not wait for a peer that takes nothing (the transport would wait for the
@@ -182,9 +184,72 @@ Status RmaNet::send(const RmaStep& s) {
 
 Status RmaNet::health(int peer) const {
   std::lock_guard<std::mutex> lock(failedMu_);
-  if (!serves(peer) || failed_[static_cast<size_t>(peer)].empty()) return Status::ok();
-  return remoteError("rank %d: one-sided messages from rank %d stopped: %s", rank_, peer,
-                     failed_[static_cast<size_t>(peer)].c_str());
+  if (!serves(peer)) return Status::ok();
+  const size_t p = static_cast<size_t>(peer);
+  if (!sendFailed_[p].empty()) return Status(Code::kRemoteError, sendFailed_[p]);
+  if (failed_[p].empty()) return Status::ok();
+  return remoteError("rank %d: one-sided messages from rank %d stopped: %s", rank_, peer, failed_[p].c_str());
+}
+
+std::shared_ptr<RmaPosts> RmaNet::posts() {
+  std::lock_guard<std::mutex> lock(postsMu_);
+  if (!posts_) {
+    posts_ = std::make_shared<RmaPosts>(rank_);
+    sender_ = std::thread([this] { senderLoop(); });
+  }
+  return posts_;
+}
+
+void RmaNet::senderLoop() {
+  RmaPosts::Item it;
+  while (!stopSender_.load(std::memory_order_acquire)) {
+    if (!posts_->next(&it, std::chrono::milliseconds(20))) continue;
+    const size_t p = static_cast<size_t>(it.step.peer);
+    bool skip;
+    {
+      std::lock_guard<std::mutex> lock(failedMu_);
+      skip = p >= sendFailed_.size() || !sendFailed_[p].empty();
+    }
+    if (!skip) {
+      Status st = send(it.step);
+      if (!st.isOk()) {
+        BRAID_WARN("rank %d: a one-sided operation posted by a stream failed: %s", rank_, st.message().c_str());
+        std::lock_guard<std::mutex> lock(failedMu_);
+        sendFailed_[p] = st.message();
+      }
+    }
+    if (it.done) it.done();
+    it = RmaPosts::Item{};
+    posts_->finished();
+  }
+}
+
+void RmaNet::stopSender(bool wait) {
+  std::shared_ptr<RmaPosts> posts;
+  {
+    std::lock_guard<std::mutex> lock(postsMu_);
+    posts = posts_;
+  }
+  if (!posts) return;
+  if (wait) {
+    const Clock::time_point end =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutSec_));
+    int round = 0;
+    while (!posts->idle() && !abort_->load(std::memory_order_relaxed) && (timeoutSec_ <= 0 || Clock::now() < end)) {
+      proxySleep(round++);
+    }
+    if (!posts->idle()) {
+      BRAID_WARN("rank %d: one-sided operations issued on streams had not been sent when the communicator ended",
+                 rank_);
+    }
+  }
+  stopSender_.store(true, std::memory_order_release);
+  if (sender_.joinable()) sender_.join();
+  const size_t dropped = posts->close();
+  if (dropped > 0) {
+    BRAID_WARN("rank %d: %zu one-sided operation(s) issued on streams were not sent before the communicator ended",
+               rank_, dropped);
+  }
 }
 
 RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
@@ -200,9 +265,11 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
     return RmaWindowState::kFound;
   } else if (h.window != kNoWindow) {
     bool inside = true;
+    Status landed;
     const RmaWindowState state = lookup_(h.window, [&](char* base, uint64_t bytes) {
       inside = h.offset <= bytes && h.bytes <= bytes - h.offset;
-      if (inside && h.bytes > 0) memcpy(base + h.offset, msg + sizeof(h), h.bytes);
+      // The window buffer may be GPU memory: the backend copies (and has finished at return).
+      if (inside && h.bytes > 0) landed = comm_->backend().writeDeviceBlock(base + h.offset, msg + sizeof(h), h.bytes);
     });
     if (state == RmaWindowState::kNotYet) return state;
     if (state == RmaWindowState::kGone) {
@@ -210,6 +277,9 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
     } else if (!inside) {
       why = strPrintf("a put from rank %d of %llu bytes at offset %llu passes the end of window #%u: dropped", peer,
                       static_cast<unsigned long long>(h.bytes), static_cast<unsigned long long>(h.offset), h.window);
+    } else if (!landed.isOk()) {
+      why = strPrintf("a put from rank %d to window #%u could not be copied in: %s", peer, h.window,
+                      landed.message().c_str());
     }
   }
   if (!why.empty()) {
@@ -219,7 +289,10 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
   if (h.signal != 0) {
     // A put that lost a piece does not signal: the waiter fails at its deadline instead of reading missing data.
     if (spoiled_[p] == 0) {
-      storeRelease(reinterpret_cast<uint64_t*>(signals_ + p * signalStride_), h.signal);
+      Status st = comm_->backend().storeSignal(reinterpret_cast<uint64_t*>(signals_ + p * signalStride_), h.signal);
+      if (!st.isOk())
+        BRAID_WARN("rank %d: signal %llu from rank %d could not be set: %s", rank_,
+                   static_cast<unsigned long long>(h.signal), peer, st.message().c_str());
     }
     spoiled_[p] = 0;
   }
@@ -277,6 +350,7 @@ uint64_t RmaNet::receivedBytes(Connector& c) {
 bool RmaNet::drain() {
   // Aborted, or never connected (connect() failed before starting the proxy): nothing to say goodbye on.
   if (abort_->load(std::memory_order_relaxed) || !proxy_.joinable()) return false;
+  stopSender(true);  // what streams issued leaves before the goodbye (one sender per connector at a time)
   // A goodbye to every peer, so its proxy takes the connection closing next for what it is.
   RmaStep bye;
   bye.kind = RmaStep::Kind::kSignal;

@@ -15,10 +15,15 @@
 // the receiver has deregistered is dropped with a WARN (NCCL leaves it undefined); its signal is not applied, so
 // the waiter fails at its deadline rather than reading data that never came.
 //
+// Where puts are issued (RmaMessenger): a host communicator's calling thread sends them itself (send); a CUDA
+// communicator's stream copies the data into a pinned stage and, on reaching the put, posts it (posts(),
+// src/backends/rma_posts.h) to this messenger's sender thread. The receiving proxy lands data and signal words
+// through the backend (writeDeviceBlock, storeSignal), so window buffers and signal areas may be GPU memory.
+//
 // Lifetime: made by the communicator's first window registration (collective: every rank connects to each rank of
-// another host), ended with the communicator, after its puts have left (a put returns once its messages are queued).
-// A sender waits for free slots under BRAID_TIMEOUT and ncclCommAbort; the proxy thread polls with back-off and
-// stops at destruction or abort.
+// another host), ended with the communicator, after its puts have left (a put returns once its messages are queued;
+// a posted one counts from its call). A sender waits for free slots under BRAID_TIMEOUT and ncclCommAbort; the proxy
+// thread polls with back-off and stops at destruction or abort.
 #pragma once
 
 #include <atomic>
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "src/backends/backend.h"
+#include "src/backends/rma_posts.h"
 #include "src/common/status.h"
 #include "transports/transport.h"
 
@@ -59,7 +65,9 @@ class RmaNet : public RmaMessenger {
   // value. Returns once its messages are queued. Errors: ncclRemoteError when the peer stopped taking messages for
   // BRAID_TIMEOUT or the connection failed (naming the peer), the abort error after ncclCommAbort.
   [[nodiscard]] Status send(const RmaStep& s) override;
-  // ncclRemoteError with the transport's message once the proxy saw messages from `peer` fail, else ok.
+  std::shared_ptr<RmaPosts> posts() override;
+  // ncclRemoteError with the transport's message once the proxy saw messages from `peer` fail, or a posted put to it
+  // failed, else ok.
   [[nodiscard]] Status health(int peer) const override;
 
  private:
@@ -74,6 +82,10 @@ class RmaNet : public RmaMessenger {
   // At set-up: one empty message each way, so every connection is open (a peer that dies later is seen on it).
   Status handshake(const std::vector<int>& peers);
   void proxyLoop();
+  // Sends what streams posted, in order; a peer whose send failed gets nothing more (health() says why).
+  void senderLoop();
+  // Stops the sender thread (after the posts came, unless `wait` is false or the deadline passed): drops the rest.
+  void stopSender(bool wait);
   // Applies one message from `peer` (the proxy thread): kFound, kGone after a WARN for one that could not be
   // applied, kNotYet for a window whose registration has not finished here (applied later).
   RmaWindowState apply(int peer, const char* msg, uint64_t received);
@@ -98,9 +110,14 @@ class RmaNet : public RmaMessenger {
   std::vector<uint8_t> spoiled_;                 // [peer] a piece of its current put was dropped (the proxy's)
   std::vector<uint8_t> ended_;                   // [peer] it said goodbye (the proxy's)
   mutable std::mutex failedMu_;
-  std::vector<std::string> failed_;  // [peer] why its messages stopped (set once by the proxy; empty: fine)
+  std::vector<std::string> failed_;      // [peer] why its messages stopped (set once by the proxy; empty: fine)
+  std::vector<std::string> sendFailed_;  // [peer] why a posted put to it failed (set once by the sender)
   std::atomic<bool> stop_{false};
   std::thread proxy_;
+  std::mutex postsMu_;
+  std::shared_ptr<RmaPosts> posts_;  // made, with the sender thread, at the first posts()
+  std::atomic<bool> stopSender_{false};
+  std::thread sender_;
 };
 
 }  // namespace braid

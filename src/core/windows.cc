@@ -158,14 +158,14 @@ Status Windows::ensureSignals() {
     comm_->backend().freeWindowMemory(mem);
     return st;  // disabled: no signal area (nor windows) on any rank
   }
-  // Ranks of other hosts are out of reach on every rank alike: on a host communicator, messages carry the
-  // one-sided operations toward them (rma_net.h). Connected here, while every rank is in the registration.
+  // Ranks of other hosts are out of reach on every rank alike: messages carry the one-sided operations toward them
+  // (rma_net.h). Connected here, while every rank is in the registration.
   std::vector<int> remote;
   const PeerInfo& self = comm_->peer(comm_->rank());
   for (int q = 0; q < comm_->nranks(); ++q) {
     if (w->peers[static_cast<size_t>(q)].at == nullptr && comm_->peer(q).hostHash != self.hostHash) remote.push_back(q);
   }
-  bool connect = !remote.empty() && comm_->backend().kind() == BackendKind::kHost;
+  bool connect = !remote.empty();
   if (connect) {
     // Whether to connect must be the same on every rank (a rank connecting alone would wait for the others).
     std::vector<int32_t> knob(static_cast<size_t>(n), 0);
@@ -408,15 +408,13 @@ Result<const Window*> Windows::find(const ncclWindow_vidmem* win, const char* wh
 
 const char* Windows::outOfReach(int peer) const {
   const bool otherHost = comm_->peer(peer).hostHash != comm_->peer(comm_->rank()).hostHash;
-  if (comm_->backend().kind() == BackendKind::kHost && otherHost) {
-    return "BRAID_RMA_NET=0 turned off one-sided messages to the ranks of other hosts";
-  }
+  if (otherHost) return "BRAID_RMA_NET=0 turned off one-sided messages to the ranks of other hosts";
   if (comm_->backend().kind() == BackendKind::kHost) {
     return "braid's one-sided operations run between ranks that map each other's windows, or as messages to ranks "
            "of other hosts; between processes of one host register ncclMemAlloc memory, which peers map";
   }
-  return "braid's one-sided operations on CUDA communicators run between ranks that map each other's windows (P2P); "
-         "over the network they are not built";
+  return "braid's one-sided operations on CUDA communicators run between ranks that map each other's windows (P2P), "
+         "or as messages to ranks of other hosts; between GPUs of one host without P2P they are not built";
 }
 
 Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, size_t bytes, int peer,

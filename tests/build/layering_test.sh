@@ -7,7 +7,8 @@
 #   topology    topology                    discovery, graph, XML, search
 #   algorithms  algorithms                  schedules as data, checkers, selector, cost model
 #   transports  transports                  the Transport interface and registry, shm, net (+ include/nccl_net.h)
-#   backend     src/backends/backend.h      the Backend interface (what core may see of a backend)
+#   backend     src/backends/backend.h,     the Backend interface (what core may see of a backend), and the queue
+#               src/backends/rma_posts.h    by which streams hand one-sided messages to the core's messenger
 #   backends    src/backends/*.cc, cpu/     backend implementations
 #   core        src/core                    communicators, groups, selection, planning, links (+ include/nccl_tuner.h
 #                                           and include/nccl_profiler.h, the tuner and profiler plugins' C ABIs,
@@ -40,7 +41,7 @@ layer_of() {
   case "$1" in
     src/common/*) echo common ;;
     src/backends/common/*) echo devcommon ;;
-    src/backends/backend.h) echo backend ;;
+    src/backends/backend.h | src/backends/rma_posts.h) echo backend ;;
     src/backends/*) echo backends ;;
     src/bootstrap/*) echo bootstrap ;;
     src/core/*) echo core ;;

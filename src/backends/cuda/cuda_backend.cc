@@ -15,6 +15,7 @@
 #include "src/backends/cuda/kernel_image.h"
 #include "src/backends/cuda/kernel_status.h"
 #include "src/backends/cuda/launch_memory.h"
+#include "src/backends/cuda/rma_post.h"
 #include "src/backends/cuda/work_image.h"
 #include "src/common/logging.h"
 #include "src/common/params.h"
@@ -692,8 +693,16 @@ Status CudaBackend::launchDirectOne(const DirectBatch& b) {
 
 Status CudaBackend::runRma(const std::vector<RmaStep>& steps, void* stream) {
   std::vector<RmaKernelStep> signals;
+  std::vector<const RmaStep*> posted;  // toward ranks of other hosts: messages, handed over when the stream gets there
   for (const RmaStep& s : steps) {
-    if (s.via != nullptr) return invalidUsage("one-sided operations over the network on CUDA communicators");
+    if (s.via != nullptr) {
+      // An earlier put to that peer failed, or its messages stopped: said now rather than at a wait's deadline.
+      BRAID_RETURN_IF_ERROR(s.via->health(s.peer));
+      if (s.kind != RmaStep::Kind::kWait) {
+        posted.push_back(&s);
+        continue;
+      }
+    }
     signals.push_back(RmaKernelStep{s.word, s.value, s.peer, s.kind == RmaStep::Kind::kWait ? 1u : 0u});
   }
   const size_t stepsAt = (sizeof(RmaKernelWork) + 63) / 64 * 64;
@@ -711,9 +720,12 @@ Status CudaBackend::runRma(const std::vector<RmaStep>& steps, void* stream) {
         return args;
       },
       [&](CUstream run, const KernelArgs& args) -> Status {
+        // Puts toward other hosts first: a group's operations are not ordered among themselves (as in NCCL), and a
+        // wait of this group must not hold back a put a peer's wait needs.
+        for (const RmaStep* s : posted) BRAID_RETURN_IF_ERROR(postRmaOnStream(api_, launchMemory_.get(), *s, run));
         // The data by the copy engine, in stream order before the kernel that raises the signals.
         for (const RmaStep& s : steps) {
-          if (s.kind != RmaStep::Kind::kPut || s.bytes == 0) continue;
+          if (s.kind != RmaStep::Kind::kPut || s.bytes == 0 || s.via != nullptr) continue;
           BRAID_RETURN_IF_ERROR(api_->check(api_->memcpyAsync(reinterpret_cast<CUdeviceptr>(s.dst),
                                                               reinterpret_cast<CUdeviceptr>(s.src), s.bytes, run),
                                             "cuMemcpyAsync (ncclPutSignal)"));

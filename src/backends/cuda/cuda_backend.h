@@ -105,6 +105,10 @@ class CudaBackend final : public Backend {
     ScopedContext scope(api_, ctx_);
     return writeCudaDeviceBlock(*deviceMemory_, dst, src, bytes);
   }
+  Status storeSignal(uint64_t* word, uint64_t value) override {
+    ScopedContext scope(api_, ctx_);  // after the data: both by the one stream, each copy finished at return
+    return writeCudaDeviceBlock(*deviceMemory_, word, &value, sizeof(value));
+  }
   void freeDeviceBlock(void* p) override {
     ScopedContext scope(api_, ctx_);
     (void)api_->memFree(reinterpret_cast<CUdeviceptr>(p));
