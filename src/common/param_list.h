@@ -131,8 +131,11 @@ BRAID_PARAM(SpinCount, kInt, "BRAID_SPIN_COUNT", "2000",
 BRAID_PARAM(WinEnable, kInt, "NCCL_WIN_ENABLE", "1",
             "0: ncclCommWindowRegister registers nothing and returns a NULL window (as NCCL 2.29+ does where windows "
             "are unsupported); one-sided operations then have no window to use.")
+BRAID_PARAM(RmaStageBytes, kInt, "BRAID_RMA_STAGE_BYTES", "67108864",
+            "CUDA communicators: pinned host memory that puts toward ranks of other hosts may hold staged and not yet "
+            "sent (a put is staged in pieces of at most a sixteenth of it, at least 64 KB); a call waits for room.")
 BRAID_PARAM(RmaNet, kInt, "BRAID_RMA_NET", "1",
-            "Host communicators over several hosts: 1 connects every pair of ranks on different hosts at the first "
+            "Communicators over several hosts: 1 connects every pair of ranks on different hosts at the first "
             "window registration (about 1 MB of FIFOs per such peer) so one-sided operations reach them as messages; "
             "0 does not, and one-sided operations toward other hosts are refused.")
 

@@ -8,6 +8,7 @@
 
 #include "src/backends/common/mem_order.h"
 #include "src/common/logging.h"
+#include "src/common/params.h"
 #include "src/common/wait.h"
 #include "src/core/comm.h"
 
@@ -194,7 +195,9 @@ Status RmaNet::health(int peer) const {
 std::shared_ptr<RmaPosts> RmaNet::posts() {
   std::lock_guard<std::mutex> lock(postsMu_);
   if (!posts_) {
-    posts_ = std::make_shared<RmaPosts>(rank_);
+    // What streams may hold staged (BRAID_RMA_STAGE_BYTES), at least a message's worth.
+    posts_ =
+        std::make_shared<RmaPosts>(rank_, static_cast<uint64_t>(std::max<int64_t>(params::RmaStageBytes(), 65536)));
     sender_ = std::thread([this] { senderLoop(); });
   }
   return posts_;
@@ -219,8 +222,9 @@ void RmaNet::senderLoop() {
       }
     }
     if (it.done) it.done();
-    it = RmaPosts::Item{};
-    posts_->finished();
+    const uint64_t staged = it.staged;
+    it = RmaPosts::Item{};  // drops what the step held before counting it finished
+    posts_->finished(staged);
   }
 }
 

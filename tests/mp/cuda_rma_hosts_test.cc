@@ -4,8 +4,9 @@
 // there, a host function hands it to the messenger's sender thread (src/core/rma_net.h); the receiver's proxy copies
 // it into the GPU window and then sets the signal word, which the waiting kernel reads. Checked: data of one slot
 // and of many, in order (the last of 50 puts to one place wins), that the source buffer may be overwritten on the
-// stream right after the put (the stage holds its data), a signal alone, a wait in stream order, what
-// ncclCommQueryProperties says, and BRAID_RMA_NET=0 refused by name.
+// stream right after the put (the stage holds its data), a put larger than the staging budget (in pieces), a signal
+// alone, a wait in stream order, what ncclCommQueryProperties says, a dead peer named by a later call, and
+// BRAID_RMA_NET=0 refused by name.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -63,7 +64,9 @@ class CudaRmaHosts : public ::testing::Test {
   }
 };
 
-TEST_F(CudaRmaHosts, PutsAndSignalsReachGpuWindowsOfOtherHosts) {
+// Each rank puts into the GPU window of its peer on the other host and waits for the peer's puts; `env` in each
+// child, and a check of what the ranks logged.
+void putsAndSignalsReachGpuWindowsOfOtherHosts(const char* env) {
   LogCapture log("INIT,NET");
   std::vector<pid_t> pids;
   const std::vector<int> codes = gpuRanksOnTwoHosts(
@@ -130,7 +133,7 @@ TEST_F(CudaRmaHosts, PutsAndSignalsReachGpuWindowsOfOtherHosts) {
         CHECK_OR(ncclMemFree(win) == ncclSuccess, 25);
         return 0;
       },
-      &pids);
+      &pids, env);
   ASSERT_EQ(codes.size(), 2u);
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
   for (pid_t pid : pids) {
@@ -140,6 +143,16 @@ TEST_F(CudaRmaHosts, PutsAndSignalsReachGpuWindowsOfOtherHosts) {
     EXPECT_EQ(t.find("stopped"), std::string::npos) << t;
     EXPECT_EQ(t.find("not sent"), std::string::npos) << t;
   }
+}
+
+TEST_F(CudaRmaHosts, PutsAndSignalsReachGpuWindowsOfOtherHosts) {
+  putsAndSignalsReachGpuWindowsOfOtherHosts(nullptr);
+}
+
+// A staging budget of 256 KB: the 300 KB put goes in five 64 KB pieces, the call waiting for room while earlier
+// pieces are unsent; the data and the signal still arrive whole and in order.
+TEST_F(CudaRmaHosts, APutLargerThanTheStagingBudgetGoesInPieces) {
+  putsAndSignalsReachGpuWindowsOfOtherHosts("BRAID_RMA_STAGE_BYTES=262144");
 }
 
 // A peer of the other host dies (kill -9) after the registration: puts toward it are sent by the sender thread

@@ -722,7 +722,7 @@ Status CudaBackend::runRma(const std::vector<RmaStep>& steps, void* stream) {
       [&](CUstream run, const KernelArgs& args) -> Status {
         // Puts toward other hosts first: a group's operations are not ordered among themselves (as in NCCL), and a
         // wait of this group must not hold back a put a peer's wait needs.
-        for (const RmaStep* s : posted) BRAID_RETURN_IF_ERROR(postRmaOnStream(api_, launchMemory_.get(), *s, run));
+        for (const RmaStep* s : posted) BRAID_RETURN_IF_ERROR(postRmaOnStream(api_, launchMemory_.get(), *s, run, wait_));
         // The data by the copy engine, in stream order before the kernel that raises the signals.
         for (const RmaStep& s : steps) {
           if (s.kind != RmaStep::Kind::kPut || s.bytes == 0 || s.via != nullptr) continue;
