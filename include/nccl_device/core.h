@@ -50,9 +50,10 @@ struct ncclTeamTagRail {};
 #endif
 
 /* GPU-initiated networking (GIN) backends and connection shapes, and Compute Fabric Transport (CFT) capabilities:
- * NCCL's names and values, for the fields that carry them. braid's GIN is load/store within one LSA team
- * (nccl_device/gin.h), none of these network backends: ncclCommQueryProperties reports NCCL_GIN_TYPE_NONE, and a
- * requirement naming a backend is refused. CFT is not built: a device communicator asking for it is refused by name. */
+ * NCCL's names and values, for the fields that carry them. braid's GIN is load/store within one LSA team and a CPU
+ * proxy toward ranks of other hosts (nccl_device/gin.h): ncclCommQueryProperties reports NCCL_GIN_TYPE_PROXY where
+ * the world spans several LSA teams and the proxy reaches them, else NCCL_GIN_TYPE_NONE; a requirement naming
+ * another backend is refused. CFT is not built: a device communicator asking for it is refused by name. */
 typedef enum {
   NCCL_GIN_TYPE_NONE = 0, /* in requirements: any backend */
   NCCL_GIN_TYPE_PROXY = 2,
@@ -78,10 +79,11 @@ typedef ncclCftLeId ncclCftLeId_t;
  * A zeroed struct (`= {}`, NCCL 2.28's way) is refused by ncclDevCommCreate, as NCCL 2.29+ refuses it. The first
  * three fields are the header's: never assign them. GIN (railGinBarrierCount, worldGinBarrierCount, ginForceEnable,
  * ginSignalCount, ginCounterCount, ginConnectionType, GIN counts in resource requirements) is granted where the
- * world is one LSA team and refused elsewhere (nccl_device/gin.h); ginType must stay NCCL_GIN_TYPE_NONE (any
- * backend); ginContextCount is a hint (at most 4 are given); the other GIN fields (ginExclusiveContexts,
- * ginQueueDepth, ginTrafficClass, ginStrongSignalsRequired, ginVaSignalsRequired, ginCustomStride) are ignored. CFT
- * (cftCaps, cftBarrierCount) must keep the initializer's values. A list longer than 65536 entries (a cycle) is
+ * world is one LSA team, or where every rank outside this rank's LSA team is on another host (by proxy), and refused
+ * elsewhere (nccl_device/gin.h); ginType must be NCCL_GIN_TYPE_NONE (any backend) or NCCL_GIN_TYPE_PROXY;
+ * ginContextCount is a hint (at most 4 are given); the other GIN fields (ginExclusiveContexts, ginQueueDepth,
+ * ginTrafficClass, ginStrongSignalsRequired, ginVaSignalsRequired, ginCustomStride) are ignored. CFT (cftCaps,
+ * cftBarrierCount) must keep the initializer's values. A list longer than 65536 entries (a cycle) is
  * ncclInvalidArgument. */
 struct ncclDevCommRequirements {
   size_t size;          /* the initializer's: sizeof(ncclDevCommRequirements) of the caller's header */
@@ -165,7 +167,8 @@ struct ncclWindow_vidmem {
   int worldRank;         /* this rank, in the world team */
   int lsaRank, lsaSize;  /* this rank's place in the LSA team, and its size */
   uint32_t braidMagic;
-  char* lsaMultimem; /* this process's multicast mapping of every LSA member's buffer (NVLS), or null: none */
+  char* lsaMultimem;     /* this process's multicast mapping of every LSA member's buffer (NVLS), or null: none */
+  uint32_t registration; /* the window's registration number, the same on every rank (GIN messages name it) */
 };
 
 /* The windows of the communicator, for ncclFindWindow: chunks of entries (a null window is a free entry). */
@@ -196,6 +199,8 @@ struct ncclDevComm {
   uint32_t ginSignalCount, ginCounterCount;
   ncclDevResourceHandle_t ginSignals, ginCounters, ginShadows;
   ncclGinBarrierHandle_t railGinBarrier, worldGinBarrier;
+  /* GIN toward ranks outside the LSA team (other hosts), by braid's proxy: null where there is none. */
+  struct ncclBraidGinNet* ginNet;
 };
 
 /* Creates a device communicator over `comm` with what `reqs` asks for: a resource window per rank (zeroed
@@ -234,7 +239,7 @@ typedef struct ncclCommProperties {
   int nvmlDev;           /* -1: braid does not map CUDA ordinals to NVML indices */
   bool deviceApiSupport; /* true on a CUDA communicator (ncclDevCommCreate works there), false on a host one */
   bool multimemSupport;  /* windows and device communicators get NVLS multicast (lsaMultimem) on this communicator */
-  ncclGinType_t ginType; /* NCCL_GIN_TYPE_NONE: braid has no network GIN (its GIN is load/store, nccl_device/gin.h) */
+  ncclGinType_t ginType; /* NCCL_GIN_TYPE_PROXY where GIN reaches other LSA teams by braid's proxy, else NONE */
   int nLsaTeams;         /* nRanks / LSA team size */
   bool hostRmaSupport;   /* ncclPutSignal/ncclSignal/ncclWaitSignal reach every rank */
   ncclGinType_t railedGinType;

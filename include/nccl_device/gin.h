@@ -1,10 +1,12 @@
 /* braid's nccl_device/gin.h: GPU-initiated networking (GIN), NCCL's device class ncclGin and its actions.
  *
- * What braid builds: GIN among the ranks of one LSA team, by load/store. A device communicator gets GIN contexts
- * (ncclDevComm::ginContextCount, up to 4) when its world is one LSA team (one host whose GPUs reach each other's
- * memory); a world of several LSA teams would need a network backend (NCCL's proxy, GDAKI, GPI or EFA GDA), which braid
- * does not have: ncclDevCommCreate refuses GIN there by name, and ncclCommQueryProperties reports NCCL_GIN_TYPE_NONE
- * (no network GIN) either way.
+ * What braid builds: GIN among the ranks of one LSA team, by load/store, and toward ranks of other LSA teams on
+ * other hosts by a CPU proxy (NCCL_GIN_TYPE_PROXY, ncclBraidGinNet below). A device communicator gets GIN contexts
+ * (ncclDevComm::ginContextCount, up to 4) when its world is one LSA team, or when every rank outside this rank's LSA
+ * team is on another host and one-sided messages are on (BRAID_RMA_NET); elsewhere (GPUs of one host without
+ * load/store reach) ncclDevCommCreate refuses GIN by name. Toward another host: put, putValue and signal with
+ * indexed signals and counters, flush, flushAsync and wait, and the GIN barriers built on signals; a get or a VA
+ * signal toward such a rank traps, naming it.
  *
  * How it works, and what that gives the API's guarantees:
  *   - put / putValue / get: the group's threads copy through the peer's LSA pointer of the window, so the data has
@@ -24,6 +26,13 @@
  *     emulator the launch fails with that message).
  *   - Signals and counters are shared by every context of the device communicator. The backend mask, the resource
  *     sharing mode, descriptors, the release scopes and optFlags are accepted and change nothing here.
+ *   - Toward a rank of another host (outside the LSA team, by proxy): the group's leader queues a descriptor once the
+ *     group's writes are done, and the call returns; the data lands later, before the signal that comes with it
+ *     (one queue for every context, one connection per peer: a peer sees this rank's puts before the signals queued
+ *     after them). The counter of a put counts once the proxy has read its source; flush (and flushAsync's wait)
+ *     waits until the proxy has read the sources of everything queued so far. A signal or counter reads as its word
+ *     plus its network word (what the proxy added); resetSignal and resetCounter set the word so that the sum is 0.
+ *     A full queue (256 descriptors) makes the leader wait for the proxy.
  *
  * Waits (waitSignal, waitCounter, waitSignalMeetShadow, waitSignalFollowShadow, flush) end early when the
  * communicator is aborted; their timeout overloads return ncclTimeout after timeoutCycles (clock64 cycles; nanoseconds
@@ -51,6 +60,36 @@ enum ncclGinOptFlags {
 };
 
 typedef enum ncclGinSignalOp_t { ncclGinSignalInc = 0, ncclGinSignalAdd } ncclGinSignalOp_t;
+
+/* GIN toward ranks outside the LSA team (other hosts): braid's proxy (NCCL_GIN_TYPE_PROXY). The leader of the calling
+ * group writes a descriptor into the device communicator's queue in host-mapped memory; a host thread of the rank
+ * (src/api/gin_net.h) reads the source, sends it with its signal as one-sided messages (src/core/rma_net.h), counts
+ * the local action and marks the descriptor done. The peer's messenger lands the data in its window, then adds the
+ * signal to its network signal word. A signal or counter reads as the sum of its word in the resource window (LSA
+ * peers add there by atomics) and its network word (only the proxy writes it). */
+#define NCCL_BRAID_GIN_NET_SLOTS 256u
+#define NCCL_BRAID_GIN_NONE 0xffffffffu
+enum { ncclBraidGinNetPut = 1, ncclBraidGinNetValue = 2, ncclBraidGinNetSignal = 3 };
+typedef struct ncclBraidGinDesc {
+  uint64_t seq;     /* the descriptor's index + 1, stored last (release): the proxy reads it then */
+  uint32_t op;      /* ncclBraidGinNet* */
+  int32_t peer;     /* world rank */
+  uint32_t window;  /* the destination window's registration number */
+  uint32_t signal;  /* the peer's signal id to add to, or NCCL_BRAID_GIN_NONE */
+  uint64_t offset;  /* in the destination window */
+  uint64_t src;     /* Put: the source's address on this rank; Value: the value's bytes */
+  uint64_t bytes;   /* Put: of the source; Value: the value's size (at most 8) */
+  uint64_t amount;  /* added to the signal */
+  uint32_t counter; /* this rank's counter to count once the source is read, or NCCL_BRAID_GIN_NONE */
+  uint32_t pad_;
+} ncclBraidGinDesc;
+typedef struct ncclBraidGinNet { /* in device memory; the arrays in host-mapped memory */
+  uint64_t claimed;              /* descriptors claimed so far (device atomics) */
+  ncclBraidGinDesc* descs;       /* [NCCL_BRAID_GIN_NET_SLOTS], descriptor i at i % slots */
+  const uint64_t* done;          /* descriptors the proxy has finished (sources read), in order */
+  const uint64_t* signals;       /* [ginSignalCount] what peers of other LSA teams added */
+  const uint64_t* counters;      /* [ginCounterCount] what the proxy counted */
+} ncclBraidGinNet;
 
 /* An outstanding flushAsync, for wait(). */
 typedef union {
@@ -171,13 +210,19 @@ NCCL_DEVICE_INLINE void coopCopy(Coop coop, char* dst, const char* src, size_t b
   (void)copyWords<char>(coop, dst + done, src + done, bytes - done);
 }
 
-/* Polls `word` until `least` is rolling-at-or-before it (see the header comment for the results). */
+/* A signal's or counter's value: its word plus, where GIN reaches other LSA teams, its network word. */
+NCCL_DEVICE_INLINE uint64_t ginValue(const uint64_t* word, const uint64_t* net, cuda::memory_order order) {
+  return atomicLoad64(word, order) + (net == nullptr ? 0 : atomicLoad64(net, order));
+}
+
+/* Polls the value until `least` is rolling-at-or-before it (see the header comment for the results). */
 template <typename Coop>
-NCCL_DEVICE_INLINE ncclResult_t ginWait(Coop coop, ncclDevComm const& comm, const uint64_t* word, uint64_t least,
-                                        int bits, cuda::memory_order order, bool timed, uint64_t timeoutCycles) {
+NCCL_DEVICE_INLINE ncclResult_t ginWait(Coop coop, ncclDevComm const& comm, const uint64_t* word, const uint64_t* net,
+                                        uint64_t least, int bits, cuda::memory_order order, bool timed,
+                                        uint64_t timeoutCycles) {
   const uint64_t start = timed ? cycles() : 0;
   bool timedOut = false, gone = false;
-  for (uint32_t polls = 1; !rollingLe(least, atomicLoad64(word, order), bits); ++polls) {
+  for (uint32_t polls = 1; !rollingLe(least, ginValue(word, net, order), bits); ++polls) {
     if ((polls & 63u) != 0) continue;
     if (aborted(comm)) {
       gone = true;
@@ -215,7 +260,7 @@ struct ncclGin_BackendMask {
     if (contextIndex < 0 || contextIndex >= static_cast<int>(c.ginContextCount)) {
       nccl_braid_::trap(
           "ncclGin: the context index is not below ncclDevComm::ginContextCount (braid gives GIN contexts only when "
-          "the world is one LSA team and ncclDevCommCreate was asked for GIN)");
+          "ncclDevCommCreate was asked for GIN)");
     }
   }
 
@@ -231,8 +276,15 @@ struct ncclGin_BackendMask {
                               DescriptorSmem = ncclGin_None{}, cuda::thread_scope = cuda::thread_scope_thread,
                               cuda::thread_scope = cuda::thread_scope_device, uint32_t = ncclGinOptFlagsDefault,
                               SegmentType = ncclGin_SegmentDevice{}) const {
-    const int lsa = lsaPeer(team, peer, "ncclGin::put: the peer is outside this rank's LSA team");
     if (dstWnd == nullptr || srcWnd == nullptr) nccl_braid_::trap("ncclGin::put: a null window");
+    const int world = worldPeer(team, peer, "ncclGin::put: the peer is not a member of the team");
+    const int lsa = lsaOf(world);
+    if (lsa < 0) {
+      const char* from = static_cast<const char*>(ncclGetLocalPointer(srcWnd, srcOffset));
+      netPost(coop, world, ncclBraidGinNetPut, dstWnd, dstOffset, reinterpret_cast<uintptr_t>(from), bytes,
+              remoteAction, localAction, "ncclGin::put: the peer is outside this rank's LSA team");
+      return;
+    }
     char* dst = static_cast<char*>(ncclGetLsaPointer(dstWnd, dstOffset, lsa));
     const char* src = static_cast<const char*>(ncclGetLocalPointer(srcWnd, srcOffset));
     if (dst == nullptr) nccl_braid_::trap("ncclGin::put: the peer's window is out of load/store reach");
@@ -267,8 +319,16 @@ struct ncclGin_BackendMask {
                                    cuda::thread_scope = cuda::thread_scope_device,
                                    uint32_t = ncclGinOptFlagsDefault) const {
     static_assert(sizeof(T) <= 8, "ncclGin::putValue takes values of at most 8 bytes");
-    const int lsa = lsaPeer(team, peer, "ncclGin::putValue: the peer is outside this rank's LSA team");
     if (dstWnd == nullptr) nccl_braid_::trap("ncclGin::putValue: a null window");
+    const int world = worldPeer(team, peer, "ncclGin::putValue: the peer is not a member of the team");
+    const int lsa = lsaOf(world);
+    if (lsa < 0) {
+      uint64_t bits = 0;
+      memcpy(&bits, &value, sizeof(T));
+      netPost(coop, world, ncclBraidGinNetValue, dstWnd, dstOffset, bits, sizeof(T), remoteAction, ncclGin_None{},
+              "ncclGin::putValue: the peer is outside this rank's LSA team");
+      return;
+    }
     T* dst = static_cast<T*>(ncclGetLsaPointer(dstWnd, dstOffset, lsa));
     if (dst == nullptr) nccl_braid_::trap("ncclGin::putValue: the peer's window is out of load/store reach");
     coop.sync();
@@ -294,7 +354,13 @@ struct ncclGin_BackendMask {
                                  DescriptorSmem = ncclGin_None{}, cuda::thread_scope = cuda::thread_scope_thread,
                                  cuda::thread_scope = cuda::thread_scope_device,
                                  uint32_t = ncclGinOptFlagsDefault) const {
-    const int lsa = lsaPeer(team, peer, "ncclGin::signal: the peer is outside this rank's LSA team");
+    const int world = worldPeer(team, peer, "ncclGin::signal: the peer is not a member of the team");
+    const int lsa = lsaOf(world);
+    if (lsa < 0) {
+      netPost(coop, world, ncclBraidGinNetSignal, nullptr, 0, 0, 0, remoteAction, ncclGin_None{},
+              "ncclGin::signal: the peer is outside this rank's LSA team");
+      return;
+    }
     coop.sync();
     if (coop.thread_rank() == 0) remote(lsa, remoteAction);
     coop.sync();
@@ -306,7 +372,10 @@ struct ncclGin_BackendMask {
                               ncclWindow_t localWnd, size_t localOffset, size_t bytes, Coop coop = ncclCoopThread{},
                               DescriptorSmem = ncclGin_None{}, uint32_t = ncclGinOptFlagsDefault,
                               SegmentType = ncclGin_SegmentDevice{}) const {
-    const int lsa = lsaPeer(team, peer, "ncclGin::get: the peer is outside this rank's LSA team");
+    const int lsa =
+        lsaPeer(team, peer,
+                "ncclGin::get: the peer is outside this rank's LSA team (gets from ranks of other LSA teams, "
+                "over the network, are not built)");
     if (remoteWnd == nullptr || localWnd == nullptr) nccl_braid_::trap("ncclGin::get: a null window");
     const char* src = static_cast<const char*>(ncclGetLsaPointer(remoteWnd, remoteOffset, lsa));
     char* dst = static_cast<char*>(ncclGetLocalPointer(localWnd, localOffset));
@@ -317,52 +386,63 @@ struct ncclGin_BackendMask {
   }
 
   /* ---- completion: puts and gets are complete on return, so these order memory only ---- */
+  /* Puts toward other LSA teams: until the proxy has read the sources of every descriptor queued so far (of any
+   * context) and handed them to the network. Within the LSA team puts are complete on return: memory order only. */
   template <typename Coop, typename DescriptorSmem = ncclGin_None>
   NCCL_DEVICE_INLINE void flush(Coop coop, cuda::memory_order = cuda::memory_order_acquire,
                                 DescriptorSmem = ncclGin_None{}) const {
     coop.sync();
+    (void)netDrained(coop, netClaimed(), false, 0);
   }
   template <typename Coop, typename DescriptorSmem = ncclGin_None>
-  NCCL_DEVICE_INLINE ncclResult_t flush(Coop coop, cuda::memory_order, DescriptorSmem, uint64_t) const {
-    return nccl_braid_::coopAny(coop, nccl_braid_::aborted(comm)) ? ncclInProgress : ncclSuccess;
+  NCCL_DEVICE_INLINE ncclResult_t flush(Coop coop, cuda::memory_order, DescriptorSmem, uint64_t timeoutCycles) const {
+    coop.sync();
+    return netDrained(coop, netClaimed(), true, timeoutCycles);
   }
   template <typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
   NCCL_DEVICE_INLINE void flushAsync(ncclTeam team, uint32_t peer, ncclGinRequest_t* outRequest,
                                      Coop coop = ncclCoopThread{}, uint32_t = ncclGinOptFlagsDefault,
                                      DescriptorSmem = ncclGin_None{}) const {
-    (void)lsaPeer(team, static_cast<int>(peer), "ncclGin::flushAsync: the peer is outside this rank's LSA team");
+    (void)worldPeer(team, static_cast<int>(peer), "ncclGin::flushAsync: the peer is not a member of the team");
     coop.sync();
-    if (outRequest != nullptr && coop.thread_rank() == 0) outRequest->opaque[0] = 1;
+    const uint64_t upTo = netClaimed();
+    /* Every thread's request (each may hold its own): what the group queued before it, for wait(). */
+    if (outRequest != nullptr) memcpy(outRequest->opaque, &upTo, sizeof(upTo));
+    coop.sync();
   }
   template <typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
-  NCCL_DEVICE_INLINE void wait(ncclGinRequest_t&, Coop coop = ncclCoopThread{}, DescriptorSmem = ncclGin_None{},
+  NCCL_DEVICE_INLINE void wait(ncclGinRequest_t& request, Coop coop = ncclCoopThread{}, DescriptorSmem = ncclGin_None{},
                                cuda::memory_order = cuda::memory_order_acquire) const {
-    coop.sync();
+    (void)netDrained(coop, requestMark(request), false, 0);
   }
   template <typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
-  NCCL_DEVICE_INLINE ncclResult_t wait(ncclGinRequest_t&, Coop coop, DescriptorSmem, cuda::memory_order,
-                                       uint64_t) const {
-    coop.sync();
-    return ncclSuccess;
+  NCCL_DEVICE_INLINE ncclResult_t wait(ncclGinRequest_t& request, Coop coop, DescriptorSmem, cuda::memory_order,
+                                       uint64_t timeoutCycles) const {
+    return netDrained(coop, requestMark(request), true, timeoutCycles);
   }
 
   /* ---- counters (this rank's) ---- */
   NCCL_DEVICE_INLINE uint64_t readCounter(ncclGinCounter_t counter, int bits = 56,
                                           cuda::memory_order order = cuda::memory_order_acquire) const {
-    return nccl_braid_::lowBits(nccl_braid_::atomicLoad64(counterWord(counter), order), bits);
+    return nccl_braid_::lowBits(nccl_braid_::ginValue(counterWord(counter), netCounter(counter), order), bits);
   }
   template <typename Coop>
   NCCL_DEVICE_INLINE void waitCounter(Coop coop, ncclGinCounter_t counter, uint64_t least, int bits = 56,
                                       cuda::memory_order order = cuda::memory_order_acquire) const {
-    (void)nccl_braid_::ginWait(coop, comm, counterWord(counter), least, bits, order, false, 0);
+    (void)nccl_braid_::ginWait(coop, comm, counterWord(counter), netCounter(counter), least, bits, order, false, 0);
   }
   template <typename Coop>
   NCCL_DEVICE_INLINE ncclResult_t waitCounter(Coop coop, ncclGinCounter_t counter, uint64_t least, int bits,
                                               cuda::memory_order order, uint64_t timeoutCycles) const {
-    return nccl_braid_::ginWait(coop, comm, counterWord(counter), least, bits, order, true, timeoutCycles);
+    return nccl_braid_::ginWait(coop, comm, counterWord(counter), netCounter(counter), least, bits, order, true,
+                                timeoutCycles);
   }
+  /* The value reads 0 after (no put counting it may be outstanding, as in NCCL). */
   NCCL_DEVICE_INLINE void resetCounter(ncclGinCounter_t counter) const {
-    nccl_braid_::atomicStore64(counterWord(counter), 0, cuda::memory_order_relaxed);
+    const uint64_t* net = netCounter(counter);
+    nccl_braid_::atomicStore64(counterWord(counter),
+                               0 - (net == nullptr ? 0 : nccl_braid_::atomicLoad64(net, cuda::memory_order_relaxed)),
+                               cuda::memory_order_relaxed);
   }
 
   /* ---- signals (this rank's words; peers add to them) ---- */
@@ -374,7 +454,7 @@ struct ncclGin_BackendMask {
   }
   NCCL_DEVICE_INLINE uint64_t readSignal(ncclGinSignal_t signal, int bits = 64,
                                          cuda::memory_order order = cuda::memory_order_acquire) const {
-    return nccl_braid_::lowBits(nccl_braid_::atomicLoad64(signalWord(signal), order), bits);
+    return nccl_braid_::lowBits(nccl_braid_::ginValue(signalWord(signal), netSignal(signal), order), bits);
   }
   NCCL_DEVICE_INLINE uint64_t readSignal(ncclWindow_t signalWindow, size_t signalOffset, int bits = 64,
                                          cuda::memory_order order = cuda::memory_order_acquire) const {
@@ -383,22 +463,23 @@ struct ncclGin_BackendMask {
   template <typename Coop>
   NCCL_DEVICE_INLINE void waitSignal(Coop coop, ncclGinSignal_t signal, uint64_t least, int bits = 64,
                                      cuda::memory_order order = cuda::memory_order_acquire) const {
-    (void)nccl_braid_::ginWait(coop, comm, signalWord(signal), least, bits, order, false, 0);
+    (void)nccl_braid_::ginWait(coop, comm, signalWord(signal), netSignal(signal), least, bits, order, false, 0);
   }
   template <typename Coop>
   NCCL_DEVICE_INLINE ncclResult_t waitSignal(Coop coop, ncclGinSignal_t signal, uint64_t least, int bits,
                                              cuda::memory_order order, uint64_t timeoutCycles) const {
-    return nccl_braid_::ginWait(coop, comm, signalWord(signal), least, bits, order, true, timeoutCycles);
+    return nccl_braid_::ginWait(coop, comm, signalWord(signal), netSignal(signal), least, bits, order, true,
+                                timeoutCycles);
   }
   template <typename Coop>
   NCCL_DEVICE_INLINE void waitSignal(Coop coop, ncclWindow_t signalWindow, size_t signalOffset, uint64_t least,
                                      int bits = 64, cuda::memory_order order = cuda::memory_order_acquire) const {
-    (void)nccl_braid_::ginWait(coop, comm, vaWord(signalWindow, signalOffset), least, bits, order, false, 0);
+    (void)nccl_braid_::ginWait(coop, comm, vaWord(signalWindow, signalOffset), nullptr, least, bits, order, false, 0);
   }
   template <typename Coop>
   NCCL_DEVICE_INLINE ncclResult_t waitSignal(Coop coop, ncclWindow_t signalWindow, size_t signalOffset, uint64_t least,
                                              int bits, cuda::memory_order order, uint64_t timeoutCycles) const {
-    return nccl_braid_::ginWait(coop, comm, vaWord(signalWindow, signalOffset), least, bits, order, true,
+    return nccl_braid_::ginWait(coop, comm, vaWord(signalWindow, signalOffset), nullptr, least, bits, order, true,
                                 timeoutCycles);
   }
   template <typename Coop>
@@ -423,7 +504,10 @@ struct ncclGin_BackendMask {
     coop.sync(); /* every thread has read the shadow before a later call moves it */
   }
   NCCL_DEVICE_INLINE void resetSignal(ncclGinSignal_t signal) const {
-    nccl_braid_::atomicStore64(signalWord(signal), 0, cuda::memory_order_relaxed);
+    const uint64_t* net = netSignal(signal);
+    nccl_braid_::atomicStore64(signalWord(signal),
+                               0 - (net == nullptr ? 0 : nccl_braid_::atomicLoad64(net, cuda::memory_order_relaxed)),
+                               cuda::memory_order_relaxed);
     *getSignalShadowPtr(signal) = 0;
   }
   NCCL_DEVICE_INLINE void resetSignal(ncclWindow_t signalWindow, size_t signalOffset) const {
@@ -435,12 +519,108 @@ struct ncclGin_BackendMask {
   uint64_t* _signalShadows;
 
  private:
+  /* `peer` of `team` as a world rank; traps (with `what`) for one outside the team. */
+  NCCL_DEVICE_INLINE int worldPeer(ncclTeam team, int peer, const char* what) const {
+    if (peer < 0 || peer >= team.nRanks) nccl_braid_::trap(what);
+    return comm.rank + (peer - team.rank) * team.stride;
+  }
+  /* A world rank as an LSA member index, or -1 outside this rank's LSA team. */
+  NCCL_DEVICE_INLINE int lsaOf(int world) const {
+    const int lsa = world - (comm.rank - comm.lsaRank);
+    return lsa < 0 || lsa >= comm.lsaSize ? -1 : lsa;
+  }
   /* `peer` of `team` as an LSA member index; traps (with `what`) outside the LSA team. */
   NCCL_DEVICE_INLINE int lsaPeer(ncclTeam team, int peer, const char* what) const {
-    const int world = comm.rank + (peer - team.rank) * team.stride;
-    const int lsa = world - (comm.rank - comm.lsaRank);
-    if (peer < 0 || peer >= team.nRanks || lsa < 0 || lsa >= comm.lsaSize) nccl_braid_::trap(what);
+    const int lsa = lsaOf(worldPeer(team, peer, what));
+    if (lsa < 0) nccl_braid_::trap(what);
     return lsa;
+  }
+
+  /* ---- toward other LSA teams: descriptors for the proxy (see ncclBraidGinNet) ---- */
+  NCCL_DEVICE_INLINE const uint64_t* netSignal(ncclGinSignal_t s) const {
+    return comm.ginNet == nullptr || s >= comm.ginSignalCount ? nullptr : comm.ginNet->signals + s;
+  }
+  NCCL_DEVICE_INLINE const uint64_t* netCounter(ncclGinCounter_t c) const {
+    return comm.ginNet == nullptr || c >= comm.ginCounterCount ? nullptr : comm.ginNet->counters + c;
+  }
+  NCCL_DEVICE_INLINE uint64_t netClaimed() const {
+    if (comm.ginNet == nullptr) return 0;
+    return nccl_braid_::atomicLoad64(&comm.ginNet->claimed, cuda::memory_order_acquire);
+  }
+  NCCL_DEVICE_INLINE static uint64_t requestMark(const ncclGinRequest_t& r) {
+    uint64_t upTo;
+    memcpy(&upTo, r.opaque, sizeof(upTo));
+    return upTo;
+  }
+  /* Every thread of the group waits until the proxy finished descriptors [0, upTo); the results as ginWait's. */
+  template <typename Coop>
+  NCCL_DEVICE_INLINE ncclResult_t netDrained(Coop coop, uint64_t upTo, bool timed, uint64_t timeoutCycles) const {
+    if (comm.ginNet == nullptr) {
+      coop.sync();
+      return timed && nccl_braid_::coopAny(coop, nccl_braid_::aborted(comm)) ? ncclInProgress : ncclSuccess;
+    }
+    return nccl_braid_::ginWait(coop, comm, comm.ginNet->done, nullptr, upTo, 64, cuda::memory_order_acquire, timed,
+                                timeoutCycles);
+  }
+  NCCL_DEVICE_INLINE void netRemote(ncclBraidGinDesc&, ncclGin_None) const {}
+  template <typename A>
+  NCCL_DEVICE_INLINE auto netRemote(ncclBraidGinDesc& d, A a) const -> decltype(void(a.signal)) {
+    if (a.signal >= comm.ginSignalCount) nccl_braid_::trap("ncclGin: the signal id is out of range");
+    d.signal = a.signal;
+    d.amount = amountOf(a, 0);
+  }
+  template <typename A>
+  NCCL_DEVICE_INLINE auto netRemote(ncclBraidGinDesc&, A a) const -> decltype(void(a.signalWindow)) {
+    (void)a;
+    nccl_braid_::trap(
+        "ncclGin: a VA signal toward a rank of another LSA team (over the network) is not built: use an indexed "
+        "signal (ncclGin_SignalInc, ncclGin_SignalAdd)");
+  }
+  NCCL_DEVICE_INLINE void netLocal(ncclBraidGinDesc&, ncclGin_None) const {}
+  template <typename A>
+  NCCL_DEVICE_INLINE auto netLocal(ncclBraidGinDesc& d, A a) const -> decltype(void(a.counter)) {
+    if (a.counter >= comm.ginCounterCount) nccl_braid_::trap("ncclGin: the counter id is out of range");
+    d.counter = a.counter;
+  }
+  /* The group's leader queues one descriptor once the group's writes (the source) are done; the others wait. */
+  template <typename Coop, typename RemoteAction, typename LocalAction>
+  NCCL_DEVICE_INLINE void netPost(Coop coop, int world, uint32_t op, ncclWindow_t dst, size_t offset, uint64_t src,
+                                  size_t bytes, RemoteAction remoteAction, LocalAction localAction,
+                                  const char* outside) const {
+    ncclBraidGinNet* net = comm.ginNet;
+    if (net == nullptr) nccl_braid_::trap(outside); /* no network GIN on this device communicator */
+    coop.sync();
+    if (coop.thread_rank() == 0) {
+      ncclBraidGinDesc d;
+      d.op = op;
+      d.peer = world;
+      d.window = dst == nullptr ? NCCL_BRAID_GIN_NONE : dst->registration;
+      d.signal = NCCL_BRAID_GIN_NONE;
+      d.offset = offset;
+      d.src = src;
+      d.bytes = bytes;
+      d.amount = 0;
+      d.counter = NCCL_BRAID_GIN_NONE;
+      d.pad_ = 0;
+      netRemote(d, remoteAction);
+      netLocal(d, localAction);
+      const uint64_t i = nccl_braid_::atomicAdd64(&net->claimed, 1, cuda::memory_order_relaxed);
+      /* Room: the proxy has finished the descriptor that used this slot before. */
+      for (uint32_t polls = 1;
+           i >= nccl_braid_::atomicLoad64(net->done, cuda::memory_order_acquire) + NCCL_BRAID_GIN_NET_SLOTS; ++polls) {
+        if ((polls & 63u) == 0) {
+          if (nccl_braid_::aborted(comm)) break;
+          nccl_braid_::backOff();
+        }
+      }
+      ncclBraidGinDesc* slot = net->descs + (i % NCCL_BRAID_GIN_NET_SLOTS);
+      d.seq = 0;
+      memcpy(reinterpret_cast<char*>(slot) + sizeof(uint64_t), reinterpret_cast<const char*>(&d) + sizeof(uint64_t),
+             sizeof(d) - sizeof(uint64_t));
+      /* Release at system scope: the descriptor, and the group's source writes the barrier ordered before it. */
+      nccl_braid_::atomicStore64(&slot->seq, i + 1, cuda::memory_order_release);
+    }
+    coop.sync();
   }
   NCCL_DEVICE_INLINE uint64_t* ginWord(ncclDevResourceHandle h, uint32_t id, uint32_t count, const char* what) const {
     if (id >= count) nccl_braid_::trap(what);

@@ -9,6 +9,7 @@
 
 #include "include/nccl_device.h"
 #include "src/api/api.h"
+#include "src/api/gin_net.h"
 #include "src/common/params.h"
 #include "src/core/comm_topo.h"
 #include "src/core/dev_comms.h"
@@ -29,7 +30,7 @@ static_assert(sizeof(ncclTeam) == sizeof(Team) && offsetof(ncclTeam, nRanks) == 
 static_assert(sizeof(ncclWindow_vidmem) == sizeof(WindowDescriptor) && BRAID_SAME_FIELD_(winHost) &&
                   BRAID_SAME_FIELD_(localBase) && BRAID_SAME_FIELD_(lsaBases) && BRAID_SAME_FIELD_(size) &&
                   BRAID_SAME_FIELD_(worldRank) && BRAID_SAME_FIELD_(lsaRank) && BRAID_SAME_FIELD_(lsaSize) &&
-                  BRAID_SAME_FIELD_(braidMagic) && BRAID_SAME_FIELD_(lsaMultimem),
+                  BRAID_SAME_FIELD_(braidMagic) && BRAID_SAME_FIELD_(lsaMultimem) && BRAID_SAME_FIELD_(registration),
               "the core's WindowDescriptor is nccl_device's ncclWindow_vidmem");
 #undef BRAID_SAME_FIELD_
 static_assert(sizeof(ncclDevCommWindowTable) == sizeof(WindowTable::Chunk) &&
@@ -96,9 +97,35 @@ struct GinLayout {
   ncclGinBarrierHandle_t rail{}, world{};
 };
 
+// The device communicator's network GIN (gin_net.h), attached to its record: every rank starts its proxy and
+// registers its signal words before they agree, so no rank's kernel sends to a rank not ready for it. On failure the
+// device communicator is destroyed on every rank.
+Result<ncclBraidGinNet*> startGinNet(Communicator& c, const DevCommMade& made, int64_t signals, int64_t counters) {
+  Result<const Window*> w = c.windows().find(made.window, "the resource window");
+  RmaNet* net = c.windows().messenger();
+  Result<std::unique_ptr<GinNet>> g =
+      !w.isOk() ? Result<std::unique_ptr<GinNet>>(w.status())
+      : net == nullptr
+          ? Result<std::unique_ptr<GinNet>>(invalidUsage("no one-sided messages to the ranks of other hosts"))
+          : GinNet::create(&c, net, w.value()->index, static_cast<uint32_t>(signals), static_cast<uint32_t>(counters));
+  Status agreed = c.bootstrap()->agreeAllOrNothing(g.status(), "starting network GIN", [](int q, const Status& theirs) {
+    return invalidUsage("rank %d could not start its network GIN: %s", q, theirs.message().c_str());
+  });
+  if (!agreed.isOk()) {
+    if (g.isOk()) g.take().reset();
+    (void)c.devComms().destroy(made.record, made.window);
+    return agreed;
+  }
+  std::shared_ptr<GinNet> held(g.take());
+  ncclBraidGinNet* device = held->device();
+  c.devComms().attach(made.record, std::move(held));
+  return device;
+}
+
 Result<GinLayout> ginLayout(const Communicator& c, const ncclDevCommRequirements& reqs) {
   GinLayout g;
-  if (lsaTeam(c).nRanks != c.nranks()) return g;  // no GIN here (a request for it was refused)
+  // Several LSA teams: GIN by proxy where it can be (else a request for it was refused).
+  if (lsaTeam(c).nRanks != c.nranks() && !ginNetRefusal(c).empty()) return g;
   g.contexts = std::min(std::max(reqs.ginContextCount, wantsGin(reqs) ? 1 : 0), NCCL_GIN_MAX_CONTEXTS);
   if (g.contexts == 0) return g;
   g.signals = reqs.ginSignalCount;
@@ -181,21 +208,26 @@ Status checkDevRequirements(Communicator& c, const ncclDevCommRequirements* reqs
         "communicator (a current CUDA context at init, or BRAID_BACKEND=cuda)",
         c.rank(), c.nranks());
   }
-  // braid's GIN is load/store among one LSA team's ranks (include/nccl_device/gin.h): a world of several LSA teams
-  // would need a network backend, and a named backend is one braid does not have.
+  // braid's GIN is load/store among one LSA team's ranks (include/nccl_device/gin.h), and by proxy toward ranks of
+  // other hosts (gin_net.h); a named backend other than the proxy is one braid does not have.
   const Team lsaOfWorld = lsaTeam(c);
   if (wantsGin(*reqs) && lsaOfWorld.nRanks != c.nranks()) {
-    return invalidUsage(
-        "reqs asks for GIN (ginForceEnable %d, ginSignalCount %d, ginCounterCount %d, railGinBarrierCount %d, "
-        "worldGinBarrierCount %d, ginConnectionType %d, or GIN in a resource requirement): braid's GIN reaches the "
-        "ranks of one LSA team by load/store, and this world spans %d LSA teams; GIN over the network is not built",
-        reqs->ginForceEnable ? 1 : 0, reqs->ginSignalCount, reqs->ginCounterCount, reqs->railGinBarrierCount,
-        reqs->worldGinBarrierCount, static_cast<int>(reqs->ginConnectionType), c.nranks() / lsaOfWorld.nRanks);
+    const std::string why = ginNetRefusal(c);
+    if (!why.empty()) {
+      return invalidUsage(
+          "reqs asks for GIN (ginForceEnable %d, ginSignalCount %d, ginCounterCount %d, railGinBarrierCount %d, "
+          "worldGinBarrierCount %d, ginConnectionType %d, or GIN in a resource requirement), and this world spans %d "
+          "LSA teams: braid's GIN reaches ranks outside the LSA team by proxy only where they are on other hosts, "
+          "but %s",
+          reqs->ginForceEnable ? 1 : 0, reqs->ginSignalCount, reqs->ginCounterCount, reqs->railGinBarrierCount,
+          reqs->worldGinBarrierCount, static_cast<int>(reqs->ginConnectionType), c.nranks() / lsaOfWorld.nRanks,
+          why.c_str());
+    }
   }
-  if (reqs->ginType != NCCL_GIN_TYPE_NONE) {
+  if (reqs->ginType != NCCL_GIN_TYPE_NONE && reqs->ginType != NCCL_GIN_TYPE_PROXY) {
     return invalidUsage(
-        "reqs->ginType %d asks for a GIN backend braid does not have (its GIN is load/store within one LSA team); "
-        "leave NCCL_GIN_TYPE_NONE (any backend)",
+        "reqs->ginType %d asks for a GIN backend braid does not have (its GIN is load/store within one LSA team and "
+        "by proxy toward other hosts); leave NCCL_GIN_TYPE_NONE (any backend) or ask for NCCL_GIN_TYPE_PROXY",
         static_cast<int>(reqs->ginType));
   }
   if (reqs->ginSignalCount < 0 || reqs->ginCounterCount < 0 || reqs->railGinBarrierCount < 0 ||
@@ -289,6 +321,10 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
     if (gin.contexts > 0) req.buffers.push_back(DevCommRequest::Buffer{size_t(words) * 8, 0});
   }
   BRAID_ASSIGN_OR_RETURN(DevCommMade made, c.devComms().create(req));
+  ncclBraidGinNet* ginNet = nullptr;
+  if (gin.contexts > 0 && lsa.nRanks != c.nranks()) {
+    BRAID_ASSIGN_OR_RETURN(ginNet, startGinNet(c, made, gin.signals, gin.counters));
+  }
   auto handleOf = [&](size_t i) {
     return static_cast<ncclDevResourceHandle_t>(made.offsets[i] / DevComms::kHandleUnit);
   };
@@ -316,6 +352,7 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
   }
   dc.railGinBarrier = gin.rail;
   dc.worldGinBarrier = gin.world;
+  dc.ginNet = ginNet;
   dc.resourceWindow = made.window;
   dc.lsaBarrier.bufHandle = 0;  // the barriers come first
   dc.lsaBarrier.nBarriers = nBarriers;
@@ -372,7 +409,8 @@ BRAID_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     mine.deviceApiSupport = c->backend().kind() == BackendKind::kCuda;
     const Team lsa = lsaTeam(*c);
     mine.multimemSupport = c->backend().caps().multicast && lsa.nRanks == c->nranks();
-    mine.ginType = NCCL_GIN_TYPE_NONE;
+    // GIN reaches other LSA teams by proxy where they are on other hosts (gin_net.h); within one, by load/store.
+    mine.ginType = lsa.nRanks != c->nranks() && ginNetRefusal(*c).empty() ? NCCL_GIN_TYPE_PROXY : NCCL_GIN_TYPE_NONE;
     mine.nLsaTeams = c->nranks() / lsa.nRanks;
     // Ranks of other hosts are reached by messages (rma_net.h), those of this host by load/store (the LSA team; on
     // a host communicator every rank of the host).

@@ -22,6 +22,21 @@ Status Backend::writeDeviceBlock(void* dst, const void* src, size_t bytes) {
   return Status::ok();
 }
 
+Result<void*> Backend::allocHostMapped(size_t bytes) {
+  void* p = std::calloc(1, bytes == 0 ? 1 : bytes);
+  if (p == nullptr) return systemError("out of host memory allocating %zu bytes", bytes);
+  return p;
+}
+
+void Backend::freeHostMapped(void* p) {
+  std::free(p);
+}
+
+Status Backend::readDeviceBlock(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return Status::ok();
+}
+
 Status Backend::storeSignal(uint64_t* word, uint64_t value) {
   __atomic_store_n(word, value, __ATOMIC_RELEASE);
   return Status::ok();

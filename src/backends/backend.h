@@ -207,6 +207,12 @@ struct RmaStep {
   RmaMessenger* via = nullptr;
   uint32_t window = 0;
   uint64_t offset = 0;
+  // GIN toward another host (src/api/gin_net.h): after the data, `ginAmount` is added to signal `ginSignal` of the
+  // peer's device communicator whose resource window is registration `ginTarget` (kNoGinTarget: none).
+  static constexpr uint32_t kNoGinTarget = ~uint32_t{0};
+  uint32_t ginTarget = kNoGinTarget;
+  uint32_t ginSignal = 0;
+  uint64_t ginAmount = 0;
 };
 
 class Backend {
@@ -321,6 +327,12 @@ class Backend {
   [[nodiscard]] virtual Result<void*> allocDeviceBlock(size_t bytes);
   [[nodiscard]] virtual Status writeDeviceBlock(void* dst, const void* src, size_t bytes);
   virtual void freeDeviceBlock(void* p);
+  // Host memory that device code reads and writes too (pinned and mapped at the same address on a CUDA backend):
+  // `bytes` zeroed; freed with freeHostMapped. Errors name the driver call.
+  [[nodiscard]] virtual Result<void*> allocHostMapped(size_t bytes);
+  virtual void freeHostMapped(void* p);
+  // Copies `bytes` from memory of this backend (device memory) into host memory, complete at return.
+  [[nodiscard]] virtual Status readDeviceBlock(void* dst, const void* src, size_t bytes);
   // Sets a signal word of this rank's window memory (allocWindowMemory) from a host thread, after everything that
   // thread wrote there before by writeDeviceBlock: a kernel or thread that sees the value sees that data.
   [[nodiscard]] virtual Status storeSignal(uint64_t* word, uint64_t value);

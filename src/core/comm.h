@@ -83,6 +83,7 @@ class Communicator {
   // (a streams backend's calls return before their work ends), or fails them with the error.
   Status pollOwned();
   Backend& backend() { return *backend_; }
+  const Backend& backend() const { return *backend_; }
   // ncclCommSuspend / ncclCommResume (suspend.cc). Collective: every rank calls them, outside a group, with no work
   // of the communicator in flight. Suspending with NCCL_SUSPEND_MEM releases every link's FIFO (this communicator's
   // and its NVLSTree communicators'), which the first operation after the resume connects anew; until then

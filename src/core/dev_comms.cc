@@ -22,6 +22,7 @@ size_t roundUp(size_t v, size_t to) {
 DevComms::~DevComms() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& e : records_) {
+    e.second->extra.reset();
     (void)comm_->windows().remove(e.second->window);
     comm_->backend().freeWindowMemory(e.second->memory);
   }
@@ -119,6 +120,12 @@ Result<DevCommMade> DevComms::create(const DevCommRequest& req) {
   return made;
 }
 
+void DevComms::attach(const void* record, std::shared_ptr<void> extra) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(record);
+  if (it != records_.end()) it->second->extra = std::move(extra);
+}
+
 Status DevComms::destroy(const void* record, const ncclWindow_vidmem* window) {
   std::unique_ptr<Record> rec;
   {
@@ -133,6 +140,7 @@ Status DevComms::destroy(const void* record, const ncclWindow_vidmem* window) {
     rec = std::move(it->second);
     records_.erase(it);
   }
+  rec->extra.reset();
   Status st = comm_->windows().remove(rec->window);
   comm_->backend().freeWindowMemory(rec->memory);
   return st;

@@ -61,11 +61,14 @@ class DevComms {
   Result<DevCommMade> create(const DevCommRequest& req);
   // kInvalidArgument for a record/window pair this communicator did not make (or destroyed already).
   [[nodiscard]] Status destroy(const void* record, const ncclWindow_vidmem* window);
+  // Something the device communicator `record` uses (its network GIN proxy): released first when it ends.
+  void attach(const void* record, std::shared_ptr<void> extra);
 
  private:
   struct Record {
     void* memory = nullptr;
     ncclWindow_vidmem* window = nullptr;
+    std::shared_ptr<void> extra;  // attach()
   };
   Communicator* comm_;
   std::mutex mu_;

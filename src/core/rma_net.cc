@@ -137,6 +137,7 @@ RmaNet::~RmaNet() {
 }
 
 Status RmaNet::send(const RmaStep& s) {
+  std::lock_guard<std::mutex> one(sendMu_);
   Connector* c = serves(s.peer) ? out_[static_cast<size_t>(s.peer)].get() : nullptr;
   if (c == nullptr) return invalidUsage("rank %d: no message connection to rank %d", rank_, s.peer);
   const PeerInfo& peer = c->peer();
@@ -170,6 +171,9 @@ Status RmaNet::send(const RmaStep& s) {
     h.offset = offset;
     h.bytes = len;
     h.signal = left == len ? s.value : 0;  // the last message of the put carries its signal (values start at 1)
+    h.ginTarget = left == len ? s.ginTarget : RmaStep::kNoGinTarget;
+    h.ginSignal = s.ginSignal;
+    h.ginAmount = s.ginAmount;
     char* slot = c->sendSlot();
     memcpy(slot, &h, sizeof(h));
     if (len > 0) memcpy(slot + sizeof(h), src, len);
@@ -190,6 +194,33 @@ Status RmaNet::health(int peer) const {
   if (!sendFailed_[p].empty()) return Status(Code::kRemoteError, sendFailed_[p]);
   if (failed_[p].empty()) return Status::ok();
   return remoteError("rank %d: one-sided messages from rank %d stopped: %s", rank_, peer, failed_[p].c_str());
+}
+
+void RmaNet::addGinTarget(uint32_t target, uint64_t* signals, uint32_t count) {
+  std::lock_guard<std::mutex> lock(ginMu_);
+  ginTargets_[target] = GinTarget{signals, count};
+}
+
+void RmaNet::removeGinTarget(uint32_t target) {
+  std::lock_guard<std::mutex> lock(ginMu_);
+  ginTargets_.erase(target);
+}
+
+std::string RmaNet::addGinSignal(int peer, const Header& h) {
+  std::lock_guard<std::mutex> lock(ginMu_);
+  auto it = ginTargets_.find(h.ginTarget);
+  if (it == ginTargets_.end()) {
+    return strPrintf(
+        "a GIN signal from rank %d to the device communicator of window #%u, which this rank has "
+        "destroyed: dropped",
+        peer, h.ginTarget);
+  }
+  if (h.ginSignal >= it->second.count) {
+    return strPrintf("a GIN signal from rank %d names signal %u of %u: dropped", peer, h.ginSignal, it->second.count);
+  }
+  // Host memory the rank's kernels read (acquire, system scope): this thread is its only writer.
+  __atomic_fetch_add(&it->second.signals[h.ginSignal], h.ginAmount, __ATOMIC_RELEASE);
+  return "";
 }
 
 std::shared_ptr<RmaPosts> RmaNet::posts() {
@@ -289,6 +320,13 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
   if (!why.empty()) {
     BRAID_WARN("rank %d: %s (its signal is not applied)", rank_, why.c_str());
     spoiled_[p] = 1;
+  }
+  if (h.ginTarget != RmaStep::kNoGinTarget) {
+    if (spoiled_[p] == 0 && why.empty()) {
+      const std::string not_added = addGinSignal(peer, h);
+      if (!not_added.empty()) BRAID_WARN("rank %d: %s", rank_, not_added.c_str());
+    }
+    spoiled_[p] = 0;
   }
   if (h.signal != 0) {
     // A put that lost a piece does not signal: the waiter fails at its deadline instead of reading missing data.

@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -69,15 +70,25 @@ class RmaNet : public RmaMessenger {
   // ncclRemoteError with the transport's message once the proxy saw messages from `peer` fail, or a posted put to it
   // failed, else ok.
   [[nodiscard]] Status health(int peer) const override;
+  // GIN toward other hosts (src/api/gin_net.h): messages naming registration `target` add to signals[id] here (the
+  // proxy is their only writer). Added before any peer can send to it (ncclDevCommCreate is collective); removed at its
+  // end, after which such messages are dropped with a WARN.
+  void addGinTarget(uint32_t target, uint64_t* signals, uint32_t count);
+  void removeGinTarget(uint32_t target);
 
  private:
   struct Header {
     uint32_t magic;
     uint32_t window;
     uint64_t offset;
-    uint64_t bytes;   // data after the header in this message
-    uint64_t signal;  // 0: more messages of this put follow; else the value of the sender's signal word
+    uint64_t bytes;      // data after the header in this message
+    uint64_t signal;     // 0: more messages of this put follow; else the value of the sender's signal word
+    uint32_t ginTarget;  // the last message of a GIN operation: RmaStep's fields, else kNoGinTarget
+    uint32_t ginSignal;
+    uint64_t ginAmount;
   };
+  // Adds a GIN message's signal (the proxy), or says why not.
+  std::string addGinSignal(int peer, const Header& h);
   RmaNet(Communicator* comm, char* signals, size_t signalStride, RmaWindowLookup lookup);
   // At set-up: one empty message each way, so every connection is open (a peer that dies later is seen on it).
   Status handshake(const std::vector<int>& peers);
@@ -114,6 +125,13 @@ class RmaNet : public RmaMessenger {
   std::vector<std::string> sendFailed_;  // [peer] why a posted put to it failed (set once by the sender)
   std::atomic<bool> stop_{false};
   std::thread proxy_;
+  std::mutex sendMu_;  // one sender at a time: the caller, the stream posts' thread, GIN proxies
+  std::mutex ginMu_;
+  struct GinTarget {
+    uint64_t* signals;
+    uint32_t count;
+  };
+  std::map<uint32_t, GinTarget> ginTargets_;
   std::mutex postsMu_;
   std::shared_ptr<RmaPosts> posts_;  // made, with the sender thread, at the first posts()
   std::atomic<bool> stopSender_{false};

@@ -257,6 +257,7 @@ Status Windows::publish(Window* w) {
   d.lsaSize = lsa.nRanks;
   d.braidMagic = kDescriptorMagic;
   d.lsaMultimem = w->mc.base;
+  d.registration = w->index;
   std::memcpy(image.data(), &d, sizeof(d));
   for (size_t i = 0; i < members.size(); ++i) {
     char* at = w->peers[static_cast<size_t>(members[i])].at;
@@ -294,6 +295,10 @@ Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags, boo
     BRAID_INFO(kLogReg, "rank %d: window at %p is not registered for collectives: %s", comm_->rank(), buff,
                reg.status().message().c_str());
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    w->index = registered_;  // counted below once every rank has it (registration is collective, one at a time)
+  }
   Status done = publish(w.get()).withContext("writing the window's device descriptor");
   if (done.isOk()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -324,7 +329,7 @@ Result<ncclWindow_vidmem*> Windows::add(void* buff, size_t bytes, int flags, boo
   ncclWindow_vidmem* handle = w->handle;
   listWindow(handle, viewOf(*w));
   std::lock_guard<std::mutex> lock(mu_);
-  w->index = registered_++;
+  ++registered_;
   byIndex_[w->index] = w.get();
   table_[handle] = std::move(w);
   return handle;

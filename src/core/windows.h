@@ -54,6 +54,7 @@ struct WindowDescriptor {
   int lsaRank = 0, lsaSize = 0;
   uint32_t braidMagic = 0;
   char* lsaMultimem = nullptr;
+  uint32_t registration = 0;
 };
 
 // nccl.h's window flags and alignment (src/api checks that they agree).
@@ -99,6 +100,8 @@ class Windows {
   // The table device code finds windows in by address (window_table.h; ncclDevComm::windowTable), allocated on
   // first use. Errors: the backend's allocation.
   Result<const void*> deviceTable();
+  // The messenger toward ranks of other hosts (rma_net.h): null before the first registration or where none.
+  RmaNet* messenger() const { return net_.get(); }
   // Magic of braid's window descriptors (ncclWindow_vidmem::braidMagic).
   static constexpr uint32_t kDescriptorMagic = 0x42574e44;  // "BWND"
 

@@ -112,6 +112,16 @@ __global__ void ginMisuse(int what, ncclDevComm devComm) {
   if (what == 2) gin.signal(ncclTeamWorld(devComm), devComm.nRanks, ncclGin_SignalInc{0});
 }
 
+// What the proxy toward another host does not carry, each of which traps by name: a VA signal (0) and a get (1)
+// toward the next rank (of another host, when the ranks are one per host).
+__global__ void ginAcrossHostsMisuse(int what, ncclWindow_t win, ncclDevComm devComm) {
+  ncclGin gin(devComm, 0);
+  const ncclTeam world = ncclTeamWorld(devComm);
+  const int next = (world.rank + 1) % world.nRanks;
+  if (what == 0) gin.putValue(world, next, win, 0, uint64_t{7}, ncclGin_VASignalAdd{win, 8, 1});
+  if (what == 1) gin.get(world, next, win, 0, win, 64, 16);
+}
+
 // Rounds of a ring exchange ordered by a GIN barrier of the caller's own (ncclGinBarrierCreateRequirement over the
 // world team, handle `bar`): rank r stores `stamp` into slot r of the next rank's window with a bare putValue (no
 // signal), syncs the barrier (timed), and reads what the previous rank stored here into *out; a second sync keeps the

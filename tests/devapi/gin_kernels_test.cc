@@ -257,7 +257,7 @@ TEST_F(GinKernels, TimeoutsAndMisuse) {
     CHECK_OR(st.isOk() && out[0] == ncclTimeout, 11);
     const char* why[] = {"the context index is not below ncclDevComm::ginContextCount",
                          "ncclGin: the signal id is out of range",
-                         "ncclGin::signal: the peer is outside this rank's LSA team"};
+                         "ncclGin::signal: the peer is not a member of the team"};
     for (int what = 0; what < 3; ++what) {
       st = braid_emu::launch(cfgOf(1, 32, "ginMisuse"), [&] { ginMisuse(what, dc); });
       if (st.isOk() || st.message().find(why[what]) == std::string::npos) {
@@ -298,24 +298,79 @@ TEST(GinProcesses, RefusedAcrossProcessesWithoutNativePeerAtomics) {
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
-// Ranks on two "hosts" (NCCL_HOSTID) are two LSA teams: GIN would need the network, so a request for it is refused by
-// name, and a device communicator asked for none gets no contexts.
-TEST(GinProcesses, RefusedWhereTheWorldSpansSeveralLsaTeams) {
+// Ranks on two "hosts" (NCCL_HOSTID) are two LSA teams: GIN reaches the other host by proxy (src/api/gin_net.h):
+// the kernels queue descriptors, a host thread per rank sends them as one-sided messages, and the peer adds the
+// signals to its network words. The all-gather rounds of the one-host test, exact, on two processes (each its own LSA
+// team) and on four (two per host: puts to the LSA partner by load/store, to the other host by proxy; the world
+// barrier over both).
+TEST(GinProcesses, AllGatherAcrossHostsByProxyIsExact) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
-  const std::vector<int> codes = runGpuProcesses(
+  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
+  for (int n : {2, 4}) {
+    const std::vector<int> codes = runGpuProcesses(
+        n,
+        [n](int r, ncclComm_t comm) {
+          ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+          if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.ginType != NCCL_GIN_TYPE_PROXY) return 30;
+          return onOwnStream(r, comm, allGatherRounds, n);
+        },
+        [n](int r) { setenv("NCCL_HOSTID", r < n / 2 ? "host-a" : "host-b", 1); });
+    for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << n << " ranks, rank " << r;
+  }
+}
+
+// What the proxy does not carry traps by name: a VA signal toward a rank of another host and a get from one. With
+// BRAID_RMA_NET=0 a request for GIN is refused by name, and the properties say there is no network GIN.
+TEST(GinProcesses, WhatTheProxyDoesNotCarryIsNamed) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
+  std::vector<int> codes = runGpuProcesses(
+      2,
+      [](int r, ncclComm_t comm) {
+        ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+        reqs.ginSignalCount = 2;
+        reqs.ginCounterCount = 2;
+        reqs.worldGinBarrierCount = 1;
+        ncclDevComm dc{};
+        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
+        void* stream = nullptr;
+        Driver::get().streamCreate(&stream, 1);
+        Win win;
+        if (!win.make(comm, 4096, static_cast<cudaStream_t>(stream))) return 11;
+        const char* why[] = {"a VA signal toward a rank of another LSA team (over the network) is not built",
+                             "gets from ranks of other LSA teams, over the network, are not built"};
+        for (int what = 0; what < 2; ++what) {
+          braid::Status st =
+              braid_emu::launch(cfgOf(1, 32, "ginAcrossHostsMisuse"), [&] { ginAcrossHostsMisuse(what, win.win, dc); });
+          if (st.isOk() || st.message().find(why[what]) == std::string::npos) {
+            fprintf(stderr, "rank %d, misuse %d: %s\n", r, what, st.message().c_str());
+            return 12 + what;
+          }
+        }
+        if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !win.drop(comm)) return 14;
+        Driver::get().streamDestroy(stream);
+        return 0;
+      },
+      [](int r) { setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1); });
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  codes = runGpuProcesses(
       2,
       [](int, ncclComm_t comm) {
-        const int refused = ginRefused(comm, "this world spans 2 LSA teams; GIN over the network is not built");
+        const int refused = ginRefused(comm, "BRAID_RMA_NET=0 turned off one-sided messages");
         if (refused != 0) return refused;
         ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
         ncclDevComm dc{};
-        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess || dc.ginContextCount != 0) return 3;
+        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess || dc.ginContextCount != 0 || dc.ginNet != nullptr)
+          return 3;
         if (ncclDevCommDestroy(comm, &dc) != ncclSuccess) return 4;
         ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
         if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.ginType != NCCL_GIN_TYPE_NONE) return 5;
         return 0;
       },
-      [](int r) { setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1); });
+      [](int r) {
+        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
+        setenv("BRAID_RMA_NET", "0", 1);
+      });
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 

@@ -647,6 +647,20 @@ Status CudaBackend::quiesceLinks() {
   }
 }
 
+Result<void*> CudaBackend::allocHostMapped(size_t bytes) {
+  ScopedContext scope(api_, ctx_);
+  RelaxedCaptureMode relaxed(api_);
+  BRAID_ASSIGN_OR_RETURN(void* p, cuPinnedAlloc(api_, bytes, "host memory kernels reach"));
+  std::memset(p, 0, bytes);
+  return p;
+}
+
+void CudaBackend::freeHostMapped(void* p) {
+  ScopedContext scope(api_, ctx_);
+  RelaxedCaptureMode relaxed(api_);
+  (void)api_->memFreeHost(p);
+}
+
 uint64_t CudaBackend::persistentBytes() const {
   uint64_t total = direct_ ? direct_->areaBytes() : 0;
   if (launchMemory_) total += launchMemory_->deviceBytesHeld();  // GPU memory: its pinned host blocks are not
@@ -722,7 +736,8 @@ Status CudaBackend::runRma(const std::vector<RmaStep>& steps, void* stream) {
       [&](CUstream run, const KernelArgs& args) -> Status {
         // Puts toward other hosts first: a group's operations are not ordered among themselves (as in NCCL), and a
         // wait of this group must not hold back a put a peer's wait needs.
-        for (const RmaStep* s : posted) BRAID_RETURN_IF_ERROR(postRmaOnStream(api_, launchMemory_.get(), *s, run, wait_));
+        for (const RmaStep* s : posted)
+          BRAID_RETURN_IF_ERROR(postRmaOnStream(api_, launchMemory_.get(), *s, run, wait_));
         // The data by the copy engine, in stream order before the kernel that raises the signals.
         for (const RmaStep& s : steps) {
           if (s.kind != RmaStep::Kind::kPut || s.bytes == 0 || s.via != nullptr) continue;

@@ -105,6 +105,12 @@ class CudaBackend final : public Backend {
     ScopedContext scope(api_, ctx_);
     return writeCudaDeviceBlock(*deviceMemory_, dst, src, bytes);
   }
+  Result<void*> allocHostMapped(size_t bytes) override;
+  void freeHostMapped(void* p) override;
+  Status readDeviceBlock(void* dst, const void* src, size_t bytes) override {
+    ScopedContext scope(api_, ctx_);
+    return writeCudaDeviceBlock(*deviceMemory_, dst, src, bytes);  // a copy between any two addresses (UVA)
+  }
   Status storeSignal(uint64_t* word, uint64_t value) override {
     ScopedContext scope(api_, ctx_);  // after the data: both by the one stream, each copy finished at return
     return writeCudaDeviceBlock(*deviceMemory_, word, &value, sizeof(value));

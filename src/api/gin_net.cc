@@ -1,0 +1,187 @@
+#include "src/api/gin_net.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "include/nccl_device.h"
+#include "src/common/logging.h"
+#include "src/common/params.h"
+#include "src/core/comm.h"
+#include "src/core/rma_net.h"
+#include "src/core/teams.h"
+
+namespace braid {
+namespace {
+
+constexpr size_t kStageBytes = 1 << 20;  // a source is read and sent a piece of this size at a time
+constexpr size_t kDescBytes = NCCL_BRAID_GIN_NET_SLOTS * sizeof(ncclBraidGinDesc);
+constexpr size_t kDoneAt = kDescBytes;          // its own cache line
+constexpr size_t kSignalsAt = kDescBytes + 64;  // then the signals' words, then the counters'
+
+// The proxy's back-off when no descriptor is queued: yield at first, then short sleeps, then long ones.
+void idleSleep(int rounds) {
+  if (rounds < 64) {
+    sched_yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(rounds < 2000 ? 20 : 500));
+  }
+}
+
+}  // namespace
+
+std::string ginNetRefusal(const Communicator& c) {
+  if (c.backend().kind() != BackendKind::kCuda) return "the communicator is not a CUDA communicator";
+  if (params::RmaNet() == 0) return "BRAID_RMA_NET=0 turned off one-sided messages to the ranks of other hosts";
+  const Team lsa = lsaTeam(c);
+  const int first = c.rank() - lsa.rank;
+  const uint64_t host = c.peer(c.rank()).hostHash;
+  for (int q = 0; q < c.nranks(); ++q) {
+    if (q >= first && q < first + lsa.nRanks) continue;
+    if (c.peer(q).hostHash == host) {
+      return strPrintf(
+          "rank %d is on this rank's host but out of its LSA team (no load/store reach), and braid's "
+          "network GIN reaches ranks of other hosts only",
+          q);
+    }
+  }
+  return "";
+}
+
+GinNet::GinNet(Communicator* comm, RmaNet* net, uint32_t resourceWindow)
+    : comm_(comm), backend_(comm->backend()), net_(net), resourceWindow_(resourceWindow), rank_(comm->rank()) {}
+
+Result<std::unique_ptr<GinNet>> GinNet::create(Communicator* comm, RmaNet* net, uint32_t resourceWindow,
+                                               uint32_t signals, uint32_t counters) {
+  std::unique_ptr<GinNet> g(new GinNet(comm, net, resourceWindow));
+  const size_t hostBytes = kSignalsAt + (size_t{signals} + counters) * sizeof(uint64_t);
+  BRAID_ASSIGN_OR_RETURN(void* host, g->backend_.allocHostMapped(hostBytes));
+  g->host_ = static_cast<char*>(host);
+  g->descs_ = reinterpret_cast<ncclBraidGinDesc*>(g->host_);
+  g->done_ = reinterpret_cast<uint64_t*>(g->host_ + kDoneAt);
+  g->signals_ = reinterpret_cast<uint64_t*>(g->host_ + kSignalsAt);
+  g->counters_ = g->signals_ + signals;
+  g->counterCount_ = counters;
+  BRAID_ASSIGN_OR_RETURN(void* stage, g->backend_.allocHostMapped(kStageBytes));
+  g->stage_ = static_cast<char*>(stage);
+  BRAID_ASSIGN_OR_RETURN(void* dev, g->backend_.allocDeviceBlock(sizeof(ncclBraidGinNet)));
+  g->device_ = static_cast<ncclBraidGinNet*>(dev);
+  ncclBraidGinNet image{};
+  image.claimed = 0;
+  image.descs = g->descs_;
+  image.done = g->done_;
+  image.signals = g->signals_;
+  image.counters = g->counters_;
+  BRAID_RETURN_IF_ERROR(g->backend_.writeDeviceBlock(g->device_, &image, sizeof(image)));
+  net->addGinTarget(resourceWindow, g->signals_, signals);
+  GinNet* p = g.get();
+  g->proxy_ = std::thread([p] { p->loop(); });
+  BRAID_INFO(kLogInit | kLogNet,
+             "rank %d: GIN toward ranks of other LSA teams by proxy (one-sided messages): %u signals, %u counters, "
+             "%u descriptor slots",
+             comm->rank(), signals, counters, NCCL_BRAID_GIN_NET_SLOTS);
+  return g;
+}
+
+GinNet::~GinNet() {
+  if (proxy_.joinable()) {
+    // What kernels queued before the end is sent first, for at most BRAID_TIMEOUT (or until an abort).
+    const double timeout = comm_->waitContext().timeoutSec;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout > 0 ? timeout : 1e9);
+    int rounds = 0;
+    while (true) {
+      const uint64_t claimed = [&] {
+        ncclBraidGinNet now{};
+        return backend_.readDeviceBlock(&now, device_, sizeof(now)).isOk() ? now.claimed : 0;
+      }();
+      if (__atomic_load_n(done_, __ATOMIC_ACQUIRE) >= claimed || comm_->abortFlag().load() ||
+          std::chrono::steady_clock::now() >= end) {
+        break;
+      }
+      idleSleep(rounds++);
+    }
+    stop_.store(true, std::memory_order_release);
+    proxy_.join();
+  }
+  if (net_ != nullptr && host_ != nullptr) net_->removeGinTarget(resourceWindow_);
+  if (device_ != nullptr) backend_.freeDeviceBlock(device_);
+  if (stage_ != nullptr) backend_.freeHostMapped(stage_);
+  if (host_ != nullptr) backend_.freeHostMapped(host_);
+}
+
+void GinNet::loop() {
+  uint64_t next = 0;
+  int idle = 0;
+  while (!stop_.load(std::memory_order_acquire)) {
+    ncclBraidGinDesc& slot = descs_[next % NCCL_BRAID_GIN_NET_SLOTS];
+    if (__atomic_load_n(&slot.seq, __ATOMIC_ACQUIRE) != next + 1) {
+      idleSleep(idle++);
+      continue;
+    }
+    idle = 0;
+    ncclBraidGinDesc d;
+    std::memcpy(&d, &slot, sizeof(d));
+    Status st = serve(d);
+    if (!st.isOk())
+      BRAID_WARN("rank %d: a GIN operation toward rank %d failed: %s", rank_, d.peer, st.message().c_str());
+    if (d.counter != NCCL_BRAID_GIN_NONE && d.counter < counterCount_) {
+      __atomic_fetch_add(&counters_[d.counter], 1, __ATOMIC_RELEASE);  // the source has been read
+    }
+    ++next;
+    __atomic_store_n(done_, next, __ATOMIC_RELEASE);  // the slot may be reused, and flush sees it
+  }
+}
+
+Status GinNet::serve(const ncclBraidGinDesc& d) {
+  if (d.peer < 0 || d.peer >= comm_->nranks() || !net_->serves(d.peer)) {
+    return invalidUsage("rank %d has no one-sided messages to rank %d (not a rank of another host)", rank_, d.peer);
+  }
+  RmaStep s;
+  s.peer = d.peer;
+  s.ginTarget = resourceWindow_;  // the same registration number on every rank
+  s.ginSignal = d.signal;
+  s.ginAmount = d.signal == NCCL_BRAID_GIN_NONE ? 0 : d.amount;
+  const bool signals = d.signal != NCCL_BRAID_GIN_NONE;
+  if (d.op == ncclBraidGinNetSignal) {
+    s.kind = RmaStep::Kind::kSignal;
+    if (!signals) return Status::ok();
+    return net_->send(s);
+  }
+  if (d.op != ncclBraidGinNetPut && d.op != ncclBraidGinNetValue) {
+    return internalError("rank %d: a GIN descriptor with operation %u", rank_, d.op);
+  }
+  s.kind = RmaStep::Kind::kPut;
+  s.window = d.window;
+  if (d.op == ncclBraidGinNetValue) {
+    if (d.bytes > sizeof(d.src)) return invalidArgument("a GIN value of %llu bytes", (unsigned long long)d.bytes);
+    std::memcpy(stage_, &d.src, sizeof(d.src));
+    s.src = stage_;
+    s.bytes = d.bytes;
+    s.offset = d.offset;
+    if (!signals) s.ginTarget = RmaStep::kNoGinTarget;
+    return net_->send(s);
+  }
+  // Pieces of the stage; only the last carries the signal.
+  uint64_t done = 0;
+  do {
+    const uint64_t len = std::min<uint64_t>(kStageBytes, d.bytes - done);
+    if (len > 0) {
+      BRAID_RETURN_IF_ERROR(
+          backend_.readDeviceBlock(stage_, reinterpret_cast<const char*>(static_cast<uintptr_t>(d.src)) + done, len)
+              .withContext("reading a GIN put's source"));
+    }
+    RmaStep piece = s;
+    piece.src = stage_;
+    piece.bytes = len;
+    piece.offset = d.offset + done;
+    const bool last = done + len == d.bytes;
+    if (!last || !signals) piece.ginTarget = RmaStep::kNoGinTarget;
+    BRAID_RETURN_IF_ERROR(net_->send(piece));
+    done += len;
+  } while (done < d.bytes);
+  return Status::ok();
+}
+
+}  // namespace braid
