@@ -32,7 +32,9 @@
  *     after them). The counter of a put counts once the proxy has read its source; flush (and flushAsync's wait)
  *     waits until the proxy has read the sources of everything queued so far. A signal or counter reads as its word
  *     plus its network word (what the proxy added); resetSignal and resetCounter set the word so that the sum is 0.
- *     A full queue (256 descriptors) makes the leader wait for the proxy.
+ *     A full queue (256 descriptors) makes the leader wait for the proxy. A GIN barrier orders this rank's puts
+ *     toward another host for the barrier's members (each gets its arrival signal after the puts to it); a put to a
+ *     rank outside the barrier's team is ordered by a signal of its own.
  *
  * Waits (waitSignal, waitCounter, waitSignalMeetShadow, waitSignalFollowShadow, flush) end early when the
  * communicator is aborted; their timeout overloads return ncclTimeout after timeoutCycles (clock64 cycles; nanoseconds

@@ -291,9 +291,10 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
   if (reqs.barrierCount > 0) {
     if (lsa.nRanks != c.nranks()) {
       return invalidUsage(
-          "reqs->barrierCount %d asks for barriers over the world team, which spans %d LSA teams here and would need "
-          "GPU-initiated networking over the network (braid has none); use lsaBarrierCount for barriers within an LSA "
-          "team",
+          "reqs->barrierCount %d asks for hybrid barriers over the world team, which spans %d LSA teams here: their "
+          "fence would need to know that puts toward other hosts have landed, which braid's GIN proxy does not track; "
+          "use lsaBarrierCount within an LSA team, or a GIN barrier over the world (worldGinBarrierCount, "
+          "ncclGinBarrierCreateRequirement), whose members each get their signals after this rank's puts to them",
           reqs.barrierCount, c.nranks() / lsa.nRanks);
     }
     nBarriers = std::max(nBarriers, reqs.barrierCount);  // one LSA team is the world: its barriers are the world's

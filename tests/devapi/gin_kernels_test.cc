@@ -181,44 +181,50 @@ TEST_F(GinKernels, ValuesVaSignalsGetsShadowsAndTheHybridBarrier) {
   }
 }
 
+// kRounds launches of ginTeamBarrierRing on rank r of n (the whole CTA or one thread): each round's stamp from the
+// previous rank, and the timed sync's success.
+ncclResult_t barrierRingRounds(int r, int n, ncclComm_t comm, cudaStream_t stream, bool oneThread) {
+  constexpr int kRounds = 5;
+  Win win;
+  CHECK_OR(win.make(comm, 8 * static_cast<size_t>(n), stream), 10);
+  ncclGinBarrierHandle bar{};
+  ncclDevResourceRequirements barReq{};
+  CHECK_OR(ncclGinBarrierCreateRequirement(comm, ncclTeamWorld(comm), 1, &bar, &barReq) == ncclSuccess, 11);
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.ginSignalCount = 5;
+  reqs.resourceRequirementsList = &barReq;
+  ncclDevComm dc{};
+  CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 12);
+  CHECK_OR(bar.signal0 == 5 && dc.ginSignalCount == 5u + static_cast<uint32_t>(n), 13);
+  std::vector<uint64_t> out(2, 0);
+  const int prev = (r + n - 1) % n;
+  for (int round = 0; round < kRounds; ++round) {
+    const uint64_t stamp = 1000u * static_cast<uint64_t>(round) + static_cast<uint64_t>(r);
+    braid::Status st = braid_emu::launch(cfgOf(1, oneThread ? 1 : 64, "ginTeamBarrierRing"), [&] {
+      if (oneThread) {
+        ginTeamBarrierRing<ncclCoopThread>(win.win, stamp, bar, dc, out.data());
+      } else {
+        ginTeamBarrierRing<ncclCoopCta>(win.win, stamp, bar, dc, out.data());
+      }
+    });
+    if (!st.isOk()) {
+      fprintf(stderr, "rank %d round %d: %s\n", r, round, st.message().c_str());
+      return ncclInternalError;
+    }
+    CHECK_OR(out[0] == 1000u * static_cast<uint64_t>(round) + static_cast<uint64_t>(prev) && out[1] == ncclSuccess, 14);
+  }
+  CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess && win.drop(comm), 15);
+  return ncclSuccess;
+}
+
 // A GIN barrier from ncclGinBarrierCreateRequirement (its signals numbered after the requirements' own) orders bare
 // puts, over 4 ranks and 5 launches; synced by a CTA, and by one thread for all three peers (which deadlocked when a
 // thread waited for one peer before signalling the next).
 TEST_F(GinKernels, ABarrierOfTheCallersOwnOrdersPuts) {
-  constexpr int kRanks = 4, kRounds = 5;
+  constexpr int kRanks = 4;
   for (bool oneThread : {false, true}) {
-    auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
-      Win win;
-      CHECK_OR(win.make(comm, 8 * kRanks, stream), 10);
-      ncclGinBarrierHandle bar{};
-      ncclDevResourceRequirements barReq{};
-      CHECK_OR(ncclGinBarrierCreateRequirement(comm, ncclTeamWorld(comm), 1, &bar, &barReq) == ncclSuccess, 11);
-      ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-      reqs.ginSignalCount = 5;
-      reqs.resourceRequirementsList = &barReq;
-      ncclDevComm dc{};
-      CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 12);
-      CHECK_OR(bar.signal0 == 5 && dc.ginSignalCount == 5 + kRanks, 13);
-      std::vector<uint64_t> out(2, 0);
-      const int prev = (r + kRanks - 1) % kRanks;
-      for (int round = 0; round < kRounds; ++round) {
-        const uint64_t stamp = 1000u * static_cast<uint64_t>(round) + static_cast<uint64_t>(r);
-        braid::Status st = braid_emu::launch(cfgOf(1, oneThread ? 1 : 64, "ginTeamBarrierRing"), [&] {
-          if (oneThread) {
-            ginTeamBarrierRing<ncclCoopThread>(win.win, stamp, bar, dc, out.data());
-          } else {
-            ginTeamBarrierRing<ncclCoopCta>(win.win, stamp, bar, dc, out.data());
-          }
-        });
-        if (!st.isOk()) {
-          fprintf(stderr, "rank %d round %d: %s\n", r, round, st.message().c_str());
-          return ncclInternalError;
-        }
-        CHECK_OR(out[0] == 1000u * static_cast<uint64_t>(round) + static_cast<uint64_t>(prev) && out[1] == ncclSuccess,
-                 14);
-      }
-      CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess && win.drop(comm), 15);
-      return ncclSuccess;
+    auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+      return barrierRingRounds(r, kRanks, comm, stream, oneThread);
     });
     for (int r = 0; r < kRanks; ++r) {
       EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << (oneThread ? "one thread" : "a CTA") << ", rank " << r;
@@ -312,14 +318,25 @@ TEST(GinProcesses, AllGatherAcrossHostsByProxyIsExact) {
         [n](int r, ncclComm_t comm) {
           ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
           if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.ginType != NCCL_GIN_TYPE_PROXY) return 30;
-          return onOwnStream(r, comm, allGatherRounds, n);
+          const int gathered = onOwnStream(r, comm, allGatherRounds, n);
+          if (gathered != 0) return gathered;
+          // Values with no signal of their own, ordered by a GIN barrier over the world (a CTA, then one thread).
+          for (bool oneThread : {false, true}) {
+            void* stream = nullptr;
+            Driver::get().streamCreate(&stream, 1);
+            const ncclResult_t rc = barrierRingRounds(r, n, comm, static_cast<cudaStream_t>(stream), oneThread);
+            Driver::get().streamDestroy(stream);
+            if (rc != ncclSuccess) return 40 + static_cast<int>(rc);
+          }
+          return 0;
         },
         [n](int r) { setenv("NCCL_HOSTID", r < n / 2 ? "host-a" : "host-b", 1); });
     for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << n << " ranks, rank " << r;
   }
 }
 
-// What the proxy does not carry traps by name: a VA signal toward a rank of another host and a get from one. With
+// What the proxy does not carry traps by name: a VA signal toward a rank of another host and a get from one; the
+// hybrid world barrier (barrierCount) is refused by name. With
 // BRAID_RMA_NET=0 a request for GIN is refused by name, and the properties say there is no network GIN.
 TEST(GinProcesses, WhatTheProxyDoesNotCarryIsNamed) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
@@ -349,6 +366,12 @@ TEST(GinProcesses, WhatTheProxyDoesNotCarryIsNamed) {
         }
         if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !win.drop(comm)) return 14;
         Driver::get().streamDestroy(stream);
+        // The hybrid world barrier stays refused across hosts, naming the GIN barrier to use instead.
+        reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+        reqs.barrierCount = 1;
+        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage ||
+            std::string(ncclGetLastError(comm)).find("worldGinBarrierCount") == std::string::npos)
+          return 15;
         return 0;
       },
       [](int r) { setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1); });
