@@ -1,7 +1,5 @@
 #include "src/api/gin_net.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -20,15 +18,6 @@ constexpr size_t kStageBytes = 1 << 20;  // a source is read and sent a piece of
 constexpr size_t kDescBytes = NCCL_BRAID_GIN_NET_SLOTS * sizeof(ncclBraidGinDesc);
 constexpr size_t kDoneAt = kDescBytes;          // its own cache line
 constexpr size_t kSignalsAt = kDescBytes + 64;  // then the signals' words, then the counters'
-
-// The proxy's back-off when no descriptor is queued: yield at first, then short sleeps, then long ones.
-void idleSleep(int rounds) {
-  if (rounds < 64) {
-    sched_yield();
-  } else {
-    std::this_thread::sleep_for(std::chrono::microseconds(rounds < 2000 ? 20 : 500));
-  }
-}
 
 }  // namespace
 
@@ -100,7 +89,7 @@ GinNet::~GinNet() {
           std::chrono::steady_clock::now() >= end) {
         break;
       }
-      idleSleep(rounds++);
+      proxySleep(rounds++);
     }
     stop_.store(true, std::memory_order_release);
     proxy_.join();
@@ -117,7 +106,7 @@ void GinNet::loop() {
   while (!stop_.load(std::memory_order_acquire)) {
     ncclBraidGinDesc& slot = descs_[next % NCCL_BRAID_GIN_NET_SLOTS];
     if (__atomic_load_n(&slot.seq, __ATOMIC_ACQUIRE) != next + 1) {
-      idleSleep(idle++);
+      proxySleep(idle++);
       continue;
     }
     idle = 0;

@@ -24,8 +24,8 @@ constexpr uint32_t kGoodbye = ~uint32_t{0} - 1;  // the sender's communicator en
 constexpr size_t kSlotBytes = 64 << 10;
 constexpr size_t kLlSlotBytes = 64;  // LL is never used here; the FIFO layout only needs a size
 
-// The proxy's back-off when nothing arrives: yield at first, then short sleeps while a burst may still be coming,
-// then long ones (an idle communicator costs about a thousand wake-ups a second).
+}  // namespace
+
 void proxySleep(int idleRounds) {
   if (idleRounds < 64) {
     sched_yield();
@@ -33,8 +33,6 @@ void proxySleep(int idleRounds) {
     std::this_thread::sleep_for(std::chrono::microseconds(idleRounds < 2000 ? 20 : 1000));
   }
 }
-
-}  // namespace
 
 RmaNet::RmaNet(Communicator* comm, char* signals, size_t signalStride, RmaWindowLookup lookup)
     : comm_(comm),

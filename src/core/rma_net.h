@@ -49,6 +49,11 @@ class Communicator;
 // with the window held (a deregistration waits for it) and kFound returns. kGone: deregistered. kNotYet: this rank's
 // part of that registration has not finished (the sender's may finish first); the message waits.
 enum class RmaWindowState { kFound, kGone, kNotYet };
+
+// The back-off of a thread that polls for one-sided work (this proxy, the GIN proxy): yield at first, then short
+// sleeps while a burst may still be coming, then long ones (an idle communicator costs about a thousand wake-ups a
+// second). `idleRounds`: polls that found nothing so far.
+void proxySleep(int idleRounds);
 using RmaWindowLookup =
     std::function<RmaWindowState(uint32_t index, const std::function<void(char* base, uint64_t bytes)>&)>;
 
