@@ -9,10 +9,10 @@
  * signal toward such a rank traps, naming it.
  *
  * How it works, and what that gives the API's guarantees:
- *   - put / putValue / get: the group's threads copy through the peer's LSA pointer of the window, so the data has
- *     landed in the peer's memory when the call returns. Weak and strong signals are therefore the same (every put
- *     the group made before the signal is visible to whoever sees the signal); flush, flushAsync and wait only order
- *     memory.
+ *   - put / putValue / get within the LSA team: the group's threads copy through the peer's LSA pointer of the
+ *     window, so the data has landed in the peer's memory when the call returns. Weak and strong signals are therefore
+ * the same (every put the group made before the signal is visible to whoever sees the signal); flush, flushAsync and
+ * wait only order memory.
  *   - signals: 64-bit words in the device communicator's resource window, one per signal id on every rank. A remote
  *     action adds to the peer's word with a release atomic (system scope) after the group's copy; waits read this
  *     rank's word with acquire. VA signals are 64-bit words of a window (8-byte aligned offsets). Atomics on a peer's
@@ -22,8 +22,8 @@
  *   - signal shadows: one 64-bit word per signal id on this rank, the caller's to use (NCCL's rule).
  *   - Signal and counter ids must be below the counts ncclDevCommCreate gave (reqs->ginSignalCount plus the
  *     resource requirements' and the GIN barriers'); an id out of range, a context index at or above
- *     ginContextCount, or a peer outside this rank's LSA team traps the kernel with a message naming it (on braid's
- *     emulator the launch fails with that message).
+ *     ginContextCount, or a peer outside the team (or outside this rank's LSA team without network GIN) traps the
+ * kernel with a message naming it (on braid's emulator the launch fails with that message).
  *   - Signals and counters are shared by every context of the device communicator. The backend mask, the resource
  *     sharing mode, descriptors, the release scopes and optFlags are accepted and change nothing here.
  *   - Toward a rank of another host (outside the LSA team, by proxy): the group's leader queues a descriptor once the
@@ -387,7 +387,7 @@ struct ncclGin_BackendMask {
     coop.sync();
   }
 
-  /* ---- completion: puts and gets are complete on return, so these order memory only ---- */
+  /* ---- completion: within the LSA team puts and gets are complete on return; toward other hosts, see flush ---- */
   /* Puts toward other LSA teams: until the proxy has read the sources of every descriptor queued so far (of any
    * context) and handed them to the network. Within the LSA team puts are complete on return: memory order only. */
   template <typename Coop, typename DescriptorSmem = ncclGin_None>

@@ -106,7 +106,9 @@ Result<ncclBraidGinNet*> startGinNet(Communicator& c, const DevCommMade& made, i
   Result<std::unique_ptr<GinNet>> g =
       !w.isOk() ? Result<std::unique_ptr<GinNet>>(w.status())
       : net == nullptr
-          ? Result<std::unique_ptr<GinNet>>(invalidUsage("no one-sided messages to the ranks of other hosts"))
+          ? Result<std::unique_ptr<GinNet>>(invalidUsage(
+                "no one-sided messages to the ranks of other hosts (the first window registration connects them unless "
+                "BRAID_RMA_NET=0)"))
           : GinNet::create(&c, net, w.value()->index, static_cast<uint32_t>(signals), static_cast<uint32_t>(counters));
   Status agreed = c.bootstrap()->agreeAllOrNothing(g.status(), "starting network GIN", [](int q, const Status& theirs) {
     return invalidUsage("rank %d could not start its network GIN: %s", q, theirs.message().c_str());
@@ -124,8 +126,8 @@ Result<ncclBraidGinNet*> startGinNet(Communicator& c, const DevCommMade& made, i
 
 Result<GinLayout> ginLayout(const Communicator& c, const ncclDevCommRequirements& reqs) {
   GinLayout g;
-  // Several LSA teams: GIN by proxy where it can be (else a request for it was refused).
-  if (lsaTeam(c).nRanks != c.nranks() && !ginNetRefusal(c).empty()) return g;
+  // Several LSA teams: GIN (by proxy) only when asked for and possible (else a request for it was refused).
+  if (lsaTeam(c).nRanks != c.nranks() && (!wantsGin(reqs) || !ginNetRefusal(c).empty())) return g;
   g.contexts = std::min(std::max(reqs.ginContextCount, wantsGin(reqs) ? 1 : 0), NCCL_GIN_MAX_CONTEXTS);
   if (g.contexts == 0) return g;
   g.signals = reqs.ginSignalCount;

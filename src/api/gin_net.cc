@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "include/nccl_device.h"
 #include "src/common/logging.h"
@@ -24,16 +26,22 @@ constexpr size_t kSignalsAt = kDescBytes + 64;  // then the signals' words, then
 std::string ginNetRefusal(const Communicator& c) {
   if (c.backend().kind() != BackendKind::kCuda) return "the communicator is not a CUDA communicator";
   if (params::RmaNet() == 0) return "BRAID_RMA_NET=0 turned off one-sided messages to the ranks of other hosts";
-  const Team lsa = lsaTeam(c);
-  const int first = c.rank() - lsa.rank;
-  const uint64_t host = c.peer(c.rank()).hostHash;
+  // Decided from every rank's host, so every rank decides alike: each host's ranks must be exactly one LSA team
+  // (teams are blocks of consecutive ranks of one size).
+  const int size = lsaTeam(c).nRanks;
   for (int q = 0; q < c.nranks(); ++q) {
-    if (q >= first && q < first + lsa.nRanks) continue;
-    if (c.peer(q).hostHash == host) {
-      return strPrintf(
-          "rank %d is on this rank's host but out of its LSA team (no load/store reach), and braid's "
-          "network GIN reaches ranks of other hosts only",
-          q);
+    const int first = q - q % size;
+    for (int p = 0; p < c.nranks(); ++p) {
+      const bool sameHost = c.peer(p).hostHash == c.peer(q).hostHash;
+      const bool sameTeam = p >= first && p < first + size;
+      if (sameHost != sameTeam) {
+        return strPrintf(
+            "ranks %d and %d are %s, and braid's network GIN needs each host's ranks to be one LSA team (it reaches "
+            "ranks of other hosts only)",
+            q, p,
+            sameHost ? "on one host but in different LSA teams (no load/store reach)"
+                     : "in one LSA team but on different hosts");
+      }
     }
   }
   return "";
@@ -89,7 +97,8 @@ GinNet::~GinNet() {
           std::chrono::steady_clock::now() >= end) {
         break;
       }
-      proxySleep(rounds++);
+      proxySleep(rounds);
+      if (rounds < (1 << 30)) ++rounds;
     }
     stop_.store(true, std::memory_order_release);
     proxy_.join();
@@ -103,20 +112,30 @@ GinNet::~GinNet() {
 void GinNet::loop() {
   uint64_t next = 0;
   int idle = 0;
+  std::vector<uint8_t> failed(static_cast<size_t>(comm_->nranks()), 0);  // a send to it failed: nothing more goes
   while (!stop_.load(std::memory_order_acquire)) {
     ncclBraidGinDesc& slot = descs_[next % NCCL_BRAID_GIN_NET_SLOTS];
     if (__atomic_load_n(&slot.seq, __ATOMIC_ACQUIRE) != next + 1) {
-      proxySleep(idle++);
+      proxySleep(idle);
+      if (idle < (1 << 30)) ++idle;
       continue;
     }
     idle = 0;
     ncclBraidGinDesc d;
     std::memcpy(&d, &slot, sizeof(d));
-    Status st = serve(d);
-    if (!st.isOk())
-      BRAID_WARN("rank %d: a GIN operation toward rank %d failed: %s", rank_, d.peer, st.message().c_str());
+    const bool known = d.peer >= 0 && d.peer < comm_->nranks();
+    if (known && failed[static_cast<size_t>(d.peer)] == 0) {
+      Status st = serve(d);
+      if (!st.isOk()) {
+        failed[static_cast<size_t>(d.peer)] = 1;  // each later descriptor would wait BRAID_TIMEOUT again
+        BRAID_WARN("rank %d: a GIN operation toward rank %d failed, and later ones toward it are dropped: %s", rank_,
+                   d.peer, st.message().c_str());
+      }
+    } else if (!known) {
+      BRAID_WARN("rank %d: a GIN descriptor names rank %d, not a rank of this communicator: dropped", rank_, d.peer);
+    }
     if (d.counter != NCCL_BRAID_GIN_NONE && d.counter < counterCount_) {
-      __atomic_fetch_add(&counters_[d.counter], 1, __ATOMIC_RELEASE);  // the source has been read
+      __atomic_fetch_add(&counters_[d.counter], 1, __ATOMIC_RELEASE);  // its source is no longer needed
     }
     ++next;
     __atomic_store_n(done_, next, __ATOMIC_RELEASE);  // the slot may be reused, and flush sees it
@@ -130,12 +149,13 @@ Status GinNet::serve(const ncclBraidGinDesc& d) {
   RmaStep s;
   s.peer = d.peer;
   s.ginTarget = resourceWindow_;  // the same registration number on every rank
-  s.ginSignal = d.signal;
-  s.ginAmount = d.signal == NCCL_BRAID_GIN_NONE ? 0 : d.amount;
-  const bool signals = d.signal != NCCL_BRAID_GIN_NONE;
+  if (d.signal != NCCL_BRAID_GIN_NONE) {
+    s.ginSignal = d.signal;
+    s.ginAmount = d.amount;
+  }
   if (d.op == ncclBraidGinNetSignal) {
     s.kind = RmaStep::Kind::kSignal;
-    if (!signals) return Status::ok();
+    s.ginLast = true;
     return net_->send(s);
   }
   if (d.op != ncclBraidGinNetPut && d.op != ncclBraidGinNetValue) {
@@ -149,10 +169,11 @@ Status GinNet::serve(const ncclBraidGinDesc& d) {
     s.src = stage_;
     s.bytes = d.bytes;
     s.offset = d.offset;
-    if (!signals) s.ginTarget = RmaStep::kNoGinTarget;
+    s.ginLast = true;
     return net_->send(s);
   }
-  // Pieces of the stage; only the last carries the signal.
+  // Pieces of the stage, contiguous on the peer's connection; the last ends the operation (and carries its signal).
+  std::unique_lock<std::recursive_mutex> hold = net_->holdPeer(d.peer);
   uint64_t done = 0;
   do {
     const uint64_t len = std::min<uint64_t>(kStageBytes, d.bytes - done);
@@ -165,8 +186,7 @@ Status GinNet::serve(const ncclBraidGinDesc& d) {
     piece.src = stage_;
     piece.bytes = len;
     piece.offset = d.offset + done;
-    const bool last = done + len == d.bytes;
-    if (!last || !signals) piece.ginTarget = RmaStep::kNoGinTarget;
+    piece.ginLast = done + len == d.bytes;
     BRAID_RETURN_IF_ERROR(net_->send(piece));
     done += len;
   } while (done < d.bytes);

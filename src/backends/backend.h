@@ -207,12 +207,15 @@ struct RmaStep {
   RmaMessenger* via = nullptr;
   uint32_t window = 0;
   uint64_t offset = 0;
-  // GIN toward another host (src/api/gin_net.h): after the data, `ginAmount` is added to signal `ginSignal` of the
-  // peer's device communicator whose resource window is registration `ginTarget` (kNoGinTarget: none).
+  // A step of a GIN operation toward another host (src/api/gin_net.h) of the peer's device communicator whose
+  // resource window is registration `ginTarget` (kNoGinTarget: not GIN). On the operation's last step (ginLast),
+  // after the data, `ginAmount` is added to its signal `ginSignal` (kNoGinSignal: none).
   static constexpr uint32_t kNoGinTarget = ~uint32_t{0};
+  static constexpr uint32_t kNoGinSignal = ~uint32_t{0};
   uint32_t ginTarget = kNoGinTarget;
-  uint32_t ginSignal = 0;
+  uint32_t ginSignal = kNoGinSignal;
   uint64_t ginAmount = 0;
+  bool ginLast = false;
 };
 
 class Backend {

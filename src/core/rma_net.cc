@@ -50,6 +50,8 @@ Result<std::unique_ptr<RmaNet>> RmaNet::connect(Communicator* comm, const std::v
   net->out_.resize(n);
   net->in_.resize(n);
   net->spoiled_.assign(n, 0);
+  net->spoiledGin_.assign(n, 0);
+  for (size_t q = 0; q < n; ++q) net->sendMu_.push_back(std::make_unique<std::recursive_mutex>());
   net->ended_.assign(n, 0);
   net->failed_.resize(n);
   net->sendFailed_.resize(n);
@@ -135,9 +137,9 @@ RmaNet::~RmaNet() {
 }
 
 Status RmaNet::send(const RmaStep& s) {
-  std::lock_guard<std::mutex> one(sendMu_);
   Connector* c = serves(s.peer) ? out_[static_cast<size_t>(s.peer)].get() : nullptr;
   if (c == nullptr) return invalidUsage("rank %d: no message connection to rank %d", rank_, s.peer);
+  std::lock_guard<std::recursive_mutex> one(*sendMu_[static_cast<size_t>(s.peer)]);
   const PeerInfo& peer = c->peer();
   const size_t room = c->slotBytes() - sizeof(Header);
   const char* src = static_cast<const char*>(s.src);
@@ -169,9 +171,11 @@ Status RmaNet::send(const RmaStep& s) {
     h.offset = offset;
     h.bytes = len;
     h.signal = left == len ? s.value : 0;  // the last message of the put carries its signal (values start at 1)
-    h.ginTarget = left == len ? s.ginTarget : RmaStep::kNoGinTarget;
+    h.ginTarget = s.ginTarget;
     h.ginSignal = s.ginSignal;
     h.ginAmount = s.ginAmount;
+    h.ginLast = left == len && s.ginLast ? 1 : 0;
+    h.pad = 0;
     char* slot = c->sendSlot();
     memcpy(slot, &h, sizeof(h));
     if (len > 0) memcpy(slot + sizeof(h), src, len);
@@ -317,14 +321,19 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
   }
   if (!why.empty()) {
     BRAID_WARN("rank %d: %s (its signal is not applied)", rank_, why.c_str());
-    spoiled_[p] = 1;
+    (h.ginTarget != RmaStep::kNoGinTarget ? spoiledGin_ : spoiled_)[p] = 1;
   }
   if (h.ginTarget != RmaStep::kNoGinTarget) {
-    if (spoiled_[p] == 0 && why.empty()) {
-      const std::string not_added = addGinSignal(peer, h);
-      if (!not_added.empty()) BRAID_WARN("rank %d: %s", rank_, not_added.c_str());
+    // A GIN operation's messages (contiguous on the connection: holdPeer) keep their own record of drops, so an
+    // RMA put's pieces interleaved with them are not charged for them, nor they for those.
+    if (h.ginLast != 0) {
+      if (spoiledGin_[p] == 0 && h.ginSignal != RmaStep::kNoGinSignal) {
+        const std::string notAdded = addGinSignal(peer, h);
+        if (!notAdded.empty()) BRAID_WARN("rank %d: %s", rank_, notAdded.c_str());
+      }
+      spoiledGin_[p] = 0;
     }
-    spoiled_[p] = 0;
+    return why.empty() ? RmaWindowState::kFound : RmaWindowState::kGone;
   }
   if (h.signal != 0) {
     // A put that lost a piece does not signal: the waiter fails at its deadline instead of reading missing data.

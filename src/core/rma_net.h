@@ -79,6 +79,11 @@ class RmaNet : public RmaMessenger {
   // proxy is their only writer). Added before any peer can send to it (ncclDevCommCreate is collective); removed at its
   // end, after which such messages are dropped with a WARN.
   void addGinTarget(uint32_t target, uint64_t* signals, uint32_t count);
+  // Keeps other senders off `peer`'s connection while the caller sends an operation of several steps (send() may be
+  // called while held). Requires serves(peer).
+  std::unique_lock<std::recursive_mutex> holdPeer(int peer) {
+    return std::unique_lock<std::recursive_mutex>(*sendMu_[static_cast<size_t>(peer)]);
+  }
   void removeGinTarget(uint32_t target);
 
  private:
@@ -88,9 +93,11 @@ class RmaNet : public RmaMessenger {
     uint64_t offset;
     uint64_t bytes;      // data after the header in this message
     uint64_t signal;     // 0: more messages of this put follow; else the value of the sender's signal word
-    uint32_t ginTarget;  // the last message of a GIN operation: RmaStep's fields, else kNoGinTarget
+    uint32_t ginTarget;  // a GIN operation's message: RmaStep's fields (else kNoGinTarget)
     uint32_t ginSignal;
     uint64_t ginAmount;
+    uint32_t ginLast;  // 1 on the operation's last message
+    uint32_t pad;
   };
   // Adds a GIN message's signal (the proxy), or says why not.
   std::string addGinSignal(int peer, const Header& h);
@@ -124,13 +131,16 @@ class RmaNet : public RmaMessenger {
   std::vector<std::unique_ptr<Connector>> out_;  // [peer] what this rank sends it (null: not served)
   std::vector<std::unique_ptr<Connector>> in_;   // [peer] what it sends this rank
   std::vector<uint8_t> spoiled_;                 // [peer] a piece of its current put was dropped (the proxy's)
+  std::vector<uint8_t> spoiledGin_;              // [peer] the same for its current GIN operation
   std::vector<uint8_t> ended_;                   // [peer] it said goodbye (the proxy's)
   mutable std::mutex failedMu_;
   std::vector<std::string> failed_;      // [peer] why its messages stopped (set once by the proxy; empty: fine)
   std::vector<std::string> sendFailed_;  // [peer] why a posted put to it failed (set once by the sender)
   std::atomic<bool> stop_{false};
   std::thread proxy_;
-  std::mutex sendMu_;  // one sender at a time: the caller, the stream posts' thread, GIN proxies
+  // [peer] one sender at a time on its connection: the caller, the stream posts' thread, GIN proxies (a GIN
+  // operation of several steps holds it throughout: holdPeer).
+  std::vector<std::unique_ptr<std::recursive_mutex>> sendMu_;
   std::mutex ginMu_;
   struct GinTarget {
     uint64_t* signals;

@@ -122,6 +122,15 @@ __global__ void ginAcrossHostsMisuse(int what, ncclWindow_t win, ncclDevComm dev
   if (what == 1) gin.get(world, next, win, 0, win, 64, 16);
 }
 
+// One value with no signal into the next rank's window at `offset`, then a flush (the proxy has sent it).
+__global__ void ginValueThenFlush(ncclWindow_t win, size_t offset, ncclDevComm devComm) {
+  ncclCoopCta cta;
+  ncclGin gin(devComm, 0);
+  const ncclTeam world = ncclTeamWorld(devComm);
+  gin.putValue(world, (world.rank + 1) % world.nRanks, win, offset, uint64_t{1}, ncclGin_None{}, cta);
+  gin.flush(cta);
+}
+
 // Rounds of a ring exchange ordered by a GIN barrier of the caller's own (ncclGinBarrierCreateRequirement over the
 // world team, handle `bar`): rank r stores `stamp` into slot r of the next rank's window with a bare putValue (no
 // signal), syncs the barrier (timed), and reads what the previous rank stored here into *out; a second sync keeps the

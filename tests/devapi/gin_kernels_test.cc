@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,29 @@ int ginRefused(ncclComm_t comm, const char* why) {
   ncclDevComm dc{};
   if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) return 1;
   return std::string(ncclGetLastError(comm)).find(why) == std::string::npos ? 2 : 0;
+}
+
+// GIN refused with `why` (as ginRefused), and a device communicator asked for no GIN made with no contexts and no
+// network GIN: 0, or the failed step (1, 2 the refusal; 3 the contexts; 4 the destruction).
+int refusedWithNoContexts(ncclComm_t comm, const char* why) {
+  const int refused = ginRefused(comm, why);
+  if (refused != 0) return refused;
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  ncclDevComm dc{};
+  if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess || dc.ginContextCount != 0 || dc.ginNet != nullptr) return 3;
+  return ncclDevCommDestroy(comm, &dc) == ncclSuccess ? 0 : 4;
+}
+
+// `n` GPU processes, ranks below n/2 on host a and the rest on host b (NCCL_HOSTID), with `name`=`value` set in each
+// (when name is given); expects every rank's exit code 0.
+void expectOnTwoHosts(int n, const std::function<int(int, ncclComm_t)>& body, const char* name = nullptr,
+                      const char* value = nullptr) {
+  const std::vector<int> codes = runGpuProcesses(n, body, [n, name, value](int r) {
+    setenv("NCCL_HOSTID", r < (n + 1) / 2 ? "host-a" : "host-b", 1);
+    if (name != nullptr) setenv(name, value, 1);
+  });
+  ASSERT_EQ(codes.size(), static_cast<size_t>(n));
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << n << " ranks, rank " << r;
 }
 
 float valueOf(int rank, int round, size_t i) {
@@ -313,25 +337,21 @@ TEST(GinProcesses, AllGatherAcrossHostsByProxyIsExact) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
   BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
   for (int n : {2, 4}) {
-    const std::vector<int> codes = runGpuProcesses(
-        n,
-        [n](int r, ncclComm_t comm) {
-          ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
-          if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.ginType != NCCL_GIN_TYPE_PROXY) return 30;
-          const int gathered = onOwnStream(r, comm, allGatherRounds, n);
-          if (gathered != 0) return gathered;
-          // Values with no signal of their own, ordered by a GIN barrier over the world (a CTA, then one thread).
-          for (bool oneThread : {false, true}) {
-            void* stream = nullptr;
-            Driver::get().streamCreate(&stream, 1);
-            const ncclResult_t rc = barrierRingRounds(r, n, comm, static_cast<cudaStream_t>(stream), oneThread);
-            Driver::get().streamDestroy(stream);
-            if (rc != ncclSuccess) return 40 + static_cast<int>(rc);
-          }
-          return 0;
-        },
-        [n](int r) { setenv("NCCL_HOSTID", r < n / 2 ? "host-a" : "host-b", 1); });
-    for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << n << " ranks, rank " << r;
+    expectOnTwoHosts(n, [n](int r, ncclComm_t comm) {
+      ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+      if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.ginType != NCCL_GIN_TYPE_PROXY) return 30;
+      const int gathered = onOwnStream(r, comm, allGatherRounds, n);
+      if (gathered != 0) return gathered;
+      // Values with no signal of their own, ordered by a GIN barrier over the world (a CTA, then one thread).
+      for (bool oneThread : {false, true}) {
+        void* stream = nullptr;
+        Driver::get().streamCreate(&stream, 1);
+        const ncclResult_t rc = barrierRingRounds(r, n, comm, static_cast<cudaStream_t>(stream), oneThread);
+        Driver::get().streamDestroy(stream);
+        if (rc != ncclSuccess) return 40 + static_cast<int>(rc);
+      }
+      return 0;
+    });
   }
 }
 
@@ -341,60 +361,110 @@ TEST(GinProcesses, AllGatherAcrossHostsByProxyIsExact) {
 TEST(GinProcesses, WhatTheProxyDoesNotCarryIsNamed) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
   BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
-  std::vector<int> codes = runGpuProcesses(
+  expectOnTwoHosts(2, [](int r, ncclComm_t comm) {
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs.ginSignalCount = 2;
+    reqs.ginCounterCount = 2;
+    reqs.worldGinBarrierCount = 1;
+    ncclDevComm dc{};
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
+    void* stream = nullptr;
+    Driver::get().streamCreate(&stream, 1);
+    Win win;
+    if (!win.make(comm, 4096, static_cast<cudaStream_t>(stream))) return 11;
+    const char* why[] = {"a VA signal toward a rank of another LSA team (over the network) is not built",
+                         "gets from ranks of other LSA teams, over the network, are not built"};
+    for (int what = 0; what < 2; ++what) {
+      braid::Status st =
+          braid_emu::launch(cfgOf(1, 32, "ginAcrossHostsMisuse"), [&] { ginAcrossHostsMisuse(what, win.win, dc); });
+      if (st.isOk() || st.message().find(why[what]) == std::string::npos) {
+        fprintf(stderr, "rank %d, misuse %d: %s\n", r, what, st.message().c_str());
+        return 12 + what;
+      }
+    }
+    if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !win.drop(comm)) return 14;
+    Driver::get().streamDestroy(stream);
+    // The hybrid world barrier stays refused across hosts, naming the GIN barrier to use instead.
+    reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
+    reqs.barrierCount = 1;
+    if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage ||
+        std::string(ncclGetLastError(comm)).find("worldGinBarrierCount") == std::string::npos)
+      return 15;
+    return 0;
+  });
+  expectOnTwoHosts(
+      2,
+      [](int, ncclComm_t comm) {
+        const int refused = refusedWithNoContexts(comm, "BRAID_RMA_NET=0 turned off one-sided messages");
+        if (refused != 0) return refused;
+        ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+        if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.ginType != NCCL_GIN_TYPE_NONE) return 5;
+        return 0;
+      },
+      "BRAID_RMA_NET", "0");
+}
+
+// A GIN value toward another host that its receiver drops (past the end of the window: device code does not check
+// the peer's size) is a WARN there and nothing more: the next ncclPutSignal from the same rank, on the same
+// connection, still lands and signals (regression: the drop was charged to it, and its wait hung to the deadline).
+TEST(GinProcesses, ADroppedGinValueDoesNotCostTheNextPutItsSignal) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
+  expectOnTwoHosts(
       2,
       [](int r, ncclComm_t comm) {
         ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-        reqs.ginSignalCount = 2;
-        reqs.ginCounterCount = 2;
-        reqs.worldGinBarrierCount = 1;
+        reqs.ginSignalCount = 1;
         ncclDevComm dc{};
         if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
         void* stream = nullptr;
         Driver::get().streamCreate(&stream, 1);
         Win win;
         if (!win.make(comm, 4096, static_cast<cudaStream_t>(stream))) return 11;
-        const char* why[] = {"a VA signal toward a rank of another LSA team (over the network) is not built",
-                             "gets from ranks of other LSA teams, over the network, are not built"};
-        for (int what = 0; what < 2; ++what) {
+        if (r == 0) {
           braid::Status st =
-              braid_emu::launch(cfgOf(1, 32, "ginAcrossHostsMisuse"), [&] { ginAcrossHostsMisuse(what, win.win, dc); });
-          if (st.isOk() || st.message().find(why[what]) == std::string::npos) {
-            fprintf(stderr, "rank %d, misuse %d: %s\n", r, what, st.message().c_str());
-            return 12 + what;
-          }
+              braid_emu::launch(cfgOf(1, 32, "ginValueThenFlush"), [&] { ginValueThenFlush(win.win, 1 << 20, dc); });
+          if (!st.isOk()) return 12;
+          int value = 77;
+          void* src = Driver::get().alloc(sizeof(int));
+          Driver::get().copy(src, &value, sizeof(int), stream);
+          if (ncclPutSignal(src, 1, ncclInt32, 1, win.win, 0, 0, 0, 0, comm, static_cast<cudaStream_t>(stream)) !=
+                  ncclSuccess ||
+              Driver::get().streamSync(stream) != 0)
+            return 13;
+          Driver::get().memFree(reinterpret_cast<unsigned long long>(src));
+        } else {
+          ncclWaitSignalDesc_t d{1, 0, 0, 0};
+          if (ncclWaitSignal(1, &d, comm, static_cast<cudaStream_t>(stream)) != ncclSuccess) return 14;
+          int got = 0;
+          Driver::get().copy(&got, win.buf, sizeof(int), stream);
+          if (Driver::get().streamSync(stream) != 0 || got != 77) return 15;
         }
-        if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !win.drop(comm)) return 14;
+        // Both are done before either ends.
+        int token = 1, sum = 0;
+        void* one = Driver::get().alloc(sizeof(int));
+        Driver::get().copy(one, &token, sizeof(int), stream);
+        if (ncclAllReduce(one, one, 1, ncclInt32, ncclSum, comm, static_cast<cudaStream_t>(stream)) != ncclSuccess)
+          return 16;
+        Driver::get().copy(&sum, one, sizeof(int), stream);
+        if (Driver::get().streamSync(stream) != 0 || sum != 2) return 16;
+        Driver::get().memFree(reinterpret_cast<unsigned long long>(one));
+        if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !win.drop(comm)) return 17;
         Driver::get().streamDestroy(stream);
-        // The hybrid world barrier stays refused across hosts, naming the GIN barrier to use instead.
-        reqs = ncclDevCommRequirements(NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER);
-        reqs.barrierCount = 1;
-        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage ||
-            std::string(ncclGetLastError(comm)).find("worldGinBarrierCount") == std::string::npos)
-          return 15;
         return 0;
       },
-      [](int r) { setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1); });
-  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
-  codes = runGpuProcesses(
-      2,
-      [](int, ncclComm_t comm) {
-        const int refused = ginRefused(comm, "BRAID_RMA_NET=0 turned off one-sided messages");
-        if (refused != 0) return refused;
-        ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-        ncclDevComm dc{};
-        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess || dc.ginContextCount != 0 || dc.ginNet != nullptr)
-          return 3;
-        if (ncclDevCommDestroy(comm, &dc) != ncclSuccess) return 4;
-        ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
-        if (ncclCommQueryProperties(comm, &props) != ncclSuccess || props.ginType != NCCL_GIN_TYPE_NONE) return 5;
-        return 0;
-      },
-      [](int r) {
-        setenv("NCCL_HOSTID", r == 0 ? "host-a" : "host-b", 1);
-        setenv("BRAID_RMA_NET", "0", 1);
-      });
-  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+      "BRAID_TIMEOUT", "20");
+}
+
+// Hosts of different sizes (ranks 0 and 1 on one, rank 2 on another) make LSA teams of one rank: ranks 0 and 1 share
+// a host in different LSA teams, which the proxy does not serve. Every rank refuses GIN alike, rank 2 too (it used to
+// accept it alone and wait for the others), and a device communicator asked for no GIN gets no contexts anywhere.
+TEST(GinProcesses, UnevenHostsAreRefusedOnEveryRank) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  BRAID_REQUIRE_FAKE_NOT_LOADED("ranks of two hosts by NCCL_HOSTID on one machine's GPUs");
+  expectOnTwoHosts(
+      3, [](int, ncclComm_t comm) { return refusedWithNoContexts(comm, "on one host but in different LSA teams"); },
+      "BRAID_TIMEOUT", "20");
 }
 
 }  // namespace

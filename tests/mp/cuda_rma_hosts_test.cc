@@ -9,6 +9,7 @@
 // BRAID_RMA_NET=0 refused by name.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -191,6 +192,42 @@ TEST_F(CudaRmaHosts, APutTowardADeadPeerFailsByNameOnALaterCall) {
   ASSERT_EQ(codes.size(), 2u);
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 128 + SIGKILL);
+}
+
+// A peer that sent its put and then ended its communicator (its connection closed after its goodbye): a wait for
+// the signal it sent still succeeds, with the data (regression: the wait was refused as "it ended its
+// communicator" before it ran).
+TEST_F(CudaRmaHosts, AWaitForSignalsThatCameBeforeThePeerEndedSucceeds) {
+  std::vector<pid_t> pids;
+  const std::vector<int> codes = gpuRanksOnTwoHosts(
+      2,
+      [](int r, ncclComm_t comm, void* stream) {
+        const Driver& drv = Driver::get();
+        void* win = nullptr;
+        CHECK_OR(ncclMemAlloc(&win, 4096) == ncclSuccess, 10);
+        ncclWindow_t w = nullptr;
+        CHECK_OR(ncclCommWindowRegister(comm, win, 4096, &w, NCCL_WIN_DEFAULT) == ncclSuccess, 11);
+        int value = 4242;
+        void* src = drv.alloc(sizeof(int));
+        drv.copy(src, &value, sizeof(int), stream);
+        if (r == 1) {
+          CHECK_OR(ncclPutSignal(src, 1, ncclInt32, 0, w, 16, 0, 0, 0, comm, static_cast<cudaStream_t>(stream)) ==
+                       ncclSuccess,
+                   12);
+          CHECK_OR(drv.streamSync(stream) == 0, 13);
+          return 0;  // the harness ends its communicator: the put leaves first, then the goodbye
+        }
+        sleep(2);  // rank 1 has ended meanwhile
+        ncclWaitSignalDesc_t d{1, 1, 0, 0};
+        CHECK_OR(ncclWaitSignal(1, &d, comm, static_cast<cudaStream_t>(stream)) == ncclSuccess, 14);
+        int got = 0;
+        drv.copy(&got, static_cast<char*>(win) + 16, sizeof(int), stream);
+        CHECK_OR(drv.streamSync(stream) == 0 && got == 4242, 15);
+        return 0;
+      },
+      &pids, "BRAID_TIMEOUT=30");
+  ASSERT_EQ(codes.size(), 2u);
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
 TEST_F(CudaRmaHosts, TurnedOffTheyAreRefusedByName) {

@@ -709,13 +709,13 @@ Status CudaBackend::runRma(const std::vector<RmaStep>& steps, void* stream) {
   std::vector<RmaKernelStep> signals;
   std::vector<const RmaStep*> posted;  // toward ranks of other hosts: messages, handed over when the stream gets there
   for (const RmaStep& s : steps) {
-    if (s.via != nullptr) {
-      // An earlier put to that peer failed, or its messages stopped: said now rather than at a wait's deadline.
+    if (s.via != nullptr && s.kind != RmaStep::Kind::kWait) {
+      // An earlier put to that peer failed, or its messages stopped: said now rather than later. Not for a wait: a
+      // peer that ended its communicator after sending every awaited signal stopped too, and its signals count (a
+      // wait on a dead peer ends at the kernel's deadline or ncclCommAbort).
       BRAID_RETURN_IF_ERROR(s.via->health(s.peer));
-      if (s.kind != RmaStep::Kind::kWait) {
-        posted.push_back(&s);
-        continue;
-      }
+      posted.push_back(&s);
+      continue;
     }
     signals.push_back(RmaKernelStep{s.word, s.value, s.peer, s.kind == RmaStep::Kind::kWait ? 1u : 0u});
   }

@@ -101,18 +101,22 @@ class CudaBackend final : public Backend {
     ScopedContext scope(api_, ctx_);
     return allocCudaDeviceBlock(api_, bytes);
   }
+  // These three also run on the one-sided proxies' threads, maybe while the user captures a graph on another.
   Status writeDeviceBlock(void* dst, const void* src, size_t bytes) override {
     ScopedContext scope(api_, ctx_);
+    RelaxedCaptureMode relaxed(api_);
     return writeCudaDeviceBlock(*deviceMemory_, dst, src, bytes);
   }
   Result<void*> allocHostMapped(size_t bytes) override;
   void freeHostMapped(void* p) override;
   Status readDeviceBlock(void* dst, const void* src, size_t bytes) override {
     ScopedContext scope(api_, ctx_);
+    RelaxedCaptureMode relaxed(api_);
     return writeCudaDeviceBlock(*deviceMemory_, dst, src, bytes);  // a copy between any two addresses (UVA)
   }
   Status storeSignal(uint64_t* word, uint64_t value) override {
-    ScopedContext scope(api_, ctx_);  // after the data: both by the one stream, each copy finished at return
+    ScopedContext scope(api_, ctx_);
+    RelaxedCaptureMode relaxed(api_);  // after the data: both by the one stream, each copy finished at return
     return writeCudaDeviceBlock(*deviceMemory_, word, &value, sizeof(value));
   }
   void freeDeviceBlock(void* p) override {

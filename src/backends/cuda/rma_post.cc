@@ -52,7 +52,10 @@ Status postPiece(const CuApi* api, LaunchMemory* memory, const std::shared_ptr<R
     p->step.src = p->stage;
   }
   const CUresult r = api->launchHostFunc(run, &postWhenReached, p.get());
-  if (r != kCuSuccess) return undo(api->check(r, "cuLaunchHostFunc (ncclPutSignal toward another host)"));
+  if (r != kCuSuccess) {
+    if (p->stage != nullptr) (void)api->streamSynchronize(run);  // the copy into the stage may still be queued
+    return undo(api->check(r, "cuLaunchHostFunc (ncclPutSignal toward another host)"));
+  }
   (void)p.release();  // the host function's now
   return Status::ok();
 }
