@@ -79,7 +79,7 @@ typedef ncclCftLeId ncclCftLeId_t;
  * A zeroed struct (`= {}`, NCCL 2.28's way) is refused by ncclDevCommCreate, as NCCL 2.29+ refuses it. The first
  * three fields are the header's: never assign them. GIN (railGinBarrierCount, worldGinBarrierCount, ginForceEnable,
  * ginSignalCount, ginCounterCount, ginConnectionType, GIN counts in resource requirements) is granted where the
- * world is one LSA team, or where every rank outside this rank's LSA team is on another host (by proxy), and refused
+ * world is one LSA team, or (by proxy) where each host's ranks are exactly one LSA team, and refused
  * elsewhere (nccl_device/gin.h); ginType must be NCCL_GIN_TYPE_NONE (any backend) or NCCL_GIN_TYPE_PROXY;
  * ginContextCount is a hint (at most 4 are given); the other GIN fields (ginExclusiveContexts, ginQueueDepth,
  * ginTrafficClass, ginStrongSignalsRequired, ginVaSignalsRequired, ginCustomStride) are ignored. CFT (cftCaps,

@@ -2,11 +2,11 @@
  *
  * What braid builds: GIN among the ranks of one LSA team, by load/store, and toward ranks of other LSA teams on
  * other hosts by a CPU proxy (NCCL_GIN_TYPE_PROXY, ncclBraidGinNet below). A device communicator gets GIN contexts
- * (ncclDevComm::ginContextCount, up to 4) when its world is one LSA team, or when every rank outside this rank's LSA
- * team is on another host and one-sided messages are on (BRAID_RMA_NET); elsewhere (GPUs of one host without
- * load/store reach) ncclDevCommCreate refuses GIN by name. Toward another host: put, putValue and signal with
- * indexed signals and counters, flush, flushAsync and wait, and the GIN barriers built on signals; a get or a VA
- * signal toward such a rank traps, naming it.
+ * (ncclDevComm::ginContextCount, up to 4) when its world is one LSA team, or when it asks for GIN, each host's ranks
+ * are exactly one LSA team and one-sided messages are on (BRAID_RMA_NET); elsewhere (GPUs of one host without
+ * load/store reach, hosts of different sizes) ncclDevCommCreate refuses GIN by name on every rank. Toward another host:
+ * put, putValue and signal with indexed signals and counters, flush, flushAsync and wait, and the GIN barriers built on
+ * signals; a get or a VA signal toward such a rank traps, naming it.
  *
  * How it works, and what that gives the API's guarantees:
  *   - put / putValue / get within the LSA team: the group's threads copy through the peer's LSA pointer of the
