@@ -212,9 +212,13 @@ NCCL_DEVICE_INLINE void coopCopy(Coop coop, char* dst, const char* src, size_t b
   (void)copyWords<char>(coop, dst + done, src + done, bytes - done);
 }
 
-/* A signal's or counter's value: its word plus, where GIN reaches other LSA teams, its network word. */
+/* A signal's or counter's network word (what the proxy added; 0 where GIN does not reach other LSA teams), and its
+ * value: its word plus its network word. */
+NCCL_DEVICE_INLINE uint64_t ginNetValue(const uint64_t* net, cuda::memory_order order) {
+  return net == nullptr ? 0 : atomicLoad64(net, order);
+}
 NCCL_DEVICE_INLINE uint64_t ginValue(const uint64_t* word, const uint64_t* net, cuda::memory_order order) {
-  return atomicLoad64(word, order) + (net == nullptr ? 0 : atomicLoad64(net, order));
+  return atomicLoad64(word, order) + ginNetValue(net, order);
 }
 
 /* Polls the value until `least` is rolling-at-or-before it (see the header comment for the results). */
@@ -441,9 +445,8 @@ struct ncclGin_BackendMask {
   }
   /* The value reads 0 after (no put counting it may be outstanding, as in NCCL). */
   NCCL_DEVICE_INLINE void resetCounter(ncclGinCounter_t counter) const {
-    const uint64_t* net = netCounter(counter);
     nccl_braid_::atomicStore64(counterWord(counter),
-                               0 - (net == nullptr ? 0 : nccl_braid_::atomicLoad64(net, cuda::memory_order_relaxed)),
+                               0 - nccl_braid_::ginNetValue(netCounter(counter), cuda::memory_order_relaxed),
                                cuda::memory_order_relaxed);
   }
 
@@ -506,9 +509,8 @@ struct ncclGin_BackendMask {
     coop.sync(); /* every thread has read the shadow before a later call moves it */
   }
   NCCL_DEVICE_INLINE void resetSignal(ncclGinSignal_t signal) const {
-    const uint64_t* net = netSignal(signal);
     nccl_braid_::atomicStore64(signalWord(signal),
-                               0 - (net == nullptr ? 0 : nccl_braid_::atomicLoad64(net, cuda::memory_order_relaxed)),
+                               0 - nccl_braid_::ginNetValue(netSignal(signal), cuda::memory_order_relaxed),
                                cuda::memory_order_relaxed);
     *getSignalShadowPtr(signal) = 0;
   }

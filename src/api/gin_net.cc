@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "include/nccl_device.h"
@@ -27,21 +28,22 @@ std::string ginNetRefusal(const Communicator& c) {
   if (c.backend().kind() != BackendKind::kCuda) return "the communicator is not a CUDA communicator";
   if (params::RmaNet() == 0) return "BRAID_RMA_NET=0 turned off one-sided messages to the ranks of other hosts";
   // Decided from every rank's host, so every rank decides alike: each host's ranks must be exactly one LSA team
-  // (teams are blocks of consecutive ranks of one size).
+  // (teams are blocks of consecutive ranks of one size). One pass: each rank against its team's first rank and its
+  // host's first rank.
   const int size = lsaTeam(c).nRanks;
+  std::unordered_map<uint64_t, int> firstOnHost;
   for (int q = 0; q < c.nranks(); ++q) {
-    const int first = q - q % size;
-    for (int p = 0; p < c.nranks(); ++p) {
-      const bool sameHost = c.peer(p).hostHash == c.peer(q).hostHash;
-      const bool sameTeam = p >= first && p < first + size;
-      if (sameHost != sameTeam) {
-        return strPrintf(
-            "ranks %d and %d are %s, and braid's network GIN needs each host's ranks to be one LSA team (it reaches "
-            "ranks of other hosts only)",
-            q, p,
-            sameHost ? "on one host but in different LSA teams (no load/store reach)"
-                     : "in one LSA team but on different hosts");
-      }
+    const uint64_t host = c.peer(q).hostHash;
+    const int teamFirst = q - q % size;
+    const int seen = firstOnHost.emplace(host, q).first->second;
+    const bool splitTeam = c.peer(teamFirst).hostHash != host;
+    if (splitTeam || seen / size != q / size) {
+      return strPrintf(
+          "ranks %d and %d are %s, and braid's network GIN needs each host's ranks to be one LSA team (it reaches "
+          "ranks of other hosts only)",
+          splitTeam ? teamFirst : seen, q,
+          splitTeam ? "in one LSA team but on different hosts"
+                    : "on one host but in different LSA teams (no load/store reach)");
     }
   }
   return "";

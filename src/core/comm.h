@@ -62,9 +62,8 @@ class Communicator {
   const CommConfig& config() const { return config_; }
   const PeerInfo& peer(int r) const { return peers_[static_cast<size_t>(r)]; }
   Bootstrap* bootstrap() { return bootstrap_.get(); }
-  // The transports' settings and the FIFO sizes, for connections outside the channels (rma_net.h).
+  // The transports' settings, for connections outside the channels (rma_net.h).
   const TransportConfig& transportConfig() const { return links_.transport; }
-  const FifoSizes& fifoSizes() const { return links_.fifo; }
   const WaitContext& waitContext() const { return wait_; }
   const Selector& selector() const { return selector_; }
 

@@ -431,6 +431,7 @@ Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, 
         "the communicator has no window yet: one-sided operations need the signal area that its "
         "first ncclCommWindowRegister creates");
   }
+  const bool viaNet = net_ && net_->serves(peer);  // another host: messages (rma_net.h)
   RmaStep s;
   s.peer = peer;
   s.kind = put ? RmaStep::Kind::kPut : RmaStep::Kind::kSignal;
@@ -444,7 +445,7 @@ Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, 
     s.src = localbuff;
     s.bytes = bytes;
     const WindowPeer& p = w->peers[static_cast<size_t>(peer)];
-    if (net_ && net_->serves(peer)) {
+    if (viaNet) {
       s.window = w->index;
       s.offset = offset;
     } else if (p.at == nullptr) {
@@ -455,7 +456,7 @@ Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, 
     }
   }
   s.value = sent_[static_cast<size_t>(peer)] + 1;
-  if (net_ && net_->serves(peer)) {
+  if (viaNet) {
     s.via = net_.get();  // data and signal as messages, in order
     return std::vector<RmaStep>{s};
   }

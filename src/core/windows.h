@@ -5,8 +5,8 @@
 // reach by load and store (the LSA set: ranks of this process, and of other processes of this host whose buffer is
 // shareable memory: ncclMemAlloc's memfd on host communicators, its cuMem allocation on CUDA ones, mapped through
 // the peer's GPU access), so a one-sided put is a copy into the peer's buffer. A peer out of reach (another host,
-// private memory, no P2P) is a window without that peer. On host communicators one-sided operations toward ranks
-// of other hosts go as messages instead (rma_net.h); toward other peers out of reach they fail by name. The buffer is
+// private memory, no P2P) is a window without that peer. One-sided operations toward ranks of other hosts go as
+// messages instead (rma_net.h); toward other peers out of reach they fail by name. The buffer is
 // also registered for collectives (ncclCommRegister), which then read it in place where they can.
 //
 // One-sided operations: each rank owns a signal area, a communicator window of its own created at the first
@@ -143,7 +143,7 @@ class Windows {
   std::unique_ptr<WindowTable> deviceTable_;  // under mu_; made on first use (the backend comes after us)
   std::map<uint32_t, Window*> byIndex_;       // under mu_: table_'s windows by registration number
   uint32_t registered_ = 0;                   // registrations so far (the next one's number)
-  // Puts and signals toward ranks of other hosts (host communicators), made with the signal area; the destructor
+  // Puts and signals toward ranks of other hosts, made with the signal area; the destructor
   // ends it first (its proxy thread writes into windows and the signal area).
   std::unique_ptr<RmaNet> net_;
   std::vector<uint64_t> sent_;     // [peer] signals this rank has sent
