@@ -302,9 +302,12 @@ typedef struct ncclConfig_v23100 {
   int nChannelsPerNetPeer;
   /* 1 schedules work with NVLink-connected peers first. */
   int nvlinkCentricSched;
-  /* NCCL 2.29-2.31 fields. Accepted and ignored by braid unless said otherwise: how CUDA graphs use the
-   * communicator, one-sided (RMA) contexts and signals, the most point-to-point peers, stream ordering of graph
-   * launches, implicit launch order, eager RMA setup, and the two modes above. */
+  /* NCCL 2.29-2.31 fields. numRmaCtx (default 1, 0 turns one-sided operations off, NCCL_NUM_RMA_CTX overrides),
+   * numRmaSig (signals per context, default 1) and rmaEagerInit (1: the one-sided signal area is set up at init, so
+   * ncclSignal and ncclWaitSignal work before any window registration; NCCL_RMA_EAGER_INIT overrides) are honoured
+   * and must be alike on every rank. The others are accepted and ignored by braid: how CUDA graphs use the
+   * communicator, the most point-to-point peers, stream ordering of graph launches, implicit launch order, and the
+   * two modes above. */
   int graphUsageMode;
   int numRmaCtx;
   int maxP2pPeers;
@@ -902,14 +905,16 @@ ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, in
  * peerWin (this rank's handle of the window) at byte offset peerWinOffset and then raises signal sigIdx of context ctx
  * there; ncclSignal raises the signal alone; ncclWaitSignal waits until each descriptor's peer raised its signal
  * opCnt more times than this rank waited for so far, after which the data of those puts is in this rank's window.
- * sigIdx, ctx and flags must be 0. Host communicators: puts and signals toward ranks of this host complete at the
- * call; toward ranks of other hosts they return once queued as messages (localbuff may be reused at once; they wait
- * for room under BRAID_TIMEOUT); a wait returns when its signals arrived (inside a group: at ncclGroupEnd); stream
- * must be NULL. CUDA communicators: enqueued on stream, not inside a graph capture. The first ncclCommWindowRegister
- * creates the signal area they use. Errors: ncclInvalidArgument (bad arguments, offset past the end of the peer's
- * window), ncclInvalidUsage (no window yet, a peer this rank cannot reach: another process's private memory, another
- * host on a CUDA communicator or with BRAID_RMA_NET=0, a capture), ncclRemoteError (a wait or a queued put past
- * BRAID_TIMEOUT, or whose peer process exited or connection failed). */
+ * ctx lies in [0, numRmaCtx) and sigIdx in [0, numRmaSig) of the communicator's config (each pair of ranks has
+ * numRmaCtx x numRmaSig independent signals each way), and flags must be 0. Host communicators: puts and signals toward
+ * ranks of this host complete at the call; toward ranks of other hosts they return once queued as messages (localbuff
+ * may be reused at once; they wait for room under BRAID_TIMEOUT); a wait returns when its signals arrived (inside a
+ * group: at ncclGroupEnd); stream must be NULL. CUDA communicators: enqueued on stream, not inside a graph capture. The
+ * first ncclCommWindowRegister creates the signal area they use (init does with rmaEagerInit=1). Errors:
+ * ncclInvalidArgument (bad arguments, ctx or sigIdx out of range, offset past the end of the peer's window),
+ * ncclInvalidUsage (no signal area yet, a peer this rank cannot reach: another process's private memory, another host
+ * with BRAID_RMA_NET=0, a capture), ncclRemoteError (a wait or a queued put past BRAID_TIMEOUT, or whose peer process
+ * exited or connection failed). */
 ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
                            size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
                            cudaStream_t stream);

@@ -420,7 +420,8 @@ BRAID_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     int onThisHost = 0;
     for (int q = 0; q < c->nranks(); ++q) onThisHost += c->peer(q).hostHash == c->peer(c->rank()).hostHash ? 1 : 0;
     const bool hostReached = c->backend().kind() == BackendKind::kHost || lsa.nRanks == onThisHost;
-    mine.hostRmaSupport = lsa.nRanks == c->nranks() || (params::RmaNet() != 0 && hostReached);
+    mine.hostRmaSupport =
+        c->config().numRmaCtx > 0 && (lsa.nRanks == c->nranks() || (params::RmaNet() != 0 && hostReached));
     mine.railedGinType = NCCL_GIN_TYPE_NONE;
     mine.commHash = c->flight().commId();
     mine.ginMinStride = 0;

@@ -10,6 +10,7 @@
 #include "src/core/elastic.h"
 #include "src/core/enqueue.h"
 #include "src/core/group.h"
+#include "src/core/rma.h"
 
 namespace braid {
 
@@ -63,6 +64,26 @@ Result<CommConfig> parseConfig(const ncclConfig_t* config) {
   }
   if (field(offsetof(ncclConfig_t, splitShare)) && config->splitShare != NCCL_CONFIG_UNDEF_INT) {
     c.splitShare = config->splitShare;
+  }
+  // NCCL 2.31's one-sided fields (a program built against an older header passes a smaller struct: defaults).
+  if (field(offsetof(ncclConfig_t, numRmaCtx)) && config->numRmaCtx != NCCL_CONFIG_UNDEF_INT) {
+    if (config->numRmaCtx < 0 || config->numRmaCtx > kMaxRmaCtx) {
+      return invalidArgument("config->numRmaCtx=%d must be in 0..%d (0 turns one-sided operations off)",
+                             config->numRmaCtx, kMaxRmaCtx);
+    }
+    c.numRmaCtx = config->numRmaCtx;
+  }
+  if (field(offsetof(ncclConfig_t, numRmaSig)) && config->numRmaSig != NCCL_CONFIG_UNDEF_INT) {
+    if (config->numRmaSig < 1 || config->numRmaSig > kMaxRmaSig) {
+      return invalidArgument("config->numRmaSig=%d must be in 1..%d", config->numRmaSig, kMaxRmaSig);
+    }
+    c.numRmaSig = config->numRmaSig;
+  }
+  if (field(offsetof(ncclConfig_t, rmaEagerInit)) && config->rmaEagerInit != NCCL_CONFIG_UNDEF_INT) {
+    if (config->rmaEagerInit != 0 && config->rmaEagerInit != 1) {
+      return invalidArgument("config->rmaEagerInit=%d must be 0 or 1", config->rmaEagerInit);
+    }
+    c.rmaEagerInit = config->rmaEagerInit;
   }
   return c;
 }

@@ -200,7 +200,8 @@ struct RmaStep {
   uint64_t* word = nullptr;  // kPut, kSignal: the peer's signal word for this rank, set to `value` after the data;
                              // kWait: this rank's word for the peer, awaited until it reaches `value`
   uint64_t value = 0;
-  int peer = -1;  // for messages
+  uint32_t slot = 0;  // which of the sender's signal words (ctx x numRmaSig + sigIdx): messages name it
+  int peer = -1;      // for messages
   // kPut, kSignal toward a peer out of reach: the messenger runs it (dst and word are null), the data going to the
   // window registered `window`-th on the peer, at `offset`. kWait on such a peer: the messenger says whether its
   // messages still come.

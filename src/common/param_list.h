@@ -134,10 +134,18 @@ BRAID_PARAM(WinEnable, kInt, "NCCL_WIN_ENABLE", "1",
 BRAID_PARAM(RmaStageBytes, kInt, "BRAID_RMA_STAGE_BYTES", "67108864",
             "CUDA communicators: pinned host memory that puts toward ranks of other hosts may hold staged and not yet "
             "sent (a put is staged in pieces of at most a sixteenth of it, at least 64 KB); a call waits for room.")
-BRAID_PARAM(RmaNet, kInt, "BRAID_RMA_NET", "1",
-            "Communicators over several hosts: 1 connects every pair of ranks on different hosts at the first "
-            "window registration (about 1 MB of FIFOs per such peer) so one-sided operations reach them as messages; "
-            "0 does not, and one-sided operations toward other hosts are refused.")
+BRAID_PARAM(NumRmaCtx, kInt, "NCCL_NUM_RMA_CTX", "",
+            "One-sided (ncclPutSignal, ncclSignal, ncclWaitSignal) contexts per communicator, overriding the config's "
+            "numRmaCtx (default 1): their ctx argument lies in [0, this). 0 turns one-sided operations off.")
+BRAID_PARAM(RmaEagerInit, kInt, "NCCL_RMA_EAGER_INIT", "",
+            "1 sets up the one-sided signal area (and, across hosts, its connections) at communicator init, so "
+            "ncclSignal and ncclWaitSignal work before any window registration; 0 (default) at the first "
+            "ncclCommWindowRegister. Overrides the config's rmaEagerInit.")
+BRAID_PARAM(
+    RmaNet, kInt, "BRAID_RMA_NET", "1",
+    "Communicators over several hosts: 1 connects every pair of ranks on different hosts at the first "
+    "window registration, or at init with NCCL_RMA_EAGER_INIT=1 (about 1 MB of FIFOs per such peer), so "
+    "one-sided operations reach them as messages; 0 does not, and one-sided operations toward other hosts are refused.")
 
 // Transports.
 BRAID_PARAM(ShmDisable, kInt, "NCCL_SHM_DISABLE", "0", "1 disables the shared-memory transport between processes.")

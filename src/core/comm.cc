@@ -1,4 +1,5 @@
 #include "src/core/comm.h"
+
 #include "src/core/profiler_plugin.h"
 
 #include "algorithms/alltoall/bruck.h"
@@ -6,6 +7,7 @@
 #include "src/core/comm_topo.h"
 #include "src/core/dev_comms.h"
 #include "src/core/nvls_tree.h"
+#include "src/core/rma.h"
 #include "src/core/windows.h"
 #include "topology/topo.h"
 
@@ -71,6 +73,7 @@ struct InitExchange {
   uint64_t gpuPciId;       // the backend's GPU (0: none): two ranks of one host on one GPU need an opt-in
   int32_t residentCtas;    // Backend::residentCtas
   int32_t gpuDirectAuto;   // BRAID_GPU_DIRECT_AUTO: on only when every rank sets it
+  int32_t rma[3];          // numRmaCtx, numRmaSig, rmaEagerInit: every rank must have the same
 };
 
 constexpr int64_t kMaxStageBytes = int64_t{64} << 20;
@@ -216,6 +219,10 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   mine.hostsShareCpus = static_cast<int32_t>(shareCpus);
   mine.deterministic = params::Deterministic() != 0;
   mine.gpuDirectAuto = params::GpuDirectAuto() == 1 ? 1 : 0;
+  BRAID_RETURN_IF_ERROR(resolveRmaConfig(&config_));
+  mine.rma[0] = config_.numRmaCtx;
+  mine.rma[1] = config_.numRmaSig;
+  mine.rma[2] = config_.rmaEagerInit;
   BRAID_ASSIGN_OR_RETURN(int64_t checkCalls, getIntParam(params::kCheckCalls));
   mine.checkCalls = checkCalls != 0 ? 1 : 0;
   mine.backend = static_cast<int32_t>(backend_->kind());
@@ -272,6 +279,12 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
           "NCCL_ALGO/NCCL_PROTO/%s differ between rank %d and rank %d (here NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\"): set "
           "them identically on every rank",
           params::kAlltoAllAlgo.name, e.peer.rank, rank, sc.algo.setting.c_str(), sc.proto.setting.c_str());
+    }
+    if (!std::equal(std::begin(e.rma), std::end(e.rma), std::begin(mine.rma))) {
+      return invalidUsage(
+          "one-sided settings differ between rank %d (numRmaCtx %d, numRmaSig %d, rmaEagerInit %d) and rank %d "
+          "(%d, %d, %d): set the config fields, or NCCL_NUM_RMA_CTX and NCCL_RMA_EAGER_INIT, alike on every rank",
+          e.peer.rank, e.rma[0], e.rma[1], e.rma[2], rank, mine.rma[0], mine.rma[1], mine.rma[2]);
     }
     // The others cannot differ either without ranks choosing different paths: the most conservative wins.
     mine.stageBytes = std::min(mine.stageBytes, e.stageBytes);
@@ -425,6 +438,10 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   if (nvlsTree_) {
     const NvlsTree* t = nvlsTree_.get();
     selector_.setNvlsTree([t](size_t bytes) { return t->predictUs(bytes); });
+  }
+  if (config_.rmaEagerInit == 1) {
+    BRAID_RETURN_IF_ERROR(user_.windows->ensureSignals().withContext(
+        "setting up one-sided signals at init (rmaEagerInit=1 or NCCL_RMA_EAGER_INIT=1)"));
   }
   if (logEnabled(LogLevel::kInfo, kLogInit)) {
     BRAID_INFO(kLogInit, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d - %s memory, %d channels",

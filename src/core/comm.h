@@ -35,7 +35,13 @@ struct CommConfig {
   int maxChannels = -1;  // config.maxCTAs
   int splitShare = 0;
   std::string commName;
-  int trafficClass = -1;    // config.trafficClass (NCCL_NET_TRAFFIC_CLASS_UNDEF: unset), handed to v11+ net plugins
+  int trafficClass = -1;  // config.trafficClass (NCCL_NET_TRAFFIC_CLASS_UNDEF: unset), handed to v11+ net plugins
+  // One-sided operations (NCCL 2.31): contexts (0 turns them off), signals per context, and whether their signal
+  // area is set up at init (1) or at the first window registration (0). Resolved against NCCL_NUM_RMA_CTX and
+  // NCCL_RMA_EAGER_INIT at init (resolveRmaConfig), then agreed by every rank.
+  int numRmaCtx = 1;
+  int numRmaSig = 1;
+  int rmaEagerInit = 0;
   bool checkCalls = false;  // BRAID_CHECK_CALLS, agreed at init (src/core/call_check.h)
   bool internal = false;    // a communicator braid made for itself (NVLSTree's): no tuner or profiler plugin
   // The backend, chosen on the thread that called ncclCommInitRank (chooseBackend), or the parent's for a split.

@@ -13,6 +13,16 @@
 
 namespace braid {
 
+struct CommConfig;
+
+// NCCL 2.31's one-sided configuration (ncclConfig_t numRmaCtx, numRmaSig, rmaEagerInit): the bounds braid accepts.
+// The signal area holds numRmaCtx x numRmaSig words per rank of the communicator.
+constexpr int kMaxRmaCtx = 64;
+constexpr int kMaxRmaSig = 1024;
+// Applies NCCL_NUM_RMA_CTX and NCCL_RMA_EAGER_INIT over the config's values (the environment wins, as in NCCL).
+// Errors: kInvalidArgument naming the variable and its value.
+[[nodiscard]] Status resolveRmaConfig(CommConfig* config);
+
 // ncclCommWindowRegister: in a group, the registration runs at ncclGroupEnd and *win is written then.
 [[nodiscard]] Status registerWindow(const std::shared_ptr<Communicator>& comm, const void* handle, void* buff,
                                     size_t bytes, ncclWindow_vidmem** win, int flags);
@@ -33,7 +43,8 @@ struct PutRequest {
 };
 [[nodiscard]] Status putSignal(const std::shared_ptr<Communicator>& comm, const PutRequest& req);
 
-// ncclWaitSignal's descriptors (opCnt, peer, sigIdx, ctx) as given.
+// ncclWaitSignal's descriptors (opCnt, peer, sigIdx, ctx) as given; sigIdx and ctx lie in [0, numRmaSig) and
+// [0, numRmaCtx) of the communicator's config.
 struct WaitDesc {
   int opCnt, peer, sigIdx, ctx;
 };

@@ -175,7 +175,7 @@ Status RmaNet::send(const RmaStep& s) {
     h.ginSignal = s.ginSignal;
     h.ginAmount = s.ginAmount;
     h.ginLast = left == len && s.ginLast ? 1 : 0;
-    h.pad = 0;
+    h.slot = s.slot;
     char* slot = c->sendSlot();
     memcpy(slot, &h, sizeof(h));
     if (len > 0) memcpy(slot + sizeof(h), src, len);
@@ -337,8 +337,13 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
   }
   if (h.signal != 0) {
     // A put that lost a piece does not signal: the waiter fails at its deadline instead of reading missing data.
-    if (spoiled_[p] == 0) {
-      Status st = comm_->backend().storeSignal(reinterpret_cast<uint64_t*>(signals_ + p * signalStride_), h.signal);
+    if (spoiled_[p] == 0 && (static_cast<size_t>(h.slot) + 1) * sizeof(uint64_t) > signalStride_) {
+      // Only where the ranks' numRmaCtx or numRmaSig disagreed, which init refuses.
+      BRAID_WARN("rank %d: signal word %u from rank %d is past its %zu bytes of signal words: dropped", rank_, h.slot,
+                 peer, signalStride_);
+    } else if (spoiled_[p] == 0) {
+      uint64_t* word = reinterpret_cast<uint64_t*>(signals_ + p * signalStride_ + h.slot * sizeof(uint64_t));
+      Status st = comm_->backend().storeSignal(word, h.signal);
       if (!st.isOk())
         BRAID_WARN("rank %d: signal %llu from rank %d could not be set: %s", rank_,
                    static_cast<unsigned long long>(h.signal), peer, st.message().c_str());

@@ -20,10 +20,10 @@
 // src/backends/rma_posts.h) to this messenger's sender thread. The receiving proxy lands data and signal words
 // through the backend (writeDeviceBlock, storeSignal), so window buffers and signal areas may be GPU memory.
 //
-// Lifetime: made by the communicator's first window registration (collective: every rank connects to each rank of
-// another host), ended with the communicator, after its puts have left (a put returns once its messages are queued;
-// a posted one counts from its call). A sender waits for free slots under BRAID_TIMEOUT and ncclCommAbort; the proxy
-// thread polls with back-off and stops at destruction or abort.
+// Lifetime: made by the communicator's first window registration, or its init with rmaEagerInit=1 (collective: every
+// rank connects to each rank of another host), ended with the communicator, after its puts have left (a put returns
+// once its messages are queued; a posted one counts from its call). A sender waits for free slots under BRAID_TIMEOUT
+// and ncclCommAbort; the proxy thread polls with back-off and stops at destruction or abort.
 #pragma once
 
 #include <atomic>
@@ -60,8 +60,8 @@ using RmaWindowLookup =
 class RmaNet : public RmaMessenger {
  public:
   // Collective among this rank and `peers` (each of which names this rank): connects a pair of message connectors
-  // to each. `signals`: this rank's signal area ([sender] one word per stride). Errors: the transports' and the
-  // bootstrap's, with the peer named.
+  // to each. `signals`: this rank's signal area ([sender] `signalStride` bytes of signal words). Errors: the
+  // transports' and the bootstrap's, with the peer named.
   static Result<std::unique_ptr<RmaNet>> connect(Communicator* comm, const std::vector<int>& peers, char* signals,
                                                  size_t signalStride, RmaWindowLookup lookup);
   ~RmaNet() override;
@@ -97,7 +97,7 @@ class RmaNet : public RmaMessenger {
     uint32_t ginSignal;
     uint64_t ginAmount;
     uint32_t ginLast;  // 1 on the operation's last message
-    uint32_t pad;
+    uint32_t slot;     // which of the sender's signal words `signal` sets (RmaStep::slot)
   };
   // Adds a GIN message's signal (the proxy), or says why not.
   std::string addGinSignal(int peer, const Header& h);

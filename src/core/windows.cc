@@ -21,8 +21,8 @@ struct Offer {
 };
 
 constexpr int kKnownFlags = kWinCollSymmetric | kWinStrictOrdering | kWinGinOnly;
-// One line per sender in a signal area, so senders never share a cache line.
-constexpr size_t kSignalStride = 64;
+// Each sender's signal words start on their own line of a signal area, so senders never share a cache line.
+constexpr size_t kSignalLine = 64;
 
 // Why [buff, buff + bytes) with `flags` cannot be a window, or "" (checked inside the exchange, so a rank with a bad
 // argument fails its peers at once instead of leaving them waiting).
@@ -40,6 +40,13 @@ std::string badArguments(const void* buff, int flags) {
         buff, kWinRequiredAlignment);
   }
   return "";
+}
+
+// One-sided operations before the signal area exists, with NCCL 2.31's remedy.
+Status noSignalArea() {
+  return invalidUsage(
+      "the communicator has no one-sided signal area yet: its first ncclCommWindowRegister creates it, or init does "
+      "with rmaEagerInit=1 in its config (or NCCL_RMA_EAGER_INIT=1)");
 }
 
 }  // namespace
@@ -146,11 +153,33 @@ Status Windows::exchange(void* base, size_t bytes, Window* w, bool* disabled) {
   return Status::ok();
 }
 
+size_t Windows::signalOffset(int from, SignalId id) const {
+  return static_cast<size_t>(from) * signalStride_ +
+         (static_cast<size_t>(id.ctx) * static_cast<size_t>(numRmaSig_) + static_cast<size_t>(id.sig)) *
+             sizeof(uint64_t);
+}
+
+size_t Windows::countIndex(int peer, SignalId id) const {
+  return static_cast<size_t>(peer) * signalSlots_ + static_cast<size_t>(id.ctx) * static_cast<size_t>(numRmaSig_) +
+         static_cast<size_t>(id.sig);
+}
+
 Status Windows::ensureSignals() {
   if (signals_) return Status::ok();
   const size_t n = static_cast<size_t>(comm_->nranks());
-  const size_t bytes = n * kSignalStride;
-  BRAID_ASSIGN_OR_RETURN(void* mem, comm_->backend().allocWindowMemory(bytes));
+  // Every rank has the same numRmaCtx and numRmaSig (agreed at init), so a sender finds its words at the same offset
+  // in every peer's area.
+  const CommConfig& cfg = comm_->config();
+  const size_t slots = std::max<size_t>(1, static_cast<size_t>(cfg.numRmaCtx) * static_cast<size_t>(cfg.numRmaSig));
+  const size_t stride = (slots * sizeof(uint64_t) + kSignalLine - 1) / kSignalLine * kSignalLine;
+  const size_t bytes = n * stride;
+  Result<void*> area = comm_->backend().allocWindowMemory(bytes);
+  if (!area.isOk()) {
+    return area.status().withContext(strPrintf(
+        "the one-sided signal area: %zu bytes (%zu ranks x numRmaCtx %d x numRmaSig %d words)", bytes, n,
+        cfg.numRmaCtx, cfg.numRmaSig));
+  }
+  void* mem = area.take();
   auto w = std::make_unique<Window>();
   bool disabled = false;
   Status st = exchange(mem, bytes, w.get(), &disabled);
@@ -192,7 +221,7 @@ Status Windows::ensureSignals() {
       return RmaWindowState::kFound;
     };
     Result<std::unique_ptr<RmaNet>> net =
-        RmaNet::connect(comm_, remote, static_cast<char*>(mem), kSignalStride, std::move(lookup));
+        RmaNet::connect(comm_, remote, static_cast<char*>(mem), stride, std::move(lookup));
     // All or nothing: a rank that kept its signal area while another dropped its own would pair that rank's next
     // signal-area exchange with a window's.
     Status agreed = comm_->bootstrap()->agreeAllOrNothing(
@@ -210,8 +239,13 @@ Status Windows::ensureSignals() {
   }
   signalMem_ = mem;
   signals_ = std::move(w);
-  sent_.assign(n, 0);
-  awaited_.assign(n, 0);
+  signalStride_ = stride;
+  numRmaSig_ = cfg.numRmaSig;
+  signalSlots_ = slots;
+  sent_.assign(n * slots, 0);
+  awaited_.assign(n * slots, 0);
+  BRAID_INFO(kLogInit | kLogReg, "rank %d: one-sided signal area of %zu bytes: %d contexts x %d signals per rank",
+             comm_->rank(), bytes, cfg.numRmaCtx, cfg.numRmaSig);
   return Status::ok();
 }
 
@@ -423,14 +457,10 @@ const char* Windows::outOfReach(int peer) const {
 }
 
 Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, size_t bytes, int peer,
-                                               const ncclWindow_vidmem* win, size_t offset) {
+                                               const ncclWindow_vidmem* win, size_t offset, SignalId id) {
   const int n = comm_->nranks(), me = comm_->rank();
   if (peer < 0 || peer >= n) return invalidArgument("peer=%d is not a rank of this communicator (0..%d)", peer, n - 1);
-  if (!signals_) {
-    return invalidUsage(
-        "the communicator has no window yet: one-sided operations need the signal area that its "
-        "first ncclCommWindowRegister creates");
-  }
+  if (!signals_) return noSignalArea();
   const bool viaNet = net_ && net_->serves(peer);  // another host: messages (rma_net.h)
   RmaStep s;
   s.peer = peer;
@@ -455,7 +485,8 @@ Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, 
       s.dst = p.at + offset;
     }
   }
-  s.value = sent_[static_cast<size_t>(peer)] + 1;
+  s.value = sent_[countIndex(peer, id)] + 1;
+  s.slot = static_cast<uint32_t>(countIndex(0, id));
   if (viaNet) {
     s.via = net_.get();  // data and signal as messages, in order
     return std::vector<RmaStep>{s};
@@ -465,7 +496,7 @@ Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, 
     return invalidUsage("rank %d's signal area is out of rank %d's load/store reach (%s): %s", peer, me,
                         sig.why.c_str(), outOfReach(peer));
   }
-  s.word = reinterpret_cast<uint64_t*>(sig.at + static_cast<size_t>(me) * kSignalStride);
+  s.word = reinterpret_cast<uint64_t*>(sig.at + signalOffset(me, id));
   return std::vector<RmaStep>{s};
 }
 
@@ -478,21 +509,21 @@ Result<std::vector<RmaStep>> Windows::waitSteps(const std::vector<SignalWait>& w
     }
     if (waits[i].opCnt < 0) return invalidArgument("signalDescs[%zu].opCnt=%d is negative", i, waits[i].opCnt);
   }
-  if (!signals_) {
-    return invalidUsage(
-        "the communicator has no window yet: one-sided operations need the signal area that its "
-        "first ncclCommWindowRegister creates");
-  }
+  if (!signals_) return noSignalArea();
   std::vector<RmaStep> steps;
-  std::vector<uint64_t> awaited = awaited_;  // several descriptors may name one peer
+  std::map<size_t, uint64_t> awaited;  // several descriptors may name one signal: their counts add up
   char* area = signals_->peers[static_cast<size_t>(comm_->rank())].at;
   for (const SignalWait& sw : waits) {
     if (sw.opCnt == 0) continue;
     RmaStep s;
     s.kind = RmaStep::Kind::kWait;
     s.peer = sw.peer;
-    s.word = reinterpret_cast<uint64_t*>(area + static_cast<size_t>(sw.peer) * kSignalStride);
-    s.value = awaited[static_cast<size_t>(sw.peer)] += static_cast<uint64_t>(sw.opCnt);
+    const SignalId id{sw.ctx, sw.sig};
+    s.word = reinterpret_cast<uint64_t*>(area + signalOffset(sw.peer, id));
+    s.slot = static_cast<uint32_t>(countIndex(0, id));
+    const size_t at = countIndex(sw.peer, id);
+    auto it = awaited.emplace(at, awaited_[at]).first;
+    s.value = it->second += static_cast<uint64_t>(sw.opCnt);
     if (net_ && net_->serves(sw.peer)) s.via = net_.get();  // its health: a failed connection ends the wait
     steps.push_back(s);
   }
@@ -501,7 +532,8 @@ Result<std::vector<RmaStep>> Windows::waitSteps(const std::vector<SignalWait>& w
 
 void Windows::commit(const std::vector<RmaStep>& steps) {
   for (const RmaStep& s : steps) {
-    uint64_t& count = (s.kind == RmaStep::Kind::kWait ? awaited_ : sent_)[static_cast<size_t>(s.peer)];
+    const size_t at = static_cast<size_t>(s.peer) * signalSlots_ + s.slot;
+    uint64_t& count = (s.kind == RmaStep::Kind::kWait ? awaited_ : sent_)[at];
     if (s.value > count) count = s.value;
   }
 }

@@ -10,12 +10,12 @@
 // also registered for collectives (ncclCommRegister), which then read it in place where they can.
 //
 // One-sided operations: each rank owns a signal area, a communicator window of its own created at the first
-// registration, with one word per sender. A put copies its data into the peer's window and then sets this rank's
-// word there to the count of signals it has sent that peer; a wait waits until the peer's word here reaches the
-// count it has waited for plus opCnt. A word has one writer, so no atomics across ranks are needed, and "the signal
-// arrived" implies "the data before it arrived" because the word is written after the data (release) and read with
-// acquire. A host communicator runs them on the calling thread (puts and signals toward this host never block, toward
-// other hosts they wait only for room in their connection; a wait inside a group
+// registration (or at init with rmaEagerInit=1), with numRmaCtx x numRmaSig words per sender. A put copies its data
+// into the peer's window and then sets this rank's word there to the count of signals it has sent that peer; a wait
+// waits until the peer's word here reaches the count it has waited for plus opCnt. A word has one writer, so no atomics
+// across ranks are needed, and "the signal arrived" implies "the data before it arrived" because the word is written
+// after the data (release) and read with acquire. A host communicator runs them on the calling thread (puts and signals
+// toward this host never block, toward other hosts they wait only for room in their connection; a wait inside a group
 // runs at ncclGroupEnd, so one thread may drive several ranks); a CUDA communicator in stream order.
 //
 // Deregistration is local (NCCL's rule since 2.29): this rank unmaps its peers' buffers; peers keep their mapping of
@@ -76,10 +76,19 @@ struct Window {
   uint32_t index = 0;               // its registration's number, the same on every rank (rma_net.h names it so)
 };
 
-// One signal wait: opCnt more signals from peer.
+// One of a sender's signals: its context and index (ncclPutSignal's ctx and sigIdx, checked by the caller against
+// the communicator's numRmaCtx and numRmaSig).
+struct SignalId {
+  int ctx = 0;
+  int sig = 0;
+};
+
+// One signal wait: opCnt more signals from peer, on its signal (ctx, sig).
 struct SignalWait {
   int peer = -1;
   int opCnt = 0;
+  int ctx = 0;
+  int sig = 0;
 };
 
 class Windows {
@@ -108,16 +117,21 @@ class Windows {
   // The steps of ncclPutSignal (put false: ncclSignal, which has no data) toward `peer`: the window, offset and size
   // are checked against that peer's buffer; errors name the argument, or the reason the peer is out of reach.
   Result<std::vector<RmaStep>> putSteps(bool put, const void* localbuff, size_t bytes, int peer,
-                                        const ncclWindow_vidmem* win, size_t offset);
+                                        const ncclWindow_vidmem* win, size_t offset, SignalId id);
   // The steps of ncclWaitSignal. Errors name the descriptor and its field.
   Result<std::vector<RmaStep>> waitSteps(const std::vector<SignalWait>& waits);
   // Steps made above count once they were handed to the backend (a call that fails counts nothing).
   void commit(const std::vector<RmaStep>& steps);
+  // Collective: the signal area (and, toward ranks of other hosts, its connections), unless made already. The first
+  // registration calls it; so does init with rmaEagerInit=1. Errors: the exchange's and the connections'.
+  [[nodiscard]] Status ensureSignals();
 
  private:
   // The all-gathered registration of [base, base + bytes): every rank's size and where this rank reaches it.
   Status exchange(void* base, size_t bytes, Window* w, bool* disabled);
-  Status ensureSignals();
+  // Where sender `from`'s signal `id` lies in an area, and its index in sent_ / awaited_.
+  size_t signalOffset(int from, SignalId id) const;
+  size_t countIndex(int peer, SignalId id) const;
   // Writes w's descriptor (ncclWindow_vidmem: this rank's buffer and its LSA team's, as this rank reaches them)
   // where device code reads it, and sets w->handle.
   Status publish(Window* w);
@@ -137,8 +151,12 @@ class Windows {
   Communicator* comm_;
   mutable std::mutex mu_;                                              // the table (lookups come from any API call)
   std::map<const ncclWindow_vidmem*, std::unique_ptr<Window>> table_;  // by handle
-  // The signal area: [sender] one 64-byte line per rank, each holding the count that sender has signalled.
+  // The signal area: [sender] signalStride_ bytes (whole 64-byte lines) per rank, holding [ctx][sig] words: the
+  // count of signals that sender has sent this rank on each.
   void* signalMem_ = nullptr;
+  size_t signalStride_ = 0;
+  int numRmaSig_ = 1;       // signals per context (the config's, at the signal area's making)
+  size_t signalSlots_ = 1;  // words per sender (numRmaCtx x numRmaSig, at least 1)
   std::unique_ptr<Window> signals_;
   std::unique_ptr<WindowTable> deviceTable_;  // under mu_; made on first use (the backend comes after us)
   std::map<uint32_t, Window*> byIndex_;       // under mu_: table_'s windows by registration number
@@ -146,8 +164,8 @@ class Windows {
   // Puts and signals toward ranks of other hosts, made with the signal area; the destructor
   // ends it first (its proxy thread writes into windows and the signal area).
   std::unique_ptr<RmaNet> net_;
-  std::vector<uint64_t> sent_;     // [peer] signals this rank has sent
-  std::vector<uint64_t> awaited_;  // [peer] signals this rank has waited for
+  std::vector<uint64_t> sent_;     // [peer][ctx][sig] signals this rank has sent
+  std::vector<uint64_t> awaited_;  // [peer][ctx][sig] signals this rank has waited for
 };
 
 }  // namespace braid

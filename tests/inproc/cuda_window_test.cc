@@ -44,7 +44,7 @@ int element(int rank, int round, size_t i) {
 // from ncclMemAlloc, or with `device` >= 0 from the program's own cuMemCreate on that device (exportable, with
 // access for every device), in `segments` mappings back to back.
 int deviceRing(int r, int n, ncclComm_t comm, cudaStream_t stream, size_t count, int rounds, int device = -1,
-               int segments = 1) {
+               int segments = 1, int putCtx = 0, int backCtx = 0) {
   const Driver& drv = Driver::get();
   const size_t slot = count * sizeof(int);
   void* win = nullptr;
@@ -72,8 +72,8 @@ int deviceRing(int r, int n, ncclComm_t comm, cudaStream_t stream, size_t count,
   for (int k = 0; k < rounds && code == 0; ++k) {
     for (size_t i = 0; i < count; ++i) host[i] = element(r, k, i);
     drv.copy(mine, host.data(), slot, stream);
-    ncclWaitSignalDesc_t in{1, prev, 0, 0}, back{1, next, 0, 0};
-    if (ncclPutSignal(mine, count, ncclInt32, next, w, slot * static_cast<size_t>(r), 0, 0, 0, comm, stream) !=
+    ncclWaitSignalDesc_t in{1, prev, 0, putCtx}, back{1, next, 0, backCtx};
+    if (ncclPutSignal(mine, count, ncclInt32, next, w, slot * static_cast<size_t>(r), 0, putCtx, 0, comm, stream) !=
             ncclSuccess ||
         ncclWaitSignal(1, &in, comm, stream) != ncclSuccess) {
       fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
@@ -81,7 +81,7 @@ int deviceRing(int r, int n, ncclComm_t comm, cudaStream_t stream, size_t count,
       break;
     }
     drv.copy(got.data(), static_cast<char*>(win) + slot * static_cast<size_t>(prev), slot, stream);
-    if (ncclSignal(prev, 0, 0, 0, comm, stream) != ncclSuccess ||
+    if (ncclSignal(prev, 0, backCtx, 0, comm, stream) != ncclSuccess ||
         ncclWaitSignal(1, &back, comm, stream) != ncclSuccess) {
       code = 14;
       break;
@@ -135,6 +135,19 @@ TEST_F(CudaWindows, PutsAndSignalsAroundARingOfGpus) {
   const auto res = runCudaRanks(3, [](int r, ncclComm_t comm, cudaStream_t stream) {
     return deviceRing(r, 3, comm, stream, 50000, 6) == 0 ? ncclSuccess : ncclInternalError;
   });
+  for (size_t r = 0; r < res.size(); ++r) EXPECT_EQ(res[r], ncclSuccess) << "rank " << r;
+}
+
+// NCCL 2.31's contexts on CUDA communicators (NCCL_NUM_RMA_CTX=3, the signal area made at init by
+// NCCL_RMA_EAGER_INIT=1): puts signal on context 2 and the replies on context 1, each awaited on its own word.
+TEST_F(CudaWindows, PutsAndSignalsOnOtherContexts) {
+  setenv("NCCL_NUM_RMA_CTX", "3", 1);
+  setenv("NCCL_RMA_EAGER_INIT", "1", 1);
+  const auto res = runCudaRanks(3, [](int r, ncclComm_t comm, cudaStream_t stream) {
+    return deviceRing(r, 3, comm, stream, 3000, 3, -1, 1, 2, 1) == 0 ? ncclSuccess : ncclInternalError;
+  });
+  unsetenv("NCCL_NUM_RMA_CTX");
+  unsetenv("NCCL_RMA_EAGER_INIT");
   for (size_t r = 0; r < res.size(); ++r) EXPECT_EQ(res[r], ncclSuccess) << "rank " << r;
 }
 

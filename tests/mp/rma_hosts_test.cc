@@ -301,5 +301,49 @@ TEST(RmaHosts, ADifferentBraidRmaNetOnSomeRankIsRefusedByName) {
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
+// NCCL_RMA_EAGER_INIT=1 and NCCL_NUM_RMA_CTX=3 across hosts: the connections are made at init, so signals go before
+// any window; each context's signal travels to its own word, and a put on context 1 of a window registered later lands before its signal.
+TEST(RmaHosts, EagerInitAndContextsReachOtherHosts) {
+  std::vector<int> codes = onTwoHosts(
+      2,
+      [](int r, ncclComm_t comm) {
+        if (r == 0) {
+          if (ncclSignal(1, 0, 2, 0, comm, nullptr) != ncclSuccess ||
+              ncclSignal(1, 0, 2, 0, comm, nullptr) != ncclSuccess ||
+              ncclSignal(1, 0, 0, 0, comm, nullptr) != ncclSuccess)
+            return 10;
+        } else {
+          ncclWaitSignalDesc_t d[2] = {{2, 0, 0, 2}, {1, 0, 0, 0}};
+          // Were the context dropped on the way, both would land on one word and the wait on context 2 would end
+          // at BRAID_TIMEOUT.
+          if (ncclWaitSignal(2, d, comm, nullptr) != ncclSuccess) return 11;
+        }
+        std::vector<int> buf(256, -1);
+        ncclWindow_t win = nullptr;
+        if (ncclCommWindowRegister(comm, buf.data(), buf.size() * sizeof(int), &win, 0) != ncclSuccess) {
+          fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+          return 13;
+        }
+        if (r == 0) {
+          std::vector<int> v(200);
+          for (size_t i = 0; i < v.size(); ++i) v[i] = 5000 + static_cast<int>(i);
+          if (ncclPutSignal(v.data(), v.size(), ncclInt32, 1, win, 16, 0, 1, 0, comm, nullptr) != ncclSuccess)
+            return 14;
+        } else {
+          ncclWaitSignalDesc_t d{1, 0, 0, 1};
+          if (ncclWaitSignal(1, &d, comm, nullptr) != ncclSuccess) return 15;
+          for (size_t i = 0; i < 200; ++i) {
+            if (buf[4 + i] != 5000 + static_cast<int>(i)) return 16;
+          }
+        }
+        // Neither ends its communicator before the other is done with it.
+        int one = 1, sum = 0;
+        if (ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, comm, nullptr) != ncclSuccess || sum != 2) return 17;
+        return ncclCommWindowDeregister(comm, win) == ncclSuccess ? 0 : 18;
+      },
+      {{"NCCL_RMA_EAGER_INIT", "1"}, {"NCCL_NUM_RMA_CTX", "3"}, {"BRAID_TIMEOUT", "20"}});
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
 }  // namespace
 }  // namespace braid_test
