@@ -5,8 +5,8 @@
  * (ncclDevComm::ginContextCount, up to 4) when its world is one LSA team, or when it asks for GIN, each host's ranks
  * are exactly one LSA team and one-sided messages are on (BRAID_RMA_NET); elsewhere (GPUs of one host without
  * load/store reach, hosts of different sizes) ncclDevCommCreate refuses GIN by name on every rank. Toward another host:
- * put, putValue and signal with indexed signals and counters, flush, flushAsync and wait, and the GIN barriers built on
- * signals; a get or a VA signal toward such a rank traps, naming it.
+ * put, putValue, signal and get with indexed signals and counters, flush, flushAsync and wait, and the GIN barriers
+ * built on signals; a VA signal toward such a rank traps, naming it.
  *
  * How it works, and what that gives the API's guarantees:
  *   - put / putValue / get within the LSA team: the group's threads copy through the peer's LSA pointer of the
@@ -30,7 +30,9 @@
  *     group's writes are done, and the call returns; the data lands later, before the signal that comes with it
  *     (one queue for every context, one connection per peer: a peer sees this rank's puts before the signals queued
  *     after them). The counter of a put counts once the proxy has read its source; flush (and flushAsync's wait)
- *     waits until the proxy has read the sources of everything queued so far. A signal or counter reads as its word
+ *     waits until the proxy has read the sources of everything queued so far and every get queued so far has landed
+ *     (the peer's proxy reads the data and sends it back; a get not answered within BRAID_TIMEOUT, or whose peer
+ *     failed, ends with a WARN, its data not landed, and the flush goes on). A signal or counter reads as its word
  *     plus its network word (what the proxy added); resetSignal and resetCounter set the word so that the sum is 0.
  *     A full queue (256 descriptors) makes the leader wait for the proxy. A GIN barrier orders this rank's puts
  *     toward another host for the barrier's members (each gets its arrival signal after the puts to it); a put to a
@@ -71,17 +73,18 @@ typedef enum ncclGinSignalOp_t { ncclGinSignalInc = 0, ncclGinSignalAdd } ncclGi
  * peers add there by atomics) and its network word (only the proxy writes it). */
 #define NCCL_BRAID_GIN_NET_SLOTS 256u
 #define NCCL_BRAID_GIN_NONE 0xffffffffu
-enum { ncclBraidGinNetPut = 1, ncclBraidGinNetValue = 2, ncclBraidGinNetSignal = 3 };
+enum { ncclBraidGinNetPut = 1, ncclBraidGinNetValue = 2, ncclBraidGinNetSignal = 3, ncclBraidGinNetGet = 4 };
 typedef struct ncclBraidGinDesc {
   uint64_t seq;     /* the descriptor's index + 1, stored last (release): the proxy reads it then */
   uint32_t op;      /* ncclBraidGinNet* */
   int32_t peer;     /* world rank */
-  uint32_t window;  /* the destination window's registration number */
+  uint32_t window;  /* the destination window's registration number (Get: the peer's window read from) */
   uint32_t signal;  /* the peer's signal id to add to, or NCCL_BRAID_GIN_NONE */
-  uint64_t offset;  /* in the destination window */
-  uint64_t src;     /* Put: the source's address on this rank; Value: the value's bytes */
-  uint64_t bytes;   /* Put: of the source; Value: the value's size (at most 8) */
-  uint64_t amount;  /* added to the signal */
+  uint64_t offset;  /* in the destination window (Get: in the peer's window) */
+  uint64_t src;     /* Put: the source's address on this rank; Value: the value's bytes; Get: the registration
+                       number of this rank's window the data goes to */
+  uint64_t bytes;   /* Put, Get: of the data; Value: the value's size (at most 8) */
+  uint64_t amount;  /* added to the signal (Get: the offset in this rank's window) */
   uint32_t counter; /* this rank's counter to count once the source is read, or NCCL_BRAID_GIN_NONE */
   uint32_t pad_;
 } ncclBraidGinDesc;
@@ -371,18 +374,23 @@ struct ncclGin_BackendMask {
     if (coop.thread_rank() == 0) remote(lsa, remoteAction);
     coop.sync();
   }
-  /* Reads `bytes` of the peer's window into this rank's: landed when the call returns. */
+  /* Reads `bytes` of the peer's window into this rank's. Within the LSA team: landed when the call returns. From a
+   * rank of another host: queued for the proxy, landed once a later flush (or wait after flushAsync) returns; gets
+   * may land in any order. */
   template <typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None,
             typename SegmentType = ncclGin_SegmentDevice>
   NCCL_DEVICE_INLINE void get(ncclTeam team, int peer, ncclWindow_t remoteWnd, size_t remoteOffset,
                               ncclWindow_t localWnd, size_t localOffset, size_t bytes, Coop coop = ncclCoopThread{},
                               DescriptorSmem = ncclGin_None{}, uint32_t = ncclGinOptFlagsDefault,
                               SegmentType = ncclGin_SegmentDevice{}) const {
-    const int lsa =
-        lsaPeer(team, peer,
-                "ncclGin::get: the peer is outside this rank's LSA team (gets from ranks of other LSA teams, "
-                "over the network, are not built)");
     if (remoteWnd == nullptr || localWnd == nullptr) nccl_braid_::trap("ncclGin::get: a null window");
+    const int world = worldPeer(team, peer, "ncclGin::get: the peer is not a member of the team");
+    const int lsa = lsaOf(world);
+    if (lsa < 0) {
+      netPost(coop, world, ncclBraidGinNetGet, remoteWnd, remoteOffset, localWnd->registration, bytes, ncclGin_None{},
+              ncclGin_None{}, "ncclGin::get: the peer is outside this rank's LSA team", localOffset);
+      return;
+    }
     const char* src = static_cast<const char*>(ncclGetLsaPointer(remoteWnd, remoteOffset, lsa));
     char* dst = static_cast<char*>(ncclGetLocalPointer(localWnd, localOffset));
     if (src == nullptr) nccl_braid_::trap("ncclGin::get: the peer's window is out of load/store reach");
@@ -392,8 +400,9 @@ struct ncclGin_BackendMask {
   }
 
   /* ---- completion: within the LSA team puts and gets are complete on return; toward other hosts, see flush ---- */
-  /* Puts toward other LSA teams: until the proxy has read the sources of every descriptor queued so far (of any
-   * context) and handed them to the network. Within the LSA team puts are complete on return: memory order only. */
+  /* Toward other LSA teams: until the proxy has read the sources of every descriptor queued so far (of any context)
+   * and handed them to the network, and every get queued so far has landed here. Within the LSA team puts and gets
+   * are complete on return: memory order only. */
   template <typename Coop, typename DescriptorSmem = ncclGin_None>
   NCCL_DEVICE_INLINE void flush(Coop coop, cuda::memory_order = cuda::memory_order_acquire,
                                 DescriptorSmem = ncclGin_None{}) const {
@@ -533,12 +542,6 @@ struct ncclGin_BackendMask {
     const int lsa = world - (comm.rank - comm.lsaRank);
     return lsa < 0 || lsa >= comm.lsaSize ? -1 : lsa;
   }
-  /* `peer` of `team` as an LSA member index; traps (with `what`) outside the LSA team. */
-  NCCL_DEVICE_INLINE int lsaPeer(ncclTeam team, int peer, const char* what) const {
-    const int lsa = lsaOf(worldPeer(team, peer, what));
-    if (lsa < 0) nccl_braid_::trap(what);
-    return lsa;
-  }
 
   /* ---- toward other LSA teams: descriptors for the proxy (see ncclBraidGinNet) ---- */
   NCCL_DEVICE_INLINE const uint64_t* netSignal(ncclGinSignal_t s) const {
@@ -589,8 +592,8 @@ struct ncclGin_BackendMask {
   /* The group's leader queues one descriptor once the group's writes (the source) are done; the others wait. */
   template <typename Coop, typename RemoteAction, typename LocalAction>
   NCCL_DEVICE_INLINE void netPost(Coop coop, int world, uint32_t op, ncclWindow_t dst, size_t offset, uint64_t src,
-                                  size_t bytes, RemoteAction remoteAction, LocalAction localAction,
-                                  const char* outside) const {
+                                  size_t bytes, RemoteAction remoteAction, LocalAction localAction, const char* outside,
+                                  uint64_t amount = 0) const {
     ncclBraidGinNet* net = comm.ginNet;
     if (net == nullptr) nccl_braid_::trap(outside); /* no network GIN on this device communicator */
     coop.sync();
@@ -603,7 +606,7 @@ struct ncclGin_BackendMask {
       d.offset = offset;
       d.src = src;
       d.bytes = bytes;
-      d.amount = 0;
+      d.amount = amount;
       d.counter = NCCL_BRAID_GIN_NONE;
       d.pad_ = 0;
       netRemote(d, remoteAction);

@@ -13,6 +13,7 @@
 #include "src/core/comm.h"
 #include "src/core/rma_net.h"
 #include "src/core/teams.h"
+#include "src/core/windows.h"
 
 namespace braid {
 namespace {
@@ -50,7 +51,12 @@ std::string ginNetRefusal(const Communicator& c) {
 }
 
 GinNet::GinNet(Communicator* comm, RmaNet* net, uint32_t resourceWindow)
-    : comm_(comm), backend_(comm->backend()), net_(net), resourceWindow_(resourceWindow), rank_(comm->rank()) {}
+    : comm_(comm),
+      backend_(comm->backend()),
+      net_(net),
+      resourceWindow_(resourceWindow),
+      rank_(comm->rank()),
+      timeoutSec_(comm->waitContext().timeoutSec) {}
 
 Result<std::unique_ptr<GinNet>> GinNet::create(Communicator* comm, RmaNet* net, uint32_t resourceWindow,
                                                uint32_t signals, uint32_t counters) {
@@ -74,7 +80,7 @@ Result<std::unique_ptr<GinNet>> GinNet::create(Communicator* comm, RmaNet* net, 
   image.signals = g->signals_;
   image.counters = g->counters_;
   BRAID_RETURN_IF_ERROR(g->backend_.writeDeviceBlock(g->device_, &image, sizeof(image)));
-  net->addGinTarget(resourceWindow, g->signals_, signals);
+  net->addGinTarget(resourceWindow, g->signals_, signals, g.get());
   GinNet* p = g.get();
   g->proxy_ = std::thread([p] { p->loop(); });
   BRAID_INFO(kLogInit | kLogNet,
@@ -116,38 +122,174 @@ void GinNet::loop() {
   int idle = 0;
   std::vector<uint8_t> failed(static_cast<size_t>(comm_->nranks()), 0);  // a send to it failed: nothing more goes
   while (!stop_.load(std::memory_order_acquire)) {
+    bool worked = answerGets();
+    expireGets();
     ncclBraidGinDesc& slot = descs_[next % NCCL_BRAID_GIN_NET_SLOTS];
-    if (__atomic_load_n(&slot.seq, __ATOMIC_ACQUIRE) != next + 1) {
+    if (__atomic_load_n(&slot.seq, __ATOMIC_ACQUIRE) == next + 1) {
+      worked = true;
+      ncclBraidGinDesc d;
+      std::memcpy(&d, &slot, sizeof(d));
+      const bool known = d.peer >= 0 && d.peer < comm_->nranks();
+      if (known && failed[static_cast<size_t>(d.peer)] == 0) {
+        Status st = serve(next, d);
+        if (!st.isOk()) {
+          failed[static_cast<size_t>(d.peer)] = 1;  // each later descriptor would wait BRAID_TIMEOUT again
+          BRAID_WARN("rank %d: a GIN operation toward rank %d failed, and later ones toward it are dropped: %s", rank_,
+                     d.peer, st.message().c_str());
+        }
+      } else if (!known) {
+        BRAID_WARN("rank %d: a GIN descriptor names rank %d, not a rank of this communicator: dropped", rank_, d.peer);
+      }
+      if (d.counter != NCCL_BRAID_GIN_NONE && d.counter < counterCount_) {
+        __atomic_fetch_add(&counters_[d.counter], 1, __ATOMIC_RELEASE);  // its source is no longer needed
+      }
+      ++next;
+    }
+    publishDone(next);  // the slot may be reused, and flush sees it
+    if (worked) {
+      idle = 0;
+    } else {
       proxySleep(idle);
       if (idle < (1 << 30)) ++idle;
-      continue;
     }
-    idle = 0;
-    ncclBraidGinDesc d;
-    std::memcpy(&d, &slot, sizeof(d));
-    const bool known = d.peer >= 0 && d.peer < comm_->nranks();
-    if (known && failed[static_cast<size_t>(d.peer)] == 0) {
-      Status st = serve(d);
-      if (!st.isOk()) {
-        failed[static_cast<size_t>(d.peer)] = 1;  // each later descriptor would wait BRAID_TIMEOUT again
-        BRAID_WARN("rank %d: a GIN operation toward rank %d failed, and later ones toward it are dropped: %s", rank_,
-                   d.peer, st.message().c_str());
-      }
-    } else if (!known) {
-      BRAID_WARN("rank %d: a GIN descriptor names rank %d, not a rank of this communicator: dropped", rank_, d.peer);
-    }
-    if (d.counter != NCCL_BRAID_GIN_NONE && d.counter < counterCount_) {
-      __atomic_fetch_add(&counters_[d.counter], 1, __ATOMIC_RELEASE);  // its source is no longer needed
-    }
-    ++next;
-    __atomic_store_n(done_, next, __ATOMIC_RELEASE);  // the slot may be reused, and flush sees it
   }
 }
 
-Status GinNet::serve(const ncclBraidGinDesc& d) {
+void GinNet::publishDone(uint64_t next) {
+  uint64_t upTo = next;
+  {
+    std::lock_guard<std::mutex> lock(getsMu_);
+    if (!outstanding_.empty()) upTo = std::min(upTo, outstanding_.begin()->first);
+  }
+  if (upTo > __atomic_load_n(done_, __ATOMIC_RELAXED)) __atomic_store_n(done_, upTo, __ATOMIC_RELEASE);
+}
+
+void GinNet::getRequested(int peer, uint32_t window, uint64_t offset, const GinGetRequest& request) {
+  std::lock_guard<std::mutex> lock(getsMu_);
+  incoming_.push_back(IncomingGet{peer, window, offset, request});
+}
+
+void GinNet::getAnswered(int peer, uint64_t id, bool ok) {
+  std::lock_guard<std::mutex> lock(getsMu_);
+  if (outstanding_.erase(id) == 0) return;  // ended at its deadline already
+  if (!ok) {
+    BRAID_WARN("rank %d: a GIN get from rank %d did not land (the WARN before says why); its flush goes on", rank_,
+               peer);
+  }
+}
+
+void GinNet::expireGets() {
+  std::lock_guard<std::mutex> lock(getsMu_);
+  if (outstanding_.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  const bool aborted = comm_->abortFlag().load();
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    const OutstandingGet& g = it->second;
+    Status health = net_->health(g.peer);
+    if (aborted || now >= g.deadline || !health.isOk()) {
+      BRAID_WARN("rank %d: a GIN get from rank %d ends unanswered (its data did not land): %s", rank_, g.peer,
+                 aborted          ? "the communicator was aborted"
+                 : !health.isOk() ? health.message().c_str()
+                                  : "no answer within BRAID_TIMEOUT");
+      it = outstanding_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool GinNet::answerGets() {
+  std::deque<IncomingGet> todo;
+  {
+    std::lock_guard<std::mutex> lock(getsMu_);
+    todo.swap(incoming_);
+  }
+  for (const IncomingGet& g : todo) {
+    Status st = answer(g);
+    if (!st.isOk()) {
+      BRAID_WARN("rank %d: the answer to a GIN get from rank %d could not be sent (it ends at its deadline): %s", rank_,
+                 g.peer, st.message().c_str());
+    }
+  }
+  return !todo.empty();
+}
+
+Status GinNet::ask(uint64_t index, const ncclBraidGinDesc& d) {
+  GinGetRequest req{};
+  req.localWindow = static_cast<uint32_t>(d.src);
+  req.localOffset = d.amount;
+  req.bytes = d.bytes;
+  req.id = index;
+  const auto deadline = timeoutSec_ > 0 ? std::chrono::steady_clock::now() +
+                                              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                  std::chrono::duration<double>(timeoutSec_))
+                                        : std::chrono::steady_clock::time_point::max();
+  {
+    std::lock_guard<std::mutex> lock(getsMu_);  // before the request leaves: the answer may come at once
+    outstanding_[index] = OutstandingGet{d.peer, deadline};
+  }
+  RmaStep s;
+  s.peer = d.peer;
+  s.kind = RmaStep::Kind::kPut;
+  s.window = d.window;
+  s.offset = d.offset;
+  s.src = &req;
+  s.bytes = sizeof(req);
+  s.ginTarget = resourceWindow_;
+  s.ginGet = RmaStep::GinGet::kRequest;
+  s.ginLast = true;
+  Status st = net_->send(s);
+  if (!st.isOk()) {
+    std::lock_guard<std::mutex> lock(getsMu_);
+    outstanding_.erase(index);
+  }
+  return st;
+}
+
+Status GinNet::answer(const IncomingGet& g) {
+  if (!net_->serves(g.peer)) return invalidUsage("rank %d has no one-sided messages to rank %d", rank_, g.peer);
+  RmaStep s;
+  s.peer = g.peer;
+  s.kind = RmaStep::Kind::kPut;
+  s.window = g.request.localWindow;
+  s.ginTarget = resourceWindow_;
+  s.ginGet = RmaStep::GinGet::kReply;
+  s.ginAmount = g.request.id;
+  const uint64_t bytes = g.request.bytes;
+  Windows& windows = comm_->windows();
+  // The whole range first, so a get past the end of the window is refused before any of it is sent.
+  Status readable = windows.withRegistered(g.window, g.offset, bytes, [](char*) { return Status::ok(); });
+  std::unique_lock<std::recursive_mutex> hold = net_->holdPeer(g.peer);
+  uint64_t done = 0;
+  do {
+    const uint64_t len = readable.isOk() ? std::min<uint64_t>(kStageBytes, bytes - done) : 0;
+    if (len > 0) {
+      readable = windows.withRegistered(g.window, g.offset + done, len,
+                                        [&](char* at) { return backend_.readDeviceBlock(stage_, at, len); });
+    }
+    RmaStep piece = s;
+    piece.src = stage_;
+    piece.bytes = readable.isOk() ? len : 0;
+    piece.offset = g.request.localOffset + done;
+    piece.ginFailed = !readable.isOk();
+    piece.ginLast = piece.ginFailed || done + len == bytes;
+    if (piece.ginFailed) {
+      BRAID_WARN("rank %d: a GIN get from rank %d of %llu bytes at offset %llu of window #%u cannot be answered: %s",
+                 rank_, g.peer, static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(g.offset),
+                 g.window, readable.message().c_str());
+    }
+    BRAID_RETURN_IF_ERROR(net_->send(piece));
+    if (piece.ginLast) break;
+    done += len;
+  } while (done < bytes);
+  return Status::ok();
+}
+
+Status GinNet::serve(uint64_t index, const ncclBraidGinDesc& d) {
   if (d.peer < 0 || d.peer >= comm_->nranks() || !net_->serves(d.peer)) {
     return invalidUsage("rank %d has no one-sided messages to rank %d (not a rank of another host)", rank_, d.peer);
   }
+  if (d.op == ncclBraidGinNetGet) return ask(index, d);
   RmaStep s;
   s.peer = d.peer;
   s.ginTarget = resourceWindow_;  // the same registration number on every rank

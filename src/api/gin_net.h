@@ -10,8 +10,13 @@
 //           message to the peer's window (named by its registration number); the last piece carries the signal
 //   value:  sends the value's bytes the same way
 //   signal: sends the signal alone
-//   then:   counts the local action in this rank's network counter word, and marks the descriptor done (flush waits
-//           for that: the source has been read)
+//   get:    sends a request (which part of the peer's window, and where in this rank's window the answer goes);
+//           the peer's proxy thread reads that part into its stage and sends it back as put messages into this
+//           rank's window, the last marking the get answered
+//   then:   counts the local action in this rank's network counter word, and marks the descriptor done once every
+//           descriptor before it is (flush waits for that: sources read, gets landed). Gets stay outstanding while
+//           later descriptors are served; one not answered within BRAID_TIMEOUT, or whose peer's connection failed,
+//           ends with a WARN (its data did not land).
 //
 // The peer's messenger lands the data in its window and then adds the amount to its network signal word of that
 // device communicator (named by the resource window's registration number, the same on every rank). Device code
@@ -27,12 +32,17 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include "src/common/status.h"
+#include "src/core/rma_net.h"
 
 struct ncclBraidGinNet;
 struct ncclBraidGinDesc;
@@ -41,28 +51,51 @@ namespace braid {
 
 class Backend;
 class Communicator;
-class RmaNet;
 
 // Why GIN cannot reach the ranks outside this rank's LSA team here, or "" when it can (by proxy): every such rank is
 // on another host and one-sided messages are on (BRAID_RMA_NET). The same on every rank where the hosts are alike.
 std::string ginNetRefusal(const Communicator& c);
 
-class GinNet {
+class GinNet : public GinGetHandler {
  public:
   // `resourceWindow`: the device communicator's resource window's registration number; `signals`, `counters`: its
   // GIN ids. Errors: the backend's allocation errors, naming what.
   static Result<std::unique_ptr<GinNet>> create(Communicator* comm, RmaNet* net, uint32_t resourceWindow,
                                                 uint32_t signals, uint32_t counters);
-  ~GinNet();
+  ~GinNet() override;
 
   // For ncclDevComm::ginNet (device memory).
   ncclBraidGinNet* device() const { return device_; }
 
+  // GinGetHandler (the messenger's proxy thread): note the request or the answer; the proxy thread acts on it.
+  void getRequested(int peer, uint32_t window, uint64_t offset, const GinGetRequest& request) override;
+  void getAnswered(int peer, uint64_t id, bool ok) override;
+
  private:
+  struct IncomingGet {
+    int peer;
+    uint32_t window;
+    uint64_t offset;
+    GinGetRequest request;
+  };
+  struct OutstandingGet {
+    int peer;
+    std::chrono::steady_clock::time_point deadline;
+  };
   GinNet(Communicator* comm, RmaNet* net, uint32_t resourceWindow);
   void loop();
-  // Sends one descriptor's operation; errors name the peer.
-  [[nodiscard]] Status serve(const ncclBraidGinDesc& d);
+  // Sends descriptor `index`'s operation; errors name the peer.
+  [[nodiscard]] Status serve(uint64_t index, const ncclBraidGinDesc& d);
+  // A get of this rank's: noted outstanding, then its request sent.
+  [[nodiscard]] Status ask(uint64_t index, const ncclBraidGinDesc& d);
+  // A peer's get: the part of this rank's window it names, sent back in pieces (or a failed end, with a WARN).
+  [[nodiscard]] Status answer(const IncomingGet& g);
+  // Answers what peers asked for so far; true when there was any.
+  bool answerGets();
+  // Ends, with a WARN, this rank's gets past their deadline or toward a peer whose connection failed.
+  void expireGets();
+  // Publishes done: every descriptor before `next` but the outstanding gets and what follows the first of them.
+  void publishDone(uint64_t next);
 
   Communicator* comm_;
   Backend& backend_;
@@ -77,6 +110,10 @@ class GinNet {
   uint64_t* counters_ = nullptr;
   uint32_t counterCount_ = 0;
   char* stage_ = nullptr;  // pinned: where sources are read into
+  double timeoutSec_ = 0;  // BRAID_TIMEOUT: how long a get may stay unanswered (0: no limit)
+  std::mutex getsMu_;
+  std::deque<IncomingGet> incoming_;                // peers' gets, to answer (under getsMu_)
+  std::map<uint64_t, OutstandingGet> outstanding_;  // this rank's gets not answered yet, by descriptor (getsMu_)
   std::atomic<bool> stop_{false};
   std::thread proxy_;
 };

@@ -217,6 +217,12 @@ struct RmaStep {
   uint32_t ginSignal = kNoGinSignal;
   uint64_t ginAmount = 0;
   bool ginLast = false;
+  // GIN gets toward another host: kRequest asks the peer (its data a GinGetRequest, rma_net.h) for part of its window
+  // `window` at `offset`; kReply steps carry the answer into the asker's window, the last (ginLast) ending get
+  // `ginAmount`, with ginFailed when the peer could not read it.
+  enum class GinGet : uint8_t { kNone, kRequest, kReply };
+  GinGet ginGet = GinGet::kNone;
+  bool ginFailed = false;
 };
 
 class Backend {

@@ -174,7 +174,9 @@ Status RmaNet::send(const RmaStep& s) {
     h.ginTarget = s.ginTarget;
     h.ginSignal = s.ginSignal;
     h.ginAmount = s.ginAmount;
-    h.ginLast = left == len && s.ginLast ? 1 : 0;
+    h.ginFlags = (left == len && s.ginLast ? kGinLast : 0) |
+                 (s.ginGet == RmaStep::GinGet::kRequest ? kGinGetRequest : 0) |
+                 (s.ginGet == RmaStep::GinGet::kReply ? kGinGetAnswer : 0) | (s.ginFailed ? kGinFailed : 0);
     h.slot = s.slot;
     char* slot = c->sendSlot();
     memcpy(slot, &h, sizeof(h));
@@ -198,9 +200,9 @@ Status RmaNet::health(int peer) const {
   return remoteError("rank %d: one-sided messages from rank %d stopped: %s", rank_, peer, failed_[p].c_str());
 }
 
-void RmaNet::addGinTarget(uint32_t target, uint64_t* signals, uint32_t count) {
+void RmaNet::addGinTarget(uint32_t target, uint64_t* signals, uint32_t count, GinGetHandler* gets) {
   std::lock_guard<std::mutex> lock(ginMu_);
-  ginTargets_[target] = GinTarget{signals, count};
+  ginTargets_[target] = GinTarget{signals, count, gets};
 }
 
 void RmaNet::removeGinTarget(uint32_t target) {
@@ -222,6 +224,30 @@ std::string RmaNet::addGinSignal(int peer, const Header& h) {
   }
   // Host memory the rank's kernels read (acquire, system scope): this thread is its only writer.
   __atomic_fetch_add(&it->second.signals[h.ginSignal], h.ginAmount, __ATOMIC_RELEASE);
+  return "";
+}
+
+std::string RmaNet::passGinGet(int peer, const Header& h, const char* data) {
+  std::lock_guard<std::mutex> lock(ginMu_);
+  auto it = ginTargets_.find(h.ginTarget);
+  if (it == ginTargets_.end() || it->second.gets == nullptr) {
+    return strPrintf(
+        "a GIN get %s rank %d for the device communicator of window #%u, which this rank has destroyed: "
+        "dropped",
+        (h.ginFlags & kGinGetRequest) != 0 ? "request from" : "answer from", peer, h.ginTarget);
+  }
+  if ((h.ginFlags & kGinGetRequest) != 0) {
+    GinGetRequest req;
+    if (h.bytes != sizeof(req)) {
+      return strPrintf("a GIN get request from rank %d of %llu bytes (not %zu): dropped", peer,
+                       static_cast<unsigned long long>(h.bytes), sizeof(req));
+    }
+    memcpy(&req, data, sizeof(req));
+    it->second.gets->getRequested(peer, h.window, h.offset, req);
+  } else {
+    it->second.gets->getAnswered(peer, h.ginAmount,
+                                 spoiledGin_[static_cast<size_t>(peer)] == 0 && (h.ginFlags & kGinFailed) == 0);
+  }
   return "";
 }
 
@@ -298,7 +324,15 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
     why = strPrintf("a message of %llu bytes from rank %d is not a one-sided message (magic 0x%x, %llu bytes of data)",
                     static_cast<unsigned long long>(received), peer, h.magic, static_cast<unsigned long long>(h.bytes));
   } else if (h.window == kGoodbye) {
-    ended_[p] = 1;
+    __atomic_store_n(&ended_[p], 1, __ATOMIC_RELEASE);
+    // Everything it sent came before: a wait for more from it ends now, naming why.
+    std::lock_guard<std::mutex> lock(failedMu_);
+    if (failed_[p].empty()) failed_[p] = "it ended its communicator";
+    return RmaWindowState::kFound;
+  } else if ((h.ginFlags & kGinGetRequest) != 0) {
+    // A request lands nothing here: this rank's GIN proxy answers it.
+    const std::string dropped = passGinGet(peer, h, msg + sizeof(h));
+    if (!dropped.empty()) BRAID_WARN("rank %d: %s", rank_, dropped.c_str());
     return RmaWindowState::kFound;
   } else if (h.window != kNoWindow) {
     bool inside = true;
@@ -326,10 +360,15 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
   if (h.ginTarget != RmaStep::kNoGinTarget) {
     // A GIN operation's messages (contiguous on the connection: holdPeer) keep their own record of drops, so an
     // RMA put's pieces interleaved with them are not charged for them, nor they for those.
-    if (h.ginLast != 0) {
+    if ((h.ginFlags & kGinLast) != 0) {
       if (spoiledGin_[p] == 0 && h.ginSignal != RmaStep::kNoGinSignal) {
         const std::string notAdded = addGinSignal(peer, h);
         if (!notAdded.empty()) BRAID_WARN("rank %d: %s", rank_, notAdded.c_str());
+      }
+      if ((h.ginFlags & kGinGetAnswer) != 0) {
+        // Landed or not, the asker learns the get is over (a flush waits for it).
+        const std::string lost = passGinGet(peer, h, nullptr);
+        if (!lost.empty()) BRAID_WARN("rank %d: %s", rank_, lost.c_str());
       }
       spoiledGin_[p] = 0;
     }
@@ -361,7 +400,8 @@ void RmaNet::proxyLoop() {
     bool moved = false;
     for (size_t q = 0; q < in_.size(); ++q) {
       Connector* c = in_[q].get();
-      if (c == nullptr) continue;
+      // After its goodbye nothing more comes: its connection closing next is not driven (nor reported).
+      if (c == nullptr || __atomic_load_n(&ended_[q], __ATOMIC_RELAXED) != 0) continue;
       if (idle < 2000) c->drive();  // deep asleep, the transport's progress thread posts and completes receives
       // The failure first: a message that completed before it is still in the FIFO, and is applied first.
       if (idle % 64 == 0 && (c->peerAborted() || !c->failureText().empty()) && !c->recvReady()) {
@@ -387,7 +427,7 @@ void RmaNet::proxyLoop() {
 void RmaNet::noteStopped(size_t q, const Connector& c) {
   std::lock_guard<std::mutex> lock(failedMu_);
   if (!failed_[q].empty()) return;
-  if (ended_[q] != 0) {
+  if (__atomic_load_n(&ended_[q], __ATOMIC_ACQUIRE) != 0) {
     failed_[q] = "it ended its communicator";  // its connection closing is no news
     return;
   }
@@ -410,16 +450,19 @@ bool RmaNet::drain() {
   bye.kind = RmaStep::Kind::kSignal;
   bye.window = kGoodbye;
   bool delivered = true;
+  std::vector<uint8_t> told(out_.size(), 0);
   for (size_t q = 0; q < out_.size(); ++q) {
-    if (!out_[q]) continue;
+    // A peer that said goodbye first may have closed already: nothing is sent to it (it would fail, with a WARN).
+    if (!out_[q] || __atomic_load_n(&ended_[q], __ATOMIC_ACQUIRE) != 0) continue;
     bye.peer = static_cast<int>(q);
     delivered = send(bye).isOk() && delivered;
+    told[q] = 1;
   }
   const Clock::time_point end =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutSec_));
   for (size_t q = 0; q < out_.size(); ++q) {
     Connector* c = out_[q].get();
-    if (c == nullptr) continue;
+    if (c == nullptr || told[q] == 0) continue;
     int round = 0;
     while (loadAcquire(&c->view().ctrl->head) < c->cursor().step && c->failureText().empty()) {
       if (abort_->load(std::memory_order_relaxed) || (timeoutSec_ > 0 && Clock::now() >= end)) {

@@ -57,6 +57,28 @@ void proxySleep(int idleRounds);
 using RmaWindowLookup =
     std::function<RmaWindowState(uint32_t index, const std::function<void(char* base, uint64_t bytes)>&)>;
 
+// A GIN get toward another host, as its request message carries it: where the answer goes on the asker (its window
+// registered `localWindow`-th, at `localOffset`), how much, and the asker's id for it.
+struct GinGetRequest {
+  uint32_t localWindow;
+  uint32_t pad;
+  uint64_t localOffset;
+  uint64_t bytes;
+  uint64_t id;
+};
+
+// A device communicator's GIN proxy (src/api/gin_net.h), for the gets of GIN across hosts. Called on the messenger's
+// proxy thread with its GIN lock held (removeGinTarget waits for them to return), so they only take note.
+class GinGetHandler {
+ public:
+  virtual ~GinGetHandler() = default;
+  // `peer` asks for part of this rank's window registered `window`-th, at `offset`: `request` says how much and
+  // where to.
+  virtual void getRequested(int peer, uint32_t window, uint64_t offset, const GinGetRequest& request) = 0;
+  // The answer to get `id` this rank asked `peer` for has landed (`ok`), or will not (a WARN said why).
+  virtual void getAnswered(int peer, uint64_t id, bool ok) = 0;
+};
+
 class RmaNet : public RmaMessenger {
  public:
   // Collective among this rank and `peers` (each of which names this rank): connects a pair of message connectors
@@ -78,7 +100,8 @@ class RmaNet : public RmaMessenger {
   // GIN toward other hosts (src/api/gin_net.h): messages naming registration `target` add to signals[id] here (the
   // proxy is their only writer). Added before any peer can send to it (ncclDevCommCreate is collective); removed at its
   // end, after which such messages are dropped with a WARN.
-  void addGinTarget(uint32_t target, uint64_t* signals, uint32_t count);
+  // `gets` takes the GIN gets toward it and their answers (null: they are dropped with a WARN).
+  void addGinTarget(uint32_t target, uint64_t* signals, uint32_t count, GinGetHandler* gets = nullptr);
   // Keeps other senders off `peer`'s connection while the caller sends an operation of several steps (send() may be
   // called while held). Requires serves(peer).
   std::unique_lock<std::recursive_mutex> holdPeer(int peer) {
@@ -96,11 +119,15 @@ class RmaNet : public RmaMessenger {
     uint32_t ginTarget;  // a GIN operation's message: RmaStep's fields (else kNoGinTarget)
     uint32_t ginSignal;
     uint64_t ginAmount;
-    uint32_t ginLast;  // 1 on the operation's last message
-    uint32_t slot;     // which of the sender's signal words `signal` sets (RmaStep::slot)
+    uint32_t ginFlags;  // kGinLast on the operation's last message, kGinGetRequest, kGinGetAnswer, kGinFailed
+    uint32_t slot;      // which of the sender's signal words `signal` sets (RmaStep::slot)
   };
+  static constexpr uint32_t kGinLast = 1, kGinGetRequest = 2, kGinGetAnswer = 4, kGinFailed = 8;
   // Adds a GIN message's signal (the proxy), or says why not.
   std::string addGinSignal(int peer, const Header& h);
+  // Hands a GIN get's request (`data`: its GinGetRequest) or the end of its answer to the handler of its device
+  // communicator, or says why not.
+  std::string passGinGet(int peer, const Header& h, const char* data);
   RmaNet(Communicator* comm, char* signals, size_t signalStride, RmaWindowLookup lookup);
   // At set-up: one empty message each way, so every connection is open (a peer that dies later is seen on it).
   Status handshake(const std::vector<int>& peers);
@@ -145,6 +172,7 @@ class RmaNet : public RmaMessenger {
   struct GinTarget {
     uint64_t* signals;
     uint32_t count;
+    GinGetHandler* gets;
   };
   std::map<uint32_t, GinTarget> ginTargets_;
   std::mutex postsMu_;

@@ -153,6 +153,20 @@ Status Windows::exchange(void* base, size_t bytes, Window* w, bool* disabled) {
   return Status::ok();
 }
 
+Status Windows::withRegistered(uint32_t index, uint64_t offset, uint64_t bytes,
+                               const std::function<Status(char*)>& use) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = byIndex_.find(index);
+  if (it == byIndex_.end()) return invalidArgument("window #%u is not registered on rank %d", index, comm_->rank());
+  const Window& w = *it->second;
+  if (offset > w.bytes || bytes > w.bytes - offset) {
+    return invalidArgument("%llu bytes at offset %llu pass the end of window #%u on rank %d (%zu bytes)",
+                           static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(offset), index,
+                           comm_->rank(), w.bytes);
+  }
+  return use(static_cast<char*>(w.userPtr) + offset);
+}
+
 size_t Windows::signalOffset(int from, SignalId id) const {
   return static_cast<size_t>(from) * signalStride_ +
          (static_cast<size_t>(id.ctx) * static_cast<size_t>(numRmaSig_) + static_cast<size_t>(id.sig)) *
@@ -175,9 +189,9 @@ Status Windows::ensureSignals() {
   const size_t bytes = n * stride;
   Result<void*> area = comm_->backend().allocWindowMemory(bytes);
   if (!area.isOk()) {
-    return area.status().withContext(strPrintf(
-        "the one-sided signal area: %zu bytes (%zu ranks x numRmaCtx %d x numRmaSig %d words)", bytes, n,
-        cfg.numRmaCtx, cfg.numRmaSig));
+    return area.status().withContext(
+        strPrintf("the one-sided signal area: %zu bytes (%zu ranks x numRmaCtx %d x numRmaSig %d words)", bytes, n,
+                  cfg.numRmaCtx, cfg.numRmaSig));
   }
   void* mem = area.take();
   auto w = std::make_unique<Window>();

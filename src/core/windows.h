@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -109,6 +110,11 @@ class Windows {
   // The table device code finds windows in by address (window_table.h; ncclDevComm::windowTable), allocated on
   // first use. Errors: the backend's allocation.
   Result<const void*> deviceTable();
+  // Runs use(p), p this rank's buffer of the window registered `index`-th plus `offset`, with the windows held (a
+  // deregistration waits). Errors: kInvalidArgument when no such window is registered here or [offset, offset +
+  // bytes) passes its end; use's.
+  [[nodiscard]] Status withRegistered(uint32_t index, uint64_t offset, uint64_t bytes,
+                                      const std::function<Status(char*)>& use);
   // The messenger toward ranks of other hosts (rma_net.h): null before the first registration or where none.
   RmaNet* messenger() const { return net_.get(); }
   // Magic of braid's window descriptors (ncclWindow_vidmem::braidMagic).

@@ -114,12 +114,28 @@ __global__ void ginMisuse(int what, ncclDevComm devComm) {
 
 // What the proxy toward another host does not carry, each of which traps by name: a VA signal (0) and a get (1)
 // toward the next rank (of another host, when the ranks are one per host).
-__global__ void ginAcrossHostsMisuse(int what, ncclWindow_t win, ncclDevComm devComm) {
+__global__ void ginAcrossHostsMisuse(ncclWindow_t win, ncclDevComm devComm) {
   ncclGin gin(devComm, 0);
   const ncclTeam world = ncclTeamWorld(devComm);
   const int next = (world.rank + 1) % world.nRanks;
-  if (what == 0) gin.putValue(world, next, win, 0, uint64_t{7}, ncclGin_VASignalAdd{win, 8, 1});
-  if (what == 1) gin.get(world, next, win, 0, win, 64, 16);
+  gin.putValue(world, next, win, 0, uint64_t{7}, ncclGin_VASignalAdd{win, 8, 1});
+}
+
+// Every CTA gets `bytes` of the `from` window of the ranks q = blockIdx.x, blockIdx.x + gridDim.x, ... (not this one)
+// into slot q of `into` (at q * bytes + `skew`), on context blockIdx.x % ginContextCount, then one flush: every get
+// has landed when it returns. From a rank of another host the proxies carry them; from the LSA partner they are
+// copies (skipped with `otherHostsOnly`).
+__global__ void ginGetEveryPeer(ncclWindow_t from, size_t fromOffset, ncclWindow_t into, size_t bytes, size_t skew,
+                                bool otherHostsOnly, ncclDevComm devComm) {
+  ncclCoopCta cta;
+  ncclGin gin(devComm, static_cast<int>(blockIdx.x % static_cast<unsigned>(devComm.ginContextCount)));
+  const ncclTeam world = ncclTeamWorld(devComm);
+  for (int q = static_cast<int>(blockIdx.x); q < world.nRanks; q += static_cast<int>(gridDim.x)) {
+    const bool partner = q / devComm.lsaSize == world.rank / devComm.lsaSize;
+    if (q == world.rank || (otherHostsOnly && partner)) continue;
+    gin.get(world, q, from, fromOffset, into, static_cast<size_t>(q) * bytes + skew, bytes, cta);
+  }
+  gin.flush(cta);
 }
 
 // One value with no signal into the next rank's window at `offset`, then a flush (the proxy has sent it).

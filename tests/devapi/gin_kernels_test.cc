@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -355,8 +357,8 @@ TEST(GinProcesses, AllGatherAcrossHostsByProxyIsExact) {
   }
 }
 
-// What the proxy does not carry traps by name: a VA signal toward a rank of another host and a get from one; the
-// hybrid world barrier (barrierCount) is refused by name. With
+// What the proxy does not carry traps by name: a VA signal toward a rank of another host; the hybrid world barrier
+// (barrierCount) is refused by name. With
 // BRAID_RMA_NET=0 a request for GIN is refused by name, and the properties say there is no network GIN.
 TEST(GinProcesses, WhatTheProxyDoesNotCarryIsNamed) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
@@ -372,15 +374,13 @@ TEST(GinProcesses, WhatTheProxyDoesNotCarryIsNamed) {
     Driver::get().streamCreate(&stream, 1);
     Win win;
     if (!win.make(comm, 4096, static_cast<cudaStream_t>(stream))) return 11;
-    const char* why[] = {"a VA signal toward a rank of another LSA team (over the network) is not built",
-                         "gets from ranks of other LSA teams, over the network, are not built"};
-    for (int what = 0; what < 2; ++what) {
-      braid::Status st =
-          braid_emu::launch(cfgOf(1, 32, "ginAcrossHostsMisuse"), [&] { ginAcrossHostsMisuse(what, win.win, dc); });
-      if (st.isOk() || st.message().find(why[what]) == std::string::npos) {
-        fprintf(stderr, "rank %d, misuse %d: %s\n", r, what, st.message().c_str());
-        return 12 + what;
-      }
+    braid::Status st =
+        braid_emu::launch(cfgOf(1, 32, "ginAcrossHostsMisuse"), [&] { ginAcrossHostsMisuse(win.win, dc); });
+    if (st.isOk() ||
+        st.message().find("a VA signal toward a rank of another LSA team (over the network) is not built") ==
+            std::string::npos) {
+      fprintf(stderr, "rank %d: %s\n", r, st.message().c_str());
+      return 12;
     }
     if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !win.drop(comm)) return 14;
     Driver::get().streamDestroy(stream);
@@ -454,6 +454,144 @@ TEST(GinProcesses, ADroppedGinValueDoesNotCostTheNextPutItsSignal) {
         return 0;
       },
       "BRAID_TIMEOUT", "20");
+}
+
+// A byte of rank r's window at i, for the get tests.
+unsigned char getByte(int r, size_t i) {
+  return static_cast<unsigned char>((i * 7 + static_cast<size_t>(r) * 31 + i / 251) & 0xff);
+}
+
+// GIN gets from every other rank, on two hosts: 2 processes (the peer by proxy) and 4, two per host (the LSA partner
+// by copies, the other host's two by proxy). 1.5 MB + 13 bytes each (several of the proxy's 1 MB pieces and a tail),
+// to an odd offset, two CTAs on two contexts, one flush each: every byte is checked after it. Then a get past the
+// end of the peer's window: the peer refuses it with a WARN, the flush still returns, nothing lands, and a get right
+// after it is exact.
+TEST(GinProcesses, GetsFromOtherHostsByProxyAreExact) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
+  for (int n : {2, 4}) {
+    expectOnTwoHosts(
+        n,
+        [n](int r, ncclComm_t comm) {
+          constexpr size_t kBytes = (size_t{3} << 19) + 13, kSkew = 5;
+          ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+          reqs.ginSignalCount = 1;
+          reqs.ginContextCount = 2;
+          ncclDevComm dc{};
+          if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
+          void* stream = nullptr;
+          Driver::get().streamCreate(&stream, 1);
+          const cudaStream_t s = static_cast<cudaStream_t>(stream);
+          Win from, into;
+          const size_t intoBytes = kBytes * static_cast<size_t>(n) + 64;
+          if (!from.make(comm, kBytes, s) || !into.make(comm, intoBytes, s)) return 11;
+          std::vector<unsigned char> mine(kBytes);
+          for (size_t i = 0; i < kBytes; ++i) mine[i] = getByte(r, i);
+          Driver::get().copy(from.buf, mine.data(), kBytes, s);
+          if (Driver::get().streamSync(s) != 0) return 12;
+          auto barrier = [&] {
+            int one = 1;
+            void* d = Driver::get().alloc(sizeof(int));
+            Driver::get().copy(d, &one, sizeof(int), s);
+            const bool ok =
+                ncclAllReduce(d, d, 1, ncclInt32, ncclSum, comm, s) == ncclSuccess && Driver::get().streamSync(s) == 0;
+            Driver::get().memFree(reinterpret_cast<unsigned long long>(d));
+            return ok;
+          };
+          if (!barrier()) return 13;  // every rank's data is in before anyone reads it
+          braid::Status st = braid_emu::launch(cfgOf(2, 64, "ginGetEveryPeer"), [&] {
+            ginGetEveryPeer(from.win, 0, into.win, kBytes, kSkew, false, dc);
+          });
+          if (!st.isOk()) {
+            fprintf(stderr, "rank %d: %s\n", r, st.message().c_str());
+            return 14;
+          }
+          std::vector<unsigned char> got(intoBytes);
+          Driver::get().copy(got.data(), into.buf, intoBytes, s);
+          if (Driver::get().streamSync(s) != 0) return 15;
+          for (int q = 0; q < n; ++q) {
+            for (size_t i = 0; q != r && i < kBytes; ++i) {
+              const unsigned char b = got[static_cast<size_t>(q) * kBytes + kSkew + i];
+              if (b != getByte(q, i)) {
+                fprintf(stderr, "rank %d: byte %zu from rank %d is %d, not %d\n", r, i, q, b, getByte(q, i));
+                return 16;
+              }
+            }
+          }
+          // Past the end of the peer's window (from another host): refused there, the flush returns, nothing lands.
+          std::vector<unsigned char> zeros(intoBytes, 0);
+          Driver::get().copy(into.buf, zeros.data(), intoBytes, s);
+          if (Driver::get().streamSync(s) != 0 || !barrier()) return 17;
+          st = braid_emu::launch(cfgOf(1, 32, "ginGetEveryPeer"),
+                                 [&] { ginGetEveryPeer(from.win, kBytes - 8, into.win, 16, 0, true, dc); });
+          if (!st.isOk()) return 18;
+          Driver::get().copy(got.data(), into.buf, intoBytes, s);
+          if (Driver::get().streamSync(s) != 0) return 19;
+          const int other = (r + n / 2) % n;  // on the other host
+          for (size_t i = 0; i < 16; ++i) {
+            if (got[static_cast<size_t>(other) * 16 + i] != 0) return 20;
+          }
+          st = braid_emu::launch(cfgOf(1, 32, "ginGetEveryPeer"),
+                                 [&] { ginGetEveryPeer(from.win, kBytes - 16, into.win, 16, 0, true, dc); });
+          if (!st.isOk()) return 21;
+          Driver::get().copy(got.data(), into.buf, intoBytes, s);
+          if (Driver::get().streamSync(s) != 0) return 22;
+          for (size_t i = 0; i < 16; ++i) {
+            if (got[static_cast<size_t>(other) * 16 + i] != getByte(other, kBytes - 16 + i)) return 23;
+          }
+          if (!barrier()) return 24;  // both are done before either ends
+          if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !from.drop(comm) || !into.drop(comm)) return 25;
+          Driver::get().streamDestroy(stream);
+          return 0;
+        },
+        "BRAID_TIMEOUT", "20");
+  }
+}
+
+// A get nobody answers (the peer destroyed its device communicator, so its messenger drops the request with a WARN)
+// ends at BRAID_TIMEOUT with a WARN: the flush returns, the data did not land, the kernel does not hang.
+TEST(GinProcesses, AGetNobodyAnswersEndsAtTheDeadline) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
+  expectOnTwoHosts(
+      2,
+      [](int r, ncclComm_t comm) {
+        ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+        reqs.ginSignalCount = 1;
+        ncclDevComm dc{};
+        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
+        void* stream = nullptr;
+        Driver::get().streamCreate(&stream, 1);
+        const cudaStream_t s = static_cast<cudaStream_t>(stream);
+        Win win;
+        if (!win.make(comm, 4096, s)) return 11;
+        int one = 1;
+        void* d = Driver::get().alloc(sizeof(int));
+        auto barrier = [&] {
+          Driver::get().copy(d, &one, sizeof(int), s);
+          return ncclAllReduce(d, d, 1, ncclInt32, ncclSum, comm, s) == ncclSuccess && Driver::get().streamSync(s) == 0;
+        };
+        if (r == 1 && ncclDevCommDestroy(comm, &dc) != ncclSuccess) return 12;
+        if (!barrier()) return 13;
+        if (r == 0) {
+          const auto t0 = std::chrono::steady_clock::now();
+          braid::Status st = braid_emu::launch(cfgOf(1, 32, "ginGetEveryPeer"),
+                                               [&] { ginGetEveryPeer(win.win, 0, win.win, 64, 0, true, dc); });
+          const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (!st.isOk()) return 14;
+          if (sec < 1.5 || sec > 30) {
+            fprintf(stderr, "the flush returned after %.1f s\n", sec);
+            return 15;
+          }
+          if (ncclDevCommDestroy(comm, &dc) != ncclSuccess) return 16;
+        }
+        if (!barrier()) return 17;
+        Driver::get().memFree(reinterpret_cast<unsigned long long>(d));
+        if (!win.drop(comm)) return 18;
+        Driver::get().streamDestroy(stream);
+        return 0;
+      },
+      "BRAID_TIMEOUT", "2");
 }
 
 // Hosts of different sizes (ranks 0 and 1 on one, rank 2 on another) make LSA teams of one rank: ranks 0 and 1 share
