@@ -168,3 +168,17 @@ __global__ void ginTeamBarrierRing(ncclWindow_t win, uint64_t stamp, ncclGinBarr
   }
   session.sync(cta, cuda::memory_order_acq_rel, ncclGinFenceLevel::Relaxed);
 }
+
+// `count` gets of `bytes` each from rank `peer` (of another host), piece k from offset k * bytes of its `from` window
+// to offset base + k * bytes of `into`, by one thread, then one flush: more gets than the queue has slots, each
+// outstanding while later ones are queued.
+__global__ void ginManyGets(ncclWindow_t from, ncclWindow_t into, int peer, size_t base, size_t bytes, int count,
+                            ncclDevComm devComm) {
+  if (threadIdx.x != 0) return;
+  ncclGin gin(devComm, 0);
+  const ncclTeam world = ncclTeamWorld(devComm);
+  for (int k = 0; k < count; ++k) {
+    gin.get(world, peer, from, static_cast<size_t>(k) * bytes, into, base + static_cast<size_t>(k) * bytes, bytes);
+  }
+  gin.flush(ncclCoopThread{});
+}

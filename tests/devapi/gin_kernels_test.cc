@@ -465,7 +465,8 @@ unsigned char getByte(int r, size_t i) {
 // by copies, the other host's two by proxy). 1.5 MB + 13 bytes each (several of the proxy's 1 MB pieces and a tail),
 // to an odd offset, two CTAs on two contexts, one flush each: every byte is checked after it. Then a get past the
 // end of the peer's window: the peer refuses it with a WARN, the flush still returns, nothing lands, and a get right
-// after it is exact.
+// after it is exact. Then 300 gets from one thread and one flush: more than the queue's 256 slots, each outstanding
+// while later ones are queued.
 TEST(GinProcesses, GetsFromOtherHostsByProxyAreExact) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
   BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
@@ -539,8 +540,20 @@ TEST(GinProcesses, GetsFromOtherHostsByProxyAreExact) {
           for (size_t i = 0; i < 16; ++i) {
             if (got[static_cast<size_t>(other) * 16 + i] != getByte(other, kBytes - 16 + i)) return 23;
           }
-          if (!barrier()) return 24;  // both are done before either ends
-          if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !from.drop(comm) || !into.drop(comm)) return 25;
+          // More gets than the queue's slots (300 of 64 bytes from the other host), one flush.
+          st = braid_emu::launch(cfgOf(1, 1, "ginManyGets"),
+                                 [&] { ginManyGets(from.win, into.win, other, 0, 64, 300, dc); });
+          if (!st.isOk()) return 24;
+          Driver::get().copy(got.data(), into.buf, intoBytes, s);
+          if (Driver::get().streamSync(s) != 0) return 25;
+          for (size_t i = 0; i < 300 * 64; ++i) {
+            if (got[i] != getByte(other, i)) {
+              fprintf(stderr, "rank %d: byte %zu of the many gets is %d, not %d\n", r, i, got[i], getByte(other, i));
+              return 26;
+            }
+          }
+          if (!barrier()) return 27;  // both are done before either ends
+          if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !from.drop(comm) || !into.drop(comm)) return 28;
           Driver::get().streamDestroy(stream);
           return 0;
         },
