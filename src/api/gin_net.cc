@@ -110,6 +110,13 @@ GinNet::~GinNet() {
     }
     stop_.store(true, std::memory_order_release);
     proxy_.join();
+    // Gets peers asked for and the proxy did not answer: a failed end each, so their flushes go on now.
+    std::deque<IncomingGet> left;
+    {
+      std::lock_guard<std::mutex> lock(getsMu_);
+      left.swap(incoming_);
+    }
+    for (const IncomingGet& g : left) (void)answer(g, true);
   }
   if (net_ != nullptr && host_ != nullptr) net_->removeGinTarget(resourceWindow_);
   if (device_ != nullptr) backend_.freeDeviceBlock(device_);
@@ -169,9 +176,17 @@ void GinNet::getRequested(int peer, uint32_t window, uint64_t offset, const GinG
   incoming_.push_back(IncomingGet{peer, window, offset, request});
 }
 
+bool GinNet::answerWanted(int peer, uint64_t id) {
+  std::lock_guard<std::mutex> lock(getsMu_);
+  auto it = outstanding_.find(id);
+  return it != outstanding_.end() && it->second.peer == peer;
+}
+
 void GinNet::getAnswered(int peer, uint64_t id, bool ok) {
   std::lock_guard<std::mutex> lock(getsMu_);
-  if (outstanding_.erase(id) == 0) return;  // ended at its deadline already
+  auto it = outstanding_.find(id);
+  if (it == outstanding_.end() || it->second.peer != peer) return;  // ended at its deadline already
+  outstanding_.erase(it);
   if (!ok) {
     BRAID_WARN("rank %d: a GIN get from rank %d did not land (the WARN before says why); its flush goes on", rank_,
                peer);
@@ -179,18 +194,22 @@ void GinNet::getAnswered(int peer, uint64_t id, bool ok) {
 }
 
 void GinNet::expireGets() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < nextExpiry_) return;
+  nextExpiry_ = now + std::chrono::milliseconds(5);  // a few checks per deadline's resolution, not one per poll
   std::lock_guard<std::mutex> lock(getsMu_);
   if (outstanding_.empty()) return;
-  const auto now = std::chrono::steady_clock::now();
   const bool aborted = comm_->abortFlag().load();
+  std::map<int, Status> health;  // one look per peer
   for (auto it = outstanding_.begin(); it != outstanding_.end();) {
     const OutstandingGet& g = it->second;
-    Status health = net_->health(g.peer);
-    if (aborted || now >= g.deadline || !health.isOk()) {
+    auto h = health.find(g.peer);
+    if (h == health.end()) h = health.emplace(g.peer, net_->health(g.peer)).first;
+    if (aborted || now >= g.deadline || !h->second.isOk()) {
       BRAID_WARN("rank %d: a GIN get from rank %d ends unanswered (its data did not land): %s", rank_, g.peer,
-                 aborted          ? "the communicator was aborted"
-                 : !health.isOk() ? health.message().c_str()
-                                  : "no answer within BRAID_TIMEOUT");
+                 aborted             ? "the communicator was aborted"
+                 : !h->second.isOk() ? h->second.message().c_str()
+                                     : "no answer within BRAID_TIMEOUT");
       it = outstanding_.erase(it);
     } else {
       ++it;
@@ -199,19 +218,30 @@ void GinNet::expireGets() {
 }
 
 bool GinNet::answerGets() {
-  std::deque<IncomingGet> todo;
+  std::deque<IncomingGet> todo, later;
   {
     std::lock_guard<std::mutex> lock(getsMu_);
     todo.swap(incoming_);
   }
+  bool answered = false;
   for (const IncomingGet& g : todo) {
+    // The asker's part of the window's registration may finish before this rank's: its get waits for it here.
+    if (!comm_->windows().registeredYet(g.window)) {
+      later.push_back(g);
+      continue;
+    }
+    answered = true;
     Status st = answer(g);
     if (!st.isOk()) {
       BRAID_WARN("rank %d: the answer to a GIN get from rank %d could not be sent (it ends at its deadline): %s", rank_,
                  g.peer, st.message().c_str());
     }
   }
-  return !todo.empty();
+  if (!later.empty()) {
+    std::lock_guard<std::mutex> lock(getsMu_);
+    incoming_.insert(incoming_.begin(), later.begin(), later.end());
+  }
+  return answered;
 }
 
 Status GinNet::ask(uint64_t index, const ncclBraidGinDesc& d) {
@@ -227,6 +257,17 @@ Status GinNet::ask(uint64_t index, const ncclBraidGinDesc& d) {
   {
     std::lock_guard<std::mutex> lock(getsMu_);  // before the request leaves: the answer may come at once
     outstanding_[index] = OutstandingGet{d.peer, deadline};
+  }
+  // Where the answer goes must be this rank's window, whole: a get that could not land is not asked for.
+  Status into =
+      comm_->windows().withRegistered(req.localWindow, req.localOffset, req.bytes, [](char*) { return Status::ok(); });
+  if (!into.isOk()) {
+    std::lock_guard<std::mutex> lock(getsMu_);
+    outstanding_.erase(index);
+    BRAID_WARN("rank %d: a GIN get of %llu bytes from rank %d into offset %llu of window #%u is not sent: %s", rank_,
+               static_cast<unsigned long long>(req.bytes), d.peer, static_cast<unsigned long long>(req.localOffset),
+               req.localWindow, into.message().c_str());
+    return Status::ok();
   }
   RmaStep s;
   s.peer = d.peer;
@@ -246,7 +287,7 @@ Status GinNet::ask(uint64_t index, const ncclBraidGinDesc& d) {
   return st;
 }
 
-Status GinNet::answer(const IncomingGet& g) {
+Status GinNet::answer(const IncomingGet& g, bool refuse) {
   if (!net_->serves(g.peer)) return invalidUsage("rank %d has no one-sided messages to rank %d", rank_, g.peer);
   RmaStep s;
   s.peer = g.peer;
@@ -258,7 +299,8 @@ Status GinNet::answer(const IncomingGet& g) {
   const uint64_t bytes = g.request.bytes;
   Windows& windows = comm_->windows();
   // The whole range first, so a get past the end of the window is refused before any of it is sent.
-  Status readable = windows.withRegistered(g.window, g.offset, bytes, [](char*) { return Status::ok(); });
+  Status readable = refuse ? invalidUsage("the device communicator ended before it was answered")
+                           : windows.withRegistered(g.window, g.offset, bytes, [](char*) { return Status::ok(); });
   std::unique_lock<std::recursive_mutex> hold = net_->holdPeer(g.peer);
   uint64_t done = 0;
   do {

@@ -69,6 +69,7 @@ class GinNet : public GinGetHandler {
 
   // GinGetHandler (the messenger's proxy thread): note the request or the answer; the proxy thread acts on it.
   void getRequested(int peer, uint32_t window, uint64_t offset, const GinGetRequest& request) override;
+  bool answerWanted(int peer, uint64_t id) override;
   void getAnswered(int peer, uint64_t id, bool ok) override;
 
  private:
@@ -88,8 +89,9 @@ class GinNet : public GinGetHandler {
   [[nodiscard]] Status serve(uint64_t index, const ncclBraidGinDesc& d);
   // A get of this rank's: noted outstanding, then its request sent.
   [[nodiscard]] Status ask(uint64_t index, const ncclBraidGinDesc& d);
-  // A peer's get: the part of this rank's window it names, sent back in pieces (or a failed end, with a WARN).
-  [[nodiscard]] Status answer(const IncomingGet& g);
+  // A peer's get: the part of this rank's window it names, sent back in pieces (or a failed end, with a WARN;
+  // `refuse`: a failed end at once).
+  [[nodiscard]] Status answer(const IncomingGet& g, bool refuse = false);
   // Answers what peers asked for so far; true when there was any.
   bool answerGets();
   // Ends, with a WARN, this rank's gets past their deadline or toward a peer whose connection failed.
@@ -112,8 +114,9 @@ class GinNet : public GinGetHandler {
   char* stage_ = nullptr;  // pinned: where sources are read into
   double timeoutSec_ = 0;  // BRAID_TIMEOUT: how long a get may stay unanswered (0: no limit)
   std::mutex getsMu_;
-  std::deque<IncomingGet> incoming_;                // peers' gets, to answer (under getsMu_)
-  std::map<uint64_t, OutstandingGet> outstanding_;  // this rank's gets not answered yet, by descriptor (getsMu_)
+  std::deque<IncomingGet> incoming_;                  // peers' gets, to answer (under getsMu_)
+  std::map<uint64_t, OutstandingGet> outstanding_;    // this rank's gets not answered yet, by descriptor (getsMu_)
+  std::chrono::steady_clock::time_point nextExpiry_;  // the proxy's: when expireGets next looks
   std::atomic<bool> stop_{false};
   std::thread proxy_;
 };

@@ -439,7 +439,8 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
     const NvlsTree* t = nvlsTree_.get();
     selector_.setNvlsTree([t](size_t bytes) { return t->predictUs(bytes); });
   }
-  if (config_.rmaEagerInit == 1) {
+  // Not for braid's own communicators (NVLSTree's inherit the config), nor with one-sided operations off.
+  if (config_.rmaEagerInit == 1 && !config_.internal && config_.numRmaCtx > 0) {
     BRAID_RETURN_IF_ERROR(user_.windows->ensureSignals().withContext(
         "setting up one-sided signals at init (rmaEagerInit=1 or NCCL_RMA_EAGER_INIT=1)"));
   }

@@ -227,10 +227,35 @@ std::string RmaNet::addGinSignal(int peer, const Header& h) {
   return "";
 }
 
+bool RmaNet::ginAnswerWanted(int peer, const Header& h) {
+  std::lock_guard<std::mutex> lock(ginMu_);
+  auto it = ginTargets_.find(h.ginTarget);
+  return it != ginTargets_.end() && it->second.gets != nullptr && it->second.gets->answerWanted(peer, h.ginAmount);
+}
+
+void RmaNet::refuseGinGet(int peer, const Header& h, const char* data) {
+  GinGetRequest req;
+  if (h.bytes != sizeof(req)) return;
+  memcpy(&req, data, sizeof(req));
+  RmaStep end;
+  end.peer = peer;
+  end.kind = RmaStep::Kind::kPut;
+  end.window = req.localWindow;
+  end.offset = req.localOffset;
+  end.ginTarget = h.ginTarget;
+  end.ginGet = RmaStep::GinGet::kReply;
+  end.ginAmount = req.id;
+  end.ginLast = true;
+  end.ginFailed = true;
+  std::shared_ptr<RmaPosts> p = posts();
+  if (p->expect(0, comm_->waitContext()).isOk()) p->post(end, 0, nullptr);
+}
+
 std::string RmaNet::passGinGet(int peer, const Header& h, const char* data) {
   std::lock_guard<std::mutex> lock(ginMu_);
   auto it = ginTargets_.find(h.ginTarget);
   if (it == ginTargets_.end() || it->second.gets == nullptr) {
+    if ((h.ginFlags & kGinGetRequest) != 0) refuseGinGet(peer, h, data);
     return strPrintf(
         "a GIN get %s rank %d for the device communicator of window #%u, which this rank has destroyed: "
         "dropped",
@@ -333,6 +358,13 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
     // A request lands nothing here: this rank's GIN proxy answers it.
     const std::string dropped = passGinGet(peer, h, msg + sizeof(h));
     if (!dropped.empty()) BRAID_WARN("rank %d: %s", rank_, dropped.c_str());
+    return RmaWindowState::kFound;
+  } else if ((h.ginFlags & kGinGetAnswer) != 0 && !ginAnswerWanted(peer, h)) {
+    // The get ended already (its deadline, or its device communicator's end): the buffer is the user's again.
+    if ((h.ginFlags & kGinLast) != 0) {
+      BRAID_WARN("rank %d: the answer to a GIN get from rank %d came after the get had ended: dropped", rank_, peer);
+      spoiledGin_[p] = 0;
+    }
     return RmaWindowState::kFound;
   } else if (h.window != kNoWindow) {
     bool inside = true;

@@ -75,6 +75,9 @@ class GinGetHandler {
   // `peer` asks for part of this rank's window registered `window`-th, at `offset`: `request` says how much and
   // where to.
   virtual void getRequested(int peer, uint32_t window, uint64_t offset, const GinGetRequest& request) = 0;
+  // Whether get `id` this rank asked `peer` for still waits for its answer (one that ended at its deadline does
+  // not: the pieces of a late answer are dropped, not landed).
+  virtual bool answerWanted(int peer, uint64_t id) = 0;
   // The answer to get `id` this rank asked `peer` for has landed (`ok`), or will not (a WARN said why).
   virtual void getAnswered(int peer, uint64_t id, bool ok) = 0;
 };
@@ -128,6 +131,11 @@ class RmaNet : public RmaMessenger {
   // Hands a GIN get's request (`data`: its GinGetRequest) or the end of its answer to the handler of its device
   // communicator, or says why not.
   std::string passGinGet(int peer, const Header& h, const char* data);
+  // Whether a piece of a GIN get's answer is still wanted by its asker (this rank's device communicator).
+  bool ginAnswerWanted(int peer, const Header& h);
+  // Ends a GIN get request nobody here can answer: a failed end back to its asker, through the sender thread (the
+  // proxy thread must not block on a send).
+  void refuseGinGet(int peer, const Header& h, const char* data);
   RmaNet(Communicator* comm, char* signals, size_t signalStride, RmaWindowLookup lookup);
   // At set-up: one empty message each way, so every connection is open (a peer that dies later is seen on it).
   Status handshake(const std::vector<int>& peers);

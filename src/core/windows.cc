@@ -167,6 +167,11 @@ Status Windows::withRegistered(uint32_t index, uint64_t offset, uint64_t bytes,
   return use(static_cast<char*>(w.userPtr) + offset);
 }
 
+bool Windows::registeredYet(uint32_t index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return index < registered_;
+}
+
 size_t Windows::signalOffset(int from, SignalId id) const {
   return static_cast<size_t>(from) * signalStride_ +
          (static_cast<size_t>(id.ctx) * static_cast<size_t>(numRmaSig_) + static_cast<size_t>(id.sig)) *

@@ -115,6 +115,8 @@ class Windows {
   // bytes) passes its end; use's.
   [[nodiscard]] Status withRegistered(uint32_t index, uint64_t offset, uint64_t bytes,
                                       const std::function<Status(char*)>& use);
+  // Whether this rank's part of the `index`-th registration has finished (a peer's may finish first).
+  bool registeredYet(uint32_t index) const;
   // The messenger toward ranks of other hosts (rma_net.h): null before the first registration or where none.
   RmaNet* messenger() const { return net_.get(); }
   // Magic of braid's window descriptors (ncclWindow_vidmem::braidMagic).

@@ -8,6 +8,8 @@
 #include "tests/devapi/gin_kernels.cuh"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 
@@ -77,6 +79,57 @@ struct Win {
     return ncclCommWindowDeregister(comm, win) == ncclSuccess && ncclMemFree(buf) == ncclSuccess;
   }
 };
+
+// A rank's stream and the small host-side steps the process tests share: fill, check, a barrier, a sum.
+struct GpuRank {
+  ncclComm_t comm;
+  void* stream = nullptr;
+  cudaStream_t s = nullptr;
+  void* word = nullptr;
+  explicit GpuRank(ncclComm_t c) : comm(c) {
+    Driver::get().streamCreate(&stream, 1);
+    s = static_cast<cudaStream_t>(stream);
+    word = Driver::get().alloc(sizeof(int));
+  }
+  ~GpuRank() {
+    Driver::get().memFree(reinterpret_cast<unsigned long long>(word));
+    Driver::get().streamDestroy(stream);
+  }
+  bool fill(void* dst, size_t bytes, unsigned char v) {
+    std::vector<unsigned char> h(bytes, v);
+    Driver::get().copy(dst, h.data(), bytes, s);
+    return Driver::get().streamSync(s) == 0;
+  }
+  // Every byte of [from, to) of `buf` is v.
+  bool allBytes(const void* buf, size_t from, size_t to, unsigned char v) {
+    std::vector<unsigned char> h(to - from);
+    Driver::get().copy(h.data(), static_cast<const char*>(buf) + from, to - from, s);
+    if (Driver::get().streamSync(s) != 0) return false;
+    for (size_t i = 0; i < h.size(); ++i) {
+      if (h[i] != v) {
+        fprintf(stderr, "byte %zu is %d, not %d\n", from + i, h[i], v);
+        return false;
+      }
+    }
+    return true;
+  }
+  // The sum of every rank's `v` (-1 on failure).
+  int sum(int v) {
+    Driver::get().copy(word, &v, sizeof(int), s);
+    if (ncclAllReduce(word, word, 1, ncclInt32, ncclSum, comm, s) != ncclSuccess) return -1;
+    int out = -1;
+    Driver::get().copy(&out, word, sizeof(int), s);
+    return Driver::get().streamSync(s) == 0 ? out : -1;
+  }
+  bool barrier() { return sum(1) > 0; }
+};
+
+// Whether process `pid` is stopped (SIGSTOP): its state in /proc/<pid>/stat is T.
+bool processStopped(int pid) {
+  const std::string stat = readFileText("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
+}
 
 // ginAllGather for kRounds launches on every context in turn: every element, and signal 0 and counter 0 counting
 // every round's puts.
@@ -561,9 +614,9 @@ TEST(GinProcesses, GetsFromOtherHostsByProxyAreExact) {
   }
 }
 
-// A get nobody answers (the peer destroyed its device communicator, so its messenger drops the request with a WARN)
-// ends at BRAID_TIMEOUT with a WARN: the flush returns, the data did not land, the kernel does not hang.
-TEST(GinProcesses, AGetNobodyAnswersEndsAtTheDeadline) {
+// A get toward a peer that destroyed its device communicator is refused at once by the peer's messenger (a failed
+// end, not silence): the flush returns well before BRAID_TIMEOUT, and nothing lands.
+TEST(GinProcesses, AGetTowardADestroyedDeviceCommunicatorIsRefusedAtOnce) {
   if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
   BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
   expectOnTwoHosts(
@@ -573,35 +626,75 @@ TEST(GinProcesses, AGetNobodyAnswersEndsAtTheDeadline) {
         reqs.ginSignalCount = 1;
         ncclDevComm dc{};
         if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
-        void* stream = nullptr;
-        Driver::get().streamCreate(&stream, 1);
-        const cudaStream_t s = static_cast<cudaStream_t>(stream);
+        GpuRank g(comm);
         Win win;
-        if (!win.make(comm, 4096, s)) return 11;
-        int one = 1;
-        void* d = Driver::get().alloc(sizeof(int));
-        auto barrier = [&] {
-          Driver::get().copy(d, &one, sizeof(int), s);
-          return ncclAllReduce(d, d, 1, ncclInt32, ncclSum, comm, s) == ncclSuccess && Driver::get().streamSync(s) == 0;
-        };
-        if (r == 1 && ncclDevCommDestroy(comm, &dc) != ncclSuccess) return 12;
-        if (!barrier()) return 13;
+        if (!win.make(comm, 4096, g.s)) return 11;
+        if (!g.fill(win.buf, 4096, r == 1 ? 0xab : 0)) return 12;
+        if (r == 1 && ncclDevCommDestroy(comm, &dc) != ncclSuccess) return 13;
+        if (!g.barrier()) return 14;
         if (r == 0) {
           const auto t0 = std::chrono::steady_clock::now();
           braid::Status st = braid_emu::launch(cfgOf(1, 32, "ginGetEveryPeer"),
                                                [&] { ginGetEveryPeer(win.win, 0, win.win, 64, 0, true, dc); });
           const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (!st.isOk()) return 14;
-          if (sec < 1.5 || sec > 30) {
-            fprintf(stderr, "the flush returned after %.1f s\n", sec);
-            return 15;
+          if (!st.isOk()) return 15;
+          if (sec > 10) {
+            fprintf(stderr, "the flush returned after %.1f s (BRAID_TIMEOUT=20)\n", sec);
+            return 16;
           }
-          if (ncclDevCommDestroy(comm, &dc) != ncclSuccess) return 16;
+          if (!g.allBytes(win.buf, 64, 128, 0)) return 17;  // slot 1 (64..127) stayed as it was
+          if (ncclDevCommDestroy(comm, &dc) != ncclSuccess) return 18;
         }
-        if (!barrier()) return 17;
-        Driver::get().memFree(reinterpret_cast<unsigned long long>(d));
-        if (!win.drop(comm)) return 18;
-        Driver::get().streamDestroy(stream);
+        if (!g.barrier() || !win.drop(comm)) return 19;
+        return 0;
+      },
+      "BRAID_TIMEOUT", "20");
+}
+
+// A get toward a peer that is alive but silent (its process stopped: SIGSTOP) ends at BRAID_TIMEOUT=2 with a WARN:
+// the flush returns, the data did not land. Once the peer goes on (SIGCONT) its late answer is dropped, not landed
+// in a buffer that is the user's again, and a later get from it is exact.
+TEST(GinProcesses, AGetNobodyAnswersEndsAtTheDeadlineAndItsLateAnswerIsDropped) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
+  expectOnTwoHosts(
+      2,
+      [](int r, ncclComm_t comm) {
+        ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+        reqs.ginSignalCount = 1;
+        ncclDevComm dc{};
+        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
+        GpuRank g(comm);
+        Win win;
+        if (!win.make(comm, 4096, g.s)) return 11;
+        if (!g.fill(win.buf, 4096, r == 1 ? 0xab : 0)) return 12;
+        const int peerPid = g.sum(r == 1 ? static_cast<int>(getpid()) : 0);
+        if (peerPid <= 0) return 13;
+        if (r == 1) {
+          raise(SIGSTOP);  // rank 0 continues it after its get ended
+        } else {
+          // Until the peer is stopped (state T in /proc/<pid>/stat).
+          for (int i = 0; i < 5000 && !processStopped(peerPid); ++i) usleep(1000);
+          if (!processStopped(peerPid)) return 14;
+          const auto t0 = std::chrono::steady_clock::now();
+          braid::Status st = braid_emu::launch(cfgOf(1, 32, "ginGetEveryPeer"),
+                                               [&] { ginGetEveryPeer(win.win, 0, win.win, 64, 0, true, dc); });
+          const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          kill(peerPid, SIGCONT);
+          if (!st.isOk()) return 15;
+          if (sec < 1.5 || sec > 30) {
+            fprintf(stderr, "the flush returned after %.1f s (BRAID_TIMEOUT=2)\n", sec);
+            return 16;
+          }
+          // A later get from the same peer: answered after the late one (one connection, answered in order).
+          st = braid_emu::launch(cfgOf(1, 32, "ginGetEveryPeer"),
+                                 [&] { ginGetEveryPeer(win.win, 0, win.win, 64, 1024, true, dc); });
+          if (!st.isOk()) return 17;
+          if (!g.allBytes(win.buf, 1024 + 64, 1024 + 128, 0xab)) return 18;  // the later one landed
+          if (!g.allBytes(win.buf, 64, 128, 0)) return 19;                   // the late one did not
+        }
+        if (!g.barrier()) return 20;
+        if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !win.drop(comm)) return 21;
         return 0;
       },
       "BRAID_TIMEOUT", "2");

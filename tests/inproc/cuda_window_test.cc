@@ -44,7 +44,7 @@ int element(int rank, int round, size_t i) {
 // from ncclMemAlloc, or with `device` >= 0 from the program's own cuMemCreate on that device (exportable, with
 // access for every device), in `segments` mappings back to back.
 int deviceRing(int r, int n, ncclComm_t comm, cudaStream_t stream, size_t count, int rounds, int device = -1,
-               int segments = 1, int putCtx = 0, int backCtx = 0) {
+               int segments = 1, int putCtx = 0, int backCtx = 0, int backSignals = 1) {
   const Driver& drv = Driver::get();
   const size_t slot = count * sizeof(int);
   void* win = nullptr;
@@ -72,7 +72,7 @@ int deviceRing(int r, int n, ncclComm_t comm, cudaStream_t stream, size_t count,
   for (int k = 0; k < rounds && code == 0; ++k) {
     for (size_t i = 0; i < count; ++i) host[i] = element(r, k, i);
     drv.copy(mine, host.data(), slot, stream);
-    ncclWaitSignalDesc_t in{1, prev, 0, putCtx}, back{1, next, 0, backCtx};
+    ncclWaitSignalDesc_t in{1, prev, 0, putCtx}, back{backSignals, next, 0, backCtx};
     if (ncclPutSignal(mine, count, ncclInt32, next, w, slot * static_cast<size_t>(r), 0, putCtx, 0, comm, stream) !=
             ncclSuccess ||
         ncclWaitSignal(1, &in, comm, stream) != ncclSuccess) {
@@ -81,8 +81,9 @@ int deviceRing(int r, int n, ncclComm_t comm, cudaStream_t stream, size_t count,
       break;
     }
     drv.copy(got.data(), static_cast<char*>(win) + slot * static_cast<size_t>(prev), slot, stream);
-    if (ncclSignal(prev, 0, backCtx, 0, comm, stream) != ncclSuccess ||
-        ncclWaitSignal(1, &back, comm, stream) != ncclSuccess) {
+    bool sent = true;
+    for (int b = 0; b < backSignals; ++b) sent = sent && ncclSignal(prev, 0, backCtx, 0, comm, stream) == ncclSuccess;
+    if (!sent || ncclWaitSignal(1, &back, comm, stream) != ncclSuccess) {
       code = 14;
       break;
     }
@@ -139,12 +140,14 @@ TEST_F(CudaWindows, PutsAndSignalsAroundARingOfGpus) {
 }
 
 // NCCL 2.31's contexts on CUDA communicators (NCCL_NUM_RMA_CTX=3, the signal area made at init by
-// NCCL_RMA_EAGER_INIT=1): puts signal on context 2 and the replies on context 1, each awaited on its own word.
+// NCCL_RMA_EAGER_INIT=1): on two ranks, each put signals on context 2 and each reply is two signals on context 1 of
+// the same pair, each awaited on its own word (one word for both would let a round's wait end on the last round's
+// replies, before its data).
 TEST_F(CudaWindows, PutsAndSignalsOnOtherContexts) {
   setenv("NCCL_NUM_RMA_CTX", "3", 1);
   setenv("NCCL_RMA_EAGER_INIT", "1", 1);
-  const auto res = runCudaRanks(3, [](int r, ncclComm_t comm, cudaStream_t stream) {
-    return deviceRing(r, 3, comm, stream, 3000, 3, -1, 1, 2, 1) == 0 ? ncclSuccess : ncclInternalError;
+  const auto res = runCudaRanks(2, [](int r, ncclComm_t comm, cudaStream_t stream) {
+    return deviceRing(r, 2, comm, stream, 30000, 20, -1, 1, 2, 1, 2) == 0 ? ncclSuccess : ncclInternalError;
   });
   unsetenv("NCCL_NUM_RMA_CTX");
   unsetenv("NCCL_RMA_EAGER_INIT");

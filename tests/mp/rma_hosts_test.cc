@@ -302,7 +302,8 @@ TEST(RmaHosts, ADifferentBraidRmaNetOnSomeRankIsRefusedByName) {
 }
 
 // NCCL_RMA_EAGER_INIT=1 and NCCL_NUM_RMA_CTX=3 across hosts: the connections are made at init, so signals go before
-// any window; each context's signal travels to its own word, and a put on context 1 of a window registered later lands before its signal.
+// any window; each context's signal travels to its own word (and in a split with numRmaSig=3, each signal index of a
+// context), and a put on context 1 of a window registered later lands before its signal.
 TEST(RmaHosts, EagerInitAndContextsReachOtherHosts) {
   std::vector<int> codes = onTwoHosts(
       2,
@@ -336,8 +337,25 @@ TEST(RmaHosts, EagerInitAndContextsReachOtherHosts) {
             if (buf[4 + i] != 5000 + static_cast<int>(i)) return 16;
           }
         }
-        // Neither ends its communicator before the other is done with it.
+        // A split with numRmaSig=3 (NCCL_NUM_RMA_CTX still wins for the contexts): signal indexes of one context
+        // travel to their own words too.
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.numRmaSig = 3;
+        ncclComm_t child = nullptr;
+        if (ncclCommSplit(comm, 0, r, &child, &cfg) != ncclSuccess || child == nullptr) return 19;
+        if (r == 0) {
+          if (ncclSignal(1, 2, 1, 0, child, nullptr) != ncclSuccess ||
+              ncclSignal(1, 2, 1, 0, child, nullptr) != ncclSuccess ||
+              ncclSignal(1, 1, 1, 0, child, nullptr) != ncclSuccess)
+            return 20;
+        } else {
+          ncclWaitSignalDesc_t d[2] = {{2, 0, 2, 1}, {1, 0, 1, 1}};
+          if (ncclWaitSignal(2, d, child, nullptr) != ncclSuccess) return 21;
+        }
+        // Neither ends a communicator before the other is done with it.
         int one = 1, sum = 0;
+        if (ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, child, nullptr) != ncclSuccess || sum != 2) return 22;
+        if (ncclCommDestroy(child) != ncclSuccess) return 23;
         if (ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, comm, nullptr) != ncclSuccess || sum != 2) return 17;
         return ncclCommWindowDeregister(comm, win) == ncclSuccess ? 0 : 18;
       },

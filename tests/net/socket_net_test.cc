@@ -203,6 +203,37 @@ TEST_F(SocketNet, AMessageFollowedByThePeersCloseIsStillDelivered) {
   closePair(&p);
 }
 
+// The same for a message carried by the data sockets (over 64 KB): its header and the close are read in one pass
+// while its pieces are still on the data sockets; they are still moved, and the receive completes with every byte.
+TEST_F(SocketNet, ALargeMessageFollowedByThePeersCloseIsStillDelivered) {
+  Pair p;
+  ASSERT_TRUE(connectPair(*net_, 0, &p).isOk());
+  constexpr size_t kBytes = 200000;
+  std::vector<char> dst(kBytes, 0);
+  void* buf = dst.data();
+  size_t cap = kBytes;
+  int tag = 4;
+  void* r1 = postRecv(p, 1, &buf, &cap, &tag, nullptr);
+  std::vector<char> spare(16);
+  void* b2 = spare.data();
+  size_t cap2 = spare.size();
+  void* r2 = postRecv(p, 1, &b2, &cap2, &tag, nullptr);  // so the pass goes on to read the close
+  std::vector<char> msg(kBytes);
+  fillPattern(&msg, 11);
+  void* sreq = postSend(p, msg.data(), msg.size(), tag, nullptr);
+  ASSERT_TRUE(waitAll(*net_, {sreq}, nullptr, 10).isOk());  // the kernel's socket buffers hold it
+  ASSERT_TRUE(net_->closeSend(p.send).isOk());
+  p.send = nullptr;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::vector<std::vector<int>> sizes;
+  Status s = waitAll(*net_, {r1}, &sizes, 10);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(sizes[0][0], static_cast<int>(kBytes));
+  EXPECT_EQ(firstMismatch(dst.data(), kBytes, 11), -1);
+  EXPECT_FALSE(waitAll(*net_, {r2}, nullptr, 10).isOk());
+  closePair(&p);
+}
+
 TEST_F(SocketNet, ReceiverCloseFailsTheSender) {
   Pair p;
   ASSERT_TRUE(connectPair(*net_, 0, &p).isOk());

@@ -66,17 +66,20 @@ void SocketComm::enqueuePieces(SocketRequest* req, char* data, size_t size) {
 
 void SocketComm::failAll(const Status& s) {
   if (connError_.isOk()) connError_ = s;
+  // A peer that closed its end (rather than failing) sent everything before closing: whole messages are delivered,
+  // and so are those whose header came and whose pieces its data sockets still hold (a piece cut short fails by
+  // itself). Regression: one progress pass read the last message and then the close, and failed both, so the last
+  // message before a peer's end was lost now and then.
   for (SocketRequest& r : reqs_) {
-    // A request whose data all moved before the failure keeps its success: the message that arrived right before
-    // the peer closed is still delivered (regression: one progress pass read its header, then the close, and
-    // failed it, so the last message before a peer's end was lost now and then).
-    bool complete = r.pieces == 0;
-    for (int i = 0; i < r.n && complete; ++i) complete = r.matched[i];
-    if (r.used && r.error.isOk() && !complete) r.error = s;
+    bool matched = true;
+    for (int i = 0; i < r.n && matched; ++i) matched = r.matched[i];
+    const bool complete = matched && r.pieces == 0;
+    if (r.used && r.error.isOk() && !complete && !(peerClosed_ && matched)) r.error = s;
   }
   ctrlQueue_.clear();
-  // Helpers blocked on a data socket return at once; the peer sees the connection go down.
   ::shutdown(ctrlFd_, SHUT_RDWR);
+  if (peerClosed_) return;  // the data sockets end by themselves, after their data
+  // Helpers blocked on a data socket return at once; the peer sees the connection go down.
   for (int fd : dataFds_) ::shutdown(fd, SHUT_RDWR);
 }
 
@@ -129,6 +132,7 @@ Status SocketComm::progressRecvCtrl() {
         continue;
       }
       if (n == 0) {
+        peerClosed_ = true;
         return remoteError("NET/Socket : connection closed by peer %s with %zu receive(s) pending", peer_.c_str(),
                            ctrlQueue_.size());
       }
