@@ -363,5 +363,37 @@ TEST(RmaHosts, EagerInitAndContextsReachOtherHosts) {
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
+// A wait already under way when the peer's last signal and its goodbye arrive back to back still succeeds: the peer's
+// end is seen after its signals were applied, and the wait reads its word again then. 30 rounds, each on a fresh
+// split whose rank 1 signals and ends at once (NCCL_RMA_EAGER_INIT=1: no window needed). The race this guards
+// against (the word read before the signals, the peer's end seen after them) was found by reading the code; its
+// window is too narrow for this test to hit reliably, so the test covers the pattern rather than proving the fix.
+TEST(RmaHosts, AWaitUnderWayWhenThePeerSignalsAndEndsSucceeds) {
+  std::vector<int> codes =
+      onTwoHosts(2,
+                 [](int r, ncclComm_t comm) {
+                   for (int round = 0; round < 30; ++round) {
+                     ncclComm_t child = nullptr;
+                     if (ncclCommSplit(comm, 0, r, &child, nullptr) != ncclSuccess || child == nullptr) return 10;
+                     if (r == 1) {
+                       usleep(2000);  // rank 0 is waiting by now
+                       for (int k = 0; k < 3; ++k) {
+                         if (ncclSignal(0, 0, 0, 0, child, nullptr) != ncclSuccess) return 11;
+                       }
+                     } else {
+                       ncclWaitSignalDesc_t d{3, 1, 0, 0};
+                       if (ncclWaitSignal(1, &d, child, nullptr) != ncclSuccess) {
+                         fprintf(stderr, "round %d: %s\n", round, ncclGetLastError(child));
+                         return 12;
+                       }
+                     }
+                     if (ncclCommDestroy(child) != ncclSuccess) return 13;
+                   }
+                   return 0;
+                 },
+                 {{"NCCL_RMA_EAGER_INIT", "1"}, {"BRAID_TIMEOUT", "20"}});
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
 }  // namespace
 }  // namespace braid_test
