@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "src/common/dtype.h"
@@ -33,6 +34,33 @@ std::vector<ncclResult_t> runThreads(int n, const std::function<ncclResult_t(int
   }
   for (auto& t : threads) t.join();
   return results;
+}
+
+std::vector<std::string> runThreadsChecked(int n, const std::function<std::string(int, ncclComm_t)>& fn,
+                                           const std::vector<ncclConfig_t>& configs, bool destroy) {
+  std::vector<std::string> out(static_cast<size_t>(n));
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) {
+    out.assign(static_cast<size_t>(n), std::string("ncclGetUniqueId: ") + ncclGetLastError(nullptr));
+    return out;
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      ncclConfig_t cfg = configs.empty() ? ncclConfig_t(NCCL_CONFIG_INITIALIZER) : configs[static_cast<size_t>(r)];
+      const ncclResult_t init =
+          configs.empty() ? ncclCommInitRank(&comm, n, id, r) : ncclCommInitRankConfig(&comm, n, id, r, &cfg);
+      if (init != ncclSuccess) {
+        out[static_cast<size_t>(r)] = std::string("init: ") + ncclGetLastError(nullptr);
+        return;
+      }
+      out[static_cast<size_t>(r)] = fn(r, comm);
+      if (destroy) ncclCommDestroy(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
 }
 
 std::vector<int> runProcesses(int n, const std::function<int(int, ncclComm_t)>& fn, double timeoutSec,

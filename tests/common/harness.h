@@ -19,6 +19,12 @@ namespace braid_test {
 // results (ncclSuccess or the first failure) after destroying the communicators.
 std::vector<ncclResult_t> runThreads(int n, const std::function<ncclResult_t(int rank, ncclComm_t comm)>& fn);
 
+// Runs fn(rank, comm) on n threads, each with its own communicator from one unique id (rank r initialised with
+// configs[r] when `configs` is given): "" or what went wrong, per rank ("init: " and the error when init failed).
+// `destroy`: the communicators are destroyed after fn; else fn owns its communicator (destroys or aborts it).
+std::vector<std::string> runThreadsChecked(int n, const std::function<std::string(int rank, ncclComm_t comm)>& fn,
+                                           const std::vector<ncclConfig_t>& configs = {}, bool destroy = true);
+
 // Forks n processes; each initialises rank r of one clique and runs fn (returns 0 on success). Returns the exit
 // status of each (0 ok, 128+sig when killed). timeoutSec bounds the whole run (children are killed after it).
 // beforeInit runs in each child before its ncclCommInitRank (per-rank environment, say).

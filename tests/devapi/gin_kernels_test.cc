@@ -614,6 +614,26 @@ TEST(GinProcesses, GetsFromOtherHostsByProxyAreExact) {
   }
 }
 
+// The get-failure tests' set-up: a device communicator with one GIN signal and a 4096-byte window holding 0xab on rank
+// 1 (the one the gets read) and 0 on rank 0. 0, or the step that failed (10..12).
+int getPair(int r, ncclComm_t comm, ncclDevComm* dc, GpuRank& g, Win* win) {
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.ginSignalCount = 1;
+  if (ncclDevCommCreate(comm, &reqs, dc) != ncclSuccess) return 10;
+  if (!win->make(comm, 4096, g.s)) return 11;
+  return g.fill(win->buf, 4096, r == 1 ? 0xab : 0) ? 0 : 12;
+}
+
+// 64 bytes from every rank of another host into slot q (at q * 64 + skew) of the window, and the seconds its flush
+// took; negative when the launch failed.
+double timedGet(const Win& win, size_t skew, const ncclDevComm& dc) {
+  const auto t0 = std::chrono::steady_clock::now();
+  braid::Status st = braid_emu::launch(cfgOf(1, 32, "ginGetEveryPeer"),
+                                       [&] { ginGetEveryPeer(win.win, 0, win.win, 64, skew, true, dc); });
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return st.isOk() ? sec : -1;
+}
+
 // A get toward a peer that destroyed its device communicator is refused at once by the peer's messenger (a failed
 // end, not silence): the flush returns well before BRAID_TIMEOUT, and nothing lands.
 TEST(GinProcesses, AGetTowardADestroyedDeviceCommunicatorIsRefusedAtOnce) {
@@ -622,22 +642,15 @@ TEST(GinProcesses, AGetTowardADestroyedDeviceCommunicatorIsRefusedAtOnce) {
   expectOnTwoHosts(
       2,
       [](int r, ncclComm_t comm) {
-        ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-        reqs.ginSignalCount = 1;
         ncclDevComm dc{};
-        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
         GpuRank g(comm);
         Win win;
-        if (!win.make(comm, 4096, g.s)) return 11;
-        if (!g.fill(win.buf, 4096, r == 1 ? 0xab : 0)) return 12;
+        if (const int failed = getPair(r, comm, &dc, g, &win)) return failed;
         if (r == 1 && ncclDevCommDestroy(comm, &dc) != ncclSuccess) return 13;
         if (!g.barrier()) return 14;
         if (r == 0) {
-          const auto t0 = std::chrono::steady_clock::now();
-          braid::Status st = braid_emu::launch(cfgOf(1, 32, "ginGetEveryPeer"),
-                                               [&] { ginGetEveryPeer(win.win, 0, win.win, 64, 0, true, dc); });
-          const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (!st.isOk()) return 15;
+          const double sec = timedGet(win, 0, dc);
+          if (sec < 0) return 15;
           if (sec > 10) {
             fprintf(stderr, "the flush returned after %.1f s (BRAID_TIMEOUT=20)\n", sec);
             return 16;
@@ -660,14 +673,10 @@ TEST(GinProcesses, AGetNobodyAnswersEndsAtTheDeadlineAndItsLateAnswerIsDropped) 
   expectOnTwoHosts(
       2,
       [](int r, ncclComm_t comm) {
-        ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-        reqs.ginSignalCount = 1;
         ncclDevComm dc{};
-        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
         GpuRank g(comm);
         Win win;
-        if (!win.make(comm, 4096, g.s)) return 11;
-        if (!g.fill(win.buf, 4096, r == 1 ? 0xab : 0)) return 12;
+        if (const int failed = getPair(r, comm, &dc, g, &win)) return failed;
         const int peerPid = g.sum(r == 1 ? static_cast<int>(getpid()) : 0);
         if (peerPid <= 0) return 13;
         if (r == 1) {
@@ -676,20 +685,15 @@ TEST(GinProcesses, AGetNobodyAnswersEndsAtTheDeadlineAndItsLateAnswerIsDropped) 
           // Until the peer is stopped (state T in /proc/<pid>/stat).
           for (int i = 0; i < 5000 && !processStopped(peerPid); ++i) usleep(1000);
           if (!processStopped(peerPid)) return 14;
-          const auto t0 = std::chrono::steady_clock::now();
-          braid::Status st = braid_emu::launch(cfgOf(1, 32, "ginGetEveryPeer"),
-                                               [&] { ginGetEveryPeer(win.win, 0, win.win, 64, 0, true, dc); });
-          const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          const double sec = timedGet(win, 0, dc);
           kill(peerPid, SIGCONT);
-          if (!st.isOk()) return 15;
+          if (sec < 0) return 15;
           if (sec < 1.5 || sec > 30) {
             fprintf(stderr, "the flush returned after %.1f s (BRAID_TIMEOUT=2)\n", sec);
             return 16;
           }
           // A later get from the same peer: answered after the late one (one connection, answered in order).
-          st = braid_emu::launch(cfgOf(1, 32, "ginGetEveryPeer"),
-                                 [&] { ginGetEveryPeer(win.win, 0, win.win, 64, 1024, true, dc); });
-          if (!st.isOk()) return 17;
+          if (timedGet(win, 1024, dc) < 0) return 17;
           if (!g.allBytes(win.buf, 1024 + 64, 1024 + 128, 0xab)) return 18;  // the later one landed
           if (!g.allBytes(win.buf, 64, 128, 0)) return 19;                   // the late one did not
         }

@@ -36,24 +36,9 @@ std::string checkedAllReduce(ncclComm_t comm, int r, int n, size_t count = 4099)
   return "";
 }
 
-// Runs fn(rank, comm) on n threads of one communicator, which fn owns (it destroys or aborts it).
+// fn(rank, comm) on n threads of one communicator, which fn owns (it destroys or aborts it).
 std::vector<std::string> onThreads(int n, const std::function<std::string(int, ncclComm_t)>& fn) {
-  ncclUniqueId id;
-  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::vector<std::string> out(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      ncclComm_t comm = nullptr;
-      if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
-        out[static_cast<size_t>(r)] = std::string("init: ") + ncclGetLastError(nullptr);
-        return;
-      }
-      out[static_cast<size_t>(r)] = fn(r, comm);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return out;
+  return runThreadsChecked(n, fn, {}, /*destroy=*/false);
 }
 
 // Rank 3 of 4 leaves after init (it takes no part in anything after): the other three shrink it away, keep their

@@ -14,6 +14,7 @@
 
 #include "nccl.h"
 #include "nccl_device.h"
+#include "tests/common/harness.h"
 
 namespace braid_test {
 namespace {
@@ -31,29 +32,11 @@ ncclConfig_t rmaConfig(int ctx, int sig, int eager) {
   return c;
 }
 
-// fn(rank, comm) on n threads of one communicator, rank r initialised with configs[r] (destroyed after): "" or what
-// went wrong, per rank (an init failure as "init: " and its error).
+// fn(rank, comm) on a thread per config, rank r initialised with configs[r] (destroyed after): "" or what went wrong,
+// per rank (an init failure as "init: " and its error).
 std::vector<std::string> onThreads(const std::vector<ncclConfig_t>& configs,
                                    const std::function<std::string(int, ncclComm_t)>& fn) {
-  const int n = static_cast<int>(configs.size());
-  ncclUniqueId id;
-  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::vector<std::string> out(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      ncclComm_t comm = nullptr;
-      ncclConfig_t cfg = configs[static_cast<size_t>(r)];
-      if (ncclCommInitRankConfig(&comm, n, id, r, &cfg) != ncclSuccess) {
-        out[static_cast<size_t>(r)] = "init: " + lastError(nullptr);
-        return;
-      }
-      out[static_cast<size_t>(r)] = fn(r, comm);
-      ncclCommDestroy(comm);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return out;
+  return runThreadsChecked(static_cast<int>(configs.size()), fn, configs);
 }
 
 void expectAllOk(const std::vector<std::string>& errs) {

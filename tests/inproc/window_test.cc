@@ -29,25 +29,9 @@ std::string lastError(ncclComm_t comm) {
   return ncclGetLastError(comm);
 }
 
-// Runs fn(rank, comm) on n threads of one communicator (destroyed after): "" or what went wrong, per rank.
+// fn(rank, comm) on n threads of one communicator (destroyed after): "" or what went wrong, per rank.
 std::vector<std::string> onThreads(int n, const std::function<std::string(int, ncclComm_t)>& fn) {
-  ncclUniqueId id;
-  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::vector<std::string> out(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      ncclComm_t comm = nullptr;
-      if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
-        out[static_cast<size_t>(r)] = "init: " + lastError(nullptr);
-        return;
-      }
-      out[static_cast<size_t>(r)] = fn(r, comm);
-      ncclCommDestroy(comm);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return out;
+  return runThreadsChecked(n, fn);
 }
 
 // Rounds of a ring exchange on window buffers `buf` (count ints per rank slot, n slots): in round k rank r puts
