@@ -184,7 +184,8 @@ class RmaMessenger {
   // Sends s now, on the calling thread (a host backend's ncclPutSignal), returning once its messages are queued.
   [[nodiscard]] virtual Status send(const RmaStep& s) = 0;
   // Where a stream hands its puts over when it reaches them (a CUDA backend): sent in order by the messenger's own
-  // thread. Errors of such puts are reported by health() of their peer.
+  // thread. Errors of such puts are reported by health() of their peer. Null once the messenger's end began (if it
+  // made none before).
   virtual std::shared_ptr<RmaPosts> posts() = 0;
   // An error naming why messages from `peer` stopped arriving (its connection failed), else ok: a wait on its
   // signals ends with it.

@@ -248,7 +248,7 @@ void RmaNet::refuseGinGet(int peer, const Header& h, const char* data) {
   end.ginLast = true;
   end.ginFailed = true;
   std::shared_ptr<RmaPosts> p = posts();
-  if (p->expect(0, comm_->waitContext()).isOk()) p->post(end, 0, nullptr);
+  if (p != nullptr && p->expect(0, comm_->waitContext()).isOk()) p->post(end, 0, nullptr);
 }
 
 std::string RmaNet::passGinGet(int peer, const Header& h, const char* data) {
@@ -279,6 +279,7 @@ std::string RmaNet::passGinGet(int peer, const Header& h, const char* data) {
 std::shared_ptr<RmaPosts> RmaNet::posts() {
   std::lock_guard<std::mutex> lock(postsMu_);
   if (!posts_) {
+    if (ending_) return nullptr;  // no sender thread is started once the end began (none would join it)
     // What streams may hold staged (BRAID_RMA_STAGE_BYTES), at least a message's worth.
     posts_ =
         std::make_shared<RmaPosts>(rank_, static_cast<uint64_t>(std::max<int64_t>(params::RmaStageBytes(), 65536)));
@@ -475,6 +476,10 @@ uint64_t RmaNet::receivedBytes(Connector& c) {
 
 bool RmaNet::drain() {
   // Aborted, or never connected (connect() failed before starting the proxy): nothing to say goodbye on.
+  {
+    std::lock_guard<std::mutex> lock(postsMu_);
+    ending_ = true;
+  }
   if (abort_->load(std::memory_order_relaxed) || !proxy_.joinable()) return false;
   stopSender(true);  // what streams issued leaves before the goodbye (one sender per connector at a time)
   // A goodbye to every peer, so its proxy takes the connection closing next for what it is.

@@ -96,6 +96,7 @@ class RmaNet : public RmaMessenger {
   // value. Returns once its messages are queued. Errors: ncclRemoteError when the peer stopped taking messages for
   // BRAID_TIMEOUT or the connection failed (naming the peer), the abort error after ncclCommAbort.
   [[nodiscard]] Status send(const RmaStep& s) override;
+  // Null once the communicator's end began, if none was made before.
   std::shared_ptr<RmaPosts> posts() override;
   // ncclRemoteError with the transport's message once the proxy saw messages from `peer` fail, or a posted put to it
   // failed, else ok.
@@ -185,6 +186,7 @@ class RmaNet : public RmaMessenger {
   std::map<uint32_t, GinTarget> ginTargets_;
   std::mutex postsMu_;
   std::shared_ptr<RmaPosts> posts_;  // made, with the sender thread, at the first posts()
+  bool ending_ = false;              // under postsMu_: the end began, no sender thread is started any more
   std::atomic<bool> stopSender_{false};
   std::thread sender_;
 };

@@ -65,6 +65,7 @@ Status postPiece(const CuApi* api, LaunchMemory* memory, const std::shared_ptr<R
 Status postRmaOnStream(const CuApi* api, LaunchMemory* memory, const RmaStep& s, CUstream run,
                        const WaitContext& wait) {
   std::shared_ptr<RmaPosts> posts = s.via->posts();
+  if (posts == nullptr) return invalidUsage("the communicator is ending: it takes no more one-sided operations");
   if (s.kind != RmaStep::Kind::kPut || s.bytes == 0) return postPiece(api, memory, posts, s, run, wait);
   // Pieces of at most a part of the budget, so a put of any size holds bounded pinned memory; only the last carries
   // the signal (value 0: none), and the pieces go in order, so the signal still comes after all of the data.
