@@ -93,8 +93,8 @@ Result<std::unique_ptr<GinNet>> GinNet::create(Communicator* comm, RmaNet* net, 
 GinNet::~GinNet() {
   if (proxy_.joinable()) {
     // What kernels queued before the end is sent first, for at most BRAID_TIMEOUT (or until an abort).
-    const double timeout = comm_->waitContext().timeoutSec;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout > 0 ? timeout : 1e9);
+    const auto end =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec_ > 0 ? timeoutSec_ : 1e9);
     int rounds = 0;
     while (true) {
       const uint64_t claimed = [&] {
@@ -254,20 +254,17 @@ Status GinNet::ask(uint64_t index, const ncclBraidGinDesc& d) {
                                               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                   std::chrono::duration<double>(timeoutSec_))
                                         : std::chrono::steady_clock::time_point::max();
-  {
-    std::lock_guard<std::mutex> lock(getsMu_);  // before the request leaves: the answer may come at once
-    outstanding_[index] = OutstandingGet{d.peer, deadline};
-  }
   // Where the answer goes must be this rank's window, whole: a get that could not land is not asked for.
-  Status into =
-      comm_->windows().withRegistered(req.localWindow, req.localOffset, req.bytes, [](char*) { return Status::ok(); });
+  Status into = comm_->windows().withRegistered(req.localWindow, req.localOffset, req.bytes);
   if (!into.isOk()) {
-    std::lock_guard<std::mutex> lock(getsMu_);
-    outstanding_.erase(index);
     BRAID_WARN("rank %d: a GIN get of %llu bytes from rank %d into offset %llu of window #%u is not sent: %s", rank_,
                static_cast<unsigned long long>(req.bytes), d.peer, static_cast<unsigned long long>(req.localOffset),
                req.localWindow, into.message().c_str());
     return Status::ok();
+  }
+  {
+    std::lock_guard<std::mutex> lock(getsMu_);  // before the request leaves: the answer may come at once
+    outstanding_[index] = OutstandingGet{d.peer, deadline};
   }
   RmaStep s;
   s.peer = d.peer;
@@ -300,7 +297,7 @@ Status GinNet::answer(const IncomingGet& g, bool refuse) {
   Windows& windows = comm_->windows();
   // The whole range first, so a get past the end of the window is refused before any of it is sent.
   Status readable = refuse ? invalidUsage("the device communicator ended before it was answered")
-                           : windows.withRegistered(g.window, g.offset, bytes, [](char*) { return Status::ok(); });
+                           : windows.withRegistered(g.window, g.offset, bytes);
   std::unique_lock<std::recursive_mutex> hold = net_->holdPeer(g.peer);
   uint64_t done = 0;
   do {
@@ -328,7 +325,7 @@ Status GinNet::answer(const IncomingGet& g, bool refuse) {
 }
 
 Status GinNet::serve(uint64_t index, const ncclBraidGinDesc& d) {
-  if (d.peer < 0 || d.peer >= comm_->nranks() || !net_->serves(d.peer)) {
+  if (!net_->serves(d.peer)) {
     return invalidUsage("rank %d has no one-sided messages to rank %d (not a rank of another host)", rank_, d.peer);
   }
   if (d.op == ncclBraidGinNetGet) return ask(index, d);

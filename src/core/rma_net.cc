@@ -233,16 +233,13 @@ bool RmaNet::ginAnswerWanted(int peer, const Header& h) {
   return it != ginTargets_.end() && it->second.gets != nullptr && it->second.gets->answerWanted(peer, h.ginAmount);
 }
 
-void RmaNet::refuseGinGet(int peer, const Header& h, const char* data) {
-  GinGetRequest req;
-  if (h.bytes != sizeof(req)) return;
-  memcpy(&req, data, sizeof(req));
+void RmaNet::refuseGinGet(int peer, uint32_t ginTarget, const GinGetRequest& req) {
   RmaStep end;
   end.peer = peer;
   end.kind = RmaStep::Kind::kPut;
   end.window = req.localWindow;
   end.offset = req.localOffset;
-  end.ginTarget = h.ginTarget;
+  end.ginTarget = ginTarget;
   end.ginGet = RmaStep::GinGet::kReply;
   end.ginAmount = req.id;
   end.ginLast = true;
@@ -252,22 +249,25 @@ void RmaNet::refuseGinGet(int peer, const Header& h, const char* data) {
 }
 
 std::string RmaNet::passGinGet(int peer, const Header& h, const char* data) {
-  std::lock_guard<std::mutex> lock(ginMu_);
-  auto it = ginTargets_.find(h.ginTarget);
-  if (it == ginTargets_.end() || it->second.gets == nullptr) {
-    if ((h.ginFlags & kGinGetRequest) != 0) refuseGinGet(peer, h, data);
-    return strPrintf(
-        "a GIN get %s rank %d for the device communicator of window #%u, which this rank has destroyed: "
-        "dropped",
-        (h.ginFlags & kGinGetRequest) != 0 ? "request from" : "answer from", peer, h.ginTarget);
-  }
-  if ((h.ginFlags & kGinGetRequest) != 0) {
-    GinGetRequest req;
+  const bool request = (h.ginFlags & kGinGetRequest) != 0;
+  GinGetRequest req{};
+  if (request) {
     if (h.bytes != sizeof(req)) {
       return strPrintf("a GIN get request from rank %d of %llu bytes (not %zu): dropped", peer,
                        static_cast<unsigned long long>(h.bytes), sizeof(req));
     }
     memcpy(&req, data, sizeof(req));
+  }
+  std::lock_guard<std::mutex> lock(ginMu_);
+  auto it = ginTargets_.find(h.ginTarget);
+  if (it == ginTargets_.end() || it->second.gets == nullptr) {
+    if (request) refuseGinGet(peer, h.ginTarget, req);
+    return strPrintf(
+        "a GIN get %s rank %d for the device communicator of window #%u, which this rank has destroyed: "
+        "dropped",
+        request ? "request from" : "answer from", peer, h.ginTarget);
+  }
+  if (request) {
     it->second.gets->getRequested(peer, h.window, h.offset, req);
   } else {
     it->second.gets->getAnswered(peer, h.ginAmount,
@@ -459,11 +459,7 @@ void RmaNet::proxyLoop() {
 
 void RmaNet::noteStopped(size_t q, const Connector& c) {
   std::lock_guard<std::mutex> lock(failedMu_);
-  if (!failed_[q].empty()) return;
-  if (__atomic_load_n(&ended_[q], __ATOMIC_ACQUIRE) != 0) {
-    failed_[q] = "it ended its communicator";  // its connection closing is no news
-    return;
-  }
+  if (!failed_[q].empty()) return;  // a peer that said goodbye: its connection closing is no news
   const std::string why = c.failureText();
   failed_[q] = why.empty() ? "the connection was aborted" : why;
   BRAID_WARN("rank %d: one-sided messages from rank %d (%s) stopped: %s", rank_, static_cast<int>(q), c.peer().hostname,

@@ -136,7 +136,7 @@ class RmaNet : public RmaMessenger {
   bool ginAnswerWanted(int peer, const Header& h);
   // Ends a GIN get request nobody here can answer: a failed end back to its asker, through the sender thread (the
   // proxy thread must not block on a send).
-  void refuseGinGet(int peer, const Header& h, const char* data);
+  void refuseGinGet(int peer, uint32_t ginTarget, const GinGetRequest& req);
   RmaNet(Communicator* comm, char* signals, size_t signalStride, RmaWindowLookup lookup);
   // At set-up: one empty message each way, so every connection is open (a peer that dies later is seen on it).
   Status handshake(const std::vector<int>& peers);

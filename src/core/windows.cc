@@ -164,7 +164,7 @@ Status Windows::withRegistered(uint32_t index, uint64_t offset, uint64_t bytes,
                            static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(offset), index,
                            comm_->rank(), w.bytes);
   }
-  return use(static_cast<char*>(w.userPtr) + offset);
+  return use ? use(static_cast<char*>(w.userPtr) + offset) : Status::ok();
 }
 
 bool Windows::registeredYet(uint32_t index) const {
@@ -172,15 +172,16 @@ bool Windows::registeredYet(uint32_t index) const {
   return index < registered_;
 }
 
-size_t Windows::signalOffset(int from, SignalId id) const {
-  return static_cast<size_t>(from) * signalStride_ +
-         (static_cast<size_t>(id.ctx) * static_cast<size_t>(numRmaSig_) + static_cast<size_t>(id.sig)) *
-             sizeof(uint64_t);
+uint32_t Windows::slotOf(SignalId id) const {
+  return static_cast<uint32_t>(id.ctx * numRmaSig_ + id.sig);
 }
 
-size_t Windows::countIndex(int peer, SignalId id) const {
-  return static_cast<size_t>(peer) * signalSlots_ + static_cast<size_t>(id.ctx) * static_cast<size_t>(numRmaSig_) +
-         static_cast<size_t>(id.sig);
+size_t Windows::signalOffset(int from, uint32_t slot) const {
+  return static_cast<size_t>(from) * signalStride_ + slot * sizeof(uint64_t);
+}
+
+size_t Windows::countAt(int peer, uint32_t slot) const {
+  return static_cast<size_t>(peer) * signalSlots_ + slot;
 }
 
 Status Windows::ensureSignals() {
@@ -504,8 +505,8 @@ Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, 
       s.dst = p.at + offset;
     }
   }
-  s.value = sent_[countIndex(peer, id)] + 1;
-  s.slot = static_cast<uint32_t>(countIndex(0, id));
+  s.slot = slotOf(id);
+  s.value = sent_[countAt(peer, s.slot)] + 1;
   if (viaNet) {
     s.via = net_.get();  // data and signal as messages, in order
     return std::vector<RmaStep>{s};
@@ -515,7 +516,7 @@ Result<std::vector<RmaStep>> Windows::putSteps(bool put, const void* localbuff, 
     return invalidUsage("rank %d's signal area is out of rank %d's load/store reach (%s): %s", peer, me,
                         sig.why.c_str(), outOfReach(peer));
   }
-  s.word = reinterpret_cast<uint64_t*>(sig.at + signalOffset(me, id));
+  s.word = reinterpret_cast<uint64_t*>(sig.at + signalOffset(me, s.slot));
   return std::vector<RmaStep>{s};
 }
 
@@ -537,10 +538,9 @@ Result<std::vector<RmaStep>> Windows::waitSteps(const std::vector<SignalWait>& w
     RmaStep s;
     s.kind = RmaStep::Kind::kWait;
     s.peer = sw.peer;
-    const SignalId id{sw.ctx, sw.sig};
-    s.word = reinterpret_cast<uint64_t*>(area + signalOffset(sw.peer, id));
-    s.slot = static_cast<uint32_t>(countIndex(0, id));
-    const size_t at = countIndex(sw.peer, id);
+    s.slot = slotOf(SignalId{sw.ctx, sw.sig});
+    s.word = reinterpret_cast<uint64_t*>(area + signalOffset(sw.peer, s.slot));
+    const size_t at = countAt(sw.peer, s.slot);
     auto it = awaited.emplace(at, awaited_[at]).first;
     s.value = it->second += static_cast<uint64_t>(sw.opCnt);
     if (net_ && net_->serves(sw.peer)) s.via = net_.get();  // its health: a failed connection ends the wait
@@ -551,8 +551,7 @@ Result<std::vector<RmaStep>> Windows::waitSteps(const std::vector<SignalWait>& w
 
 void Windows::commit(const std::vector<RmaStep>& steps) {
   for (const RmaStep& s : steps) {
-    const size_t at = static_cast<size_t>(s.peer) * signalSlots_ + s.slot;
-    uint64_t& count = (s.kind == RmaStep::Kind::kWait ? awaited_ : sent_)[at];
+    uint64_t& count = (s.kind == RmaStep::Kind::kWait ? awaited_ : sent_)[countAt(s.peer, s.slot)];
     if (s.value > count) count = s.value;
   }
 }

@@ -111,10 +111,10 @@ class Windows {
   // first use. Errors: the backend's allocation.
   Result<const void*> deviceTable();
   // Runs use(p), p this rank's buffer of the window registered `index`-th plus `offset`, with the windows held (a
-  // deregistration waits). Errors: kInvalidArgument when no such window is registered here or [offset, offset +
-  // bytes) passes its end; use's.
+  // deregistration waits); with no `use`, only checks. Errors: kInvalidArgument when no such window is registered here
+  // or [offset, offset + bytes) passes its end; use's.
   [[nodiscard]] Status withRegistered(uint32_t index, uint64_t offset, uint64_t bytes,
-                                      const std::function<Status(char*)>& use);
+                                      const std::function<Status(char*)>& use = nullptr);
   // Whether this rank's part of the `index`-th registration has finished (a peer's may finish first).
   bool registeredYet(uint32_t index) const;
   // The messenger toward ranks of other hosts (rma_net.h): null before the first registration or where none.
@@ -137,9 +137,11 @@ class Windows {
  private:
   // The all-gathered registration of [base, base + bytes): every rank's size and where this rank reaches it.
   Status exchange(void* base, size_t bytes, Window* w, bool* disabled);
-  // Where sender `from`'s signal `id` lies in an area, and its index in sent_ / awaited_.
-  size_t signalOffset(int from, SignalId id) const;
-  size_t countIndex(int peer, SignalId id) const;
+  // Which of a sender's words signal `id` is (RmaStep::slot); where sender `from`'s word `slot` lies in an area; and
+  // the count of `peer`'s word `slot` in sent_ / awaited_.
+  uint32_t slotOf(SignalId id) const;
+  size_t signalOffset(int from, uint32_t slot) const;
+  size_t countAt(int peer, uint32_t slot) const;
   // Writes w's descriptor (ncclWindow_vidmem: this rank's buffer and its LSA team's, as this rank reaches them)
   // where device code reads it, and sets w->handle.
   Status publish(Window* w);

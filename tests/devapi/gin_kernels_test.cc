@@ -97,14 +97,17 @@ struct GpuRank {
   }
   bool fill(void* dst, size_t bytes, unsigned char v) {
     std::vector<unsigned char> h(bytes, v);
-    Driver::get().copy(dst, h.data(), bytes, s);
+    return put(dst, h.data(), bytes);
+  }
+  // Copies in stream order and waits for it.
+  bool put(void* dst, const void* src, size_t bytes) {
+    Driver::get().copy(dst, src, bytes, s);
     return Driver::get().streamSync(s) == 0;
   }
   // Every byte of [from, to) of `buf` is v.
   bool allBytes(const void* buf, size_t from, size_t to, unsigned char v) {
     std::vector<unsigned char> h(to - from);
-    Driver::get().copy(h.data(), static_cast<const char*>(buf) + from, to - from, s);
-    if (Driver::get().streamSync(s) != 0) return false;
+    if (!put(h.data(), static_cast<const char*>(buf) + from, to - from)) return false;
     for (size_t i = 0; i < h.size(); ++i) {
       if (h[i] != v) {
         fprintf(stderr, "byte %zu is %d, not %d\n", from + i, h[i], v);
@@ -470,40 +473,28 @@ TEST(GinProcesses, ADroppedGinValueDoesNotCostTheNextPutItsSignal) {
         reqs.ginSignalCount = 1;
         ncclDevComm dc{};
         if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
-        void* stream = nullptr;
-        Driver::get().streamCreate(&stream, 1);
+        GpuRank g(comm);
         Win win;
-        if (!win.make(comm, 4096, static_cast<cudaStream_t>(stream))) return 11;
+        if (!win.make(comm, 4096, g.s)) return 11;
         if (r == 0) {
           braid::Status st =
               braid_emu::launch(cfgOf(1, 32, "ginValueThenFlush"), [&] { ginValueThenFlush(win.win, 1 << 20, dc); });
           if (!st.isOk()) return 12;
           int value = 77;
           void* src = Driver::get().alloc(sizeof(int));
-          Driver::get().copy(src, &value, sizeof(int), stream);
-          if (ncclPutSignal(src, 1, ncclInt32, 1, win.win, 0, 0, 0, 0, comm, static_cast<cudaStream_t>(stream)) !=
-                  ncclSuccess ||
-              Driver::get().streamSync(stream) != 0)
+          Driver::get().copy(src, &value, sizeof(int), g.s);
+          if (ncclPutSignal(src, 1, ncclInt32, 1, win.win, 0, 0, 0, 0, comm, g.s) != ncclSuccess ||
+              Driver::get().streamSync(g.s) != 0)
             return 13;
           Driver::get().memFree(reinterpret_cast<unsigned long long>(src));
         } else {
           ncclWaitSignalDesc_t d{1, 0, 0, 0};
-          if (ncclWaitSignal(1, &d, comm, static_cast<cudaStream_t>(stream)) != ncclSuccess) return 14;
+          if (ncclWaitSignal(1, &d, comm, g.s) != ncclSuccess) return 14;
           int got = 0;
-          Driver::get().copy(&got, win.buf, sizeof(int), stream);
-          if (Driver::get().streamSync(stream) != 0 || got != 77) return 15;
+          if (!g.put(&got, win.buf, sizeof(int)) || got != 77) return 15;
         }
-        // Both are done before either ends.
-        int token = 1, sum = 0;
-        void* one = Driver::get().alloc(sizeof(int));
-        Driver::get().copy(one, &token, sizeof(int), stream);
-        if (ncclAllReduce(one, one, 1, ncclInt32, ncclSum, comm, static_cast<cudaStream_t>(stream)) != ncclSuccess)
-          return 16;
-        Driver::get().copy(&sum, one, sizeof(int), stream);
-        if (Driver::get().streamSync(stream) != 0 || sum != 2) return 16;
-        Driver::get().memFree(reinterpret_cast<unsigned long long>(one));
+        if (g.sum(1) != 2) return 16;  // both are done before either ends
         if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !win.drop(comm)) return 17;
-        Driver::get().streamDestroy(stream);
         return 0;
       },
       "BRAID_TIMEOUT", "20");
@@ -533,26 +524,14 @@ TEST(GinProcesses, GetsFromOtherHostsByProxyAreExact) {
           reqs.ginContextCount = 2;
           ncclDevComm dc{};
           if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
-          void* stream = nullptr;
-          Driver::get().streamCreate(&stream, 1);
-          const cudaStream_t s = static_cast<cudaStream_t>(stream);
+          GpuRank g(comm);
           Win from, into;
           const size_t intoBytes = kBytes * static_cast<size_t>(n) + 64;
-          if (!from.make(comm, kBytes, s) || !into.make(comm, intoBytes, s)) return 11;
+          if (!from.make(comm, kBytes, g.s) || !into.make(comm, intoBytes, g.s)) return 11;
           std::vector<unsigned char> mine(kBytes);
           for (size_t i = 0; i < kBytes; ++i) mine[i] = getByte(r, i);
-          Driver::get().copy(from.buf, mine.data(), kBytes, s);
-          if (Driver::get().streamSync(s) != 0) return 12;
-          auto barrier = [&] {
-            int one = 1;
-            void* d = Driver::get().alloc(sizeof(int));
-            Driver::get().copy(d, &one, sizeof(int), s);
-            const bool ok =
-                ncclAllReduce(d, d, 1, ncclInt32, ncclSum, comm, s) == ncclSuccess && Driver::get().streamSync(s) == 0;
-            Driver::get().memFree(reinterpret_cast<unsigned long long>(d));
-            return ok;
-          };
-          if (!barrier()) return 13;  // every rank's data is in before anyone reads it
+          if (!g.put(from.buf, mine.data(), kBytes)) return 12;
+          if (!g.barrier()) return 13;  // every rank's data is in before anyone reads it
           braid::Status st = braid_emu::launch(cfgOf(2, 64, "ginGetEveryPeer"), [&] {
             ginGetEveryPeer(from.win, 0, into.win, kBytes, kSkew, false, dc);
           });
@@ -561,8 +540,7 @@ TEST(GinProcesses, GetsFromOtherHostsByProxyAreExact) {
             return 14;
           }
           std::vector<unsigned char> got(intoBytes);
-          Driver::get().copy(got.data(), into.buf, intoBytes, s);
-          if (Driver::get().streamSync(s) != 0) return 15;
+          if (!g.put(got.data(), into.buf, intoBytes)) return 15;
           for (int q = 0; q < n; ++q) {
             for (size_t i = 0; q != r && i < kBytes; ++i) {
               const unsigned char b = got[static_cast<size_t>(q) * kBytes + kSkew + i];
@@ -573,23 +551,17 @@ TEST(GinProcesses, GetsFromOtherHostsByProxyAreExact) {
             }
           }
           // Past the end of the peer's window (from another host): refused there, the flush returns, nothing lands.
-          std::vector<unsigned char> zeros(intoBytes, 0);
-          Driver::get().copy(into.buf, zeros.data(), intoBytes, s);
-          if (Driver::get().streamSync(s) != 0 || !barrier()) return 17;
+          if (!g.fill(into.buf, intoBytes, 0) || !g.barrier()) return 17;
           st = braid_emu::launch(cfgOf(1, 32, "ginGetEveryPeer"),
                                  [&] { ginGetEveryPeer(from.win, kBytes - 8, into.win, 16, 0, true, dc); });
           if (!st.isOk()) return 18;
-          Driver::get().copy(got.data(), into.buf, intoBytes, s);
-          if (Driver::get().streamSync(s) != 0) return 19;
           const int other = (r + n / 2) % n;  // on the other host
-          for (size_t i = 0; i < 16; ++i) {
-            if (got[static_cast<size_t>(other) * 16 + i] != 0) return 20;
-          }
+          if (!g.allBytes(into.buf, static_cast<size_t>(other) * 16, static_cast<size_t>(other) * 16 + 16, 0))
+            return 20;
           st = braid_emu::launch(cfgOf(1, 32, "ginGetEveryPeer"),
                                  [&] { ginGetEveryPeer(from.win, kBytes - 16, into.win, 16, 0, true, dc); });
           if (!st.isOk()) return 21;
-          Driver::get().copy(got.data(), into.buf, intoBytes, s);
-          if (Driver::get().streamSync(s) != 0) return 22;
+          if (!g.put(got.data(), into.buf, intoBytes)) return 22;
           for (size_t i = 0; i < 16; ++i) {
             if (got[static_cast<size_t>(other) * 16 + i] != getByte(other, kBytes - 16 + i)) return 23;
           }
@@ -597,17 +569,15 @@ TEST(GinProcesses, GetsFromOtherHostsByProxyAreExact) {
           st = braid_emu::launch(cfgOf(1, 1, "ginManyGets"),
                                  [&] { ginManyGets(from.win, into.win, other, 0, 64, 300, dc); });
           if (!st.isOk()) return 24;
-          Driver::get().copy(got.data(), into.buf, intoBytes, s);
-          if (Driver::get().streamSync(s) != 0) return 25;
+          if (!g.put(got.data(), into.buf, intoBytes)) return 25;
           for (size_t i = 0; i < 300 * 64; ++i) {
             if (got[i] != getByte(other, i)) {
               fprintf(stderr, "rank %d: byte %zu of the many gets is %d, not %d\n", r, i, got[i], getByte(other, i));
               return 26;
             }
           }
-          if (!barrier()) return 27;  // both are done before either ends
+          if (!g.barrier()) return 27;  // both are done before either ends
           if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !from.drop(comm) || !into.drop(comm)) return 28;
-          Driver::get().streamDestroy(stream);
           return 0;
         },
         "BRAID_TIMEOUT", "20");
