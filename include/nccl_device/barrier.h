@@ -1,9 +1,11 @@
 /* braid's nccl_device/barrier.h: ncclBarrierSession, a barrier over an inner LSA team and an outer GIN team (NCCL's
  * hybrid barrier): the inner team syncs by LSA barrier, then the outer team by GIN barrier, then the inner team once
  * more, so every rank of every inner team has arrived when it returns. Either half may be absent (the LSA-only and
- * rail-only forms). The world form's requirement (barrierCount) is granted only where the world is one LSA team (across
- * hosts its fence would need to know that GIN puts toward other hosts have landed, which braid's proxy does not
- * track), so the rail team of the world form has one member and its GIN half returns at once. The rules of both barriers hold (nccl_device/lsa_barrier.h,
+ * rail-only forms). The world form (barrierCount) works on one host, where the rail team has one member and the GIN
+ * half returns at once, and across hosts, where GIN reaches the rail team by proxy. The GIN half keeps the fence
+ * (nccl_device/gin_barrier.h): with Put, when the world form returns every rank's puts toward other hosts made before
+ * it have landed, wherever they went, since each rank's fence precedes its arrival and every rank waits, directly or
+ * through its LSA team, for every rail arrival. The rules of both barriers hold (nccl_device/lsa_barrier.h,
  * nccl_device/gin_barrier.h): the same sequence of syncs on an index on every member, one group per index. */
 #ifndef NCCL_DEVICE_BARRIER_H_
 #define NCCL_DEVICE_BARRIER_H_

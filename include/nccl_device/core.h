@@ -211,13 +211,13 @@ struct ncclDevComm {
  * a power of two up to 4096; ncclInvalidUsage for reqs not made by NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (magic)
  * or made by another header than this library's (version and size: device-API code must be compiled against the
  * nccl_device.h of the braid it runs with, since ncclDevComm's layout is braid's), a host communicator, GIN where the
- * world spans several LSA teams or for a named backend, CFT requests, multimem where the resource
+ * world spans several LSA teams and GIN cannot reach them (barrierCount counts as GIN there) or for a named backend,
+ * CFT requests, multimem where the resource
  * window has no multicast mapping (no multicast on the communicator, multimemSupport false, or the process's budget
  * of multicast objects spent; the WARN says why) or for a team other than LSA, LL
  * all-to-all counts
- * (reqs->lsaLLA2A*: use ncclLLA2ACreateRequirement), barrierCount when the world spans several LSA teams,
- * NCCL_WIN_ENABLE=0, an LSA member out of load/store reach, or ranks asking for different layouts (the WARN names the
- * rank). */
+ * (reqs->lsaLLA2A*: use ncclLLA2ACreateRequirement), NCCL_WIN_ENABLE=0, an LSA member out of load/store reach, or ranks
+ * asking for different layouts (the WARN names the rank). */
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
                                                              ncclDevComm_t* outDevComm);
 NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,

@@ -34,9 +34,10 @@
  *     (the peer's proxy reads the data and sends it back; a get not answered within BRAID_TIMEOUT, or whose peer
  *     failed, ends with a WARN, its data not landed, and the flush goes on). A signal or counter reads as its word
  *     plus its network word (what the proxy added); resetSignal and resetCounter set the word so that the sum is 0.
- *     A full queue (256 descriptors) makes the leader wait for the proxy. A GIN barrier orders this rank's puts
- *     toward another host for the barrier's members (each gets its arrival signal after the puts to it); a put to a
- *     rank outside the barrier's team is ordered by a signal of its own.
+ *     A full queue (256 descriptors) makes the leader wait for the proxy. A GIN barrier's Put fence (its default)
+ *     waits until this rank's puts toward other hosts have landed, at every destination, barrier member or not: the
+ *     proxy asks each peer it sent puts to since the last fence to answer once everything before has landed (one
+ *     round trip per such peer; the barrier's members would see their puts before its signals anyway).
  *
  * Waits (waitSignal, waitCounter, waitSignalMeetShadow, waitSignalFollowShadow, flush) end early when the
  * communicator is aborted; their timeout overloads return ncclTimeout after timeoutCycles (clock64 cycles; nanoseconds
@@ -73,7 +74,14 @@ typedef enum ncclGinSignalOp_t { ncclGinSignalInc = 0, ncclGinSignalAdd } ncclGi
  * peers add there by atomics) and its network word (only the proxy writes it). */
 #define NCCL_BRAID_GIN_NET_SLOTS 256u
 #define NCCL_BRAID_GIN_NONE 0xffffffffu
-enum { ncclBraidGinNetPut = 1, ncclBraidGinNetValue = 2, ncclBraidGinNetSignal = 3, ncclBraidGinNetGet = 4 };
+/* Fence: done once every put and value queued before it has landed at its destination (the peer answered). */
+enum {
+  ncclBraidGinNetPut = 1,
+  ncclBraidGinNetValue = 2,
+  ncclBraidGinNetSignal = 3,
+  ncclBraidGinNetGet = 4,
+  ncclBraidGinNetFence = 5
+};
 typedef struct ncclBraidGinDesc {
   uint64_t seq;     /* the descriptor's index + 1, stored last (release): the proxy reads it then */
   uint32_t op;      /* ncclBraidGinNet* */
@@ -525,6 +533,20 @@ struct ncclGin_BackendMask {
   }
   NCCL_DEVICE_INLINE void resetSignal(ncclWindow_t signalWindow, size_t signalOffset) const {
     nccl_braid_::atomicStore64(vaWord(signalWindow, signalOffset), 0, cuda::memory_order_relaxed);
+  }
+
+  /* braid's, for the barriers' fences (nccl_device/gin_barrier.h): every thread of the group waits until the
+   * proxy has finished what was queued before (sources read, gets landed) and, with `puts`, until this rank's puts
+   * and values toward other hosts have landed at their destinations. Results as flush's timed overload. */
+  template <typename Coop>
+  NCCL_DEVICE_INLINE ncclResult_t braidFence_(Coop coop, bool puts, bool timed, uint64_t timeoutCycles) const {
+    if (comm.ginNet == nullptr) return netDrained(coop, 0, timed, timeoutCycles);
+    if (puts) {
+      netPost(coop, comm.rank, ncclBraidGinNetFence, nullptr, 0, 0, 0, ncclGin_None{}, ncclGin_None{}, "");
+    } else {
+      coop.sync();
+    }
+    return netDrained(coop, netClaimed(), timed, timeoutCycles);
   }
 
   /* braid's: unused, kept for NCCL's member names. */

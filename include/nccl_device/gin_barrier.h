@@ -1,12 +1,17 @@
 /* braid's nccl_device/gin_barrier.h: barriers over GIN signals (nccl_device/gin.h), for teams whose members GIN
- * reaches: in braid, ranks of this rank's LSA team (GIN exists only where the world is one LSA team).
+ * reaches: ranks of this rank's LSA team by load/store, and ranks of other hosts by proxy.
  *
  * A team of n ranks has, per barrier, n signals on every member: member m's arrivals count in signal
  * signal0 + index * n + m. Syncing adds one to this rank's signal on every other member and waits until each
  * member's signal here has reached this rank's count of syncs, which the signal's shadow keeps (so the count carries
  * over sessions and launches; resetting those signals or shadows resets the barrier). Every member runs the same
- * sequence of syncs on a barrier index, one group (Coop) at a time per index on each rank. ncclGinFenceLevel is
- * accepted and needs nothing here: GIN puts have landed when they return. */
+ * sequence of syncs on a barrier index, one group (Coop) at a time per index on each rank.
+ *
+ * The fence (NCCL's levels; Put | Get by default) is kept before this rank's arrivals: with Put, every put and value
+ * this rank made toward other hosts (on any context, to any rank, member or not) has landed at its destination;
+ * with Get, every get it made has landed here. Within the LSA team both hold when the call returns, so a device
+ * communicator without GIN toward other hosts pays nothing; across hosts Put costs the proxy a round trip to each
+ * peer it sent puts to since its last fence. None (Relaxed) only syncs. */
 #ifndef NCCL_DEVICE_GIN_BARRIER_H_
 #define NCCL_DEVICE_GIN_BARRIER_H_
 
@@ -27,7 +32,7 @@ NCCL_EXTERN_C NCCL_HOST_ONLY_ ncclResult_t pncclGinBarrierCreateRequirement(nccl
                                                                             ncclDevResourceRequirements_t* outReq);
 
 #ifdef __cplusplus
-/* What a barrier's sync makes visible of GIN operations (NCCL's bits; all hold in braid without a drain). */
+/* What a barrier's sync makes visible of GIN operations (NCCL's bits; see the fence above). */
 enum class ncclGinFenceLevel : uint32_t { None = 0, Put = 1u << 0, Get = 1u << 1, Relaxed = 0 };
 NCCL_HOST_DEVICE_INLINE constexpr ncclGinFenceLevel operator|(ncclGinFenceLevel a, ncclGinFenceLevel b) {
   return static_cast<ncclGinFenceLevel>(static_cast<uint32_t>(a) | static_cast<uint32_t>(b));
@@ -65,13 +70,15 @@ struct ncclGinBarrierSession {
   ncclGinBarrierSession(ncclGinBarrierSession const&) = delete;
   ncclGinBarrierSession& operator=(ncclGinBarrierSession const&) = delete;
 
-  NCCL_DEVICE_INLINE void sync(Coop, cuda::memory_order order, ncclGinFenceLevel = NCCL_BRAID_GIN_FENCE_ALL_) {
-    (void)run(order, false, 0);
+  NCCL_DEVICE_INLINE void sync(Coop, cuda::memory_order order, ncclGinFenceLevel fence = NCCL_BRAID_GIN_FENCE_ALL_) {
+    (void)run(order, fence, false, 0);
   }
-  /* ncclTimeout on every thread of the group when a member had not arrived after timeoutCycles, ncclInProgress
-   * when the communicator was aborted; after either the barrier's counts no longer agree across ranks. */
-  NCCL_DEVICE_INLINE ncclResult_t sync(Coop, cuda::memory_order order, ncclGinFenceLevel, uint64_t timeoutCycles) {
-    return run(order, true, timeoutCycles);
+  /* ncclTimeout on every thread of the group when the fence or a member's arrival took longer than timeoutCycles,
+   * ncclInProgress when the communicator was aborted; after either the barrier's counts no longer agree across
+   * ranks. */
+  NCCL_DEVICE_INLINE ncclResult_t sync(Coop, cuda::memory_order order, ncclGinFenceLevel fence,
+                                       uint64_t timeoutCycles) {
+    return run(order, fence, true, timeoutCycles);
   }
 
  private:
@@ -81,14 +88,21 @@ struct ncclGinBarrierSession {
     const int peer = team_.rank + 1 + i; /* each member starts with a different peer */
     return peer >= team_.nRanks ? peer - team_.nRanks : peer;
   }
-  NCCL_DEVICE_INLINE ncclResult_t run(cuda::memory_order order, bool timed, uint64_t timeoutCycles) {
-    coop_.sync(); /* the group's work before the barrier precedes every arrival */
+  NCCL_DEVICE_INLINE ncclResult_t run(cuda::memory_order order, ncclGinFenceLevel fence, bool timed,
+                                      uint64_t timeoutCycles) {
+    const uint64_t start = timed ? nccl_braid_::cycles() : 0;
+    if (fence != ncclGinFenceLevel::None) {
+      const ncclResult_t fenced =
+          net_.braidFence_(coop_, (fence & ncclGinFenceLevel::Put) != ncclGinFenceLevel::None, timed, timeoutCycles);
+      if (fenced != ncclSuccess) return fenced;
+    } else {
+      coop_.sync(); /* the group's work before the barrier precedes every arrival */
+    }
     for (int i = coop_.thread_rank(); i < team_.nRanks - 1; i += coop_.size()) {
       net_.signal(team_, peerOf(i), ncclGin_SignalInc{signal_ + static_cast<uint32_t>(team_.rank)}, ncclCoopThread());
       ++*net_.getSignalShadowPtr(signal_ + static_cast<uint32_t>(peerOf(i)));
     }
     ncclResult_t mine = ncclSuccess;
-    const uint64_t start = timed ? nccl_braid_::cycles() : 0;
     for (int i = coop_.thread_rank(); i < team_.nRanks - 1 && mine == ncclSuccess; i += coop_.size()) {
       const uint32_t s = signal_ + static_cast<uint32_t>(peerOf(i));
       const uint64_t want = *net_.getSignalShadowPtr(s);

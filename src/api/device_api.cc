@@ -76,14 +76,16 @@ int rankIn(const Team& target, const ncclTeam& from, int rank) {
 
 // Whether reqs asks for GIN itself; the fields that only shape GIN resources (contexts, queue depth, traffic class,
 // signal kinds, stride) do not count.
-bool wantsGin(const ncclDevCommRequirements& reqs) {
+bool wantsGin(const Communicator& c, const ncclDevCommRequirements& reqs) {
   bool list = false;
   int entries = 0;
   for (const ncclDevResourceRequirements* r = reqs.resourceRequirementsList; r && ++entries <= kMaxListEntries;
        r = r->next) {
     list = list || r->ginSignalCount != 0 || r->ginCounterCount != 0;
   }
-  return list || reqs.ginForceEnable || reqs.ginSignalCount != 0 || reqs.ginCounterCount != 0 ||
+  // Hybrid barriers over a world of several LSA teams sync the rail team by GIN.
+  const bool hybrid = reqs.barrierCount != 0 && lsaTeam(c).nRanks != c.nranks();
+  return list || hybrid || reqs.ginForceEnable || reqs.ginSignalCount != 0 || reqs.ginCounterCount != 0 ||
          reqs.railGinBarrierCount != 0 || reqs.worldGinBarrierCount != 0 ||
          reqs.ginConnectionType != NCCL_GIN_CONNECTION_NONE;
 }
@@ -127,8 +129,9 @@ Result<ncclBraidGinNet*> startGinNet(Communicator& c, const DevCommMade& made, i
 Result<GinLayout> ginLayout(const Communicator& c, const ncclDevCommRequirements& reqs) {
   GinLayout g;
   // Several LSA teams: GIN (by proxy) only when asked for and possible (else a request for it was refused).
-  if (lsaTeam(c).nRanks != c.nranks() && (!wantsGin(reqs) || !ginNetRefusal(c).empty())) return g;
-  g.contexts = std::min(std::max(reqs.ginContextCount, wantsGin(reqs) ? 1 : 0), NCCL_GIN_MAX_CONTEXTS);
+  const bool wanted = wantsGin(c, reqs);
+  if (lsaTeam(c).nRanks != c.nranks() && (!wanted || !ginNetRefusal(c).empty())) return g;
+  g.contexts = std::min(std::max(reqs.ginContextCount, wanted ? 1 : 0), NCCL_GIN_MAX_CONTEXTS);
   if (g.contexts == 0) return g;
   g.signals = reqs.ginSignalCount;
   g.counters = reqs.ginCounterCount;
@@ -213,17 +216,17 @@ Status checkDevRequirements(Communicator& c, const ncclDevCommRequirements* reqs
   // braid's GIN is load/store among one LSA team's ranks (include/nccl_device/gin.h), and by proxy toward ranks of
   // other hosts (gin_net.h); a named backend other than the proxy is one braid does not have.
   const Team lsaOfWorld = lsaTeam(c);
-  if (wantsGin(*reqs) && lsaOfWorld.nRanks != c.nranks()) {
+  if (wantsGin(c, *reqs) && lsaOfWorld.nRanks != c.nranks()) {
     const std::string why = ginNetRefusal(c);
     if (!why.empty()) {
       return invalidUsage(
           "reqs asks for GIN (ginForceEnable %d, ginSignalCount %d, ginCounterCount %d, railGinBarrierCount %d, "
-          "worldGinBarrierCount %d, ginConnectionType %d, or GIN in a resource requirement), and this world spans %d "
-          "LSA teams: braid's GIN reaches ranks outside the LSA team by proxy only where they are on other hosts, "
-          "but %s",
+          "worldGinBarrierCount %d, barrierCount %d, ginConnectionType %d, or GIN in a resource requirement), and "
+          "this world spans %d LSA teams: braid's GIN reaches ranks outside the LSA team by proxy only where they are "
+          "on other hosts, but %s",
           reqs->ginForceEnable ? 1 : 0, reqs->ginSignalCount, reqs->ginCounterCount, reqs->railGinBarrierCount,
-          reqs->worldGinBarrierCount, static_cast<int>(reqs->ginConnectionType), c.nranks() / lsaOfWorld.nRanks,
-          why.c_str());
+          reqs->worldGinBarrierCount, reqs->barrierCount, static_cast<int>(reqs->ginConnectionType),
+          c.nranks() / lsaOfWorld.nRanks, why.c_str());
     }
   }
   if (reqs->ginType != NCCL_GIN_TYPE_NONE && reqs->ginType != NCCL_GIN_TYPE_PROXY) {
@@ -289,18 +292,8 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
         "these 0",
         reqs.lsaLLA2ABlockCount, reqs.lsaLLA2ASlotCount);
   }
-  int nBarriers = reqs.lsaBarrierCount;
-  if (reqs.barrierCount > 0) {
-    if (lsa.nRanks != c.nranks()) {
-      return invalidUsage(
-          "reqs->barrierCount %d asks for hybrid barriers over the world team, which spans %d LSA teams here: their "
-          "fence would need to know that puts toward other hosts have landed, which braid's GIN proxy does not track; "
-          "use lsaBarrierCount within an LSA team, or a GIN barrier over the world (worldGinBarrierCount, "
-          "ncclGinBarrierCreateRequirement), whose members each get their signals after this rank's puts to them",
-          reqs.barrierCount, c.nranks() / lsa.nRanks);
-    }
-    nBarriers = std::max(nBarriers, reqs.barrierCount);  // one LSA team is the world: its barriers are the world's
-  }
+  // The world's hybrid barriers: their LSA halves (the rail team's GIN halves are in ginLayout).
+  const int nBarriers = std::max(reqs.lsaBarrierCount, reqs.barrierCount);
   DevCommRequest req;
   for (const ncclTeamRequirements* t = reqs.teamRequirementsList; t != nullptr; t = t->next) {
     req.multimem = req.multimem || t->multimem;
@@ -315,7 +308,7 @@ Status createDevComm(Communicator& c, const ncclDevCommRequirements& reqs, ncclD
     const Status atomics = c.bootstrap()->agreeAllOrNothing(
         ginAtomicsHere(c, lsa), "agreeing on GIN",
         [](int q, const Status& theirs) { return invalidUsage("rank %d: %s", q, theirs.message().c_str()); });
-    if (!atomics.isOk() && wantsGin(reqs)) return atomics;
+    if (!atomics.isOk() && wantsGin(c, reqs)) return atomics;
     if (!atomics.isOk()) gin = GinLayout{};  // asked for none: the device communicator just has no GIN
   }
   // Three arrays of 64-bit words after the requested buffers: signals, counters, signal shadows (gin.h).

@@ -56,7 +56,8 @@ GinNet::GinNet(Communicator* comm, RmaNet* net, uint32_t resourceWindow)
       net_(net),
       resourceWindow_(resourceWindow),
       rank_(comm->rank()),
-      timeoutSec_(comm->waitContext().timeoutSec) {}
+      timeoutSec_(comm->waitContext().timeoutSec),
+      unfenced_(static_cast<size_t>(comm->nranks()), 0) {}
 
 Result<std::unique_ptr<GinNet>> GinNet::create(Communicator* comm, RmaNet* net, uint32_t resourceWindow,
                                                uint32_t signals, uint32_t counters) {
@@ -137,7 +138,9 @@ void GinNet::loop() {
       ncclBraidGinDesc d;
       std::memcpy(&d, &slot, sizeof(d));
       const bool known = d.peer >= 0 && d.peer < comm_->nranks();
-      if (known && failed[static_cast<size_t>(d.peer)] == 0) {
+      if (d.op == ncclBraidGinNetFence) {
+        fence(next, failed);
+      } else if (known && failed[static_cast<size_t>(d.peer)] == 0) {
         Status st = serve(next, d);
         if (!st.isOk()) {
           failed[static_cast<size_t>(d.peer)] = 1;  // each later descriptor would wait BRAID_TIMEOUT again
@@ -166,7 +169,7 @@ void GinNet::publishDone(uint64_t next) {
   uint64_t upTo = next;
   {
     std::lock_guard<std::mutex> lock(getsMu_);
-    if (!outstanding_.empty()) upTo = std::min(upTo, outstanding_.begin()->first);
+    if (!outstanding_.empty()) upTo = std::min(upTo, outstanding_.begin()->first.first);
   }
   if (upTo > __atomic_load_n(done_, __ATOMIC_RELAXED)) __atomic_store_n(done_, upTo, __ATOMIC_RELEASE);
 }
@@ -178,18 +181,18 @@ void GinNet::getRequested(int peer, uint32_t window, uint64_t offset, const GinG
 
 bool GinNet::answerWanted(int peer, uint64_t id) {
   std::lock_guard<std::mutex> lock(getsMu_);
-  auto it = outstanding_.find(id);
-  return it != outstanding_.end() && it->second.peer == peer;
+  return outstanding_.count(GetKey{id, peer}) != 0;
 }
 
 void GinNet::getAnswered(int peer, uint64_t id, bool ok) {
   std::lock_guard<std::mutex> lock(getsMu_);
-  auto it = outstanding_.find(id);
-  if (it == outstanding_.end() || it->second.peer != peer) return;  // ended at its deadline already
+  auto it = outstanding_.find(GetKey{id, peer});
+  if (it == outstanding_.end()) return;  // ended at its deadline already
+  const bool fence = it->second.fence;
   outstanding_.erase(it);
   if (!ok) {
-    BRAID_WARN("rank %d: a GIN get from rank %d did not land (the WARN before says why); its flush goes on", rank_,
-               peer);
+    BRAID_WARN("rank %d: a GIN %s rank %d did not land (the WARN before says why); its flush goes on", rank_,
+               fence ? "fence's puts toward" : "get from", peer);
   }
 }
 
@@ -203,10 +206,12 @@ void GinNet::expireGets() {
   std::map<int, Status> health;  // one look per peer
   for (auto it = outstanding_.begin(); it != outstanding_.end();) {
     const OutstandingGet& g = it->second;
-    auto h = health.find(g.peer);
-    if (h == health.end()) h = health.emplace(g.peer, net_->health(g.peer)).first;
+    const int peer = it->first.second;
+    auto h = health.find(peer);
+    if (h == health.end()) h = health.emplace(peer, net_->health(peer)).first;
     if (aborted || now >= g.deadline || !h->second.isOk()) {
-      BRAID_WARN("rank %d: a GIN get from rank %d ends unanswered (its data did not land): %s", rank_, g.peer,
+      BRAID_WARN("rank %d: a GIN %s rank %d ends unanswered (%s): %s", rank_, g.fence ? "fence toward" : "get from",
+                 peer, g.fence ? "the puts before it may not have landed" : "its data did not land",
                  aborted             ? "the communicator was aborted"
                  : !h->second.isOk() ? h->second.message().c_str()
                                      : "no answer within BRAID_TIMEOUT");
@@ -226,7 +231,8 @@ bool GinNet::answerGets() {
   bool answered = false;
   for (const IncomingGet& g : todo) {
     // The asker's part of the window's registration may finish before this rank's: its get waits for it here.
-    if (!comm_->windows().registeredYet(g.window)) {
+    const bool fence = (g.request.flags & GinGetRequest::kFence) != 0;
+    if (!fence && !comm_->windows().registeredYet(g.window)) {
       later.push_back(g);
       continue;
     }
@@ -250,10 +256,6 @@ Status GinNet::ask(uint64_t index, const ncclBraidGinDesc& d) {
   req.localOffset = d.amount;
   req.bytes = d.bytes;
   req.id = index;
-  const auto deadline = timeoutSec_ > 0 ? std::chrono::steady_clock::now() +
-                                              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                  std::chrono::duration<double>(timeoutSec_))
-                                        : std::chrono::steady_clock::time_point::max();
   // Where the answer goes must be this rank's window, whole: a get that could not land is not asked for.
   Status into = comm_->windows().withRegistered(req.localWindow, req.localOffset, req.bytes);
   if (!into.isOk()) {
@@ -262,15 +264,41 @@ Status GinNet::ask(uint64_t index, const ncclBraidGinDesc& d) {
                req.localWindow, into.message().c_str());
     return Status::ok();
   }
+  return request(index, d.peer, d.window, d.offset, req);
+}
+
+void GinNet::fence(uint64_t index, const std::vector<uint8_t>& failed) {
+  GinGetRequest req{};
+  req.localWindow = RmaStep::kNoWindow;
+  req.flags = GinGetRequest::kFence;
+  req.id = index;
+  for (int p = 0; p < comm_->nranks(); ++p) {
+    const size_t q = static_cast<size_t>(p);
+    if (unfenced_[q] == 0 || failed[q] != 0) continue;  // a failed peer's puts were reported lost already
+    unfenced_[q] = 0;
+    Status st = request(index, p, RmaStep::kNoWindow, 0, req);
+    if (!st.isOk()) {
+      BRAID_WARN("rank %d: a GIN fence toward rank %d could not be sent (the puts before it may not have landed): %s",
+                 rank_, p, st.message().c_str());
+    }
+  }
+}
+
+Status GinNet::request(uint64_t index, int peer, uint32_t window, uint64_t offset, const GinGetRequest& req) {
+  const auto deadline = timeoutSec_ > 0 ? std::chrono::steady_clock::now() +
+                                              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                  std::chrono::duration<double>(timeoutSec_))
+                                        : std::chrono::steady_clock::time_point::max();
+  const bool isFence = (req.flags & GinGetRequest::kFence) != 0;
   {
     std::lock_guard<std::mutex> lock(getsMu_);  // before the request leaves: the answer may come at once
-    outstanding_[index] = OutstandingGet{d.peer, deadline};
+    outstanding_[GetKey{index, peer}] = OutstandingGet{deadline, isFence};
   }
   RmaStep s;
-  s.peer = d.peer;
+  s.peer = peer;
   s.kind = RmaStep::Kind::kPut;
-  s.window = d.window;
-  s.offset = d.offset;
+  s.window = window;
+  s.offset = offset;
   s.src = &req;
   s.bytes = sizeof(req);
   s.ginTarget = resourceWindow_;
@@ -279,7 +307,7 @@ Status GinNet::ask(uint64_t index, const ncclBraidGinDesc& d) {
   Status st = net_->send(s);
   if (!st.isOk()) {
     std::lock_guard<std::mutex> lock(getsMu_);
-    outstanding_.erase(index);
+    outstanding_.erase(GetKey{index, peer});
   }
   return st;
 }
@@ -294,6 +322,15 @@ Status GinNet::answer(const IncomingGet& g, bool refuse) {
   s.ginGet = RmaStep::GinGet::kReply;
   s.ginAmount = g.request.id;
   const uint64_t bytes = g.request.bytes;
+  if ((g.request.flags & GinGetRequest::kFence) != 0) {
+    // The messenger handed the request over after landing what came before it: the empty answer says so.
+    s.offset = 0;
+    s.src = stage_;
+    s.bytes = 0;
+    s.ginLast = true;
+    s.ginFailed = refuse;
+    return net_->send(s);
+  }
   Windows& windows = comm_->windows();
   // The whole range first, so a get past the end of the window is refused before any of it is sent.
   Status readable = refuse ? invalidUsage("the device communicator ended before it was answered")
@@ -346,6 +383,7 @@ Status GinNet::serve(uint64_t index, const ncclBraidGinDesc& d) {
   }
   s.kind = RmaStep::Kind::kPut;
   s.window = d.window;
+  unfenced_[static_cast<size_t>(d.peer)] = 1;  // a later fence asks this peer whether it landed
   if (d.op == ncclBraidGinNetValue) {
     if (d.bytes > sizeof(d.src)) return invalidArgument("a GIN value of %llu bytes", (unsigned long long)d.bytes);
     std::memcpy(stage_, &d.src, sizeof(d.src));

@@ -13,10 +13,13 @@
 //   get:    sends a request (which part of the peer's window, and where in this rank's window the answer goes);
 //           the peer's proxy thread reads that part into its stage and sends it back as put messages into this
 //           rank's window, the last marking the get answered
+//   fence:  (a barrier's Put fence) sends an empty fence request to every peer this proxy sent puts or values to
+//           since its last fence; the peer's proxy answers once it has the request, which its messenger hands over
+//           only after landing every message before it on the connection
 //   then:   counts the local action in this rank's network counter word, and marks the descriptor done once every
-//           descriptor before it is (flush waits for that: sources read, gets landed). Gets stay outstanding while
-//           later descriptors are served; one not answered within BRAID_TIMEOUT, or whose peer's connection failed,
-//           ends with a WARN (its data did not land).
+//           descriptor before it is (flush waits for that: sources read, gets landed, fences answered). Gets and
+//           fences stay outstanding while later descriptors are served; one not answered within BRAID_TIMEOUT, or
+//           whose peer's connection failed, ends with a WARN (its data did not land, or is not known to have).
 //
 // The peer's messenger lands the data in its window and then adds the amount to its network signal word of that
 // device communicator (named by the resource window's registration number, the same on every rank). Device code
@@ -40,6 +43,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "src/common/status.h"
 #include "src/core/rma_net.h"
@@ -80,15 +85,20 @@ class GinNet : public GinGetHandler {
     GinGetRequest request;
   };
   struct OutstandingGet {
-    int peer;
     std::chrono::steady_clock::time_point deadline;
+    bool fence;
   };
+  using GetKey = std::pair<uint64_t, int>;  // the descriptor's index (the request's id), the peer
   GinNet(Communicator* comm, RmaNet* net, uint32_t resourceWindow);
   void loop();
   // Sends descriptor `index`'s operation; errors name the peer.
   [[nodiscard]] Status serve(uint64_t index, const ncclBraidGinDesc& d);
   // A get of this rank's: noted outstanding, then its request sent.
   [[nodiscard]] Status ask(uint64_t index, const ncclBraidGinDesc& d);
+  // Sends fence `index`'s requests to the peers with puts since the last fence (`failed`: those not to send to).
+  void fence(uint64_t index, const std::vector<uint8_t>& failed);
+  // Notes request (index, peer) outstanding and sends it; undone when the send fails.
+  [[nodiscard]] Status request(uint64_t index, int peer, uint32_t window, uint64_t offset, const GinGetRequest& req);
   // A peer's get: the part of this rank's window it names, sent back in pieces (or a failed end, with a WARN;
   // `refuse`: a failed end at once).
   [[nodiscard]] Status answer(const IncomingGet& g, bool refuse = false);
@@ -115,7 +125,8 @@ class GinNet : public GinGetHandler {
   double timeoutSec_ = 0;  // BRAID_TIMEOUT: how long a get may stay unanswered (0: no limit)
   std::mutex getsMu_;
   std::deque<IncomingGet> incoming_;                  // peers' gets, to answer (under getsMu_)
-  std::map<uint64_t, OutstandingGet> outstanding_;    // this rank's gets not answered yet, by descriptor (getsMu_)
+  std::map<GetKey, OutstandingGet> outstanding_;      // this rank's gets and fences not answered yet (getsMu_)
+  std::vector<uint8_t> unfenced_;                     // [peer]: puts sent since the last fence (the proxy's)
   std::chrono::steady_clock::time_point nextExpiry_;  // the proxy's: when expireGets next looks
   std::atomic<bool> stop_{false};
   std::thread proxy_;

@@ -207,6 +207,7 @@ struct RmaStep {
   // window registered `window`-th on the peer, at `offset`. kWait on such a peer: the messenger says whether its
   // messages still come.
   RmaMessenger* via = nullptr;
+  static constexpr uint32_t kNoWindow = ~uint32_t{0};  // a message that lands no data (a GIN fence's)
   uint32_t window = 0;
   uint64_t offset = 0;
   // A step of a GIN operation toward another host (src/api/gin_net.h) of the peer's device communicator whose

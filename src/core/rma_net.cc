@@ -15,10 +15,10 @@
 namespace braid {
 namespace {
 
-constexpr uint32_t kTagRma = 0x50000;            // bootstrap tag of the connection descriptions (comm.cc's are below)
-constexpr uint32_t kMagic = 0x524d414e;          // "RMAN"
-constexpr uint32_t kNoWindow = ~uint32_t{0};     // a signal alone
-constexpr uint32_t kGoodbye = ~uint32_t{0} - 1;  // the sender's communicator ends: its connection closes next
+constexpr uint32_t kTagRma = 0x50000;    // bootstrap tag of the connection descriptions (comm.cc's are below)
+constexpr uint32_t kMagic = 0x524d414e;  // "RMAN"
+constexpr uint32_t kNoWindow = RmaStep::kNoWindow;  // a signal alone
+constexpr uint32_t kGoodbye = ~uint32_t{0} - 1;     // the sender's communicator ends: its connection closes next
 // A message slot: large enough that the header is a small part of it, small enough that connecting every pair of
 // ranks on different hosts costs little (8 slots each way: 1 MB per peer).
 constexpr size_t kSlotBytes = 64 << 10;
@@ -363,7 +363,8 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
   } else if ((h.ginFlags & kGinGetAnswer) != 0 && !ginAnswerWanted(peer, h)) {
     // The get ended already (its deadline, or its device communicator's end): the buffer is the user's again.
     if ((h.ginFlags & kGinLast) != 0) {
-      BRAID_WARN("rank %d: the answer to a GIN get from rank %d came after the get had ended: dropped", rank_, peer);
+      BRAID_WARN("rank %d: the answer to a GIN get or fence from rank %d came after it had ended: dropped", rank_,
+                 peer);
       spoiledGin_[p] = 0;
     }
     return RmaWindowState::kFound;

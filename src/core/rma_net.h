@@ -59,9 +59,11 @@ using RmaWindowLookup =
 
 // A GIN get toward another host, as its request message carries it: where the answer goes on the asker (its window
 // registered `localWindow`-th, at `localOffset`), how much, and the asker's id for it.
+// A fence (kFence) asks for no data: its empty answer says every message before it has landed.
 struct GinGetRequest {
+  static constexpr uint32_t kFence = 1;
   uint32_t localWindow;
-  uint32_t pad;
+  uint32_t flags;
   uint64_t localOffset;
   uint64_t bytes;
   uint64_t id;

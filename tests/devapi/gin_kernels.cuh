@@ -182,3 +182,36 @@ __global__ void ginManyGets(ncclWindow_t from, ncclWindow_t into, int peer, size
   }
   gin.flush(ncclCoopThread{});
 }
+
+// Round `round` of puts ordered only by the hybrid world barrier's fence: rank r puts `bytes` of its send window into
+// rank n-1-r's receive window with no signal (with 4 ranks on two hosts: a rank of the other host outside r's rail
+// team, so no arrival of the barrier travels its connection), syncs ncclBarrierSession's world form with `fence`,
+// and each thread counts the 4-byte words of its share of the receive window that differ from `want` (what rank
+// n-1-r sent) into out[threadIdx.x]. A second sync keeps the next round's put from overtaking the count.
+__global__ void ginHybridFence(ncclWindow_t sendWin, ncclWindow_t recvWin, size_t bytes, uint32_t want,
+                               ncclGinFenceLevel fence, ncclDevComm devComm, uint64_t* out) {
+  ncclCoopCta cta;
+  ncclGin gin(devComm, 0);
+  const ncclTeam world = ncclTeamWorld(devComm);
+  gin.put(world, world.nRanks - 1 - world.rank, recvWin, 0, sendWin, 0, bytes, ncclGin_None{}, ncclGin_None{}, cta);
+  ncclBarrierSession<ncclCoopCta> bar(cta, ncclTeamTagWorld(), gin, 0);
+  bar.sync(cta, cuda::memory_order_acq_rel, fence);
+  const uint32_t* got = static_cast<const uint32_t*>(ncclGetLocalPointer(recvWin, 0));
+  uint64_t wrong = 0;
+  for (size_t i = threadIdx.x; i < bytes / sizeof(uint32_t); i += blockDim.x) wrong += got[i] != want ? 1u : 0u;
+  out[threadIdx.x] = wrong;
+  bar.sync(cta, cuda::memory_order_acq_rel, ncclGinFenceLevel::None);
+}
+
+// What a fence waits for: rank-of-another-host `peer` gets `bytes` of the send window with no signal, then this rank
+// syncs a GIN barrier (`bar`) over its LSA team, which on two one-rank hosts is this rank alone (no arrivals), with
+// `fence`, timed: out[0] gets the sync's result.
+__global__ void ginPutThenFence(ncclWindow_t sendWin, ncclWindow_t recvWin, size_t bytes, int peer,
+                                ncclGinBarrierHandle bar, ncclGinFenceLevel fence, ncclDevComm devComm, uint64_t* out) {
+  ncclCoopCta cta;
+  ncclGin gin(devComm, 0);
+  gin.put(ncclTeamWorld(devComm), peer, recvWin, 0, sendWin, 0, bytes, ncclGin_None{}, ncclGin_None{}, cta);
+  ncclGinBarrierSession<ncclCoopCta> session(cta, gin, ncclTeamLsa(devComm), bar, 0);
+  const ncclResult_t r = session.sync(cta, cuda::memory_order_acq_rel, fence, 20000000000ull);
+  if (threadIdx.x == 0) out[0] = static_cast<uint64_t>(r);
+}
