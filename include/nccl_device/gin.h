@@ -5,8 +5,8 @@
  * (ncclDevComm::ginContextCount, up to 4) when its world is one LSA team, or when it asks for GIN, each host's ranks
  * are exactly one LSA team and one-sided messages are on (BRAID_RMA_NET); elsewhere (GPUs of one host without
  * load/store reach, hosts of different sizes) ncclDevCommCreate refuses GIN by name on every rank. Toward another host:
- * put, putValue, signal and get with indexed signals and counters, flush, flushAsync and wait, and the GIN barriers
- * built on signals; a VA signal toward such a rank traps, naming it.
+ * put, putValue, signal and get with indexed and VA signals and counters, flush, flushAsync and wait, and the GIN
+ * barriers built on signals.
  *
  * How it works, and what that gives the API's guarantees:
  *   - put / putValue / get within the LSA team: the group's threads copy through the peer's LSA pointer of the
@@ -34,6 +34,8 @@
  *     (the peer's proxy reads the data and sends it back; a get not answered within BRAID_TIMEOUT, or whose peer
  *     failed, ends with a WARN, its data not landed, and the flush goes on). A signal or counter reads as its word
  *     plus its network word (what the proxy added); resetSignal and resetCounter set the word so that the sum is 0.
+ *     A VA signal toward another host is added to the peer's window word itself, by an atomic of the peer's GPU
+ *     (a one-thread kernel its messenger launches after the data lands), so it counts with what LSA peers add.
  *     A full queue (256 descriptors) makes the leader wait for the proxy. A GIN barrier's Put fence (its default)
  *     waits until this rank's puts toward other hosts have landed, at every destination, barrier member or not: the
  *     proxy asks each peer it sent puts to since the last fence to answer once everything before has landed (one
@@ -74,6 +76,7 @@ typedef enum ncclGinSignalOp_t { ncclGinSignalInc = 0, ncclGinSignalAdd } ncclGi
  * peers add there by atomics) and its network word (only the proxy writes it). */
 #define NCCL_BRAID_GIN_NET_SLOTS 256u
 #define NCCL_BRAID_GIN_NONE 0xffffffffu
+#define NCCL_BRAID_GIN_VA 0xfffffffeu /* ncclBraidGinDesc::signal: a VA signal (vaWindow, vaOffset) */
 /* Fence: done once every put and value queued before it has landed at its destination (the peer answered). */
 enum {
   ncclBraidGinNetPut = 1,
@@ -83,18 +86,20 @@ enum {
   ncclBraidGinNetFence = 5
 };
 typedef struct ncclBraidGinDesc {
-  uint64_t seq;     /* the descriptor's index + 1, stored last (release): the proxy reads it then */
-  uint32_t op;      /* ncclBraidGinNet* */
-  int32_t peer;     /* world rank */
-  uint32_t window;  /* the destination window's registration number (Get: the peer's window read from) */
-  uint32_t signal;  /* the peer's signal id to add to, or NCCL_BRAID_GIN_NONE */
-  uint64_t offset;  /* in the destination window (Get: in the peer's window) */
-  uint64_t src;     /* Put: the source's address on this rank; Value: the value's bytes; Get: the registration
-                       number of this rank's window the data goes to */
-  uint64_t bytes;   /* Put, Get: of the data; Value: the value's size (at most 8) */
-  uint64_t amount;  /* added to the signal (Get: the offset in this rank's window) */
-  uint32_t counter; /* this rank's counter to count once the source is read, or NCCL_BRAID_GIN_NONE */
-  uint32_t pad_;
+  uint64_t seq;      /* the descriptor's index + 1, stored last (release): the proxy reads it then */
+  uint32_t op;       /* ncclBraidGinNet* */
+  int32_t peer;      /* world rank */
+  uint32_t window;   /* the destination window's registration number (Get: the peer's window read from) */
+  uint32_t signal;   /* the peer's signal id to add to, or NCCL_BRAID_GIN_NONE */
+  uint64_t offset;   /* in the destination window (Get: in the peer's window) */
+  uint64_t src;      /* Put: the source's address on this rank; Value: the value's bytes; Get: the registration
+                        number of this rank's window the data goes to */
+  uint64_t bytes;    /* Put, Get: of the data; Value: the value's size (at most 8) */
+  uint64_t amount;   /* added to the signal (Get: the offset in this rank's window) */
+  uint32_t counter;  /* this rank's counter to count once the source is read, or NCCL_BRAID_GIN_NONE */
+  uint32_t vaWindow; /* signal NCCL_BRAID_GIN_VA: the registration number of the peer's window holding the VA
+                        signal, `amount` added to its word at vaOffset after the data lands */
+  uint64_t vaOffset;
 } ncclBraidGinDesc;
 typedef struct ncclBraidGinNet { /* in device memory; the arrays in host-mapped memory */
   uint64_t claimed;              /* descriptors claimed so far (device atomics) */
@@ -599,11 +604,14 @@ struct ncclGin_BackendMask {
     d.amount = amountOf(a, 0);
   }
   template <typename A>
-  NCCL_DEVICE_INLINE auto netRemote(ncclBraidGinDesc&, A a) const -> decltype(void(a.signalWindow)) {
-    (void)a;
-    nccl_braid_::trap(
-        "ncclGin: a VA signal toward a rank of another LSA team (over the network) is not built: use an indexed "
-        "signal (ncclGin_SignalInc, ncclGin_SignalAdd)");
+  NCCL_DEVICE_INLINE auto netRemote(ncclBraidGinDesc& d, A a) const -> decltype(void(a.signalWindow)) {
+    if (a.signalWindow == nullptr || (a.signalOffset & 7u) != 0) {
+      nccl_braid_::trap("ncclGin: a VA signal's window is null or out of reach, or its offset is not 8-byte aligned");
+    }
+    d.signal = NCCL_BRAID_GIN_VA;
+    d.vaWindow = a.signalWindow->registration;
+    d.vaOffset = a.signalOffset;
+    d.amount = amountOf(a, 0);
   }
   NCCL_DEVICE_INLINE void netLocal(ncclBraidGinDesc&, ncclGin_None) const {}
   template <typename A>
@@ -630,7 +638,8 @@ struct ncclGin_BackendMask {
       d.bytes = bytes;
       d.amount = amount;
       d.counter = NCCL_BRAID_GIN_NONE;
-      d.pad_ = 0;
+      d.vaWindow = NCCL_BRAID_GIN_NONE;
+      d.vaOffset = 0;
       netRemote(d, remoteAction);
       netLocal(d, localAction);
       const uint64_t i = nccl_braid_::atomicAdd64(&net->claimed, 1, cuda::memory_order_relaxed);

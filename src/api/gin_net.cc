@@ -366,35 +366,56 @@ Status GinNet::serve(uint64_t index, const ncclBraidGinDesc& d) {
     return invalidUsage("rank %d has no one-sided messages to rank %d (not a rank of another host)", rank_, d.peer);
   }
   if (d.op == ncclBraidGinNetGet) return ask(index, d);
+  if (d.op != ncclBraidGinNetPut && d.op != ncclBraidGinNetValue && d.op != ncclBraidGinNetSignal) {
+    return internalError("rank %d: a GIN descriptor with operation %u", rank_, d.op);
+  }
   RmaStep s;
   s.peer = d.peer;
   s.ginTarget = resourceWindow_;  // the same registration number on every rank
-  if (d.signal != NCCL_BRAID_GIN_NONE) {
+  const bool va = d.signal == NCCL_BRAID_GIN_VA;
+  if (d.signal != NCCL_BRAID_GIN_NONE && !va) {
     s.ginSignal = d.signal;
     s.ginAmount = d.amount;
   }
+  // The operation's messages, then its VA signal's, contiguous on the peer's connection: the VA signal ends it.
+  std::unique_lock<std::recursive_mutex> hold = net_->holdPeer(d.peer);
   if (d.op == ncclBraidGinNetSignal) {
-    s.kind = RmaStep::Kind::kSignal;
-    s.ginLast = true;
-    return net_->send(s);
+    if (!va) {
+      s.kind = RmaStep::Kind::kSignal;
+      s.ginLast = true;
+      return net_->send(s);
+    }
+  } else {
+    unfenced_[static_cast<size_t>(d.peer)] = 1;  // a later fence asks this peer whether it landed
+    BRAID_RETURN_IF_ERROR(sendData(d, s, !va));
   }
-  if (d.op != ncclBraidGinNetPut && d.op != ncclBraidGinNetValue) {
-    return internalError("rank %d: a GIN descriptor with operation %u", rank_, d.op);
-  }
+  if (!va) return Status::ok();
+  RmaStep add;
+  add.peer = d.peer;
+  add.kind = RmaStep::Kind::kPut;
+  add.window = d.vaWindow;
+  add.offset = d.vaOffset;
+  add.ginTarget = resourceWindow_;
+  add.ginAmount = d.amount;
+  add.ginVa = true;
+  add.ginLast = true;
+  return net_->send(add);
+}
+
+Status GinNet::sendData(const ncclBraidGinDesc& d, const RmaStep& s0, bool last) {
+  RmaStep s = s0;
   s.kind = RmaStep::Kind::kPut;
   s.window = d.window;
-  unfenced_[static_cast<size_t>(d.peer)] = 1;  // a later fence asks this peer whether it landed
   if (d.op == ncclBraidGinNetValue) {
     if (d.bytes > sizeof(d.src)) return invalidArgument("a GIN value of %llu bytes", (unsigned long long)d.bytes);
     std::memcpy(stage_, &d.src, sizeof(d.src));
     s.src = stage_;
     s.bytes = d.bytes;
     s.offset = d.offset;
-    s.ginLast = true;
+    s.ginLast = last;
     return net_->send(s);
   }
-  // Pieces of the stage, contiguous on the peer's connection; the last ends the operation (and carries its signal).
-  std::unique_lock<std::recursive_mutex> hold = net_->holdPeer(d.peer);
+  // Pieces of the stage; the last ends the operation (and carries its indexed signal) unless a VA signal follows.
   uint64_t done = 0;
   do {
     const uint64_t len = std::min<uint64_t>(kStageBytes, d.bytes - done);
@@ -407,7 +428,7 @@ Status GinNet::serve(uint64_t index, const ncclBraidGinDesc& d) {
     piece.src = stage_;
     piece.bytes = len;
     piece.offset = d.offset + done;
-    piece.ginLast = done + len == d.bytes;
+    piece.ginLast = last && done + len == d.bytes;
     BRAID_RETURN_IF_ERROR(net_->send(piece));
     done += len;
   } while (done < d.bytes);

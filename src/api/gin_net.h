@@ -10,6 +10,9 @@
 //           message to the peer's window (named by its registration number); the last piece carries the signal
 //   value:  sends the value's bytes the same way
 //   signal: sends the signal alone
+//   VA:     a VA signal (of a put, a value or a signal) follows the operation's data as a message of its own, naming
+//           the peer's window and offset; the peer's messenger adds it to that GPU word with braid's signal kernel
+//           (Backend::addSignal: the driver's stream memory operations have no add), after the data has landed
 //   get:    sends a request (which part of the peer's window, and where in this rank's window the answer goes);
 //           the peer's proxy thread reads that part into its stage and sends it back as put messages into this
 //           rank's window, the last marking the get answered
@@ -93,6 +96,8 @@ class GinNet : public GinGetHandler {
   void loop();
   // Sends descriptor `index`'s operation; errors name the peer.
   [[nodiscard]] Status serve(uint64_t index, const ncclBraidGinDesc& d);
+  // A put's or value's data messages (`s`: the operation's step so far); the last is the operation's last when `last`.
+  [[nodiscard]] Status sendData(const ncclBraidGinDesc& d, const RmaStep& s, bool last);
   // A get of this rank's: noted outstanding, then its request sent.
   [[nodiscard]] Status ask(uint64_t index, const ncclBraidGinDesc& d);
   // Sends fence `index`'s requests to the peers with puts since the last fence (`failed`: those not to send to).

@@ -42,6 +42,11 @@ Status Backend::storeSignal(uint64_t* word, uint64_t value) {
   return Status::ok();
 }
 
+Status Backend::addSignal(uint64_t* word, uint64_t amount) {
+  __atomic_fetch_add(word, amount, __ATOMIC_RELEASE);
+  return Status::ok();
+}
+
 void Backend::freeDeviceBlock(void* p) {
   std::free(p);
 }

@@ -225,6 +225,9 @@ struct RmaStep {
   enum class GinGet : uint8_t { kNone, kRequest, kReply };
   GinGet ginGet = GinGet::kNone;
   bool ginFailed = false;
+  // A GIN VA signal (kPut of no data, ginLast): `ginAmount` is added to the 64-bit word at `offset` of the peer's
+  // window `window`, unless a message of the operation before it was dropped.
+  bool ginVa = false;
 };
 
 class Backend {
@@ -348,6 +351,10 @@ class Backend {
   // Sets a signal word of this rank's window memory (allocWindowMemory) from a host thread, after everything that
   // thread wrote there before by writeDeviceBlock: a kernel or thread that sees the value sees that data.
   [[nodiscard]] virtual Status storeSignal(uint64_t* word, uint64_t value);
+  // Adds `amount` to a 64-bit word of this rank's window memory from a host thread, atomically with what kernels
+  // (this GPU's, or LSA peers' by atomics) add to it, after everything that thread wrote there before by
+  // writeDeviceBlock; complete at return. A GIN VA signal from a rank of another host.
+  [[nodiscard]] virtual Status addSignal(uint64_t* word, uint64_t amount);
   // The word the backend's kernels read to stop waiting once the communicator is aborted (non-zero), at an address
   // device code can load; null on a host backend (its waits check the communicator's abort flag themselves).
   virtual const uint32_t* deviceAbortWord() const { return nullptr; }

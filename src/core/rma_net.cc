@@ -176,7 +176,8 @@ Status RmaNet::send(const RmaStep& s) {
     h.ginAmount = s.ginAmount;
     h.ginFlags = (left == len && s.ginLast ? kGinLast : 0) |
                  (s.ginGet == RmaStep::GinGet::kRequest ? kGinGetRequest : 0) |
-                 (s.ginGet == RmaStep::GinGet::kReply ? kGinGetAnswer : 0) | (s.ginFailed ? kGinFailed : 0);
+                 (s.ginGet == RmaStep::GinGet::kReply ? kGinGetAnswer : 0) | (s.ginFailed ? kGinFailed : 0) |
+                 (s.ginVa ? kGinVa : 0);
     h.slot = s.slot;
     char* slot = c->sendSlot();
     memcpy(slot, &h, sizeof(h));
@@ -371,7 +372,16 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
   } else if (h.window != kNoWindow) {
     bool inside = true;
     Status landed;
+    const bool va = (h.ginFlags & kGinVa) != 0;
     const RmaWindowState state = lookup_(h.window, [&](char* base, uint64_t bytes) {
+      if (va) {
+        // Not after a dropped message of its operation: a signal implies its data.
+        inside = h.offset % sizeof(uint64_t) == 0 && h.offset <= bytes && sizeof(uint64_t) <= bytes - h.offset;
+        if (inside && spoiledGin_[p] == 0) {
+          landed = comm_->backend().addSignal(reinterpret_cast<uint64_t*>(base + h.offset), h.ginAmount);
+        }
+        return;
+      }
       inside = h.offset <= bytes && h.bytes <= bytes - h.offset;
       // The window buffer may be GPU memory: the backend copies (and has finished at return).
       if (inside && h.bytes > 0) landed = comm_->backend().writeDeviceBlock(base + h.offset, msg + sizeof(h), h.bytes);
@@ -379,6 +389,10 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
     if (state == RmaWindowState::kNotYet) return state;
     if (state == RmaWindowState::kGone) {
       why = strPrintf("a put from rank %d to window #%u, which this rank has deregistered: dropped", peer, h.window);
+    } else if (va && !inside) {
+      why = strPrintf(
+          "a GIN VA signal from rank %d at offset %llu of window #%u is not an 8-byte aligned word inside it: dropped",
+          peer, static_cast<unsigned long long>(h.offset), h.window);
     } else if (!inside) {
       why = strPrintf("a put from rank %d of %llu bytes at offset %llu passes the end of window #%u: dropped", peer,
                       static_cast<unsigned long long>(h.bytes), static_cast<unsigned long long>(h.offset), h.window);

@@ -125,10 +125,10 @@ class RmaNet : public RmaMessenger {
     uint32_t ginTarget;  // a GIN operation's message: RmaStep's fields (else kNoGinTarget)
     uint32_t ginSignal;
     uint64_t ginAmount;
-    uint32_t ginFlags;  // kGinLast on the operation's last message, kGinGetRequest, kGinGetAnswer, kGinFailed
+    uint32_t ginFlags;  // kGinLast on the operation's last message, kGinGetRequest, kGinGetAnswer, kGinFailed, kGinVa
     uint32_t slot;      // which of the sender's signal words `signal` sets (RmaStep::slot)
   };
-  static constexpr uint32_t kGinLast = 1, kGinGetRequest = 2, kGinGetAnswer = 4, kGinFailed = 8;
+  static constexpr uint32_t kGinLast = 1, kGinGetRequest = 2, kGinGetAnswer = 4, kGinFailed = 8, kGinVa = 16;
   // Adds a GIN message's signal (the proxy), or says why not.
   std::string addGinSignal(int peer, const Header& h);
   // Hands a GIN get's request (`data`: its GinGetRequest) or the end of its answer to the handler of its device

@@ -112,13 +112,33 @@ __global__ void ginMisuse(int what, ncclDevComm devComm) {
   if (what == 2) gin.signal(ncclTeamWorld(devComm), devComm.nRanks, ncclGin_SignalInc{0});
 }
 
-// What the proxy toward another host does not carry, each of which traps by name: a VA signal (0) and a get (1)
-// toward the next rank (of another host, when the ranks are one per host).
-__global__ void ginAcrossHostsMisuse(ncclWindow_t win, ncclDevComm devComm) {
+// VA signals from every rank to every other, round `round` of several launches: rank r puts its `bytes` of `sendWin`
+// into slot r of every other rank's `recvWin` with an increment of VA word 0 of that rank's `sigWin`, adds 5 to its
+// VA word 1 by a signal, and stores `stamp` at offset n * bytes + 8 * r with an add of 3 to its VA word 2. The LSA
+// partner gets them by atomics, ranks of the other host by proxy. Then this rank waits until each of its three words
+// has counted every other rank's rounds so far (so every put before the signal has landed) and leaves them in out.
+__global__ void ginVaSignalsEveryPeer(ncclWindow_t sendWin, ncclWindow_t recvWin, ncclWindow_t sigWin, size_t bytes,
+                                      uint64_t stamp, int round, ncclDevComm devComm, uint64_t* out) {
+  ncclCoopCta cta;
   ncclGin gin(devComm, 0);
   const ncclTeam world = ncclTeamWorld(devComm);
-  const int next = (world.rank + 1) % world.nRanks;
-  gin.putValue(world, next, win, 0, uint64_t{7}, ncclGin_VASignalAdd{win, 8, 1});
+  const size_t values = static_cast<size_t>(world.nRanks) * bytes;
+  for (int p = 0; p < world.nRanks; ++p) {
+    if (p == world.rank) continue;
+    gin.put(world, p, recvWin, static_cast<size_t>(world.rank) * bytes, sendWin, 0, bytes,
+            ncclGin_VASignalInc{sigWin, 0}, ncclGin_None{}, cta);
+    gin.signal(world, p, ncclGin_VASignalAdd{sigWin, 8, 5}, cta);
+    gin.putValue(world, p, recvWin, values + 8u * static_cast<size_t>(world.rank), stamp,
+                 ncclGin_VASignalAdd{sigWin, 16, 3}, cta);
+  }
+  const uint64_t rounds = static_cast<uint64_t>(world.nRanks - 1) * static_cast<uint64_t>(round + 1);
+  gin.waitSignal(cta, sigWin, 0, rounds);
+  gin.waitSignal(cta, sigWin, 8, 5 * rounds);
+  gin.waitSignal(cta, sigWin, 16, 3 * rounds);
+  gin.flush(cta);
+  if (threadIdx.x == 0) {
+    for (int w = 0; w < 3; ++w) out[w] = gin.readSignal(sigWin, 8u * static_cast<size_t>(w));
+  }
 }
 
 // Every CTA gets `bytes` of the `from` window of the ranks q = blockIdx.x, blockIdx.x + gridDim.x, ... (not this one)

@@ -17,11 +17,18 @@
 
 namespace braid {
 
+// What a step does with its word.
+enum : uint32_t {
+  kRmaStepStore = 0,  // store `value` (release): a signal's running count
+  kRmaStepWait = 1,   // wait until the word reaches `value` (acquire)
+  kRmaStepAdd = 2,    // add `value` (release, an atomic): a GIN VA signal from another host (src/api/gin_net.h)
+};
+
 struct RmaKernelStep {
   uint64_t* word = nullptr;  // a signal: the peer's word for this rank; a wait: this rank's word for the peer
-  uint64_t value = 0;        // what the signal stores / the wait awaits
+  uint64_t value = 0;        // what the signal stores or adds / the wait awaits
   int32_t peer = -1;
-  uint32_t wait = 0;  // 1: wait, 0: signal
+  uint32_t op = kRmaStepStore;
 };
 
 struct RmaKernelWork {
@@ -38,8 +45,12 @@ BRAID_HOST_DEVICE void rmaKernelMain(const Cta& cta, const KernelArgs& a) {
   const RmaKernelWork& w = *a.rma;
   for (uint32_t i = 0; i < w.nsteps; ++i) {
     const RmaKernelStep& s = w.steps[i];
-    if (s.wait == 0) {
+    if (s.op == kRmaStepStore) {
       storeRelease(s.word, s.value);
+      continue;
+    }
+    if (s.op == kRmaStepAdd) {
+      (void)fetchAddRelease(s.word, s.value);
       continue;
     }
     uint64_t since = 0;

@@ -199,6 +199,7 @@ CudaBackend::~CudaBackend() {
   for (const Copy& c : copies_) launchMemory_->give(c.dst);
   if (stream_ != nullptr) (void)api_->streamDestroy(stream_);
   if (abortWord_ != nullptr) (void)api_->memFreeHost(abortWord_);
+  if (addArea_ != nullptr) (void)api_->memFreeHost(addArea_);
 }
 
 Result<int> CudaBackend::peerAtomics(uint64_t peerPciId) const {
@@ -717,7 +718,8 @@ Status CudaBackend::runRma(const std::vector<RmaStep>& steps, void* stream) {
       posted.push_back(&s);
       continue;
     }
-    signals.push_back(RmaKernelStep{s.word, s.value, s.peer, s.kind == RmaStep::Kind::kWait ? 1u : 0u});
+    signals.push_back(
+        RmaKernelStep{s.word, s.value, s.peer, s.kind == RmaStep::Kind::kWait ? kRmaStepWait : kRmaStepStore});
   }
   const size_t stepsAt = (sizeof(RmaKernelWork) + 63) / 64 * 64;
   return launchPinned(

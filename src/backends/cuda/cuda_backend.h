@@ -119,6 +119,16 @@ class CudaBackend final : public Backend {
     RelaxedCaptureMode relaxed(api_);  // after the data: both by the one stream, each copy finished at return
     return writeCudaDeviceBlock(*deviceMemory_, word, &value, sizeof(value));
   }
+  Status addSignal(uint64_t* word, uint64_t amount) override {
+    ScopedContext scope(api_, ctx_);
+    RelaxedCaptureMode relaxed(api_);
+    std::lock_guard<std::mutex> lock(addMu_);
+    if (addArea_ == nullptr) {
+      BRAID_ASSIGN_OR_RETURN(void* area, allocHostMapped(kCudaAddAreaBytes));
+      addArea_ = static_cast<char*>(area);
+    }
+    return addCudaDeviceWord(*deviceMemory_, addArea_, abortWord_, word, amount);
+  }
   void freeDeviceBlock(void* p) override {
     ScopedContext scope(api_, ctx_);
     (void)api_->memFree(reinterpret_cast<CUdeviceptr>(p));
@@ -200,6 +210,8 @@ class CudaBackend final : public Backend {
   int threads_ = 0;        // per CTA
   CUstream stream_ = nullptr;
   uint32_t* abortWord_ = nullptr;  // pinned
+  std::mutex addMu_;               // one addSignal at a time: its arguments' area
+  char* addArea_ = nullptr;        // pinned, made at the first addSignal
   std::unique_ptr<PinnedFifos> fifos_;
   std::unique_ptr<LaunchMemory> launchMemory_;  // launches' work images and device blocks, reused
   std::unique_ptr<CudaDeviceMemory> deviceMemory_;

@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <numeric>
 
+#include "src/backends/common/rma_kernel.h"
+#include "src/backends/cuda/kernel_image.h"
 #include "src/common/logging.h"
 
 namespace braid {
@@ -156,6 +159,27 @@ Status writeCudaDeviceBlock(const CudaDeviceMemory& memory, void* dst, const voi
       api->memcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, memory.stream()),
       "cuMemcpyAsync"));
   return api->check(api->streamSynchronize(memory.stream()), "cuStreamSynchronize");
+}
+
+Status addCudaDeviceWord(const CudaDeviceMemory& memory, char* area, const uint32_t* abortWord, uint64_t* word,
+                         uint64_t amount) {
+  static_assert(sizeof(RmaKernelWork) <= 64 && sizeof(RmaKernelStep) <= 64, "the add's arguments fit their lines");
+  static_assert(128 + sizeof(DevStatus) <= kCudaAddAreaBytes, "the add's status fits the area");
+  auto* work = reinterpret_cast<RmaKernelWork*>(area);
+  auto* step = reinterpret_cast<RmaKernelStep*>(area + 64);
+  auto* status = reinterpret_cast<DevStatus*>(area + 128);
+  *step = RmaKernelStep{word, amount, -1, kRmaStepAdd};
+  work->steps = step;
+  work->nsteps = 1;
+  std::memset(static_cast<void*>(status), 0, sizeof(DevStatus));
+  KernelArgs args;
+  args.rma = work;
+  args.nchannels = 1;
+  args.status = status;
+  args.abortFlag = abortWord;
+  BRAID_RETURN_IF_ERROR(launchRmaKernel(*memory.api(), args, memory.stream()));
+  const CuApi* api = memory.api();
+  return api->check(api->streamSynchronize(memory.stream()), "cuStreamSynchronize (a GIN VA signal's add)");
 }
 
 }  // namespace braid

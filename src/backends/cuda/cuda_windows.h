@@ -43,4 +43,12 @@ Result<void*> allocCudaWindowMemory(const CudaDeviceMemory& memory, size_t bytes
 Result<void*> allocCudaDeviceBlock(const CuApi* api, size_t bytes);
 [[nodiscard]] Status writeCudaDeviceBlock(const CudaDeviceMemory& memory, void* dst, const void* src, size_t bytes);
 
+// Backend::addSignal: `amount` added to the 64-bit device word at `word` by braid's signal kernel (rma_kernel.h) on
+// memory's stream, complete at return (the driver's stream memory operations store and wait but do not add).
+// `area`: kCudaAddAreaBytes of host-mapped memory for the kernel's arguments, one add at a time; `abortWord`: the
+// backend's.
+inline constexpr size_t kCudaAddAreaBytes = 256;
+[[nodiscard]] Status addCudaDeviceWord(const CudaDeviceMemory& memory, char* area, const uint32_t* abortWord,
+                                       uint64_t* word, uint64_t amount);
+
 }  // namespace braid
