@@ -90,9 +90,10 @@
  *
  * Versions. This header declares NCCL 2.31's host API with NCCL's types, values and layouts, and NCCL_VERSION_CODE
  * says 2.31.2. The device API is in nccl_device.h (docs/device_api.md), with 2.31's versioned device requirements;
- * GPU-initiated networking (GIN) works among the ranks of one LSA team (load/store); GIN over the network and the
- * Compute Fabric Transport (CFT) are declared where programs name them and refused by name at run time, as NCCL
- * refuses them on systems without that hardware.
+ * GPU-initiated networking (GIN) works among the ranks of one LSA team (load/store) and toward ranks of other hosts
+ * by a CPU proxy (NCCL_GIN_TYPE_PROXY); GIN's other network backends and the Compute Fabric Transport (CFT) are
+ * declared where programs name them and refused by name at run time, as NCCL refuses them on systems without that
+ * hardware.
  *
  * Not yet implemented. Every function declared here is exported by libnccl.so.2 (as nccl* and pnccl*), but a given
  * build of braid may not implement all of them. A function that is not implemented returns ncclInvalidUsage and logs

@@ -15,8 +15,9 @@
  *     the 2.30 timeout overloads (lsa_barrier.h); ncclLLA2ASession (ll_a2a.h: send, bcast, recv, recvUnrolled,
  *     recvReduce, endEpoch); the reduce/copy building blocks of 2.29 in their LSA, Local, multimem and mixed
  *     LSA/multimem forms (reduce_copy.h);
- *     GIN among the ranks of one LSA team, by load/store (gin.h: ncclGin; gin_barrier.h: ncclGinBarrierSession;
- *     barrier.h: the hybrid ncclBarrierSession), given where the world is one LSA team.
+ *     GIN (gin.h: ncclGin; gin_barrier.h: ncclGinBarrierSession; barrier.h: the hybrid ncclBarrierSession) among
+ *     the ranks of one LSA team by load/store, and toward ranks of other hosts by a CPU proxy where each host's
+ *     ranks are one LSA team (NCCL_GIN_TYPE_PROXY).
  *
  * NVLS multicast: windows of a communicator with multicast get mappings of their own (ncclGetLsaMultimemPointer,
  * ncclDevCommCreate's lsaMultimem) and the building blocks' multimem forms for float, double, 32/64-bit integers,
@@ -26,9 +27,9 @@
  * LSA barriers' arrivals and LL all-to-all broadcasts go through multicast with their multimem argument where the
  * buffer has a multicast mapping and the session's team is the whole LSA team.
  *
- * Not built yet, said plainly: GIN over the network (a world of several LSA teams; refused by name) and CFT
- * (declared where programs name them, refused by name: braid has no Compute Fabric Transport). See
- * docs/device_api.md.
+ * Not built yet, said plainly: GIN's network backends other than the proxy (GDAKI, GPI, EFA GDA; refused by name),
+ * GIN where a host's ranks are not one LSA team (refused by name), and CFT (declared where programs name them,
+ * refused by name: braid has no Compute Fabric Transport). See docs/device_api.md.
  *
  * The layouts of ncclDevComm and ncclWindow_vidmem are braid's (NCCL documents no ABI for the device API either):
  * build kernels against the headers of the library they run with. */

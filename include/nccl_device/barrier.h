@@ -53,10 +53,9 @@ struct ncclBarrierSession {
   NCCL_DEVICE_INLINE void sync(Coop coop, cuda::memory_order order,
                                ncclGinFenceLevel fence = NCCL_BRAID_GIN_FENCE_ALL_) {
     if (lsa_ != nullptr) lsa_->sync(coop, order);
-    if (gin_ != nullptr && outerRanks_ > 1) {
-      gin_->sync(coop, order, fence);
-      if (lsa_ != nullptr) lsa_->sync(coop, order);
-    }
+    if (gin_ == nullptr) return;
+    gin_->sync(coop, order, fence); /* an outer team of one only fences */
+    if (lsa_ != nullptr && outerRanks_ > 1) lsa_->sync(coop, order);
   }
   NCCL_DEVICE_INLINE ncclResult_t sync(Coop coop, cuda::memory_order order, ncclGinFenceLevel fence,
                                        uint64_t timeoutCycles) {
@@ -64,9 +63,9 @@ struct ncclBarrierSession {
       const ncclResult_t r = lsa_->sync(coop, order, timeoutCycles);
       if (r != ncclSuccess) return r;
     }
-    if (gin_ == nullptr || outerRanks_ <= 1) return ncclSuccess;
-    const ncclResult_t r = gin_->sync(coop, order, fence, timeoutCycles);
-    if (r != ncclSuccess || lsa_ == nullptr) return r;
+    if (gin_ == nullptr) return ncclSuccess;
+    const ncclResult_t r = gin_->sync(coop, order, fence, timeoutCycles); /* an outer team of one only fences */
+    if (r != ncclSuccess || lsa_ == nullptr || outerRanks_ <= 1) return r;
     return lsa_->sync(coop, order, timeoutCycles);
   }
 

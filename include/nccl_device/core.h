@@ -78,7 +78,8 @@ typedef ncclCftLeId ncclCftLeId_t;
  *   ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
  * A zeroed struct (`= {}`, NCCL 2.28's way) is refused by ncclDevCommCreate, as NCCL 2.29+ refuses it. The first
  * three fields are the header's: never assign them. GIN (railGinBarrierCount, worldGinBarrierCount, ginForceEnable,
- * ginSignalCount, ginCounterCount, ginConnectionType, GIN counts in resource requirements) is granted where the
+ * ginSignalCount, ginCounterCount, ginConnectionType, GIN counts in resource requirements, and barrierCount where
+ * the world spans several LSA teams: its rail-team half) is granted where the
  * world is one LSA team, or (by proxy) where each host's ranks are exactly one LSA team, and refused
  * elsewhere (nccl_device/gin.h); ginType must be NCCL_GIN_TYPE_NONE (any backend) or NCCL_GIN_TYPE_PROXY;
  * ginContextCount is a hint (at most 4 are given); the other GIN fields (ginExclusiveContexts, ginQueueDepth,

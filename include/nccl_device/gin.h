@@ -107,6 +107,13 @@ typedef struct ncclBraidGinNet { /* in device memory; the arrays in host-mapped 
   const uint64_t* done;          /* descriptors the proxy has finished (sources read), in order */
   const uint64_t* signals;       /* [ginSignalCount] what peers of other LSA teams added */
   const uint64_t* counters;      /* [ginCounterCount] what the proxy counted */
+  uint64_t writes;               /* puts, values and VA signals queued so far (device atomics), counted once queued */
+  uint64_t reads;                /* gets queued so far, likewise */
+  uint64_t fencedWrites;         /* how many of those writes a finished Put fence covers (a barrier's) */
+  uint64_t fencedReads;          /* how many of those gets a finished Get fence covers */
+  uint32_t descBytes;            /* the library's sizeof(ncclBraidGinDesc): a kernel built against another braid's
+                                    header traps rather than queue descriptors its proxy cannot read */
+  uint32_t pad_;
 } ncclBraidGinNet;
 
 /* An outstanding flushAsync, for wait(). */
@@ -540,18 +547,43 @@ struct ncclGin_BackendMask {
     nccl_braid_::atomicStore64(vaWord(signalWindow, signalOffset), 0, cuda::memory_order_relaxed);
   }
 
-  /* braid's, for the barriers' fences (nccl_device/gin_barrier.h): every thread of the group waits until the
-   * proxy has finished what was queued before (sources read, gets landed) and, with `puts`, until this rank's puts
-   * and values toward other hosts have landed at their destinations. Results as flush's timed overload. */
+  /* braid's, for the barriers' fences (nccl_device/gin_barrier.h): every thread of the group waits until, with
+   * `puts`, this rank's puts, values and VA signals toward other hosts have landed at their destinations, and with
+   * `gets`, its gets have landed here (results as flush's timed overload). A fence that a finished one already
+   * covers (no such operation queued since) costs nothing but the group's sync. */
   template <typename Coop>
-  NCCL_DEVICE_INLINE ncclResult_t braidFence_(Coop coop, bool puts, bool timed, uint64_t timeoutCycles) const {
-    if (comm.ginNet == nullptr) return netDrained(coop, 0, timed, timeoutCycles);
-    if (puts) {
+  NCCL_DEVICE_INLINE ncclResult_t braidFence_(Coop coop, bool puts, bool gets, bool timed,
+                                              uint64_t timeoutCycles) const {
+    ncclBraidGinNet* net = comm.ginNet;
+    if (net == nullptr) return netDrained(coop, 0, timed, timeoutCycles);
+    const uint64_t writes = nccl_braid_::atomicLoad64(&net->writes, cuda::memory_order_acquire);
+    const uint64_t reads = nccl_braid_::atomicLoad64(&net->reads, cuda::memory_order_acquire);
+    /* One decision for the group (the post below syncs it). */
+    const bool fenceWrites = nccl_braid_::coopAny(
+        coop, puts && writes != nccl_braid_::atomicLoad64(&net->fencedWrites, cuda::memory_order_acquire));
+    const bool drainReads = nccl_braid_::coopAny(
+        coop, gets && reads != nccl_braid_::atomicLoad64(&net->fencedReads, cuda::memory_order_acquire));
+    if (!fenceWrites && !drainReads) {
+      coop.sync();
+      return timed && nccl_braid_::coopAny(coop, nccl_braid_::aborted(comm)) ? ncclInProgress : ncclSuccess;
+    }
+    if (fenceWrites) {
       netPost(coop, comm.rank, ncclBraidGinNetFence, nullptr, 0, 0, 0, ncclGin_None{}, ncclGin_None{}, "");
     } else {
       coop.sync();
     }
-    return netDrained(coop, netClaimed(), timed, timeoutCycles);
+    const ncclResult_t r = netDrained(coop, netClaimed(), timed, timeoutCycles);
+    /* What the leader read before the fence was queued is covered now (a race with another group's record can only
+     * lower it, which costs a later fence, never skips one). */
+    if (r == ncclSuccess && coop.thread_rank() == 0) {
+      if (fenceWrites && writes > nccl_braid_::atomicLoad64(&net->fencedWrites, cuda::memory_order_relaxed)) {
+        nccl_braid_::atomicStore64(&net->fencedWrites, writes, cuda::memory_order_release);
+      }
+      if (drainReads && reads > nccl_braid_::atomicLoad64(&net->fencedReads, cuda::memory_order_relaxed)) {
+        nccl_braid_::atomicStore64(&net->fencedReads, reads, cuda::memory_order_release);
+      }
+    }
+    return r;
   }
 
   /* braid's: unused, kept for NCCL's member names. */
@@ -606,7 +638,7 @@ struct ncclGin_BackendMask {
   template <typename A>
   NCCL_DEVICE_INLINE auto netRemote(ncclBraidGinDesc& d, A a) const -> decltype(void(a.signalWindow)) {
     if (a.signalWindow == nullptr || (a.signalOffset & 7u) != 0) {
-      nccl_braid_::trap("ncclGin: a VA signal's window is null or out of reach, or its offset is not 8-byte aligned");
+      nccl_braid_::trap("ncclGin: a VA signal's window is null, or its offset is not 8-byte aligned");
     }
     d.signal = NCCL_BRAID_GIN_VA;
     d.vaWindow = a.signalWindow->registration;
@@ -626,6 +658,11 @@ struct ncclGin_BackendMask {
                                   uint64_t amount = 0) const {
     ncclBraidGinNet* net = comm.ginNet;
     if (net == nullptr) nccl_braid_::trap(outside); /* no network GIN on this device communicator */
+    if (net->descBytes != sizeof(ncclBraidGinDesc)) {
+      nccl_braid_::trap(
+          "ncclGin: this kernel was compiled against another braid's nccl_device.h (its GIN descriptors differ): "
+          "rebuild it against the headers of the braid it runs with");
+    }
     coop.sync();
     if (coop.thread_rank() == 0) {
       ncclBraidGinDesc d;
@@ -657,6 +694,12 @@ struct ncclGin_BackendMask {
              sizeof(d) - sizeof(uint64_t));
       /* Release at system scope: the descriptor, and the group's source writes the barrier ordered before it. */
       nccl_braid_::atomicStore64(&slot->seq, i + 1, cuda::memory_order_release);
+      /* Counted once queued, for the fences (braidFence_): a fence queued after this count covers it. */
+      if (op == ncclBraidGinNetPut || op == ncclBraidGinNetValue || d.signal == NCCL_BRAID_GIN_VA) {
+        nccl_braid_::atomicAdd64(&net->writes, 1, cuda::memory_order_release);
+      } else if (op == ncclBraidGinNetGet) {
+        nccl_braid_::atomicAdd64(&net->reads, 1, cuda::memory_order_release);
+      }
     }
     coop.sync();
   }

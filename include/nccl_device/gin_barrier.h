@@ -91,9 +91,10 @@ struct ncclGinBarrierSession {
   NCCL_DEVICE_INLINE ncclResult_t run(cuda::memory_order order, ncclGinFenceLevel fence, bool timed,
                                       uint64_t timeoutCycles) {
     const uint64_t start = timed ? nccl_braid_::cycles() : 0;
-    if (fence != ncclGinFenceLevel::None) {
-      const ncclResult_t fenced =
-          net_.braidFence_(coop_, (fence & ncclGinFenceLevel::Put) != ncclGinFenceLevel::None, timed, timeoutCycles);
+    const bool puts = (fence & ncclGinFenceLevel::Put) != ncclGinFenceLevel::None;
+    const bool gets = (fence & ncclGinFenceLevel::Get) != ncclGinFenceLevel::None;
+    if (puts || gets) {
+      const ncclResult_t fenced = net_.braidFence_(coop_, puts, gets, timed, timeoutCycles);
       if (fenced != ncclSuccess) return fenced;
     } else {
       coop_.sync(); /* the group's work before the barrier precedes every arrival */

@@ -20,7 +20,8 @@ namespace {
 
 constexpr size_t kStageBytes = 1 << 20;  // a source is read and sent a piece of this size at a time
 constexpr size_t kDescBytes = NCCL_BRAID_GIN_NET_SLOTS * sizeof(ncclBraidGinDesc);
-constexpr size_t kDoneAt = kDescBytes;          // its own cache line
+constexpr size_t kDoneAt = kDescBytes;  // its own cache line
+static_assert(kDescBytes % 64 == 0, "the done word starts a cache line");
 constexpr size_t kSignalsAt = kDescBytes + 64;  // then the signals' words, then the counters'
 
 }  // namespace
@@ -80,6 +81,7 @@ Result<std::unique_ptr<GinNet>> GinNet::create(Communicator* comm, RmaNet* net, 
   image.done = g->done_;
   image.signals = g->signals_;
   image.counters = g->counters_;
+  image.descBytes = sizeof(ncclBraidGinDesc);
   BRAID_RETURN_IF_ERROR(g->backend_.writeDeviceBlock(g->device_, &image, sizeof(image)));
   net->addGinTarget(resourceWindow, g->signals_, signals, g.get());
   GinNet* p = g.get();
@@ -191,8 +193,9 @@ void GinNet::getAnswered(int peer, uint64_t id, bool ok) {
   const bool fence = it->second.fence;
   outstanding_.erase(it);
   if (!ok) {
-    BRAID_WARN("rank %d: a GIN %s rank %d did not land (the WARN before says why); its flush goes on", rank_,
-               fence ? "fence's puts toward" : "get from", peer);
+    // A fence's answer is never a failure (the messenger answers it itself), but a malformed one is said so.
+    BRAID_WARN("rank %d: a GIN %s rank %d %s (the WARN before says why); it goes on", rank_,
+               fence ? "fence toward" : "get from", peer, fence ? "failed" : "did not land");
   }
 }
 
@@ -231,8 +234,7 @@ bool GinNet::answerGets() {
   bool answered = false;
   for (const IncomingGet& g : todo) {
     // The asker's part of the window's registration may finish before this rank's: its get waits for it here.
-    const bool fence = (g.request.flags & GinGetRequest::kFence) != 0;
-    if (!fence && !comm_->windows().registeredYet(g.window)) {
+    if (!comm_->windows().registeredYet(g.window)) {
       later.push_back(g);
       continue;
     }
@@ -322,15 +324,6 @@ Status GinNet::answer(const IncomingGet& g, bool refuse) {
   s.ginGet = RmaStep::GinGet::kReply;
   s.ginAmount = g.request.id;
   const uint64_t bytes = g.request.bytes;
-  if ((g.request.flags & GinGetRequest::kFence) != 0) {
-    // The messenger handed the request over after landing what came before it: the empty answer says so.
-    s.offset = 0;
-    s.src = stage_;
-    s.bytes = 0;
-    s.ginLast = true;
-    s.ginFailed = refuse;
-    return net_->send(s);
-  }
   Windows& windows = comm_->windows();
   // The whole range first, so a get past the end of the window is refused before any of it is sent.
   Status readable = refuse ? invalidUsage("the device communicator ended before it was answered")
@@ -379,6 +372,8 @@ Status GinNet::serve(uint64_t index, const ncclBraidGinDesc& d) {
   }
   // The operation's messages, then its VA signal's, contiguous on the peer's connection: the VA signal ends it.
   std::unique_lock<std::recursive_mutex> hold = net_->holdPeer(d.peer);
+  // Writes to the peer's memory (data, or a VA signal's word): a later fence asks the peer whether they landed.
+  if (d.op != ncclBraidGinNetSignal || va) unfenced_[static_cast<size_t>(d.peer)] = 1;
   if (d.op == ncclBraidGinNetSignal) {
     if (!va) {
       s.kind = RmaStep::Kind::kSignal;
@@ -386,7 +381,6 @@ Status GinNet::serve(uint64_t index, const ncclBraidGinDesc& d) {
       return net_->send(s);
     }
   } else {
-    unfenced_[static_cast<size_t>(d.peer)] = 1;  // a later fence asks this peer whether it landed
     BRAID_RETURN_IF_ERROR(sendData(d, s, !va));
   }
   if (!va) return Status::ok();

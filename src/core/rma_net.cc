@@ -234,7 +234,7 @@ bool RmaNet::ginAnswerWanted(int peer, const Header& h) {
   return it != ginTargets_.end() && it->second.gets != nullptr && it->second.gets->answerWanted(peer, h.ginAmount);
 }
 
-void RmaNet::refuseGinGet(int peer, uint32_t ginTarget, const GinGetRequest& req) {
+void RmaNet::answerGinRequest(int peer, uint32_t ginTarget, const GinGetRequest& req, bool failed) {
   RmaStep end;
   end.peer = peer;
   end.kind = RmaStep::Kind::kPut;
@@ -244,7 +244,7 @@ void RmaNet::refuseGinGet(int peer, uint32_t ginTarget, const GinGetRequest& req
   end.ginGet = RmaStep::GinGet::kReply;
   end.ginAmount = req.id;
   end.ginLast = true;
-  end.ginFailed = true;
+  end.ginFailed = failed;
   std::shared_ptr<RmaPosts> p = posts();
   if (p != nullptr && p->expect(0, comm_->waitContext()).isOk()) p->post(end, 0, nullptr);
 }
@@ -258,11 +258,17 @@ std::string RmaNet::passGinGet(int peer, const Header& h, const char* data) {
                        static_cast<unsigned long long>(h.bytes), sizeof(req));
     }
     memcpy(&req, data, sizeof(req));
+    if ((req.flags & GinGetRequest::kFence) != 0) {
+      // Everything the asker sent before it on this connection has landed (or was dropped with a WARN): the
+      // empty answer says so at once, through the sender thread, whatever became of its device communicator.
+      answerGinRequest(peer, h.ginTarget, req, false);
+      return "";
+    }
   }
   std::lock_guard<std::mutex> lock(ginMu_);
   auto it = ginTargets_.find(h.ginTarget);
   if (it == ginTargets_.end() || it->second.gets == nullptr) {
-    if (request) refuseGinGet(peer, h.ginTarget, req);
+    if (request) answerGinRequest(peer, h.ginTarget, req, true);
     return strPrintf(
         "a GIN get %s rank %d for the device communicator of window #%u, which this rank has destroyed: "
         "dropped",
@@ -388,7 +394,8 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
     });
     if (state == RmaWindowState::kNotYet) return state;
     if (state == RmaWindowState::kGone) {
-      why = strPrintf("a put from rank %d to window #%u, which this rank has deregistered: dropped", peer, h.window);
+      why = strPrintf("a %s from rank %d to window #%u, which this rank has deregistered: dropped",
+                      va ? "GIN VA signal" : "put", peer, h.window);
     } else if (va && !inside) {
       why = strPrintf(
           "a GIN VA signal from rank %d at offset %llu of window #%u is not an 8-byte aligned word inside it: dropped",
@@ -397,8 +404,8 @@ RmaWindowState RmaNet::apply(int peer, const char* msg, uint64_t received) {
       why = strPrintf("a put from rank %d of %llu bytes at offset %llu passes the end of window #%u: dropped", peer,
                       static_cast<unsigned long long>(h.bytes), static_cast<unsigned long long>(h.offset), h.window);
     } else if (!landed.isOk()) {
-      why = strPrintf("a put from rank %d to window #%u could not be copied in: %s", peer, h.window,
-                      landed.message().c_str());
+      why = strPrintf("a %s from rank %d to window #%u could not be %s: %s", va ? "GIN VA signal" : "put", peer,
+                      h.window, va ? "added" : "copied in", landed.message().c_str());
     }
   }
   if (!why.empty()) {

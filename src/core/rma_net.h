@@ -59,7 +59,8 @@ using RmaWindowLookup =
 
 // A GIN get toward another host, as its request message carries it: where the answer goes on the asker (its window
 // registered `localWindow`-th, at `localOffset`), how much, and the asker's id for it.
-// A fence (kFence) asks for no data: its empty answer says every message before it has landed.
+// A fence (kFence) asks for no data: the messenger answers it at once (empty), since every message before it on the
+// connection has landed by then.
 struct GinGetRequest {
   static constexpr uint32_t kFence = 1;
   uint32_t localWindow;
@@ -75,7 +76,7 @@ class GinGetHandler {
  public:
   virtual ~GinGetHandler() = default;
   // `peer` asks for part of this rank's window registered `window`-th, at `offset`: `request` says how much and
-  // where to.
+  // where to (never a fence: the messenger answers those).
   virtual void getRequested(int peer, uint32_t window, uint64_t offset, const GinGetRequest& request) = 0;
   // Whether get `id` this rank asked `peer` for still waits for its answer (one that ended at its deadline does
   // not: the pieces of a late answer are dropped, not landed).
@@ -136,9 +137,9 @@ class RmaNet : public RmaMessenger {
   std::string passGinGet(int peer, const Header& h, const char* data);
   // Whether a piece of a GIN get's answer is still wanted by its asker (this rank's device communicator).
   bool ginAnswerWanted(int peer, const Header& h);
-  // Ends a GIN get request nobody here can answer: a failed end back to its asker, through the sender thread (the
-  // proxy thread must not block on a send).
-  void refuseGinGet(int peer, uint32_t ginTarget, const GinGetRequest& req);
+  // An empty last answer to a GIN request, back to its asker through the sender thread (the proxy thread must not
+  // block on a send): a fence's (done), or a failed end for a get nobody here can answer.
+  void answerGinRequest(int peer, uint32_t ginTarget, const GinGetRequest& req, bool failed);
   RmaNet(Communicator* comm, char* signals, size_t signalStride, RmaWindowLookup lookup);
   // At set-up: one empty message each way, so every connection is open (a peer that dies later is seen on it).
   Status handshake(const std::vector<int>& peers);

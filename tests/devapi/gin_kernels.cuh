@@ -112,35 +112,6 @@ __global__ void ginMisuse(int what, ncclDevComm devComm) {
   if (what == 2) gin.signal(ncclTeamWorld(devComm), devComm.nRanks, ncclGin_SignalInc{0});
 }
 
-// VA signals from every rank to every other, round `round` of several launches: rank r puts its `bytes` of `sendWin`
-// into slot r of every other rank's `recvWin` with an increment of VA word 0 of that rank's `sigWin`, adds 5 to its
-// VA word 1 by a signal, and stores `stamp` at offset n * bytes + 8 * r with an add of 3 to its VA word 2. The LSA
-// partner gets them by atomics, ranks of the other host by proxy. Then this rank waits until each of its three words
-// has counted every other rank's rounds so far (so every put before the signal has landed) and leaves them in out.
-__global__ void ginVaSignalsEveryPeer(ncclWindow_t sendWin, ncclWindow_t recvWin, ncclWindow_t sigWin, size_t bytes,
-                                      uint64_t stamp, int round, ncclDevComm devComm, uint64_t* out) {
-  ncclCoopCta cta;
-  ncclGin gin(devComm, 0);
-  const ncclTeam world = ncclTeamWorld(devComm);
-  const size_t values = static_cast<size_t>(world.nRanks) * bytes;
-  for (int p = 0; p < world.nRanks; ++p) {
-    if (p == world.rank) continue;
-    gin.put(world, p, recvWin, static_cast<size_t>(world.rank) * bytes, sendWin, 0, bytes,
-            ncclGin_VASignalInc{sigWin, 0}, ncclGin_None{}, cta);
-    gin.signal(world, p, ncclGin_VASignalAdd{sigWin, 8, 5}, cta);
-    gin.putValue(world, p, recvWin, values + 8u * static_cast<size_t>(world.rank), stamp,
-                 ncclGin_VASignalAdd{sigWin, 16, 3}, cta);
-  }
-  const uint64_t rounds = static_cast<uint64_t>(world.nRanks - 1) * static_cast<uint64_t>(round + 1);
-  gin.waitSignal(cta, sigWin, 0, rounds);
-  gin.waitSignal(cta, sigWin, 8, 5 * rounds);
-  gin.waitSignal(cta, sigWin, 16, 3 * rounds);
-  gin.flush(cta);
-  if (threadIdx.x == 0) {
-    for (int w = 0; w < 3; ++w) out[w] = gin.readSignal(sigWin, 8u * static_cast<size_t>(w));
-  }
-}
-
 // Every CTA gets `bytes` of the `from` window of the ranks q = blockIdx.x, blockIdx.x + gridDim.x, ... (not this one)
 // into slot q of `into` (at q * bytes + `skew`), on context blockIdx.x % ginContextCount, then one flush: every get
 // has landed when it returns. From a rank of another host the proxies carry them; from the LSA partner they are
@@ -201,37 +172,4 @@ __global__ void ginManyGets(ncclWindow_t from, ncclWindow_t into, int peer, size
     gin.get(world, peer, from, static_cast<size_t>(k) * bytes, into, base + static_cast<size_t>(k) * bytes, bytes);
   }
   gin.flush(ncclCoopThread{});
-}
-
-// Round `round` of puts ordered only by the hybrid world barrier's fence: rank r puts `bytes` of its send window into
-// rank n-1-r's receive window with no signal (with 4 ranks on two hosts: a rank of the other host outside r's rail
-// team, so no arrival of the barrier travels its connection), syncs ncclBarrierSession's world form with `fence`,
-// and each thread counts the 4-byte words of its share of the receive window that differ from `want` (what rank
-// n-1-r sent) into out[threadIdx.x]. A second sync keeps the next round's put from overtaking the count.
-__global__ void ginHybridFence(ncclWindow_t sendWin, ncclWindow_t recvWin, size_t bytes, uint32_t want,
-                               ncclGinFenceLevel fence, ncclDevComm devComm, uint64_t* out) {
-  ncclCoopCta cta;
-  ncclGin gin(devComm, 0);
-  const ncclTeam world = ncclTeamWorld(devComm);
-  gin.put(world, world.nRanks - 1 - world.rank, recvWin, 0, sendWin, 0, bytes, ncclGin_None{}, ncclGin_None{}, cta);
-  ncclBarrierSession<ncclCoopCta> bar(cta, ncclTeamTagWorld(), gin, 0);
-  bar.sync(cta, cuda::memory_order_acq_rel, fence);
-  const uint32_t* got = static_cast<const uint32_t*>(ncclGetLocalPointer(recvWin, 0));
-  uint64_t wrong = 0;
-  for (size_t i = threadIdx.x; i < bytes / sizeof(uint32_t); i += blockDim.x) wrong += got[i] != want ? 1u : 0u;
-  out[threadIdx.x] = wrong;
-  bar.sync(cta, cuda::memory_order_acq_rel, ncclGinFenceLevel::None);
-}
-
-// What a fence waits for: rank-of-another-host `peer` gets `bytes` of the send window with no signal, then this rank
-// syncs a GIN barrier (`bar`) over its LSA team, which on two one-rank hosts is this rank alone (no arrivals), with
-// `fence`, timed: out[0] gets the sync's result.
-__global__ void ginPutThenFence(ncclWindow_t sendWin, ncclWindow_t recvWin, size_t bytes, int peer,
-                                ncclGinBarrierHandle bar, ncclGinFenceLevel fence, ncclDevComm devComm, uint64_t* out) {
-  ncclCoopCta cta;
-  ncclGin gin(devComm, 0);
-  gin.put(ncclTeamWorld(devComm), peer, recvWin, 0, sendWin, 0, bytes, ncclGin_None{}, ncclGin_None{}, cta);
-  ncclGinBarrierSession<ncclCoopCta> session(cta, gin, ncclTeamLsa(devComm), bar, 0);
-  const ncclResult_t r = session.sync(cta, cuda::memory_order_acq_rel, fence, 20000000000ull);
-  if (threadIdx.x == 0) out[0] = static_cast<uint64_t>(r);
 }

@@ -20,11 +20,13 @@
 
 #include "tests/common/fake_cuda_ranks.h"
 #include "tests/common/harness.h"
+#include "tests/devapi/gin_test_util.h"
 #include "tests/devapi/kernel_test_util.h"
 
 namespace {
 
 using namespace braid_test;
+using namespace gin_test;
 
 class GinKernels : public FakeGpuKernels {};
 
@@ -49,90 +51,8 @@ int refusedWithNoContexts(ncclComm_t comm, const char* why) {
   return ncclDevCommDestroy(comm, &dc) == ncclSuccess ? 0 : 4;
 }
 
-// `n` GPU processes, ranks below n/2 on host a and the rest on host b (NCCL_HOSTID), with `name`=`value` set in each
-// (when name is given); expects every rank's exit code 0.
-void expectOnTwoHosts(int n, const std::function<int(int, ncclComm_t)>& body, const char* name = nullptr,
-                      const char* value = nullptr) {
-  const std::vector<int> codes = runGpuProcesses(n, body, [n, name, value](int r) {
-    setenv("NCCL_HOSTID", r < (n + 1) / 2 ? "host-a" : "host-b", 1);
-    if (name != nullptr) setenv(name, value, 1);
-  });
-  ASSERT_EQ(codes.size(), static_cast<size_t>(n));
-  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << n << " ranks, rank " << r;
-}
-
 float valueOf(int rank, int round, size_t i) {
   return static_cast<float>(rank * 1000 + round * 7 + static_cast<int>(i % 101));
-}
-
-// A window of `bytes` of ncclMemAlloc memory, zeroed.
-struct Win {
-  void* buf = nullptr;
-  ncclWindow_t win = nullptr;
-  bool make(ncclComm_t comm, size_t bytes, cudaStream_t stream) {
-    if (ncclMemAlloc(&buf, bytes) != ncclSuccess) return false;
-    std::vector<char> zeros(bytes, 0);
-    Driver::get().copy(buf, zeros.data(), bytes, stream);
-    return Driver::get().streamSync(stream) == 0 &&
-           ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess && win != nullptr;
-  }
-  bool drop(ncclComm_t comm) {
-    return ncclCommWindowDeregister(comm, win) == ncclSuccess && ncclMemFree(buf) == ncclSuccess;
-  }
-};
-
-// A rank's stream and the small host-side steps the process tests share: fill, check, a barrier, a sum.
-struct GpuRank {
-  ncclComm_t comm;
-  void* stream = nullptr;
-  cudaStream_t s = nullptr;
-  void* word = nullptr;
-  explicit GpuRank(ncclComm_t c) : comm(c) {
-    Driver::get().streamCreate(&stream, 1);
-    s = static_cast<cudaStream_t>(stream);
-    word = Driver::get().alloc(sizeof(int));
-  }
-  ~GpuRank() {
-    Driver::get().memFree(reinterpret_cast<unsigned long long>(word));
-    Driver::get().streamDestroy(stream);
-  }
-  bool fill(void* dst, size_t bytes, unsigned char v) {
-    std::vector<unsigned char> h(bytes, v);
-    return put(dst, h.data(), bytes);
-  }
-  // Copies in stream order and waits for it.
-  bool put(void* dst, const void* src, size_t bytes) {
-    Driver::get().copy(dst, src, bytes, s);
-    return Driver::get().streamSync(s) == 0;
-  }
-  // Every byte of [from, to) of `buf` is v.
-  bool allBytes(const void* buf, size_t from, size_t to, unsigned char v) {
-    std::vector<unsigned char> h(to - from);
-    if (!put(h.data(), static_cast<const char*>(buf) + from, to - from)) return false;
-    for (size_t i = 0; i < h.size(); ++i) {
-      if (h[i] != v) {
-        fprintf(stderr, "byte %zu is %d, not %d\n", from + i, h[i], v);
-        return false;
-      }
-    }
-    return true;
-  }
-  // The sum of every rank's `v` (-1 on failure).
-  int sum(int v) {
-    Driver::get().copy(word, &v, sizeof(int), s);
-    if (ncclAllReduce(word, word, 1, ncclInt32, ncclSum, comm, s) != ncclSuccess) return -1;
-    int out = -1;
-    Driver::get().copy(&out, word, sizeof(int), s);
-    return Driver::get().streamSync(s) == 0 ? out : -1;
-  }
-  bool barrier() { return sum(1) > 0; }
-};
-
-// Whether process `pid` is stopped (SIGSTOP): its state in /proc/<pid>/stat is T.
-bool processStopped(int pid) {
-  const std::string stat = readFileText("/proc/" + std::to_string(pid) + "/stat");
-  const size_t close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
 }
 
 // ginAllGather for kRounds launches on every context in turn: every element, and signal 0 and counter 0 counting
@@ -412,184 +332,6 @@ TEST(GinProcesses, AllGatherAcrossHostsByProxyIsExact) {
       return 0;
     });
   }
-}
-
-// The hybrid world barrier (barrierCount) across hosts, with NCCL's default fence (Put | Get): rank r's 4 MB put to
-// rank n-1-r carries no signal, and the barrier alone must make it visible there. With 4 ranks two per host, that
-// peer is on the other host and outside r's rail team, so only the fence (a round trip to the peer before r's rail
-// arrival) orders it. Here the race is too narrow to see without the fence (the connection's 512 KB of slots hold the
-// sender until most of the put is in), so ABarriersFenceWaitsForThePeerToLandThePut tests the fence itself.
-int hybridFenceRounds(int r, int n, ncclComm_t comm, ncclGinFenceLevel fence) {
-  constexpr size_t kBytes = size_t{4} << 20;
-  constexpr int kRounds = 4, kBlock = 64;
-  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-  reqs.barrierCount = 1;  // asks for GIN here: the rail team's half crosses the hosts
-  ncclDevComm dc{};
-  if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) {
-    fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
-    return 10;
-  }
-  if (dc.ginContextCount < 1 || dc.ginNet == nullptr) return 11;
-  GpuRank g(comm);
-  Win send, recv;
-  if (!send.make(comm, kBytes, g.s) || !recv.make(comm, kBytes, g.s)) return 12;
-  std::vector<uint64_t> out(kBlock, 0);
-  const int peer = n - 1 - r;
-  for (int round = 0; round < kRounds; ++round) {
-    const unsigned char mine = static_cast<unsigned char>(16 * r + round + 1);
-    const unsigned char theirs = static_cast<unsigned char>(16 * peer + round + 1);
-    if (!g.fill(send.buf, kBytes, mine)) return 13;
-    braid::Status st = braid_emu::launch(cfgOf(1, kBlock, "ginHybridFence"), [&] {
-      ginHybridFence(send.win, recv.win, kBytes, 0x01010101u * theirs, fence, dc, out.data());
-    });
-    if (!st.isOk()) {
-      fprintf(stderr, "rank %d round %d: %s\n", r, round, st.message().c_str());
-      return 14;
-    }
-    uint64_t wrong = 0;
-    for (uint64_t w : out) wrong += w;
-    if (wrong != 0) {
-      fprintf(stderr, "rank %d round %d: %llu of %zu words from rank %d had not landed after the barrier\n", r, round,
-              static_cast<unsigned long long>(wrong), kBytes / 4, peer);
-      return 15;
-    }
-  }
-  if (!g.barrier()) return 16;
-  if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !send.drop(comm) || !recv.drop(comm)) return 17;
-  return 0;
-}
-
-TEST(GinProcesses, TheHybridWorldBarriersFenceLandsPutsToEveryRankAcrossHosts) {
-  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
-  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
-  const ncclGinFenceLevel fence = ncclGinFenceLevel::Put | ncclGinFenceLevel::Get;
-  for (int n : {2, 4}) {
-    expectOnTwoHosts(n, [n, fence](int r, ncclComm_t comm) { return hybridFenceRounds(r, n, comm, fence); });
-  }
-}
-
-// A barrier's Put fence waits until the peer answers that this rank's put has landed, though the peer is no member
-// of the barrier: rank 0's put to rank 1 (the other host) and a barrier over rank 0's LSA team (itself alone). While
-// rank 1 is stopped (SIGSTOP) nobody answers, so the fence ends at BRAID_TIMEOUT=2 with a WARN and the barrier goes
-// on; without the fence it returned at once. After SIGCONT the same put and fence complete and the data is there.
-TEST(GinProcesses, ABarriersFenceWaitsForThePeerToLandThePut) {
-  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
-  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
-  expectOnTwoHosts(
-      2,
-      [](int r, ncclComm_t comm) {
-        constexpr size_t kBytes = 64;
-        ncclGinBarrierHandle bar{};
-        ncclDevResourceRequirements barReq{};
-        if (ncclGinBarrierCreateRequirement(comm, ncclTeamLsa(comm), 1, &bar, &barReq) != ncclSuccess) return 10;
-        ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-        reqs.resourceRequirementsList = &barReq;
-        ncclDevComm dc{};
-        if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 11;
-        GpuRank g(comm);
-        Win send, recv;
-        if (!send.make(comm, 4096, g.s) || !recv.make(comm, 4096, g.s)) return 12;
-        const int peerPid = g.sum(r == 1 ? static_cast<int>(getpid()) : 0);
-        if (peerPid <= 0) return 13;
-        if (r == 1) {
-          raise(SIGSTOP);  // rank 0 continues it after its first fence ended
-          if (!g.barrier()) return 14;
-          if (!g.allBytes(recv.buf, 0, kBytes, 0x5a)) return 15;  // the second put landed
-        } else {
-          struct Continue {  // the peer goes on whatever happens here
-            int pid;
-            ~Continue() { kill(pid, SIGCONT); }
-          } cont{peerPid};
-          for (int i = 0; i < 20000 && !processStopped(peerPid); ++i) usleep(1000);
-          if (!processStopped(peerPid)) return 16;
-          std::vector<uint64_t> out(1, 99);
-          const ncclGinFenceLevel fence = ncclGinFenceLevel::Put | ncclGinFenceLevel::Get;
-          auto putThenFence = [&](unsigned char v) {
-            if (!g.fill(send.buf, kBytes, v)) return -1.0;
-            const auto t0 = std::chrono::steady_clock::now();
-            braid::Status st = braid_emu::launch(cfgOf(1, 32, "ginPutThenFence"), [&] {
-              ginPutThenFence(send.win, recv.win, kBytes, 1, bar, fence, dc, out.data());
-            });
-            const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            return st.isOk() && out[0] == ncclSuccess ? sec : -1.0;
-          };
-          const double sec = putThenFence(0x11);
-          kill(peerPid, SIGCONT);
-          if (sec < 1.5 || sec > 30) {
-            fprintf(stderr, "the fence toward a stopped peer returned after %.1f s (BRAID_TIMEOUT=2)\n", sec);
-            return 17;
-          }
-          if (putThenFence(0x5a) < 0) return 18;
-          if (!g.barrier()) return 19;
-        }
-        if (!g.barrier()) return 20;
-        if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !send.drop(comm) || !recv.drop(comm)) return 21;
-        return 0;
-      },
-      "BRAID_TIMEOUT", "2");
-}
-
-// VA signals toward ranks of other hosts (the proxy sends them after the data; the peer's messenger adds them to the
-// window word with a one-thread kernel): on 2 processes (one per host) and 4 (two per host, the LSA partner adding by
-// atomics to the same words), three rounds of puts, signals and values with VA increments and adds. Each word counts
-// exactly what every other rank sent, and the data each put carried is there once its signal is.
-int vaSignalRounds(int r, int n, ncclComm_t comm) {
-  constexpr size_t kBytes = (size_t{1} << 20) + 24;  // two of the proxy's pieces
-  constexpr int kRounds = 3;
-  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-  reqs.ginSignalCount = 1;
-  ncclDevComm dc{};
-  if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
-  GpuRank g(comm);
-  Win send, recv, sig;
-  const size_t recvBytes = kBytes * static_cast<size_t>(n) + 8 * static_cast<size_t>(n);
-  if (!send.make(comm, kBytes, g.s) || !recv.make(comm, recvBytes, g.s) || !sig.make(comm, 64, g.s)) return 11;
-  std::vector<uint64_t> out(3, 0);
-  std::vector<unsigned char> got(recvBytes);
-  for (int round = 0; round < kRounds; ++round) {
-    const auto mark = [round](int q) { return static_cast<unsigned char>(16 * q + round + 1); };
-    if (!g.fill(send.buf, kBytes, mark(r)) || !g.barrier()) return 12;
-    const uint64_t stamp = 1000u * static_cast<uint64_t>(round) + static_cast<uint64_t>(r);
-    braid::Status st = braid_emu::launch(cfgOf(1, 64, "ginVaSignalsEveryPeer"), [&] {
-      ginVaSignalsEveryPeer(send.win, recv.win, sig.win, kBytes, stamp, round, dc, out.data());
-    });
-    if (!st.isOk()) {
-      fprintf(stderr, "rank %d round %d: %s\n", r, round, st.message().c_str());
-      return 13;
-    }
-    const uint64_t rounds = static_cast<uint64_t>(n - 1) * static_cast<uint64_t>(round + 1);
-    if (out[0] != rounds || out[1] != 5 * rounds || out[2] != 3 * rounds) {
-      fprintf(stderr, "rank %d round %d: VA words %llu %llu %llu, expected %llu %llu %llu\n", r, round,
-              static_cast<unsigned long long>(out[0]), static_cast<unsigned long long>(out[1]),
-              static_cast<unsigned long long>(out[2]), static_cast<unsigned long long>(rounds),
-              static_cast<unsigned long long>(5 * rounds), static_cast<unsigned long long>(3 * rounds));
-      return 14;
-    }
-    if (!g.put(got.data(), recv.buf, recvBytes)) return 15;
-    for (int q = 0; q < n; ++q) {
-      if (q == r) continue;
-      for (size_t i = 0; i < kBytes; ++i) {
-        if (got[static_cast<size_t>(q) * kBytes + i] != mark(q)) {
-          fprintf(stderr, "rank %d round %d: byte %zu from rank %d is %d, not %d\n", r, round, i, q,
-                  got[static_cast<size_t>(q) * kBytes + i], mark(q));
-          return 16;
-        }
-      }
-      uint64_t value = 0;
-      std::memcpy(&value, got.data() + kBytes * static_cast<size_t>(n) + 8 * static_cast<size_t>(q), sizeof(value));
-      if (value != 1000u * static_cast<uint64_t>(round) + static_cast<uint64_t>(q)) return 17;
-    }
-    if (!g.barrier()) return 18;  // nobody's next round lands here before this check
-  }
-  if (ncclDevCommDestroy(comm, &dc) != ncclSuccess || !send.drop(comm) || !recv.drop(comm) || !sig.drop(comm))
-    return 19;
-  return 0;
-}
-
-TEST(GinProcesses, VaSignalsReachRanksOfOtherHostsAndImplyTheirData) {
-  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
-  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
-  for (int n : {2, 4}) expectOnTwoHosts(n, [n](int r, ncclComm_t comm) { return vaSignalRounds(r, n, comm); });
 }
 
 // With BRAID_RMA_NET=0 a request for GIN is refused by name, and the properties say there is no network GIN.

@@ -4,9 +4,10 @@
 // for a device communicator the way NCCL's examples do.
 #include <nccl_device.h>
 
+#include "../devapi/gin_hosts_kernels.cuh"  // GIN fences and VA signals toward other hosts: likewise
+#include "../devapi/gin_kernels.cuh"        // GIN puts, signals, counters and barriers: what CI runs on the emulator
 #include "../devapi/lsa_kernels.cuh"  // LSA barriers, LSA/peer/symmetric pointers, coops: what CI runs on the emulator
 #include "../devapi/multimem_kernels.cuh"  // NVLS multicast building blocks: what CI runs on the emulator
-#include "../devapi/gin_kernels.cuh"  // GIN puts, signals, counters and barriers: what CI runs on the emulator
 
 __global__ void probeTeams(ncclDevComm dc, int* out) {
   ncclTeam lsa = ncclTeamLsa(dc);

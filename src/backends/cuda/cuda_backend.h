@@ -127,7 +127,14 @@ class CudaBackend final : public Backend {
       BRAID_ASSIGN_OR_RETURN(void* area, allocHostMapped(kCudaAddAreaBytes));
       addArea_ = static_cast<char*>(area);
     }
-    return addCudaDeviceWord(*deviceMemory_, addArea_, abortWord_, word, amount);
+    bool stuck = false;
+    Status st = addCudaDeviceWord(*deviceMemory_, addArea_, abortWord_, wait_.timeoutSec, word, amount, &stuck);
+    if (stuck) {
+      addArea_ = nullptr;  // the queued kernel may still read it: left to it (a few hundred bytes, once)
+      Status fresh = deviceMemory_->replaceStream();
+      if (!fresh.isOk()) return Status(st.code(), st.message() + "; then " + fresh.message());
+    }
+    return st;
   }
   void freeDeviceBlock(void* p) override {
     ScopedContext scope(api_, ctx_);

@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 #include "src/backends/common/rma_kernel.h"
 #include "src/backends/cuda/kernel_image.h"
@@ -161,8 +163,9 @@ Status writeCudaDeviceBlock(const CudaDeviceMemory& memory, void* dst, const voi
   return api->check(api->streamSynchronize(memory.stream()), "cuStreamSynchronize");
 }
 
-Status addCudaDeviceWord(const CudaDeviceMemory& memory, char* area, const uint32_t* abortWord, uint64_t* word,
-                         uint64_t amount) {
+Status addCudaDeviceWord(const CudaDeviceMemory& memory, char* area, const uint32_t* abortWord, double timeoutSec,
+                         uint64_t* word, uint64_t amount, bool* stuck) {
+  *stuck = false;
   static_assert(sizeof(RmaKernelWork) <= 64 && sizeof(RmaKernelStep) <= 64, "the add's arguments fit their lines");
   static_assert(128 + sizeof(DevStatus) <= kCudaAddAreaBytes, "the add's status fits the area");
   auto* work = reinterpret_cast<RmaKernelWork*>(area);
@@ -179,7 +182,22 @@ Status addCudaDeviceWord(const CudaDeviceMemory& memory, char* area, const uint3
   args.abortFlag = abortWord;
   BRAID_RETURN_IF_ERROR(launchRmaKernel(*memory.api(), args, memory.stream()));
   const CuApi* api = memory.api();
-  return api->check(api->streamSynchronize(memory.stream()), "cuStreamSynchronize (a GIN VA signal's add)");
+  const auto start = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    const CUresult r = api->streamQuery(memory.stream());
+    if (r == kCuSuccess) return Status::ok();
+    if (r != kCuErrorNotReady) return api->check(r, "cuStreamQuery (a GIN VA signal's add)");
+    const bool aborted = abortWord != nullptr && __atomic_load_n(abortWord, __ATOMIC_ACQUIRE) != 0;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (aborted || (timeoutSec > 0 && waited > timeoutSec)) {
+      *stuck = true;
+      return remoteError(
+          "the GIN VA signal's add (braid's one-thread kernel) %s: the GPU had no room for it (a kernel keeping "
+          "every SM busy while it waits?)",
+          aborted ? "was abandoned at the communicator's abort" : "had not run within BRAID_TIMEOUT");
+    }
+    if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 }  // namespace braid

@@ -46,9 +46,11 @@ Result<void*> allocCudaDeviceBlock(const CuApi* api, size_t bytes);
 // Backend::addSignal: `amount` added to the 64-bit device word at `word` by braid's signal kernel (rma_kernel.h) on
 // memory's stream, complete at return (the driver's stream memory operations store and wait but do not add).
 // `area`: kCudaAddAreaBytes of host-mapped memory for the kernel's arguments, one add at a time; `abortWord`: the
-// backend's.
+// backend's. The kernel needs room on the GPU: when it has not run after timeoutSec (a kernel filling every SM?) or
+// the communicator is aborted, an error naming that, with *stuck set: it is still queued, so the caller gives it
+// the area for good and memory a fresh stream (CudaDeviceMemory::replaceStream).
 inline constexpr size_t kCudaAddAreaBytes = 256;
 [[nodiscard]] Status addCudaDeviceWord(const CudaDeviceMemory& memory, char* area, const uint32_t* abortWord,
-                                       uint64_t* word, uint64_t amount);
+                                       double timeoutSec, uint64_t* word, uint64_t amount, bool* stuck);
 
 }  // namespace braid
