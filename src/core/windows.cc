@@ -55,9 +55,15 @@ Windows::~Windows() {
   net_.reset();  // its queued puts leave, its proxy stops writing into the windows and the signal area
   std::map<const ncclWindow_vidmem*, std::unique_ptr<Window>> left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     left.swap(table_);
     byIndex_.clear();
+    unpinned_.wait(lock, [&left] {
+      for (const auto& e : left) {
+        if (e.second->inUse != 0) return false;
+      }
+      return true;
+    });
   }
   for (auto& e : left) {
     if (e.second->registration != nullptr) (void)comm_->deregisterBuffer(e.second->registration);
@@ -153,18 +159,34 @@ Status Windows::exchange(void* base, size_t bytes, Window* w, bool* disabled) {
   return Status::ok();
 }
 
+RmaWindowState Windows::pinned(uint32_t index, const std::function<void(const Window&)>& use) {
+  Window* w = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = byIndex_.find(index);
+    if (it == byIndex_.end()) return index < registered_ ? RmaWindowState::kGone : RmaWindowState::kNotYet;
+    w = it->second;
+    ++w->inUse;
+  }
+  use(*w);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--w->inUse == 0) unpinned_.notify_all();
+  return RmaWindowState::kFound;
+}
+
 Status Windows::withRegistered(uint32_t index, uint64_t offset, uint64_t bytes,
                                const std::function<Status(char*)>& use) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = byIndex_.find(index);
-  if (it == byIndex_.end()) return invalidArgument("window #%u is not registered on rank %d", index, comm_->rank());
-  const Window& w = *it->second;
-  if (offset > w.bytes || bytes > w.bytes - offset) {
-    return invalidArgument("%llu bytes at offset %llu pass the end of window #%u on rank %d (%zu bytes)",
-                           static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(offset), index,
-                           comm_->rank(), w.bytes);
-  }
-  return use ? use(static_cast<char*>(w.userPtr) + offset) : Status::ok();
+  Status result = invalidArgument("window #%u is not registered on rank %d", index, comm_->rank());
+  (void)pinned(index, [&](const Window& w) {
+    if (offset > w.bytes || bytes > w.bytes - offset) {
+      result = invalidArgument("%llu bytes at offset %llu pass the end of window #%u on rank %d (%zu bytes)",
+                               static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(offset), index,
+                               comm_->rank(), w.bytes);
+      return;
+    }
+    result = use ? use(static_cast<char*>(w.userPtr) + offset) : Status::ok();
+  });
+  return result;
 }
 
 bool Windows::registeredYet(uint32_t index) const {
@@ -234,11 +256,8 @@ Status Windows::ensureSignals() {
   }
   if (connect) {
     auto lookup = [this](uint32_t index, const std::function<void(char*, uint64_t)>& apply) {
-      std::lock_guard<std::mutex> lock(mu_);  // a deregistration waits until the data is in
-      auto it = byIndex_.find(index);
-      if (it == byIndex_.end()) return index < registered_ ? RmaWindowState::kGone : RmaWindowState::kNotYet;
-      apply(static_cast<char*>(it->second->userPtr), it->second->bytes);
-      return RmaWindowState::kFound;
+      // A deregistration waits until the data is in; nothing else does.
+      return pinned(index, [&](const Window& w) { apply(static_cast<char*>(w.userPtr), w.bytes); });
     };
     Result<std::unique_ptr<RmaNet>> net =
         RmaNet::connect(comm_, remote, static_cast<char*>(mem), stride, std::move(lookup));
@@ -423,7 +442,7 @@ Status Windows::remove(ncclWindow_vidmem* win) {
   std::unique_ptr<Window> w;
   Status unlisted = Status::ok();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     auto it = table_.find(win);
     if (it == table_.end()) {
       return invalidArgument(
@@ -435,6 +454,9 @@ Status Windows::remove(ncclWindow_vidmem* win) {
     table_.erase(it);
     byIndex_.erase(w->index);
     if (deviceTable_) unlisted = deviceTable_->remove(win);
+    // Out of the tables, so nobody new pins it: wait for the proxies copying into or out of it now.
+    Window* gone = w.get();
+    unpinned_.wait(lock, [gone] { return gone->inUse == 0; });
   }
   unlistWindow(w->handle);
   comm_->backend().freeDeviceBlock(w->handle);

@@ -24,6 +24,7 @@
 // Thread safety: NCCL's: a communicator is used by one thread at a time.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -75,6 +76,7 @@ struct Window {
   WindowMulticast mc;               // every rank's buffer behind one multicast mapping (NVLS), or none:
   std::string mcWhy;                // why not
   uint32_t index = 0;               // its registration's number, the same on every rank (rma_net.h names it so)
+  int inUse = 0;                    // proxies copying into or out of it now (Windows::pinned; under Windows::mu_)
 };
 
 // One of a sender's signals: its context and index (ncclPutSignal's ctx and sigIdx, checked by the caller against
@@ -110,9 +112,9 @@ class Windows {
   // The table device code finds windows in by address (window_table.h; ncclDevComm::windowTable), allocated on
   // first use. Errors: the backend's allocation.
   Result<const void*> deviceTable();
-  // Runs use(p), p this rank's buffer of the window registered `index`-th plus `offset`, with the windows held (a
-  // deregistration waits); with no `use`, only checks. Errors: kInvalidArgument when no such window is registered here
-  // or [offset, offset + bytes) passes its end; use's.
+  // Runs use(p), p this rank's buffer of the window registered `index`-th plus `offset`, with the window pinned (its
+  // deregistration waits) but the table free (registrations and other lookups go on); with no `use`, only checks.
+  // Errors: kInvalidArgument when no such window is registered here or [offset, offset + bytes) passes its end; use's.
   [[nodiscard]] Status withRegistered(uint32_t index, uint64_t offset, uint64_t bytes,
                                       const std::function<Status(char*)>& use = nullptr);
   // Whether this rank's part of the `index`-th registration has finished (a peer's may finish first).
@@ -155,11 +157,16 @@ class Windows {
   // The bytes a multicast mapping of w covers on every rank: the smallest rank's buffer.
   static uint64_t commonBytes(const Window& w);
   Result<const void*> deviceTableLocked();
+  // Calls use(w) for the window registered `index`-th with it pinned (inUse) and mu_ released, so a slow copy (a
+  // proxy's, or a GIN VA signal's add waiting for room on the GPU) holds up its own deregistration only. kGone: no
+  // such window any more; kNotYet: not registered here yet.
+  RmaWindowState pinned(uint32_t index, const std::function<void(const Window&)>& use);
   // Why `peer`, out of reach, gets no one-sided operations, and the remedy, for errors.
   const char* outOfReach(int peer) const;
 
   Communicator* comm_;
   mutable std::mutex mu_;                                              // the table (lookups come from any API call)
+  std::condition_variable unpinned_;                                   // a window's inUse fell to 0 (under mu_)
   std::map<const ncclWindow_vidmem*, std::unique_ptr<Window>> table_;  // by handle
   // The signal area: [sender] signalStride_ bytes (whole 64-byte lines) per rank, holding [ctx][sig] words: the
   // count of signals that sender has sent this rank on each.
