@@ -37,9 +37,10 @@
  *     A VA signal toward another host is added to the peer's window word itself, by an atomic of the peer's GPU
  *     (a one-thread kernel its messenger launches after the data lands), so it counts with what LSA peers add.
  *     A full queue (256 descriptors) makes the leader wait for the proxy. A GIN barrier's Put fence (its default)
- *     waits until this rank's puts toward other hosts have landed, at every destination, barrier member or not: the
- *     proxy asks each peer it sent puts to since the last fence to answer once everything before has landed (one
- *     round trip per such peer; the barrier's members would see their puts before its signals anyway).
+ *     waits until this rank's puts, values and VA signals toward other hosts have landed, at every destination,
+ *     barrier member or not: the proxy sends each peer it wrote to since the last fence an empty request on the same
+ *     connection, which the peer's messenger answers once everything before it has landed (one round trip per such
+ *     peer; a fence with nothing new to cover queues nothing, see braidFence_).
  *
  * Waits (waitSignal, waitCounter, waitSignalMeetShadow, waitSignalFollowShadow, flush) end early when the
  * communicator is aborted; their timeout overloads return ncclTimeout after timeoutCycles (clock64 cycles; nanoseconds

@@ -16,9 +16,9 @@
 //   get:    sends a request (which part of the peer's window, and where in this rank's window the answer goes);
 //           the peer's proxy thread reads that part into its stage and sends it back as put messages into this
 //           rank's window, the last marking the get answered
-//   fence:  (a barrier's Put fence) sends an empty fence request to every peer this proxy sent puts or values to
-//           since its last fence; the peer's proxy answers once it has the request, which its messenger hands over
-//           only after landing every message before it on the connection
+//   fence:  (a barrier's Put fence) sends an empty fence request to every peer this proxy sent puts, values or VA
+//           signals to since its last fence; the peer's messenger answers it at once through its sender thread, having
+//           landed every message before it on the connection
 //   then:   counts the local action in this rank's network counter word, and marks the descriptor done once every
 //           descriptor before it is (flush waits for that: sources read, gets landed, fences answered). Gets and
 //           fences stay outstanding while later descriptors are served; one not answered within BRAID_TIMEOUT, or
@@ -100,7 +100,7 @@ class GinNet : public GinGetHandler {
   [[nodiscard]] Status sendData(const ncclBraidGinDesc& d, const RmaStep& s, bool last);
   // A get of this rank's: noted outstanding, then its request sent.
   [[nodiscard]] Status ask(uint64_t index, const ncclBraidGinDesc& d);
-  // Sends fence `index`'s requests to the peers with puts since the last fence (`failed`: those not to send to).
+  // Sends fence `index`'s requests to the peers written to since the last fence (`failed`: those not to send to).
   void fence(uint64_t index, const std::vector<uint8_t>& failed);
   // Notes request (index, peer) outstanding and sends it; undone when the send fails.
   [[nodiscard]] Status request(uint64_t index, int peer, uint32_t window, uint64_t offset, const GinGetRequest& req);
@@ -131,7 +131,7 @@ class GinNet : public GinGetHandler {
   std::mutex getsMu_;
   std::deque<IncomingGet> incoming_;                  // peers' gets, to answer (under getsMu_)
   std::map<GetKey, OutstandingGet> outstanding_;      // this rank's gets and fences not answered yet (getsMu_)
-  std::vector<uint8_t> unfenced_;                     // [peer]: puts sent since the last fence (the proxy's)
+  std::vector<uint8_t> unfenced_;                     // [peer]: writes sent since the last fence (the proxy's)
   std::chrono::steady_clock::time_point nextExpiry_;  // the proxy's: when expireGets next looks
   std::atomic<bool> stop_{false};
   std::thread proxy_;
