@@ -98,19 +98,13 @@ TEST(GinProcesses, ABarriersFenceWaitsForThePeerToLandThePut) {
         GpuRank g(comm);
         Win send, recv;
         if (!send.make(comm, 4096, g.s) || !recv.make(comm, 4096, g.s)) return 12;
-        const int peerPid = g.sum(r == 1 ? static_cast<int>(getpid()) : 0);
-        if (peerPid <= 0) return 13;
+        const int stopped = stopRankOne(r, g);  // rank 0 continues rank 1 after its first two fences ended
+        if (stopped < 0) return 13;
         if (r == 1) {
-          raise(SIGSTOP);  // rank 0 continues it after its first two fences ended
           if (!g.barrier()) return 14;
           if (!g.allBytes(recv.buf, 0, kBytes, 0x5a)) return 15;  // the last put landed
         } else {
-          struct Continue {  // the peer goes on whatever happens here
-            int pid;
-            ~Continue() { kill(pid, SIGCONT); }
-          } cont{peerPid};
-          for (int i = 0; i < 20000 && !processStopped(peerPid); ++i) usleep(1000);
-          if (!processStopped(peerPid)) return 16;
+          const ContinueOnExit cont{stopped};
           std::vector<uint64_t> out(1, 99);
           const ncclGinFenceLevel fence = ncclGinFenceLevel::Put | ncclGinFenceLevel::Get;
           auto putThenFence = [&](unsigned char v, bool hybrid) {
@@ -131,7 +125,7 @@ TEST(GinProcesses, ABarriersFenceWaitsForThePeerToLandThePut) {
               return 17;
             }
           }
-          kill(peerPid, SIGCONT);
+          cont.now();
           if (putThenFence(0x5a, true) < 0) return 18;
           if (!g.barrier()) return 19;
         }

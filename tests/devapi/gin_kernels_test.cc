@@ -544,16 +544,12 @@ TEST(GinProcesses, AGetNobodyAnswersEndsAtTheDeadlineAndItsLateAnswerIsDropped) 
         GpuRank g(comm);
         Win win;
         if (const int failed = getPair(r, comm, &dc, g, &win)) return failed;
-        const int peerPid = g.sum(r == 1 ? static_cast<int>(getpid()) : 0);
-        if (peerPid <= 0) return 13;
-        if (r == 1) {
-          raise(SIGSTOP);  // rank 0 continues it after its get ended
-        } else {
-          // Until the peer is stopped (state T in /proc/<pid>/stat).
-          for (int i = 0; i < 5000 && !processStopped(peerPid); ++i) usleep(1000);
-          if (!processStopped(peerPid)) return 14;
+        const int stopped = stopRankOne(r, g);  // rank 0 continues rank 1 after its get ended
+        if (stopped < 0) return 13;
+        if (r == 0) {
+          const ContinueOnExit cont{stopped};
           const double sec = timedGet(win, 0, dc);
-          kill(peerPid, SIGCONT);
+          cont.now();
           if (sec < 0) return 15;
           if (sec < 1.5 || sec > 30) {
             fprintf(stderr, "the flush returned after %.1f s (BRAID_TIMEOUT=2)\n", sec);

@@ -4,8 +4,12 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -98,6 +102,43 @@ inline bool processStopped(int pid) {
   const std::string stat = readFileText("/proc/" + std::to_string(pid) + "/stat");
   const size_t close = stat.rfind(')');
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
+}
+
+// Continues process `pid` (SIGCONT) when it goes out of scope, whatever happened; now() continues it at once.
+struct ContinueOnExit {
+  int pid;
+  ~ContinueOnExit() { now(); }
+  void now() const { kill(pid, SIGCONT); }
+};
+
+inline std::atomic<int>& continuedFlag() {
+  static std::atomic<int> continued{0};  // lock-free: set in a signal handler
+  return continued;
+}
+
+// The stop of the stopped-peer tests (2 ranks; both call it): rank 0 stops rank 1 (SIGSTOP) only once both have
+// finished every collective so far. A rank that stopped itself as soon as its own collective returned could still
+// owe the other that collective's last message (its network proxy sends it after the kernel ends), and the other's
+// collective then failed at BRAID_TIMEOUT (seen in CI). Rank 1 marks a file named after the ranks' common parent and
+// waits until it has been continued (SIGCONT); rank 0 waits for the mark, stops rank 1 and waits until it is
+// stopped. Returns rank 1's pid on rank 0 (stopped: continue it, ContinueOnExit), 0 on rank 1 once continued, -1
+// when a step failed.
+inline int stopRankOne(int r, GpuRank& g) {
+  const int peerPid = g.sum(r == 1 ? static_cast<int>(getpid()) : 0);
+  if (peerPid <= 0) return -1;
+  const std::string mark = "/tmp/braid-gin-stop-" + std::to_string(getppid());
+  if (r == 1) {
+    signal(SIGCONT, [](int) { continuedFlag().store(1); });
+    FILE* f = fopen(mark.c_str(), "w");
+    if (f == nullptr) return -1;
+    fclose(f);
+    for (int i = 0; i < 600000 && continuedFlag().load() == 0; ++i) usleep(100);
+    return continuedFlag().load() != 0 ? 0 : -1;
+  }
+  for (int i = 0; i < 20000 && access(mark.c_str(), F_OK) != 0; ++i) usleep(1000);
+  if (unlink(mark.c_str()) != 0 || kill(peerPid, SIGSTOP) != 0) return -1;
+  for (int i = 0; i < 20000 && !processStopped(peerPid); ++i) usleep(1000);
+  return processStopped(peerPid) ? peerPid : -1;
 }
 
 }  // namespace gin_test
