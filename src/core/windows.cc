@@ -176,16 +176,19 @@ RmaWindowState Windows::pinned(uint32_t index, const std::function<void(const Wi
 
 Status Windows::withRegistered(uint32_t index, uint64_t offset, uint64_t bytes,
                                const std::function<Status(char*)>& use) {
-  Status result = invalidArgument("window #%u is not registered on rank %d", index, comm_->rank());
-  (void)pinned(index, [&](const Window& w) {
+  Status result;
+  const RmaWindowState state = pinned(index, [&](const Window& w) {
     if (offset > w.bytes || bytes > w.bytes - offset) {
       result = invalidArgument("%llu bytes at offset %llu pass the end of window #%u on rank %d (%zu bytes)",
                                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(offset), index,
                                comm_->rank(), w.bytes);
       return;
     }
-    result = use ? use(static_cast<char*>(w.userPtr) + offset) : Status::ok();
+    if (use) result = use(static_cast<char*>(w.userPtr) + offset);
   });
+  if (state != RmaWindowState::kFound) {
+    return invalidArgument("window #%u is not registered on rank %d", index, comm_->rank());
+  }
   return result;
 }
 

@@ -1,5 +1,6 @@
 #include "src/backends/cuda/cu_api.h"
 
+#include <thread>
 #include <type_traits>
 
 #include "src/common/dyn_lib.h"
@@ -134,6 +135,32 @@ Status CuApi::check(CUresult r, const char* call) const {
   if (getErrorName == nullptr || getErrorName(r, &name) != kCuSuccess || name == nullptr) name = "unknown CUresult";
   if (getErrorString == nullptr || getErrorString(r, &text) != kCuSuccess || text == nullptr) text = "";
   return Status(Code::kCudaError, strPrintf("%s: %s (%d)%s%s", call, name, r, *text != '\0' ? ": " : "", text));
+}
+
+Result<bool> waitStreamUntil(const CuApi* api, CUstream stream, std::chrono::steady_clock::time_point deadline,
+                             const uint32_t* abortWord) {
+  CUevent e = nullptr;
+  BRAID_RETURN_IF_ERROR(api->check(api->eventCreate(&e, kCuEventDisableTiming), "cuEventCreate"));
+  Status st = api->check(api->eventRecord(e, stream), "cuEventRecord");
+  bool done = false;
+  for (int polls = 0; st.isOk(); ++polls) {
+    const CUresult r = api->eventQuery(e);
+    if (r == kCuSuccess) {
+      done = true;
+      break;
+    }
+    if (r != kCuErrorNotReady) {
+      st = api->check(r, "cuEventQuery");
+      break;
+    }
+    if (abortWord != nullptr && __atomic_load_n(abortWord, __ATOMIC_ACQUIRE) != 0) break;
+    if (std::chrono::steady_clock::now() > deadline) break;
+    // Short work (a one-thread kernel) ends within the first polls; longer waits sleep between them.
+    if (polls >= 64) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  (void)api->eventDestroy(e);
+  BRAID_RETURN_IF_ERROR(st);
+  return done;
 }
 
 Result<const CuApi*> cuApi() {

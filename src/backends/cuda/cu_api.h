@@ -9,6 +9,7 @@
 // Thread safety: the table is immutable once loaded; the driver's own rules apply to the calls.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -237,6 +238,13 @@ struct CuApi {
   // `r` from `call` as a Status: ok, or kCudaError "<call>: CUDA_ERROR_X (<driver's text>)".
   [[nodiscard]] Status check(CUresult r, const char* call) const;
 };
+
+// Waits for the work queued on `stream` so far (an event recorded now) until `deadline` or, with `abortWord`, until
+// that word is non-zero: true once the work is done, false when either came first (the work stays queued). Errors
+// name the driver call.
+[[nodiscard]] Result<bool> waitStreamUntil(const CuApi* api, CUstream stream,
+                                           std::chrono::steady_clock::time_point deadline,
+                                           const uint32_t* abortWord = nullptr);
 
 // The table, loaded once per process (cuInit(0) included). Errors (kCudaError... kSystemError for a library that
 // cannot be loaded) name the library and BRAID_CUDA_DRIVER, a driver older than kCuApiVersion, or the entry point

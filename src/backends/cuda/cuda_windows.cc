@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
-#include <thread>
 
 #include "src/backends/common/rma_kernel.h"
 #include "src/backends/cuda/kernel_image.h"
@@ -181,23 +180,18 @@ Status addCudaDeviceWord(const CudaDeviceMemory& memory, char* area, const uint3
   args.status = status;
   args.abortFlag = abortWord;
   BRAID_RETURN_IF_ERROR(launchRmaKernel(*memory.api(), args, memory.stream()));
-  const CuApi* api = memory.api();
-  const auto start = std::chrono::steady_clock::now();
-  for (int polls = 0;; ++polls) {
-    const CUresult r = api->streamQuery(memory.stream());
-    if (r == kCuSuccess) return Status::ok();
-    if (r != kCuErrorNotReady) return api->check(r, "cuStreamQuery (a GIN VA signal's add)");
-    const bool aborted = abortWord != nullptr && __atomic_load_n(abortWord, __ATOMIC_ACQUIRE) != 0;
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (aborted || (timeoutSec > 0 && waited > timeoutSec)) {
-      *stuck = true;
-      return remoteError(
-          "the GIN VA signal's add (braid's one-thread kernel) %s: the GPU had no room for it (a kernel keeping "
-          "every SM busy while it waits?)",
-          aborted ? "was abandoned at the communicator's abort" : "had not run within BRAID_TIMEOUT");
-    }
-    if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  const auto deadline = timeoutSec > 0 ? std::chrono::steady_clock::now() +
+                                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                 std::chrono::duration<double>(timeoutSec))
+                                       : std::chrono::steady_clock::time_point::max();
+  BRAID_ASSIGN_OR_RETURN(const bool done, waitStreamUntil(memory.api(), memory.stream(), deadline, abortWord));
+  if (done) return Status::ok();
+  *stuck = true;
+  const bool aborted = abortWord != nullptr && __atomic_load_n(abortWord, __ATOMIC_ACQUIRE) != 0;
+  return remoteError(
+      "the GIN VA signal's add (braid's one-thread kernel) %s: the GPU had no room for it (a kernel keeping every SM "
+      "busy while it waits?)",
+      aborted ? "was abandoned at the communicator's abort" : "had not run within BRAID_TIMEOUT");
 }
 
 }  // namespace braid

@@ -31,30 +31,6 @@ uint64_t tokenFor(uint64_t nonce, int writer) {
 
 using Clock = std::chrono::steady_clock;
 
-// Waits for the work queued on `stream` so far, at most until `deadline`; false on timeout.
-Result<bool> waitStream(const CuApi* api, CUstream stream, Clock::time_point deadline) {
-  CUevent e = nullptr;
-  BRAID_RETURN_IF_ERROR(api->check(api->eventCreate(&e, kCuEventDisableTiming), "cuEventCreate"));
-  Status st = api->check(api->eventRecord(e, stream), "cuEventRecord");
-  bool done = false;
-  while (st.isOk()) {
-    const CUresult r = api->eventQuery(e);
-    if (r == kCuSuccess) {
-      done = true;
-      break;
-    }
-    if (r != kCuErrorNotReady) {
-      st = api->check(r, "cuEventQuery");
-      break;
-    }
-    if (Clock::now() > deadline) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  (void)api->eventDestroy(e);
-  BRAID_RETURN_IF_ERROR(st);
-  return done;
-}
-
 }  // namespace
 
 Status selfTestP2p(const P2pTestContext& c, std::vector<uint8_t>* p2p) {
@@ -159,7 +135,7 @@ Status selfTestP2p(const P2pTestContext& c, std::vector<uint8_t>* p2p) {
     BRAID_RETURN_IF_ERROR(api->check(
         api->memcpyAsync(reinterpret_cast<CUdeviceptr>(base + 8 * static_cast<size_t>(c.rank)), at, 8, stream),
         "cuMemcpyAsync(to the peer's GPU)"));
-    BRAID_ASSIGN_OR_RETURN(bool sent, waitStream(api, stream, Clock::now() + timeout));  // the scratch is reused
+    BRAID_ASSIGN_OR_RETURN(bool sent, waitStreamUntil(api, stream, Clock::now() + timeout));  // the scratch is reused
     if (!sent) {
       stuck = true;
       break;
@@ -175,7 +151,7 @@ Status selfTestP2p(const P2pTestContext& c, std::vector<uint8_t>* p2p) {
     BRAID_RETURN_IF_ERROR(api->check(api->memcpyAsync(reinterpret_cast<CUdeviceptr>(slots.data()),
                                                       reinterpret_cast<CUdeviceptr>(region.base), 8 * n, stream),
                                      "cuMemcpyAsync(read back)"));
-    BRAID_ASSIGN_OR_RETURN(bool read, waitStream(api, stream, Clock::now() + timeout));
+    BRAID_ASSIGN_OR_RETURN(bool read, waitStreamUntil(api, stream, Clock::now() + timeout));
     if (!read) {
       stuck = true;
       break;
