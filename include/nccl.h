@@ -89,7 +89,8 @@
  *     in which case it reports that rank's devlist entry.
  *
  * Versions. This header declares NCCL 2.31's host API with NCCL's types, values and layouts, and NCCL_VERSION_CODE
- * says 2.31.2. The device API is in nccl_device.h (docs/device_api.md), with 2.31's versioned device requirements;
+ * says 2.31.2. Of 2.32's additions it has ncclSetEncryption (TLS for braid's own TCP connections); 2.32's
+ * ncclCollConfig_t.launchCompletionEvent is not here yet, which is why the version stays 2.31.2. The device API is in nccl_device.h (docs/device_api.md), with 2.31's versioned device requirements;
  * GPU-initiated networking (GIN) works among the ranks of one LSA team (load/store) and toward ranks of other hosts
  * by a CPU proxy (NCCL_GIN_TYPE_PROXY); GIN's other network backends and the Compute Fabric Transport (CFT) are
  * declared where programs name them and refused by name at run time, as NCCL refuses them on systems without that
@@ -431,6 +432,32 @@ typedef struct ncclSimInfo_v22200 {
         NCCL_UNDEF_FLOAT                                  /* estimatedTime */ \
   }
 
+/* Encryption of braid's own TCP connections (NCCL 2.32), set with ncclSetEncryption. Start from
+ * NCCL_ENCRYPTION_CONFIG_INITIALIZER (plain TCP); a struct without its magic number is rejected. The two mode values
+ * are braid's: NVIDIA's header, which would fix them, is not among the sources braid could check (docs/multihost.md). */
+#define NCCL_ENCRYPTION_MODE_NONE 0 /* plain TCP (the default) */
+#define NCCL_ENCRYPTION_MODE_PSK 1  /* TLS 1.3 authenticated by a pre-shared key of at least 32 bytes */
+
+typedef struct ncclEncryptionConfig_v23200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  /* NCCL_ENCRYPTION_MODE_NONE or NCCL_ENCRYPTION_MODE_PSK. */
+  int mode;
+  /* NCCL_ENCRYPTION_MODE_PSK: the key, a NUL-terminated string of at least 32 bytes, the same in every process of the
+   * job (copied: it may be freed after the call). */
+  const char* psk;
+} ncclEncryptionConfig_t;
+
+#define NCCL_ENCRYPTION_CONFIG_INITIALIZER                                   \
+  {                                                                          \
+    sizeof(ncclEncryptionConfig_t),                       /* size */         \
+        0xcafebeef,                                       /* magic */        \
+        NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */      \
+        NCCL_ENCRYPTION_MODE_NONE,                        /* mode */         \
+        NCCL_CONFIG_UNDEF_PTR                             /* psk */          \
+  }
+
 /* ---- Memory ------------------------------------------------------------------------------------------------- */
 
 /* Allocates at least `size` bytes suited to braid's zero-copy paths (registration, windows) and stores the address
@@ -488,6 +515,18 @@ void pncclResetDebugInit(void);
  * ncclSystemError (no usable network interface, socket or thread failure). */
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
 ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId);
+
+/* Sets how this process's braid-owned TCP connections are protected (NCCL 2.32): with NCCL_ENCRYPTION_MODE_PSK,
+ * every bootstrap connection and every connection of the built-in Socket network made afterwards is TLS 1.3,
+ * authenticated by the key (each connection gets fresh traffic keys, with forward secrecy); a peer without the same
+ * key cannot connect (its connection is refused, with a WARN naming it). NCCL_ENCRYPTION_MODE_NONE (or a NULL config)
+ * returns to plain TCP. Call it before ncclGetUniqueId and every init, with the same key in every process, and keep it
+ * for the job: connections already made keep what they had. Not covered: shared memory and CUDA paths inside a host,
+ * and the libfabric, IB and plugin networks (their own transports). Loads OpenSSL 3 (libssl.so.3, libcrypto.so.3) on
+ * first use. Thread-safe. Errors: ncclInvalidArgument (no initializer, an unknown mode, a NULL or short key),
+ * ncclSystemError (OpenSSL 3 cannot be loaded; the message says which library). */
+ncclResult_t ncclSetEncryption(const ncclEncryptionConfig_t* config);
+ncclResult_t pncclSetEncryption(const ncclEncryptionConfig_t* config);
 
 /* Creates this process's rank `rank` (0 <= rank < nranks) of an nranks-rank communicator identified by commId, with
  * the options in `config` (NULL means all defaults), and stores it in *comm. Every rank calls it with the same

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 # skips them.
 packages=(build-essential cmake pkg-config python3 libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev
   libfabric-dev libibverbs-dev  # the OFI and IB networks (transports/net/, docs/networks.md)
+  libssl-dev libssl3  # OpenSSL 3: headers to build the TLS layer, the library ncclSetEncryption loads (docs/multihost.md)
   graphviz   # graphviz: braid-topo --dot pictures (docs/topology.md) and the topo_tool_dot test
   iproute2  # iproute2: `ip netns`, veth and bridges for the multi-host tests (tests/multihost)
   clang libclang-rt-14-dev)  # clang: the clang_build test; libclang-rt: libFuzzer and ASan for fuzz_run

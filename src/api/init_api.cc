@@ -1,4 +1,5 @@
 // Communicator lifetime, queries and errors.
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -7,6 +8,7 @@
 #include "src/api/api.h"
 #include "src/common/params.h"
 #include "src/common/shareable_mem.h"
+#include "src/common/tls.h"
 #include "src/core/elastic.h"
 #include "src/core/enqueue.h"
 #include "src/core/group.h"
@@ -146,6 +148,34 @@ BRAID_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
     BRAID_RETURN_IF_ERROR(checkNotNull(uniqueId, "ncclGetUniqueId", "uniqueId"));
     BRAID_ASSIGN_OR_RETURN(UniqueIdInfo info, createUniqueId());
     encodeUniqueId(info, uniqueId->internal);
+    return Status::ok();
+  });
+}
+
+BRAID_API(ncclResult_t, ncclSetEncryption, const ncclEncryptionConfig_t* config) {
+  return apiCall("ncclSetEncryption", [&]() -> Status {
+    if (config == nullptr) {
+      clearSocketEncryption();
+      return Status::ok();
+    }
+    if (config->magic != 0xcafebeef || config->size < offsetof(ncclEncryptionConfig_t, psk) + sizeof(config->psk)) {
+      return invalidArgument(
+          "config=%p was not initialized with NCCL_ENCRYPTION_CONFIG_INITIALIZER (size %zu, magic 0x%x)",
+          static_cast<const void*>(config), config->size, config->magic);
+    }
+    if (config->mode == NCCL_ENCRYPTION_MODE_NONE) {
+      clearSocketEncryption();
+      BRAID_INFO(kLogInit | kLogNet, "ncclSetEncryption: plain TCP for connections made from now on");
+      return Status::ok();
+    }
+    if (config->mode != NCCL_ENCRYPTION_MODE_PSK) {
+      return invalidArgument("config->mode=%d is not NCCL_ENCRYPTION_MODE_NONE (%d) or NCCL_ENCRYPTION_MODE_PSK (%d)",
+                             config->mode, NCCL_ENCRYPTION_MODE_NONE, NCCL_ENCRYPTION_MODE_PSK);
+    }
+    BRAID_RETURN_IF_ERROR(setSocketEncryption(config->psk));
+    BRAID_INFO(kLogInit | kLogNet,
+               "ncclSetEncryption: TLS 1.3 with a pre-shared key for the bootstrap and Socket-network connections made "
+               "from now on");
     return Status::ok();
   });
 }

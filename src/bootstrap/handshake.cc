@@ -52,6 +52,15 @@ Digest256 bootstrapMac(const Digest256& key, const char* label, std::initializer
   return hmacSha256(key.data(), key.size(), msg.data(), msg.size());
 }
 
+bool Handshakes::sendChallenge(Pending* p) {
+  Challenge c{kChallengeVersion, 0, {}};
+  std::memcpy(c.nonce, p->nonce.data(), kNonceBytes);
+  // A fresh socket's buffer takes the challenge at once; one that does not is not worth waiting for.
+  Result<size_t> n = p->socket.sendSome(&c, sizeof(c));
+  p->challenged = n.isOk() && n.value() == sizeof(c);
+  return p->challenged;
+}
+
 Result<std::vector<Answered>> Handshakes::step(const Socket& listener, int pollMs, const char* who) {
   std::vector<pollfd> fds;
   fds.push_back(pollfd{listener.fd(), POLLIN, 0});
@@ -66,7 +75,17 @@ Result<std::vector<Answered>> Handshakes::step(const Socket& listener, int pollM
     Pending& p = pending_[i];
     const short ev = fds[i + 1].revents;
     bool drop = false;
-    if ((ev & (POLLIN | POLLHUP | POLLERR)) != 0) {
+    if (!p.challenged) {
+      // Encrypted: the TLS handshake first (each step reads what the client sent), then the challenge.
+      Result<bool> secured = p.socket.secureStep();
+      if (!secured.isOk()) {
+        BRAID_WARN("bootstrap %s: refused connection from %s: %s", who, p.socket.peerName().c_str(),
+                   secured.status().message().c_str());
+        drop = true;
+      } else if (secured.value()) {
+        drop = !sendChallenge(&p);
+      }
+    } else if ((ev & (POLLIN | POLLHUP | POLLERR)) != 0 || p.socket.encrypted()) {
       Result<size_t> n = p.socket.recvSome(p.answer.data() + p.got, answerBytes_ - p.got);
       if (!n.isOk()) {
         BRAID_INFO(kLogBootstrap, "bootstrap %s: %s left before answering the challenge", who,
@@ -97,11 +116,8 @@ Result<std::vector<Answered>> Handshakes::step(const Socket& listener, int pollM
       if (!s.valid()) break;
       Pending p;
       p.nonce = randomNonce();
-      Challenge c{kChallengeVersion, 0, {}};
-      std::memcpy(c.nonce, p.nonce.data(), kNonceBytes);
-      // A fresh socket's buffer takes 24 bytes at once; one that does not is not worth waiting for.
-      if (::send(s.fd(), &c, sizeof(c), MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(c))) continue;
       p.socket = std::move(s);
+      if (!p.socket.encrypted() && !sendChallenge(&p)) continue;
       p.answer.resize(answerBytes_);
       p.deadline = now + kHandshakeDeadline;
       if (pending_.size() >= kMaxPendingHandshakes) {

@@ -74,8 +74,11 @@ class Handshakes {
     Nonce nonce;
     std::vector<char> answer;
     size_t got = 0;
+    bool challenged = false;  // the challenge went out (after the TLS handshake, with encryption on)
     std::chrono::steady_clock::time_point deadline;
   };
+  // Sends p's challenge; false (drop it) when the socket does not take it at once.
+  static bool sendChallenge(Pending* p);
   size_t answerBytes_;
   std::deque<Pending> pending_;
 };

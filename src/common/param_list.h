@@ -46,6 +46,10 @@ BRAID_PARAM(CheckCalls, kInt, "BRAID_CHECK_CALLS", "0",
             "1: before each group runs, the ranks compare the collectives they queued (kind, count, datatype, op, "
             "root) and all fail with ncclInvalidUsage naming both calls when they differ. Costs one bootstrap "
             "message per peer per group (docs/hardening.md). Any rank setting it turns it on for the communicator.")
+BRAID_PARAM(EncryptionKeyFile, kString, "BRAID_ENCRYPTION_KEY_FILE", "",
+            "A file holding the job's TLS key (at least 32 bytes; one trailing newline is dropped; readable by its "
+            "owner only): the bootstrap and Socket-network connections are TLS 1.3 as after ncclSetEncryption with "
+            "NCCL_ENCRYPTION_MODE_PSK, for programs that do not call it. A call of ncclSetEncryption wins over it.")
 BRAID_PARAM(FlightRecorderEntries, kInt, "BRAID_FLIGHT_RECORDER_ENTRIES", "1024",
             "Operations each communicator's flight recorder keeps (the last N, with state and timings); 0 records "
             "nothing.")

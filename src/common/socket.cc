@@ -231,14 +231,39 @@ Socket& Socket::operator=(Socket&& o) noexcept {
     close();
     fd_ = o.fd_;
     peer_ = std::move(o.peer_);
+    tls_ = std::move(o.tls_);
     o.fd_ = -1;
   }
   return *this;
 }
 
 void Socket::close() {
+  tls_.reset();
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+}
+
+Status Socket::startTls(bool server) {
+  BRAID_ASSIGN_OR_RETURN(tls_, TlsStream::start(fd_, server, peer_));
+  return Status::ok();
+}
+
+Result<bool> Socket::secureStep() {
+  if (!tls_) return true;
+  return tls_->handshakeStep();
+}
+
+ssize_t Socket::rawSend(const void* data, size_t size) const {
+  return tls_ ? tls_->send(data, size) : ::send(fd_, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+ssize_t Socket::rawRecv(void* data, size_t size) const {
+  return tls_ ? tls_->recv(data, size) : ::recv(fd_, data, size, MSG_DONTWAIT);
+}
+
+std::string Socket::ioError(const char* what) const {
+  if (errno == EPROTO && tls_) return tls_->lastError();
+  return strPrintf("%s %s: %s", what, peer_.c_str(), strerror(errno));
 }
 
 static void setCommonOptions(int fd) {
@@ -248,6 +273,7 @@ static void setCommonOptions(int fd) {
 }
 
 Result<Socket> Socket::listen(const SocketAddress& addr, SocketAddress* bound) {
+  BRAID_RETURN_IF_ERROR(socketEncryptionFromEnv());
   int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return errnoError(errno, "socket() for listening on %s", addr.toString().c_str());
   Socket s(fd);
@@ -282,6 +308,10 @@ Result<Socket> Socket::accept(const WaitContext& wait) const {
     setCommonOptions(fd);
     Socket s(fd);
     s.peer_ = peer.toString();
+    if (socketEncryptionOn()) {
+      BRAID_RETURN_IF_ERROR(s.startTls(true));
+      BRAID_RETURN_IF_ERROR(s.tls_->handshake(wait));
+    }
     return s;
   }
 }
@@ -302,11 +332,13 @@ Result<Socket> Socket::tryAccept() const {
     setCommonOptions(fd);
     Socket s(fd);
     s.peer_ = peer.toString();
+    if (socketEncryptionOn()) BRAID_RETURN_IF_ERROR(s.startTls(true));
     return s;
   }
 }
 
 Result<Socket> Socket::connect(const SocketAddress& addr, const WaitContext& wait) {
+  BRAID_RETURN_IF_ERROR(socketEncryptionFromEnv());
   int delayMs = 1;
   while (true) {
     int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -315,6 +347,10 @@ Result<Socket> Socket::connect(const SocketAddress& addr, const WaitContext& wai
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr.storage), addr.len) == 0) {
       Socket s(fd);
       s.peer_ = addr.toString();
+      if (socketEncryptionOn()) {
+        BRAID_RETURN_IF_ERROR(s.startTls(false));
+        BRAID_RETURN_IF_ERROR(s.tls_->handshake(wait));
+      }
       return s;
     }
     int err = errno;
@@ -335,7 +371,7 @@ Result<Socket> Socket::connect(const SocketAddress& addr, const WaitContext& wai
 Status Socket::sendAll(const void* data, size_t size, const WaitContext& wait) const {
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
-    ssize_t n = ::send(fd_, p, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = rawSend(p, size);
     if (n > 0) {
       p += n;
       size -= static_cast<size_t>(n);
@@ -344,6 +380,7 @@ Status Socket::sendAll(const void* data, size_t size, const WaitContext& wait) c
     if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
       return remoteError("connection to %s lost: the peer exited, failed or aborted", peer_.c_str());
     }
+    if (n < 0 && errno == EPROTO) return remoteError("%s", ioError("send() to").c_str());
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       return errnoError(errno, "send() to %s", peer_.c_str());
     }
@@ -358,7 +395,7 @@ Status Socket::sendAll(const void* data, size_t size, const WaitContext& wait) c
 Status Socket::recvAll(void* data, size_t size, const WaitContext& wait) const {
   char* p = static_cast<char*>(data);
   while (size > 0) {
-    ssize_t n = ::recv(fd_, p, size, MSG_DONTWAIT);
+    ssize_t n = rawRecv(p, size);
     if (n > 0) {
       p += n;
       size -= static_cast<size_t>(n);
@@ -368,6 +405,7 @@ Status Socket::recvAll(void* data, size_t size, const WaitContext& wait) const {
     if (errno == ECONNRESET) {
       return remoteError("connection to %s lost: the peer exited, failed or aborted", peer_.c_str());
     }
+    if (errno == EPROTO) return remoteError("%s", ioError("recv() from").c_str());
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       return errnoError(errno, "recv() from %s", peer_.c_str());
     }
@@ -381,16 +419,29 @@ Status Socket::recvAll(void* data, size_t size, const WaitContext& wait) const {
 
 Result<size_t> Socket::recvSome(void* data, size_t size) const {
   while (true) {
-    ssize_t n = ::recv(fd_, data, size, MSG_DONTWAIT);
+    ssize_t n = rawRecv(data, size);
     if (n > 0) return static_cast<size_t>(n);
     if (n == 0) return remoteError("connection closed by %s", peer_.c_str());
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+    if (errno == EPROTO) return remoteError("%s", ioError("recv() from").c_str());
     return errnoError(errno, "recv() from %s", peer_.c_str());
   }
 }
 
+Result<size_t> Socket::sendSome(const void* data, size_t size) const {
+  while (true) {
+    ssize_t n = rawSend(data, size);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+    if (errno == EPROTO) return remoteError("%s", ioError("send() to").c_str());
+    return errnoError(errno, "send() to %s", peer_.c_str());
+  }
+}
+
 Result<bool> Socket::pollReadable(int timeoutMs) const {
+  if (tls_ && tls_->buffered()) return true;
   pollfd pf{fd_, POLLIN, 0};
   int rc = ::poll(&pf, 1, timeoutMs);
   if (rc < 0 && errno != EINTR) return errnoError(errno, "poll() on %s", peer_.c_str());

@@ -7,9 +7,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "src/common/status.h"
+#include "src/common/tls.h"
 #include "src/common/wait.h"
 
 namespace braid {
@@ -46,12 +48,14 @@ Result<SocketAddress> findRouteSource(const SocketAddress& remote, std::string* 
 // True when `name` matches an NCCL_SOCKET_IFNAME-style spec.
 bool matchInterfaceSpec(const std::string& spec, const std::string& name);
 
+// With ncclSetEncryption's key set (socketEncryptionOn()), every connection is TLS: connect() and accept() finish
+// the handshake before they return, tryAccept() leaves it to secureStep(), and the I/O calls below go through it.
 class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
   ~Socket() { close(); }
-  Socket(Socket&& o) noexcept : fd_(o.fd_), peer_(o.peer_) { o.fd_ = -1; }
+  Socket(Socket&& o) noexcept : fd_(o.fd_), peer_(o.peer_), tls_(std::move(o.tls_)) { o.fd_ = -1; }
   Socket& operator=(Socket&& o) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
@@ -65,8 +69,11 @@ class Socket {
   static Result<Socket> listen(const SocketAddress& addr, SocketAddress* bound);
   // Accepts one connection. Fails at the deadline or when aborted.
   Result<Socket> accept(const WaitContext& wait) const;
-  // Accepts a connection if one is waiting; an invalid Socket when none is.
+  // Accepts a connection if one is waiting; an invalid Socket when none is. With encryption on, its TLS handshake
+  // has only started: call secureStep() until it returns true before any I/O.
   Result<Socket> tryAccept() const;
+  // One step of a tryAccept()ed socket's TLS handshake, without waiting: true once done (always, without TLS).
+  Result<bool> secureStep();
   // Connects, retrying refused connections until the deadline (the peer may not be listening yet).
   static Result<Socket> connect(const SocketAddress& addr, const WaitContext& wait);
 
@@ -77,10 +84,19 @@ class Socket {
   // Reads what has arrived, up to `size` bytes, without waiting: the count (0 when nothing has), or an error when the
   // peer closed the connection or it failed.
   Result<size_t> recvSome(void* data, size_t size) const;
+  // Writes what the socket takes now, up to `size` bytes, without waiting: the count.
+  Result<size_t> sendSome(const void* data, size_t size) const;
+  bool encrypted() const { return tls_ != nullptr; }
 
  private:
+  Status startTls(bool server);
+  ssize_t rawSend(const void* data, size_t size) const;  // ::send or TLS, MSG_DONTWAIT semantics
+  ssize_t rawRecv(void* data, size_t size) const;
+  std::string ioError(const char* what) const;  // errno's text, or the TLS layer's
+
   int fd_ = -1;
   std::string peer_;
+  std::unique_ptr<TlsStream> tls_;
 };
 
 }  // namespace braid

@@ -21,10 +21,9 @@
 #             naming both and BRAID_CPU_NCHANNELS=2: all_reduce_perf up to 16 MB and alltoall_perf up to 256 KB;
 #             every rank must list both Socket devices, connections must run via NET/Socket/0 and /1, and each
 #             interface of each host must have sent at least 20% of that host's bytes (its counters in /sys)
-#   rails     2 hosts x 2 ranks with two NICs per host (netns.sh --nics 2, one subnet each), NCCL_SOCKET_IFNAME
-#             naming both and BRAID_CPU_NCHANNELS=2: all_reduce_perf up to 16 MB and alltoall_perf up to 256 KB;
-#             every rank must list both Socket devices, connections must run via NET/Socket/0 and /1, and each
-#             interface of each host must have sent at least 20% of that host's bytes (its counters in /sys)
+#   tls       2 hosts x 2 ranks with BRAID_ENCRYPTION_KEY_FILE (ncclSetEncryption's key for programs that do not
+#             call it): all_reduce_perf and alltoall_perf exact, every Socket-network connection TLS 1.3; then host 1
+#             with another key: the run must fail within its timeout, host 1 naming the refused TLS handshake
 #
 # Every perf run must exit 0 on every host (each rank exits 1 on any wrong value), print one table row per size
 # with #wrong 0 in both columns, and every rank must log nNodes = hosts with its localRank on its own host.
@@ -210,6 +209,33 @@ mode_mpi() {
   fi
   run_perf mpi2x2 2 2 9 --mpirun -- all_reduce_perf "${std[@]}"
   run_perf mpi3x1 3 1 9 --mpirun -- alltoall_perf "${std[@]}"
+}
+
+mode_tls() {
+  local key=$work/key
+  (umask 077 && head -c 48 /dev/urandom | base64 -w0 >"$key")
+  run_perf ar_tls2x2 2 2 9 --env "BRAID_ENCRYPTION_KEY_FILE=$key" -- all_reduce_perf "${std[@]}"
+  run_perf a2a_tls2x2 2 2 6 --env "BRAID_ENCRYPTION_KEY_FILE=$key" -- alltoall_perf "${short[@]}"
+  local name
+  for name in ar_tls2x2 a2a_tls2x2; do
+    grep -qh "TLS 1.3 with the key of BRAID_ENCRYPTION_KEY_FILE" "$work/$name"/host*.log ||
+      fail "$name: no rank logged that it took the key file"
+    grep -qh "NET/Socket : connected to .* over TLS 1.3" "$work/$name"/host*.log ||
+      fail "$name: no Socket-network connection logged TLS 1.3"
+  done
+  # Host 1 with another key: its connections are refused; nobody waits past the deadline.
+  (umask 077 && cp "$key" "$work/key0" && head -c 48 /dev/urandom | base64 -w0 >"$work/key1")
+  local dir=$work/tls_mismatch rc=0 start=$SECONDS
+  mkdir -p "$dir"
+  echo "== tls_mismatch: 2 hosts x 1 rank, host 1 with another key"
+  NCCL_DEBUG=WARN BRAID_TIMEOUT=5 "$netns" run -H 2 --timeout 60 --log-dir "$dir" -- \
+    env "BRAID_ENCRYPTION_KEY_FILE=$work/key{host}" "$braidrun" -np 1 --nnodes "{nhosts}" --node-rank "{host}" \
+    --master-addr "{master}" --master-port "{port}" -- "$build/perf/all_reduce_perf" -b 8 -e 8 -n 1 -w 0 \
+    >"$dir.out" 2>&1 || rc=$?
+  [ "$rc" != 0 ] || { cat "$dir.out"; fail "tls_mismatch: a host with another key completed the run"; }
+  [ "$rc" != 124 ] || { cat "$dir.out"; fail "tls_mismatch: the run hung until the harness's timeout"; }
+  grep -qh "TLS handshake with .* failed" "$dir"/host*.log || { cat "$dir.out" "$dir"/host*.log; fail "tls_mismatch: no rank named the refused TLS handshake"; }
+  echo "   ok: refused after $((SECONDS - start)) s (exit $rc)"
 }
 
 mode_ifname() {
@@ -533,6 +559,6 @@ mode_cleanup() {
 }
 
 case $mode in
-  hosts2 | hosts3 | ofi | mpi | kill | hang | cleanup | ifname | netem | rails) "mode_$mode" ;;
+  hosts2 | hosts3 | ofi | mpi | kill | hang | cleanup | ifname | netem | rails | tls) "mode_$mode" ;;
   *) fail "unknown mode '$mode'" ;;
 esac

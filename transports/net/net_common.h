@@ -81,6 +81,12 @@ inline ncclResult_t netFail(const Status& s, const char* file, int line) {
     if (braid_log_ != nullptr) braid_log_(NCCL_LOG_INFO, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
+#define BRAID_NET_WARN(...)                                                                          \
+  do {                                                                                               \
+    ncclDebugLogger_t braid_log_ = ::braid::net::builtinLogger().load();                             \
+    if (braid_log_ != nullptr) braid_log_(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
+
 namespace braid {
 namespace net {
 

@@ -13,6 +13,7 @@
 #include "src/common/dyn_lib.h"
 #include "src/common/logging.h"
 #include "src/common/params.h"
+#include "src/common/tls.h"
 #include "transports/net/net_common.h"
 
 namespace braid {
@@ -583,6 +584,13 @@ Result<NetSelection> loadNetworks() {
   }
   BRAID_INFO(kLogInit | kLogNet, "Using network %s (%s, %s; available: %s)", sel.chosen->name().c_str(),
              sel.chosen->origin().c_str(), sel.reason.c_str(), names.c_str());
+  if (socketEncryptionOn() && (sel.chosen->external() || lower(sel.chosen->name()) != "socket")) {
+    // As in NCCL, encryption covers the library's own TCP sockets; RDMA and plugin transports carry data as they do.
+    BRAID_WARN(
+        "ncclSetEncryption: the bootstrap is encrypted, but network %s (%s) is not covered by TLS and carries data "
+        "between hosts unencrypted (NCCL_NET=Socket encrypts it too)",
+        sel.chosen->name().c_str(), sel.chosen->origin().c_str());
+  }
   return sel;
 }
 

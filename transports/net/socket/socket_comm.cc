@@ -12,10 +12,12 @@ namespace braid {
 namespace net {
 namespace socket {
 
-SocketComm::SocketComm(bool isSend, int ctrlFd, std::vector<int> dataFds, int nThreads, std::string peer)
+SocketComm::SocketComm(bool isSend, int ctrlFd, std::vector<int> dataFds, int nThreads, std::string peer,
+                       std::vector<std::unique_ptr<TlsStream>> tls)
     : isSend_(isSend),
       ctrlFd_(ctrlFd),
       dataFds_(std::move(dataFds)),
+      tls_(std::move(tls)),
       nThreads_(std::max(1, std::min<int>(nThreads, static_cast<int>(dataFds_.size())))),
       peer_(std::move(peer)) {
   for (SocketRequest& r : reqs_) r.comm = this;
@@ -34,6 +36,26 @@ SocketComm::~SocketComm() {
   for (std::thread& t : helpers_) t.join();
   ::close(ctrlFd_);
   for (int fd : dataFds_) ::close(fd);
+}
+
+ssize_t SocketComm::xfer(int sock, char* data, size_t size) {
+  TlsStream* t = tls_.empty() ? nullptr : tls_[static_cast<size_t>(sock)].get();
+  if (t != nullptr) return isSend_ ? t->send(data, size) : t->recv(data, size);
+  const int fd = sock == 0 ? ctrlFd_ : dataFds_[static_cast<size_t>(sock - 1)];
+  return isSend_ ? ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd, data, size, MSG_DONTWAIT);
+}
+
+Status SocketComm::xferError(int sock, const char* what) {
+  if (errno == EPIPE || errno == ECONNRESET) {
+    return remoteError("NET/Socket : connection to peer %s lost (%s) during %s", peer_.c_str(), strerror(errno), what);
+  }
+  if (errno == EPROTO && !tls_.empty()) {
+    return remoteError(
+        "NET/Socket : %s, during %s (the data did not authenticate: tampered with, or not from a peer "
+        "with this job's key)",
+        tls_[static_cast<size_t>(sock)]->lastError().c_str(), what);
+  }
+  return errnoError(errno, "NET/Socket : %s on a socket of peer %s", what, peer_.c_str());
 }
 
 SocketRequest* SocketComm::allocRequest() {
@@ -95,18 +117,13 @@ Status SocketComm::progressSendCtrl() {
     SocketRequest* req = ctrlQueue_.front();
     if (hdrDone_ == 0 && inlineDone_ == 0) hdr_ = WireHeader{req->tags[0], 0, req->cap[0]};
     while (hdrDone_ < sizeof(hdr_)) {
-      ssize_t n = ::send(ctrlFd_, reinterpret_cast<char*>(&hdr_) + hdrDone_, sizeof(hdr_) - hdrDone_,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      ssize_t n = xfer(0, reinterpret_cast<char*>(&hdr_) + hdrDone_, sizeof(hdr_) - hdrDone_);
       if (n > 0) {
         hdrDone_ += static_cast<size_t>(n);
         continue;
       }
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Status::ok();
-      if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-        return remoteError("NET/Socket : connection to peer %s lost (%s) while sending a message header", peer_.c_str(),
-                           strerror(errno));
-      }
-      return errnoError(errno, "NET/Socket : send() of a message header to peer %s", peer_.c_str());
+      return xferError(0, "send() of a message header");
     }
     if (req->cap[0] <= kInlineBytes) {
       BRAID_ASSIGN_OR_RETURN(bool moved, moveInline(req->data[0], req->cap[0]));
@@ -125,7 +142,7 @@ Status SocketComm::progressSendCtrl() {
 Status SocketComm::progressRecvCtrl() {
   while (!ctrlQueue_.empty()) {
     while (!hdrReady_) {
-      ssize_t n = ::recv(ctrlFd_, reinterpret_cast<char*>(&hdr_) + hdrDone_, sizeof(hdr_) - hdrDone_, MSG_DONTWAIT);
+      ssize_t n = xfer(0, reinterpret_cast<char*>(&hdr_) + hdrDone_, sizeof(hdr_) - hdrDone_);
       if (n > 0) {
         hdrDone_ += static_cast<size_t>(n);
         hdrReady_ = hdrDone_ == sizeof(hdr_);
@@ -137,10 +154,7 @@ Status SocketComm::progressRecvCtrl() {
                            ctrlQueue_.size());
       }
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::ok();
-      if (errno == ECONNRESET) {
-        return remoteError("NET/Socket : connection to peer %s reset with receives pending", peer_.c_str());
-      }
-      return errnoError(errno, "NET/Socket : recv() of a message header from peer %s", peer_.c_str());
+      return xferError(0, "recv() of a message header with receives pending");
     }
     // Match the header to the oldest posted buffer with its tag.
     SocketRequest* req = nullptr;
@@ -182,8 +196,7 @@ Status SocketComm::progressRecvCtrl() {
 
 Result<bool> SocketComm::moveInline(char* data, size_t size) {
   while (inlineDone_ < size) {
-    ssize_t n = isSend_ ? ::send(ctrlFd_, data + inlineDone_, size - inlineDone_, MSG_NOSIGNAL | MSG_DONTWAIT)
-                        : ::recv(ctrlFd_, data + inlineDone_, size - inlineDone_, MSG_DONTWAIT);
+    ssize_t n = xfer(0, data + inlineDone_, size - inlineDone_);
     if (n > 0) {
       inlineDone_ += static_cast<size_t>(n);
       continue;
@@ -197,6 +210,7 @@ Result<bool> SocketComm::moveInline(char* data, size_t size) {
       return remoteError("NET/Socket : connection to peer %s lost (%s) during a %zu-byte %s", peer_.c_str(),
                          strerror(errno), size, isSend_ ? "send" : "receive");
     }
+    if (n < 0 && errno == EPROTO) return xferError(0, "a message on the control socket");
     return errnoError(errno, "NET/Socket : %s of a %zu-byte message on the control socket of peer %s",
                       isSend_ ? "send()" : "recv()", size, peer_.c_str());
   }
@@ -290,7 +304,7 @@ Status SocketComm::movePiece(const Piece& p) {
     if (stop_.load(std::memory_order_relaxed)) {
       return invalidUsage("NET/Socket : connection to peer %s closed locally during a transfer", peer_.c_str());
     }
-    ssize_t n = isSend_ ? ::send(fd, ptr, left, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd, ptr, left, MSG_DONTWAIT);
+    ssize_t n = xfer(p.sock + 1, ptr, left);
     if (n > 0) {
       ptr += n;
       left -= static_cast<size_t>(n);
@@ -309,6 +323,7 @@ Status SocketComm::movePiece(const Piece& p) {
       return remoteError("NET/Socket : connection to peer %s lost (%s) during a %zu-byte %s", peer_.c_str(),
                          strerror(errno), p.size, isSend_ ? "send" : "receive");
     }
+    if (errno == EPROTO) return xferError(p.sock + 1, "a transfer on a data socket");
     return errnoError(errno, "NET/Socket : %s on a data socket of peer %s", isSend_ ? "send()" : "recv()",
                       peer_.c_str());
   }

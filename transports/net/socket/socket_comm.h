@@ -25,6 +25,7 @@
 
 #include "include/nccl_net.h"
 #include "src/common/status.h"
+#include "src/common/tls.h"
 
 namespace braid {
 namespace net {
@@ -70,8 +71,10 @@ struct Piece {
 
 class SocketComm {
  public:
-  // Takes ownership of the fds (ctrl first). Starts nThreads helpers.
-  SocketComm(bool isSend, int ctrlFd, std::vector<int> dataFds, int nThreads, std::string peer);
+  // Takes ownership of the fds (ctrl first) and, with encryption on, of their TLS sessions (`tls`: ctrl first, one
+  // per socket, handshakes done; empty for plain TCP). Starts nThreads helpers.
+  SocketComm(bool isSend, int ctrlFd, std::vector<int> dataFds, int nThreads, std::string peer,
+             std::vector<std::unique_ptr<TlsStream>> tls = {});
   ~SocketComm();  // stops helpers, closes sockets
   SocketComm(const SocketComm&) = delete;
   SocketComm& operator=(const SocketComm&) = delete;
@@ -96,10 +99,16 @@ class SocketComm {
   Status movePiece(const Piece& p);
   // Moves the rest of a kInlineBytes payload on the control socket (mu_ held): true when it is all there.
   Result<bool> moveInline(char* data, size_t size);
+  // ::send or ::recv (by the comm's side) on socket `sock` (0: control, 1 + i: data socket i), through its TLS
+  // session when it has one; MSG_DONTWAIT semantics.
+  ssize_t xfer(int sock, char* data, size_t size);
+  // The error of a failed xfer() on `sock` (errno set), naming `what`.
+  Status xferError(int sock, const char* what);
 
   const bool isSend_;
   int ctrlFd_;
   std::vector<int> dataFds_;
+  std::vector<std::unique_ptr<TlsStream>> tls_;  // empty, or one per socket (control first)
   const int nThreads_;
   const std::string peer_;
 

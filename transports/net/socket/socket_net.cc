@@ -81,10 +81,12 @@ struct ListenComm {
     Hello hello;
     size_t got;
     std::string peer;
+    std::unique_ptr<TlsStream> tls;  // with encryption on: the hello comes after its handshake
   };
   std::vector<Conn> pending;
   struct Group {
     std::vector<int> fds;
+    std::vector<std::unique_ptr<TlsStream>> tls;  // with encryption on, one per socket
     uint32_t count = 0;
     std::string peer;
   };
@@ -98,6 +100,8 @@ struct PendingConnect {
   std::vector<int> fds;
   std::vector<bool> connected;
   std::vector<size_t> sent;
+  std::vector<std::unique_ptr<TlsStream>> tls;  // with encryption on, one per socket (made once connected)
+  bool secure = false;
   Hello hello{};
   WaitContext wait;
   ~PendingConnect() {
@@ -311,6 +315,7 @@ Status connectProgress(Handle* h, void** sendComm) {
     return invalidArgument("NET/Socket : connect: the handle's stage %u is not 0 or 1", h->stage);
   }
   if (h->stage == 0) {
+    BRAID_RETURN_IF_ERROR(socketEncryptionFromEnv());
     if (h->nSocks < 1 || h->nSocks > static_cast<uint32_t>(kMaxSocks) || h->nThreads < 1) {
       return invalidArgument("NET/Socket : connect: handle asks for %u sockets, %u threads", h->nSocks, h->nThreads);
     }
@@ -320,6 +325,8 @@ Status connectProgress(Handle* h, void** sendComm) {
     pc->nSocks = h->nSocks;
     pc->nThreads = h->nThreads;
     pc->wait = WaitContext::withTimeout(nullptr, builtinTimeoutSec().load());
+    pc->secure = socketEncryptionOn();
+    if (pc->secure) pc->tls.resize(pc->nSocks + 1);
     std::random_device rd;
     pc->hello = Hello{kHelloMagic, (static_cast<uint64_t>(rd()) << 32) ^ rd(), 0, pc->nSocks};
     {
@@ -359,12 +366,24 @@ Status connectProgress(Handle* h, void** sendComm) {
                           pc->addr.toString().c_str());
       }
       pc->connected[i] = true;
+      if (pc->secure) {
+        BRAID_ASSIGN_OR_RETURN(pc->tls[i], TlsStream::start(fd, false, pc->addr.toString()));
+      }
+    }
+    TlsStream* tls = pc->secure ? pc->tls[i].get() : nullptr;
+    if (tls != nullptr) {
+      BRAID_ASSIGN_OR_RETURN(bool secured, tls->handshakeStep());
+      if (!secured) {
+        all = false;
+        continue;
+      }
     }
     Hello hello = pc->hello;
     hello.index = static_cast<uint32_t>(i);
     while (pc->sent[i] < sizeof(hello)) {
-      ssize_t n = ::send(fd, reinterpret_cast<char*>(&hello) + pc->sent[i], sizeof(hello) - pc->sent[i],
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      char* at = reinterpret_cast<char*>(&hello) + pc->sent[i];
+      const size_t left = sizeof(hello) - pc->sent[i];
+      ssize_t n = tls != nullptr ? tls->send(at, left) : ::send(fd, at, left, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         pc->sent[i] += static_cast<size_t>(n);
         continue;
@@ -382,7 +401,12 @@ Status connectProgress(Handle* h, void** sendComm) {
     return Status::ok();
   }
   std::vector<int> data(pc->fds.begin() + 1, pc->fds.end());
-  *sendComm = new SocketComm(true, pc->fds[0], std::move(data), static_cast<int>(pc->nThreads), pc->addr.toString());
+  if (pc->secure) {
+    BRAID_NET_INFO("NET/Socket : connected to %s over TLS 1.3 (%zu sockets)", pc->addr.toString().c_str(),
+                   pc->fds.size());
+  }
+  *sendComm = new SocketComm(true, pc->fds[0], std::move(data), static_cast<int>(pc->nThreads), pc->addr.toString(),
+                             std::move(pc->tls));
   pc->fds.clear();  // now owned by the comm
   forgetPending(h);
   return Status::ok();
@@ -407,13 +431,38 @@ Status acceptProgress(ListenComm* lc, void** recvComm) {
       return errnoError(errno, "NET/Socket : accept() on %s", lc->addr.c_str());
     }
     setNoDelay(fd);
-    lc->pending.push_back(ListenComm::Conn{fd, Hello{}, 0, peerOf(fd)});
+    ListenComm::Conn c{fd, Hello{}, 0, peerOf(fd), nullptr};
+    if (socketEncryptionOn()) {
+      Result<std::unique_ptr<TlsStream>> tls = TlsStream::start(fd, true, c.peer);
+      if (!tls.isOk()) {
+        ::close(fd);
+        return tls.status();
+      }
+      c.tls = std::move(tls.value());
+    }
+    lc->pending.push_back(std::move(c));
   }
   for (size_t i = 0; i < lc->pending.size();) {
     ListenComm::Conn& c = lc->pending[i];
-    ssize_t n = ::recv(c.fd, reinterpret_cast<char*>(&c.hello) + c.got, sizeof(c.hello) - c.got, MSG_DONTWAIT);
-    if (n > 0) c.got += static_cast<size_t>(n);
-    bool drop = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    bool drop = false;
+    ssize_t n = -1;
+    errno = EAGAIN;
+    if (c.tls != nullptr && !c.tls->handshakeDone()) {
+      // Whoever cannot finish the handshake (no key, another key, not TLS) is dropped, not an error of the listener.
+      Result<bool> secured = c.tls->handshakeStep();
+      if (!secured.isOk()) {
+        BRAID_NET_WARN("NET/Socket : dropping a connection from %s to %s: %s", c.peer.c_str(), lc->addr.c_str(),
+                       secured.status().message().c_str());
+        drop = true;
+      }
+    }
+    if (!drop && (c.tls == nullptr || c.tls->handshakeDone())) {
+      char* at = reinterpret_cast<char*>(&c.hello) + c.got;
+      const size_t left = sizeof(c.hello) - c.got;
+      n = c.tls != nullptr ? c.tls->recv(at, left) : ::recv(c.fd, at, left, MSG_DONTWAIT);
+      if (n > 0) c.got += static_cast<size_t>(n);
+      drop = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    }
     if (c.got == sizeof(c.hello) &&
         (c.hello.magic != kHelloMagic || c.hello.nSocks != lc->nSocks || c.hello.index > lc->nSocks)) {
       BRAID_NET_INFO("NET/Socket : dropping a connection from %s to %s: not a braid Socket-network peer",
@@ -430,22 +479,38 @@ Status acceptProgress(ListenComm* lc, void** recvComm) {
       continue;
     }
     ListenComm::Group& g = lc->groups[c.hello.commId];
-    if (g.fds.empty()) g.fds.assign(lc->nSocks + 1, -1);
+    if (g.fds.empty()) {
+      g.fds.assign(lc->nSocks + 1, -1);
+      g.tls.resize(lc->nSocks + 1);
+    }
     if (g.fds[c.hello.index] >= 0)
       ::close(g.fds[c.hello.index]);  // duplicate index: keep the newest
     else
       g.count++;
     g.fds[c.hello.index] = c.fd;
+    g.tls[c.hello.index] = std::move(c.tls);
     if (c.hello.index == 0) g.peer = c.peer;
     lc->pending.erase(lc->pending.begin() + static_cast<long>(i));
   }
   for (auto it = lc->groups.begin(); it != lc->groups.end(); ++it) {
     if (it->second.count == lc->nSocks + 1) {
       std::vector<int> fds = std::move(it->second.fds);
+      std::vector<std::unique_ptr<TlsStream>> tls = std::move(it->second.tls);
       std::string peer = it->second.peer;
       lc->groups.erase(it);
       std::vector<int> data(fds.begin() + 1, fds.end());
-      *recvComm = new SocketComm(false, fds[0], std::move(data), static_cast<int>(lc->nThreads), peer);
+      const auto plain = std::count(tls.begin(), tls.end(), nullptr);
+      if (plain == static_cast<long>(tls.size())) {
+        tls.clear();
+      } else if (plain != 0) {  // ncclSetEncryption changed while this connection's sockets came in
+        for (int fd : fds) ::close(fd);
+        return remoteError(
+            "NET/Socket : a connection from %s has TLS on some sockets only (was ncclSetEncryption "
+            "called while connecting?)",
+            peer.c_str());
+      }
+      if (!tls.empty()) BRAID_NET_INFO("NET/Socket : accepted %s over TLS 1.3 (%zu sockets)", peer.c_str(), fds.size());
+      *recvComm = new SocketComm(false, fds[0], std::move(data), static_cast<int>(lc->nThreads), peer, std::move(tls));
       return Status::ok();
     }
   }
