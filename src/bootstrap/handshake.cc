@@ -99,8 +99,10 @@ Result<std::vector<Answered>> Handshakes::step(const Socket& listener, int pollM
       done.push_back(Answered{std::move(p.socket), p.nonce, std::move(p.answer)});
       drop = true;
     } else if (!drop && now >= p.deadline) {
-      BRAID_WARN("bootstrap %s: refused connection from %s: no answer to the challenge within %lld s", who,
-                 p.socket.peerName().c_str(), static_cast<long long>(kHandshakeDeadline.count()));
+      BRAID_WARN("bootstrap %s: refused connection from %s: %s within %lld s", who, p.socket.peerName().c_str(),
+                 p.challenged ? "no answer to the challenge"
+                              : "no TLS handshake (a process without this job's key, or not a braid rank)",
+                 static_cast<long long>(kHandshakeDeadline.count()));
       drop = true;
     }
     if (drop) {
@@ -133,7 +135,14 @@ Result<std::vector<Answered>> Handshakes::step(const Socket& listener, int pollM
 
 Result<Nonce> readChallenge(const Socket& s, const WaitContext& wait) {
   Challenge c{};
-  BRAID_RETURN_IF_ERROR(s.recvAll(&c, sizeof(c), wait));
+  Status got = s.recvAll(&c, sizeof(c), wait);
+  if (!got.isOk() && !s.encrypted()) {
+    // A listener that wants TLS says nothing to a plain connection, then drops it.
+    return Status(got.code(), got.message() +
+                                  " (if the job's other processes use TLS, by ncclSetEncryption or "
+                                  "BRAID_ENCRYPTION_KEY_FILE, this one has no key)");
+  }
+  BRAID_RETURN_IF_ERROR(got);
   if (c.version != kChallengeVersion) {
     return remoteError("%s is not a braid bootstrap listener of this version (it sent 0x%08x)", s.peerName().c_str(),
                        c.version);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/common/logging.h"
 #include "src/common/params.h"
 
 namespace braid {
@@ -332,7 +333,13 @@ Result<Socket> Socket::tryAccept() const {
     setCommonOptions(fd);
     Socket s(fd);
     s.peer_ = peer.toString();
-    if (socketEncryptionOn()) BRAID_RETURN_IF_ERROR(s.startTls(true));
+    if (socketEncryptionOn()) {
+      Status secured = s.startTls(true);
+      if (!secured.isOk()) {  // this connection only: the listener goes on
+        BRAID_WARN("dropping a connection from %s: %s", s.peer_.c_str(), secured.message().c_str());
+        continue;
+      }
+    }
     return s;
   }
 }

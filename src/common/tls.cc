@@ -25,18 +25,20 @@ namespace {
 // Every OpenSSL function braid calls, bound at OpenSSL 3.0's symbol version (the headers' layout).
 #define BRAID_SSL_FNS(X)                                                                                          \
   X(OPENSSL_init_ssl)                                                                                             \
-  X(TLS_method) X(SSL_CTX_new) X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_ciphersuites) X(SSL_CTX_set_options) \
+  X(TLS_method)                                                                                                   \
+  X(SSL_CTX_new) X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_ciphersuites) X(SSL_CTX_set_options)               \
       X(SSL_CTX_set_verify) X(SSL_CTX_set_num_tickets) X(SSL_CTX_set_psk_use_session_callback)                    \
           X(SSL_CTX_set_psk_find_session_callback) X(SSL_new) X(SSL_free) X(SSL_set_bio) X(SSL_get_rbio)          \
               X(SSL_set_connect_state) X(SSL_set_accept_state) X(SSL_do_handshake) X(SSL_read_ex) X(SSL_write_ex) \
                   X(SSL_get_error) X(SSL_pending) X(SSL_session_reused) X(SSL_CIPHER_find) X(SSL_SESSION_new)     \
                       X(SSL_SESSION_free) X(SSL_SESSION_set1_master_key) X(SSL_SESSION_set_cipher)                \
-                          X(SSL_SESSION_set_protocol_version)
-#define BRAID_CRYPTO_FNS(X)                                                                                       \
-  X(ERR_get_error)                                                                                                \
-  X(ERR_error_string_n) X(ERR_clear_error) X(BIO_meth_new) X(BIO_meth_set_write) X(BIO_meth_set_read)             \
-      X(BIO_meth_set_ctrl) X(BIO_meth_set_create) X(BIO_get_new_index) X(BIO_new) X(BIO_set_data) X(BIO_get_data) \
-          X(BIO_set_init) X(BIO_set_flags) X(BIO_clear_flags)
+                          X(SSL_SESSION_set_protocol_version) X(SSL_key_update)
+#define BRAID_CRYPTO_FNS(X)                                                                                  \
+  X(ERR_get_error)                                                                                           \
+  X(ERR_error_string_n)                                                                                      \
+  X(ERR_clear_error) X(BIO_meth_new) X(BIO_meth_set_write) X(BIO_meth_set_read) X(BIO_meth_set_ctrl)         \
+      X(BIO_meth_set_create) X(BIO_get_new_index) X(BIO_new) X(BIO_set_data) X(BIO_get_data) X(BIO_set_init) \
+          X(BIO_set_flags) X(BIO_clear_flags)
 
 struct SslApi {
 #define BRAID_SSL_PTR(name) decltype(&::name) name = nullptr;
@@ -81,8 +83,10 @@ Digest256 deriveKey(const char* psk, size_t bytes) {
   return hmacSha256(prk.data(), prk.size(), block, sizeof(block));
 }
 
+// The first error on this thread's OpenSSL queue, which is emptied (the application's thread may share it).
 std::string opensslError(const SslApi& a) {
   const unsigned long e = a.ERR_get_error();
+  a.ERR_clear_error();
   if (e == 0) return "no OpenSSL error recorded";
   char text[256];
   a.ERR_error_string_n(e, text, sizeof(text));
@@ -198,7 +202,8 @@ Status loadLocked() {
   BRAID_CRYPTO_FNS(BRAID_CRYPTO_BIND)
 #undef BRAID_SSL_BIND
 #undef BRAID_CRYPTO_BIND
-  if (a.OPENSSL_init_ssl(0, nullptr) != 1) return fail(systemError("OPENSSL_init_ssl failed"));
+  // No cleanup at exit: detached threads (a bootstrap root, a communicator never destroyed) may still hold sessions.
+  if (a.OPENSSL_init_ssl(OPENSSL_INIT_NO_ATEXIT, nullptr) != 1) return fail(systemError("OPENSSL_init_ssl failed"));
   s.bio = a.BIO_meth_new(a.BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "braid socket");
   if (s.bio == nullptr || a.BIO_meth_set_write(s.bio, TlsBio::write) != 1 ||
       a.BIO_meth_set_read(s.bio, TlsBio::read) != 1 || a.BIO_meth_set_ctrl(s.bio, TlsBio::ctrl) != 1 ||
@@ -248,6 +253,12 @@ Status setSocketEncryption(const char* psk) {
 void clearSocketEncryption() {
   TlsState& s = tls();
   std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.chosen && !params::EncryptionKeyFile().empty()) {
+    BRAID_WARN(
+        "ncclSetEncryption: NCCL_ENCRYPTION_MODE_NONE overrides BRAID_ENCRYPTION_KEY_FILE=%s: connections made "
+        "from now on are plain TCP",
+        params::EncryptionKeyFile().c_str());
+  }
   s.on = false;
   s.chosen = true;
   s.key.fill(0);
@@ -256,7 +267,8 @@ void clearSocketEncryption() {
 Status socketEncryptionFromEnv() {
   TlsState& s = tls();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.chosen || s.envRead) return s.envError;
+  if (s.chosen) return Status::ok();
+  if (s.envRead) return s.envError;
   s.envRead = true;
   const std::string path = params::EncryptionKeyFile();
   if (path.empty()) return Status::ok();
@@ -272,13 +284,18 @@ Status socketEncryptionFromEnv() {
     return fail(invalidArgument("BRAID_ENCRYPTION_KEY_FILE=%s cannot be read: %s", path.c_str(), strerror(err)));
   }
   std::string key(4096, '\0');
+  struct Wipe {  // the key's bytes are cleared whichever way this returns
+    std::string& k;
+    ~Wipe() { explicit_bzero(&k[0], k.size()); }
+  } wipe{key};
   const ssize_t n = read(fd, &key[0], key.size());
   close(fd);
-  if ((st.st_mode & 077) != 0) {
-    return fail(
-        invalidArgument("BRAID_ENCRYPTION_KEY_FILE=%s is readable by group or others (mode %03o): chmod 600 "
-                        "it",
-                        path.c_str(), static_cast<unsigned>(st.st_mode & 0777)));
+  if ((st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
+    return fail(invalidArgument(
+        "BRAID_ENCRYPTION_KEY_FILE=%s must belong to this user (uid %u; the file's is %u) and be accessible by it "
+        "only (mode %03o): chown it and chmod 600 it",
+        path.c_str(), static_cast<unsigned>(geteuid()), static_cast<unsigned>(st.st_uid),
+        static_cast<unsigned>(st.st_mode & 0777)));
   }
   key.resize(n > 0 ? static_cast<size_t>(n) : 0);
   if (!key.empty() && key.back() == '\n') key.pop_back();
@@ -292,7 +309,6 @@ Status socketEncryptionFromEnv() {
   Status loaded = loadLocked();
   if (!loaded.isOk()) return fail(loaded);
   s.key = deriveKey(key.data(), key.size());
-  std::fill(key.begin(), key.end(), '\0');
   s.on = true;
   BRAID_INFO(kLogInit | kLogNet,
              "TLS 1.3 with the key of BRAID_ENCRYPTION_KEY_FILE=%s for bootstrap and Socket-network "
@@ -342,6 +358,7 @@ Result<std::unique_ptr<TlsStream>> TlsStream::start(int fd, bool server, std::st
 }
 
 TlsStream::~TlsStream() {
+  explicit_bzero(key_.data(), key_.size());
   if (ssl_ != nullptr && ssl_->s != nullptr) ssl().SSL_free(ssl_->s);
   delete ssl_;
 }
@@ -394,9 +411,13 @@ ssize_t TlsStream::finish(int rc, size_t moved, const char* what) {
     errno = EAGAIN;
     return -1;
   }
-  if (e == SSL_ERROR_ZERO_RETURN) return 0;
+  const bool sending = what[0] == 's';
+  if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ioErrno_ == 0)) {  // end of stream
+    if (!sending) return 0;
+    errno = EPIPE;  // ::send's answer to a closed connection (0 would read as "try again")
+    return -1;
+  }
   if (e == SSL_ERROR_SYSCALL) {
-    if (ioErrno_ == 0) return 0;  // end of stream
     errno = ioErrno_;
     return -1;
   }
@@ -412,6 +433,15 @@ ssize_t TlsStream::send(const void* data, size_t size) {
   ioErrno_ = 0;
   size_t moved = 0;
   const int rc = a.SSL_write_ex(ssl_->s, data, size, &moved);
+  if (rc == 1) {
+    // AES-GCM keys wear out (RFC 8446 5.5): fresh traffic keys after every kRekeyBytes sent, announced to the peer
+    // with the next record (it need not answer, so a stream that only receives never has to write).
+    sentSinceKey_ += moved;
+    if (sentSinceKey_ >= rekeyBytes_ && a.SSL_key_update(ssl_->s, SSL_KEY_UPDATE_NOT_REQUESTED) == 1) {
+      sentSinceKey_ = 0;
+      ++keyUpdates_;
+    }
+  }
   return finish(rc, moved, "send");
 }
 

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -64,6 +65,10 @@ class TlsStream {
   bool buffered();
   // The text of the last EPROTO.
   std::string lastError();
+  // Traffic keys are renewed after every `bytes` sent (default kRekeyBytes); keyUpdates() counts the renewals.
+  static constexpr uint64_t kRekeyBytes = uint64_t{1} << 34;  // 16 GiB: far below AES-GCM's limit per key
+  void setRekeyBytes(uint64_t bytes) { rekeyBytes_ = bytes; }
+  uint64_t keyUpdates() const { return keyUpdates_; }
 
  private:
   TlsStream(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
@@ -76,6 +81,9 @@ class TlsStream {
   Ssl* ssl_ = nullptr;
   bool done_ = false;
   int ioErrno_ = 0;  // errno of the socket call the last SSL call made
+  uint64_t rekeyBytes_ = kRekeyBytes;
+  uint64_t sentSinceKey_ = 0;
+  uint64_t keyUpdates_ = 0;
   Digest256 key_{};  // the process's key when the stream started (a later ncclSetEncryption leaves it be)
   std::string error_;
   friend struct TlsBio;

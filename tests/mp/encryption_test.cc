@@ -99,6 +99,26 @@ TEST(Encryption, ARankWithAnotherKeyIsRefusedWithAMessage) {
   rmdir(dir);
 }
 
+TEST(Encryption, ARankWithoutAKeyIsRefusedWithAHint) {
+  KeyGuard guard;
+  ASSERT_EQ(setKey(kKey), ncclSuccess) << ncclGetLastError(nullptr);
+  char dir[] = "/tmp/braid-tls-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  setenv("BRAID_TIMEOUT", "5", 1);
+  auto status = runProcesses(
+      2, [](int, ncclComm_t) { return 0; }, 60, nullptr, nullptr,
+      [&](int rank) {
+        logTo(dir, rank, "WARN", "ALL");
+        if (rank == 1) (void)setKey(nullptr);
+      });
+  unsetenv("BRAID_TIMEOUT");
+  for (int r = 0; r < 2; ++r) EXPECT_NE(status[static_cast<size_t>(r)], 0) << "rank " << r;
+  const std::string log = readFileText(std::string(dir) + "/rank1.log");
+  EXPECT_NE(log.find("this one has no key"), std::string::npos) << log;
+  for (int r = 0; r < 2; ++r) unlink((std::string(dir) + "/rank" + std::to_string(r) + ".log").c_str());
+  rmdir(dir);
+}
+
 // NCCL 2.32's layout: size, magic, version, mode, psk (32 bytes on LP64).
 static_assert(sizeof(ncclEncryptionConfig_t) == 32 && offsetof(ncclEncryptionConfig_t, mode) == 16 &&
                   offsetof(ncclEncryptionConfig_t, psk) == 24,

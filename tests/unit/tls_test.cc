@@ -206,6 +206,40 @@ TEST_F(Tls, TheSameKeyConnectsAgainAfterAKeyChange) {
   EXPECT_TRUE(handshakeBoth(*c.value(), *s.value()).isOk());
 }
 
+TEST_F(Tls, TrafficKeysAreRenewedAndTheDataStaysIntact) {
+  Relay relay;
+  auto c = TlsStream::start(relay.client, false, "server");
+  auto s = TlsStream::start(relay.server, true, "client");
+  ASSERT_TRUE(c.isOk() && s.isOk());
+  ASSERT_TRUE(handshakeBoth(*c.value(), *s.value()).isOk());
+  c.value()->setRekeyBytes(64 << 10);
+  const std::string data = pattern(3 << 20);
+  int err = 0;
+  const std::string got = moveAll(*c.value(), *s.value(), data, &err);
+  EXPECT_TRUE(got == data) << got.size() << " of " << data.size() << " bytes, errno " << err;
+  EXPECT_GE(c.value()->keyUpdates(), 40u);  // 3 MB in 64 KB turns (sends may move up to a few records at once)
+}
+
+TEST_F(Tls, ASendToAClosedPeerFailsAsSendDoes) {
+  // ::send's contract after the peer's close, after a receive saw the end of stream: -1 and EPIPE (or ECONNRESET).
+  // (finish() also maps an end of stream OpenSSL reports on a send to EPIPE; this socket pair does not produce one.)
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  auto c = TlsStream::start(fds[0], false, "server");
+  auto s = TlsStream::start(fds[1], true, "client");
+  ASSERT_TRUE(c.isOk() && s.isOk());
+  ASSERT_TRUE(handshakeBoth(*c.value(), *s.value()).isOk());
+  s.value().reset();
+  ::close(fds[1]);
+  char b[4096] = {};
+  EXPECT_EQ(c.value()->recv(b, sizeof(b)), 0);  // the end of stream, seen first by a receive
+  ssize_t n = 1;
+  for (int i = 0; i < 1000 && n > 0; ++i) n = c.value()->send(b, sizeof(b));
+  EXPECT_EQ(n, -1);
+  EXPECT_TRUE(errno == EPIPE || errno == ECONNRESET) << strerror(errno);
+  ::close(fds[0]);
+}
+
 TEST(TlsKey, ShortOrMissingKeysAreRefusedByName) {
   Status st = setSocketEncryption("short");
   EXPECT_EQ(st.code(), Code::kInvalidArgument);

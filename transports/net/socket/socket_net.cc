@@ -434,9 +434,11 @@ Status acceptProgress(ListenComm* lc, void** recvComm) {
     ListenComm::Conn c{fd, Hello{}, 0, peerOf(fd), nullptr};
     if (socketEncryptionOn()) {
       Result<std::unique_ptr<TlsStream>> tls = TlsStream::start(fd, true, c.peer);
-      if (!tls.isOk()) {
+      if (!tls.isOk()) {  // this connection only: the listener goes on
+        BRAID_NET_WARN("NET/Socket : dropping a connection from %s to %s: %s", c.peer.c_str(), lc->addr.c_str(),
+                       tls.status().message().c_str());
         ::close(fd);
-        return tls.status();
+        continue;
       }
       c.tls = std::move(tls.value());
     }
@@ -502,12 +504,13 @@ Status acceptProgress(ListenComm* lc, void** recvComm) {
       const auto plain = std::count(tls.begin(), tls.end(), nullptr);
       if (plain == static_cast<long>(tls.size())) {
         tls.clear();
-      } else if (plain != 0) {  // ncclSetEncryption changed while this connection's sockets came in
+      } else if (plain != 0) {  // ncclSetEncryption changed while this connection's sockets came in: drop it
+        BRAID_NET_WARN(
+            "NET/Socket : dropping a connection from %s to %s: TLS on some of its sockets only (was "
+            "ncclSetEncryption called while it connected?)",
+            peer.c_str(), lc->addr.c_str());
         for (int fd : fds) ::close(fd);
-        return remoteError(
-            "NET/Socket : a connection from %s has TLS on some sockets only (was ncclSetEncryption "
-            "called while connecting?)",
-            peer.c_str());
+        return Status::ok();
       }
       if (!tls.empty()) BRAID_NET_INFO("NET/Socket : accepted %s over TLS 1.3 (%zu sockets)", peer.c_str(), fds.size());
       *recvComm = new SocketComm(false, fds[0], std::move(data), static_cast<int>(lc->nThreads), peer, std::move(tls));
