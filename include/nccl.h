@@ -89,8 +89,9 @@
  *     in which case it reports that rank's devlist entry.
  *
  * Versions. This header declares NCCL 2.31's host API with NCCL's types, values and layouts, and NCCL_VERSION_CODE
- * says 2.31.2. Of 2.32's additions it has ncclSetEncryption (TLS for braid's own TCP connections); 2.32's
- * ncclCollConfig_t.launchCompletionEvent is not here yet, which is why the version stays 2.31.2. The device API is in nccl_device.h (docs/device_api.md), with 2.31's versioned device requirements;
+ * says 2.31.2. Of 2.32's host additions it has ncclSetEncryption (TLS for braid's own TCP connections) and
+ * ncclCollConfig_t.launchCompletionEvent; the version stays 2.31.2 because not all of 2.32 is here (its tuner v7,
+ * GIN plugin v15 and Flow device API are not). The device API is in nccl_device.h (docs/device_api.md), with 2.31's versioned device requirements;
  * GPU-initiated networking (GIN) works among the ranks of one LSA team (load/store) and toward ranks of other hosts
  * by a CPU proxy (NCCL_GIN_TYPE_PROXY); GIN's other network backends and the Compute Fabric Transport (CFT) are
  * declared where programs name them and refused by name at run time, as NCCL refuses them on systems without that
@@ -143,8 +144,9 @@
 #include <cuda_fp8.h>
 #endif
 #elif !defined(__DRIVER_TYPES_H__)
-/* The CUDA runtime's stream handle, spelled exactly as CUDA spells it (an opaque struct pointer). */
+/* The CUDA runtime's stream and event handles, spelled exactly as CUDA spells them (opaque struct pointers). */
 typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
 #endif
 
 /* ---- Version ------------------------------------------------------------------------------------------------ */
@@ -372,7 +374,7 @@ typedef struct ncclConfigExt {
  * NCCL_COLLCONFIG_INITIALIZER (the first three fields identify the caller's layout) and set the same values on every
  * rank. NCCL_CONFIG_UNDEF_INT / NULL leave a field to the communicator. The caller keeps the struct, and what it points
  * to, alive for the call. */
-typedef struct ncclCollConfig_v23100 {
+typedef struct ncclCollConfig_v23200 {
   size_t size;
   unsigned int magic;
   unsigned int version;
@@ -394,6 +396,12 @@ typedef struct ncclCollConfig_v23100 {
   int CTAPolicy;
   /* Passed verbatim to profiler plugins with this call's events; values with the top bit set are NCCL's. */
   uint64_t userProfilerTag;
+  /* NCCL 2.32: a CUDA event of the caller's (cudaEventDisableTiming) that the call records on its stream, in stream
+   * order before the collective's kernel, so the event completes as that kernel can start (NCCL records it there
+   * too with a CUDA older than 12.3; braid has no launch-completion attribute path yet). NULL: none. Every rank
+   * passes one or none; keep it alive until it completed (and through a captured graph's runs). A host communicator
+   * refuses a non-NULL one with ncclInvalidUsage. Configs of 2.31's size (without this field) are accepted. */
+  cudaEvent_t launchCompletionEvent;
 } ncclCollConfig_t;
 
 /* Initial value of every ncclCollConfig_t: `ncclCollConfig_t cc = NCCL_COLLCONFIG_INITIALIZER;`. */
@@ -410,7 +418,8 @@ typedef struct ncclCollConfig_v23100 {
         NCCL_CONFIG_UNDEF_PTR,                            /* algSelection */      \
         1,                                                /* forceAlgSelection */ \
         NCCL_CONFIG_UNDEF_INT,                            /* CTAPolicy */         \
-        0                                                 /* userProfilerTag */   \
+        0,                                                /* userProfilerTag */   \
+        NCCL_CONFIG_UNDEF_PTR                             /* launchCompletionEvent */ \
   }
 
 /* Result of ncclGroupSimulateEnd. Start from NCCL_SIM_INFO_INITIALIZER (the first three fields identify the caller's

@@ -1,5 +1,7 @@
 // Collectives, point-to-point, groups and reduction operators: handle lookup and the implicit group here; the checks
 // and the queuing in the core (src/core/enqueue.h).
+#include <cstddef>
+
 #include "src/api/api.h"
 #include "src/core/enqueue.h"
 #include "src/core/group.h"
@@ -50,11 +52,13 @@ struct CollArgs {
 Status checkCollConfig(const ncclCollConfig_t* cc) {
   if (cc == nullptr) return Status::ok();
   const ncclCollConfig_t init = NCCL_COLLCONFIG_INITIALIZER;
-  if (cc->magic != init.magic || cc->size < sizeof(ncclCollConfig_t)) {
+  // 2.31's layout (without launchCompletionEvent) is a prefix of 2.32's: programs built against either work.
+  if (cc->magic != init.magic || cc->size < offsetof(ncclCollConfig_t, launchCompletionEvent)) {
     return invalidArgument(
         "config=%p was not initialized with NCCL_COLLCONFIG_INITIALIZER (size %zu, magic 0x%x; expected at least %zu "
         "and 0x%x)",
-        static_cast<const void*>(cc), cc->size, cc->magic, sizeof(ncclCollConfig_t), init.magic);
+        static_cast<const void*>(cc), cc->size, cc->magic, offsetof(ncclCollConfig_t, launchCompletionEvent),
+        init.magic);
   }
   if (cc->forceAlgSelection != 0 && cc->forceAlgSelection != 1) {
     return invalidArgument("config->forceAlgSelection=%d must be 0 or 1", cc->forceAlgSelection);
@@ -78,10 +82,27 @@ Status checkCollConfig(const ncclCollConfig_t* cc) {
   return Status::ok();
 }
 
+// NCCL 2.32's launchCompletionEvent of a config (null when the config is 2.31's size or has none).
+void* launchEventOf(const ncclCollConfig_t* cc) {
+  if (cc == nullptr || cc->size < offsetof(ncclCollConfig_t, launchCompletionEvent) + sizeof(cudaEvent_t)) {
+    return nullptr;
+  }
+  return cc->launchCompletionEvent;
+}
+
+// Records the config's launch event, if any, before the call queues its work: in stream order the event then
+// precedes the collective's kernel.
+Status recordLaunchEvent(Communicator& c, const CollArgs& a) {
+  void* event = launchEventOf(a.config);
+  if (event == nullptr) return Status::ok();
+  return c.backend().recordUserEvent(event, static_cast<void*>(a.stream));
+}
+
 ncclResult_t collective(const CollArgs& a) {
   return apiCall(a.fn, [&]() -> Status {
     BRAID_RETURN_IF_ERROR(checkCollConfig(a.config));
     BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(a.comm, "comm"));
+    BRAID_RETURN_IF_ERROR(recordLaunchEvent(*c, a));
     return runLone(c, a.request());
   });
 }
@@ -91,6 +112,7 @@ ncclResult_t pattern(P2pPattern p, const CollArgs& a) {
     BRAID_RETURN_IF_ERROR(checkCollConfig(a.config));
     return withImplicitGroup([&]() -> Status {
       BRAID_ASSIGN_OR_RETURN(auto c, lookupComm(a.comm, "comm"));
+      BRAID_RETURN_IF_ERROR(recordLaunchEvent(*c, a));
       return enqueuePattern(c, p, a.request());
     });
   });

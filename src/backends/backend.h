@@ -296,6 +296,14 @@ class Backend {
   // The stream an operation was issued on (null: the legacy default stream): ok when this backend can order its
   // work after it, else an error naming the stream and why. Called at enqueue for a non-null stream.
   [[nodiscard]] virtual Status checkStream(void* stream) const { return Status::ok(); }
+  // Records the caller's CUDA event on `stream` (ncclCollConfig_t.launchCompletionEvent). Host backends have no
+  // events: kInvalidUsage.
+  [[nodiscard]] virtual Status recordUserEvent(void* event, void* stream) {
+    return invalidUsage(
+        "config->launchCompletionEvent=%p is a CUDA event, and a host communicator launches no kernel "
+        "(pass NULL)",
+        event);
+  }
   // Work still running after launchFifo returned (a streams backend): the first failure it reported, or ok. Frees
   // what finished work held. Called by ncclCommGetAsyncError and before each launch.
   [[nodiscard]] virtual Status pollAsync() { return Status::ok(); }

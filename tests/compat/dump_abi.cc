@@ -85,7 +85,7 @@ void PrintStructType(const char* name) {
 
 #define BRAID_COLLCONFIG_FIELDS(X)                                                                               \
   X(size) X(magic) X(version) X(ext) X(minCTAs) X(maxCTAs) X(nvlsCTAs) X(cgaClusterSize) X(algSelection)        \
-  X(forceAlgSelection) X(CTAPolicy) X(userProfilerTag)
+  X(forceAlgSelection) X(CTAPolicy) X(userProfilerTag) X(launchCompletionEvent)
 // clang-format on
 
 // Values and types of object-like macros (the parentheses make decltype give the expression's type).

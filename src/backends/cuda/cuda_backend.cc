@@ -781,6 +781,12 @@ Status CudaBackend::launchPinned(const std::vector<void*>& streams, size_t workB
   return submit(std::move(launch), streams, cap, [&](CUstream stream) { return run(stream, args); });
 }
 
+Status CudaBackend::recordUserEvent(void* event, void* stream) {
+  BRAID_RETURN_IF_ERROR(checkStream(stream));
+  return api_->check(api_->eventRecord(static_cast<CUevent>(event), static_cast<CUstream>(stream)),
+                     "cuEventRecord(config->launchCompletionEvent)");
+}
+
 Status CudaBackend::checkStream(void* stream) const {
   if (stream == nullptr) return Status::ok();  // the legacy stream of this communicator's context, at launch
   CUcontext ctx = nullptr;

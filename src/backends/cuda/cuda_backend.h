@@ -70,6 +70,7 @@ class CudaBackend final : public Backend {
   void linksReleased() override;
   Status checkBuffer(const void* p, size_t bytes, const char* what) const override;
   Status checkStream(void* stream) const override;
+  Status recordUserEvent(void* event, void* stream) override;
   Result<uint64_t> bufferId(const void* p, size_t bytes, const char* what) const override;
   void registered(const void* handle, const void* base, size_t bytes) override {
     if (direct_) direct_->registry().add(handle, base, bytes);
