@@ -23,22 +23,23 @@ namespace braid {
 namespace {
 
 // Every OpenSSL function braid calls, bound at OpenSSL 3.0's symbol version (the headers' layout).
-#define BRAID_SSL_FNS(X)                                                                                          \
-  X(OPENSSL_init_ssl)                                                                                             \
-  X(TLS_method)                                                                                                   \
-  X(SSL_CTX_new) X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_ciphersuites) X(SSL_CTX_set_options)               \
-      X(SSL_CTX_set_verify) X(SSL_CTX_set_num_tickets) X(SSL_CTX_set_psk_use_session_callback)                    \
-          X(SSL_CTX_set_psk_find_session_callback) X(SSL_new) X(SSL_free) X(SSL_set_bio) X(SSL_get_rbio)          \
-              X(SSL_set_connect_state) X(SSL_set_accept_state) X(SSL_do_handshake) X(SSL_read_ex) X(SSL_write_ex) \
-                  X(SSL_get_error) X(SSL_pending) X(SSL_session_reused) X(SSL_CIPHER_find) X(SSL_SESSION_new)     \
-                      X(SSL_SESSION_free) X(SSL_SESSION_set1_master_key) X(SSL_SESSION_set_cipher)                \
-                          X(SSL_SESSION_set_protocol_version) X(SSL_key_update)
-#define BRAID_CRYPTO_FNS(X)                                                                                  \
-  X(ERR_get_error)                                                                                           \
-  X(ERR_error_string_n)                                                                                      \
-  X(ERR_clear_error) X(BIO_meth_new) X(BIO_meth_set_write) X(BIO_meth_set_read) X(BIO_meth_set_ctrl)         \
-      X(BIO_meth_set_create) X(BIO_get_new_index) X(BIO_new) X(BIO_set_data) X(BIO_get_data) X(BIO_set_init) \
-          X(BIO_set_flags) X(BIO_clear_flags)
+#define BRAID_SSL_FNS(X)                                                                                               \
+  X(OPENSSL_init_ssl)                                                                                                  \
+  X(TLS_method)                                                                                                        \
+  X(SSL_CTX_new)                                                                                                       \
+  X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_ciphersuites) X(SSL_CTX_set_options) X(SSL_CTX_set_verify)             \
+      X(SSL_CTX_set_num_tickets) X(SSL_CTX_set_psk_use_session_callback) X(SSL_CTX_set_psk_find_session_callback)      \
+          X(SSL_new) X(SSL_free) X(SSL_set_bio) X(SSL_get_rbio) X(SSL_set_connect_state) X(SSL_set_accept_state)       \
+              X(SSL_do_handshake) X(SSL_read_ex) X(SSL_write_ex) X(SSL_get_error) X(SSL_pending) X(SSL_session_reused) \
+                  X(SSL_CIPHER_find) X(SSL_SESSION_new) X(SSL_SESSION_free) X(SSL_SESSION_set1_master_key)             \
+                      X(SSL_SESSION_set_cipher) X(SSL_SESSION_set_protocol_version) X(SSL_key_update)
+#define BRAID_CRYPTO_FNS(X)                                                                              \
+  X(ERR_get_error)                                                                                       \
+  X(ERR_error_string_n)                                                                                  \
+  X(ERR_clear_error)                                                                                     \
+  X(BIO_meth_new) X(BIO_meth_set_write) X(BIO_meth_set_read) X(BIO_meth_set_ctrl) X(BIO_meth_set_create) \
+      X(BIO_get_new_index) X(BIO_new) X(BIO_set_data) X(BIO_get_data) X(BIO_set_init) X(BIO_set_flags)   \
+          X(BIO_clear_flags)
 
 struct SslApi {
 #define BRAID_SSL_PTR(name) decltype(&::name) name = nullptr;
@@ -427,13 +428,21 @@ ssize_t TlsStream::finish(int rc, size_t moved, const char* what) {
 }
 
 ssize_t TlsStream::send(const void* data, size_t size) {
+  return io(true, const_cast<void*>(data), size);
+}
+
+ssize_t TlsStream::recv(void* data, size_t size) {
+  return io(false, data, size);
+}
+
+ssize_t TlsStream::io(bool sending, void* data, size_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   const SslApi& a = ssl();
   a.ERR_clear_error();
   ioErrno_ = 0;
   size_t moved = 0;
-  const int rc = a.SSL_write_ex(ssl_->s, data, size, &moved);
-  if (rc == 1) {
+  const int rc = sending ? a.SSL_write_ex(ssl_->s, data, size, &moved) : a.SSL_read_ex(ssl_->s, data, size, &moved);
+  if (sending && rc == 1) {
     // AES-GCM keys wear out (RFC 8446 5.5): fresh traffic keys after every kRekeyBytes sent, announced to the peer
     // with the next record (it need not answer, so a stream that only receives never has to write).
     sentSinceKey_ += moved;
@@ -442,17 +451,7 @@ ssize_t TlsStream::send(const void* data, size_t size) {
       ++keyUpdates_;
     }
   }
-  return finish(rc, moved, "send");
-}
-
-ssize_t TlsStream::recv(void* data, size_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const SslApi& a = ssl();
-  a.ERR_clear_error();
-  ioErrno_ = 0;
-  size_t moved = 0;
-  const int rc = a.SSL_read_ex(ssl_->s, data, size, &moved);
-  return finish(rc, moved, "receive");
+  return finish(rc, moved, sending ? "send" : "receive");
 }
 
 bool TlsStream::buffered() {

@@ -72,6 +72,7 @@ class TlsStream {
 
  private:
   TlsStream(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
+  ssize_t io(bool sending, void* data, size_t size);       // send() or recv()
   ssize_t finish(int rc, size_t moved, const char* what);  // maps an SSL call's result (mu_ held)
 
   struct Ssl;
