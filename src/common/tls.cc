@@ -23,23 +23,20 @@ namespace braid {
 namespace {
 
 // Every OpenSSL function braid calls, bound at OpenSSL 3.0's symbol version (the headers' layout).
-#define BRAID_SSL_FNS(X)                                                                                               \
-  X(OPENSSL_init_ssl)                                                                                                  \
-  X(TLS_method)                                                                                                        \
-  X(SSL_CTX_new)                                                                                                       \
-  X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_ciphersuites) X(SSL_CTX_set_options) X(SSL_CTX_set_verify)             \
-      X(SSL_CTX_set_num_tickets) X(SSL_CTX_set_psk_use_session_callback) X(SSL_CTX_set_psk_find_session_callback)      \
-          X(SSL_new) X(SSL_free) X(SSL_set_bio) X(SSL_get_rbio) X(SSL_set_connect_state) X(SSL_set_accept_state)       \
-              X(SSL_do_handshake) X(SSL_read_ex) X(SSL_write_ex) X(SSL_get_error) X(SSL_pending) X(SSL_session_reused) \
-                  X(SSL_CIPHER_find) X(SSL_SESSION_new) X(SSL_SESSION_free) X(SSL_SESSION_set1_master_key)             \
-                      X(SSL_SESSION_set_cipher) X(SSL_SESSION_set_protocol_version) X(SSL_key_update)
-#define BRAID_CRYPTO_FNS(X)                                                                              \
-  X(ERR_get_error)                                                                                       \
-  X(ERR_error_string_n)                                                                                  \
-  X(ERR_clear_error)                                                                                     \
-  X(BIO_meth_new) X(BIO_meth_set_write) X(BIO_meth_set_read) X(BIO_meth_set_ctrl) X(BIO_meth_set_create) \
-      X(BIO_get_new_index) X(BIO_new) X(BIO_set_data) X(BIO_get_data) X(BIO_set_init) X(BIO_set_flags)   \
-          X(BIO_clear_flags)
+// clang-format off
+#define BRAID_SSL_FNS(X)                                                                                         \
+  X(OPENSSL_init_ssl) X(TLS_method) X(SSL_CTX_new) X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_ciphersuites) \
+  X(SSL_CTX_set_options) X(SSL_CTX_set_verify) X(SSL_CTX_set_num_tickets)                                      \
+  X(SSL_CTX_set_psk_use_session_callback) X(SSL_CTX_set_psk_find_session_callback)                             \
+  X(SSL_new) X(SSL_free) X(SSL_set_bio) X(SSL_get_rbio) X(SSL_set_connect_state) X(SSL_set_accept_state)       \
+  X(SSL_do_handshake) X(SSL_read_ex) X(SSL_write_ex) X(SSL_get_error) X(SSL_pending) X(SSL_session_reused)      \
+  X(SSL_key_update) X(SSL_CIPHER_find) X(SSL_SESSION_new) X(SSL_SESSION_free) X(SSL_SESSION_set1_master_key)   \
+  X(SSL_SESSION_set_cipher) X(SSL_SESSION_set_protocol_version)
+#define BRAID_CRYPTO_FNS(X)                                                                                      \
+  X(ERR_get_error) X(ERR_error_string_n) X(ERR_clear_error) X(BIO_meth_new) X(BIO_meth_set_write)              \
+  X(BIO_meth_set_read) X(BIO_meth_set_ctrl) X(BIO_meth_set_create) X(BIO_get_new_index) X(BIO_new)            \
+  X(BIO_set_data) X(BIO_get_data) X(BIO_set_init) X(BIO_set_flags) X(BIO_clear_flags)
+// clang-format on
 
 struct SslApi {
 #define BRAID_SSL_PTR(name) decltype(&::name) name = nullptr;
@@ -94,8 +91,6 @@ std::string opensslError(const SslApi& a) {
   return text;
 }
 
-SSL_SESSION* pskSession(SSL* s);
-
 // The TLS 1.3 session both ends resume: the stream's key as its secret, TLS_AES_128_GCM_SHA256 as its suite.
 SSL_SESSION* makePskSession(SSL* s, const Digest256& key) {
   const SslApi& a = ssl();
@@ -111,46 +106,24 @@ SSL_SESSION* makePskSession(SSL* s, const Digest256& key) {
   return session;
 }
 
-int usePsk(SSL* s, const EVP_MD*, const unsigned char** id, size_t* idLen, SSL_SESSION** session) {
-  *id = reinterpret_cast<const unsigned char*>(kIdentity);
-  *idLen = sizeof(kIdentity) - 1;
-  *session = pskSession(s);
-  return *session != nullptr ? 1 : 0;
-}
-
-int findPsk(SSL* s, const unsigned char* id, size_t idLen, SSL_SESSION** session) {
-  *session = nullptr;
-  if (idLen != sizeof(kIdentity) - 1 || std::memcmp(id, kIdentity, idLen) != 0) return 1;  // unknown: no PSK
-  *session = pskSession(s);
-  return *session != nullptr ? 1 : 0;
-}
-
 }  // namespace
 
 // The BIO under every session: ::send with MSG_NOSIGNAL (OpenSSL's socket BIO writes with write(), and a peer gone
 // would raise SIGPIPE in the application), both directions non-blocking.
 struct TlsBio {
-  static int write(BIO* b, const char* data, int size) {
+  static int write(BIO* b, const char* data, int size) { return move(b, const_cast<char*>(data), size, true); }
+  static int read(BIO* b, char* data, int size) { return move(b, data, size, false); }
+  static int move(BIO* b, char* data, int size, bool sending) {
     const SslApi& a = ssl();
     auto* t = static_cast<TlsStream*>(a.BIO_get_data(b));
     a.BIO_clear_flags(b, BIO_FLAGS_RWS | BIO_FLAGS_SHOULD_RETRY);
-    const ssize_t n = ::send(t->fd_, data, static_cast<size_t>(size), MSG_NOSIGNAL | MSG_DONTWAIT);
+    const size_t bytes = static_cast<size_t>(size);
+    const ssize_t n =
+        sending ? ::send(t->fd_, data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(t->fd_, data, bytes, MSG_DONTWAIT);
     if (n >= 0) return static_cast<int>(n);
     t->ioErrno_ = errno;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      a.BIO_set_flags(b, BIO_FLAGS_WRITE | BIO_FLAGS_SHOULD_RETRY);
-    }
-    return -1;
-  }
-  static int read(BIO* b, char* data, int size) {
-    const SslApi& a = ssl();
-    auto* t = static_cast<TlsStream*>(a.BIO_get_data(b));
-    a.BIO_clear_flags(b, BIO_FLAGS_RWS | BIO_FLAGS_SHOULD_RETRY);
-    const ssize_t n = ::recv(t->fd_, data, static_cast<size_t>(size), MSG_DONTWAIT);
-    if (n >= 0) return static_cast<int>(n);
-    t->ioErrno_ = errno;
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      a.BIO_set_flags(b, BIO_FLAGS_READ | BIO_FLAGS_SHOULD_RETRY);
+      a.BIO_set_flags(b, (sending ? BIO_FLAGS_WRITE : BIO_FLAGS_READ) | BIO_FLAGS_SHOULD_RETRY);
     }
     return -1;
   }
@@ -169,8 +142,18 @@ struct TlsBio {
 
 namespace {
 
-SSL_SESSION* pskSession(SSL* s) {
-  return TlsBio::session(s);
+int usePsk(SSL* s, const EVP_MD*, const unsigned char** id, size_t* idLen, SSL_SESSION** session) {
+  *id = reinterpret_cast<const unsigned char*>(kIdentity);
+  *idLen = sizeof(kIdentity) - 1;
+  *session = TlsBio::session(s);
+  return *session != nullptr ? 1 : 0;
+}
+
+int findPsk(SSL* s, const unsigned char* id, size_t idLen, SSL_SESSION** session) {
+  *session = nullptr;
+  if (idLen != sizeof(kIdentity) - 1 || std::memcmp(id, kIdentity, idLen) != 0) return 1;  // unknown: no PSK
+  *session = TlsBio::session(s);
+  return *session != nullptr ? 1 : 0;
 }
 
 // Loads OpenSSL and makes both contexts (tls().mu held). Once: a failure is kept and returned again.

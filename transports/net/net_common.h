@@ -75,17 +75,13 @@ inline ncclResult_t netFail(const Status& s, const char* file, int line) {
 // `return BRAID_NET_RESULT(status);` in an exported ncclNet_v8_t function.
 #define BRAID_NET_RESULT(expr) ::braid::net::netFail((expr), __FILE__, __LINE__)
 
-#define BRAID_NET_INFO(...)                                                                          \
-  do {                                                                                               \
-    ncclDebugLogger_t braid_log_ = ::braid::net::builtinLogger().load();                             \
-    if (braid_log_ != nullptr) braid_log_(NCCL_LOG_INFO, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__); \
+#define BRAID_NET_LOG(level, ...)                                                              \
+  do {                                                                                         \
+    ncclDebugLogger_t braid_log_ = ::braid::net::builtinLogger().load();                       \
+    if (braid_log_ != nullptr) braid_log_((level), NCCL_NET, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
-
-#define BRAID_NET_WARN(...)                                                                          \
-  do {                                                                                               \
-    ncclDebugLogger_t braid_log_ = ::braid::net::builtinLogger().load();                             \
-    if (braid_log_ != nullptr) braid_log_(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__); \
-  } while (0)
+#define BRAID_NET_INFO(...) BRAID_NET_LOG(NCCL_LOG_INFO, __VA_ARGS__)
+#define BRAID_NET_WARN(...) BRAID_NET_LOG(NCCL_LOG_WARN, __VA_ARGS__)
 
 namespace braid {
 namespace net {
