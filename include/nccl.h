@@ -1,5 +1,5 @@
 /*
- * nccl.h -- braid's implementation of the NCCL C API, version 2.31.2.
+ * nccl.h -- braid's implementation of the NCCL C API, version 2.32.3.
  *
  * braid is a collective-communication library that is source- and binary-compatible with NVIDIA NCCL: a program
  * written against NCCL's nccl.h compiles against this header unchanged and runs against libnccl.so.2 built from
@@ -88,10 +88,10 @@
  *   - ncclCommCuDevice reports -1, unless the communicator was created by ncclCommInitAll with a non-NULL devlist,
  *     in which case it reports that rank's devlist entry.
  *
- * Versions. This header declares NCCL 2.31's host API with NCCL's types, values and layouts, and NCCL_VERSION_CODE
- * says 2.31.2. Of 2.32's host additions it has ncclSetEncryption (TLS for braid's own TCP connections) and
- * ncclCollConfig_t.launchCompletionEvent; the version stays 2.31.2 because not all of 2.32 is here (its tuner v7,
- * GIN plugin v15 and Flow device API are not). The device API is in nccl_device.h (docs/device_api.md), with 2.31's versioned device requirements;
+ * Versions. This header declares NCCL 2.32's host API with NCCL's types, values and layouts, and NCCL_VERSION_CODE
+ * says 2.32.3: 2.32's additions are ncclSetEncryption (TLS for braid's own TCP connections),
+ * ncclCollConfig_t.launchCompletionEvent and NCCL_WIN_CFT_COUNTED (refused: CFT is not built). The device API is in
+ * nccl_device.h (docs/device_api.md), with 2.32's Flow processor over LSA and the versioned device requirements;
  * GPU-initiated networking (GIN) works among the ranks of one LSA team (load/store) and toward ranks of other hosts
  * by a CPU proxy (NCCL_GIN_TYPE_PROXY); GIN's other network backends and the Compute Fabric Transport (CFT) are
  * declared where programs name them and refused by name at run time, as NCCL refuses them on systems without that
@@ -153,13 +153,13 @@ typedef struct CUevent_st* cudaEvent_t;
 
 /* The NCCL API version this header describes. */
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 31
-#define NCCL_PATCH 2
+#define NCCL_MINOR 32
+#define NCCL_PATCH 3
 #define NCCL_SUFFIX ""
 
 /* Encodes a version as one integer: X*1000 + Y*100 + Z up to 2.8, X*10000 + Y*100 + Z from 2.9 on (2.28.9 ->
  * 22809). ncclGetVersion reports the library's version in this encoding. */
-#define NCCL_VERSION_CODE 23102
+#define NCCL_VERSION_CODE 23203
 #define NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
 #if defined(__GNUC__)
@@ -224,6 +224,9 @@ typedef enum {
  */
 #define NCCL_WIN_STRICT_ORDERING 0x02
 #define NCCL_WIN_GIN_ONLY 0x04
+/* NCCL 2.32: register for the Compute Fabric Transport's counted operations only. CFT is not built in braid: a
+ * registration with it fails with ncclInvalidUsage naming the flag. */
+#define NCCL_WIN_CFT_COUNTED 0x08
 
 /* Buffers of symmetric windows must be aligned to, and sized in multiples of, this many bytes. */
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
@@ -707,7 +710,8 @@ ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle);
 /* Registers [buff, buff + size) as a memory window of comm and stores its handle in *win. Collective: every rank
  * calls it, in comm's operation order; inside a group it runs at ncclGroupEnd, which writes *win. Sizes may differ
  * between ranks. winFlags: NCCL_WIN_DEFAULT, or any of NCCL_WIN_COLL_SYMMETRIC (buff aligned to
- * NCCL_WIN_REQUIRED_ALIGNMENT; ncclMemAlloc memory is), NCCL_WIN_STRICT_ORDERING, NCCL_WIN_GIN_ONLY. The window
+ * NCCL_WIN_REQUIRED_ALIGNMENT; ncclMemAlloc memory is), NCCL_WIN_STRICT_ORDERING, NCCL_WIN_GIN_ONLY (NCCL_WIN_CFT_COUNTED:
+ * ncclInvalidUsage, CFT is not built). The window
  * reaches the peers that can map the buffer: ranks of this process, and ranks of other processes of this host when
  * it is ncclMemAlloc memory; a CUDA communicator takes only ncclMemAlloc memory. With NCCL_WIN_ENABLE=0 (on any
  * rank) *win is NULL and nothing is registered. Errors: ncclInvalidArgument (NULL argument, bad flags or alignment,

@@ -39,6 +39,7 @@
 #include "nccl.h"
 #include "nccl_device/barrier.h"
 #include "nccl_device/coop.h"
+#include "nccl_device/flow.h"
 #include "nccl_device/core.h"
 #include "nccl_device/gin.h"
 #include "nccl_device/gin_barrier.h"

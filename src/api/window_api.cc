@@ -9,7 +9,8 @@
 namespace braid {
 
 static_assert(kWinCollSymmetric == NCCL_WIN_COLL_SYMMETRIC && kWinStrictOrdering == NCCL_WIN_STRICT_ORDERING &&
-                  kWinGinOnly == NCCL_WIN_GIN_ONLY && kWinRequiredAlignment == NCCL_WIN_REQUIRED_ALIGNMENT,
+                  kWinGinOnly == NCCL_WIN_GIN_ONLY && kWinCftCounted == NCCL_WIN_CFT_COUNTED &&
+                  kWinRequiredAlignment == NCCL_WIN_REQUIRED_ALIGNMENT,
               "the core's window flags are nccl.h's");
 
 BRAID_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,

@@ -20,7 +20,7 @@ struct Offer {
   char why[200] = {};
 };
 
-constexpr int kKnownFlags = kWinCollSymmetric | kWinStrictOrdering | kWinGinOnly;
+constexpr int kKnownFlags = kWinCollSymmetric | kWinStrictOrdering | kWinGinOnly | kWinCftCounted;
 // Each sender's signal words start on their own line of a signal area, so senders never share a cache line.
 constexpr size_t kSignalLine = 64;
 
@@ -91,6 +91,12 @@ Status Windows::exchange(void* base, size_t bytes, Window* w, bool* disabled) {
   mine.enabled = params::WinEnable() != 0 ? 1 : 0;
   std::string why = badArguments(base, w->flags);
   Status failure = why.empty() ? Status::ok() : invalidArgument("%s", why.c_str());
+  if ((w->flags & kWinCftCounted) != 0) {
+    failure = invalidUsage(
+        "winFlags=0x%x asks for NCCL_WIN_CFT_COUNTED (0x%x): the Compute Fabric Transport is not built in braid; "
+        "register without it",
+        static_cast<unsigned>(w->flags), kWinCftCounted);
+  }
   bool offered = false;
   if (failure.isOk() && mine.enabled != 0) {
     Result<WindowDesc> d = comm_->backend().exportWindow(base, bytes, others);

@@ -63,6 +63,7 @@ struct WindowDescriptor {
 constexpr int kWinCollSymmetric = 0x01;
 constexpr int kWinStrictOrdering = 0x02;
 constexpr int kWinGinOnly = 0x04;
+constexpr int kWinCftCounted = 0x08;  // NCCL 2.32: CFT's counted registration (CFT is not built: refused)
 constexpr size_t kWinRequiredAlignment = 4096;
 
 struct Window {

@@ -15,7 +15,7 @@
 C99_STATIC_ASSERT(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES, unique_id_size);
 C99_STATIC_ASSERT(NCCL_UNIQUE_ID_BYTES == 128, unique_id_bytes);
 C99_STATIC_ASSERT(NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH) == NCCL_VERSION_CODE, version_code);
-C99_STATIC_ASSERT(NCCL_VERSION_CODE == 23102, version_2_31_2);
+C99_STATIC_ASSERT(NCCL_VERSION_CODE == 23203, version_2_32_3);
 C99_STATIC_ASSERT(sizeof(ncclRedOp_t) == sizeof(int), redop_size);
 C99_STATIC_ASSERT(ncclMaxRedOp == INT_MAX, max_redop);
 C99_STATIC_ASSERT(ncclNumTypes == 12 && ncclHalf == ncclFloat16 && ncclChar == ncclInt8, datatypes);

@@ -227,6 +227,7 @@ int main() {
   BRAID_PRINT_ENUMERATOR(ncclTimeout);
   BRAID_PRINT_MACRO(NCCL_WIN_STRICT_ORDERING);
   BRAID_PRINT_MACRO(NCCL_WIN_GIN_ONLY);
+  BRAID_PRINT_MACRO(NCCL_WIN_CFT_COUNTED);
   BRAID_PRINT_MACRO(NCCL_SUSPEND_MEM);
   PrintEnumType<ncclHostCftMode_t>("ncclHostCftMode_t");
   BRAID_PRINT_ENUMERATOR(ncclHostCftDefault);
@@ -253,7 +254,8 @@ int main() {
   std::printf("field ncclConfigExt_t.%s : offset %zu, sizeof %zu, type %s\n", #f, offsetof(ncclConfigExt_t, f), \
               sizeof(ncclConfigExt_t::f), TypeName<decltype(ncclConfigExt_t::f)>());
   BRAID_PRINT_EXT_FIELD(next)
-  BRAID_PRINT_EXT_FIELD(key) BRAID_PRINT_EXT_FIELD(val)
+  BRAID_PRINT_EXT_FIELD(key)
+  BRAID_PRINT_EXT_FIELD(val)
       std::printf("field ncclConfigExt_t.key.optionId : offset %zu\n", offsetof(ncclConfigExt_t, key.optionId));
   PrintStructType<ncclCollConfig_t>("ncclCollConfig_t");
 #define BRAID_PRINT_CC_FIELD(f)                                                                                   \
@@ -270,7 +272,8 @@ int main() {
               offsetof(ncclWaitSignalDesc_t, f), sizeof(ncclWaitSignalDesc_t::f),      \
               TypeName<decltype(ncclWaitSignalDesc_t::f)>());
   BRAID_PRINT_WS_FIELD(opCnt)
-  BRAID_PRINT_WS_FIELD(peer) BRAID_PRINT_WS_FIELD(sigIdx) BRAID_PRINT_WS_FIELD(ctx) std::printf(
+  BRAID_PRINT_WS_FIELD(peer)
+  BRAID_PRINT_WS_FIELD(sigIdx) BRAID_PRINT_WS_FIELD(ctx) std::printf(
       "type ncclParamHandle_t : %s, sizeof %zu\n", TypeName<ncclParamHandle_t>(), sizeof(ncclParamHandle_t));
   BRAID_NCCL_FUNCTIONS_2_31(BRAID_PRINT_FUNCTION)
 #endif

@@ -4,6 +4,7 @@
 // for a device communicator the way NCCL's examples do.
 #include <nccl_device.h>
 
+#include "../devapi/flow_kernels.cuh"       // the Flow device API (NCCL 2.32): a ring all-reduce, as CI runs it
 #include "../devapi/gin_hosts_kernels.cuh"  // GIN fences and VA signals toward other hosts: likewise
 #include "../devapi/gin_kernels.cuh"        // GIN puts, signals, counters and barriers: what CI runs on the emulator
 #include "../devapi/lsa_kernels.cuh"  // LSA barriers, LSA/peer/symmetric pointers, coops: what CI runs on the emulator
@@ -102,6 +103,18 @@ template __global__ void ginTeamBarrierRing<ncclCoopWarp>(ncclWindow_t, uint64_t
                                                           uint64_t*);
 template __global__ void mixedAllReduce<int64_t>(int, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
 template __global__ void mixedAllReduce<__nv_bfloat16>(int, ncclWindow_t, ncclWindow_t, size_t, ncclDevComm);
+// The Flow processor with a GIN backend mask and NCCL's GIN configuration fields (braid runs its LSA peers), LL128's
+// one signalling warp, NCCL's sum operator and __shared__ memory as NCCL's users declare it.
+__global__ void probeFlowGinMask(ncclDevComm dc, ncclFlowConfig<1> config, float* buf) {
+  __shared__ ncclFlowShmem shmem;
+  const int peer = (dc.rank + 1) % dc.nRanks;
+  const int workers = static_cast<int>(blockDim.x) / 32 - ncclFlowGetSignalWarpsPerPart(ncclFlowProtocolLL128);
+  ncclFlowProcessor<1, 1, 1, ncclFlowProtocolLL128> flow(dc, config, &peer, 1, &peer, 1, blockIdx.x, workers, shmem);
+  flow.process(ncclFlowSend(), ncclFlowRecv(), ncclSymPtr<float>(), ncclSymPtr<float>(), [&](int) { return buf; }, 1,
+               [&](int) { return buf; }, 1, nccl::utility::OpSum<float>(), 16);
+  flow.close();
+}
+
 
 ncclResult_t probeHost(ncclComm_t comm, ncclDevComm* dc) {
   ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
@@ -119,3 +132,4 @@ ncclResult_t probeHost(ncclComm_t comm, ncclDevComm* dc) {
   (void)ncclLLA2ACalcSlots(64, 8);
   return ncclDevCommDestroy(comm, dc);
 }
+

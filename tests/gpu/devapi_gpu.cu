@@ -2,7 +2,8 @@
 // tests/gpu/run.sh: ranks as threads of this process, one per GPU (two sharing the GPU when there is one), each
 // with a CUDA communicator of braid's libnccl.so.2 (ncclCommInitRank after cudaSetDevice). Checks, every value
 // compared with the host's: the two-shot LSA all-reduce over windows (LSA barriers, LSA pointers); the GIN
-// all-gather by puts, signals and counters on every context, and the GIN values/gets/hybrid-barrier kernel; where
+// all-gather by puts, signals and counters on every context, and the GIN values/gets/hybrid-barrier kernel; the Flow
+// ring all-reduce (NCCL 2.32's Flow device API) in each protocol and with direct sends; where
 // the communicator has NVLS multicast, the multimem all-reduce and every mixed LSA/multimem building block.
 // Prints "ok: ..." / "FAIL: ..." / "SKIP: ..." lines; exits with the number of failed checks.
 //   nvcc -std=c++17 -arch=native -I include tests/gpu/devapi_gpu.cu -L BUILD -lnccl -Xlinker -rpath=BUILD
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "../devapi/flow_kernels.cuh"
 #include "../devapi/gin_kernels.cuh"
 #include "../devapi/lsa_kernels.cuh"
 #include "../devapi/multimem_kernels.cuh"
@@ -177,6 +179,66 @@ std::string multimemForms(Rank& k) {
   return err;
 }
 
+// The Flow ring all-reduce of tests/devapi/flow_kernels.cuh in each form, two launches each (the connections resume).
+std::string flowRings(Rank& k) {
+  constexpr size_t kCount = (1 << 20) + 333;
+  constexpr int kGrid = 4;
+  const FlowRingShape shape{1, 4, 4096};
+  Win send, recv;
+  if (!makeWin(k, kCount * 4, &send) || !makeWin(k, kCount * 4, &recv)) return "windows";
+  FlowRingResources res{};
+  ncclDevResourceRequirements fifoReq{}, stateReq{};
+  fifoReq.bufferSize = kGrid * shape.channelBytes();
+  fifoReq.bufferAlign = 128;
+  fifoReq.outBufferHandle = &res.fifo;
+  stateReq.bufferSize = kGrid * sizeof(ncclFlowConnState);
+  stateReq.bufferAlign = 64;
+  stateReq.outBufferHandle = &res.state;
+  fifoReq.next = &stateReq;
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.resourceRequirementsList = &fifoReq;
+  ncclDevComm dc{};
+  if (ncclDevCommCreate(k.comm, &reqs, &dc) != ncclSuccess) return ncclGetLastError(k.comm);
+  ncclFlowShmem* shmem = nullptr;
+  float* word = nullptr;
+  cudaMalloc(&shmem, sizeof(ncclFlowShmem));
+  cudaMalloc(&word, sizeof(float));
+  std::vector<float> in(kCount), out(kCount);
+  std::string err;
+  for (int form = 0; form < 2 * kFlowVariants && err.empty(); ++form) {
+    const int variant = form % kFlowVariants;
+    const bool direct = form >= kFlowVariants;
+    const int threads = 32 * (2 + (variant == kFlowLL128 ? 1 : 2));
+    for (int round = 0; round < 2 && err.empty(); ++round) {
+      for (size_t i = 0; i < kCount; ++i) in[i] = inputOf(k.r, round + form, i);
+      cudaMemcpy(send.buf, in.data(), kCount * 4, cudaMemcpyHostToDevice);
+      cudaMemsetAsync(recv.buf, 0xff, kCount * 4, k.stream);
+      // Every rank's buffers are ready before any kernel writes a peer's (direct sends) and read after all ended.
+      (void)ncclAllReduce(word, word, 1, ncclFloat, ncclSum, k.comm, k.stream);
+      flowRingKernel<<<kGrid, threads, 0, k.stream>>>(variant, dc, shape, res, send.win, recv.win, kCount, 2, direct,
+                                                       shmem);
+      if (!done(k)) err = "kernel failed";
+      cudaMemcpy(out.data(), recv.buf, kCount * 4, cudaMemcpyDeviceToHost);
+      for (size_t i = 0; i < kCount && err.empty(); ++i) {
+        float want = 0;
+        for (int p = 0; p < k.n; ++p) want += inputOf(p, round + form, i);
+        if (out[i] != want) {
+          err = "form " + std::to_string(form) + " round " + std::to_string(round) + " element " + std::to_string(i) +
+                " wrong";
+        }
+      }
+      (void)ncclAllReduce(word, word, 1, ncclFloat, ncclSum, k.comm, k.stream);
+      if (!done(k)) err = "barrier failed";
+    }
+  }
+  cudaFree(shmem);
+  cudaFree(word);
+  (void)ncclDevCommDestroy(k.comm, &dc);
+  dropWin(k, send);
+  dropWin(k, recv);
+  return err;
+}
+
 void runRank(Rank& k, const ncclUniqueId& id) {
   cudaSetDevice(k.dev);
   cudaFree(nullptr);  // the context current: a CUDA communicator
@@ -193,6 +255,10 @@ void runRank(Rank& k, const ncclUniqueId& id) {
     std::string e = lsaTwoShot(k);
     k.say(e.empty() ? "ok" : "FAIL",
           "device API: LSA two-shot all-reduce over windows, " + who + (e.empty() ? "" : ": " + e));
+    e = flowRings(k);
+    k.say(e.empty() ? "ok" : "FAIL",
+          "device API: Flow ring all-reduce (Simple, 2 slots, LL, LL128; FIFO and direct), " + who +
+              (e.empty() ? "" : ": " + e));
     e = ginRounds(k);
     k.say(e.empty() ? "ok" : "FAIL",
           "device API: GIN puts, signals, counters, gets and barriers, " + who + (e.empty() ? "" : ": " + e));

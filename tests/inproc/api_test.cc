@@ -35,7 +35,7 @@ TEST(Api, VersionMatchesHeader) {
   int v = 0;
   ASSERT_EQ(ncclGetVersion(&v), ncclSuccess);
   EXPECT_EQ(v, NCCL_VERSION_CODE);
-  EXPECT_EQ(NCCL_VERSION_CODE, NCCL_VERSION(2, 31, 2));
+  EXPECT_EQ(NCCL_VERSION_CODE, NCCL_VERSION(2, 32, 3));
   EXPECT_EQ(ncclGetVersion(nullptr), ncclInvalidArgument);
 }
 

@@ -307,6 +307,15 @@ TEST(Windows, BadArgumentsAreNamed) {
   EXPECT_TRUE(groupErr.find("winFlags=0x40") != std::string::npos ||
               groupErr.find("rank 0 could not register") != std::string::npos)
       << groupErr;
+  // NCCL 2.32's CFT flag, on both ranks: CFT is not built, and the refusal says so.
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ncclCommWindowRegister(c[0], a.data(), 4096, &w[0], NCCL_WIN_CFT_COUNTED);
+  ncclCommWindowRegister(c[1], b.data(), 4096, &w[1], NCCL_WIN_CFT_COUNTED);
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);
+  EXPECT_NE(lastError(nullptr).find("NCCL_WIN_CFT_COUNTED (0x8): the Compute Fabric Transport is not built"),
+            std::string::npos)
+      << lastError(nullptr);
+  EXPECT_EQ(w[0], nullptr);
   // Misaligned symmetric buffer, on both ranks: each names its own.
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   ncclCommWindowRegister(c[0], reinterpret_cast<char*>(a.data()) + 4, 1024, &w[0], NCCL_WIN_COLL_SYMMETRIC);

@@ -1,0 +1,162 @@
+// NCCL 2.32's Flow device API used the way NCCL's own generated ring kernels use it: a ring all-reduce of floats
+// written with ncclFlowProcessor over a device communicator's resource buffers (the receive FIFOs and connection
+// states). One source: nvcc compiles it for sm_90 (tests/devcode/nccl_device_header_test.sh) and g++ runs it on
+// braid's CTA emulator over fake-GPU communicators (tests/devapi/flow_kernels_test.cc).
+#pragma once
+
+#include <nccl_device.h>
+
+// The shape of one Flow ring: the launch's channels (CTAs), parts per CTA and FIFO layout.
+struct FlowRingShape {
+  int nParts;        // 1: one ring forward; 2: part 0 forward, part 1 backward, each on half of every chunk
+  int nSlots;        // FIFO depth per connection
+  size_t slotBytes;  // FIFO bytes per slot (protocol lines included)
+  // Bytes of the FIFOs and states one channel takes (MaxPeers 1).
+  __host__ __device__ size_t channelBytes() const { return static_cast<size_t>(nParts) * nSlots * slotBytes; }
+};
+
+// Where the resources are: two resource buffers of the device communicator.
+struct FlowRingResources {
+  ncclDevResourceHandle fifo, state;
+};
+
+// One ring all-reduce of `count` floats, in place on recvWin's buffer? No: out of place, sendWin -> recvWin, both
+// registered windows. Each CTA (channel) takes chunks of the buffer in turn; a chunk is cut into nRanks blocks, each
+// at most what SlotsPerProcess slots carry, and goes around the ring as a reduce-scatter (the partial sums forwarded
+// through the FIFOs) and an all-gather. With `directGather` the all-gather writes straight into the next rank's output
+// window (ncclFlowDirectSend / ncclFlowDirectRecv: the connection still orders the steps) instead of the FIFO.
+template <int SlotsPerProcess, ncclFlowProtocol Protocol>
+__device__ void flowRingAllReduce(ncclDevComm const& comm, FlowRingShape shape, FlowRingResources res,
+                                  ncclWindow_t sendWin, ncclWindow_t recvWin, size_t count, int nWorkerWarps,
+                                  bool directGather, ncclFlowShmem& shmem) {
+  const int n = comm.nRanks, r = comm.rank;
+  const int part = ncclFlowThreadPart(nWorkerWarps, shape.nParts, nullptr, ncclFlowGetSignalWarpsPerPart(Protocol));
+  const int next = shape.nParts == 2 && part == 1 ? (r + n - 1) % n : (r + 1) % n;
+  const int prev = shape.nParts == 2 && part == 1 ? (r + 1) % n : (r + n - 1) % n;
+  const int nPeers = n == 1 ? 0 : 1;
+  ncclFlowConfig<0> config;
+  config.recvBuffer = ncclGetResourceBuffer(comm, res.fifo);
+  config.connState = ncclGetResourceBuffer(comm, res.state);
+  config.channelSize = shape.channelBytes();
+  config.nSlots = shape.nSlots;
+  config.connStatesPerChannel = shape.nParts;
+  ncclLsaFlowProcessor<SlotsPerProcess, 1, Protocol> flow(comm, config, &next, nPeers, &prev, nPeers,
+                                                          static_cast<int>(blockIdx.x), nWorkerWarps, shmem,
+                                                          shape.nParts, part, part);
+  // A block's elements: what SlotsPerProcess slots carry (LL 8 of every 16 bytes, LL128 120 of every 128).
+  const size_t payload = Protocol == ncclFlowProtocolLL      ? shape.slotBytes / 2
+                         : Protocol == ncclFlowProtocolLL128 ? shape.slotBytes / 128 * 120
+                                                             : shape.slotBytes;
+  const size_t blockElts = payload / sizeof(float) * SlotsPerProcess;
+  const size_t chunkElts = blockElts * static_cast<size_t>(n);
+  const ncclSymPtr<float> none;
+  nccl::utility::OpSum<float> sum;
+  const float* in = static_cast<const float*>(ncclGetLocalPointer(sendWin, 0));
+  float* out = static_cast<float*>(ncclGetLocalPointer(recvWin, 0));
+  float* nextOut = static_cast<float*>(ncclGetPeerPointer(recvWin, 0, next));
+  for (size_t chunk = blockIdx.x * chunkElts; chunk < count; chunk += gridDim.x * chunkElts) {
+    // This part's share of the chunk: all of it, or one half each.
+    const size_t chunkEnd = chunk + chunkElts < count ? chunk + chunkElts : count;
+    const size_t half = (chunkEnd - chunk + 1) / 2;
+    const size_t lo = shape.nParts == 2 && part == 1 ? chunk + half : chunk;
+    const size_t hi = shape.nParts == 2 && part == 0 ? chunk + half : chunkEnd;
+    const size_t share = (hi - lo + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+    auto blockLo = [&](int b) { return lo + share * static_cast<size_t>(b) < hi ? lo + share * b : hi; };
+    auto blockN = [&](int b) { return (blockLo(b) + share < hi ? blockLo(b) + share : hi) - blockLo(b); };
+    // Step s handles the block s places behind this rank along the ring (what the previous rank handled a step
+    // earlier); the last reduce-scatter step completes this rank's block.
+    const int dir = next == (r + 1) % n ? 1 : -1;
+    auto blockAt = [&](int step) { return ((r - dir * step) % n + n) % n; };
+    if (n == 1) {
+      const float* src = in + lo;
+      float* dst = out + lo;
+      flow.process(ncclFlowNoSend(), ncclFlowNoRecv(), none, none, [&](int) { return src; }, 1,
+                   [&](int) { return dst; }, 1, sum, hi - lo);
+      continue;
+    }
+    // Reduce-scatter: send this rank's block, then add each received partial sum to this rank's and pass it on; the
+    // last addition completes this rank's block, which is stored and sent on as the all-gather's first step.
+    for (int s = 0; s < n; ++s) {
+      const int b = blockAt(s);
+      const float* src = in + blockLo(b);
+      float* dst = out + blockLo(b);
+      const int nDst = s == n - 1 ? 1 : 0;
+      if (s == 0) {
+        flow.process(ncclFlowSend(), ncclFlowNoRecv(), none, none, [&](int) { return src; }, 1,
+                     ncclFlowNullPtrFn<float>(), 0, sum, blockN(b));
+      } else if (s == n - 1 && directGather) {
+        float* remote = nextOut + blockLo(b);
+        flow.process(ncclFlowDirectSend(), ncclFlowRecv(), none, none, [&](int) { return src; }, 1,
+                     [&](int k) { return k == 0 ? dst : remote; }, 2, sum, blockN(b));
+      } else {
+        flow.process(ncclFlowSend(), ncclFlowRecv(), none, none, [&](int) { return src; }, 1,
+                     [&](int) { return dst; }, nDst, sum, blockN(b));
+      }
+    }
+    // All-gather: store each completed block as it passes, forwarding all but the last.
+    for (int t = 1; t < n; ++t) {
+      const int b = blockAt(n - 1 + t);
+      float* dst = out + blockLo(b);
+      if (directGather) {
+        // The block is already in this rank's output (the previous rank wrote it); forward it straight into the next
+        // rank's output, and only synchronise on the last step.
+        float* remote = nextOut + blockLo(b);
+        if (t < n - 1) {
+          flow.process(ncclFlowDirectSend(), ncclFlowDirectRecv(), none, none, [&](int) { return dst; }, 1,
+                       [&](int) { return remote; }, 1, sum, blockN(b));
+        } else {
+          flow.process(ncclFlowNoSend(), ncclFlowDirectRecv(), none, none, ncclFlowNullPtrFn<float>(), 0,
+                       ncclFlowNullPtrFn<float>(), 0, sum, blockN(b));
+        }
+      } else if (t < n - 1) {
+        flow.process(ncclFlowSend(), ncclFlowRecv(), none, none, ncclFlowNullPtrFn<float>(), 0,
+                     [&](int) { return dst; }, 1, sum, blockN(b));
+      } else {
+        flow.process(ncclFlowNoSend(), ncclFlowRecv(), none, none, ncclFlowNullPtrFn<float>(), 0,
+                     [&](int) { return dst; }, 1, sum, blockN(b));
+      }
+    }
+  }
+  flow.close();
+}
+
+// The kernel: SlotsPerProcess and the protocol as a run-time choice among the forms the tests use.
+enum FlowVariant { kFlowSimple, kFlowSimple2Slots, kFlowLL, kFlowLL128, kFlowVariants };
+__global__ void flowRingKernel(int variant, ncclDevComm comm, FlowRingShape shape, FlowRingResources res,
+                               ncclWindow_t sendWin, ncclWindow_t recvWin, size_t count, int nWorkerWarps,
+                               bool directGather, ncclFlowShmem* shmem) {
+  switch (variant) {
+    case kFlowSimple2Slots:
+      flowRingAllReduce<2, ncclFlowProtocolSimple>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps,
+                                                   directGather, *shmem);
+      break;
+    case kFlowLL:
+      flowRingAllReduce<1, ncclFlowProtocolLL>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps, directGather,
+                                               *shmem);
+      break;
+    case kFlowLL128:
+      flowRingAllReduce<1, ncclFlowProtocolLL128>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps,
+                                                  directGather, *shmem);
+      break;
+    default:
+      flowRingAllReduce<1, ncclFlowProtocolSimple>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps,
+                                                   directGather, *shmem);
+  }
+}
+
+// Misuse: a transfer larger than one slot holds.
+__global__ void flowTooLarge(ncclDevComm comm, FlowRingShape shape, FlowRingResources res, ncclWindow_t sendWin,
+                             int nWorkerWarps, ncclFlowShmem* shmem) {
+  ncclFlowConfig<0> config;
+  config.recvBuffer = ncclGetResourceBuffer(comm, res.fifo);
+  config.connState = ncclGetResourceBuffer(comm, res.state);
+  config.channelSize = shape.channelBytes();
+  config.nSlots = shape.nSlots;
+  config.connStatesPerChannel = shape.nParts;
+  const int next = (comm.rank + 1) % comm.nRanks;
+  ncclLsaFlowProcessor<> flow(comm, config, &next, 1, &next, 0, 0, nWorkerWarps, *shmem);
+  const float* in = static_cast<const float*>(ncclGetLocalPointer(sendWin, 0));
+  flow.process(ncclFlowSend(), ncclFlowNoRecv(), ncclSymPtr<float>(), ncclSymPtr<float>(), [&](int) { return in; }, 1,
+               ncclFlowNullPtrFn<float>(), 0, nccl::utility::OpSum<float>(), shape.slotBytes / sizeof(float) + 1);
+  flow.close();
+}

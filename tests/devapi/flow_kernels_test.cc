@@ -1,0 +1,182 @@
+// NCCL 2.32's Flow device API (include/nccl_device/flow.h) running: a ring all-reduce written with ncclFlowProcessor
+// (tests/devapi/flow_kernels.cuh) on braid's CTA emulator, over device communicators of CUDA communicators on the
+// strict fake driver (ranks as threads, one fake GPU each). Every element is checked, over several launches (the
+// connections resume their steps), for the Simple, LL and LL128 protocols, two slots per step, two parts (rings in
+// both directions) and direct sends into the next rank's output window; misuse is a kernel error naming the rule.
+#include "tests/devapi/device_shim.h"
+// (the shim first: it turns on the headers' device half)
+#include "tests/devapi/flow_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/common/fake_cuda_ranks.h"
+#include "tests/common/harness.h"
+#include "tests/devapi/kernel_test_util.h"
+
+namespace {
+
+using namespace braid_test;
+
+class FlowKernels : public FakeGpuKernels {};
+
+struct FlowCase {
+  FlowVariant variant;
+  FlowRingShape shape;
+  int nWorkerWarps;
+  bool directGather;
+  int grid;
+};
+
+float flowInput(int rank, int round, size_t i) {
+  return static_cast<float>((rank + 1) * 7 + round * 3 + static_cast<int>(i % 113));
+}
+
+int signalWarps(FlowVariant v) {
+  return ncclFlowGetSignalWarpsPerPart(v == kFlowLL128 ? ncclFlowProtocolLL128 : ncclFlowProtocolSimple);
+}
+
+// Every rank has finished what it did with its buffers before any goes on (a direct send writes the next rank's
+// output window, which that rank fills and reads between launches).
+ncclResult_t ranksMeet(ncclComm_t comm, cudaStream_t stream, float* word) {
+  if (ncclAllReduce(word, word, 1, ncclFloat, ncclSum, comm, stream) != ncclSuccess) return ncclInternalError;
+  return Driver::get().streamSync(stream) == 0 ? ncclSuccess : ncclUnhandledCudaError;
+}
+
+// Rounds of the ring all-reduce of `c` on rank r: ncclSuccess, or why not.
+ncclResult_t flowRounds(int r, int nRanks, ncclComm_t comm, cudaStream_t stream, const FlowCase& c) {
+  constexpr int kRounds = 3;
+  constexpr size_t kCount = 1337;  // chunks, blocks and halves of every size, the last ones short
+  const Driver& drv = Driver::get();
+  const size_t bytes = kCount * sizeof(float);
+  void *send = nullptr, *recv = nullptr;
+  CHECK_OR(ncclMemAlloc(&send, bytes) == ncclSuccess && ncclMemAlloc(&recv, bytes) == ncclSuccess, 10);
+  ncclWindow_t sendWin = nullptr, recvWin = nullptr;
+  CHECK_OR(ncclCommWindowRegister(comm, send, bytes, &sendWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 11);
+  CHECK_OR(ncclCommWindowRegister(comm, recv, bytes, &recvWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 11);
+  FlowRingResources res{};
+  ncclDevResourceRequirements fifoReq{}, stateReq{};
+  fifoReq.bufferSize = static_cast<size_t>(c.grid) * c.shape.channelBytes();
+  fifoReq.bufferAlign = 128;
+  fifoReq.outBufferHandle = &res.fifo;
+  stateReq.bufferSize = static_cast<size_t>(c.grid) * c.shape.nParts * sizeof(ncclFlowConnState);
+  stateReq.bufferAlign = 64;
+  stateReq.outBufferHandle = &res.state;
+  fifoReq.next = &stateReq;
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  reqs.resourceRequirementsList = &fifoReq;
+  ncclDevComm dc{};
+  if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) {
+    fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
+    return ncclInternalError;
+  }
+  float* word = static_cast<float*>(drv.alloc(sizeof(float)));
+  ncclFlowShmem* shmem = static_cast<ncclFlowShmem*>(drv.alloc(sizeof(ncclFlowShmem)));
+  std::vector<float> in(kCount), out(kCount);
+  const int threads = 32 * (c.nWorkerWarps + c.shape.nParts * signalWarps(c.variant));
+  for (int round = 0; round < kRounds; ++round) {
+    for (size_t i = 0; i < kCount; ++i) in[i] = flowInput(r, round, i);
+    std::vector<float> stale(kCount, -1.0f);
+    drv.copy(send, in.data(), bytes, stream);
+    drv.copy(recv, stale.data(), bytes, stream);
+    CHECK_OR(ranksMeet(comm, stream, word) == ncclSuccess, 13);
+    braid::Status st = braid_emu::launch(cfgOf(c.grid, threads, "flowRingKernel"), [&] {
+      flowRingKernel(c.variant, dc, c.shape, res, sendWin, recvWin, kCount, c.nWorkerWarps, c.directGather, shmem);
+    });
+    if (!st.isOk()) {
+      fprintf(stderr, "rank %d round %d: %s\n", r, round, st.message().c_str());
+      return ncclInternalError;
+    }
+    drv.copy(out.data(), recv, bytes, stream);
+    CHECK_OR(drv.streamSync(stream) == 0, 13);
+    for (size_t i = 0; i < kCount; ++i) {
+      float want = 0;
+      for (int p = 0; p < nRanks; ++p) want += flowInput(p, round, i);
+      if (out[i] != want) {
+        fprintf(stderr, "rank %d round %d element %zu: %f, expected %f\n", r, round, i, out[i], want);
+        return ncclInternalError;
+      }
+    }
+    CHECK_OR(ranksMeet(comm, stream, word) == ncclSuccess, 13);
+  }
+  drv.memFree(reinterpret_cast<unsigned long long>(word));
+  drv.memFree(reinterpret_cast<unsigned long long>(shmem));
+  CHECK_OR(ncclDevCommDestroy(comm, &dc) == ncclSuccess, 14);
+  CHECK_OR(ncclCommWindowDeregister(comm, sendWin) == ncclSuccess, 15);
+  CHECK_OR(ncclCommWindowDeregister(comm, recvWin) == ncclSuccess, 15);
+  CHECK_OR(ncclMemFree(send) == ncclSuccess && ncclMemFree(recv) == ncclSuccess, 15);
+  return ncclSuccess;
+}
+
+void expectRingAllReduce(int nRanks, const FlowCase& c) {
+  auto res = runCudaRanks(
+      nRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) { return flowRounds(r, nRanks, comm, stream, c); });
+  for (int r = 0; r < nRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+TEST_F(FlowKernels, SimpleRingAllReduceIsExactAcrossLaunches) {
+  expectRingAllReduce(3, FlowCase{kFlowSimple, FlowRingShape{1, 2, 256}, 2, false, 2});
+}
+
+TEST_F(FlowKernels, FourRanksAndTwoSlotsPerStep) {
+  expectRingAllReduce(4, FlowCase{kFlowSimple2Slots, FlowRingShape{1, 3, 128}, 2, false, 1});
+}
+
+TEST_F(FlowKernels, LlAndLl128KeepTheirSlotCapacities) {
+  expectRingAllReduce(3, FlowCase{kFlowLL, FlowRingShape{1, 2, 64}, 2, false, 2});
+  expectRingAllReduce(3, FlowCase{kFlowLL128, FlowRingShape{1, 2, 256}, 2, false, 1});
+}
+
+TEST_F(FlowKernels, TwoPartsRunRingsBothWays) {
+  expectRingAllReduce(3, FlowCase{kFlowSimple, FlowRingShape{2, 2, 128}, 4, false, 1});
+}
+
+TEST_F(FlowKernels, DirectSendsWriteTheNextRanksOutputWindow) {
+  expectRingAllReduce(3, FlowCase{kFlowSimple, FlowRingShape{1, 2, 256}, 2, true, 2});
+}
+
+TEST_F(FlowKernels, OneRankCopiesThrough) {
+  expectRingAllReduce(1, FlowCase{kFlowSimple, FlowRingShape{1, 2, 256}, 2, false, 1});
+}
+
+// A transfer larger than its slots, and a launch of another shape, end the kernel with the rule they broke.
+TEST_F(FlowKernels, MisuseIsAKernelErrorNamingTheRule) {
+  constexpr int kRanks = 2;
+  auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+    const Driver& drv = Driver::get();
+    const FlowRingShape shape{1, 2, 256};
+    FlowRingResources res{};
+    ncclDevResourceRequirements fifoReq{}, stateReq{};
+    fifoReq.bufferSize = shape.channelBytes();
+    fifoReq.bufferAlign = 128;
+    fifoReq.outBufferHandle = &res.fifo;
+    stateReq.bufferSize = sizeof(ncclFlowConnState);
+    stateReq.bufferAlign = 64;
+    stateReq.outBufferHandle = &res.state;
+    fifoReq.next = &stateReq;
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs.resourceRequirementsList = &fifoReq;
+    ncclDevComm dc{};
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 10);
+    void* send = nullptr;
+    CHECK_OR(ncclMemAlloc(&send, 4096) == ncclSuccess, 11);
+    ncclWindow_t sendWin = nullptr;
+    CHECK_OR(ncclCommWindowRegister(comm, send, 4096, &sendWin, 0) == ncclSuccess, 11);
+    ncclFlowShmem* shmem = static_cast<ncclFlowShmem*>(drv.alloc(sizeof(ncclFlowShmem)));
+    braid::Status st =
+        braid_emu::launch(cfgOf(1, 128, "flowTooLarge"), [&] { flowTooLarge(dc, shape, res, sendWin, 2, shmem); });
+    CHECK_OR(!st.isOk() && st.message().find("does not fit in SlotsPerProcess slots") != std::string::npos, 12);
+    st = braid_emu::launch(cfgOf(1, 96, "flowTooLarge"), [&] { flowTooLarge(dc, shape, res, sendWin, 2, shmem); });
+    CHECK_OR(!st.isOk() && st.message().find("nWorkerWarps at least 2 * nParts") != std::string::npos, 13);
+    drv.memFree(reinterpret_cast<unsigned long long>(shmem));
+    CHECK_OR(ncclCommWindowDeregister(comm, sendWin) == ncclSuccess, 14);
+    CHECK_OR(ncclMemFree(send) == ncclSuccess, 14);
+    (void)stream;
+    return ncclDevCommDestroy(comm, &dc);
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+}  // namespace
