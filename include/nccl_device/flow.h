@@ -99,12 +99,13 @@ struct ncclFlowConfig<0> {
 };
 
 template <unsigned GinBackendMask, int SlotsPerProcess = 1, int MaxPeers = 1,
-          ncclFlowProtocol Protocol = ncclFlowProtocolSimple>
+          ncclFlowProtocol FlowProtocol = ncclFlowProtocolSimple>
 struct ncclFlowProcessor {
   static_assert(SlotsPerProcess > 0, "ncclFlowProcessor must process at least one slot");
   static_assert(MaxPeers > 0 && MaxPeers <= NCCL_FLOW_MAX_PEERS, "ncclFlowProcessor: MaxPeers is out of range");
-  static_assert(Protocol == ncclFlowProtocolSimple || SlotsPerProcess == 1, "LL and LL128 need SlotsPerProcess = 1");
-  static constexpr ncclFlowProtocol kProtocol = Protocol;
+  static_assert(FlowProtocol == ncclFlowProtocolSimple || SlotsPerProcess == 1,
+                "LL and LL128 need SlotsPerProcess = 1");
+  static constexpr ncclFlowProtocol Protocol = FlowProtocol;
 
   /* Every thread of the CTA constructs one. sendPeers/recvPeers: world ranks (each count at most MaxPeers); entry i
    * uses connection slot sendSlots[i] (recvSlots[i]), or i; sendPart/recvPart pick the parts of the connection
@@ -139,6 +140,19 @@ struct ncclFlowProcessor {
     if (slotBytes_ == 0 || slotBytes_ % nccl_braid_::flowLineBytes(Protocol) != 0) {
       nccl_braid_::trap("ncclFlowProcessor: a slot must be a whole number of the protocol's lines (LL 16, LL128 128)");
     }
+    if (partWorkerWarps != nullptr) {
+      int sum = 0;
+      bool each = true;
+      for (int p = 0; p < nParts; ++p) {
+        sum += partWorkerWarps[p];
+        each = each && partWorkerWarps[p] >= 2;
+      }
+      if (!each || sum != nWorkerWarps) {
+        nccl_braid_::trap(
+            "ncclFlowProcessor: partWorkerWarps must give each part at least 2 warps and sum to "
+            "nWorkerWarps");
+      }
+    }
     const int part = ncclFlowThreadPart(nWorkerWarps, nParts, partWorkerWarps, kSignal);
     group_ = ncclCoopWarpSpan(ncclFlowPartWorkerWarp0(nWorkerWarps, nParts, part, partWorkerWarps, kSignal),
                               ncclFlowPartWorkerWarps(nWorkerWarps, nParts, part, partWorkerWarps) + kSignal, part);
@@ -150,6 +164,7 @@ struct ncclFlowProcessor {
       recv_[j] =
           connect(comm, config, channelId, recvPart, recvSlots ? recvSlots[j] : j, recvPeers[j], ncclFlowTypeRecv);
     }
+    group_.sync();  // every thread has read the saved steps before a close() of this part may write them
   }
 
   /* Reduces nElts elements of every source (src(0..nSrc-1), then each receive FIFO unless the receive is direct)
@@ -179,10 +194,19 @@ struct ncclFlowProcessor {
     const int tid = group_.thread_rank();
     for (size_t off = 0; off < nElts; off += perSlot) {
       const size_t n = nElts - off < perSlot ? nElts - off : perSlot;
+      /* Thread i waits for send peer i's credit and thread 32 + j for receive peer j's data; every other thread
+       * takes the same slots without waiting. */
       bool lost = false;
-      if (tid >= 0 && tid < nSend && tid < MaxPeers) lost = send_[tid].waitSend() == nullptr;
-      const int recvRole = tid - 32;  // thread 32 + j waits for receive peer j
-      if (recvRole >= 0 && recvRole < nRecv && recvRole < MaxPeers) lost = recv_[recvRole].waitRecv() == nullptr;
+      char* sendSlot[MaxPeers] = {};
+      const char* recvSlot[MaxPeers] = {};
+      for (int i = 0; i < nSend; ++i) {
+        sendSlot[i] = static_cast<char*>(tid == i ? send_[i].waitSend() : send_[i].advanceFifoSlot());
+        lost = lost || sendSlot[i] == nullptr;
+      }
+      for (int j = 0; j < nRecv; ++j) {
+        recvSlot[j] = static_cast<const char*>(tid == 32 + j ? recv_[j].waitRecv() : recv_[j].advanceFifoSlot());
+        lost = lost || recvSlot[j] == nullptr;
+      }
       /* The waiting threads' acquires reach the whole part through the barrier. */
       if (nccl_braid_::coopAny(group_, lost)) {
         aborted_ = true;
@@ -196,25 +220,14 @@ struct ncclFlowProcessor {
           have = true;
         };
         for (int k = 0; k < nSrc; ++k) take(src(k)[off + e]);
-        for (int j = 0; fifoIn && j < nRecv; ++j) take(reinterpret_cast<const T*>(recv_[j].slotPtr())[e]);
+        for (int j = 0; fifoIn && j < nRecv; ++j) take(reinterpret_cast<const T*>(recvSlot[j])[e]);
         for (int k = 0; k < nDst; ++k) dst(k)[off + e] = acc;
-        for (int i = 0; fifoOut && i < nSend; ++i) reinterpret_cast<T*>(send_[i].slotPtr())[e] = acc;
+        for (int i = 0; fifoOut && i < nSend; ++i) reinterpret_cast<T*>(sendSlot[i])[e] = acc;
       }
       group_.sync();  // every thread's stores and loads of the slots are done
-      for (int i = 0; i < nSend; ++i) {
-        if (tid == i) {
-          send_[i].postSend(n * sizeof(T));
-        } else {
-          send_[i].advanceStep();
-        }
-      }
-      for (int j = 0; j < nRecv; ++j) {
-        if (tid == 32 + j) {
-          recv_[j].postRecv();
-        } else {
-          recv_[j].advanceStep();
-        }
-      }
+      if (tid >= 0 && tid < nSend && tid < MaxPeers) send_[tid].postSend(n * sizeof(T));
+      const int recvRole = tid - 32;
+      if (recvRole >= 0 && recvRole < nRecv && recvRole < MaxPeers) recv_[recvRole].postRecv();
     }
   }
 
@@ -229,9 +242,9 @@ struct ncclFlowProcessor {
   }
 
  private:
-  NCCL_DEVICE_INLINE ncclLsaFlowConn<Protocol> connect(ncclDevComm const& comm,
-                                                       ncclFlowConfig<GinBackendMask> const& config, int channelId,
-                                                       int part, int slot, int peer, int type) {
+  NCCL_DEVICE_INLINE ncclLsaFlowConn<FlowProtocol> connect(ncclDevComm const& comm,
+                                                           ncclFlowConfig<GinBackendMask> const& config, int channelId,
+                                                           int part, int slot, int peer, int type) {
     if (slot < 0 || slot >= MaxPeers || peer < 0 || peer >= comm.nRanks) {
       nccl_braid_::trap("ncclFlowProcessor: a peer slot is outside 0..MaxPeers-1 or a peer outside the world team");
     }
@@ -241,15 +254,15 @@ struct ncclFlowProcessor {
         config.recvBuffer + (channel * config.channelSize + conn * static_cast<size_t>(config.nSlots) * slotBytes_);
     const ncclSymPtr<ncclFlowConnState> state =
         config.connState + (channel * static_cast<size_t>(config.connStatesPerChannel) + conn);
-    return ncclLsaFlowConn<Protocol>(comm, fifo, state, peer, config.nSlots, slotBytes_, type, true);
+    return ncclLsaFlowConn<FlowProtocol>(comm, fifo, state, peer, config.nSlots, slotBytes_, type, true);
   }
 
   ncclCoopWarpSpan group_;
   int nSend_, nRecv_;
   size_t slotBytes_ = 0;
   bool aborted_ = false;
-  ncclLsaFlowConn<Protocol> send_[MaxPeers];
-  ncclLsaFlowConn<Protocol> recv_[MaxPeers];
+  ncclLsaFlowConn<FlowProtocol> send_[MaxPeers];
+  ncclLsaFlowConn<FlowProtocol> recv_[MaxPeers];
 };
 
 template <int SlotsPerProcess = 1, int MaxPeers = 1, ncclFlowProtocol Protocol = ncclFlowProtocolSimple>

@@ -3,12 +3,13 @@
  * A send connection writes into its peer's receive FIFO through LSA pointers; a receive connection reads its own.
  * The FIFO is nSlots slots of slotSize bytes in window memory (a ncclSymPtr, the same offset on both ranks), and
  * `state` is the connection's ncclFlowConnState on each side (flow_types.h says what each field holds). One thread
- * drives a connection's waits and posts; any thread may hold a copy and follow the step with advanceStep() to find
- * the current slot (slotPtr()), which is how ncclFlowProcessor spreads a slot's data over its threads.
+ * drives a connection's waits and posts; other threads may hold copies and follow the steps with advanceFifoSlot()
+ * (the slot, without waiting) or advanceStep(), which is how ncclFlowProcessor spreads a slot's data over its threads.
  *
- * Sequence per slot: waitSend() (the receiver has drained the slot nSlots steps back) -> write -> postSend();
- * waitRecv() (the sender has filled this step's slot) -> read -> postRecv(). close() saves the step in the local
- * state, where the next launch's connection resumes. A wait returns NULL once the communicator is aborted.
+ * Sequence per slot (NCCL's): waitSend() (the receiver has drained the slot nSlots steps back; returns it and moves
+ * on) -> write -> postSend(bytes); waitRecv() (the sender has filled the slot) -> read -> postRecv(). close() saves
+ * the step in the local state, where the next launch's connection resumes. A wait returns NULL once the communicator
+ * is aborted.
  * Device code only. */
 #ifndef NCCL_DEVICE_LSA_FLOW_H_
 #define NCCL_DEVICE_LSA_FLOW_H_
@@ -48,18 +49,25 @@ struct ncclLsaFlowConn {
     peerSignal = &peerState->signal[type == ncclFlowTypeSend ? ncclFlowTypeRecv : ncclFlowTypeSend];
   }
 
-  /* The slot of the current step (no wait). */
-  NCCL_DEVICE_INLINE char* slotPtr() const {
-    return fifo + static_cast<size_t>(step % static_cast<uint64_t>(nSlots)) * slotSize;
-  }
+  /* NCCL's stepping: a wait returns the current step's slot and moves past it; a post publishes what the steps so
+   * far filled (postSend) or drained (postRecv) without moving. A thread in a post role that did not wait mirrors
+   * the wait with advanceStep(); a thread that only needs the slot takes it with advanceFifoSlot(). */
   NCCL_DEVICE_INLINE void* waitSend() {
-    return waitFor(step + 1 - static_cast<uint64_t>(nSlots)) ? slotPtr() : nullptr;
+    return waitFor(step + 1 - static_cast<uint64_t>(nSlots)) ? advanceFifoSlot() : nullptr;
   }
-  NCCL_DEVICE_INLINE void postSend(size_t /*bytes*/ = 0) { post(); }
-  NCCL_DEVICE_INLINE void* waitRecv() { return waitFor(step + 1) ? slotPtr() : nullptr; }
+  NCCL_DEVICE_INLINE void postSend(size_t /*bytes*/) { post(); }
+  NCCL_DEVICE_INLINE void* waitRecv() { return waitFor(step + 1) ? advanceFifoSlot() : nullptr; }
   NCCL_DEVICE_INLINE void postRecv() { post(); }
-  /* Mirrors a post in a thread that holds a copy of the connection. */
-  NCCL_DEVICE_INLINE uint64_t advanceStep() { return ++step; }
+  /* Moves one step on; returns the step it was at. */
+  NCCL_DEVICE_INLINE uint64_t advanceStep() { return step++; }
+  /* The current step's slot (no wait), moving past it. */
+  NCCL_DEVICE_INLINE void* advanceFifoSlot() {
+    char* slot = fifo + static_cast<size_t>(step % static_cast<uint64_t>(nSlots)) * slotSize;
+    ++step;
+    return slot;
+  }
+  /* What a post now publishes: the steps this side has completed. */
+  NCCL_DEVICE_INLINE uint64_t stepFlag() const { return step; }
   NCCL_DEVICE_INLINE void close() {
     if (state != nullptr) state->step[type] = step;
   }
@@ -76,10 +84,7 @@ struct ncclLsaFlowConn {
       nccl_braid_::backOff();
     }
   }
-  NCCL_DEVICE_INLINE void post() {
-    ++step;
-    nccl_braid_::atomicStore64(peerSignal, step, cuda::memory_order_release);
-  }
+  NCCL_DEVICE_INLINE void post() { nccl_braid_::atomicStore64(peerSignal, step, cuda::memory_order_release); }
 };
 #endif /* NCCL_DEVICE_HALF_ */
 #endif /* NCCL_DEVICE_LSA_FLOW_H_ */

@@ -11,7 +11,7 @@ struct FlowRingShape {
   int nParts;        // 1: one ring forward; 2: part 0 forward, part 1 backward, each on half of every chunk
   int nSlots;        // FIFO depth per connection
   size_t slotBytes;  // FIFO bytes per slot (protocol lines included)
-  // Bytes of the FIFOs and states one channel takes (MaxPeers 1).
+  // Receive-FIFO bytes of one channel (MaxPeers 1; the connection states are nParts per channel).
   __host__ __device__ size_t channelBytes() const { return static_cast<size_t>(nParts) * nSlots * slotBytes; }
 };
 
@@ -20,8 +20,7 @@ struct FlowRingResources {
   ncclDevResourceHandle fifo, state;
 };
 
-// One ring all-reduce of `count` floats, in place on recvWin's buffer? No: out of place, sendWin -> recvWin, both
-// registered windows. Each CTA (channel) takes chunks of the buffer in turn; a chunk is cut into nRanks blocks, each
+// One ring all-reduce of `count` floats, out of place from sendWin's buffer into recvWin's (both registered windows). Each CTA (channel) takes chunks of the buffer in turn; a chunk is cut into nRanks blocks, each
 // at most what SlotsPerProcess slots carry, and goes around the ring as a reduce-scatter (the partial sums forwarded
 // through the FIFOs) and an all-gather. With `directGather` the all-gather writes straight into the next rank's output
 // window (ncclFlowDirectSend / ncclFlowDirectRecv: the connection still orders the steps) instead of the FIFO.
@@ -144,9 +143,9 @@ __global__ void flowRingKernel(int variant, ncclDevComm comm, FlowRingShape shap
   }
 }
 
-// Misuse: a transfer larger than one slot holds.
+// Misuse: a transfer larger than one slot holds (and whatever the launch or partWorkerWarps get wrong first).
 __global__ void flowTooLarge(ncclDevComm comm, FlowRingShape shape, FlowRingResources res, ncclWindow_t sendWin,
-                             int nWorkerWarps, ncclFlowShmem* shmem) {
+                             int nWorkerWarps, ncclFlowShmem* shmem, const int* partWorkerWarps) {
   ncclFlowConfig<0> config;
   config.recvBuffer = ncclGetResourceBuffer(comm, res.fifo);
   config.connState = ncclGetResourceBuffer(comm, res.state);
@@ -154,7 +153,8 @@ __global__ void flowTooLarge(ncclDevComm comm, FlowRingShape shape, FlowRingReso
   config.nSlots = shape.nSlots;
   config.connStatesPerChannel = shape.nParts;
   const int next = (comm.rank + 1) % comm.nRanks;
-  ncclLsaFlowProcessor<> flow(comm, config, &next, 1, &next, 0, 0, nWorkerWarps, *shmem);
+  ncclLsaFlowProcessor<> flow(comm, config, &next, 1, &next, 0, 0, nWorkerWarps, *shmem, 1, 0, 0, nullptr, nullptr,
+                              partWorkerWarps);
   const float* in = static_cast<const float*>(ncclGetLocalPointer(sendWin, 0));
   flow.process(ncclFlowSend(), ncclFlowNoRecv(), ncclSymPtr<float>(), ncclSymPtr<float>(), [&](int) { return in; }, 1,
                ncclFlowNullPtrFn<float>(), 0, nccl::utility::OpSum<float>(), shape.slotBytes / sizeof(float) + 1);

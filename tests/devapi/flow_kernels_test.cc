@@ -165,11 +165,19 @@ TEST_F(FlowKernels, MisuseIsAKernelErrorNamingTheRule) {
     ncclWindow_t sendWin = nullptr;
     CHECK_OR(ncclCommWindowRegister(comm, send, 4096, &sendWin, 0) == ncclSuccess, 11);
     ncclFlowShmem* shmem = static_cast<ncclFlowShmem*>(drv.alloc(sizeof(ncclFlowShmem)));
-    braid::Status st =
-        braid_emu::launch(cfgOf(1, 128, "flowTooLarge"), [&] { flowTooLarge(dc, shape, res, sendWin, 2, shmem); });
+    auto launch = [&](int threads, const int* partWorkerWarps) {
+      return braid_emu::launch(cfgOf(1, threads, "flowTooLarge"),
+                               [&] { flowTooLarge(dc, shape, res, sendWin, 2, shmem, partWorkerWarps); });
+    };
+    braid::Status st = launch(128, nullptr);
     CHECK_OR(!st.isOk() && st.message().find("does not fit in SlotsPerProcess slots") != std::string::npos, 12);
-    st = braid_emu::launch(cfgOf(1, 96, "flowTooLarge"), [&] { flowTooLarge(dc, shape, res, sendWin, 2, shmem); });
+    st = launch(96, nullptr);
     CHECK_OR(!st.isOk() && st.message().find("nWorkerWarps at least 2 * nParts") != std::string::npos, 13);
+    // Worker warps that do not add up (threads would be left outside every part's barrier).
+    const int oneWarp[1] = {1};
+    st = launch(128, oneWarp);
+    CHECK_OR(!st.isOk() && st.message().find("partWorkerWarps must give each part at least 2") != std::string::npos,
+             13);
     drv.memFree(reinterpret_cast<unsigned long long>(shmem));
     CHECK_OR(ncclCommWindowDeregister(comm, sendWin) == ncclSuccess, 14);
     CHECK_OR(ncclMemFree(send) == ncclSuccess, 14);

@@ -70,7 +70,7 @@ std::string lsaTwoShot(Rank& k) {
   std::string err;
   for (int round = 0; round < kRounds && err.empty(); ++round) {
     for (size_t i = 0; i < kCount; ++i) in[i] = inputOf(k.r, round, i);
-    cudaMemcpy(send.buf, in.data(), kCount * 4, cudaMemcpyHostToDevice);
+    cudaMemcpyAsync(send.buf, in.data(), kCount * 4, cudaMemcpyHostToDevice, k.stream);
     lsaTwoShotAllReduce<<<kGrid, 256, 0, k.stream>>>(send.win, recv.win, kCount, dc);
     if (!done(k)) err = "kernel failed";
     cudaMemcpy(out.data(), recv.buf, kCount * 4, cudaMemcpyDeviceToHost);
@@ -108,7 +108,7 @@ std::string ginRounds(Rank& k) {
   std::string err;
   for (int round = 0; round < kRounds && err.empty(); ++round) {
     for (size_t i = 0; i < kCount; ++i) in[i] = inputOf(k.r, round, i);
-    cudaMemcpy(send.buf, in.data(), kCount * 4, cudaMemcpyHostToDevice);
+    cudaMemcpyAsync(send.buf, in.data(), kCount * 4, cudaMemcpyHostToDevice, k.stream);
     ginAllGather<<<kGrid, 128, 0, k.stream>>>(send.win, recv.win, kCount, round, round % dc.ginContextCount, dc, out);
     if (!done(k)) err = "ginAllGather failed";
     cudaMemcpy(got.data(), recv.buf, got.size() * 4, cudaMemcpyDeviceToHost);
@@ -156,7 +156,7 @@ std::string multimemForms(Rank& k) {
   std::string err;
   for (int form = -1; form < 9 && err.empty(); ++form) {
     for (size_t i = 0; i < kCount; ++i) in[i] = inputOf(k.r, form + 1, i);
-    cudaMemcpy(send.buf, in.data(), kCount * 4, cudaMemcpyHostToDevice);
+    cudaMemcpyAsync(send.buf, in.data(), kCount * 4, cudaMemcpyHostToDevice, k.stream);
     if (form < 0) {
       multimemAllReduce<float><<<2, 256, 0, k.stream>>>(false, send.win, recv.win, kCount, dc);
     } else {
@@ -179,11 +179,12 @@ std::string multimemForms(Rank& k) {
   return err;
 }
 
-// The Flow ring all-reduce of tests/devapi/flow_kernels.cuh in each form, two launches each (the connections resume).
-std::string flowRings(Rank& k) {
+// The Flow ring all-reduce of tests/devapi/flow_kernels.cuh, two launches per form (the connections resume): with one
+// part, each protocol through the FIFOs and with direct sends; with two parts (rings both ways), Simple.
+std::string flowRings(Rank& k, const FlowRingShape shape) {
   constexpr size_t kCount = (1 << 20) + 333;
   constexpr int kGrid = 4;
-  const FlowRingShape shape{1, 4, 4096};
+  const int workers = 2 * shape.nParts;
   Win send, recv;
   if (!makeWin(k, kCount * 4, &send) || !makeWin(k, kCount * 4, &recv)) return "windows";
   FlowRingResources res{};
@@ -191,7 +192,7 @@ std::string flowRings(Rank& k) {
   fifoReq.bufferSize = kGrid * shape.channelBytes();
   fifoReq.bufferAlign = 128;
   fifoReq.outBufferHandle = &res.fifo;
-  stateReq.bufferSize = kGrid * sizeof(ncclFlowConnState);
+  stateReq.bufferSize = kGrid * shape.nParts * sizeof(ncclFlowConnState);
   stateReq.bufferAlign = 64;
   stateReq.outBufferHandle = &res.state;
   fifoReq.next = &stateReq;
@@ -205,18 +206,19 @@ std::string flowRings(Rank& k) {
   cudaMalloc(&word, sizeof(float));
   std::vector<float> in(kCount), out(kCount);
   std::string err;
-  for (int form = 0; form < 2 * kFlowVariants && err.empty(); ++form) {
+  const int forms = shape.nParts == 1 ? 2 * kFlowVariants : 1;
+  for (int form = 0; form < forms && err.empty(); ++form) {
     const int variant = form % kFlowVariants;
     const bool direct = form >= kFlowVariants;
-    const int threads = 32 * (2 + (variant == kFlowLL128 ? 1 : 2));
+    const int threads = 32 * (workers + shape.nParts * (variant == kFlowLL128 ? 1 : 2));
     for (int round = 0; round < 2 && err.empty(); ++round) {
       for (size_t i = 0; i < kCount; ++i) in[i] = inputOf(k.r, round + form, i);
-      cudaMemcpy(send.buf, in.data(), kCount * 4, cudaMemcpyHostToDevice);
+      cudaMemcpyAsync(send.buf, in.data(), kCount * 4, cudaMemcpyHostToDevice, k.stream);
       cudaMemsetAsync(recv.buf, 0xff, kCount * 4, k.stream);
       // Every rank's buffers are ready before any kernel writes a peer's (direct sends) and read after all ended.
       (void)ncclAllReduce(word, word, 1, ncclFloat, ncclSum, k.comm, k.stream);
-      flowRingKernel<<<kGrid, threads, 0, k.stream>>>(variant, dc, shape, res, send.win, recv.win, kCount, 2, direct,
-                                                       shmem);
+      flowRingKernel<<<kGrid, threads, 0, k.stream>>>(variant, dc, shape, res, send.win, recv.win, kCount, workers,
+                                                       direct, shmem);
       if (!done(k)) err = "kernel failed";
       cudaMemcpy(out.data(), recv.buf, kCount * 4, cudaMemcpyDeviceToHost);
       for (size_t i = 0; i < kCount && err.empty(); ++i) {
@@ -255,10 +257,13 @@ void runRank(Rank& k, const ncclUniqueId& id) {
     std::string e = lsaTwoShot(k);
     k.say(e.empty() ? "ok" : "FAIL",
           "device API: LSA two-shot all-reduce over windows, " + who + (e.empty() ? "" : ": " + e));
-    e = flowRings(k);
+    e = flowRings(k, FlowRingShape{1, 4, 4096});
     k.say(e.empty() ? "ok" : "FAIL",
           "device API: Flow ring all-reduce (Simple, 2 slots, LL, LL128; FIFO and direct), " + who +
               (e.empty() ? "" : ": " + e));
+    e = flowRings(k, FlowRingShape{2, 4, 4096});
+    k.say(e.empty() ? "ok" : "FAIL",
+          "device API: Flow ring all-reduce with two parts (rings both ways), " + who + (e.empty() ? "" : ": " + e));
     e = ginRounds(k);
     k.say(e.empty() ? "ok" : "FAIL",
           "device API: GIN puts, signals, counters, gets and barriers, " + who + (e.empty() ? "" : ": " + e));
