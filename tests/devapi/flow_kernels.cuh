@@ -160,3 +160,31 @@ __global__ void flowTooLarge(ncclDevComm comm, FlowRingShape shape, FlowRingReso
                ncclFlowNullPtrFn<float>(), 0, nccl::utility::OpSum<float>(), shape.slotBytes / sizeof(float) + 1);
   flow.close();
 }
+
+// ncclLsaFlowConn driven the way NCCL's Flow splits its roles: thread 0 waits for the send slot and fills it, thread 1
+// (which did not wait) mirrors the step with advanceStep() and posts it, thread 32 waits for each receive slot, reads
+// it and posts it drained. Each rank passes nSteps stamps to the next rank of the ring; out[s] is what it received at
+// step s. The connections resume across launches (close()).
+__global__ void flowConnPass(ncclDevComm comm, FlowRingShape shape, FlowRingResources res, int launch, int nSteps,
+                             int* out) {
+  const int n = comm.nRanks, r = comm.rank, tid = static_cast<int>(threadIdx.x);
+  const ncclSymPtr<char> fifo = ncclGetResourceBuffer(comm, res.fifo);
+  const ncclSymPtr<ncclFlowConnState> state = ncclGetResourceBuffer(comm, res.state);
+  ncclLsaFlowConn<> send(comm, fifo, state, (r + 1) % n, shape.nSlots, shape.slotBytes, ncclFlowTypeSend, false);
+  ncclLsaFlowConn<> recv(comm, fifo, state, (r + n - 1) % n, shape.nSlots, shape.slotBytes, ncclFlowTypeRecv, true);
+  __syncthreads();  // every thread has read the saved steps
+  for (int s = 0; s < nSteps; ++s) {
+    if (tid == 0) *static_cast<int*>(send.waitSend()) = launch * 1000 + r * 100 + s;
+    __syncthreads();
+    if (tid == 1) {
+      send.advanceStep();
+      send.postSend(sizeof(int));
+    }
+    if (tid == 32) {
+      out[s] = *static_cast<const int*>(recv.waitRecv());
+      recv.postRecv();
+    }
+  }
+  if (tid == 1) send.close();
+  if (tid == 32) recv.close();
+}

@@ -141,6 +141,51 @@ TEST_F(FlowKernels, OneRankCopiesThrough) {
   expectRingAllReduce(1, FlowCase{kFlowSimple, FlowRingShape{1, 2, 256}, 2, false, 1});
 }
 
+// ncclLsaFlowConn with NCCL's split roles (one thread waits and fills, another mirrors the step and posts): every
+// stamp arrives in order, over more steps than slots and across launches.
+TEST_F(FlowKernels, ConnectionsWithSplitRolesPassEveryStepInOrder) {
+  constexpr int kRanks = 3, kSteps = 7, kLaunches = 3;
+  auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+    const Driver& drv = Driver::get();
+    const FlowRingShape shape{1, 2, 64};
+    FlowRingResources res{};
+    ncclDevResourceRequirements fifoReq{}, stateReq{};
+    fifoReq.bufferSize = shape.channelBytes();
+    fifoReq.bufferAlign = 128;
+    fifoReq.outBufferHandle = &res.fifo;
+    stateReq.bufferSize = sizeof(ncclFlowConnState);
+    stateReq.bufferAlign = 64;
+    stateReq.outBufferHandle = &res.state;
+    fifoReq.next = &stateReq;
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs.resourceRequirementsList = &fifoReq;
+    ncclDevComm dc{};
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 10);
+    int* out = static_cast<int*>(drv.alloc(kSteps * sizeof(int)));
+    std::vector<int> got(kSteps);
+    const int prev = (r + kRanks - 1) % kRanks;
+    for (int launch = 0; launch < kLaunches; ++launch) {
+      braid::Status st =
+          braid_emu::launch(cfgOf(1, 64, "flowConnPass"), [&] { flowConnPass(dc, shape, res, launch, kSteps, out); });
+      if (!st.isOk()) {
+        fprintf(stderr, "rank %d launch %d: %s\n", r, launch, st.message().c_str());
+        return ncclInternalError;
+      }
+      drv.copy(got.data(), out, got.size() * sizeof(int), stream);
+      CHECK_OR(drv.streamSync(stream) == 0, 11);
+      for (int s = 0; s < kSteps; ++s) {
+        if (got[static_cast<size_t>(s)] != launch * 1000 + prev * 100 + s) {
+          fprintf(stderr, "rank %d launch %d step %d: %d\n", r, launch, s, got[static_cast<size_t>(s)]);
+          return ncclInternalError;
+        }
+      }
+    }
+    drv.memFree(reinterpret_cast<unsigned long long>(out));
+    return ncclDevCommDestroy(comm, &dc);
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
 // A transfer larger than its slots, and a launch of another shape, end the kernel with the rule they broke.
 TEST_F(FlowKernels, MisuseIsAKernelErrorNamingTheRule) {
   constexpr int kRanks = 2;
