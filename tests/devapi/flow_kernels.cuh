@@ -20,6 +20,34 @@ struct FlowRingResources {
   ncclDevResourceHandle fifo, state;
 };
 
+// The two resource buffers `grid` channels of `shape` take (the FIFOs, then nParts connection states per channel),
+// chained in req[0..1]: put &req[0] in ncclDevCommRequirements::resourceRequirementsList; ncclDevCommCreate writes
+// their handles into *res.
+__host__ inline void flowRingRequirements(int grid, FlowRingShape shape, FlowRingResources* res,
+                                          ncclDevResourceRequirements req[2]) {
+  req[0] = ncclDevResourceRequirements{};
+  req[1] = ncclDevResourceRequirements{};
+  req[0].bufferSize = static_cast<size_t>(grid) * shape.channelBytes();
+  req[0].bufferAlign = 128;
+  req[0].outBufferHandle = &res->fifo;
+  req[0].next = &req[1];
+  req[1].bufferSize = static_cast<size_t>(grid) * static_cast<size_t>(shape.nParts) * sizeof(ncclFlowConnState);
+  req[1].bufferAlign = 64;
+  req[1].outBufferHandle = &res->state;
+}
+
+// The Flow configuration over those buffers.
+__device__ inline ncclFlowConfig<0> flowRingConfig(ncclDevComm const& comm, FlowRingShape shape,
+                                                   FlowRingResources res) {
+  ncclFlowConfig<0> config;
+  config.recvBuffer = ncclGetResourceBuffer(comm, res.fifo);
+  config.connState = ncclGetResourceBuffer(comm, res.state);
+  config.channelSize = shape.channelBytes();
+  config.nSlots = shape.nSlots;
+  config.connStatesPerChannel = shape.nParts;
+  return config;
+}
+
 // One ring all-reduce of `count` floats, out of place from sendWin's buffer into recvWin's (both registered windows). Each CTA (channel) takes chunks of the buffer in turn; a chunk is cut into nRanks blocks, each
 // at most what SlotsPerProcess slots carry, and goes around the ring as a reduce-scatter (the partial sums forwarded
 // through the FIFOs) and an all-gather. With `directGather` the all-gather writes straight into the next rank's output
@@ -33,12 +61,7 @@ __device__ void flowRingAllReduce(ncclDevComm const& comm, FlowRingShape shape, 
   const int next = shape.nParts == 2 && part == 1 ? (r + n - 1) % n : (r + 1) % n;
   const int prev = shape.nParts == 2 && part == 1 ? (r + 1) % n : (r + n - 1) % n;
   const int nPeers = n == 1 ? 0 : 1;
-  ncclFlowConfig<0> config;
-  config.recvBuffer = ncclGetResourceBuffer(comm, res.fifo);
-  config.connState = ncclGetResourceBuffer(comm, res.state);
-  config.channelSize = shape.channelBytes();
-  config.nSlots = shape.nSlots;
-  config.connStatesPerChannel = shape.nParts;
+  const ncclFlowConfig<0> config = flowRingConfig(comm, shape, res);
   ncclLsaFlowProcessor<SlotsPerProcess, 1, Protocol> flow(comm, config, &next, nPeers, &prev, nPeers,
                                                           static_cast<int>(blockIdx.x), nWorkerWarps, shmem,
                                                           shape.nParts, part, part);
@@ -146,12 +169,7 @@ __global__ void flowRingKernel(int variant, ncclDevComm comm, FlowRingShape shap
 // Misuse: a transfer larger than one slot holds (and whatever the launch or partWorkerWarps get wrong first).
 __global__ void flowTooLarge(ncclDevComm comm, FlowRingShape shape, FlowRingResources res, ncclWindow_t sendWin,
                              int nWorkerWarps, ncclFlowShmem* shmem, const int* partWorkerWarps) {
-  ncclFlowConfig<0> config;
-  config.recvBuffer = ncclGetResourceBuffer(comm, res.fifo);
-  config.connState = ncclGetResourceBuffer(comm, res.state);
-  config.channelSize = shape.channelBytes();
-  config.nSlots = shape.nSlots;
-  config.connStatesPerChannel = shape.nParts;
+  const ncclFlowConfig<0> config = flowRingConfig(comm, shape, res);
   const int next = (comm.rank + 1) % comm.nRanks;
   ncclLsaFlowProcessor<> flow(comm, config, &next, 1, &next, 0, 0, nWorkerWarps, *shmem, 1, 0, 0, nullptr, nullptr,
                               partWorkerWarps);
