@@ -84,7 +84,8 @@ typedef enum {
   NCCL_LOG_WARN = 2,
   NCCL_LOG_INFO = 3,
   NCCL_LOG_ABORT = 4,
-  NCCL_LOG_TRACE = 5
+  NCCL_LOG_TRACE = 5,
+  NCCL_LOG_ATTN = 6 /* NCCL 2.32: a notice, between WARN and INFO in verbosity */
 } ncclDebugLogLevel;
 
 typedef enum {

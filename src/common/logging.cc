@@ -41,9 +41,37 @@ LogState& state() {
 
 thread_local int tlsDevice = 0;
 
+// Where a level sits in verbosity (ATTN, appended last to NCCL's values, comes between WARN and INFO).
+int verbosity(LogLevel l) {
+  switch (l) {
+    case LogLevel::kNone:
+      return 0;
+    case LogLevel::kVersion:
+      return 1;
+    case LogLevel::kWarn:
+      return 2;
+    case LogLevel::kAttn:
+      return 3;
+    case LogLevel::kInfo:
+      return 4;
+    case LogLevel::kAbort:
+      return 5;
+    case LogLevel::kTrace:
+      return 6;
+  }
+  return 0;
+}
+
+// Whether a message of `level` for `subsys` shows under the state's settings: WARN and ATTN concern every subsystem.
+bool shows(LogLevel set, uint64_t setSubsys, LogLevel level, uint64_t subsys) {
+  if (verbosity(set) < verbosity(level)) return false;
+  return level == LogLevel::kWarn || level == LogLevel::kAttn || (setSubsys & subsys) != 0;
+}
+
 LogLevel parseLevel(const std::string& text) {
   if (strcasecmp(text.c_str(), "VERSION") == 0) return LogLevel::kVersion;
   if (strcasecmp(text.c_str(), "WARN") == 0) return LogLevel::kWarn;
+  if (strcasecmp(text.c_str(), "ATTN") == 0) return LogLevel::kAttn;
   if (strcasecmp(text.c_str(), "INFO") == 0) return LogLevel::kInfo;
   if (strcasecmp(text.c_str(), "ABORT") == 0) return LogLevel::kAbort;
   if (strcasecmp(text.c_str(), "TRACE") == 0) return LogLevel::kTrace;
@@ -161,8 +189,7 @@ bool logEnabled(LogLevel level, uint64_t subsys) {
     std::lock_guard<std::mutex> lock(s.mu);
     initLocked(s);
   }
-  if (level == LogLevel::kWarn) return s.level >= LogLevel::kWarn;
-  return s.level >= level && (s.subsys & subsys) != 0;
+  return shows(s.level, s.subsys, level, subsys);
 }
 
 void logSetThreadDevice(int dev) {
@@ -189,14 +216,14 @@ void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, con
   std::lock_guard<std::mutex> lock(s.mu);
   initLocked(s);
   if (level == LogLevel::kWarn) s.lastError = msg;
-  bool enabled =
-      (level == LogLevel::kWarn) ? s.level >= LogLevel::kWarn : (s.level >= level && (s.subsys & subsys) != 0);
-  if (!enabled) return;
+  if (!shows(s.level, s.subsys, level, subsys)) return;
   long tid = syscall(SYS_gettid);
   const char* base = strrchr(file, '/');
   base = base ? base + 1 : file;
   if (level == LogLevel::kWarn) {
     fprintf(s.file, "\n%s:%d:%ld [%d] %s:%d NCCL WARN %s\n", s.host, getpid(), tid, tlsDevice, base, line, msg.c_str());
+  } else if (level == LogLevel::kAttn) {
+    fprintf(s.file, "%s:%d:%ld [%d] %s:%d NCCL ATTN %s\n", s.host, getpid(), tid, tlsDevice, base, line, msg.c_str());
   } else if (level == LogLevel::kTrace) {
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s.start).count();
     fprintf(s.file, "%s:%d:%ld [%d] %f %s:%d NCCL TRACE %s\n", s.host, getpid(), tid, tlsDevice, ms, base, line,

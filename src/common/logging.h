@@ -1,9 +1,11 @@
 // The one logger. Lines follow NCCL's format so users' log tooling keeps working:
 //   INFO:  "host:pid:tid [dev] NCCL INFO msg"
 //   WARN:  "\nhost:pid:tid [dev] file.cc:123 NCCL WARN msg"
+//   ATTN:  "host:pid:tid [dev] file.cc:123 NCCL ATTN msg" (NCCL 2.32's notices: important, not errors)
 //   TRACE: "host:pid:tid [dev] <ms> func:line NCCL TRACE msg"
-// Controlled by NCCL_DEBUG (VERSION, WARN, INFO, ABORT, TRACE), NCCL_DEBUG_SUBSYS (comma list, ^ excludes) and
-// NCCL_DEBUG_FILE (%h host, %p pid). Every WARN text is also kept as the process's last error (ncclGetLastError).
+// Controlled by NCCL_DEBUG (VERSION, WARN, ATTN, INFO, ABORT, TRACE: each shows the ones before it too),
+// NCCL_DEBUG_SUBSYS (comma list, ^ excludes) and NCCL_DEBUG_FILE (%h host, %p pid). Every WARN text is also kept as the
+// process's last error (ncclGetLastError).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,9 @@
 
 namespace braid {
 
-enum class LogLevel : int { kNone = 0, kVersion = 1, kWarn = 2, kInfo = 3, kAbort = 4, kTrace = 5 };
+// NCCL's ncclDebugLogLevel values (plugins pass them to the logger); 2.32 appended ATTN, which sits between WARN and
+// INFO in verbosity.
+enum class LogLevel : int { kNone = 0, kVersion = 1, kWarn = 2, kInfo = 3, kAbort = 4, kTrace = 5, kAttn = 6 };
 
 // Bit values are NCCL's ncclDebugLogSubSys.
 enum LogSubsys : uint64_t {
@@ -62,6 +66,7 @@ void clearThreadCallError();
 }  // namespace braid
 
 #define BRAID_WARN(...) ::braid::logMessage(::braid::LogLevel::kWarn, ::braid::kLogAll, __FILE__, __LINE__, __VA_ARGS__)
+#define BRAID_ATTN(...) ::braid::logMessage(::braid::LogLevel::kAttn, ::braid::kLogAll, __FILE__, __LINE__, __VA_ARGS__)
 #define BRAID_INFO(subsys, ...)                                                                 \
   do {                                                                                          \
     if (::braid::logEnabled(::braid::LogLevel::kInfo, (subsys)))                                \

@@ -3,7 +3,8 @@
 // No include guard on purpose.
 
 // Logging (read by src/common/logging.cc).
-BRAID_PARAM(Debug, kString, "NCCL_DEBUG", "", "Log level: VERSION, WARN, INFO, ABORT or TRACE (unset: nothing).")
+BRAID_PARAM(Debug, kString, "NCCL_DEBUG", "",
+            "Log level: VERSION, WARN, ATTN (NCCL 2.32: WARN plus notices), INFO, ABORT or TRACE (unset: nothing).")
 BRAID_PARAM(DebugSubsys, kString, "NCCL_DEBUG_SUBSYS", "INIT,BOOTSTRAP,ENV",
             "Comma list of subsystems logged at INFO/TRACE (INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALLOC, "
             "CALL, PROXY, BOOTSTRAP, ALL); a leading ^ excludes the listed ones.")
