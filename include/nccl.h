@@ -258,8 +258,10 @@ typedef enum {
   ncclHostCftFallback = 3
 } ncclHostCftMode_t;
 
-/* ncclConfig_t.nvlsHostMode values (NCCL 2.31): which host-side NVLS components may be used; flags may be combined.
- * braid's NVLS-style collectives over peer pointers are not among them (NCCL_ALGO decides those). */
+/* ncclConfig_t.nvlsHostMode values (NCCL 2.31-2.32): which host-side NVLS components a CUDA communicator may use;
+ * flags may be combined. DisableTransport: no multicast for the communicator (its NVLS-style collectives run over
+ * peer pointers, which NCCL_ALGO still decides, and its windows get no multicast mappings); DisableSymmetricMultimem:
+ * collectives on windows stay off the switch; Disable: both. Another value is ncclInvalidArgument. */
 typedef enum {
   ncclNvlsHostModeDefault = NCCL_CONFIG_UNDEF_INT,
   ncclNvlsHostModeEnable = 0,

@@ -29,6 +29,10 @@ namespace {
 
 constexpr unsigned kConfigMagic = 0xcafebeef;
 
+static_assert(kNvlsHostNoTransport == ncclNvlsHostModeDisableTransport &&
+                  kNvlsHostNoSymmetricMultimem == ncclNvlsHostModeDisableSymmetricMultimem,
+              "the backend's nvlsHostMode bits are nccl.h's");
+
 Result<CommConfig> parseConfig(const ncclConfig_t* config) {
   CommConfig c;
   if (config == nullptr) return c;
@@ -86,6 +90,18 @@ Result<CommConfig> parseConfig(const ncclConfig_t* config) {
       return invalidArgument("config->rmaEagerInit=%d must be 0 or 1", config->rmaEagerInit);
     }
     c.rmaEagerInit = config->rmaEagerInit;
+  }
+  // NCCL 2.32's host NVLS components: ncclNvlsHostModeDefault, Enable (0), Disable (all), or the component flags.
+  if (field(offsetof(ncclConfig_t, nvlsHostMode)) && config->nvlsHostMode != NCCL_CONFIG_UNDEF_INT) {
+    const int m = config->nvlsHostMode;
+    const int known = ncclNvlsHostModeDisableTransport | ncclNvlsHostModeDisableSymmetricMultimem;
+    if (m != ncclNvlsHostModeDisable && (m < 0 || (m & ~known) != 0)) {
+      return invalidArgument(
+          "config->nvlsHostMode=%d is not an ncclNvlsHostMode_t (0, INT_MAX, or an OR of "
+          "ncclNvlsHostModeDisableTransport 1 and ncclNvlsHostModeDisableSymmetricMultimem 2)",
+          m);
+    }
+    c.nvlsHostMode = m == ncclNvlsHostModeDisable ? kNvlsHostNoTransport | kNvlsHostNoSymmetricMultimem : m;
   }
   return c;
 }

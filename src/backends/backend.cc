@@ -88,7 +88,7 @@ std::string sharedQueueWarning(const std::vector<RankResources>& ranks, int rank
 
 Result<std::unique_ptr<Backend>> createBackend(const BackendChoice& choice) {
   if (choice.kind == BackendKind::kHost) return std::unique_ptr<Backend>(new CpuBackend());
-  return CudaBackend::create(static_cast<CUcontext>(choice.cudaContext), choice.cudaDevice);
+  return CudaBackend::create(static_cast<CUcontext>(choice.cudaContext), choice.cudaDevice, choice.nvlsHostMode);
 }
 
 }  // namespace braid

@@ -392,7 +392,11 @@ struct BackendChoice {
   BackendKind kind = BackendKind::kHost;
   void* cudaContext = nullptr;  // the caller's current context (a CUcontext), for kCuda
   int cudaDevice = -1;          // kCuda on this device's primary context instead (ncclCommInitAll's devlist)
+  // ncclConfig_t.nvlsHostMode (NCCL 2.32's host NVLS components a communicator may not use), as kNvlsHost* bits.
+  int nvlsHostMode = 0;
 };
+constexpr int kNvlsHostNoTransport = 1;          // no multicast for the NVLS-style collectives (nor windows)
+constexpr int kNvlsHostNoSymmetricMultimem = 2;  // no multicast rounds on registered windows
 // `device` >= 0: a CUDA communicator goes on that device (ncclCommInitAll's devlist, as NCCL sets each device
 // current), whichever the calling thread's context is.
 Result<BackendChoice> chooseBackend(int device = -1);

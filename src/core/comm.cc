@@ -151,7 +151,9 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   }
   observe_.flight->identify(FlightIdentity{id.magic, rank, nranks, config.commName});
   if (observe_.flight->enabled()) flightInstallSignal();
-  BRAID_ASSIGN_OR_RETURN(backend_, createBackend(config.backend));
+  BackendChoice choice = config.backend;
+  choice.nvlsHostMode = config.nvlsHostMode;
+  BRAID_ASSIGN_OR_RETURN(backend_, createBackend(choice));
   if (backend_->cudaDevice() >= 0) {
     device_ = backend_->cudaDevice();
     logSetThreadDevice(device_);

@@ -43,6 +43,7 @@ struct CommConfig {
   int numRmaSig = 1;
   int rmaEagerInit = 0;
   bool checkCalls = false;  // BRAID_CHECK_CALLS, agreed at init (src/core/call_check.h)
+  int nvlsHostMode = 0;     // ncclConfig_t.nvlsHostMode as kNvlsHost* bits (CUDA communicators' multicast)
   bool internal = false;    // a communicator braid made for itself (NVLSTree's): no tuner or profiler plugin
   // The backend, chosen on the thread that called ncclCommInitRank (chooseBackend), or the parent's for a split.
   BackendChoice backend;

@@ -143,6 +143,53 @@ TEST_F(CudaMulticast, OffAndWhy) {
   }
 }
 
+// NCCL 2.32's ncclConfig_t.nvlsHostMode: a communicator made with ncclNvlsHostModeDisableTransport (or Disable) gets
+// no multicast, says so on every rank, and its NVLS-style collectives run over peer pointers, exact; even with
+// NCCL_NVLS_ENABLE=1, which the config overrides for its communicator. A value that is not a mode is refused by name.
+TEST_F(CudaMulticast, NvlsHostModeTurnsMulticastOffForItsCommunicator) {
+  constexpr size_t kCount = 5000;
+  for (int mode : {static_cast<int>(ncclNvlsHostModeDisableTransport), static_cast<int>(ncclNvlsHostModeDisable)}) {
+    setenv("NCCL_NVLS_ENABLE", mode == ncclNvlsHostModeDisable ? "1" : "2", 1);
+    LogCapture log("INIT,NVLS");
+    const unsigned long long before = resolves();
+    std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+      ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+      cfg.nvlsHostMode = mode;
+      ncclComm_t child = nullptr;
+      if (ncclCommSplit(comm, 0, r, &child, &cfg) != ncclSuccess) return ncclInternalError;
+      const Driver& drv = Driver::get();
+      float* buf = static_cast<float*>(drv.alloc(kCount * 4));
+      std::vector<float> host(kCount, static_cast<float>(r + 1));
+      drv.copy(buf, host.data(), kCount * 4, stream);
+      ncclResult_t st = ncclAllReduce(buf, buf, kCount, ncclFloat32, ncclSum, child, stream);
+      drv.copy(host.data(), buf, kCount * 4, stream);
+      if (drv.streamSync(stream) != 0) st = ncclSystemError;
+      for (size_t i = 0; i < kCount && st == ncclSuccess; ++i) {
+        if (host[i] != 3.0f) st = ncclInternalError;
+      }
+      drv.memFree(reinterpret_cast<unsigned long long>(buf));
+      ncclCommDestroy(child);
+      return st;
+    });
+    for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << "mode " << mode;
+    EXPECT_EQ(resolves(), before) << "mode " << mode;
+    const std::string text = log.textOf(getpid());
+    EXPECT_EQ(occurrences(text, "ncclConfig_t.nvlsHostMode disables the NVLS transport"), 2u) << text;
+  }
+  std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) {
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.nvlsHostMode = 4;
+    ncclComm_t child = nullptr;
+    const ncclResult_t st = ncclCommSplit(comm, 0, r, &child, &cfg);
+    const std::string last = ncclGetLastError(comm);
+    return st == ncclInvalidArgument &&
+                   last.find("config->nvlsHostMode=4 is not an ncclNvlsHostMode_t") != std::string::npos
+               ? ncclSuccess
+               : ncclInternalError;
+  });
+  for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess);
+}
+
 // nvlsCTAs: the call runs on that many of the launch's lanes (the others skip it), exactly, with and without the
 // switch, and the lanes stay in step for the calls after it. Seen through the switch: each lane that reduces a round
 // resolves the multicast mapping once per thread, so a call on 1 of 4 lanes resolves a quarter as often.

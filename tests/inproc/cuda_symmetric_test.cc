@@ -160,6 +160,24 @@ TEST_F(CudaSymmetric, WindowsAtTheSameOffsetsRunThroughTheSwitchExactly) {
   }
 }
 
+// NCCL 2.32's ncclConfig_t.nvlsHostMode: ncclNvlsHostModeDisableSymmetricMultimem keeps the window collectives off
+// the switch on that communicator (a split of the one above with the config), which still gets them right.
+TEST_F(CudaSymmetric, NvlsHostModeKeepsWindowCollectivesOffTheSwitch) {
+  const SymCase c = cases().front();
+  LogCapture log("COLL,NVLS");
+  auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t s) -> ncclResult_t {
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.nvlsHostMode = ncclNvlsHostModeDisableSymmetricMultimem;
+    ncclComm_t child = nullptr;
+    if (ncclCommSplit(comm, 0, r, &child, &cfg) != ncclSuccess) return ncclInternalError;
+    const ncclResult_t st = runCase(r, 2, child, s, c, [](int) { return 256; });
+    ncclCommDestroy(child);
+    return st;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << c.name << " rank " << r;
+  EXPECT_EQ(log.textOf(getpid()).find("symmetric rounds"), std::string::npos) << log.textOf(getpid());
+}
+
 // Different offsets on different ranks are not symmetric: the keys differ, every rank runs the ordinary rounds
 // (its input read in place, as a registered buffer), exact and without the switch.
 TEST_F(CudaSymmetric, BuffersAtDifferentOffsetsRunTheOrdinaryRounds) {

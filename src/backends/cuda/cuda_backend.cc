@@ -104,7 +104,7 @@ void CudaBackend::onGraphReleased(void* p) {
   delete held;
 }
 
-Result<std::unique_ptr<Backend>> CudaBackend::create(CUcontext ctx, int device) {
+Result<std::unique_ptr<Backend>> CudaBackend::create(CUcontext ctx, int device, int nvlsHostMode) {
   BRAID_ASSIGN_OR_RETURN(const CuApi* api, cuApi());
   std::shared_ptr<void> primary;
   if (device >= 0) {
@@ -124,7 +124,9 @@ Result<std::unique_ptr<Backend>> CudaBackend::create(CUcontext ctx, int device) 
     ScopedContext scope(api, ctx);
     BRAID_RETURN_IF_ERROR(api->check(api->ctxGetDevice(&dev), "cuCtxGetDevice"));
   }
-  return std::unique_ptr<Backend>(new CudaBackend(api, ctx, dev, std::move(primary)));
+  std::unique_ptr<CudaBackend> b(new CudaBackend(api, ctx, dev, std::move(primary)));
+  b->nvlsHostMode_ = nvlsHostMode;
+  return std::unique_ptr<Backend>(std::move(b));
 }
 
 CudaBackend::CudaBackend(const CuApi* api, CUcontext ctx, int device, std::shared_ptr<void> primary)
@@ -680,8 +682,9 @@ Status CudaBackend::initDirect(const std::vector<PeerInfo>& peers, const std::ve
   if (!directWanted_) return Status::ok();
   ScopedContext scope(api_, ctx_);
   std::string why;
-  BRAID_ASSIGN_OR_RETURN(direct_, CudaDirect::create(*deviceMemory_, peers, rank_, nChannels_, p2pPeers, allGather_,
-                                                     wait_.timeoutSec > 0 ? wait_.timeoutSec : 60, &why));
+  BRAID_ASSIGN_OR_RETURN(direct_,
+                         CudaDirect::create(*deviceMemory_, peers, rank_, nChannels_, p2pPeers, allGather_,
+                                            wait_.timeoutSec > 0 ? wait_.timeoutSec : 60, &why, nvlsHostMode_));
   if (direct_) {
     BRAID_INFO(kLogInit | kLogP2p, "rank %d: NVLS-style collectives over peer pointers: %u lanes, %zu-byte areas",
                rank_, direct_->layout().nlanes, direct_->layout().bytes());

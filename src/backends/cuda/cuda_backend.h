@@ -47,7 +47,8 @@ class CudaBackend final : public Backend {
  public:
   // On `ctx` (null: the calling thread's current context), or on `device`'s primary context when device >= 0 (held
   // retained while the backend lives); an error names what is missing (no driver, no context).
-  static Result<std::unique_ptr<Backend>> create(CUcontext ctx, int device = -1);
+  // nvlsHostMode: BackendChoice's bits (NCCL 2.32's ncclConfig_t.nvlsHostMode).
+  static Result<std::unique_ptr<Backend>> create(CUcontext ctx, int device = -1, int nvlsHostMode = 0);
   ~CudaBackend() override;
 
   BackendKind kind() const override { return BackendKind::kCuda; }
@@ -210,6 +211,7 @@ class CudaBackend final : public Backend {
   const CuApi* api_;
   CUcontext ctx_;
   int device_;
+  int nvlsHostMode_ = 0;  // BackendChoice::nvlsHostMode
   uint64_t pciId_ = 0;
   int smCount_ = 0;
   int rank_ = 0;

@@ -52,7 +52,7 @@ Result<std::unique_ptr<CudaDirect>> CudaDirect::create(const CudaDeviceMemory& m
                                                        const std::vector<PeerInfo>& peers, int rank, int nlanes,
                                                        const std::vector<uint8_t>& p2pPeers,
                                                        const AllGatherFn& allGather, double timeoutSec,
-                                                       std::string* why) {
+                                                       std::string* why, int nvlsHostMode) {
   const int n = static_cast<int>(peers.size());
   const PeerInfo& self = peers[static_cast<size_t>(rank)];
   // Decided from facts every rank has (the P2P decisions are symmetric), so every rank returns here alike.
@@ -182,7 +182,12 @@ Result<std::unique_ptr<CudaDirect>> CudaDirect::create(const CudaDeviceMemory& m
   std::string mcWhy;
   BRAID_ASSIGN_OR_RETURN(
       d->mc_, CudaMulticast::create(memory.api(), rank, mcRanks, d->areas_[static_cast<size_t>(rank)], me.bytes,
-                                    d->layout_.bytes(), allGather, timeoutSec, &mcWhy, params::NvlsEnable() == 1));
+                                    d->layout_.bytes(), allGather, timeoutSec, &mcWhy,
+                                    params::NvlsEnable() == 1 && (nvlsHostMode & kNvlsHostNoTransport) == 0,
+                                    (nvlsHostMode & kNvlsHostNoTransport) != 0
+                                        ? "ncclConfig_t.nvlsHostMode disables the NVLS transport"
+                                        : nullptr));
+  d->noSymmetricMultimem_ = (nvlsHostMode & kNvlsHostNoSymmetricMultimem) != 0;
   d->mcWhy_ = mcWhy;
   if (d->mc_) {
     BRAID_INFO(kLogInit | kLogNvls,
@@ -226,6 +231,7 @@ void CudaDirect::findSymmetric(DirectOpDesc* d) const {
   const size_t es = dtypeSize(d->stageOp.dtype);
   const size_t n = static_cast<size_t>(nranks_);
   if (d->stageOp.kind == OpKind::kPreMulSum) return;  // the switch cannot scale each rank's input
+  if (noSymmetricMultimem_) return;                   // ncclConfig_t.nvlsHostMode
   if (d->coll != DirectCollective::kAllGather && mcOpFor(d->stageOp.dtype, d->stageOp.kind) == McOp::kNone) return;
   // Whole 16-byte units everywhere (blocks, rounds, slices): multicast words never reach past a buffer or block.
   const size_t block = d->count * es;

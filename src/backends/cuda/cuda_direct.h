@@ -34,7 +34,8 @@ class CudaDirect {
   // the same. nlanes: CTAs of a direct launch (the communicator's channels).
   static Result<std::unique_ptr<CudaDirect>> create(const CudaDeviceMemory& memory, const std::vector<PeerInfo>& peers,
                                                     int rank, int nlanes, const std::vector<uint8_t>& p2pPeers,
-                                                    const AllGatherFn& allGather, double timeoutSec, std::string* why);
+                                                    const AllGatherFn& allGather, double timeoutSec, std::string* why,
+                                                    int nvlsHostMode = 0);
   ~CudaDirect();
 
   // The bytes a launch image of `nops` operations takes, and the image itself, written at `image` (pinned memory
@@ -73,6 +74,7 @@ class CudaDirect {
   std::vector<CudaMulticast::Rank> mcRanks_;
   std::string mcWhy_;
   std::shared_ptr<WindowMcTable> windowMcs_ = std::make_shared<WindowMcTable>();
+  bool noSymmetricMultimem_ = false;   // ncclConfig_t.nvlsHostMode: no multicast rounds on windows
   std::unique_ptr<CudaMulticast> mc_;  // last: unbound and released before the areas go
 };
 

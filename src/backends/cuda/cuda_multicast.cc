@@ -83,7 +83,7 @@ int firstFailed(const std::vector<McWord>& all) {
 Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, int rank, const std::vector<Rank>& ranks,
                                                              char* area, size_t areaBytes, size_t bindBytes,
                                                              const AllGatherFn& allGather, double timeoutSec,
-                                                             std::string* why, bool required) {
+                                                             std::string* why, bool required, const char* off) {
   const int n = static_cast<int>(ranks.size());
   const int device = ranks[static_cast<size_t>(rank)].device;
   const int mode = static_cast<int>(params::NvlsEnable());
@@ -102,7 +102,9 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
   me.ok = 1;
   me.pid = static_cast<int32_t>(getpid());
   int bus = 0, dom = 0, dev = 0;
-  if (mode == 0) {
+  if (off != nullptr) {
+    say(&me, off);
+  } else if (mode == 0) {
     say(&me, "NCCL_NVLS_ENABLE=0");
   } else if (params::Deterministic() != 0) {
     say(&me, "BRAID_DETERMINISTIC=1 (the switch's reduction order is its own)");

@@ -45,7 +45,7 @@ class CudaMulticast {
   static Result<std::unique_ptr<CudaMulticast>> create(const CuApi* api, int rank, const std::vector<Rank>& ranks,
                                                        char* area, size_t areaBytes, size_t bindBytes,
                                                        const AllGatherFn& allGather, double timeoutSec,
-                                                       std::string* why, bool required);
+                                                       std::string* why, bool required, const char* off = nullptr);
   ~CudaMulticast();
   CudaMulticast(const CudaMulticast&) = delete;
   CudaMulticast& operator=(const CudaMulticast&) = delete;
