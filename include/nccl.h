@@ -3,8 +3,8 @@
  *
  * braid is a collective-communication library that is source- and binary-compatible with NVIDIA NCCL: a program
  * written against NCCL's nccl.h compiles against this header unchanged and runs against libnccl.so.2 built from
- * braid. Names, signatures, enum values, macro values and struct layouts here are those of NCCL 2.31 (the test
- * tests/compat/ compares them with NVIDIA's 2.28.9 header, the CUDA toolkit's, plus a checked list of what 2.29-2.31
+ * braid. Names, signatures, enum values, macro values and struct layouts here are those of NCCL 2.32 (the test
+ * tests/compat/ compares them with NVIDIA's 2.28.9 header, the CUDA toolkit's, plus a checked list of what 2.29-2.32
  * changed). The comments are braid's own and describe braid's behaviour, which is the contract for this library.
  *
  * ----------------------------------------------------------------------------------------------------------------
@@ -495,7 +495,7 @@ ncclResult_t pncclMemFree(void* ptr);
 /* ---- Library information and errors ------------------------------------------------------------------------- */
 
 /* Stores the library's version in NCCL_VERSION encoding in *version (braid reports the NCCL API version it
- * implements, 23102 for this header). Compare with NCCL_VERSION_CODE to detect a header/library mismatch. Never
+ * implements, 23203 for this header). Compare with NCCL_VERSION_CODE to detect a header/library mismatch. Never
  * blocks; thread-safe. Errors: ncclInvalidArgument (version NULL). */
 ncclResult_t ncclGetVersion(int* version);
 ncclResult_t pncclGetVersion(int* version);

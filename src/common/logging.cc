@@ -64,7 +64,8 @@ int verbosity(LogLevel l) {
 
 // Whether a message of `level` for `subsys` shows under the state's settings: WARN and ATTN concern every subsystem.
 bool shows(LogLevel set, uint64_t setSubsys, LogLevel level, uint64_t subsys) {
-  if (verbosity(set) < verbosity(level)) return false;
+  const int v = verbosity(level);
+  if (v == 0 || verbosity(set) < v) return false;  // NONE, and levels braid does not know (from a plugin), never
   return level == LogLevel::kWarn || level == LogLevel::kAttn || (setSubsys & subsys) != 0;
 }
 

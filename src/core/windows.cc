@@ -30,8 +30,8 @@ std::string badArguments(const void* buff, int flags) {
   if ((flags & ~kKnownFlags) != 0) {
     return strPrintf(
         "winFlags=0x%x has bits braid does not know (NCCL_WIN_COLL_SYMMETRIC 0x%x, STRICT_ORDERING 0x%x, "
-        "GIN_ONLY 0x%x)",
-        static_cast<unsigned>(flags), kWinCollSymmetric, kWinStrictOrdering, kWinGinOnly);
+        "GIN_ONLY 0x%x, CFT_COUNTED 0x%x)",
+        static_cast<unsigned>(flags), kWinCollSymmetric, kWinStrictOrdering, kWinGinOnly, kWinCftCounted);
   }
   if ((flags & kWinCollSymmetric) != 0 && reinterpret_cast<uintptr_t>(buff) % kWinRequiredAlignment != 0) {
     return strPrintf(
@@ -91,7 +91,7 @@ Status Windows::exchange(void* base, size_t bytes, Window* w, bool* disabled) {
   mine.enabled = params::WinEnable() != 0 ? 1 : 0;
   std::string why = badArguments(base, w->flags);
   Status failure = why.empty() ? Status::ok() : invalidArgument("%s", why.c_str());
-  if ((w->flags & kWinCftCounted) != 0) {
+  if (failure.isOk() && (w->flags & kWinCftCounted) != 0) {
     failure = invalidUsage(
         "winFlags=0x%x asks for NCCL_WIN_CFT_COUNTED (0x%x): the Compute Fabric Transport is not built in braid; "
         "register without it",

@@ -148,13 +148,16 @@ TEST_F(CudaMulticast, OffAndWhy) {
 // NCCL_NVLS_ENABLE=1, which the config overrides for its communicator. A value that is not a mode is refused by name.
 TEST_F(CudaMulticast, NvlsHostModeTurnsMulticastOffForItsCommunicator) {
   constexpr size_t kCount = 5000;
-  for (int mode : {static_cast<int>(ncclNvlsHostModeDisableTransport), static_cast<int>(ncclNvlsHostModeDisable)}) {
-    setenv("NCCL_NVLS_ENABLE", mode == ncclNvlsHostModeDisable ? "1" : "2", 1);
+  // The last round sets it on rank 0 only, under NCCL_NVLS_ENABLE=1: every rank goes on without multicast (none
+  // fails its init while another waits).
+  for (int round = 0; round < 3; ++round) {
+    const int mode = round == 0 ? static_cast<int>(ncclNvlsHostModeDisableTransport) : ncclNvlsHostModeDisable;
+    setenv("NCCL_NVLS_ENABLE", round == 0 ? "2" : "1", 1);
     LogCapture log("INIT,NVLS");
     const unsigned long long before = resolves();
     std::vector<ncclResult_t> res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t stream) {
       ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-      cfg.nvlsHostMode = mode;
+      cfg.nvlsHostMode = round == 2 && r == 1 ? static_cast<int>(ncclNvlsHostModeEnable) : mode;
       ncclComm_t child = nullptr;
       if (ncclCommSplit(comm, 0, r, &child, &cfg) != ncclSuccess) return ncclInternalError;
       const Driver& drv = Driver::get();
@@ -171,8 +174,8 @@ TEST_F(CudaMulticast, NvlsHostModeTurnsMulticastOffForItsCommunicator) {
       ncclCommDestroy(child);
       return st;
     });
-    for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << "mode " << mode;
-    EXPECT_EQ(resolves(), before) << "mode " << mode;
+    for (ncclResult_t r : res) EXPECT_EQ(r, ncclSuccess) << "round " << round;
+    EXPECT_EQ(resolves(), before) << "round " << round;
     const std::string text = log.textOf(getpid());
     EXPECT_EQ(occurrences(text, "ncclConfig_t.nvlsHostMode disables the NVLS transport"), 2u) << text;
   }

@@ -60,5 +60,32 @@ TEST(Logging, WarnHidesNoticesAndInfoShowsAll) {
   EXPECT_NE(info.find("NCCL INFO some information 4"), std::string::npos) << info;
 }
 
+// A plugin's level 0 (NCCL_LOG_NONE) or one braid does not know never prints, whatever the settings.
+TEST(Logging, UnknownPluginLevelsNeverPrint) {
+  char path[] = "/tmp/braid-attn-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  for (const char* level : {"WARN", "INFO"}) {
+    setenv("NCCL_DEBUG", level, 1);
+    setenv("NCCL_DEBUG_FILE", path, 1);
+    logReinit();
+    for (int l : {0, 7, -1}) {
+      net::netLogger(static_cast<ncclDebugLogLevel>(l), NCCL_ALL, "plugin.cc", 9, "level %d", l);
+    }
+    unsetenv("NCCL_DEBUG");
+    unsetenv("NCCL_DEBUG_FILE");
+    logReinit();
+    std::string text;
+    if (FILE* f = fopen(path, "r")) {
+      char line[1024];
+      while (fgets(line, sizeof(line), f) != nullptr) text += line;
+      fclose(f);
+    }
+    EXPECT_EQ(text.find("level "), std::string::npos) << level << ": " << text;
+  }
+  unlink(path);
+}
+
 }  // namespace
 }  // namespace braid

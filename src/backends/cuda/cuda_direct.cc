@@ -182,8 +182,7 @@ Result<std::unique_ptr<CudaDirect>> CudaDirect::create(const CudaDeviceMemory& m
   std::string mcWhy;
   BRAID_ASSIGN_OR_RETURN(
       d->mc_, CudaMulticast::create(memory.api(), rank, mcRanks, d->areas_[static_cast<size_t>(rank)], me.bytes,
-                                    d->layout_.bytes(), allGather, timeoutSec, &mcWhy,
-                                    params::NvlsEnable() == 1 && (nvlsHostMode & kNvlsHostNoTransport) == 0,
+                                    d->layout_.bytes(), allGather, timeoutSec, &mcWhy, params::NvlsEnable() == 1,
                                     (nvlsHostMode & kNvlsHostNoTransport) != 0
                                         ? "ncclConfig_t.nvlsHostMode disables the NVLS transport"
                                         : nullptr));

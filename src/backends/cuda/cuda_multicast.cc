@@ -18,11 +18,12 @@ namespace {
 struct McWord {
   int32_t ok;
   int32_t pid;
-  int64_t busKey;   // the GPU's PCI domain/bus/device: ranks sharing one cannot share a multicast team
-  uint64_t handle;  // rank 0: the object's handle in its process
-  uint64_t bytes;   // rank 0: the object's size
-  FdTicket ticket;  // rank 0: the exported object, for ranks of other processes
-  char why[96];     // !ok: what failed
+  int64_t busKey;    // the GPU's PCI domain/bus/device: ranks sharing one cannot share a multicast team
+  uint64_t handle;   // rank 0: the object's handle in its process
+  uint64_t bytes;    // rank 0: the object's size
+  FdTicket ticket;   // rank 0: the exported object, for ranks of other processes
+  char why[96];      // !ok: what failed
+  int32_t byConfig;  // !ok because the communicator's config turned multicast off (not a failure)
 };
 
 // Ranks of one process share rank 0's handle: the last of them to let go releases it.
@@ -104,6 +105,7 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
   int bus = 0, dom = 0, dev = 0;
   if (off != nullptr) {
     say(&me, off);
+    me.byConfig = 1;
   } else if (mode == 0) {
     say(&me, "NCCL_NVLS_ENABLE=0");
   } else if (params::Deterministic() != 0) {
@@ -185,6 +187,9 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
   }
   // Round 1: everyone's verdict, and rank 0's object.
   BRAID_RETURN_IF_ERROR(allGather(all.data(), sizeof(McWord)).withContext("agreeing on NVLS multicast"));
+  // A rank whose config turns multicast off (ncclConfig_t.nvlsHostMode) overrides NCCL_NVLS_ENABLE=1 on every rank
+  // alike, so none fails its init while another goes on.
+  for (const McWord& w : all) required = required && w.byConfig == 0;
   // Whether every rank succeeded in this round; else *why names the first that did not, and under
   // NCCL_NVLS_ENABLE=1 `requiredError` is the init's error.
   Status requiredError;
