@@ -168,6 +168,11 @@ TEST_F(FlowKernels, ConnectionsWithSplitRolesPassEveryStepInOrder) {
         }
       }
     }
+    // The next rank's receiver may still be posting credits into this rank's resource window: every rank's kernels
+    // end before any rank destroys its device communicator (ncclDevCommDestroy is local).
+    float* word = static_cast<float*>(drv.alloc(sizeof(float)));
+    CHECK_OR(ranksMeet(comm, stream, word) == ncclSuccess, 12);
+    drv.memFree(reinterpret_cast<unsigned long long>(word));
     drv.memFree(reinterpret_cast<unsigned long long>(out));
     return ncclDevCommDestroy(comm, &dc);
   });
