@@ -149,10 +149,16 @@ std::string expandPathPattern(const std::string& pattern, const char* host, int 
 
 namespace {
 
+thread_local bool tlsInitializing = false;  // this thread holds s.mu and reads knobs (envPluginFlushLog waits)
+
 // Caller holds s.mu.
 void initLocked(LogState& s) {
   if (s.initialized) return;
   s.initialized = true;
+  tlsInitializing = true;
+  struct Done {
+    ~Done() { tlsInitializing = false; }
+  } done;
   s.start = std::chrono::steady_clock::now();
   gethostname(s.host, sizeof(s.host) - 1);
   char* dot = strchr(s.host, '.');
@@ -176,6 +182,10 @@ void initLocked(LogState& s) {
 }
 
 }  // namespace
+
+bool logInitializingOnThisThread() {
+  return tlsInitializing;
+}
 
 void logReinit() {
   LogState& s = state();

@@ -49,6 +49,9 @@ bool logEnabled(LogLevel level, uint64_t subsys);
 // Re-reads NCCL_DEBUG* (ncclResetDebugInit). Safe to call at any time.
 void logReinit();
 
+// True while this thread initializes the logger, which reads knobs under its lock: a knob read must not log then.
+bool logInitializingOnThisThread();
+
 // Device number printed in "[dev]" for messages logged by this thread.
 void logSetThreadDevice(int dev);
 

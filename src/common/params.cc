@@ -11,6 +11,8 @@
 #include <mutex>
 #include <new>
 
+#include "src/common/env_plugin.h"
+
 namespace braid {
 
 namespace params {
@@ -107,15 +109,11 @@ void reloadParamFiles() {
   loadFiles(&fileValues());
 }
 
-ParamValue lookupParam(const ParamDef& def) {
+namespace {
+
+// Files, then the default.
+ParamValue lookupInFiles(const ParamDef& def) {
   ParamValue v;
-  const char* env = getenv(def.name);
-  if (env != nullptr) {
-    v.text = env;
-    v.source = "environment";
-    v.isSet = true;
-    return v;
-  }
   {
     std::lock_guard<std::mutex> lock(filesMutex());
     FileValues& files = fileValues();
@@ -133,6 +131,43 @@ ParamValue lookupParam(const ParamDef& def) {
   return v;
 }
 
+// The environment, then the files, then the default: every knob without an env plugin, and the plugin's own
+// setting always.
+ParamValue lookupWithoutPlugin(const ParamDef& def) {
+  const char* env = getenv(def.name);
+  if (env == nullptr) return lookupInFiles(def);
+  ParamValue v;
+  v.text = env;
+  v.source = "environment";
+  v.isSet = true;
+  return v;
+}
+
+void loadEnvPluginOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const ParamValue spec = lookupWithoutPlugin(params::kEnvPlugin);
+    envPluginLoad(spec.text, spec.source);
+  });
+}
+
+}  // namespace
+
+ParamValue lookupParam(const ParamDef& def) {
+  // Where the plugin comes from, and where the files are, are never asked of it (NCCL reads both from the process).
+  if (&def == &params::kEnvPlugin || &def == &params::kConfFile) return lookupWithoutPlugin(def);
+  loadEnvPluginOnce();
+  const EnvPluginAnswer a = envPluginGet(def.name);
+  envPluginFlushLog();
+  if (!a.asked) return lookupWithoutPlugin(def);
+  if (!a.found) return lookupInFiles(def);
+  ParamValue v;
+  v.text = a.text;
+  v.source = envPluginLabel();
+  v.isSet = true;
+  return v;
+}
+
 Result<int64_t> getIntParam(const ParamDef& def) {
   ParamValue v = lookupParam(def);
   std::string text = trim(v.text);
@@ -146,7 +181,10 @@ Result<int64_t> getIntParam(const ParamDef& def) {
   return static_cast<int64_t>(x);
 }
 
-Status validateIntParams() {
+Status validateParams() {
+  loadEnvPluginOnce();
+  envPluginFlushLog();
+  BRAID_RETURN_IF_ERROR(envPluginStatus());
   for (const ParamDef* def : allParams()) {
     if (def->type != ParamType::kInt) continue;
     Result<int64_t> r = getIntParam(*def);

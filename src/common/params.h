@@ -1,6 +1,7 @@
 // The one parameter registry. Every knob the library reads is declared once in param_list.h (name, type, default,
 // documentation); nothing else in the library calls getenv. Values come from, in order of precedence:
-//   1. the process environment,
+//   1. the process environment, or instead the env plugin where one is loaded (NCCL_ENV_PLUGIN, include/nccl_env.h;
+//      NCCL_ENV_PLUGIN and NCCL_CONF_FILE themselves always come from the environment),
 //   2. the file named by NCCL_CONF_FILE, else ~/.nccl.conf,
 //   3. /etc/nccl.conf,
 //   4. the declared default.
@@ -26,7 +27,7 @@ struct ParamDef {
 
 struct ParamValue {
   std::string text;    // raw value ("" when unset)
-  std::string source;  // "default", "environment", or "file /path"
+  std::string source;  // "default", "environment", "file /path", or "env plugin NAME (vN)"
   bool isSet = false;  // false when neither env nor a file gave a value
 };
 
@@ -57,10 +58,11 @@ ParamValue lookupParam(const ParamDef& def);
 // Integer value; an unparsable setting is an error naming the knob and the text.
 Result<int64_t> getIntParam(const ParamDef& def);
 
-// Every integer knob parses, wherever it is set; else an error naming the knob, its text and where it came from.
-// Communicators check this at init, so a value that does not parse (BRAID_TIMEOUT=1m) fails instead of silently
-// becoming the default.
-[[nodiscard]] Status validateIntParams();
+// The env plugin NCCL_ENV_PLUGIN names is in use (else its error: env_plugin.h), and every integer knob parses,
+// wherever it is set (else an error naming the knob, its text and where it came from). Communicators check this at
+// init, so a value that does not parse (BRAID_TIMEOUT=1m), or a plugin that did not load, fails instead of silently
+// running with other settings.
+[[nodiscard]] Status validateParams();
 
 // A variable a launcher sets (RANK, WORLD_SIZE, MASTER_PORT, ...): read from the environment only, never from a
 // configuration file, and not a knob (braid-info does not list it); "" when unset. src/bootstrap/launch_env.cc is

@@ -143,7 +143,7 @@ Status Communicator::initImpl(const UniqueIdInfo& id, int nranks, int rank, cons
   device_ = device;
   config_ = config;
   logSetThreadDevice(device);
-  BRAID_RETURN_IF_ERROR(validateIntParams());
+  BRAID_RETURN_IF_ERROR(validateParams());
   BRAID_ASSIGN_OR_RETURN(int64_t flightEntries, getIntParam(params::kFlightRecorderEntries));
   if (flightEntries < 0 || flightEntries > kMaxFlightEntries) {
     return invalidArgument("%s=%lld: use 0 (off) to %lld operations", params::kFlightRecorderEntries.name,

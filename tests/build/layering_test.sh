@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Include layering (docs/architecture.md): a file may include headers of its own layer and of the layers it
 # depends on, nothing else. The layers, lowest first:
-#   common      src/common                  Status, logging, params, OS helpers
+#   common      src/common                  Status, logging, params, OS helpers (+ include/nccl_env.h, the env
+#                                           plugin's C ABI, which src/common/env_plugin.cc speaks)
 #   devcommon   src/backends/common         host+device headers (FIFO view, memory orders, step engine)
 #   bootstrap   src/bootstrap               unique id, rendezvous, out-of-band collectives
 #   topology    topology                    discovery, graph, XML, search
@@ -50,6 +51,7 @@ layer_of() {
     algorithms/*) echo algorithms ;;
     transports/*) echo transports ;;
     include/nccl_tuner.h | include/nccl_profiler.h) echo tunerabi ;;
+    include/nccl_env.h) echo envabi ;;
     include/* | nccl.h | nccl_net.h) echo public ;;
     braid_build_config.h) echo generated ;;
     *) echo unknown ;;
@@ -58,7 +60,7 @@ layer_of() {
 
 allowed() {  # layer -> the layers it may include
   case "$1" in
-    common) echo "common" ;;
+    common) echo "common envabi" ;;
     devcommon) echo "common devcommon" ;;
     bootstrap) echo "common bootstrap" ;;
     topology) echo "common topology" ;;
