@@ -23,11 +23,13 @@
  *   braid copies the text at once, so it need stay valid only until the next call. Calls are serialized: braid never
  *   calls the plugin from two threads at once. finalize() runs at process exit; knobs read after it come from the
  *   process environment.
- *   Precedence with a plugin: the plugin's answer, then the configuration files (NCCL_CONF_FILE or ~/.nccl.conf, then
- *   /etc/nccl.conf), then the default. The process environment is not read for knobs: as in NCCL, the plugin stands
- *   for it (a plugin that wants the environment's values returns getenv(name) where it has none of its own).
+ *   Precedence with a plugin: the plugin's answer, then the process environment, then the configuration files
+ *   (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf), then the default. (NCCL reads nothing but the plugin; a
+ *   plugin there passes getenv(name) through where it has no value of its own, which is what braid does for every
+ *   plugin: so launchers' job-scoped settings, such as braidrun's BRAID_BOOTSTRAP_SECRET, are never hidden.)
  *   Variables that are not knobs (what launchers set: RANK, WORLD_SIZE, MASTER_ADDR, ...; HOME) always come from the
  *   process environment.
+ *   init() and getEnv() must not call back into the library (a knob read there waits for itself).
  *   A library that exports neither symbol, or whose init() fails, is not used (knobs come from the process
  *   environment). Where NCCL_ENV_PLUGIN named it, every communicator's init then fails with ncclInvalidArgument
  *   naming the library and why (NCCL carries on without it; braid refuses to run with settings other than the ones

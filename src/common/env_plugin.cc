@@ -19,9 +19,10 @@
 namespace braid {
 namespace {
 
-// >0 while this thread is inside a call into the plugin: the plugin's log lines wait in the pending list (the call
-// may run inside a knob read of the logger's own initialization, under its lock).
-thread_local int tlsInPlugin = 0;
+// Calls into the plugin in flight, in any thread: the plugin's log lines (from the calling thread or a helper of
+// its own) wait in the pending list meanwhile, since the call may run inside a knob read of the logger's own
+// initialization, under its lock.
+std::atomic<int> inPluginCalls{0};
 
 struct PendingLine {
   LogLevel level;
@@ -72,7 +73,7 @@ void pluginLogger(ncclDebugLogLevel level, unsigned long flags, const char* file
   va_end(ap);
   const auto lvl = static_cast<LogLevel>(level);
   const char* where = file != nullptr ? file : "env plugin";
-  if (tlsInPlugin > 0) {
+  if (inPluginCalls.load(std::memory_order_acquire) > 0) {
     defer(lvl, flags, where, line, buf);
     return;
   }
@@ -81,8 +82,8 @@ void pluginLogger(ncclDebugLogLevel level, unsigned long flags, const char* file
 }
 
 struct InPlugin {
-  InPlugin() { ++tlsInPlugin; }
-  ~InPlugin() { --tlsInPlugin; }
+  InPlugin() { inPluginCalls.fetch_add(1, std::memory_order_acq_rel); }
+  ~InPlugin() { inPluginCalls.fetch_sub(1, std::memory_order_acq_rel); }
 };
 
 void finalizeAtExit() {
@@ -111,7 +112,9 @@ void envPluginLoad(const std::string& spec, const std::string& specSource) {
         "NCCL_ENV_PLUGIN=\"%s\" (from %s) is not used: %s. Knobs come from the process environment instead; fix the "
         "plugin, or set NCCL_ENV_PLUGIN=none to run without one",
         spec.c_str(), specSource.c_str(), why.c_str());
-    defer(LogLevel::kWarn, kLogAll, __FILE__, __LINE__, s.status.message());
+    // INFO: the communicators' init fails with this text (a WARN there), and a WARN printed here, later, on whichever
+    // thread reads a knob next, would replace the process's last error at a moment nobody chose.
+    defer(LogLevel::kInfo, kLogInit | kLogEnv, __FILE__, __LINE__, s.status.message());
   };
   std::string path, failures;
   void* handle = openPluginLibrary(pluginCandidates("nccl-env", spec), &path, &failures);
@@ -169,7 +172,10 @@ Status envPluginStatus() {
 
 void envPluginFlushLog() {
   EnvPluginState& s = state();
-  if (!s.anyPending.load(std::memory_order_acquire) || logInitializingOnThisThread() || tlsInPlugin > 0) return;
+  if (!s.anyPending.load(std::memory_order_acquire) || logInitializingOnThisThread() ||
+      inPluginCalls.load(std::memory_order_acquire) > 0) {
+    return;
+  }
   std::vector<PendingLine> lines;
   {
     std::lock_guard<std::mutex> lock(s.logMu);

@@ -96,8 +96,8 @@ BRAID_PARAM(TunerPlugin, kString, "NCCL_TUNER_PLUGIN", "",
             "plugin's library; NAME tries libnccl-tuner-NAME.so, then NAME as given; 'none' loads no tuner.")
 BRAID_PARAM(EnvPlugin, kString, "NCCL_ENV_PLUGIN", "",
             "Env plugin (ncclEnvPlugin_v1/v2, include/nccl_env.h) that answers for the environment: unset tries "
-            "libnccl-env.so; NAME tries libnccl-env-NAME.so, then NAME as given; 'none' loads none. Read from the "
-            "environment and the files only.")
+            "libnccl-env.so; NAME tries libnccl-env-NAME.so, then NAME as given; 'none' loads none. Its answers come "
+            "before the environment's; this setting itself is never asked of it.")
 BRAID_PARAM(ProfilerPlugin, kString, "NCCL_PROFILER_PLUGIN", "",
             "Profiler plugin (ncclProfiler_v4..v7, include/nccl_profiler.h): unset tries libnccl-profiler.so, then the "
             "net plugin's library; X tries X as given, then libnccl-profiler-X.so; a prefix of STATIC_PLUGIN: the "

@@ -38,8 +38,8 @@ std::mutex& filesMutex() {
 }
 
 FileValues& fileValues() {
-  static FileValues v;
-  return v;
+  static FileValues* v = new FileValues();  // never destroyed: knobs may be read while the process exits
+  return *v;
 }
 
 std::string trim(const std::string& s) {
@@ -131,8 +131,8 @@ ParamValue lookupInFiles(const ParamDef& def) {
   return v;
 }
 
-// The environment, then the files, then the default: every knob without an env plugin, and the plugin's own
-// setting always.
+// The environment, then the files, then the default: what a knob the env plugin has no value for (or every knob,
+// without a plugin) comes from.
 ParamValue lookupWithoutPlugin(const ParamDef& def) {
   const char* env = getenv(def.name);
   if (env == nullptr) return lookupInFiles(def);
@@ -159,8 +159,7 @@ ParamValue lookupParam(const ParamDef& def) {
   loadEnvPluginOnce();
   const EnvPluginAnswer a = envPluginGet(def.name);
   envPluginFlushLog();
-  if (!a.asked) return lookupWithoutPlugin(def);
-  if (!a.found) return lookupInFiles(def);
+  if (!a.found) return lookupWithoutPlugin(def);
   ParamValue v;
   v.text = a.text;
   v.source = envPluginLabel();

@@ -1,7 +1,8 @@
 // The one parameter registry. Every knob the library reads is declared once in param_list.h (name, type, default,
 // documentation); nothing else in the library calls getenv. Values come from, in order of precedence:
-//   1. the process environment, or instead the env plugin where one is loaded (NCCL_ENV_PLUGIN, include/nccl_env.h;
-//      NCCL_ENV_PLUGIN and NCCL_CONF_FILE themselves always come from the environment),
+//   0. the env plugin, where one is loaded (NCCL_ENV_PLUGIN, include/nccl_env.h; NCCL_ENV_PLUGIN and NCCL_CONF_FILE
+//      themselves are never asked of it),
+//   1. the process environment,
 //   2. the file named by NCCL_CONF_FILE, else ~/.nccl.conf,
 //   3. /etc/nccl.conf,
 //   4. the declared default.
