@@ -14,8 +14,9 @@
  * the resource buffer ones, ncclFindWindow); ncclSymPtr (ptr.h); ncclLsaBarrierSession with arrive/wait/sync and
  *     the 2.30 timeout overloads (lsa_barrier.h); ncclLLA2ASession (ll_a2a.h: send, bcast, recv, recvUnrolled,
  *     recvReduce, endEpoch); the reduce/copy building blocks of 2.29 in their LSA, Local, multimem and mixed
- *     LSA/multimem forms (reduce_copy.h); NCCL 2.32's Flow processor (flow.h: ncclFlowProcessor over LSA, the
- *     Simple, LL and LL128 protocols; lsa_flow.h: ncclLsaFlowConn);
+ *     LSA/multimem forms (reduce_copy.h); NCCL 2.32's Flow processor (flow.h: ncclFlowProcessor over LSA and,
+ *     toward peers out of load/store reach, GIN; the Simple, LL and LL128 protocols; lsa_flow.h: ncclLsaFlowConn;
+ *     gin_flow.h: ncclGinFlowConn);
  *     GIN (gin.h: ncclGin; gin_barrier.h: ncclGinBarrierSession; barrier.h: the hybrid ncclBarrierSession) among
  *     the ranks of one LSA team by load/store, and toward ranks of other hosts by a CPU proxy where each host's
  *     ranks are one LSA team (NCCL_GIN_TYPE_PROXY).
@@ -29,8 +30,8 @@
  * buffer has a multicast mapping and the session's team is the whole LSA team.
  *
  * Not built yet, said plainly: GIN's network backends other than the proxy (GDAKI, GPI, EFA GDA; refused by name),
- * GIN where a host's ranks are not one LSA team (refused by name), Flow's GIN connections (a peer without LSA access
- * is a kernel error naming it), and CFT (declared where programs name them,
+ * GIN where a host's ranks are not one LSA team (refused by name), Flow's direct transfers over GIN (a kernel error
+ * naming them), and CFT (declared where programs name them,
  * refused by name: braid has no Compute Fabric Transport). See docs/device_api.md.
  *
  * The layouts of ncclDevComm and ncclWindow_vidmem are braid's (NCCL documents no ABI for the device API either):

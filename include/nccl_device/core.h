@@ -430,6 +430,11 @@ NCCL_DEVICE_INLINE void* ncclGetPeerPointer(ncclWindow_t w, size_t offset, int p
 NCCL_DEVICE_INLINE void* ncclGetPeerPointer(ncclWindow_t w, size_t offset, ncclTeam tm, int peer) {
   return ncclGetPeerPointer(w, offset, w->worldRank + (peer - tm.rank) * tm.stride);
 }
+/* Whether this rank reaches world rank `peer`'s memory by load/store (NCCL 2.32): it is an LSA member whose buffers
+ * are in reach (the device communicator's resource window stands for them). Flow connections go over GIN where not. */
+NCCL_DEVICE_INLINE bool ncclDevCommCanGetPeerPointer(ncclDevComm const& comm, int peer) {
+  return comm.resourceWindow != nullptr && ncclGetPeerPointer(comm.resourceWindow, 0, peer) != nullptr;
+}
 /* Multicast pointers (NVLS): byte `offset` of window w as every LSA member's buffer at once. A load-reduce through it
  * (ncclMultimemReduceSum, reduce_copy.h) reads the sum of every member's value there, a store (ncclMultimemCopy)
  * writes every member's. Null when mm was not set up (a device communicator created without lsaMultimem) or the

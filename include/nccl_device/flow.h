@@ -14,8 +14,13 @@
  * channel c is its peer's receive slot s of part q on channel c.
  *
  * What braid does differently (the API is NCCL's; the machinery is braid's):
- *   - Data moves over LSA only. A processor with a GIN backend mask compiles and runs with LSA-accessible peers; a
- *     peer without LSA access is a kernel error naming it ("braid's Flow moves data over LSA only").
+ *   - A peer this rank can load and store (ncclDevCommCanGetPeerPointer) is reached over LSA (lsa_flow.h); any other
+ *     (a rank of another host) over GIN (gin_flow.h), as in NCCL: the processor needs a GIN backend mask, config's
+ *     ginTeam holding the peer, ginBuffer (the senders' staging FIFOs: a connection's at the same offset in it as its
+ *     receive FIFO in one channel's recvBuffer, NCCL's layout, so give each channel its own), ginSignal0 and
+ *     ginContextIndex (modulo the device communicator's ginContextCount); connection state i of the config uses GIN
+ *     signals ginSignal0 + 2 * i and + 2 * i + 1. ncclLsaFlowProcessor (mask 0) with such a peer is a kernel error
+ *     naming it. A direct send or receive with a peer over GIN is not built (a kernel error): pass false.
  *   - The three protocols share braid's slot format: data contiguous, readiness in the connection state. LL and
  *     LL128 keep NCCL's rules (slot sizes a multiple of 16 and 128 bytes, SlotsPerProcess = 1) and capacities (8 of
  *     every 16 bytes, 120 of every 128), so a kernel that fits NCCL's FIFO fits braid's.
@@ -32,6 +37,7 @@
 #define NCCL_DEVICE_FLOW_H_
 
 #include "flow_types.h"
+#include "gin_flow.h"
 #include "lsa_flow.h"
 
 #if NCCL_DEVICE_HALF_ && defined(__cplusplus)
@@ -84,10 +90,10 @@ struct ncclFlowConfig {
   size_t channelSize;                      /* receive-FIFO bytes per channel */
   int nSlots;                              /* FIFO depth per peer slot */
   int connStatesPerChannel;                /* stride in connection states between channels */
-  ncclTeam ginTeam;                        /* NCCL's GIN resources: braid's Flow does not use them */
-  ncclGinSignal_t ginSignal0;
-  ncclSymPtr<char> ginBuffer;
-  int ginContextIndex;
+  ncclTeam ginTeam;                        /* the team GIN peers are named in (the world, say) */
+  ncclGinSignal_t ginSignal0;              /* connection state i uses signals ginSignal0 + 2 * i and + 2 * i + 1 */
+  ncclSymPtr<char> ginBuffer;              /* the senders' staging FIFOs toward GIN peers (channelSize bytes) */
+  int ginContextIndex;                     /* the GIN context, modulo ncclDevComm::ginContextCount */
 };
 template <>
 struct ncclFlowConfig<0> {
@@ -97,6 +103,40 @@ struct ncclFlowConfig<0> {
   int nSlots;
   int connStatesPerChannel;
 };
+
+namespace nccl_braid_ {
+/* One of a processor's connections: over LSA, or over GIN toward a peer out of load/store reach. */
+template <unsigned GinBackendMask, ncclFlowProtocol Protocol>
+struct FlowConn {
+  ncclLsaFlowConn<Protocol> lsa;
+  ncclGinFlowConn<GinBackendMask, Protocol> gin;
+  bool useGin = false;
+  NCCL_DEVICE_INLINE void* waitSend() { return useGin ? gin.waitSend() : lsa.waitSend(); }
+  NCCL_DEVICE_INLINE void* waitRecv() { return useGin ? gin.waitRecv() : lsa.waitRecv(); }
+  NCCL_DEVICE_INLINE void* advanceFifoSlot() { return useGin ? gin.advanceFifoSlot() : lsa.advanceFifoSlot(); }
+  NCCL_DEVICE_INLINE void postSend(size_t bytes) {
+    if (useGin) {
+      gin.postSend(bytes);
+    } else {
+      lsa.postSend(bytes);
+    }
+  }
+  NCCL_DEVICE_INLINE void postRecv() {
+    if (useGin) {
+      gin.postRecv();
+    } else {
+      lsa.postRecv();
+    }
+  }
+  NCCL_DEVICE_INLINE void close() {
+    if (useGin) {
+      gin.close();
+    } else {
+      lsa.close();
+    }
+  }
+};
+}  // namespace nccl_braid_
 
 template <unsigned GinBackendMask, int SlotsPerProcess = 1, int MaxPeers = 1,
           ncclFlowProtocol FlowProtocol = ncclFlowProtocolSimple>
@@ -191,6 +231,11 @@ struct ncclFlowProcessor {
     if (writes && nSrc + (fifoIn ? nRecv : 0) == 0) {
       nccl_braid_::trap("ncclFlowProcessor::process: destinations but no source to read");
     }
+    if ((Send && send.direct && anyGin(send_, nSend)) || (Recv && recv.direct && anyGin(recv_, nRecv))) {
+      nccl_braid_::trap(
+          "ncclFlowProcessor::process: a direct send or receive with a peer over GIN is not built in braid (pass "
+          "false: the FIFO)");
+    }
     const int tid = group_.thread_rank();
     for (size_t off = 0; off < nElts; off += perSlot) {
       const size_t n = nElts - off < perSlot ? nElts - off : perSlot;
@@ -242,27 +287,68 @@ struct ncclFlowProcessor {
   }
 
  private:
-  NCCL_DEVICE_INLINE ncclLsaFlowConn<FlowProtocol> connect(ncclDevComm const& comm,
-                                                           ncclFlowConfig<GinBackendMask> const& config, int channelId,
-                                                           int part, int slot, int peer, int type) {
+  using Conn = nccl_braid_::FlowConn<GinBackendMask, FlowProtocol>;
+
+  NCCL_DEVICE_INLINE static bool anyGin(const Conn* conns, int n) {
+    bool any = false;
+    for (int i = 0; i < n && i < MaxPeers; ++i) any = any || conns[i].useGin;
+    return any;
+  }
+
+  NCCL_DEVICE_INLINE Conn connect(ncclDevComm const& comm, ncclFlowConfig<GinBackendMask> const& config, int channelId,
+                                  int part, int slot, int peer, int type) {
     if (slot < 0 || slot >= MaxPeers || peer < 0 || peer >= comm.nRanks) {
       nccl_braid_::trap("ncclFlowProcessor: a peer slot is outside 0..MaxPeers-1 or a peer outside the world team");
     }
     const size_t conn = static_cast<size_t>(part) * MaxPeers + static_cast<size_t>(slot);
+    const size_t connOffset = conn * static_cast<size_t>(config.nSlots) * slotBytes_;
     const size_t channel = static_cast<size_t>(channelId);
-    const ncclSymPtr<char> fifo =
-        config.recvBuffer + (channel * config.channelSize + conn * static_cast<size_t>(config.nSlots) * slotBytes_);
-    const ncclSymPtr<ncclFlowConnState> state =
-        config.connState + (channel * static_cast<size_t>(config.connStatesPerChannel) + conn);
-    return ncclLsaFlowConn<FlowProtocol>(comm, fifo, state, peer, config.nSlots, slotBytes_, type, true);
+    const size_t stateIndex = channel * static_cast<size_t>(config.connStatesPerChannel) + conn;
+    const ncclSymPtr<char> fifo = config.recvBuffer + (channel * config.channelSize + connOffset);
+    const ncclSymPtr<ncclFlowConnState> state = config.connState + stateIndex;
+    Conn c;
+    if (ncclDevCommCanGetPeerPointer(comm, peer)) {
+      c.lsa = ncclLsaFlowConn<FlowProtocol>(comm, fifo, state, peer, config.nSlots, slotBytes_, type, true);
+      return c;
+    }
+    connectGin(comm, config, peer, fifo, connOffset, state, stateIndex, type, &c);
+    return c;
+  }
+
+  /* A peer out of load/store reach (NCCL's GIN connection). */
+  NCCL_DEVICE_INLINE void connectGin(ncclDevComm const& comm, ncclFlowConfig<GinBackendMask> const& config, int peer,
+                                     ncclSymPtr<char> fifo, size_t connOffset, ncclSymPtr<ncclFlowConnState> state,
+                                     size_t stateIndex, int type, Conn* c) {
+    if constexpr (GinBackendMask == 0) {
+      (void)config, (void)fifo, (void)connOffset, (void)state, (void)stateIndex, (void)type, (void)c, (void)peer;
+      nccl_braid_::trap(
+          "ncclFlowProcessor: a peer is out of load/store reach and the processor has no GIN backend mask "
+          "(ncclLsaFlowProcessor): use ncclFlowProcessor<NCCL_GIN_BACKEND_MASK_ALL> with the config's GIN fields");
+    } else {
+      const ncclTeam world = ncclTeamWorld(comm);
+      if (!ncclTeamRankIsMember(config.ginTeam, world, peer)) {
+        nccl_braid_::trap("ncclFlowProcessor: a peer out of load/store reach is not a member of config.ginTeam");
+      }
+      if (comm.ginContextCount == 0) {
+        nccl_braid_::trap(
+            "ncclFlowProcessor: a peer is out of load/store reach and the device communicator has no GIN contexts "
+            "(ask ncclDevCommCreate for GIN signals: ginSignalCount >= ginSignal0 + 2 * connection states)");
+      }
+      const ncclSymPtr<char> sendFifo = type == ncclFlowTypeSend ? config.ginBuffer + connOffset : ncclSymPtr<char>();
+      const int context = config.ginContextIndex % static_cast<int>(comm.ginContextCount);
+      c->gin = ncclGinFlowConn<GinBackendMask, FlowProtocol>(
+          comm, context, config.ginTeam, ncclTeamRankToTeam(config.ginTeam, world, peer), fifo, sendFifo, state,
+          config.ginSignal0, stateIndex, config.nSlots, slotBytes_, type, true, true);
+      c->useGin = true;
+    }
   }
 
   ncclCoopWarpSpan group_;
   int nSend_, nRecv_;
   size_t slotBytes_ = 0;
   bool aborted_ = false;
-  ncclLsaFlowConn<FlowProtocol> send_[MaxPeers];
-  ncclLsaFlowConn<FlowProtocol> recv_[MaxPeers];
+  Conn send_[MaxPeers];
+  Conn recv_[MaxPeers];
 };
 
 template <int SlotsPerProcess = 1, int MaxPeers = 1, ncclFlowProtocol Protocol = ncclFlowProtocolSimple>

@@ -7,8 +7,9 @@
  *   - state.signal[ncclFlowTypeRecv] on the receiver counts the slots its sender has filled (the sender stores it);
  *   - state.signal[ncclFlowTypeSend] on the sender counts the slots its receiver has drained (the receiver stores it);
  *   - state.step[type] is where this side's direction resumes at the next launch (saved by close()).
- * signalValue, ginContextId_plus_1 and llStep are NCCL's GIN and LL fields: braid keeps their places and leaves them
- * zero. */
+ * Over GIN (gin_flow.h) the two counts are GIN signals instead, and state.signalValue[type] is what this side has
+ * added to its peer's signal so far, state.ginContextId_plus_1[type] the context it used. llStep is NCCL's LL field:
+ * braid keeps its place and leaves it zero. */
 #ifndef NCCL_DEVICE_FLOW_TYPES_H_
 #define NCCL_DEVICE_FLOW_TYPES_H_
 

@@ -42,7 +42,7 @@ struct ncclLsaFlowConn {
     ncclFlowConnState* peerState = connState.peerPtr(peer);
     fifo = type == ncclFlowTypeSend ? recvFifo.peerPtr(peer) : recvFifo.localPtr();
     if (state == nullptr || peerState == nullptr || fifo == nullptr) {
-      nccl_braid_::trap("ncclLsaFlowConn: the peer is not LSA-accessible (braid's Flow moves data over LSA only)");
+      nccl_braid_::trap("ncclLsaFlowConn: the peer is not LSA-accessible (ncclGinFlowConn reaches it over GIN)");
     }
     step = state->step[type];
     localSignal = &state->signal[type];

@@ -15,18 +15,21 @@ struct FlowRingShape {
   __host__ __device__ size_t channelBytes() const { return static_cast<size_t>(nParts) * nSlots * slotBytes; }
 };
 
-// Where the resources are: two resource buffers of the device communicator.
+// Where the resources are: resource buffers of the device communicator (gin: the senders' staging FIFOs toward GIN
+// peers, where the kernel may have such peers).
 struct FlowRingResources {
-  ncclDevResourceHandle fifo, state;
+  ncclDevResourceHandle fifo, state, gin;
 };
 
-// The two resource buffers `grid` channels of `shape` take (the FIFOs, then nParts connection states per channel),
-// chained in req[0..1]: put &req[0] in ncclDevCommRequirements::resourceRequirementsList; ncclDevCommCreate writes
-// their handles into *res.
+// The resource buffers `grid` channels of `shape` take (the FIFOs, then nParts connection states per channel, then
+// with `gin` as many staging FIFOs as receive FIFOs), chained in req[0..2]: put &req[0] in
+// ncclDevCommRequirements::resourceRequirementsList; ncclDevCommCreate writes their handles into *res. A kernel with
+// GIN peers also needs flowRingGinSignals(grid, shape) GIN signals (reqs.ginSignalCount).
 __host__ inline void flowRingRequirements(int grid, FlowRingShape shape, FlowRingResources* res,
-                                          ncclDevResourceRequirements req[2]) {
+                                          ncclDevResourceRequirements req[3], bool gin = false) {
   req[0] = ncclDevResourceRequirements{};
   req[1] = ncclDevResourceRequirements{};
+  req[2] = ncclDevResourceRequirements{};
   req[0].bufferSize = static_cast<size_t>(grid) * shape.channelBytes();
   req[0].bufferAlign = 128;
   req[0].outBufferHandle = &res->fifo;
@@ -34,25 +37,43 @@ __host__ inline void flowRingRequirements(int grid, FlowRingShape shape, FlowRin
   req[1].bufferSize = static_cast<size_t>(grid) * static_cast<size_t>(shape.nParts) * sizeof(ncclFlowConnState);
   req[1].bufferAlign = 64;
   req[1].outBufferHandle = &res->state;
+  if (gin) {
+    req[1].next = &req[2];
+    req[2].bufferSize = req[0].bufferSize;
+    req[2].bufferAlign = 128;
+    req[2].outBufferHandle = &res->gin;
+  }
+}
+__host__ __device__ inline int flowRingGinSignals(int grid, FlowRingShape shape) {
+  return 2 * grid * shape.nParts;
 }
 
-// The Flow configuration over those buffers.
-__device__ inline ncclFlowConfig<0> flowRingConfig(ncclDevComm const& comm, FlowRingShape shape,
-                                                   FlowRingResources res) {
-  ncclFlowConfig<0> config;
+// The Flow configuration over those buffers (with a GIN mask: the world as the GIN team, signals from 0, and this
+// channel's own staging FIFOs).
+template <unsigned GinMask = 0>
+__device__ inline ncclFlowConfig<GinMask> flowRingConfig(ncclDevComm const& comm, FlowRingShape shape,
+                                                         FlowRingResources res) {
+  ncclFlowConfig<GinMask> config;
   config.recvBuffer = ncclGetResourceBuffer(comm, res.fifo);
   config.connState = ncclGetResourceBuffer(comm, res.state);
   config.channelSize = shape.channelBytes();
   config.nSlots = shape.nSlots;
   config.connStatesPerChannel = shape.nParts;
+  if constexpr (GinMask != 0) {
+    config.ginTeam = ncclTeamWorld(comm);
+    config.ginSignal0 = 0;
+    config.ginBuffer = ncclGetResourceBuffer(comm, res.gin) + static_cast<size_t>(blockIdx.x) * shape.channelBytes();
+    config.ginContextIndex = static_cast<int>(blockIdx.x);
+  }
   return config;
 }
 
-// One ring all-reduce of `count` floats, out of place from sendWin's buffer into recvWin's (both registered windows). Each CTA (channel) takes chunks of the buffer in turn; a chunk is cut into nRanks blocks, each
-// at most what SlotsPerProcess slots carry, and goes around the ring as a reduce-scatter (the partial sums forwarded
-// through the FIFOs) and an all-gather. With `directGather` the all-gather writes straight into the next rank's output
-// window (ncclFlowDirectSend / ncclFlowDirectRecv: the connection still orders the steps) instead of the FIFO.
-template <int SlotsPerProcess, ncclFlowProtocol Protocol>
+// One ring all-reduce of `count` floats, out of place from sendWin's buffer into recvWin's (both registered windows).
+// Each CTA (channel) takes chunks of the buffer in turn; a chunk is cut into nRanks blocks, each at most what
+// SlotsPerProcess slots carry, and goes around the ring as a reduce-scatter (the partial sums forwarded through the
+// FIFOs) and an all-gather. With `directGather` the all-gather writes straight into the next rank's output window
+// (ncclFlowDirectSend / ncclFlowDirectRecv: the connection still orders the steps) instead of the FIFO.
+template <unsigned GinMask, int SlotsPerProcess, ncclFlowProtocol Protocol>
 __device__ void flowRingAllReduce(ncclDevComm const& comm, FlowRingShape shape, FlowRingResources res,
                                   ncclWindow_t sendWin, ncclWindow_t recvWin, size_t count, int nWorkerWarps,
                                   bool directGather, ncclFlowShmem& shmem) {
@@ -61,10 +82,10 @@ __device__ void flowRingAllReduce(ncclDevComm const& comm, FlowRingShape shape, 
   const int next = shape.nParts == 2 && part == 1 ? (r + n - 1) % n : (r + 1) % n;
   const int prev = shape.nParts == 2 && part == 1 ? (r + 1) % n : (r + n - 1) % n;
   const int nPeers = n == 1 ? 0 : 1;
-  const ncclFlowConfig<0> config = flowRingConfig(comm, shape, res);
-  ncclLsaFlowProcessor<SlotsPerProcess, 1, Protocol> flow(comm, config, &next, nPeers, &prev, nPeers,
-                                                          static_cast<int>(blockIdx.x), nWorkerWarps, shmem,
-                                                          shape.nParts, part, part);
+  const ncclFlowConfig<GinMask> config = flowRingConfig<GinMask>(comm, shape, res);
+  ncclFlowProcessor<GinMask, SlotsPerProcess, 1, Protocol> flow(comm, config, &next, nPeers, &prev, nPeers,
+                                                                static_cast<int>(blockIdx.x), nWorkerWarps, shmem,
+                                                                shape.nParts, part, part);
   // A block's elements: what SlotsPerProcess slots carry (LL 8 of every 16 bytes, LL128 120 of every 128).
   const size_t payload = Protocol == ncclFlowProtocolLL      ? shape.slotBytes / 2
                          : Protocol == ncclFlowProtocolLL128 ? shape.slotBytes / 128 * 120
@@ -92,8 +113,9 @@ __device__ void flowRingAllReduce(ncclDevComm const& comm, FlowRingShape shape, 
     if (n == 1) {
       const float* src = in + lo;
       float* dst = out + lo;
-      flow.process(ncclFlowNoSend(), ncclFlowNoRecv(), none, none, [&](int) { return src; }, 1,
-                   [&](int) { return dst; }, 1, sum, hi - lo);
+      flow.process(
+          ncclFlowNoSend(), ncclFlowNoRecv(), none, none, [&](int) { return src; }, 1, [&](int) { return dst; }, 1, sum,
+          hi - lo);
       continue;
     }
     // Reduce-scatter: send this rank's block, then add each received partial sum to this rank's and pass it on; the
@@ -104,15 +126,18 @@ __device__ void flowRingAllReduce(ncclDevComm const& comm, FlowRingShape shape, 
       float* dst = out + blockLo(b);
       const int nDst = s == n - 1 ? 1 : 0;
       if (s == 0) {
-        flow.process(ncclFlowSend(), ncclFlowNoRecv(), none, none, [&](int) { return src; }, 1,
-                     ncclFlowNullPtrFn<float>(), 0, sum, blockN(b));
+        flow.process(
+            ncclFlowSend(), ncclFlowNoRecv(), none, none, [&](int) { return src; }, 1, ncclFlowNullPtrFn<float>(), 0,
+            sum, blockN(b));
       } else if (s == n - 1 && directGather) {
         float* remote = nextOut + blockLo(b);
-        flow.process(ncclFlowDirectSend(), ncclFlowRecv(), none, none, [&](int) { return src; }, 1,
-                     [&](int k) { return k == 0 ? dst : remote; }, 2, sum, blockN(b));
+        flow.process(
+            ncclFlowDirectSend(), ncclFlowRecv(), none, none, [&](int) { return src; }, 1,
+            [&](int k) { return k == 0 ? dst : remote; }, 2, sum, blockN(b));
       } else {
-        flow.process(ncclFlowSend(), ncclFlowRecv(), none, none, [&](int) { return src; }, 1,
-                     [&](int) { return dst; }, nDst, sum, blockN(b));
+        flow.process(
+            ncclFlowSend(), ncclFlowRecv(), none, none, [&](int) { return src; }, 1, [&](int) { return dst; }, nDst,
+            sum, blockN(b));
       }
     }
     // All-gather: store each completed block as it passes, forwarding all but the last.
@@ -124,58 +149,72 @@ __device__ void flowRingAllReduce(ncclDevComm const& comm, FlowRingShape shape, 
         // rank's output, and only synchronise on the last step.
         float* remote = nextOut + blockLo(b);
         if (t < n - 1) {
-          flow.process(ncclFlowDirectSend(), ncclFlowDirectRecv(), none, none, [&](int) { return dst; }, 1,
-                       [&](int) { return remote; }, 1, sum, blockN(b));
+          flow.process(
+              ncclFlowDirectSend(), ncclFlowDirectRecv(), none, none, [&](int) { return dst; }, 1,
+              [&](int) { return remote; }, 1, sum, blockN(b));
         } else {
           flow.process(ncclFlowNoSend(), ncclFlowDirectRecv(), none, none, ncclFlowNullPtrFn<float>(), 0,
                        ncclFlowNullPtrFn<float>(), 0, sum, blockN(b));
         }
       } else if (t < n - 1) {
-        flow.process(ncclFlowSend(), ncclFlowRecv(), none, none, ncclFlowNullPtrFn<float>(), 0,
-                     [&](int) { return dst; }, 1, sum, blockN(b));
+        flow.process(
+            ncclFlowSend(), ncclFlowRecv(), none, none, ncclFlowNullPtrFn<float>(), 0, [&](int) { return dst; }, 1, sum,
+            blockN(b));
       } else {
-        flow.process(ncclFlowNoSend(), ncclFlowRecv(), none, none, ncclFlowNullPtrFn<float>(), 0,
-                     [&](int) { return dst; }, 1, sum, blockN(b));
+        flow.process(
+            ncclFlowNoSend(), ncclFlowRecv(), none, none, ncclFlowNullPtrFn<float>(), 0, [&](int) { return dst; }, 1,
+            sum, blockN(b));
       }
     }
   }
   flow.close();
 }
 
-// The kernel: SlotsPerProcess and the protocol as a run-time choice among the forms the tests use.
-enum FlowVariant { kFlowSimple, kFlowSimple2Slots, kFlowLL, kFlowLL128, kFlowVariants };
+// The kernel: SlotsPerProcess, the protocol and the GIN mask as a run-time choice among the forms the tests use (the
+// Gin forms reach peers out of load/store reach over GIN, the others only LSA peers).
+enum FlowVariant { kFlowSimple, kFlowSimple2Slots, kFlowLL, kFlowLL128, kFlowGinSimple, kFlowGinLL128, kFlowVariants };
 __global__ void flowRingKernel(int variant, ncclDevComm comm, FlowRingShape shape, FlowRingResources res,
                                ncclWindow_t sendWin, ncclWindow_t recvWin, size_t count, int nWorkerWarps,
                                bool directGather, ncclFlowShmem* shmem) {
+  constexpr unsigned kGin = NCCL_GIN_BACKEND_MASK_ALL;
   switch (variant) {
     case kFlowSimple2Slots:
-      flowRingAllReduce<2, ncclFlowProtocolSimple>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps,
-                                                   directGather, *shmem);
+      flowRingAllReduce<0, 2, ncclFlowProtocolSimple>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps,
+                                                      directGather, *shmem);
       break;
     case kFlowLL:
-      flowRingAllReduce<1, ncclFlowProtocolLL>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps, directGather,
-                                               *shmem);
+      flowRingAllReduce<0, 1, ncclFlowProtocolLL>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps, directGather,
+                                                  *shmem);
       break;
     case kFlowLL128:
-      flowRingAllReduce<1, ncclFlowProtocolLL128>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps,
-                                                  directGather, *shmem);
+      flowRingAllReduce<0, 1, ncclFlowProtocolLL128>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps,
+                                                     directGather, *shmem);
+      break;
+    case kFlowGinSimple:
+      flowRingAllReduce<kGin, 2, ncclFlowProtocolSimple>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps,
+                                                         directGather, *shmem);
+      break;
+    case kFlowGinLL128:
+      flowRingAllReduce<kGin, 1, ncclFlowProtocolLL128>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps,
+                                                        directGather, *shmem);
       break;
     default:
-      flowRingAllReduce<1, ncclFlowProtocolSimple>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps,
-                                                   directGather, *shmem);
+      flowRingAllReduce<0, 1, ncclFlowProtocolSimple>(comm, shape, res, sendWin, recvWin, count, nWorkerWarps,
+                                                      directGather, *shmem);
   }
 }
 
 // Misuse: a transfer larger than one slot holds (and whatever the launch or partWorkerWarps get wrong first).
 __global__ void flowTooLarge(ncclDevComm comm, FlowRingShape shape, FlowRingResources res, ncclWindow_t sendWin,
                              int nWorkerWarps, ncclFlowShmem* shmem, const int* partWorkerWarps) {
-  const ncclFlowConfig<0> config = flowRingConfig(comm, shape, res);
+  const ncclFlowConfig<0> config = flowRingConfig<0>(comm, shape, res);
   const int next = (comm.rank + 1) % comm.nRanks;
   ncclLsaFlowProcessor<> flow(comm, config, &next, 1, &next, 0, 0, nWorkerWarps, *shmem, 1, 0, 0, nullptr, nullptr,
                               partWorkerWarps);
   const float* in = static_cast<const float*>(ncclGetLocalPointer(sendWin, 0));
-  flow.process(ncclFlowSend(), ncclFlowNoRecv(), ncclSymPtr<float>(), ncclSymPtr<float>(), [&](int) { return in; }, 1,
-               ncclFlowNullPtrFn<float>(), 0, nccl::utility::OpSum<float>(), shape.slotBytes / sizeof(float) + 1);
+  flow.process(
+      ncclFlowSend(), ncclFlowNoRecv(), ncclSymPtr<float>(), ncclSymPtr<float>(), [&](int) { return in; }, 1,
+      ncclFlowNullPtrFn<float>(), 0, nccl::utility::OpSum<float>(), shape.slotBytes / sizeof(float) + 1);
   flow.close();
 }
 
@@ -190,6 +229,38 @@ __global__ void flowConnPass(ncclDevComm comm, FlowRingShape shape, FlowRingReso
   const ncclSymPtr<ncclFlowConnState> state = ncclGetResourceBuffer(comm, res.state);
   ncclLsaFlowConn<> send(comm, fifo, state, (r + 1) % n, shape.nSlots, shape.slotBytes, ncclFlowTypeSend, false);
   ncclLsaFlowConn<> recv(comm, fifo, state, (r + n - 1) % n, shape.nSlots, shape.slotBytes, ncclFlowTypeRecv, true);
+  __syncthreads();  // every thread has read the saved steps
+  for (int s = 0; s < nSteps; ++s) {
+    if (tid == 0) *static_cast<int*>(send.waitSend()) = launch * 1000 + r * 100 + s;
+    __syncthreads();
+    if (tid == 1) {
+      send.advanceStep();
+      send.postSend(sizeof(int));
+    }
+    if (tid == 32) {
+      out[s] = *static_cast<const int*>(recv.waitRecv());
+      recv.postRecv();
+    }
+  }
+  if (tid == 1) send.close();
+  if (tid == 32) recv.close();
+}
+
+// The same with ncclGinFlowConn: the stamps go as GIN puts with their signals and the credits as GIN signals (between
+// ranks of one process here, GIN by load/store; across hosts, by the proxy). GIN signals 2 * i and 2 * i + 1 of
+// connection state i, staging FIFOs in res.gin.
+__global__ void flowGinConnPass(ncclDevComm comm, FlowRingShape shape, FlowRingResources res, int launch, int nSteps,
+                                int* out) {
+  const int n = comm.nRanks, r = comm.rank, tid = static_cast<int>(threadIdx.x);
+  const ncclSymPtr<char> fifo = ncclGetResourceBuffer(comm, res.fifo);
+  const ncclSymPtr<char> staging = ncclGetResourceBuffer(comm, res.gin);
+  const ncclSymPtr<ncclFlowConnState> state = ncclGetResourceBuffer(comm, res.state);
+  const ncclTeam world = ncclTeamWorld(comm);
+  // One connection state per rank here: this rank's send and receive directions of connection 0.
+  ncclGinFlowConn<> send(comm, 0, world, (r + 1) % n, fifo, staging, state, 0, 0, shape.nSlots, shape.slotBytes,
+                         ncclFlowTypeSend, true, false);
+  ncclGinFlowConn<> recv(comm, 0, world, (r + n - 1) % n, fifo, ncclSymPtr<char>(), state, 0, 0, shape.nSlots,
+                         shape.slotBytes, ncclFlowTypeRecv, true, true);
   __syncthreads();  // every thread has read the saved steps
   for (int s = 0; s < nSteps; ++s) {
     if (tid == 0) *static_cast<int*>(send.waitSend()) = launch * 1000 + r * 100 + s;

@@ -14,6 +14,7 @@
 
 #include "tests/common/fake_cuda_ranks.h"
 #include "tests/common/harness.h"
+#include "tests/devapi/gin_test_util.h"
 #include "tests/devapi/kernel_test_util.h"
 
 namespace {
@@ -35,7 +36,8 @@ float flowInput(int rank, int round, size_t i) {
 }
 
 int signalWarps(FlowVariant v) {
-  return ncclFlowGetSignalWarpsPerPart(v == kFlowLL128 ? ncclFlowProtocolLL128 : ncclFlowProtocolSimple);
+  const bool ll128 = v == kFlowLL128 || v == kFlowGinLL128;
+  return ncclFlowGetSignalWarpsPerPart(ll128 ? ncclFlowProtocolLL128 : ncclFlowProtocolSimple);
 }
 
 // Every rank has finished what it did with its buffers before any goes on (a direct send writes the next rank's
@@ -57,10 +59,12 @@ ncclResult_t flowRounds(int r, int nRanks, ncclComm_t comm, cudaStream_t stream,
   CHECK_OR(ncclCommWindowRegister(comm, send, bytes, &sendWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 11);
   CHECK_OR(ncclCommWindowRegister(comm, recv, bytes, &recvWin, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 11);
   FlowRingResources res{};
-  ncclDevResourceRequirements bufs[2];
-  flowRingRequirements(c.grid, c.shape, &res, bufs);
+  ncclDevResourceRequirements bufs[3];
+  const bool gin = c.variant == kFlowGinSimple || c.variant == kFlowGinLL128;
+  flowRingRequirements(c.grid, c.shape, &res, bufs, gin);
   ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   reqs.resourceRequirementsList = &bufs[0];
+  if (gin) reqs.ginSignalCount = flowRingGinSignals(c.grid, c.shape);
   ncclDevComm dc{};
   if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) {
     fprintf(stderr, "rank %d: %s\n", r, ncclGetLastError(comm));
@@ -143,7 +147,7 @@ TEST_F(FlowKernels, ConnectionsWithSplitRolesPassEveryStepInOrder) {
     const Driver& drv = Driver::get();
     const FlowRingShape shape{1, 2, 64};
     FlowRingResources res{};
-    ncclDevResourceRequirements bufs[2];
+    ncclDevResourceRequirements bufs[3];
     flowRingRequirements(1, shape, &res, bufs);
     ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     reqs.resourceRequirementsList = &bufs[0];
@@ -179,6 +183,57 @@ TEST_F(FlowKernels, ConnectionsWithSplitRolesPassEveryStepInOrder) {
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
 }
 
+// A processor with a GIN mask reaches peers it can load and store over LSA, whatever its config's GIN fields say.
+TEST_F(FlowKernels, GinMaskedProcessorsTakeLsaPeersOverLsa) {
+  expectRingAllReduce(3, FlowCase{kFlowGinSimple, FlowRingShape{1, 3, 256}, 2, false, 2});
+  expectRingAllReduce(3, FlowCase{kFlowGinLL128, FlowRingShape{2, 2, 256}, 4, false, 1});
+}
+
+// ncclGinFlowConn with split roles: every stamp arrives in order through GIN puts and signals (GIN by load/store
+// between ranks of one process), over more steps than slots and across launches (the posted signal values resume
+// with the steps).
+TEST_F(FlowKernels, GinConnectionsPassEveryStepInOrder) {
+  constexpr int kRanks = 3, kSteps = 11, kLaunches = 3;
+  auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+    const Driver& drv = Driver::get();
+    const FlowRingShape shape{1, 3, 64};
+    FlowRingResources res{};
+    ncclDevResourceRequirements bufs[3];
+    flowRingRequirements(1, shape, &res, bufs, true);
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs.resourceRequirementsList = &bufs[0];
+    reqs.ginSignalCount = flowRingGinSignals(1, shape);
+    ncclDevComm dc{};
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 10);
+    CHECK_OR(dc.ginContextCount >= 1, 10);
+    int* out = static_cast<int*>(drv.alloc(kSteps * sizeof(int)));
+    std::vector<int> got(kSteps);
+    const int prev = (r + kRanks - 1) % kRanks;
+    for (int launch = 0; launch < kLaunches; ++launch) {
+      braid::Status st = braid_emu::launch(cfgOf(1, 64, "flowGinConnPass"),
+                                           [&] { flowGinConnPass(dc, shape, res, launch, kSteps, out); });
+      if (!st.isOk()) {
+        fprintf(stderr, "rank %d launch %d: %s\n", r, launch, st.message().c_str());
+        return ncclInternalError;
+      }
+      drv.copy(got.data(), out, got.size() * sizeof(int), stream);
+      CHECK_OR(drv.streamSync(stream) == 0, 11);
+      for (int s = 0; s < kSteps; ++s) {
+        if (got[static_cast<size_t>(s)] != launch * 1000 + prev * 100 + s) {
+          fprintf(stderr, "rank %d launch %d step %d: %d\n", r, launch, s, got[static_cast<size_t>(s)]);
+          return ncclInternalError;
+        }
+      }
+    }
+    float* word = static_cast<float*>(drv.alloc(sizeof(float)));
+    CHECK_OR(ranksMeet(comm, stream, word) == ncclSuccess, 12);
+    drv.memFree(reinterpret_cast<unsigned long long>(word));
+    drv.memFree(reinterpret_cast<unsigned long long>(out));
+    return ncclDevCommDestroy(comm, &dc);
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
 // A transfer larger than its slots, and a launch of another shape, end the kernel with the rule they broke.
 TEST_F(FlowKernels, MisuseIsAKernelErrorNamingTheRule) {
   constexpr int kRanks = 2;
@@ -186,7 +241,7 @@ TEST_F(FlowKernels, MisuseIsAKernelErrorNamingTheRule) {
     const Driver& drv = Driver::get();
     const FlowRingShape shape{1, 2, 256};
     FlowRingResources res{};
-    ncclDevResourceRequirements bufs[2];
+    ncclDevResourceRequirements bufs[3];
     flowRingRequirements(1, shape, &res, bufs);
     ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     reqs.resourceRequirementsList = &bufs[0];
@@ -217,6 +272,64 @@ TEST_F(FlowKernels, MisuseIsAKernelErrorNamingTheRule) {
     return ncclDevCommDestroy(comm, &dc);
   });
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
+// Rings across two hosts (GPU processes, NCCL_HOSTID): the connections to ranks of the other host go over GIN (the
+// proxy), those within a host over LSA. 2 ranks: both of each rank's peers over GIN; 4 ranks, two per host: one over
+// each. Simple with two slots per step, and LL128 with two parts (rings both ways).
+TEST(FlowProcesses, RingsAcrossHostsMixLsaAndGinConnections) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
+  for (int n : {2, 4}) {
+    for (const FlowCase& c : {FlowCase{kFlowGinSimple, FlowRingShape{1, 3, 256}, 2, false, 2},
+                              FlowCase{kFlowGinLL128, FlowRingShape{2, 2, 256}, 4, false, 1}}) {
+      gin_test::expectOnTwoHosts(n, [n, c](int r, ncclComm_t comm) {
+        gin_test::GpuRank g(comm);
+        return flowRounds(r, n, comm, g.s, c) == ncclSuccess ? 0 : 1;
+      });
+    }
+  }
+}
+
+// Across hosts, what braid does not build is a kernel error naming it: ncclLsaFlowProcessor (no GIN mask) toward a
+// rank of another host, and a direct send over GIN.
+TEST(FlowProcesses, WhatGinCannotDoIsAKernelErrorNamingIt) {
+  if (Driver::loaded()) GTEST_SKIP() << "this process already initialised CUDA, which does not survive fork";
+  BRAID_REQUIRE_FAKE_NOT_LOADED("kernels run on the CTA emulator, which reads the fake's device memory from the host");
+  struct Misuse {
+    FlowVariant variant;
+    bool direct;
+    const char* message;
+  };
+  for (const Misuse& m : {Misuse{kFlowSimple, false, "the processor has no GIN backend mask (ncclLsaFlowProcessor)"},
+                          Misuse{kFlowGinSimple, true, "a direct send or receive with a peer over GIN is not built"}}) {
+    gin_test::expectOnTwoHosts(2, [m](int r, ncclComm_t comm) {
+      gin_test::GpuRank g(comm);
+      const FlowRingShape shape{1, 2, 256};
+      FlowRingResources res{};
+      ncclDevResourceRequirements bufs[3];
+      flowRingRequirements(1, shape, &res, bufs, true);
+      ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+      reqs.resourceRequirementsList = &bufs[0];
+      reqs.ginSignalCount = flowRingGinSignals(1, shape);
+      ncclDevComm dc{};
+      if (ncclDevCommCreate(comm, &reqs, &dc) != ncclSuccess) return 10;
+      gin_test::Win send, recv;
+      if (!send.make(comm, 4096, g.s) || !recv.make(comm, 4096, g.s)) return 11;
+      ncclFlowShmem* shmem = static_cast<ncclFlowShmem*>(Driver::get().alloc(sizeof(ncclFlowShmem)));
+      const braid::Status st = braid_emu::launch(cfgOf(1, 32 * (2 + 2), "flowRingKernel"), [&] {
+        flowRingKernel(m.variant, dc, shape, res, send.win, recv.win, 1024, 2, m.direct, shmem);
+      });
+      if (st.isOk() || st.message().find(m.message) == std::string::npos) {
+        fprintf(stderr, "rank %d: expected a kernel error naming \"%s\", got: %s\n", r, m.message,
+                st.isOk() ? "success" : st.message().c_str());
+        return 12;
+      }
+      Driver::get().memFree(reinterpret_cast<unsigned long long>(shmem));
+      if (!g.barrier()) return 13;
+      return ncclDevCommDestroy(comm, &dc) == ncclSuccess && send.drop(comm) && recv.drop(comm) ? 0 : 14;
+    });
+  }
 }
 
 }  // namespace

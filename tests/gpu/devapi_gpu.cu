@@ -188,7 +188,7 @@ std::string flowRings(Rank& k, const FlowRingShape shape) {
   Win send, recv;
   if (!makeWin(k, kCount * 4, &send) || !makeWin(k, kCount * 4, &recv)) return "windows";
   FlowRingResources res{};
-  ncclDevResourceRequirements bufs[2];
+  ncclDevResourceRequirements bufs[3];
   flowRingRequirements(kGrid, shape, &res, bufs);
   ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   reqs.resourceRequirementsList = &bufs[0];
