@@ -1,4 +1,4 @@
-/* braid's nccl_device/flow.h: NCCL 2.32's Flow device API (experimental in NCCL too), over LSA.
+/* braid's nccl_device/flow.h: NCCL 2.32's Flow device API (experimental in NCCL too), over LSA and GIN.
  *
  * A Flow processor combines a CTA's local inputs with data its world-rank peers sent, and writes the result to local
  * outputs and on to other peers, one pipelined step at a time through persistent receive FIFOs: the building block of
@@ -21,7 +21,8 @@
  *     ginContextIndex (modulo the device communicator's ginContextCount); connection state i of the config uses GIN
  *     signals ginSignal0 + 2 * i and + 2 * i + 1. ncclLsaFlowProcessor (mask 0) with such a peer is a kernel error
  *     naming it. A direct send or receive with a peer over GIN is not built (a kernel error): pass false.
- *   - The three protocols share braid's slot format: data contiguous, readiness in the connection state. LL and
+ *   - The three protocols share braid's slot format: data contiguous, readiness counted in the connection state
+ *     (over GIN: in the GIN signals above, so starting a GIN connection over needs both signals reset too). LL and
  *     LL128 keep NCCL's rules (slot sizes a multiple of 16 and 128 bytes, SlotsPerProcess = 1) and capacities (8 of
  *     every 16 bytes, 120 of every 128), so a kernel that fits NCCL's FIFO fits braid's.
  *   - Each part's threads synchronise on named barrier 1 + part (bar.sync 1..nParts; a kernel's own named barriers
@@ -105,7 +106,8 @@ struct ncclFlowConfig<0> {
 };
 
 namespace nccl_braid_ {
-/* One of a processor's connections: over LSA, or over GIN toward a peer out of load/store reach. */
+/* One of a processor's connections: over LSA, or over GIN toward a peer out of load/store reach (mask 0: LSA only,
+ * below, so an ncclLsaFlowProcessor carries no GIN connection). */
 template <unsigned GinBackendMask, ncclFlowProtocol Protocol>
 struct FlowConn {
   ncclLsaFlowConn<Protocol> lsa;
@@ -135,6 +137,17 @@ struct FlowConn {
       lsa.close();
     }
   }
+};
+template <ncclFlowProtocol Protocol>
+struct FlowConn<0, Protocol> {
+  ncclLsaFlowConn<Protocol> lsa;
+  static constexpr bool useGin = false;
+  NCCL_DEVICE_INLINE void* waitSend() { return lsa.waitSend(); }
+  NCCL_DEVICE_INLINE void* waitRecv() { return lsa.waitRecv(); }
+  NCCL_DEVICE_INLINE void* advanceFifoSlot() { return lsa.advanceFifoSlot(); }
+  NCCL_DEVICE_INLINE void postSend(size_t bytes) { lsa.postSend(bytes); }
+  NCCL_DEVICE_INLINE void postRecv() { lsa.postRecv(); }
+  NCCL_DEVICE_INLINE void close() { lsa.close(); }
 };
 }  // namespace nccl_braid_
 

@@ -12,12 +12,13 @@
  * type on each side (type: ncclFlowTypeRecv 0 counts filled slots, ncclFlowTypeSend 1 drained ones), NCCL's
  * numbering: a device communicator needs reqs->ginSignalCount >= signal0 + 2 * (connections). close() saves the
  * step and the signal value posted so far in the connection state (step[type], signalValue[type]), where the next
- * launch resumes (and ginContextId_plus_1[type], the context it used). One thread must drive a connection's posts (it
- * holds the posted value); others may follow the steps with advanceFifoSlot() or advanceStep(). A wait returns NULL
- * once the communicator is aborted. Every protocol uses braid's Flow slot format (data contiguous, readiness by the
- * signal), so LL and LL128 differ from Simple only in the capacities the processor gives them. postSendFrom and
- * postSendDirect (a source or destination outside the FIFOs) are not built: a kernel error names them. Device code
- * only. */
+ * launch resumes (and ginContextId_plus_1[type], the context it used: recorded, not checked). The counts live in the
+ * GIN signals, not the state: to start a connection over, zero its state and reset both signals (resetSignal). One
+ * thread must drive a connection's posts (it holds the posted value); others may follow the steps with
+ * advanceFifoSlot() or advanceStep(). A wait returns NULL once the communicator is aborted. Every protocol uses braid's
+ * Flow slot format (data contiguous, readiness by the signal), so LL and LL128 differ from Simple only in the
+ * capacities the processor gives them. postSendFrom and postSendDirect (a source or destination outside the FIFOs) are
+ * not built: a kernel error names them. Device code only. */
 #ifndef NCCL_DEVICE_GIN_FLOW_H_
 #define NCCL_DEVICE_GIN_FLOW_H_
 
