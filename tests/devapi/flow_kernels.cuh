@@ -222,16 +222,13 @@ __global__ void flowTooLarge(ncclDevComm comm, FlowRingShape shape, FlowRingReso
 // (which did not wait) mirrors the step with advanceStep() and posts it, thread 32 waits for each receive slot, reads
 // it and posts it drained. Each rank passes nSteps stamps to the next rank of the ring; out[s] is what it received at
 // step s. The connections resume across launches (close()).
-__global__ void flowConnPass(ncclDevComm comm, FlowRingShape shape, FlowRingResources res, int launch, int nSteps,
-                             int* out) {
-  const int n = comm.nRanks, r = comm.rank, tid = static_cast<int>(threadIdx.x);
-  const ncclSymPtr<char> fifo = ncclGetResourceBuffer(comm, res.fifo);
-  const ncclSymPtr<ncclFlowConnState> state = ncclGetResourceBuffer(comm, res.state);
-  ncclLsaFlowConn<> send(comm, fifo, state, (r + 1) % n, shape.nSlots, shape.slotBytes, ncclFlowTypeSend, false);
-  ncclLsaFlowConn<> recv(comm, fifo, state, (r + n - 1) % n, shape.nSlots, shape.slotBytes, ncclFlowTypeRecv, true);
+// The stamps' passage, for either kind of connection (constructed by every thread alike).
+template <typename SendConn, typename RecvConn>
+__device__ void passStamps(SendConn& send, RecvConn& recv, int launch, int rank, int nSteps, int* out) {
+  const int tid = static_cast<int>(threadIdx.x);
   __syncthreads();  // every thread has read the saved steps
   for (int s = 0; s < nSteps; ++s) {
-    if (tid == 0) *static_cast<int*>(send.waitSend()) = launch * 1000 + r * 100 + s;
+    if (tid == 0) *static_cast<int*>(send.waitSend()) = launch * 1000 + rank * 100 + s;
     __syncthreads();
     if (tid == 1) {
       send.advanceStep();
@@ -246,34 +243,25 @@ __global__ void flowConnPass(ncclDevComm comm, FlowRingShape shape, FlowRingReso
   if (tid == 32) recv.close();
 }
 
-// The same with ncclGinFlowConn: the stamps go as GIN puts with their signals and the credits as GIN signals (between
-// ranks of one process here, GIN by load/store; across hosts, by the proxy). GIN signals 2 * i and 2 * i + 1 of
-// connection state i, staging FIFOs in res.gin.
-__global__ void flowGinConnPass(ncclDevComm comm, FlowRingShape shape, FlowRingResources res, int launch, int nSteps,
-                                int* out) {
-  const int n = comm.nRanks, r = comm.rank, tid = static_cast<int>(threadIdx.x);
+// With `gin`, the connections are ncclGinFlowConn: the stamps go as GIN puts with their signals and the credits as
+// GIN signals (between ranks of one process, GIN by load/store; across hosts, by the proxy), through GIN signals 0 and
+// 1 (connection state 0 carries this rank's send and receive directions) and staging FIFOs in res.gin.
+__global__ void flowConnPass(ncclDevComm comm, FlowRingShape shape, FlowRingResources res, bool gin, int launch,
+                             int nSteps, int* out) {
+  const int n = comm.nRanks, r = comm.rank;
   const ncclSymPtr<char> fifo = ncclGetResourceBuffer(comm, res.fifo);
-  const ncclSymPtr<char> staging = ncclGetResourceBuffer(comm, res.gin);
   const ncclSymPtr<ncclFlowConnState> state = ncclGetResourceBuffer(comm, res.state);
-  const ncclTeam world = ncclTeamWorld(comm);
-  // One connection state per rank here: this rank's send and receive directions of connection 0.
-  ncclGinFlowConn<> send(comm, 0, world, (r + 1) % n, fifo, staging, state, 0, 0, shape.nSlots, shape.slotBytes,
-                         ncclFlowTypeSend, true, false);
-  ncclGinFlowConn<> recv(comm, 0, world, (r + n - 1) % n, fifo, ncclSymPtr<char>(), state, 0, 0, shape.nSlots,
-                         shape.slotBytes, ncclFlowTypeRecv, true, true);
-  __syncthreads();  // every thread has read the saved steps
-  for (int s = 0; s < nSteps; ++s) {
-    if (tid == 0) *static_cast<int*>(send.waitSend()) = launch * 1000 + r * 100 + s;
-    __syncthreads();
-    if (tid == 1) {
-      send.advanceStep();
-      send.postSend(sizeof(int));
-    }
-    if (tid == 32) {
-      out[s] = *static_cast<const int*>(recv.waitRecv());
-      recv.postRecv();
-    }
+  if (gin) {
+    const ncclSymPtr<char> staging = ncclGetResourceBuffer(comm, res.gin);
+    const ncclTeam world = ncclTeamWorld(comm);
+    ncclGinFlowConn<> send(comm, 0, world, (r + 1) % n, fifo, staging, state, 0, 0, shape.nSlots, shape.slotBytes,
+                           ncclFlowTypeSend, true, false);
+    ncclGinFlowConn<> recv(comm, 0, world, (r + n - 1) % n, fifo, ncclSymPtr<char>(), state, 0, 0, shape.nSlots,
+                           shape.slotBytes, ncclFlowTypeRecv, true, true);
+    passStamps(send, recv, launch, r, nSteps, out);
+  } else {
+    ncclLsaFlowConn<> send(comm, fifo, state, (r + 1) % n, shape.nSlots, shape.slotBytes, ncclFlowTypeSend, false);
+    ncclLsaFlowConn<> recv(comm, fifo, state, (r + n - 1) % n, shape.nSlots, shape.slotBytes, ncclFlowTypeRecv, true);
+    passStamps(send, recv, launch, r, nSteps, out);
   }
-  if (tid == 1) send.close();
-  if (tid == 32) recv.close();
 }

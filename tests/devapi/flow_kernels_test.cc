@@ -140,33 +140,35 @@ TEST_F(FlowKernels, OneRankCopiesThrough) {
   expectRingAllReduce(1, FlowCase{kFlowSimple, FlowRingShape{1, 2, 256}, 2, false, 1});
 }
 
-// ncclLsaFlowConn with NCCL's split roles (one thread waits and fills, another mirrors the step and posts): every
-// stamp arrives in order, over more steps than slots and across launches.
-TEST_F(FlowKernels, ConnectionsWithSplitRolesPassEveryStepInOrder) {
-  constexpr int kRanks = 3, kSteps = 7, kLaunches = 3;
+// Each rank passes nSteps stamps to the next rank of a 3-rank ring through one connection of `shape` (GIN or LSA),
+// with NCCL's split roles (one thread waits and fills, another mirrors the step and posts), over several launches:
+// every stamp must arrive in order.
+void expectStampsPassInOrder(bool gin, FlowRingShape shape, int nSteps) {
+  constexpr int kRanks = 3, kLaunches = 3;
   auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
     const Driver& drv = Driver::get();
-    const FlowRingShape shape{1, 2, 64};
     FlowRingResources res{};
     ncclDevResourceRequirements bufs[3];
-    flowRingRequirements(1, shape, &res, bufs);
+    flowRingRequirements(1, shape, &res, bufs, gin);
     ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     reqs.resourceRequirementsList = &bufs[0];
+    if (gin) reqs.ginSignalCount = flowRingGinSignals(1, shape);
     ncclDevComm dc{};
     CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 10);
-    int* out = static_cast<int*>(drv.alloc(kSteps * sizeof(int)));
-    std::vector<int> got(kSteps);
+    CHECK_OR(!gin || dc.ginContextCount >= 1, 10);
+    int* out = static_cast<int*>(drv.alloc(static_cast<size_t>(nSteps) * sizeof(int)));
+    std::vector<int> got(static_cast<size_t>(nSteps));
     const int prev = (r + kRanks - 1) % kRanks;
     for (int launch = 0; launch < kLaunches; ++launch) {
-      braid::Status st =
-          braid_emu::launch(cfgOf(1, 64, "flowConnPass"), [&] { flowConnPass(dc, shape, res, launch, kSteps, out); });
+      braid::Status st = braid_emu::launch(cfgOf(1, 64, "flowConnPass"),
+                                           [&] { flowConnPass(dc, shape, res, gin, launch, nSteps, out); });
       if (!st.isOk()) {
         fprintf(stderr, "rank %d launch %d: %s\n", r, launch, st.message().c_str());
         return ncclInternalError;
       }
       drv.copy(got.data(), out, got.size() * sizeof(int), stream);
       CHECK_OR(drv.streamSync(stream) == 0, 11);
-      for (int s = 0; s < kSteps; ++s) {
+      for (int s = 0; s < nSteps; ++s) {
         if (got[static_cast<size_t>(s)] != launch * 1000 + prev * 100 + s) {
           fprintf(stderr, "rank %d launch %d step %d: %d\n", r, launch, s, got[static_cast<size_t>(s)]);
           return ncclInternalError;
@@ -184,56 +186,21 @@ TEST_F(FlowKernels, ConnectionsWithSplitRolesPassEveryStepInOrder) {
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
 }
 
+// ncclLsaFlowConn: more steps than slots, across launches.
+TEST_F(FlowKernels, ConnectionsWithSplitRolesPassEveryStepInOrder) {
+  expectStampsPassInOrder(false, FlowRingShape{1, 2, 64}, 7);
+}
+
 // A processor with a GIN mask reaches peers it can load and store over LSA: its device communicator has no GIN
-// contexts here, so a connection that went over GIN would end the kernel ("no GIN contexts").
+// resources here, so a connection that went over GIN would end the kernel.
 TEST_F(FlowKernels, GinMaskedProcessorsTakeLsaPeersOverLsa) {
   expectRingAllReduce(3, FlowCase{kFlowGinSimple, FlowRingShape{1, 3, 256}, 2, false, 2, false});
   expectRingAllReduce(3, FlowCase{kFlowGinLL128, FlowRingShape{2, 2, 256}, 4, false, 1, false});
 }
 
-// ncclGinFlowConn with split roles: every stamp arrives in order through GIN puts and signals (GIN by load/store
-// between ranks of one process), over more steps than slots and across launches (the posted signal values resume
-// with the steps).
+// ncclGinFlowConn (GIN by load/store between ranks of one process): the posted signal values resume with the steps.
 TEST_F(FlowKernels, GinConnectionsPassEveryStepInOrder) {
-  constexpr int kRanks = 3, kSteps = 11, kLaunches = 3;
-  auto res = runCudaRanks(kRanks, [&](int r, ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
-    const Driver& drv = Driver::get();
-    const FlowRingShape shape{1, 3, 64};
-    FlowRingResources res{};
-    ncclDevResourceRequirements bufs[3];
-    flowRingRequirements(1, shape, &res, bufs, true);
-    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-    reqs.resourceRequirementsList = &bufs[0];
-    reqs.ginSignalCount = flowRingGinSignals(1, shape);
-    ncclDevComm dc{};
-    CHECK_OR(ncclDevCommCreate(comm, &reqs, &dc) == ncclSuccess, 10);
-    CHECK_OR(dc.ginContextCount >= 1, 10);
-    int* out = static_cast<int*>(drv.alloc(kSteps * sizeof(int)));
-    std::vector<int> got(kSteps);
-    const int prev = (r + kRanks - 1) % kRanks;
-    for (int launch = 0; launch < kLaunches; ++launch) {
-      braid::Status st = braid_emu::launch(cfgOf(1, 64, "flowGinConnPass"),
-                                           [&] { flowGinConnPass(dc, shape, res, launch, kSteps, out); });
-      if (!st.isOk()) {
-        fprintf(stderr, "rank %d launch %d: %s\n", r, launch, st.message().c_str());
-        return ncclInternalError;
-      }
-      drv.copy(got.data(), out, got.size() * sizeof(int), stream);
-      CHECK_OR(drv.streamSync(stream) == 0, 11);
-      for (int s = 0; s < kSteps; ++s) {
-        if (got[static_cast<size_t>(s)] != launch * 1000 + prev * 100 + s) {
-          fprintf(stderr, "rank %d launch %d step %d: %d\n", r, launch, s, got[static_cast<size_t>(s)]);
-          return ncclInternalError;
-        }
-      }
-    }
-    float* word = static_cast<float*>(drv.alloc(sizeof(float)));
-    CHECK_OR(ranksMeet(comm, stream, word) == ncclSuccess, 12);
-    drv.memFree(reinterpret_cast<unsigned long long>(word));
-    drv.memFree(reinterpret_cast<unsigned long long>(out));
-    return ncclDevCommDestroy(comm, &dc);
-  });
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+  expectStampsPassInOrder(true, FlowRingShape{1, 3, 64}, 11);
 }
 
 // A transfer larger than its slots, and a launch of another shape, end the kernel with the rule they broke.
