@@ -127,8 +127,6 @@ struct ncclGinFlowConn {
   /* Until the local signal reaches `target` (a signed distance: the first nSlots sends need no credit); false once the
    * communicator is aborted. */
   NCCL_DEVICE_INLINE bool waitFor(uint64_t target) {
-    const uint64_t now = gin().readSignal(localSignal);
-    if (static_cast<int64_t>(now - target) >= 0) return true;
     /* The timed wait returns ncclInProgress after an abort; the timeout is out of reach. */
     return gin().waitSignal(ncclCoopThread{}, localSignal, target, 64, cuda::memory_order_acquire, ~0ull >> 1) ==
            ncclSuccess;

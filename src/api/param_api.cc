@@ -1,6 +1,6 @@
 // NCCL 2.30's parameter API (ncclParamBind, ncclParamGet*, ...) over braid's one registry (src/common/params.h): a
-// handle is the knob's declaration, and every read is live (the env plugin where one is loaded, the environment, configuration files, the default),
-// as the communicators read it.
+// handle is the knob's declaration, and every read is live (the env plugin where one is loaded, the environment,
+// configuration files, the default), as the communicators read it.
 #include <cerrno>
 #include <climits>
 #include <cstdlib>

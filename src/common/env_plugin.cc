@@ -151,7 +151,6 @@ EnvPluginAnswer envPluginGet(const char* name) {
   if (!s.active.load(std::memory_order_acquire)) return a;
   std::lock_guard<std::mutex> lock(s.callMu);
   if (s.finalized) return a;
-  a.asked = true;
   InPlugin in;
   const char* v = s.v2 != nullptr ? s.v2->getEnv(name) : s.v1->getEnv(name);
   if (v != nullptr) {

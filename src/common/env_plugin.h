@@ -9,8 +9,7 @@
 namespace braid {
 
 struct EnvPluginAnswer {
-  bool asked = false;  // a plugin is loaded (and not finalized) and was asked
-  bool found = false;  // it had a value
+  bool found = false;  // a plugin is loaded (and not finalized) and had a value
   std::string text;
 };
 
@@ -19,7 +18,8 @@ struct EnvPluginAnswer {
 // once flag. Logs nothing itself (it may run inside the logger's own initialization): envPluginFlushLog prints.
 void envPluginLoad(const std::string& spec, const std::string& specSource);
 
-// Asks the plugin for `name`; asked=false when none is loaded. Thread-safe: calls into the plugin are serialized.
+// Asks the plugin for `name`; found=false when none is loaded or it has no value. Thread-safe: calls into the plugin
+// are serialized.
 EnvPluginAnswer envPluginGet(const char* name);
 
 // "env plugin NAME (vN)": the source braid-info and ncclParamDumpAll show for a knob the plugin answered.

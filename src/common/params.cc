@@ -111,9 +111,17 @@ void reloadParamFiles() {
 
 namespace {
 
-// Files, then the default.
-ParamValue lookupInFiles(const ParamDef& def) {
+// The environment, then the files, then the default: what a knob the env plugin has no value for (or every knob,
+// without a plugin) comes from.
+ParamValue lookupWithoutPlugin(const ParamDef& def) {
   ParamValue v;
+  const char* env = getenv(def.name);
+  if (env != nullptr) {
+    v.text = env;
+    v.source = "environment";
+    v.isSet = true;
+    return v;
+  }
   {
     std::lock_guard<std::mutex> lock(filesMutex());
     FileValues& files = fileValues();
@@ -128,18 +136,6 @@ ParamValue lookupInFiles(const ParamDef& def) {
   }
   v.text = def.defaultValue;
   v.source = "default";
-  return v;
-}
-
-// The environment, then the files, then the default: what a knob the env plugin has no value for (or every knob,
-// without a plugin) comes from.
-ParamValue lookupWithoutPlugin(const ParamDef& def) {
-  const char* env = getenv(def.name);
-  if (env == nullptr) return lookupInFiles(def);
-  ParamValue v;
-  v.text = env;
-  v.source = "environment";
-  v.isSet = true;
   return v;
 }
 
