@@ -115,8 +115,8 @@ BRAID_PARAM(NvlsEnable, kInt, "NCCL_NVLS_ENABLE", "2",
             "INFO line saying why; 1 the same, but a communicator whose multicast setup fails fails its init. Never "
             "used with BRAID_DETERMINISTIC=1 (the switch's reduction order is its own).")
 BRAID_PARAM(NvlsObjects, kInt, "BRAID_NVLS_OBJECTS", "64",
-            "Multicast objects braid keeps at once per process (each CUDA communicator with NVLS takes one; the "
-            "driver's limit is about 128 per GPU): communicators past it use peer pointers.")
+            "Multicast objects a CUDA communicator keeps at once (its NVLS areas' one and one per window with a "
+            "multicast mapping; the driver's limit is about 128 per GPU): windows past it register without one.")
 BRAID_PARAM(Cma, kInt, "BRAID_CMA", "0",
             "1: direct collectives between processes read and write peers' private (malloc) buffers with "
             "cross-memory attach (process_vm_readv/writev) where the kernel permits it; 0: such buffers take the "

@@ -497,4 +497,49 @@ TEST_F(MultimemKernels, WindowsPastTheObjectBudgetHaveNoMapping) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
 }
 
+// The budget is per communicator (the "per-communicator budget"): a parent holding BRAID_NVLS_OBJECTS
+// objects does not starve its split child, which gets its own direct object, a window mapping and a multimem device
+// communicator; the child's count is its own, so its next window is the one past the budget.
+TEST_F(MultimemKernels, TheObjectBudgetIsPerCommunicator) {
+  setenv("BRAID_NVLS_OBJECTS", "3", 1);  // the direct areas' object, and two more
+  auto res = runCudaRanks(2, [&](int r, ncclComm_t comm, cudaStream_t) -> ncclResult_t {
+    const size_t bytes = 4096;
+    std::vector<void*> bufs(5, nullptr);
+    for (void*& b : bufs) CHECK_OR(ncclMemAlloc(&b, bytes) == ncclSuccess, 40);
+    std::vector<ncclWindow_t> wins(5, nullptr);
+    // The parent at its budget: its areas' object and two windows'.
+    for (int w = 0; w < 2; ++w) {
+      CHECK_OR(ncclCommWindowRegister(comm, bufs[w], bytes, &wins[w], NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 41);
+    }
+    ncclComm_t child = nullptr;
+    CHECK_OR(ncclCommSplit(comm, 0, r, &child, nullptr) == ncclSuccess, 42);
+    ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+    CHECK_OR(ncclCommQueryProperties(child, &props) == ncclSuccess && props.multimemSupport, 43);
+    CHECK_OR(ncclCommWindowRegister(child, bufs[2], bytes, &wins[2], NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 44);
+    ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs.lsaMultimem = true;  // the resource window's object: the child's third
+    ncclDevComm dc{};
+    CHECK_OR(ncclDevCommCreate(child, &reqs, &dc) == ncclSuccess && dc.lsaMultimem.mcBasePtr != nullptr, 45);
+    CHECK_OR(ncclCommWindowRegister(child, bufs[3], bytes, &wins[3], NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 46);
+    for (int w = 2; w < 4; ++w) {
+      void* mc = reinterpret_cast<void*>(1);
+      CHECK_OR(braid_emu::launch(cfgOn(r, 1, "multimemPointer"), [&] { multimemPointer(wins[w], dc, &mc); }).isOk(),
+               47);
+      CHECK_OR((mc != nullptr) == (w == 2), 48);  // the second child window is past the child's budget
+    }
+    // The parent's count did not move: its next window is past its budget all the same.
+    CHECK_OR(ncclCommWindowRegister(comm, bufs[4], bytes, &wins[4], NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess, 49);
+    ncclDevComm pdc{};
+    CHECK_OR(ncclDevCommCreate(comm, &reqs, &pdc) == ncclInvalidUsage, 50);
+    CHECK_OR(std::string(ncclGetLastError(comm)).find("BRAID_NVLS_OBJECTS") != std::string::npos, 50);
+    CHECK_OR(ncclDevCommDestroy(child, &dc) == ncclSuccess, 51);
+    for (int w = 2; w < 4; ++w) CHECK_OR(ncclCommWindowDeregister(child, wins[w]) == ncclSuccess, 51);
+    CHECK_OR(ncclCommDestroy(child) == ncclSuccess, 52);
+    for (int w : {0, 1, 4}) CHECK_OR(ncclCommWindowDeregister(comm, wins[w]) == ncclSuccess, 53);
+    for (void* b : bufs) CHECK_OR(ncclMemFree(b) == ncclSuccess, 54);
+    return ncclSuccess;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+}
+
 }  // namespace

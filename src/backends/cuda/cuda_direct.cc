@@ -181,11 +181,11 @@ Result<std::unique_ptr<CudaDirect>> CudaDirect::create(const CudaDeviceMemory& m
   d->mcRanks_ = mcRanks;
   std::string mcWhy;
   BRAID_ASSIGN_OR_RETURN(
-      d->mc_, CudaMulticast::create(memory.api(), rank, mcRanks, d->areas_[static_cast<size_t>(rank)], me.bytes,
-                                    d->layout_.bytes(), allGather, timeoutSec, &mcWhy, params::NvlsEnable() == 1,
-                                    (nvlsHostMode & kNvlsHostNoTransport) != 0
-                                        ? "ncclConfig_t.nvlsHostMode disables the NVLS transport"
-                                        : nullptr));
+      d->mc_, CudaMulticast::create(
+                  memory.api(), rank, mcRanks, d->areas_[static_cast<size_t>(rank)], me.bytes, d->layout_.bytes(),
+                  allGather, timeoutSec, &mcWhy, params::NvlsEnable() == 1, d->mcCount_,
+                  (nvlsHostMode & kNvlsHostNoTransport) != 0 ? "ncclConfig_t.nvlsHostMode disables the NVLS transport"
+                                                             : nullptr));
   d->noSymmetricMultimem_ = (nvlsHostMode & kNvlsHostNoSymmetricMultimem) != 0;
   d->mcWhy_ = mcWhy;
   if (d->mc_) {

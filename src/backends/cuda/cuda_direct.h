@@ -54,6 +54,8 @@ class CudaDirect {
   const std::vector<CudaMulticast::Rank>& multicastRanks() const { return mcRanks_; }
   // The windows with a multicast mapping of their own (shared with each binding's holder, which may outlive this).
   const std::shared_ptr<WindowMcTable>& windowMcs() const { return windowMcs_; }
+  // The communicator's multicast objects alive (the areas' and its windows'), which BRAID_NVLS_OBJECTS bounds.
+  const std::shared_ptr<std::atomic<int>>& multicastCount() const { return mcCount_; }
 
  private:
   CudaDirect() = default;
@@ -74,6 +76,7 @@ class CudaDirect {
   std::vector<CudaMulticast::Rank> mcRanks_;
   std::string mcWhy_;
   std::shared_ptr<WindowMcTable> windowMcs_ = std::make_shared<WindowMcTable>();
+  std::shared_ptr<std::atomic<int>> mcCount_ = std::make_shared<std::atomic<int>>(0);
   bool noSymmetricMultimem_ = false;   // ncclConfig_t.nvlsHostMode: no multicast rounds on windows
   std::unique_ptr<CudaMulticast> mc_;  // last: unbound and released before the areas go
 };

@@ -48,14 +48,6 @@ bool dropHandle(CUmemGenericAllocationHandle h) {
   return true;
 }
 
-// Objects this process holds (each once, however many of its ranks share it): BRAID_NVLS_OBJECTS bounds it.
-// Communicators setting up at the same moment may each see room for one more: a bound, not an exact count (the
-// driver's own limit still ends in the fallback).
-int liveObjects() {
-  std::lock_guard<std::mutex> lock(handlesMu());
-  return static_cast<int>(heldHandles().size());
-}
-
 // Rank 0's offer of the exported object, withdrawn however create() returns (every importer fetched it by then,
 // or never will).
 struct Offer {
@@ -84,7 +76,9 @@ int firstFailed(const std::vector<McWord>& all) {
 Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, int rank, const std::vector<Rank>& ranks,
                                                              char* area, size_t areaBytes, size_t bindBytes,
                                                              const AllGatherFn& allGather, double timeoutSec,
-                                                             std::string* why, bool required, const char* off) {
+                                                             std::string* why, bool required,
+                                                             const std::shared_ptr<std::atomic<int>>& held,
+                                                             const char* off) {
   const int n = static_cast<int>(ranks.size());
   const int device = ranks[static_cast<size_t>(rank)].device;
   const int mode = static_cast<int>(params::NvlsEnable());
@@ -135,10 +129,9 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
       say(&me, strPrintf("device %d has no multicast support (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0: no "
                          "NVSwitch)",
                          device));
-    } else if (rank != 0 && ranks[static_cast<size_t>(rank)].pid == ranks[0].pid) {
-      // Rank 0 checks the budget for its process: the object it may be creating right now is not one more here.
-    } else if (const int held = liveObjects(); held >= params::NvlsObjects()) {
-      say(&me, strPrintf("this process holds %d multicast objects already (BRAID_NVLS_OBJECTS=%lld)", held,
+    } else if (const int n0 = held->load(); n0 >= params::NvlsObjects()) {
+      // Every rank of the communicator counts the same objects (each is set up collectively), so all agree here.
+      say(&me, strPrintf("this communicator holds %d multicast objects already (BRAID_NVLS_OBJECTS=%lld)", n0,
                          static_cast<long long>(params::NvlsObjects())));
     }
   }
@@ -269,6 +262,8 @@ Result<std::unique_ptr<CudaMulticast>> CudaMulticast::create(const CuApi* api, i
   if (!st.isOk()) say(&me, st.message());
   BRAID_RETURN_IF_ERROR(allGather(all.data(), sizeof(McWord)).withContext("binding the multicast object"));
   if (!agreed("binding and mapping")) return fallback();
+  m->counted_ = held;
+  held->fetch_add(1);
   why->clear();
   return m;
 }
@@ -291,6 +286,10 @@ void CudaMulticast::release() {
   if (held_) {
     if (dropHandle(handle_)) (void)api_->memRelease(handle_);
     held_ = false;
+  }
+  if (counted_) {
+    counted_->fetch_sub(1);
+    counted_.reset();
   }
 }
 

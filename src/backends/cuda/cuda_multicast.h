@@ -15,12 +15,13 @@
 //
 // Not set up (and why) when NCCL_NVLS_ENABLE=0, BRAID_DETERMINISTIC=1, two ranks share a GPU (a multicast team
 // holds each device once), the driver predates CUDA 12.1 or a device lacks CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED,
-// or the process already holds BRAID_NVLS_OBJECTS objects.
+// or the communicator already holds BRAID_NVLS_OBJECTS objects (its direct areas' one and its windows').
 //
 // Thread safety: created and destroyed on the communicator's thread. The destructor unmaps, unbinds this rank's
 // area and releases the object (the last rank of the process that holds it does), before the area goes.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,10 +43,14 @@ class CudaMulticast {
   // window's buffer to the end of its allocation); `bindBytes` the part the object must cover (rounded up to the
   // multicast granularity, at most areaBytes). Null (not an error) with *why set when multicast is not used; an
   // error only when `required` (NCCL_NVLS_ENABLE=1, for the direct areas) or when the all-gather fails.
+  // `held`: the communicator's count of its live objects (the budget's), shared by its direct areas and windows; an
+  // object created counts in it until it is released.
   static Result<std::unique_ptr<CudaMulticast>> create(const CuApi* api, int rank, const std::vector<Rank>& ranks,
                                                        char* area, size_t areaBytes, size_t bindBytes,
                                                        const AllGatherFn& allGather, double timeoutSec,
-                                                       std::string* why, bool required, const char* off = nullptr);
+                                                       std::string* why, bool required,
+                                                       const std::shared_ptr<std::atomic<int>>& held,
+                                                       const char* off = nullptr);
   ~CudaMulticast();
   CudaMulticast(const CudaMulticast&) = delete;
   CudaMulticast& operator=(const CudaMulticast&) = delete;
@@ -65,6 +70,7 @@ class CudaMulticast {
   char* area_ = nullptr;
   char* base_ = nullptr;  // mapped
   size_t bytes_ = 0;
+  std::shared_ptr<std::atomic<int>> counted_;  // the budget's count this object is in, until released
 };
 
 }  // namespace braid

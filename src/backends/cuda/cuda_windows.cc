@@ -109,9 +109,10 @@ Result<WindowMulticast> bindCudaWindowMulticast(const CudaDeviceMemory& memory, 
   if (Result<ShareableRange> range = findShareable(memory.api(), base, bindBytes); range.isOk()) {
     areaBytes = range.value().bytes - static_cast<size_t>(static_cast<char*>(base) - range.value().base);
   }
-  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<CudaMulticast> mc,
-                         CudaMulticast::create(memory.api(), rank, direct->multicastRanks(), static_cast<char*>(base),
-                                               areaBytes, bindBytes, allGather, timeoutSec, why, false));
+  BRAID_ASSIGN_OR_RETURN(
+      std::unique_ptr<CudaMulticast> mc,
+      CudaMulticast::create(memory.api(), rank, direct->multicastRanks(), static_cast<char*>(base), areaBytes,
+                            bindBytes, allGather, timeoutSec, why, false, direct->multicastCount()));
   WindowMulticast out;
   if (!mc) return out;
   // Listed for the direct kernel's symmetric rounds while the binding lives; unlisted before it is released.
