@@ -41,6 +41,12 @@ LogState& state() {
 
 thread_local int tlsDevice = 0;
 
+}  // namespace
+
+std::atomic<bool> gLogDetailQuiet{false};
+
+namespace {
+
 // Where a level sits in verbosity (ATTN, appended last to NCCL's values, comes between WARN and INFO).
 int verbosity(LogLevel l) {
   switch (l) {
@@ -164,6 +170,7 @@ void initLocked(LogState& s) {
   char* dot = strchr(s.host, '.');
   if (dot != nullptr) *dot = '\0';
   s.level = parseLevel(params::Debug());
+  gLogDetailQuiet.store(verbosity(s.level) < verbosity(LogLevel::kInfo), std::memory_order_relaxed);
   ParamValue sub = lookupParam(params::kDebugSubsys);
   s.subsys = parseSubsys(sub.text);
   std::string file = params::DebugFile();
@@ -194,7 +201,7 @@ void logReinit() {
   initLocked(s);
 }
 
-bool logEnabled(LogLevel level, uint64_t subsys) {
+bool logEnabledSlow(LogLevel level, uint64_t subsys) {
   LogState& s = state();
   if (!s.initialized) {
     std::lock_guard<std::mutex> lock(s.mu);
@@ -215,6 +222,9 @@ std::string& threadLastError() {
   thread_local std::string text;
   return text;
 }
+// Whether threadLastError() holds text: a plain flag, which a successful call reads with one TLS lookup (the
+// string's guard and object take two).
+thread_local bool tlsHasCallError = false;
 
 }  // namespace
 
@@ -247,11 +257,13 @@ void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, con
 
 void setThreadCallError(const std::string& text) {
   threadLastError() = text;
+  tlsHasCallError = !text.empty();
 }
 
 void clearThreadCallError() {
-  std::string& text = threadLastError();
-  if (!text.empty()) text.clear();  // the common case writes nothing
+  if (!tlsHasCallError) return;  // the common case touches nothing else
+  threadLastError().clear();
+  tlsHasCallError = false;
 }
 
 std::string lastErrorText() {

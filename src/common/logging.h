@@ -8,6 +8,7 @@
 // process's last error (ncclGetLastError).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -43,8 +44,18 @@ enum LogSubsys : uint64_t {
 void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+// Set once NCCL_DEBUG is read and shows no INFO or TRACE line: asking for those levels is then one load, without a
+// call (the latency path asks several times per operation). False until the settings are read.
+extern std::atomic<bool> gLogDetailQuiet;
+bool logEnabledSlow(LogLevel level, uint64_t subsys);
+
 // True when a message at this level/subsystem would be written (cheap; use to skip building expensive text).
-bool logEnabled(LogLevel level, uint64_t subsys);
+inline bool logEnabled(LogLevel level, uint64_t subsys) {
+  if ((level == LogLevel::kInfo || level == LogLevel::kTrace) && gLogDetailQuiet.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  return logEnabledSlow(level, subsys);
+}
 
 // Re-reads NCCL_DEBUG* (ncclResetDebugInit). Safe to call at any time.
 void logReinit();

@@ -7,6 +7,7 @@
 #include "src/common/logging.h"
 #include "src/common/params.h"
 #include "src/common/sha256.h"
+#include "src/common/thread_scratch.h"
 #include "src/core/comm.h"
 #include "src/core/profiler_plugin.h"
 #include "src/core/tuner_plugin.h"
@@ -183,13 +184,13 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
   // Which queued ops each communicator runs directly. Collectives are queued in the same order on every rank, so
   // every rank picks the same ones; p2p ops (which may differ per rank) never take this path. The vectors are kept
   // per thread: the latency path allocates nothing once warm.
-  struct Scratch {  // one thread-local object: one TLS lookup per call
+  struct Scratch {
     std::vector<DirectBatch> batches;
     std::vector<std::vector<DirectOp>> opsOf;
     std::vector<std::vector<size_t>> indexOf;   // the pending_ index of each direct op
     std::vector<std::vector<void*>> streamsOf;  // each batch's streams' storage, between calls
   };
-  thread_local Scratch scratch;
+  Scratch& scratch = threadScratch<Scratch, Scratch>();
   std::vector<DirectBatch>& batches = scratch.batches;
   std::vector<std::vector<DirectOp>>& opsOf = scratch.opsOf;
   std::vector<std::vector<size_t>>& indexOf = scratch.indexOf;

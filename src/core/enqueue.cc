@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "src/common/logging.h"
+#include "src/common/thread_scratch.h"
 #include "src/core/flight_recorder.h"
 #include "src/core/group.h"
 #include "src/core/profiler_plugin.h"
@@ -240,8 +241,9 @@ Status runLone(const std::shared_ptr<Communicator>& comm, const CollRequest& a) 
   // The latency path: what a group of one call does, without the thread's group state.
   BRAID_RETURN_IF_ERROR(queueColl(comm, a));
   if (comm->pending().empty()) return Status::ok();
-  thread_local std::vector<Communicator*> one(1);
-  one[0] = comm.get();
+  struct One {};
+  std::vector<Communicator*>& one = threadScratch<std::vector<Communicator*>, One>();
+  one.assign(1, comm.get());
   return Communicator::launch(one, true);
 }
 

@@ -39,6 +39,21 @@ TEST(Api, VersionMatchesHeader) {
   EXPECT_EQ(ncclGetVersion(nullptr), ncclInvalidArgument);
 }
 
+// A thread's failed call is its last error until its next call succeeds; after that ncclGetLastError gives the
+// process's latest WARN, here another thread's (regression: the success path that skips the string work must still
+// forget the thread's error).
+TEST(Api, ASuccessfulCallForgetsTheThreadsError) {
+  int v = 0;
+  ASSERT_EQ(ncclGetVersion(nullptr), ncclInvalidArgument);
+  EXPECT_NE(lastError().find("ncclGetVersion"), std::string::npos) << lastError();
+  ASSERT_EQ(ncclGetVersion(&v), ncclSuccess);
+  std::thread other([] { EXPECT_EQ(ncclCommCount(nullptr, nullptr), ncclInvalidArgument); });
+  other.join();
+  EXPECT_NE(lastError().find("ncclCommCount"), std::string::npos) << lastError();
+  ASSERT_EQ(ncclGetVersion(nullptr), ncclInvalidArgument);  // and a new failure is this thread's again
+  EXPECT_NE(lastError().find("ncclGetVersion"), std::string::npos) << lastError();
+}
+
 TEST(Api, ErrorStrings) {
   for (int r = 0; r < ncclNumResults; ++r) {
     EXPECT_NE(std::string(ncclGetErrorString(static_cast<ncclResult_t>(r))), "unknown result code") << r;

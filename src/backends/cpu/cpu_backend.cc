@@ -13,6 +13,7 @@
 #include "src/backends/cpu/reduce.h"
 #include "src/common/logging.h"
 #include "src/common/numa.h"
+#include "src/common/thread_scratch.h"
 
 namespace braid {
 namespace {
@@ -34,12 +35,12 @@ constexpr auto kHomeMoveInterval = std::chrono::milliseconds(1);
 // is left where it is.
 void stayOnHomeCpu(int cpu) {
   if (cpu < 0) return;
-  struct Placement {  // one thread-local object: one TLS lookup per launch
+  struct Placement {
     int home = -1;
     bool mixed = false;
     std::chrono::steady_clock::time_point lastMove{};
   };
-  thread_local Placement placement;
+  Placement& placement = threadScratch<Placement, Placement>();
   int& home = placement.home;
   std::chrono::steady_clock::time_point& lastMove = placement.lastMove;
   if (placement.mixed) return;
