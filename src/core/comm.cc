@@ -759,6 +759,10 @@ Status Communicator::launch(const std::vector<Communicator*>& comms, bool queued
   } else {
     result = launchInOrder(comms);
   }
+  return endLaunch(comms, result);
+}
+
+Status Communicator::endLaunch(const std::vector<Communicator*>& comms, Status result) {
   for (Communicator* comm : comms) {
     if (result.isOk() && comm->backend_->caps().streams) {
       // The work runs on after the call returns: its calls end when the backend says their launch finished.

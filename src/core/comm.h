@@ -145,6 +145,10 @@ class Communicator {
   // Plans and executes the pending ops of several communicators together (the work of ncclGroupEnd). `queuedNow`:
   // they were queued just now, by the call that launches them (their flight records start when they were queued).
   static Status launch(const std::vector<Communicator*>& comms, bool queuedNow = false);
+  // launch({this}, true) for one ungrouped call (the latency path). A host communicator's lone collective that the
+  // direct (NVLS-style) path takes, without a profiler or BRAID_CHECK_CALLS, goes straight to the backend: the same
+  // flight records, choice, fallback and failure handling without the group's bookkeeping.
+  Status launchLone();
 
   // Reduction operators.
   Result<ReduceOp> resolveOp(int op, DType dtype) const;
@@ -187,6 +191,9 @@ class Communicator {
   Status buildPlan(Plan* plan);
   Connector* link(int channel, int peer, int lane, bool send) const;
   static Status launchImpl(const std::vector<Communicator*>& comms);
+  // The end of every launch: the flight records end (or, on streams, wait for their launch), a failure is reported
+  // and leaves each communicator unusable, and the queues are dropped. Returns `result`.
+  static Status endLaunch(const std::vector<Communicator*>& comms, Status result);
   // NVLSTree, then direct, then FIFO work, one after the other.
   static Status launchInOrder(const std::vector<Communicator*>& comms);
   // Whether `op` takes the direct (NVLS-style) path, or NVLSTree.
@@ -196,6 +203,8 @@ class Communicator {
   bool hasDirectWork() const;
   // Runs the queued operations the direct (NVLS-style) path takes and removes them from pending_.
   static Status launchDirect(const std::vector<Communicator*>& comms);
+  // `op` as the direct path runs it; the choice is logged and noted (flight recorder, profiler).
+  DirectOp directOpOf(const PendingOp& op);
   // One-rank host communicators: their collectives are copies, run at once on the calling thread (no program).
   static Status launchAlone(const std::vector<Communicator*>& comms);
   // Runs the all-reduces NVLSTree takes (nvls_tree.h) and removes them from pending_.

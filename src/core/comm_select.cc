@@ -180,6 +180,51 @@ bool Communicator::hasDirectWork() const {
                      [&](const PendingOp& op) { return takesNvlsTree(op) || takesDirect(op); });
 }
 
+DirectOp Communicator::directOpOf(const PendingOp& op) {
+  selectorFor(op).logTuning(op.kind, unitBytes(op), AlgoId::kNvls, ProtoId::kSimple);
+  noteChoice(op, AlgoId::kNvls, ProtoId::kSimple);
+  DirectOp d;
+  directCollOf(op.kind, &d.req.coll);
+  d.req.send = op.sendbuff;
+  d.req.recv = op.recvbuff;
+  d.req.count = op.count;
+  d.req.op = op.op;
+  d.req.lanes = op.nvlsChannels;
+  if (!selectorFor(op).fifoPathAllowed(op.kind)) d.noFallback = selectorFor(op).nvlsOnlyError(op.kind);
+  return d;
+}
+
+Status Communicator::launchLone() {
+  struct Scratch {  // kept between calls: a warm call allocates nothing
+    std::vector<Communicator*> one;
+    std::vector<DirectOp> ops;
+    std::vector<DirectBatch> batch;
+  };
+  Scratch& s = threadScratch<Scratch, Scratch>();
+  s.one.assign(1, this);
+  // What launch() does besides this (BRAID_CHECK_CALLS' exchange, the profiler's group, NVLSTree, several
+  // communicators, streams that run on after the call) is not skipped: such a call takes launch().
+  if (pending_.size() != 1 || nranks_ < 2 || config_.checkCalls || observe_.profiler || nvlsTree_ ||
+      !takesDirect(pending_.front())) {
+    return launch(s.one, true);
+  }
+  const BackendCaps caps = backend_->caps();
+  if (caps.streams || !caps.direct) return launch(s.one, true);
+  observe_.flight->started(true);
+  selector_.newGroup();
+  const PendingOp& op = pending_.front();
+  s.ops.clear();
+  s.ops.push_back(directOpOf(op));  // moved in: assign(1, ...) copies the Status' text
+  if (s.batch.empty()) s.batch.resize(1);
+  s.batch[0].backend = backend_.get();
+  s.batch[0].ops = &s.ops;
+  s.batch[0].streams.assign(1, op.stream);
+  Status result = backend_->launchDirect(s.batch);
+  // Not run (a buffer some rank cannot reach): the FIFO path runs it, as after launchDirect.
+  if (result.isOk() && !s.ops.front().ran) result = launchImpl(s.one);
+  return endLaunch(s.one, result);
+}
+
 Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
   // Which queued ops each communicator runs directly. Collectives are queued in the same order on every rank, so
   // every rank picks the same ones; p2p ops (which may differ per rank) never take this path. The vectors are kept
@@ -209,17 +254,7 @@ Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {
     for (size_t i = 0; i < c->pending_.size(); ++i) {
       const PendingOp& op = c->pending_[i];
       if (!c->takesDirect(op)) continue;
-      c->selectorFor(op).logTuning(op.kind, unitBytes(op), AlgoId::kNvls, ProtoId::kSimple);
-      c->noteChoice(op, AlgoId::kNvls, ProtoId::kSimple);
-      DirectOp d;
-      directCollOf(op.kind, &d.req.coll);
-      d.req.send = op.sendbuff;
-      d.req.recv = op.recvbuff;
-      d.req.count = op.count;
-      d.req.op = op.op;
-      d.req.lanes = op.nvlsChannels;
-      if (!c->selectorFor(op).fifoPathAllowed(op.kind)) d.noFallback = c->selectorFor(op).nvlsOnlyError(op.kind);
-      opsOf[x].push_back(d);
+      opsOf[x].push_back(c->directOpOf(op));
       indexOf[x].push_back(i);
     }
     if (opsOf[x].empty()) continue;

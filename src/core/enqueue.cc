@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "src/common/logging.h"
-#include "src/common/thread_scratch.h"
 #include "src/core/flight_recorder.h"
 #include "src/core/group.h"
 #include "src/core/profiler_plugin.h"
@@ -241,10 +240,7 @@ Status runLone(const std::shared_ptr<Communicator>& comm, const CollRequest& a) 
   // The latency path: what a group of one call does, without the thread's group state.
   BRAID_RETURN_IF_ERROR(queueColl(comm, a));
   if (comm->pending().empty()) return Status::ok();
-  struct One {};
-  std::vector<Communicator*>& one = threadScratch<std::vector<Communicator*>, One>();
-  one.assign(1, comm.get());
-  return Communicator::launch(one, true);
+  return comm->launchLone();
 }
 
 Status enqueuePattern(const std::shared_ptr<Communicator>& c, P2pPattern pattern, const CollRequest& a) {
