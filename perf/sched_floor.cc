@@ -7,12 +7,14 @@
 //   sched_floor [-np N] [-n iters] [-w warmup] [--rounds R] [--spin S] [--bind 0|1]
 //
 // A waiter spins S times (pause), then yields the CPU at every further check (sched_yield), as braid's waits and
-// Open MPI's progress loop with oversubscription do; --spin 0 yields at once. --bind 1 puts process r on CPU
-// r mod CPUs (braid's placement of rank threads); 0 leaves placement to the scheduler. Prints, per round, the mean
-// time per exchange, then min / median / max over the rounds.
+// Open MPI's progress loop with oversubscription do; --spin 0 yields at once. --bind 1 puts process r on the
+// (r mod C)-th of the C CPUs it may use (braid's placement of rank threads); 0 leaves placement to the scheduler.
+// Prints, per round, the mean time per exchange, then min / median / max over the rounds. A process that waits 30 s
+// for one arrival (a peer died) gives up, and the run fails.
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,17 +93,29 @@ void relax() {
 #endif
 }
 
-// One process's part: `count` exchanges after `base`; returns the seconds they took.
+constexpr double kStallSeconds = 30;  // a process that waits this long for one arrival gives up (a peer died)
+
+// One process's part: `count` exchanges after `base`; returns the seconds they took, or -1 when a peer stalled.
 double exchange(Arrival* all, int np, int me, uint64_t base, long count, int spin) {
   const auto t0 = std::chrono::steady_clock::now();
   for (uint64_t g = base + 1; g <= base + static_cast<uint64_t>(count); ++g) {
     all[me].gen.store(g, std::memory_order_release);
     for (int p = 0; p < np; ++p) {
-      for (int n = 0; all[p].gen.load(std::memory_order_acquire) < g; ++n) {
+      std::chrono::steady_clock::time_point since{};
+      for (long n = 0; all[p].gen.load(std::memory_order_acquire) < g; ++n) {
         if (n < spin) {
           relax();
-        } else {
-          sched_yield();
+          continue;
+        }
+        sched_yield();
+        if ((n - spin) % 4096 != 0) continue;  // the clock only now and then: it costs as much as an arrival
+        const auto now = std::chrono::steady_clock::now();
+        if (n == spin) {
+          since = now;
+        } else if (std::chrono::duration<double>(now - since).count() > kStallSeconds) {
+          fprintf(stderr, "sched_floor: process %d waited %.0f s for process %d's arrival %llu: giving up\n", me,
+                  kStallSeconds, p, static_cast<unsigned long long>(g));
+          return -1;
         }
       }
     }
@@ -113,8 +127,21 @@ double exchange(Arrival* all, int np, int me, uint64_t base, long count, int spi
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  // The arrivals, then one slot per round for rank 0's time (the others only take part).
+  // The CPUs this process may use (a cpuset or taskset may leave fewer than are online), in order.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cpuList;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &allowed)) cpuList.push_back(c);
+    }
+  }
+  if (cpuList.empty()) {
+    fprintf(stderr, "sched_floor: cannot read this process's CPUs (sched_getaffinity)\n");
+    return 1;
+  }
+  const long cpus = static_cast<long>(cpuList.size());
+  // Every process's arrival, on a line of its own.
   const size_t bytes = sizeof(Arrival) * static_cast<size_t>(o.np);
   void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
@@ -134,32 +161,46 @@ int main(int argc, char** argv) {
     if (pid == 0) {
       me = r;
       kids.clear();
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // a parent that dies takes its spinning children with it
+      if (getppid() == 1) _exit(1);
       break;
     }
     kids.push_back(pid);
   }
-  if (o.bind && cpus > 0) {
+  if (o.bind) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(static_cast<int>(me % cpus), &set);
-    (void)sched_setaffinity(0, sizeof(set), &set);
+    CPU_SET(cpuList[static_cast<size_t>(me) % cpuList.size()], &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+      perror("sched_floor: sched_setaffinity (try --bind 0)");
+      if (me != 0) _exit(1);
+      for (pid_t k : kids) kill(k, SIGKILL);
+      return 1;
+    }
   }
   const uint64_t perRound = static_cast<uint64_t>(o.warmup + o.iters);
   std::vector<double> us;
-  for (int round = 0; round < o.rounds; ++round) {
+  bool stalled = false;
+  for (int round = 0; round < o.rounds && !stalled; ++round) {
     const uint64_t base = perRound * static_cast<uint64_t>(round);
-    (void)exchange(all, o.np, me, base, o.warmup, o.spin);
-    const double s = exchange(all, o.np, me, base + static_cast<uint64_t>(o.warmup), o.iters, o.spin);
+    const double w = exchange(all, o.np, me, base, o.warmup, o.spin);
+    const double s = w < 0 ? -1 : exchange(all, o.np, me, base + static_cast<uint64_t>(o.warmup), o.iters, o.spin);
+    stalled = s < 0;
     us.push_back(s * 1e6 / static_cast<double>(o.iters));
   }
-  if (me != 0) _exit(0);
+  if (me != 0) _exit(stalled ? 1 : 0);
+  if (stalled) {
+    for (pid_t k : kids) kill(k, SIGKILL);
+    for (pid_t k : kids) waitpid(k, nullptr, 0);
+    return 1;
+  }
   int failed = 0;
   for (pid_t k : kids) {
     int status = 0;
     if (waitpid(k, &status, 0) != k || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
   }
   printf("# sched_floor: %d processes on %ld CPUs, spin %d then yield, %s, %ld exchanges per round\n", o.np, cpus,
-         o.spin, o.bind ? "bound (process r on CPU r mod CPUs)" : "unbound", o.iters);
+         o.spin, o.bind ? "bound (process r on the (r mod CPUs)-th CPU it may use)" : "unbound", o.iters);
   printf("# round   us/exchange\n");
   for (size_t i = 0; i < us.size(); ++i) printf("%7zu %13.2f\n", i, us[i]);
   std::vector<double> sorted = us;

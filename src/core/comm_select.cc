@@ -203,15 +203,15 @@ Status Communicator::launchLone() {
   Scratch& s = threadScratch<Scratch, Scratch>();
   s.one.assign(1, this);
   // What launch() does besides this (BRAID_CHECK_CALLS' exchange, the profiler's group, NVLSTree, several
-  // communicators, streams that run on after the call) is not skipped: such a call takes launch().
-  if (pending_.size() != 1 || nranks_ < 2 || config_.checkCalls || observe_.profiler || nvlsTree_ ||
-      !takesDirect(pending_.front())) {
+  // communicators, streams that run on after the call) is not skipped: such a call takes launch(). So does one on a
+  // communicator with a tuner plugin, which is asked again in each group (Selector::newGroup): asking here first
+  // would use the last group's answer or ask it twice.
+  const BackendCaps caps = backend_->caps();
+  if (caps.streams || !caps.direct || pending_.size() != 1 || nranks_ < 2 || config_.checkCalls || observe_.profiler ||
+      nvlsTree_ || selector_.tuner() != nullptr || !takesDirect(pending_.front())) {
     return launch(s.one, true);
   }
-  const BackendCaps caps = backend_->caps();
-  if (caps.streams || !caps.direct) return launch(s.one, true);
-  observe_.flight->started(true);
-  selector_.newGroup();
+  observe_.flight->started(true);  // (no Selector::newGroup: without a tuner it has nothing to do)
   const PendingOp& op = pending_.front();
   s.ops.clear();
   s.ops.push_back(directOpOf(op));  // moved in: assign(1, ...) copies the Status' text
