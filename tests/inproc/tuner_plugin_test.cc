@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,44 @@ TEST(TunerPlugin, APluginOnlySomeRanksLoadedIsUsedByNone) {
   EXPECT_EQ(r.log.find("tuner plugin braid-sample-v7"), std::string::npos) << r.log;
   EXPECT_NE(r.log.find("no rank uses a tuner on this communicator"), std::string::npos) << r.log;
   EXPECT_EQ(occurrences(r.plugin, "init v7 4 1\n"), 3u) << r.plugin;
+}
+
+// The plugin is asked again in every group, ungrouped calls included, and what it forces runs: a grouped
+// all-reduce, then the same one ungrouped, each forced onto the NVLS-style path. Regression: the ungrouped call's
+// shortcut to that path (Communicator::launchLone) asked the selector before the group began, so it reused the
+// grouped call's answer and the plugin was asked once for the two calls.
+TEST(TunerPlugin, EveryGroupAsksAgainUngroupedCallsToo) {
+  char tmpl[] = "/tmp/braid-tuner-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  close(fd);
+  std::string log;
+  {
+    ScopedEnv p("NCCL_TUNER_PLUGIN", pluginPath(7).c_str());
+    ScopedEnv f("BRAID_TEST_TUNER_FORCE", "nvls/simple");
+    ScopedEnv l("BRAID_TEST_TUNER_LOG", tmpl);
+    LogCapture cap("INIT,TUNING");
+    std::vector<ncclResult_t> rc = runThreads(kRanks, [](int rank, ncclComm_t comm) -> ncclResult_t {
+      std::vector<float> send(kCount), recv(kCount);
+      for (size_t i = 0; i < kCount; ++i) send[i] = static_cast<float>(rank + 1);
+      for (bool grouped : {true, false}) {
+        std::fill(recv.begin(), recv.end(), -1.0f);
+        if (grouped) ncclGroupStart();
+        const ncclResult_t r = ncclAllReduce(send.data(), recv.data(), kCount, ncclFloat, ncclSum, comm, nullptr);
+        const ncclResult_t g = grouped ? ncclGroupEnd() : ncclSuccess;
+        if (r != ncclSuccess || g != ncclSuccess) return r != ncclSuccess ? r : g;
+        for (size_t i = 0; i < kCount; ++i) {
+          if (recv[i] != static_cast<float>(kRanks * (kRanks + 1) / 2)) return ncclInternalError;
+        }
+      }
+      return ncclSuccess;
+    });
+    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(rc[static_cast<size_t>(r)], ncclSuccess) << "rank " << r;
+    log = cap.textOf(getpid());
+  }
+  const std::string plugin = readFileText(tmpl);
+  unlink(tmpl);
+  EXPECT_EQ(chosenPair(log), "NVLS/Simple") << log;
+  EXPECT_EQ(occurrences(plugin, "coll 4 " + std::to_string(kCount * sizeof(float)) + " "), 2u * kRanks) << plugin;
 }
 
 TEST(TunerPlugin, AMissingPluginIsNamedAndTheCommunicatorWorks) {
