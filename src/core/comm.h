@@ -146,8 +146,8 @@ class Communicator {
   // they were queued just now, by the call that launches them (their flight records start when they were queued).
   static Status launch(const std::vector<Communicator*>& comms, bool queuedNow = false);
   // launch({this}, true) for one ungrouped call (the latency path). A host communicator's lone collective that the
-  // direct (NVLS-style) path takes, without a profiler or BRAID_CHECK_CALLS, goes straight to the backend: the same
-  // flight records, choice, fallback and failure handling without the group's bookkeeping.
+  // direct (NVLS-style) path takes, without a profiler, a tuner or BRAID_CHECK_CALLS, goes straight to the backend:
+  // the same flight records, choice, fallback and failure handling without the group's bookkeeping.
   Status launchLone();
 
   // Reduction operators.
