@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "src/common/wait.h"  // cpuRelax: the pause braid's own waits spin with
+
 namespace {
 
 struct alignas(64) Arrival {
@@ -87,12 +89,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-void relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 constexpr double kStallSeconds = 30;  // a process that waits this long for one arrival gives up (a peer died)
 
 // One process's part: `count` exchanges after `base`; returns the seconds they took, or -1 when a peer stalled.
@@ -104,7 +100,7 @@ double exchange(Arrival* all, int np, int me, uint64_t base, long count, int spi
       std::chrono::steady_clock::time_point since{};
       for (long n = 0; all[p].gen.load(std::memory_order_acquire) < g; ++n) {
         if (n < spin) {
-          relax();
+          braid::cpuRelax();
           continue;
         }
         sched_yield();
