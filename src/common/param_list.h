@@ -116,7 +116,8 @@ BRAID_PARAM(NvlsEnable, kInt, "NCCL_NVLS_ENABLE", "2",
             "used with BRAID_DETERMINISTIC=1 (the switch's reduction order is its own).")
 BRAID_PARAM(NvlsObjects, kInt, "BRAID_NVLS_OBJECTS", "64",
             "Multicast objects a CUDA communicator keeps at once (its NVLS areas' one and one per window with a "
-            "multicast mapping; the driver's limit is about 128 per GPU): windows past it register without one.")
+            "multicast mapping; the driver's limit is about 128 per GPU): past it, windows register without one (0: "
+            "the communicator gets none either, and its NVLS-style collectives use peer pointers).")
 BRAID_PARAM(Cma, kInt, "BRAID_CMA", "0",
             "1: direct collectives between processes read and write peers' private (malloc) buffers with "
             "cross-memory attach (process_vm_readv/writev) where the kernel permits it; 0: such buffers take the "
