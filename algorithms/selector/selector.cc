@@ -373,6 +373,14 @@ Status Selector::nvlsOnlyError(CollKind kind) const {
 }
 
 Status Selector::checkAlgorithms(CollKind kind) const {
+  const uint32_t bit = 1u << static_cast<unsigned>(kind);
+  if ((algorithmsOk_ & bit) != 0) return Status::ok();
+  Status verdict = checkAlgorithmsNow(kind);
+  if (verdict.isOk()) algorithmsOk_ |= bit;
+  return verdict;
+}
+
+Status Selector::checkAlgorithmsNow(CollKind kind) const {
   FilterColl fc;
   // One rank moves nothing between ranks: every algorithm and protocol is the same local copy (as in NCCL).
   if (c_.nranks == 1 || !filterCollOf(kind, &fc)) return Status::ok();

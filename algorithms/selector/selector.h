@@ -156,8 +156,10 @@ class Selector {
   bool computeDirect(CollKind kind, size_t bytes, const FifoChoice& fifo) const;
   bool computeNvlsTree(CollKind kind, size_t bytes, const FifoChoice& fifo) const;
   bool computeBruck(size_t bytesPerPeer) const;
+  Status checkAlgorithmsNow(CollKind kind) const;  // checkAlgorithms without the memo
   void invalidate() {
     for (Decision& d : cache_) d.valid = false;
+    algorithmsOk_ = 0;
   }
 
   SelectorConfig c_;
@@ -167,6 +169,8 @@ class Selector {
   uint64_t generation_ = 0;
   mutable uint32_t warnedOff_[kFilterColls] = {};  // per collective, (algo x kProtos + proto) bits warned about
   mutable Decision cache_[kCacheSize];
+  mutable uint32_t algorithmsOk_ = 0;  // bit k: checkAlgorithms passed for CollKind k (what it reads is fixed until
+                                       // invalidate(): a call on the latency path costs one test)
   mutable std::map<std::string, std::shared_ptr<Selector>> variants_;  // forSelection's
 };
 

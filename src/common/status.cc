@@ -5,6 +5,11 @@
 
 namespace braid {
 
+const std::string& Status::emptyMessage() {
+  static const std::string* empty = new std::string();  // never destroyed: statuses are read during exit too
+  return *empty;
+}
+
 std::string strVPrintf(const char* fmt, va_list ap) {
   va_list copy;
   va_copy(copy, ap);

@@ -23,25 +23,51 @@ enum class Code : int {
   kInProgress = 7,
 };
 
+// leveldb's shape: an OK status is one null pointer, so the operation path (which makes, moves and drops a few dozen
+// of them per call) costs no string work; a failure owns its code and message on the heap.
 class [[nodiscard]] Status {
  public:
-  Status() = default;
-  Status(Code code, std::string msg) : code_(code), msg_(std::move(msg)) {}
+  Status() noexcept = default;
+  // Code::kOk makes an OK status whatever `msg` says.
+  Status(Code code, std::string msg) : rep_(code == Code::kOk ? nullptr : new Rep{code, std::move(msg)}) {}
+  Status(const Status& o) : rep_(o.rep_ == nullptr ? nullptr : new Rep(*o.rep_)) {}
+  Status(Status&& o) noexcept : rep_(o.rep_) { o.rep_ = nullptr; }
+  Status& operator=(const Status& o) {
+    if (this != &o) {
+      Rep* copy = o.rep_ == nullptr ? nullptr : new Rep(*o.rep_);
+      delete rep_;
+      rep_ = copy;
+    }
+    return *this;
+  }
+  Status& operator=(Status&& o) noexcept {
+    if (this != &o) {
+      delete rep_;
+      rep_ = o.rep_;
+      o.rep_ = nullptr;
+    }
+    return *this;
+  }
+  ~Status() { delete rep_; }
 
   static Status ok() { return Status(); }
-  bool isOk() const { return code_ == Code::kOk; }
-  Code code() const { return code_; }
-  const std::string& message() const { return msg_; }
+  bool isOk() const { return rep_ == nullptr; }
+  Code code() const { return rep_ == nullptr ? Code::kOk : rep_->code; }
+  const std::string& message() const { return rep_ == nullptr ? emptyMessage() : rep_->msg; }
 
   // Prefixes context ("while connecting to rank 3: ") without losing the code.
   Status withContext(const std::string& ctx) const {
     if (isOk()) return *this;
-    return Status(code_, ctx + ": " + msg_);
+    return Status(rep_->code, ctx + ": " + rep_->msg);
   }
 
  private:
-  Code code_ = Code::kOk;
-  std::string msg_;
+  struct Rep {
+    Code code;
+    std::string msg;
+  };
+  static const std::string& emptyMessage();
+  Rep* rep_ = nullptr;
 };
 
 // printf-style message formatting used by the error constructors below.

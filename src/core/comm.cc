@@ -759,7 +759,7 @@ Status Communicator::launch(const std::vector<Communicator*>& comms, bool queued
   } else {
     result = launchInOrder(comms);
   }
-  return endLaunch(comms, result);
+  return endLaunch(comms, std::move(result));
 }
 
 Status Communicator::endLaunch(const std::vector<Communicator*>& comms, Status result) {

@@ -203,8 +203,9 @@ class Communicator {
   bool hasDirectWork() const;
   // Runs the queued operations the direct (NVLS-style) path takes and removes them from pending_.
   static Status launchDirect(const std::vector<Communicator*>& comms);
-  // `op` as the direct path runs it; the choice is logged and noted (flight recorder, profiler).
-  DirectOp directOpOf(const PendingOp& op);
+  // `op` as the direct path runs it; the choice is logged and noted (flight recorder, profiler) unless `noted` says
+  // the caller noted it.
+  DirectOp directOpOf(const PendingOp& op, bool noted = false);
   // One-rank host communicators: their collectives are copies, run at once on the calling thread (no program).
   static Status launchAlone(const std::vector<Communicator*>& comms);
   // Runs the all-reduces NVLSTree takes (nvls_tree.h) and removes them from pending_.

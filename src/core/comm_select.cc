@@ -180,9 +180,9 @@ bool Communicator::hasDirectWork() const {
                      [&](const PendingOp& op) { return takesNvlsTree(op) || takesDirect(op); });
 }
 
-DirectOp Communicator::directOpOf(const PendingOp& op) {
+DirectOp Communicator::directOpOf(const PendingOp& op, bool noted) {
   selectorFor(op).logTuning(op.kind, unitBytes(op), AlgoId::kNvls, ProtoId::kSimple);
-  noteChoice(op, AlgoId::kNvls, ProtoId::kSimple);
+  if (!noted) noteChoice(op, AlgoId::kNvls, ProtoId::kSimple);
   DirectOp d;
   directCollOf(op.kind, &d.req.coll);
   d.req.send = op.sendbuff;
@@ -211,10 +211,12 @@ Status Communicator::launchLone() {
       nvlsTree_ || selector_.tuner() != nullptr || !takesDirect(pending_.front())) {
     return launch(s.one, true);
   }
-  observe_.flight->started(true);  // (no Selector::newGroup: without a tuner it has nothing to do)
+  // (No Selector::newGroup: without a tuner it has nothing to do. No profiler either: noting the choice is the
+  // flight recorder's part only, done as the call starts.)
   const PendingOp& op = pending_.front();
+  observe_.flight->startedChosen(op.flightToken, AlgoId::kNvls, ProtoId::kSimple);
   s.ops.clear();
-  s.ops.push_back(directOpOf(op));  // moved in: assign(1, ...) copies the Status' text
+  s.ops.push_back(directOpOf(op, /*noted=*/true));
   if (s.batch.empty()) s.batch.resize(1);
   s.batch[0].backend = backend_.get();
   s.batch[0].ops = &s.ops;
@@ -222,7 +224,7 @@ Status Communicator::launchLone() {
   Status result = backend_->launchDirect(s.batch);
   // Not run (a buffer some rank cannot reach): the FIFO path runs it, as after launchDirect.
   if (result.isOk() && !s.ops.front().ran) result = launchImpl(s.one);
-  return endLaunch(s.one, result);
+  return endLaunch(s.one, std::move(result));
 }
 
 Status Communicator::launchDirect(const std::vector<Communicator*>& comms) {

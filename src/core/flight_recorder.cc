@@ -301,12 +301,46 @@ void FlightRecorder::started(bool atQueued) {
   unstarted_ = next;
 }
 
+void FlightRecorder::startedChosen(uint64_t token, AlgoId algo, ProtoId proto) {
+  if (capacity_ == 0) return;
+  Slot& s = slot(token);
+  uint64_t packed = s.packed.load(kRelaxed);
+  if (token != unstarted_ || next_.load(kRelaxed) != token + 1 || s.token.load(kRelaxed) != token ||
+      byteOf(packed, kStateByte) != static_cast<unsigned>(FlightState::kQueued)) {
+    started(true);
+    chose(token, algo, proto);
+    return;
+  }
+  packed = withByte(packed, kStateByte, static_cast<unsigned>(FlightState::kStarted));
+  packed = withByte(packed, kChosenByte, 1);
+  packed = withByte(packed, kAlgoByte, static_cast<unsigned>(algo));
+  packed = withByte(packed, kProtoByte, static_cast<unsigned>(proto));
+  {
+    Writing w(s);
+    s.packed.store(packed, kRelaxed);
+    s.started.store(s.queued.load(kRelaxed), kRelaxed);
+  }
+  unstarted_ = token + 1;
+}
+
 void FlightRecorder::ended(const Status& result) {
   if (capacity_ == 0) return;
-  pendingLaunches_.clear();  // everything started ends here
+  if (!pendingLaunches_.empty()) pendingLaunches_.clear();  // everything started ends here
   if (unended_ != unstarted_) {
-    move(unended_, unstarted_, FlightState::kStarted, result.isOk() ? FlightState::kFinished : FlightState::kFailed,
-         &Slot::ended, ticks().now());
+    const FlightState becomes = result.isOk() ? FlightState::kFinished : FlightState::kFailed;
+    const uint64_t now = ticks().now();
+    if (unended_ + 1 == unstarted_ && unended_ >= oldest(next_.load(kRelaxed))) {
+      // One call (the latency path's): its entry directly, not move's loop.
+      Slot& s = slot(unended_);
+      const uint64_t packed = s.packed.load(kRelaxed);
+      if (byteOf(packed, kStateByte) == static_cast<unsigned>(FlightState::kStarted)) {
+        Writing w(s);
+        s.packed.store(withByte(packed, kStateByte, static_cast<unsigned>(becomes)), kRelaxed);
+        s.ended.store(now, kRelaxed);
+      }
+    } else {
+      move(unended_, unstarted_, FlightState::kStarted, becomes, &Slot::ended, now);
+    }
     unended_ = unstarted_;
   }
   if (!result.isOk()) {

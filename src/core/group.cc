@@ -16,13 +16,14 @@ struct GroupJob {
 };
 
 struct GroupState {
-  int depth = 0;
   std::vector<std::shared_ptr<Communicator>> comms;
   std::vector<GroupJob> jobs;
   Status error;
 };
 
 thread_local GroupState tlsGroup;
+// Apart from the state: a plain int needs no TLS guard, so inGroup(), which every call asks, is one lookup.
+thread_local int tlsGroupDepth = 0;
 
 // groupEnd and groupSimulateEnd (simulatedUs non-null: price and drop instead of running).
 Status groupEndImpl(double* simulatedUs);
@@ -55,7 +56,7 @@ bool knownHandle(const ncclComm* h) {
 ncclComm* registerComm(std::shared_ptr<Communicator> comm) {
   auto* h = new ncclComm();  // never deleted: see the tombstone note in group.h
   {
-    std::lock_guard<std::mutex> lock(h->mu);
+    std::lock_guard<SpinLock> lock(h->mu);
     h->impl = std::move(comm);
     h->live = true;
   }
@@ -71,7 +72,7 @@ Result<std::shared_ptr<Communicator>> lookupComm(const ncclComm* handle, const c
     return invalidArgument("%s=%p is not a communicator (never returned by an ncclCommInit* call)", argName,
                            static_cast<const void*>(handle));
   }
-  std::lock_guard<std::mutex> lock(const_cast<ncclComm*>(handle)->mu);
+  std::lock_guard<SpinLock> lock(const_cast<ncclComm*>(handle)->mu);
   if (!handle->live || !handle->impl) {
     return invalidArgument("%s=%p was destroyed or aborted (use after ncclCommDestroy/ncclCommAbort)", argName,
                            static_cast<const void*>(handle));
@@ -81,20 +82,20 @@ Result<std::shared_ptr<Communicator>> lookupComm(const ncclComm* handle, const c
 
 std::shared_ptr<Communicator> retireComm(ncclComm* handle) {
   if (handle == nullptr || !knownHandle(handle)) return nullptr;
-  std::lock_guard<std::mutex> lock(handle->mu);
+  std::lock_guard<SpinLock> lock(handle->mu);
   if (!handle->live) return nullptr;
   handle->live = false;
   return std::move(handle->impl);
 }
 
 void groupStart() {
-  ++tlsGroup.depth;
+  ++tlsGroupDepth;
 }
 bool inGroup() {
-  return tlsGroup.depth > 0;
+  return tlsGroupDepth > 0;
 }
 int groupDepth() {
-  return tlsGroup.depth;
+  return tlsGroupDepth;
 }
 
 void groupAddComm(const std::shared_ptr<Communicator>& comm) {
@@ -123,11 +124,11 @@ namespace {
 
 Status groupEndImpl(double* simulatedUs) {
   GroupState& g = tlsGroup;
-  if (g.depth <= 0) {
+  if (tlsGroupDepth <= 0) {
     return invalidUsage("%s called without a matching ncclGroupStart",
                         simulatedUs != nullptr ? "ncclGroupSimulateEnd" : "ncclGroupEnd");
   }
-  if (--g.depth > 0) return Status::ok();
+  if (--tlsGroupDepth > 0) return Status::ok();
   std::vector<GroupJob> jobs = std::move(g.jobs);
   std::vector<std::shared_ptr<Communicator>> comms = std::move(g.comms);
   Status error = g.error;

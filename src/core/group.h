@@ -10,12 +10,13 @@
 #include <memory>
 #include <mutex>
 
+#include "src/common/spin_lock.h"
 #include "src/core/comm.h"
 
 // The object behind ncclComm_t. Handles are never freed: a destroyed handle stays a tombstone, so using it after
 // ncclCommDestroy is reported as an error instead of touching freed memory.
 struct ncclComm {
-  std::mutex mu;  // guards impl and live; per handle, so ranks driven by different threads never contend
+  braid::SpinLock mu;  // guards impl and live; per handle, so ranks driven by different threads never contend
   std::shared_ptr<braid::Communicator> impl;
   bool live = false;
 };

@@ -8,12 +8,7 @@ Result<ReduceOp> RedOpTable::resolve(int op, DType dtype, int nranks, bool devic
   ReduceOp r;
   r.dtype = dtype;
   r.nranks = nranks;
-  // Built-in ops 0..4 (sum, prod, max, min, avg) are OpKind's first five values.
-  static_assert(static_cast<int>(OpKind::kAvg) == 4, "OpKind must follow ncclRedOp_t for built-in ops");
-  if (op >= 0 && op <= 4) {
-    r.kind = static_cast<OpKind>(op);
-    return r;
-  }
+  if (builtinOp(op, &r.kind)) return r;
   std::lock_guard<std::mutex> lock(mu_);
   size_t idx = static_cast<size_t>(op) - 5;
   if (op < 5 || idx >= ops_.size() || !ops_[idx].live) {

@@ -22,6 +22,14 @@ struct UserRedOp {
   const void* scalarPtr = nullptr;  // ncclScalarDevice: read at each call (host comms) or by the kernels (CUDA)
 };
 
+// ncclSum .. ncclAvg: ncclRedOp_t's values 0..4 are OpKind's first five. True, with *kind set, for those.
+inline bool builtinOp(int op, OpKind* kind) {
+  static_assert(static_cast<int>(OpKind::kAvg) == 4, "OpKind must follow ncclRedOp_t for built-in ops");
+  if (op < 0 || op > static_cast<int>(OpKind::kAvg)) return false;
+  *kind = static_cast<OpKind>(op);
+  return true;
+}
+
 class RedOpTable {
  public:
   // The ReduceOp of `op` (ncclRedOp_t's value) for `dtype` on `nranks` ranks; errors name the op. deviceScalar: a

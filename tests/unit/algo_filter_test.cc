@@ -1,5 +1,6 @@
 // NCCL_ALGO / NCCL_PROTO grammar: valid, invalid and empty settings.
 #include "algorithms/selector/algo_filter.h"
+#include "algorithms/selector/selector.h"
 
 #include <gtest/gtest.h>
 
@@ -60,6 +61,24 @@ TEST(AlgoFilter, ProtocolGrammar) {
   EXPECT_FALSE(f.value().allows(FilterColl::kBroadcast, static_cast<int>(ProtoId::kLL128)));
   EXPECT_TRUE(f.value().allows(FilterColl::kAllReduce, static_cast<int>(ProtoId::kLL128)));
   EXPECT_FALSE(f.value().allows(FilterColl::kAllReduce, static_cast<int>(ProtoId::kSimple)));
+}
+
+// checkAlgorithms remembers a pass per collective (the latency path asks on every call); what it read changing
+// (here NVLS becoming unavailable) asks again.
+TEST(AlgoFilter, TheSelectorsCheckFollowsWhatCanRun) {
+  SelectorConfig sc;
+  sc.nranks = 2;
+  sc.algo = algo("NVLS");
+  Selector sel(sc);
+  sel.setDirect(true);
+  EXPECT_TRUE(sel.checkAlgorithms(CollKind::kAllReduce).isOk());
+  EXPECT_TRUE(sel.checkAlgorithms(CollKind::kAllReduce).isOk());
+  sel.setDirect(false);
+  const Status st = sel.checkAlgorithms(CollKind::kAllReduce);
+  EXPECT_EQ(st.code(), Code::kInvalidUsage);
+  EXPECT_NE(st.message().find("NCCL_ALGO=\"NVLS\""), std::string::npos) << st.message();
+  sel.setDirect(true);
+  EXPECT_TRUE(sel.checkAlgorithms(CollKind::kAllReduce).isOk());
 }
 
 TEST(AlgoFilter, InvalidSettingsNameTheToken) {

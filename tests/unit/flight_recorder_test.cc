@@ -116,6 +116,37 @@ TEST(FlightRecorder, ALaunchAsItIsQueuedStartsAtItsQueuedTime) {
   EXPECT_EQ(c.ops[1].state, "finished");
 }
 
+// The latency path's one write: a lone call starts at its queued time with its choice; anything else (two calls
+// queued, or none) is what started(true) and chose() make of it.
+TEST(FlightRecorder, ALoneCallStartsWithItsChoiceInOneWrite) {
+  FlightRecorder r(8);
+  r.identify(FlightIdentity{1, 0, 2, ""});
+  const uint64_t t0 = r.queued(allReduce(4));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  r.startedChosen(t0, AlgoId::kNvls, ProtoId::kSimple);
+  const FlightComm mid = parsed(r);
+  ASSERT_EQ(mid.ops.size(), 1u);
+  EXPECT_EQ(mid.ops[0].state, "started");
+  EXPECT_EQ(mid.ops[0].algorithm, "NVLS");
+  EXPECT_EQ(mid.ops[0].protocol, "Simple");
+  EXPECT_EQ(mid.ops[0].startedUs, mid.ops[0].queuedUs);
+  r.ended(Status::ok());
+  // Two queued: both start, the first gets the choice.
+  const uint64_t t1 = r.queued(allReduce(8));
+  r.queued(allReduce(16));
+  r.startedChosen(t1, AlgoId::kRing, ProtoId::kLL);
+  const FlightComm two = parsed(r);
+  ASSERT_EQ(two.ops.size(), 3u);
+  EXPECT_EQ(two.ops[0].state, "finished");
+  EXPECT_EQ(two.ops[1].state, "started");
+  EXPECT_EQ(two.ops[1].algorithm, "Ring");
+  EXPECT_EQ(two.ops[1].protocol, "LL");
+  EXPECT_EQ(two.ops[2].state, "started");
+  EXPECT_EQ(two.ops[2].algorithm, "");
+  r.ended(invalidUsage("peer gone"));
+  EXPECT_EQ(parsed(r).ops[2].state, "failed");
+}
+
 TEST(FlightRecorder, KeepsTheLastEntriesRoundedUpToAPowerOfTwo) {
   FlightRecorder r(3);
   r.identify(FlightIdentity{1, 0, 2, ""});

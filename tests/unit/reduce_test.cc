@@ -592,6 +592,60 @@ TEST(Reduce, ReduceManyRoundsNarrowSumsOnce) {
   EXPECT_NE(out, floatToHalf(halfToFloat(s) * 1.0f + halfToFloat(s) * 5.0f));
 }
 
+// Small sums take a one-pass loop (the latency path); it must give the chain's bits: the same additions in rank
+// order, in the type, for every width it covers, in place too, and integers wrap.
+TEST(Reduce, SmallSumsInOnePassGiveTheChainsBits) {
+  const int nsrc = 4;
+  const size_t n = 24;  // 96 bytes of float: under the one-pass bound
+  std::vector<std::vector<float>> in(nsrc, std::vector<float>(n));
+  // 1e8 and -1e8 cancel, and a small value added to either is lost (float's spacing there is 8): the chain gives
+  // 3, adding from the last rank down gives 0.5 + i/8, pairs (0+1) + (2+3) give 0.
+  for (size_t i = 0; i < n; ++i) {
+    in[0][i] = 0.5f + static_cast<float>(i) / 8;
+    in[1][i] = 1e8f;
+    in[2][i] = -1e8f;
+    in[3][i] = 3.0f;
+  }
+  const char* srcs[nsrc];
+  for (int p = 0; p < nsrc; ++p) srcs[p] = reinterpret_cast<const char*>(in[p].data());
+  ReduceOp ops[nsrc];
+  for (auto& op : ops) op = ReduceOp{OpKind::kSum, DType::kFloat32, 0, nsrc};
+  std::vector<float> out(n), chain(n);
+  reduceMany(ops, out.data(), srcs, 0, nsrc, n, true);
+  for (size_t i = 0; i < n; ++i) {
+    float acc = in[0][i];
+    for (int p = 1; p < nsrc; ++p) acc = acc + in[p][i];
+    chain[i] = acc;
+  }
+  EXPECT_EQ(std::memcmp(out.data(), chain.data(), n * sizeof(float)), 0);
+  // An offset into each source (reduce-scatter's piece), written into one of the sources (in place).
+  std::vector<float> before = in[2];
+  reduceMany(ops, in[2].data() + 4, srcs, 4 * sizeof(float), nsrc, 8, true);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(in[2][4 + i], chain[4 + i]) << i;
+  in[2] = before;
+  // Doubles and 64-bit integers (wrapping past the top).
+  const double d[2] = {0.1, 0.2};
+  const char* ds[2] = {reinterpret_cast<const char*>(&d[0]), reinterpret_cast<const char*>(&d[1])};
+  ReduceOp dop[2] = {ReduceOp{OpKind::kSum, DType::kFloat64, 0, 2}, ReduceOp{OpKind::kSum, DType::kFloat64, 0, 2}};
+  double dout = 0;
+  reduceMany(dop, &dout, ds, 0, 2, 1, true);
+  EXPECT_EQ(dout, 0.1 + 0.2);
+  const int64_t big[2] = {INT64_MAX, 2};
+  const char* bs[2] = {reinterpret_cast<const char*>(&big[0]), reinterpret_cast<const char*>(&big[1])};
+  ReduceOp iop[2] = {ReduceOp{OpKind::kSum, DType::kInt64, 0, 2}, ReduceOp{OpKind::kSum, DType::kInt64, 0, 2}};
+  int64_t iout = 0;
+  reduceMany(iop, &iout, bs, 0, 2, 1, true);
+  EXPECT_EQ(iout, INT64_MIN + 1);
+  const int32_t neg[3] = {-5, 3, -7};
+  const char* ns[3] = {reinterpret_cast<const char*>(&neg[0]), reinterpret_cast<const char*>(&neg[1]),
+                       reinterpret_cast<const char*>(&neg[2])};
+  ReduceOp i32[3];
+  for (auto& op : i32) op = ReduceOp{OpKind::kSum, DType::kInt32, 0, 3};
+  int32_t i32out = 0;
+  reduceMany(i32, &i32out, ns, 0, 3, 1, true);
+  EXPECT_EQ(i32out, -9);
+}
+
 TEST(Reduce, Fp8E4m3SumSaturates) {
   ReduceOp op{OpKind::kSum, DType::kFp8E4M3, 0, 1};
   const uint8_t a = floatToFp8e4m3(448.0f), b = floatToFp8e4m3(448.0f);

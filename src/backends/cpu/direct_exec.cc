@@ -440,9 +440,10 @@ void DirectGroup::reduceStaged(const DirectRequest& req, uint32_t gen) {
   const size_t es = dtypeSize(req.op.dtype);
   const size_t sendBytes = inputBytes(req, n);
   const size_t at = req.coll == DirectCollective::kReduceScatter ? static_cast<size_t>(rank_) * req.count * es : 0;
-  ops_.assign(static_cast<size_t>(n), req.op);
+  ops_.resize(static_cast<size_t>(n));  // (element by element below: assign's generic fill costs more at 2 ranks)
   tileSrcs_.resize(static_cast<size_t>(n));
   for (int p = 0; p < n; ++p) {
+    ops_[static_cast<size_t>(p)] = req.op;
     if (req.op.kind == OpKind::kPreMulSum) ops_[static_cast<size_t>(p)].scalar = slot(p).scalar[gen & 1];
     tileSrcs_[static_cast<size_t>(p)] = stage(p, gen, sendBytes);
   }
