@@ -24,7 +24,8 @@ enum class Code : int {
 };
 
 // leveldb's shape: an OK status is one null pointer, so the operation path (which makes, moves and drops a few dozen
-// of them per call) costs no string work; a failure owns its code and message on the heap.
+// of them per call) costs no string work; a failure owns its code and message on the heap. A moved-from status is
+// OK.
 class [[nodiscard]] Status {
  public:
   Status() noexcept = default;

@@ -200,9 +200,19 @@ Status queueColl(const std::shared_ptr<Communicator>& comm, const CollRequest& a
     call.peer = isP2p ? a.root : -1;
     token = comm->flight().queued(call);
   }
-  // Built where it stays (a copy of its ~130 bytes is a tenth of what is left of a small call's own work).
-  std::vector<PendingOp>& pending = comm->pending();
-  PendingOp& queued = pending.emplace_back();
+  void* profApi = a.profApi;
+  if (comm->profiler() != nullptr && !a.apiReported) {
+    ProfiledOp call;
+    call.kind = a.kind;
+    call.count = a.count;
+    call.dtype = dtype;
+    call.root = a.root;
+    call.stream = const_cast<void*>(a.stream);
+    call.userTag = a.userTag;
+    profApi = comm->profiler()->apiCall(call, groupDepth());
+  }
+  // Built where it stays rather than copied in; last, so nothing above (a plugin included) sees it half made.
+  PendingOp& queued = comm->pending().emplace_back();
   queued.kind = a.kind;
   queued.sendbuff = a.sendbuff;
   queued.recvbuff = a.recvbuff;
@@ -213,21 +223,11 @@ Status queueColl(const std::shared_ptr<Communicator>& comm, const CollRequest& a
   queued.flightToken = token;
   queued.stream = const_cast<void*>(a.stream);
   queued.userTag = a.userTag;
-  queued.profApi = a.profApi;
+  queued.profApi = profApi;
   queued.selector = callSelector;
   queued.minChannels = a.minChannels;
   queued.maxChannels = a.maxChannels;
   queued.nvlsChannels = a.nvlsChannels;
-  if (comm->profiler() != nullptr && !a.apiReported) {
-    ProfiledOp call;
-    call.kind = a.kind;
-    call.count = a.count;
-    call.dtype = dtype;
-    call.root = a.root;
-    call.stream = const_cast<void*>(a.stream);
-    call.userTag = a.userTag;
-    queued.profApi = comm->profiler()->apiCall(call, groupDepth());
-  }
   return Status::ok();
 }
 
