@@ -7,6 +7,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "src/common/thread_scratch.h"
+
 namespace braid {
 namespace {
 
@@ -19,9 +21,14 @@ struct GroupState {
   std::vector<std::shared_ptr<Communicator>> comms;
   std::vector<GroupJob> jobs;
   Status error;
+  std::vector<Communicator*> raw;  // groupEnd's scratch: the per-call path allocates nothing
 };
 
-thread_local GroupState tlsGroup;
+// Through threadScratch: one TLS lookup per use, where a thread_local with a constructor costs two per access and
+// GCC derives its address again after each call.
+GroupState& groupState() {
+  return threadScratch<GroupState, GroupState>();
+}
 // Apart from the state: a plain int needs no TLS guard, so inGroup(), which every call asks, is one lookup.
 thread_local int tlsGroupDepth = 0;
 
@@ -99,16 +106,17 @@ int groupDepth() {
 }
 
 void groupAddComm(const std::shared_ptr<Communicator>& comm) {
-  auto& v = tlsGroup.comms;
+  auto& v = groupState().comms;
   if (std::find(v.begin(), v.end(), comm) == v.end()) v.push_back(comm);
 }
 
 void groupAddJob(std::function<Status()> job, const void* key) {
-  tlsGroup.jobs.push_back(GroupJob{key, std::move(job)});
+  groupState().jobs.push_back(GroupJob{key, std::move(job)});
 }
 
 void groupRecordError(const Status& st) {
-  if (tlsGroup.error.isOk() && !st.isOk()) tlsGroup.error = st;
+  GroupState& g = groupState();
+  if (g.error.isOk() && !st.isOk()) g.error = st;
 }
 
 Status groupEnd() {
@@ -123,12 +131,12 @@ Status groupSimulateEnd(double* estimatedUs) {
 namespace {
 
 Status groupEndImpl(double* simulatedUs) {
-  GroupState& g = tlsGroup;
   if (tlsGroupDepth <= 0) {
     return invalidUsage("%s called without a matching ncclGroupStart",
                         simulatedUs != nullptr ? "ncclGroupSimulateEnd" : "ncclGroupEnd");
   }
   if (--tlsGroupDepth > 0) return Status::ok();
+  GroupState& g = groupState();
   std::vector<GroupJob> jobs = std::move(g.jobs);
   std::vector<std::shared_ptr<Communicator>> comms = std::move(g.comms);
   Status error = g.error;
@@ -174,8 +182,7 @@ Status groupEndImpl(double* simulatedUs) {
     for (auto& c : comms) *simulatedUs = std::max(*simulatedUs, c->simulatePending());
     return Status::ok();
   }
-  // Thread-local scratch keeps the per-call path free of allocations.
-  thread_local std::vector<Communicator*> raw;
+  std::vector<Communicator*>& raw = g.raw;
   raw.clear();
   for (auto& c : comms) {
     if (!c->pending().empty()) raw.push_back(c.get());
