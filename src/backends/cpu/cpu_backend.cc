@@ -260,7 +260,9 @@ Status CpuBackend::launchDirect(const std::vector<DirectBatch>& group) {
       auto* b = static_cast<CpuBackend*>(d.backend);
       if (k < d.ops->size()) BRAID_RETURN_IF_ERROR(b->direct_->post((*d.ops)[k].req, b->wait_));
     }
-    std::vector<char> executed(group.size(), 0);
+    struct ExecutedTag {};  // which batches ran this round: kept per thread, so a warm group allocates nothing
+    std::vector<char>& executed = threadScratch<std::vector<char>, ExecutedTag>();
+    executed.assign(group.size(), 0);
     size_t left = 0;
     for (const DirectBatch& d : group) left += k < d.ops->size() ? 1 : 0;
     // The first communicator's knobs pace the loop; each group's check names its own peers.
