@@ -172,6 +172,13 @@ unsigned byteOf(uint64_t word, PackedByte b) {
   return static_cast<unsigned>(word >> (8 * static_cast<int>(b))) & 0xffu;
 }
 
+// `packed` with the planner's choice recorded.
+uint64_t withChoice(uint64_t packed, AlgoId algo, ProtoId proto) {
+  packed = withByte(packed, kChosenByte, 1);
+  packed = withByte(packed, kAlgoByte, static_cast<unsigned>(algo));
+  return withByte(packed, kProtoByte, static_cast<unsigned>(proto));
+}
+
 constexpr auto kRelaxed = std::memory_order_relaxed;
 
 }  // namespace
@@ -272,16 +279,15 @@ void FlightRecorder::chose(uint64_t token, AlgoId algo, ProtoId proto) {
   if (capacity_ == 0 || token == kNone) return;
   Slot& s = slot(token);
   if (s.token.load(kRelaxed) != token) return;
-  uint64_t packed = s.packed.load(kRelaxed);
-  packed = withByte(packed, kChosenByte, 1);
-  packed = withByte(packed, kAlgoByte, static_cast<unsigned>(algo));
-  packed = withByte(packed, kProtoByte, static_cast<unsigned>(proto));
+  const uint64_t packed = withChoice(s.packed.load(kRelaxed), algo, proto);
   Writing w(s);
   s.packed.store(packed, kRelaxed);
 }
 
-void FlightRecorder::move(uint64_t from, uint64_t to, FlightState when, FlightState becomes,
-                          std::atomic<uint64_t> Slot::*stamp, uint64_t now) {
+// Inline: each caller's stamp member and states are then constants, so the latency path's one-entry moves cost no
+// more than writing the entry directly.
+inline void FlightRecorder::move(uint64_t from, uint64_t to, FlightState when, FlightState becomes,
+                                 std::atomic<uint64_t> Slot::*stamp, uint64_t now) {
   for (uint64_t t = std::max(from, oldest(next_.load(kRelaxed))); t < to; ++t) {
     Slot& s = slot(t);
     const uint64_t packed = s.packed.load(kRelaxed);
@@ -311,10 +317,7 @@ void FlightRecorder::startedChosen(uint64_t token, AlgoId algo, ProtoId proto) {
     chose(token, algo, proto);
     return;
   }
-  packed = withByte(packed, kStateByte, static_cast<unsigned>(FlightState::kStarted));
-  packed = withByte(packed, kChosenByte, 1);
-  packed = withByte(packed, kAlgoByte, static_cast<unsigned>(algo));
-  packed = withByte(packed, kProtoByte, static_cast<unsigned>(proto));
+  packed = withChoice(withByte(packed, kStateByte, static_cast<unsigned>(FlightState::kStarted)), algo, proto);
   {
     Writing w(s);
     s.packed.store(packed, kRelaxed);
@@ -327,20 +330,8 @@ void FlightRecorder::ended(const Status& result) {
   if (capacity_ == 0) return;
   if (!pendingLaunches_.empty()) pendingLaunches_.clear();  // everything started ends here
   if (unended_ != unstarted_) {
-    const FlightState becomes = result.isOk() ? FlightState::kFinished : FlightState::kFailed;
-    const uint64_t now = ticks().now();
-    if (unended_ + 1 == unstarted_ && unended_ >= oldest(next_.load(kRelaxed))) {
-      // One call (the latency path's): its entry directly, not move's loop.
-      Slot& s = slot(unended_);
-      const uint64_t packed = s.packed.load(kRelaxed);
-      if (byteOf(packed, kStateByte) == static_cast<unsigned>(FlightState::kStarted)) {
-        Writing w(s);
-        s.packed.store(withByte(packed, kStateByte, static_cast<unsigned>(becomes)), kRelaxed);
-        s.ended.store(now, kRelaxed);
-      }
-    } else {
-      move(unended_, unstarted_, FlightState::kStarted, becomes, &Slot::ended, now);
-    }
+    move(unended_, unstarted_, FlightState::kStarted, result.isOk() ? FlightState::kFinished : FlightState::kFailed,
+         &Slot::ended, ticks().now());
     unended_ = unstarted_;
   }
   if (!result.isOk()) {
