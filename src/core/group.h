@@ -8,7 +8,6 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 
 #include "src/common/spin_lock.h"
 #include "src/core/comm.h"
