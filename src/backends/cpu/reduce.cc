@@ -8,7 +8,9 @@
 #include <immintrin.h>
 #endif
 
+#include "src/backends/common/reduce_copy.h"
 #include "src/backends/common/reduce_elem.h"
+#include "src/backends/cpu/host_cta.h"
 #include "src/backends/cpu/narrow_convert.h"
 #include "src/common/host_device.h"
 
@@ -307,54 +309,13 @@ void copyLocal(const ReduceOp& op, void* dst, const void* src, size_t n, bool po
   dispatchType(op.dtype, [&](auto tr) { copyLocalT<decltype(tr)>(op, dst, src, n, post); });
 }
 
-namespace {
-
-// A sum of a few elements in one pass: the additions of the chain below, in its order, so the same bits; what is
-// left of a small call's cost after the exchange is dispatch, which this skips (unsigned for integers: wrapping).
-template <typename T>
-void sumOnePass(void* dst, const char* const* srcs, size_t at, int nsrc, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const size_t off = at + i * sizeof(T);
-    T acc;
-    std::memcpy(&acc, srcs[0] + off, sizeof(T));
-    for (int p = 1; p < nsrc; ++p) {
-      T v;
-      std::memcpy(&v, srcs[p] + off, sizeof(T));
-      acc = static_cast<T>(acc + v);
-    }
-    std::memcpy(static_cast<char*>(dst) + i * sizeof(T), &acc, sizeof(T));
-  }
-}
-
+// Up to this many bytes per source, reduceMany runs the kernels' one-pass loop (ctaReduceMany, the same bits as
+// the chain below) on this thread: what is left of a small call's reduction is then dispatch, done once.
 constexpr size_t kOnePassBytes = 256;
-
-bool sumSmall(const ReduceOp& op, void* dst, const char* const* srcs, size_t at, int nsrc, size_t n) {
-  if (op.kind != OpKind::kSum || n * dtypeSize(op.dtype) > kOnePassBytes) return false;
-  switch (op.dtype) {
-    case DType::kFloat32:
-      sumOnePass<float>(dst, srcs, at, nsrc, n);
-      return true;
-    case DType::kFloat64:
-      sumOnePass<double>(dst, srcs, at, nsrc, n);
-      return true;
-    case DType::kInt32:
-    case DType::kUint32:
-      sumOnePass<uint32_t>(dst, srcs, at, nsrc, n);
-      return true;
-    case DType::kInt64:
-    case DType::kUint64:
-      sumOnePass<uint64_t>(dst, srcs, at, nsrc, n);
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
 
 void reduceMany(const ReduceOp* ops, void* dst, const char* const* srcs, size_t at, int nsrc, size_t n, bool post) {
   if (n == 0 || nsrc < 1) return;
-  if (sumSmall(ops[0], dst, srcs, at, nsrc, n)) return;
+  if (n * dtypeSize(ops[0].dtype) <= kOnePassBytes) return ctaReduceMany(HostCta{}, ops, dst, srcs, at, nsrc, n, post);
   if (narrowBlockOp(ops[0])) return narrowMany(ops, dst, srcs, at, nsrc, n, post);
   // In the type each step rounds where a one-pass loop would, so the chain is the definition; the tile the direct
   // path reduces stays in cache, so the passes cost little.
