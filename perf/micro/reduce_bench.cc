@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/backends/cpu/reduce.h"
@@ -35,6 +36,59 @@ void bmMemcpyLarge(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kLarge));
 }
 BENCHMARK(bmMemcpyLarge)->Threads(1)->Threads(2)->UseRealTime();
+
+// What a 2-process heap all-reduce's ring asks of each rank's memory, with no exchange: per 512 KB step, the
+// rank's second half into a send slot, its first half reduced with a received slot into a third, then both slots
+// streamed to the output, with the kernels the ring runs (stripedCopy, reduceInto, streamCopy). Each of the two
+// threads works on its own 64 MB vectors, as two ranks on two CPUs do. bytes_per_second / 2 is each thread's
+// rate over its vector, so RingRankWork/whole bounds the busbw (= algbw at 2 ranks) of the real all-reduce on
+// this machine, where the slots also cross between the cores. /reads and /writes run only its memory reads (the
+// vector into a slot) or only its memory writes (a slot streamed out) over the whole vector
+// (docs/perf.md, night of 2026-12-07).
+enum class RingPart { kWhole, kReads, kWrites };
+
+void bmRingRankWork(benchmark::State& state, RingPart part) {
+  constexpr size_t kVector = 64 << 20;
+  constexpr size_t kSlot = 512 << 10;
+  std::vector<char> in(kVector, 1), out(kVector, 2), slot(kSlot, 0), sum(kSlot, 0);
+  braid::ReduceOp op;
+  op.dtype = braid::DType::kFloat32;
+  op.kind = braid::OpKind::kSum;
+  op.nranks = 2;
+  const size_t half = kVector / 2;
+  for (auto _ : state) {
+    for (size_t at = 0; at < half; at += kSlot) {
+      if (part == RingPart::kReads) {
+        braid::stripedCopy(slot.data(), in.data() + half + at, kSlot);
+        braid::stripedCopy(slot.data(), in.data() + at, kSlot);
+        continue;
+      }
+      if (part == RingPart::kWrites) {
+        braid::streamCopy(out.data() + at, slot.data(), kSlot);
+        braid::streamCopy(out.data() + half + at, slot.data(), kSlot);
+        continue;
+      }
+      braid::stripedCopy(slot.data(), in.data() + half + at, kSlot);
+      braid::reduceInto(op, sum.data(), slot.data(), in.data() + at, kSlot / sizeof(float), false);
+      braid::streamCopy(out.data() + at, sum.data(), kSlot);
+      braid::streamCopy(out.data() + half + at, slot.data(), kSlot);
+    }
+    braid::streamFence();
+    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(slot.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kVector));
+}
+
+const bool kRingRankWorkRegistered = [] {
+  const std::pair<const char*, RingPart> parts[] = {{"RingRankWork/whole", RingPart::kWhole},
+                                                    {"RingRankWork/reads", RingPart::kReads},
+                                                    {"RingRankWork/writes", RingPart::kWrites}};
+  for (const auto& [name, part] : parts) {
+    benchmark::RegisterBenchmark(name, bmRingRankWork, part)->Threads(2)->UseRealTime();
+  }
+  return true;
+}();
 
 void bmReduce(benchmark::State& state, braid::DType dtype, braid::OpKind kind) {
   braid::ReduceOp op;

@@ -332,6 +332,8 @@ uint64_t scalarFor(DType t) {
 // A buffer whose element array starts `misalign` bytes past an aligned address.
 struct Buf {
   Buf(size_t bytes, size_t misalign) : storage(bytes + 64), ptr(storage.data() + 16 + misalign) {}
+  Buf(const Buf& o) : storage(o.storage), ptr(storage.data() + (o.ptr - o.storage.data())) {}  // same contents
+  Buf& operator=(const Buf&) = delete;
   std::vector<unsigned char> storage;
   unsigned char* ptr;
 };
@@ -475,6 +477,49 @@ TEST_P(ReduceTest, StreamingFormsMatchThePlainOnesBitwise) {
         streamFence();
         ASSERT_EQ(want2.storage, got2.storage) << "copyLocalStreaming " << dtypeName(c.dtype) << " " << opName(c.op)
                                                << " n=" << n << " misalign=" << misalign << " post=" << post;
+      }
+    }
+  }
+}
+
+TEST_P(ReduceTest, StripedLoopsGiveTheSequentialBits) {
+  // From kStripeMinBytes per operand the loops walk four parts of the range round robin. Each result must be the
+  // one the sequential loop gives: the same call on pieces below the bound is that loop. Sizes that leave a
+  // remainder past the whole pieces, and every aliasing the kernels allow.
+  const Case c = GetParam();
+  const size_t sz = dtypeSize(c.dtype);
+  ReduceOp op{c.op, c.dtype, scalarFor(c.dtype), kNranks};
+  std::mt19937_64 rng(57 + static_cast<uint64_t>(c.dtype) * 11 + static_cast<uint64_t>(c.op));
+  const size_t piece = kStripeMinBytes / sz / 2;  // below the bound: sequential
+  for (size_t n : {kStripeMinBytes / sz, kStripeMinBytes / sz + 1037}) {
+    Buf pb(n * sz, 1), lb(n * sz, 3);
+    for (size_t i = 0; i < n; ++i) {
+      setElem(pb.ptr, i, sz, randomElement(c.dtype, rng));
+      setElem(lb.ptr, i, sz, randomElement(c.dtype, rng));
+    }
+    auto sequential = [&](auto&& fn) {
+      for (size_t at = 0; at < n; at += piece) fn(at, std::min(piece, n - at));
+    };
+    for (bool post : {false, true}) {
+      for (Alias alias : {Alias::kNone, Alias::kDstIsPeer, Alias::kDstIsLocal}) {
+        Buf p1 = pb, l1 = lb, d1(n * sz, 5), p2 = pb, l2 = lb, d2(n * sz, 5);
+        unsigned char* dst1 = alias == Alias::kDstIsPeer ? p1.ptr : alias == Alias::kDstIsLocal ? l1.ptr : d1.ptr;
+        unsigned char* dst2 = alias == Alias::kDstIsPeer ? p2.ptr : alias == Alias::kDstIsLocal ? l2.ptr : d2.ptr;
+        reduceInto(op, dst1, p1.ptr, l1.ptr, n, post);
+        sequential(
+            [&](size_t at, size_t m) { reduceInto(op, dst2 + at * sz, p2.ptr + at * sz, l2.ptr + at * sz, m, post); });
+        ASSERT_TRUE(std::memcmp(dst1, dst2, n * sz) == 0)
+            << "reduceInto " << dtypeName(c.dtype) << " " << opName(c.op) << " n=" << n << " post=" << post
+            << " alias=" << static_cast<int>(alias);
+      }
+      for (bool inPlace : {false, true}) {
+        Buf s1 = lb, d1(n * sz, 2), s2 = lb, d2(n * sz, 2);
+        unsigned char* dst1 = inPlace ? s1.ptr : d1.ptr;
+        unsigned char* dst2 = inPlace ? s2.ptr : d2.ptr;
+        copyLocal(op, dst1, s1.ptr, n, post);
+        sequential([&](size_t at, size_t m) { copyLocal(op, dst2 + at * sz, s2.ptr + at * sz, m, post); });
+        ASSERT_TRUE(std::memcmp(dst1, dst2, n * sz) == 0) << "copyLocal " << dtypeName(c.dtype) << " " << opName(c.op)
+                                                          << " n=" << n << " post=" << post << " inPlace=" << inPlace;
       }
     }
   }
@@ -689,6 +734,33 @@ TEST(Reduce, StreamCopyIsMemcpyAtEveryAlignmentAndSize) {
         ASSERT_EQ(want, got) << "from " << from << " to " << to << " bytes " << bytes;
       }
     }
+  }
+}
+
+TEST(Reduce, StripedCopyIsMemmoveAroundItsBounds) {
+  // stripedCopy reads large ranges as four interleaved streams: every byte lands where memmove puts it, at sizes
+  // around both bounds, at odd alignments, and for overlapping ranges (which it leaves to memmove).
+  const size_t big = kStripeMaxCopyBytes + 4096;
+  std::vector<unsigned char> src(big + 64);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + (i >> 9) * 7 + 3);
+  for (size_t bytes : {kStripeMinBytes - 1, kStripeMinBytes, kStripeMinBytes + 4 * 256 + 77, size_t{3} << 20,
+                       kStripeMaxCopyBytes - 1, kStripeMaxCopyBytes}) {
+    for (size_t from : {size_t{0}, size_t{3}}) {
+      for (size_t to : {size_t{0}, size_t{9}}) {
+        std::vector<unsigned char> want(bytes + 32, 0xEE), got(bytes + 32, 0xEE);
+        std::memcpy(want.data() + to, src.data() + from, bytes);
+        stripedCopy(got.data() + to, src.data() + from, bytes);
+        ASSERT_TRUE(want == got) << "bytes " << bytes << " from " << from << " to " << to;
+      }
+    }
+  }
+  for (ptrdiff_t shift : {ptrdiff_t{-4096}, ptrdiff_t{-1}, ptrdiff_t{1}, ptrdiff_t{300}}) {
+    const size_t bytes = kStripeMinBytes + 5000;
+    std::vector<unsigned char> want(src.begin(), src.begin() + static_cast<ptrdiff_t>(bytes) + 8192);
+    std::vector<unsigned char> got = want;
+    std::memmove(want.data() + 4096 + shift, want.data() + 4096, bytes);
+    stripedCopy(got.data() + 4096 + shift, got.data() + 4096, bytes);
+    ASSERT_TRUE(want == got) << "overlapping, shifted by " << shift;
   }
 }
 

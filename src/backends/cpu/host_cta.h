@@ -47,7 +47,7 @@ struct HostDataOps {
   void copy(const HostCta&, void* dst, const void* src, size_t bytes, bool toOutput = false) {
     if (dst == src || bytes == 0) return;
     if (streaming(toOutput, dst, src, src)) return streamCopy(dst, src, bytes);
-    memcpy(dst, src, bytes);
+    stripedCopy(dst, src, bytes);
   }
 
  private:

@@ -39,6 +39,14 @@ void copyPost(const ReduceOp& op, void* dst, const void* src, size_t n, bool pos
 // first source's range and must not overlap another.
 void reduceMany(const ReduceOp* ops, void* dst, const char* const* srcs, size_t at, int nsrc, size_t n, bool post);
 
+// Operations on at least kStripeMinBytes per operand read them as several interleaved streams (reduce.cc says
+// why): every function above, and stripedCopy below kStripeMaxCopyBytes. The results are the same bits.
+constexpr size_t kStripeMinBytes = size_t{256} << 10;
+constexpr size_t kStripeMaxCopyBytes = size_t{16} << 20;
+
+// memmove for the host kernels, striped between the two bounds above. dst and src may be the same or overlap.
+void stripedCopy(void* dst, const void* src, size_t bytes);
+
 // Destinations of operations at least this large are written with non-temporal stores: they are far larger than
 // the caches, and ordinary stores would first read every destination line (measured: a 128 MB out-of-place
 // all-reduce between 2 processes took 1.8x the in-place time, whose destinations were just read).
