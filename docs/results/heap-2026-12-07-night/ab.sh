@@ -6,6 +6,6 @@ R=$1; NP=$2; shift 2
 for r in $(seq "$R"); do for v in ${VARS:-old new}; do
   echo -n "$v: "
   LD_LIBRARY_PATH=/tmp/ab/$v build/tools/braidrun/braidrun -np "$NP" env LD_LIBRARY_PATH=/tmp/ab/$v \
-    build/perf/all_reduce_perf "$@" 2>&1 | grep -E "^ +[0-9]" | awk '{printf "%s:%s/%s  ", $1, $8, $12}'
+    build/perf/${TOOL:-all_reduce_perf} "$@" 2>&1 | grep -E "^ +[0-9]" | awk '{printf "%s:%s/%s  ", $1, $8, $12}'
   echo
 done; done
