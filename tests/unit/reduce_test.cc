@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -508,7 +509,8 @@ TEST_P(ReduceTest, StripedLoopsGiveTheSequentialBits) {
         reduceInto(op, dst1, p1.ptr, l1.ptr, n, post);
         sequential(
             [&](size_t at, size_t m) { reduceInto(op, dst2 + at * sz, p2.ptr + at * sz, l2.ptr + at * sz, m, post); });
-        ASSERT_TRUE(std::memcmp(dst1, dst2, n * sz) == 0)
+        // Whole storages: the result, no write past it, and the sources as the sequential loop left them.
+        ASSERT_TRUE(d1.storage == d2.storage && p1.storage == p2.storage && l1.storage == l2.storage)
             << "reduceInto " << dtypeName(c.dtype) << " " << opName(c.op) << " n=" << n << " post=" << post
             << " alias=" << static_cast<int>(alias);
       }
@@ -518,8 +520,9 @@ TEST_P(ReduceTest, StripedLoopsGiveTheSequentialBits) {
         unsigned char* dst2 = inPlace ? s2.ptr : d2.ptr;
         copyLocal(op, dst1, s1.ptr, n, post);
         sequential([&](size_t at, size_t m) { copyLocal(op, dst2 + at * sz, s2.ptr + at * sz, m, post); });
-        ASSERT_TRUE(std::memcmp(dst1, dst2, n * sz) == 0) << "copyLocal " << dtypeName(c.dtype) << " " << opName(c.op)
-                                                          << " n=" << n << " post=" << post << " inPlace=" << inPlace;
+        ASSERT_TRUE(d1.storage == d2.storage && s1.storage == s2.storage)
+            << "copyLocal " << dtypeName(c.dtype) << " " << opName(c.op) << " n=" << n << " post=" << post
+            << " inPlace=" << inPlace;
       }
     }
   }
@@ -734,33 +737,6 @@ TEST(Reduce, StreamCopyIsMemcpyAtEveryAlignmentAndSize) {
         ASSERT_EQ(want, got) << "from " << from << " to " << to << " bytes " << bytes;
       }
     }
-  }
-}
-
-TEST(Reduce, StripedCopyIsMemmoveAroundItsBounds) {
-  // stripedCopy reads large ranges as four interleaved streams: every byte lands where memmove puts it, at sizes
-  // around both bounds, at odd alignments, and for overlapping ranges (which it leaves to memmove).
-  const size_t big = kStripeMaxCopyBytes + 4096;
-  std::vector<unsigned char> src(big + 64);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + (i >> 9) * 7 + 3);
-  for (size_t bytes : {kStripeMinBytes - 1, kStripeMinBytes, kStripeMinBytes + 4 * 256 + 77, size_t{3} << 20,
-                       kStripeMaxCopyBytes - 1, kStripeMaxCopyBytes}) {
-    for (size_t from : {size_t{0}, size_t{3}}) {
-      for (size_t to : {size_t{0}, size_t{9}}) {
-        std::vector<unsigned char> want(bytes + 32, 0xEE), got(bytes + 32, 0xEE);
-        std::memcpy(want.data() + to, src.data() + from, bytes);
-        stripedCopy(got.data() + to, src.data() + from, bytes);
-        ASSERT_TRUE(want == got) << "bytes " << bytes << " from " << from << " to " << to;
-      }
-    }
-  }
-  for (ptrdiff_t shift : {ptrdiff_t{-4096}, ptrdiff_t{-1}, ptrdiff_t{1}, ptrdiff_t{300}}) {
-    const size_t bytes = kStripeMinBytes + 5000;
-    std::vector<unsigned char> want(src.begin(), src.begin() + static_cast<ptrdiff_t>(bytes) + 8192);
-    std::vector<unsigned char> got = want;
-    std::memmove(want.data() + 4096 + shift, want.data() + 4096, bytes);
-    stripedCopy(got.data() + 4096 + shift, got.data() + 4096, bytes);
-    ASSERT_TRUE(want == got) << "overlapping, shifted by " << shift;
   }
 }
 

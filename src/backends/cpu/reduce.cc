@@ -36,16 +36,18 @@ BRAID_FORCE_INLINE void store(unsigned char* p, size_t i, S v) {
 
 // Large operands are read in kStripes interleaved streams: the loop walks kStripes equal parts of the range a
 // piece at a time, round robin, so the core's prefetchers keep that many streams from memory in flight, where one
-// sequential stream leaves part of a core's memory bandwidth unused (docs/perf.md, 2026-12-07 night: a rank's
-// ring work alone 20-30 % faster, a 2-process heap all-reduce a few per cent). Elements are independent, so the
-// order changes no result; loops whose buffers may partially overlap keep their forward order and are not striped.
-// Below kStripeMinBytes (reduce.h) the operands are likely cached, and the pieces would only cost.
+// sequential stream leaves part of a core's memory bandwidth unused (docs/perf.md, night of 2026-12-07: a rank's
+// reads of its vector into a slot 16-23 % faster, a 2-process heap all-reduce's medians 2-6 %). Elements are
+// independent, so the order changes no result; loops whose buffers may partially overlap keep their forward order
+// and are not striped. Below kStripeMinBytes (reduce.h) the operands are likely cached, and the pieces would only
+// cost. The narrow floats' block loops below are bound by their conversions, not by memory, and are not striped.
 constexpr size_t kStripes = 4;
 constexpr size_t kStripePieceBytes = 256;
 
 // Calls run(first, count) over [0, n) elements of kSize bytes: whole below kStripeMinBytes, else striped.
 template <size_t kSize, class Run>
 BRAID_FORCE_INLINE void striped(size_t n, Run&& run) {
+  static_assert(kSize <= kStripePieceBytes && kStripePieceBytes % kSize == 0, "pieces of whole elements");
   if (n * kSize < kStripeMinBytes) return run(size_t{0}, n);
   constexpr size_t kPiece = kStripePieceBytes / kSize;
   const size_t seg = n / kStripes / kPiece * kPiece;
@@ -163,9 +165,9 @@ void runUnary(void* dst, const void* src, size_t n, const Params<Tr>& prm) {
 void stripedCopy(void* dst, const void* src, size_t bytes) {
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
-  // From kStripeMaxCopyBytes glibc copies from several pages at once itself, with non-temporal stores.
+  if (bytes == 0 || d == s) return;  // a null buffer with no bytes is valid, as everywhere in this file
   if (bytes < kStripeMinBytes || bytes >= kStripeMaxCopyBytes || overlaps(d, s, bytes)) {
-    if (d != s) std::memmove(d, s, bytes);  // memmove is memcpy-speed when the buffers do not overlap
+    std::memmove(d, s, bytes);  // memmove is memcpy-speed when the buffers do not overlap
     return;
   }
   striped<1>(bytes, [&](size_t at, size_t m) { std::memcpy(d + at, s + at, m); });
@@ -174,7 +176,6 @@ void stripedCopy(void* dst, const void* src, size_t bytes) {
 namespace {
 
 void plainCopy(void* dst, const void* src, size_t bytes) {
-  if (dst == src || bytes == 0) return;
   stripedCopy(dst, src, bytes);
 }
 

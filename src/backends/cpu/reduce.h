@@ -40,11 +40,17 @@ void copyPost(const ReduceOp& op, void* dst, const void* src, size_t n, bool pos
 void reduceMany(const ReduceOp* ops, void* dst, const char* const* srcs, size_t at, int nsrc, size_t n, bool post);
 
 // Operations on at least kStripeMinBytes per operand read them as several interleaved streams (reduce.cc says
-// why): every function above, and stripedCopy below kStripeMaxCopyBytes. The results are the same bits.
+// why), with the same bits: reduceInto, copyLocal and copyPost on integers, float and double, and max/min on the
+// narrow floats (their other operators run block loops bound by the conversions), and stripedCopy below
+// kStripeMaxCopyBytes. Not the streaming forms below, which work a 16 KB tile at a time. From
+// kStripeMaxCopyBytes a copy goes to glibc's memmove, whose own large-copy path writes around the caches (from a
+// threshold glibc computes from the cache size: 19.9 MB on the 48 MB-L3 VM, `ld.so --list-tunables`), as copies
+// far larger than the caches should; the ring's copies are at most a slot (512 KB).
 constexpr size_t kStripeMinBytes = size_t{256} << 10;
 constexpr size_t kStripeMaxCopyBytes = size_t{16} << 20;
 
-// memmove for the host kernels, striped between the two bounds above. dst and src may be the same or overlap.
+// memmove for the host kernels, striped between the two bounds above. dst and src may be the same or overlap;
+// either may be null when bytes is 0.
 void stripedCopy(void* dst, const void* src, size_t bytes);
 
 // Destinations of operations at least this large are written with non-temporal stores: they are far larger than
