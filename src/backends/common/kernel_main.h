@@ -76,6 +76,7 @@ constexpr const char* kDirectKernelName = "braidKernelDirect";
 struct KernelEnv {
   // A P2P send slot may be the peer's memory: compute into the local output, then copy out (step_engine.h).
   static constexpr bool kComputeIntoSlot = false;
+  static constexpr size_t kTwoDestinationPieceBytes = 0;  // the CTA's threads already split a step between them
   // Not yet measured on a GPU, where lock step costs less: many CTAs and channels hide one item's wait.
   static constexpr bool kRunAhead = false;
   BRAID_HOST_DEVICE void drive(const ConnSlot&) {}

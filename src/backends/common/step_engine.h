@@ -18,6 +18,11 @@
 //                                    its output stores may bypass the caches) or into the output first (a kernel)
 //   static constexpr bool kRunAhead  while an item's step waits for a peer, steps of its next tile that use other
 //                                    connectors run (runAhead); off in kernels until measured on a GPU
+//   static constexpr size_t kTwoDestinationPieceBytes
+//                                    a step that reduces into both destinations runs a piece of this many bytes at
+//                                    a time, reducing then copying each piece (0: the whole step at once). The host:
+//                                    its copy of a piece to the output, while the piece is cached, overlaps the
+//                                    reads of the next piece (docs/perf.md, night of 2026-12-07)
 //
 // Every item is a resumable state machine (tile, step, and the steps of tile + 1 already run ahead): tryStep moves
 // one slot if it is ready and returns, so one CTA drives many items, and items on different connectors (the sends
@@ -51,8 +56,8 @@ BRAID_HOST_DEVICE inline ReduceOp combineOnly(const ReduceOp& op) {
 // The data movement of one (non-packed) step: result = recv (+) local, or whichever of the two the step has,
 // into the first destination, then copied to the second.
 template <class Cta, class Env>
-BRAID_HOST_DEVICE void runStepData(const Cta& cta, Env& env, const StepShape& sh, const WorkDesc& w, const char* rs,
-                                   char* ss, const char* in, char* out, size_t n) {
+BRAID_HOST_DEVICE void runStepRange(const Cta& cta, Env& env, const StepShape& sh, const WorkDesc& w, const char* rs,
+                                    char* ss, const char* in, char* out, size_t n) {
   const size_t bytes = n * w.elemSize;
   const char* local = sh.local == Local::kInput ? in : sh.local == Local::kOutput ? out : nullptr;
   const bool toOut = sh.writesOutput;
@@ -73,6 +78,30 @@ BRAID_HOST_DEVICE void runStepData(const Cta& cta, Env& env, const StepShape& sh
     cta.sync();  // every thread's share of `first` is written before any thread reads it
     env.copy(cta, second, first, bytes, !firstIsOut && second != local);  // in place the output is cached
   }
+}
+
+// runStepRange over the whole step, or piece by piece where the environment asks for it (kTwoDestinationPieceBytes)
+// and the step reduces into both destinations. Every element's result depends only on the same element of the
+// sources, so the pieces give the same bits. Copies to two destinations stay whole: pieces measured slower there
+// (a broadcast's, an all-gather's), as the copy into the slot then loses its striped reads (reduce.h).
+template <class Cta, class Env>
+BRAID_HOST_DEVICE void runStepData(const Cta& cta, Env& env, const StepShape& sh, const WorkDesc& w, const char* rs,
+                                   char* ss, const char* in, char* out, size_t n) {
+  constexpr size_t kPiece = Env::kTwoDestinationPieceBytes;
+  if constexpr (kPiece > 0) {
+    const size_t per = kPiece / w.elemSize;  // every element size divides the piece
+    if (sh.writesOutput && sh.send && rs != nullptr && sh.local != Local::kNone && n > per) {
+      const size_t es = w.elemSize;
+      for (size_t at = 0; at < n; at += per) {
+        const size_t m = n - at < per ? n - at : per;
+        const size_t b = at * es;
+        runStepRange(cta, env, sh, w, rs != nullptr ? rs + b : nullptr, ss + b, in != nullptr ? in + b : nullptr,
+                     out != nullptr ? out + b : nullptr, m);
+      }
+      return;
+    }
+  }
+  runStepRange(cta, env, sh, w, rs, ss, in, out, n);
 }
 
 template <class Cta, class Env>

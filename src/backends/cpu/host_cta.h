@@ -26,6 +26,9 @@ struct HostDataOps {
   // A waiting step lets the next tile's independent steps run (step_engine.h's runAhead): one thread otherwise
   // idles in lock step with its peer.
   static constexpr bool kRunAhead = true;
+  // A step that reduces into both destinations runs 8 KB at a time (step_engine.h): each piece goes to the output
+  // while it is in L1, and those stores overlap the next piece's reads, where a whole step reads, then writes.
+  static constexpr size_t kTwoDestinationPieceBytes = size_t{8} << 10;
   // Writes to the operation's output bypass the caches (reduce.h's streaming forms): set for large operations
   // by the executor, which fences before it reports them done.
   bool streamOutputs = false;
