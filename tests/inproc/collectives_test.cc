@@ -111,13 +111,14 @@ TEST_P(ThreadRanks, TreeAllReduceEveryTypeAndOp) {
 TEST_P(ThreadRanks, RingAllReduceInStepPiecesIsExact) {
   // The host runs a ring step that reduces into both its send slot and the output 8 KB at a time
   // (HostDataOps::kTwoDestinationPieceBytes, step_engine.h). Counts whose steps hold several pieces and a ragged
-  // last one, for each element size, in and out of place, with the ops that pre- and post-process.
+  // last one, for each element size, in and out of place, with the ops that pre-process (PreMulSum) and
+  // post-process (avg).
   setenv("NCCL_ALGO", "allreduce:ring", 1);
   setenv("NCCL_PROTO", "simple", 1);
   const int n = GetParam();
   std::vector<CollCase> cases;
   for (ncclDataType_t t : {ncclInt8, ncclBfloat16, ncclFloat32, ncclFloat64}) {
-    for (ncclRedOp_t op : {ncclSum, ncclAvg, ncclMax}) {
+    for (ncclRedOp_t op : {ncclSum, ncclAvg, ncclMax, ncclNumOps /* premulsum */}) {
       for (size_t count : {size_t{(3 << 13) + 5}, size_t{(1 << 18) + 777}}) {
         for (bool inPlace : {false, true}) cases.push_back(CollCase{Coll::kAllReduce, t, op, count, inPlace, 0});
       }

@@ -53,8 +53,8 @@ BRAID_HOST_DEVICE inline ReduceOp combineOnly(const ReduceOp& op) {
   return c;
 }
 
-// The data movement of one (non-packed) step: result = recv (+) local, or whichever of the two the step has,
-// into the first destination, then copied to the second.
+// The data movement of a range of one (non-packed) step's elements: result = recv (+) local, or whichever of the
+// two the step has, into the first destination, then copied to the second.
 template <class Cta, class Env>
 BRAID_HOST_DEVICE void runStepRange(const Cta& cta, Env& env, const StepShape& sh, const WorkDesc& w, const char* rs,
                                     char* ss, const char* in, char* out, size_t n) {
@@ -82,20 +82,21 @@ BRAID_HOST_DEVICE void runStepRange(const Cta& cta, Env& env, const StepShape& s
 
 // runStepRange over the whole step, or piece by piece where the environment asks for it (kTwoDestinationPieceBytes)
 // and the step reduces into both destinations. Every element's result depends only on the same element of the
-// sources, so the pieces give the same bits. Copies to two destinations stay whole: pieces measured slower there
-// (a broadcast's, an all-gather's), as the copy into the slot then loses its striped reads (reduce.h).
+// sources, so the pieces give the same bits. The pieces are below reduce.h's striping threshold, and still measured
+// faster; copies to two destinations (a broadcast's, an all-gather's) measured slower in pieces, and stay whole.
 template <class Cta, class Env>
 BRAID_HOST_DEVICE void runStepData(const Cta& cta, Env& env, const StepShape& sh, const WorkDesc& w, const char* rs,
                                    char* ss, const char* in, char* out, size_t n) {
   constexpr size_t kPiece = Env::kTwoDestinationPieceBytes;
+  static_assert(kPiece == 0 || kPiece >= 8, "a piece holds at least one element of every type");
   if constexpr (kPiece > 0) {
-    const size_t per = kPiece / w.elemSize;  // every element size divides the piece
-    if (sh.writesOutput && sh.send && rs != nullptr && sh.local != Local::kNone && n > per) {
+    if (sh.reduces() && sh.send && sh.writesOutput && n * w.elemSize > kPiece) {
+      const size_t per = kPiece / w.elemSize;  // every element size divides the piece
       const size_t es = w.elemSize;
       for (size_t at = 0; at < n; at += per) {
         const size_t m = n - at < per ? n - at : per;
         const size_t b = at * es;
-        runStepRange(cta, env, sh, w, rs != nullptr ? rs + b : nullptr, ss + b, in != nullptr ? in + b : nullptr,
+        runStepRange(cta, env, sh, w, rs + b, ss + b, in != nullptr ? in + b : nullptr,
                      out != nullptr ? out + b : nullptr, m);
       }
       return;
