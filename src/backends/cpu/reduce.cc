@@ -57,39 +57,24 @@ BRAID_FORCE_INLINE void striped(size_t n, Run&& run) {
   run(kStripes * seg, n - kStripes * seg);
 }
 
+// The loops runBinary/runUnary pick; __restrict tells the compiler the buffers do not alias, so it vectorizes.
 template <class F, class Tr>
-BRAID_FORCE_INLINE void binaryDistinctRun(unsigned char* __restrict d, const unsigned char* __restrict p,
-                                          const unsigned char* __restrict l, size_t n, Params<Tr> prm) {
+BRAID_FORCE_INLINE void binaryDistinct(unsigned char* __restrict d, const unsigned char* __restrict p,
+                                       const unsigned char* __restrict l, size_t n, Params<Tr> prm) {
   using S = typename Tr::S;
   for (size_t i = 0; i < n; ++i) store<S>(d, i, F::apply(load<S>(p, i), load<S>(l, i), prm));
 }
 template <class F, class Tr>
-void binaryDistinct(unsigned char* __restrict d, const unsigned char* __restrict p, const unsigned char* __restrict l,
-                    size_t n, Params<Tr> prm) {
-  constexpr size_t kS = sizeof(typename Tr::S);
-  striped<kS>(n, [&](size_t at, size_t m) { binaryDistinctRun<F, Tr>(d + at * kS, p + at * kS, l + at * kS, m, prm); });
-}
-template <class F, class Tr>
-BRAID_FORCE_INLINE void binaryDstIsPeerRun(unsigned char* __restrict d, const unsigned char* __restrict l, size_t n,
-                                           Params<Tr> prm) {
+BRAID_FORCE_INLINE void binaryDstIsPeer(unsigned char* __restrict d, const unsigned char* __restrict l, size_t n,
+                                        Params<Tr> prm) {
   using S = typename Tr::S;
   for (size_t i = 0; i < n; ++i) store<S>(d, i, F::apply(load<S>(d, i), load<S>(l, i), prm));
 }
 template <class F, class Tr>
-void binaryDstIsPeer(unsigned char* __restrict d, const unsigned char* __restrict l, size_t n, Params<Tr> prm) {
-  constexpr size_t kS = sizeof(typename Tr::S);
-  striped<kS>(n, [&](size_t at, size_t m) { binaryDstIsPeerRun<F, Tr>(d + at * kS, l + at * kS, m, prm); });
-}
-template <class F, class Tr>
-BRAID_FORCE_INLINE void binaryDstIsLocalRun(unsigned char* __restrict d, const unsigned char* __restrict p, size_t n,
-                                            Params<Tr> prm) {
+BRAID_FORCE_INLINE void binaryDstIsLocal(unsigned char* __restrict d, const unsigned char* __restrict p, size_t n,
+                                         Params<Tr> prm) {
   using S = typename Tr::S;
   for (size_t i = 0; i < n; ++i) store<S>(d, i, F::apply(load<S>(p, i), load<S>(d, i), prm));
-}
-template <class F, class Tr>
-void binaryDstIsLocal(unsigned char* __restrict d, const unsigned char* __restrict p, size_t n, Params<Tr> prm) {
-  constexpr size_t kS = sizeof(typename Tr::S);
-  striped<kS>(n, [&](size_t at, size_t m) { binaryDstIsLocalRun<F, Tr>(d + at * kS, p + at * kS, m, prm); });
 }
 // All three the same buffer, or a (disallowed) partial overlap: forward element order, no aliasing assumptions.
 template <class F, class Tr>
@@ -99,25 +84,15 @@ void binaryAny(unsigned char* d, const unsigned char* p, const unsigned char* l,
 }
 
 template <class F, class Tr>
-BRAID_FORCE_INLINE void unaryDistinctRun(unsigned char* __restrict d, const unsigned char* __restrict s, size_t n,
-                                         Params<Tr> prm) {
+BRAID_FORCE_INLINE void unaryDistinct(unsigned char* __restrict d, const unsigned char* __restrict s, size_t n,
+                                      Params<Tr> prm) {
   using S = typename Tr::S;
   for (size_t i = 0; i < n; ++i) store<S>(d, i, F::apply(load<S>(s, i), prm));
 }
 template <class F, class Tr>
-void unaryDistinct(unsigned char* __restrict d, const unsigned char* __restrict s, size_t n, Params<Tr> prm) {
-  constexpr size_t kS = sizeof(typename Tr::S);
-  striped<kS>(n, [&](size_t at, size_t m) { unaryDistinctRun<F, Tr>(d + at * kS, s + at * kS, m, prm); });
-}
-template <class F, class Tr>
-BRAID_FORCE_INLINE void unaryInPlaceRun(unsigned char* __restrict d, size_t n, Params<Tr> prm) {
+BRAID_FORCE_INLINE void unaryInPlace(unsigned char* __restrict d, size_t n, Params<Tr> prm) {
   using S = typename Tr::S;
   for (size_t i = 0; i < n; ++i) store<S>(d, i, F::apply(load<S>(d, i), prm));
-}
-template <class F, class Tr>
-void unaryInPlace(unsigned char* __restrict d, size_t n, Params<Tr> prm) {
-  constexpr size_t kS = sizeof(typename Tr::S);
-  striped<kS>(n, [&](size_t at, size_t m) { unaryInPlaceRun<F, Tr>(d + at * kS, m, prm); });
 }
 template <class F, class Tr>
 void unaryAny(unsigned char* d, const unsigned char* s, size_t n, Params<Tr> prm) {
@@ -135,12 +110,14 @@ void runBinary(void* dst, const void* peer, const void* local, size_t n, const P
   const auto* p = static_cast<const unsigned char*>(peer);
   const auto* l = static_cast<const unsigned char*>(local);
   const size_t bytes = n * sizeof(typename Tr::S);
+  constexpr size_t kS = sizeof(typename Tr::S);
   if (d == p && d != l && !overlaps(d, l, bytes)) {
-    binaryDstIsPeer<F, Tr>(d, l, n, prm);
+    striped<kS>(n, [&](size_t at, size_t m) { binaryDstIsPeer<F, Tr>(d + at * kS, l + at * kS, m, prm); });
   } else if (d == l && d != p && !overlaps(d, p, bytes)) {
-    binaryDstIsLocal<F, Tr>(d, p, n, prm);
+    striped<kS>(n, [&](size_t at, size_t m) { binaryDstIsLocal<F, Tr>(d + at * kS, p + at * kS, m, prm); });
   } else if (!overlaps(d, p, bytes) && !overlaps(d, l, bytes)) {
-    binaryDistinct<F, Tr>(d, p, l, n, prm);  // peer == local is fine here: both are only read
+    // peer == local is fine here: both are only read
+    striped<kS>(n, [&](size_t at, size_t m) { binaryDistinct<F, Tr>(d + at * kS, p + at * kS, l + at * kS, m, prm); });
   } else {
     binaryAny<F, Tr>(d, p, l, n, prm);
   }
@@ -151,10 +128,11 @@ void runUnary(void* dst, const void* src, size_t n, const Params<Tr>& prm) {
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
   const size_t bytes = n * sizeof(typename Tr::S);
+  constexpr size_t kS = sizeof(typename Tr::S);
   if (d == s) {
-    unaryInPlace<F, Tr>(d, n, prm);
+    striped<kS>(n, [&](size_t at, size_t m) { unaryInPlace<F, Tr>(d + at * kS, m, prm); });
   } else if (!overlaps(d, s, bytes)) {
-    unaryDistinct<F, Tr>(d, s, n, prm);
+    striped<kS>(n, [&](size_t at, size_t m) { unaryDistinct<F, Tr>(d + at * kS, s + at * kS, m, prm); });
   } else {
     unaryAny<F, Tr>(d, s, n, prm);
   }
@@ -174,10 +152,6 @@ void stripedCopy(void* dst, const void* src, size_t bytes) {
 }
 
 namespace {
-
-void plainCopy(void* dst, const void* src, size_t bytes) {
-  stripedCopy(dst, src, bytes);
-}
 
 bool wantsPost(const ReduceOp& op, bool post) {
   return post && op.kind == OpKind::kAvg && op.nranks > 1;
@@ -210,13 +184,13 @@ template <class Tr>
 void copyLocalT(const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
   if (op.kind == OpKind::kPreMulSum) return runUnary<PreMul<Tr>, Tr>(dst, src, n, makeParams<Tr>(op));
   if (wantsPost(op, post)) return runUnary<PostDiv<Tr>, Tr>(dst, src, n, makeParams<Tr>(op));
-  plainCopy(dst, src, n * sizeof(typename Tr::S));
+  stripedCopy(dst, src, n * sizeof(typename Tr::S));
 }
 
 template <class Tr>
 void copyPostT(const ReduceOp& op, void* dst, const void* src, size_t n, bool post) {
   if (wantsPost(op, post)) return runUnary<PostDiv<Tr>, Tr>(dst, src, n, makeParams<Tr>(op));
-  plainCopy(dst, src, n * sizeof(typename Tr::S));
+  stripedCopy(dst, src, n * sizeof(typename Tr::S));
 }
 
 // Calls fn.template operator()<Traits>() for op's dtype.
